@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""portbench: port one ViT-style classifier to torch, Keras and Flax, prove the ports compute the
+same function, then time them fairly. `python compare.py --help` lists the subcommands; the bare
+`python compare.py` verifies and then times the default spec."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from shared.cli import command_modules
+from shared.errors import PortbenchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="compare.py", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in command_modules():
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["main"])  # the default job: verify, then time
+    try:
+        return int(args.run(args) or 0)
+    except PortbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

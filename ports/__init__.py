@@ -1,0 +1,90 @@
+"""The port registry: which frameworks are installed, and a way to load one without failing on
+import when another is missing.
+
+Each entry is a framework name as users type it (`--frameworks torch,keras,flax`). An entry may
+set environment variables that must hold before its framework is imported (Keras' backend), so
+in-process use is limited to one Keras backend per process; `compare.py` runs each entry in its
+own subprocess with its `env`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from shared.errors import FrameworkUnavailable
+
+
+@dataclass(frozen=True)
+class PortEntry:
+    name: str
+    module: str  # the package holding model.py, transfer.py and port.py
+    requires: tuple[str, ...]  # importable modules this entry needs
+    install_hint: str
+    env: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+PORTS: dict[str, PortEntry] = {
+    "torch": PortEntry("torch", "ports.torch", ("torch",), "pip install -e '.[torch]'",
+                       description="PyTorch nn.Module, eager; torch.compile when compiled"),
+    "keras": PortEntry("keras", "ports.keras", ("keras", "tensorflow"), "pip install -e '.[keras]'",
+                       env={"KERAS_BACKEND": "tensorflow"},
+                       description="Keras 3 layers on the TensorFlow backend"),
+    "flax": PortEntry("flax", "ports.flax", ("flax", "jax", "optax"), "pip install -e '.[flax]'",
+                      description="flax.nnx modules on JAX; jax.jit when compiled"),
+}
+NATIVE = ("torch", "keras", "flax")  # the three parallel texts
+ALL = tuple(PORTS)
+
+
+def missing_requirement(name: str) -> str | None:
+    """None when the entry can run here, else a one-line reason."""
+    if name not in PORTS:
+        return f"unknown framework {name!r}; expected one of: {', '.join(PORTS)}"
+    entry = PORTS[name]
+    for module in entry.requires:
+        if importlib.util.find_spec(module) is None:
+            return f"framework {name!r} needs {module!r}, which is not installed ({entry.install_hint})"
+    return None
+
+
+def installed() -> dict[str, str | None]:
+    """Every registered entry -> None if usable, else why not. Never imports a framework."""
+    return {name: missing_requirement(name) for name in PORTS}
+
+
+def parse_frameworks(text: str | None, default: tuple[str, ...] = NATIVE) -> list[str]:
+    names = [n.strip() for n in (text or ",".join(default)).split(",") if n.strip()]
+    for n in names:
+        if n not in PORTS and n != "reference":
+            raise FrameworkUnavailable(f"unknown framework {n!r}; expected one of: {', '.join(PORTS)}")
+    return names
+
+
+def load_port_module(name: str) -> ModuleType:
+    """Import `ports.<fw>.port` in this process, or raise a one-line FrameworkUnavailable."""
+    reason = missing_requirement(name)
+    if reason:
+        raise FrameworkUnavailable(reason)
+    entry = PORTS[name]
+    for key, value in entry.env.items():
+        current = os.environ.setdefault(key, value)
+        if current != value and "keras" in sys.modules:
+            raise FrameworkUnavailable(
+                f"framework {name!r} needs {key}={value}, but this process already runs {current}; "
+                "run it in its own process (compare.py does)"
+            )
+        os.environ[key] = value
+    try:
+        return importlib.import_module(entry.module + ".port")
+    except ImportError as exc:
+        raise FrameworkUnavailable(f"framework {name!r} failed to import: {exc}") from None
+
+
+def create_port(name: str, spec, device: str = "cpu"):  # noqa: ANN001, ANN201 (per-framework type)
+    return load_port_module(name).Port(spec, device=device)

@@ -1,0 +1,180 @@
+"""The spec's model in PyTorch (`torch.nn`), NCHW input.
+
+Parallel text: ports/keras/model.py and ports/flax/model.py have the same classes in the same
+order; a diff between two of them shows only the framework idiom.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+from shared.positions import fixed_table
+from shared.spec import ModelSpec
+
+Taps = dict[str, torch.Tensor]
+
+
+def activation(form: str) -> nn.Module:
+    # Always pass the GELU form: torch's default is exact, Flax's and keras.ops' are tanh.
+    return nn.GELU(approximate="none" if form == "gelu" else "tanh")
+
+
+def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
+    # Always pass epsilon: torch 1e-5, Keras 1e-3 and Flax 1e-6 by default.
+    return nn.LayerNorm(width, eps=spec.layer_norm_eps)
+
+
+class PatchEmbed(nn.Module):
+    """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        d = spec.derived
+        # F.pad order is (left, right, top, bottom): zeros at the bottom and right only.
+        self.padding = (0, d.cols_padded, 0, d.rows_padded)
+        patch = (spec.patch_height, spec.patch_width)
+        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=patch, stride=patch, padding=0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if any(self.padding):
+            x = F.pad(x, self.padding)
+        x = self.proj(x)  # a valid conv: `drop` discards trailing pixels here
+        return x.flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
+
+
+class Attention(nn.Module):
+    """Multi-head attention with its own head width.
+
+    nn.MultiheadAttention fixes the head width to embed_dim / num_heads (and defaults to
+    batch_first=False), so it cannot express a spec whose head_dim is its own field (Keras'
+    key_dim). This module packs q, k, v into one Linear (as timm does) and calls
+    scaled_dot_product_attention, torch's fused kernel."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.heads, self.head_dim = spec.heads, spec.head_dim
+        inner = spec.derived.attn_inner
+        self.qkv = nn.Linear(spec.dim, 3 * inner, bias=spec.qkv_bias)
+        self.out = nn.Linear(inner, spec.dim, bias=True)
+        self.dropout = spec.dropout_attn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
+        context = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, scale=self.head_dim**-0.5
+        )
+        return self.out(context.transpose(1, 2).reshape(b, n, -1))
+
+
+class Mlp(nn.Module):
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(spec.dim, spec.mlp_dim)
+        self.act = activation(spec.activation)
+        self.fc2 = nn.Linear(spec.mlp_dim, spec.dim)
+        self.drop = nn.Dropout(spec.dropout_mlp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class Block(nn.Module):
+    def __init__(self, spec: ModelSpec, index: int) -> None:
+        super().__init__()
+        self.name, self.pre_norm = f"block{index}", spec.norm == "pre"
+        self.norm1 = layer_norm(spec, spec.dim)
+        self.attn = Attention(spec)
+        self.norm2 = layer_norm(spec, spec.dim)
+        self.mlp = Mlp(spec)
+
+    def forward(self, x: torch.Tensor, taps: Taps | None = None) -> torch.Tensor:
+        t = taps if taps is not None else {}
+        if self.pre_norm:  # x + f(LN(x))
+            h = t[f"{self.name}.norm1"] = self.norm1(x)
+            x = x + (a := self.attn(h))
+            t[f"{self.name}.attn"] = a
+            h = t[f"{self.name}.norm2"] = self.norm2(x)
+            x = x + (m := self.mlp(h))
+            t[f"{self.name}.mlp"] = m
+        else:  # post: LN(x + f(x))
+            t[f"{self.name}.attn"] = a = self.attn(x)
+            x = t[f"{self.name}.norm1"] = self.norm1(x + a)
+            t[f"{self.name}.mlp"] = m = self.mlp(x)
+            x = t[f"{self.name}.norm2"] = self.norm2(x + m)
+        t[f"{self.name}.out"] = x
+        return x
+
+
+class Head(nn.Module):
+    """Hidden Linear + activation + dropout layers, then the class logits."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        widths = [spec.derived.pooled_dim, *spec.head_hidden]
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.act = activation(spec.head_activation)
+        self.drop = nn.Dropout(spec.dropout_head)
+        self.out = nn.Linear(widths[-1], spec.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.hidden:
+            x = self.drop(self.act(layer(x)))
+        return self.out(x)
+
+
+class VisionTransformer(nn.Module):
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        d = spec.derived
+        self.spec = spec
+        self.patch_embed = PatchEmbed(spec)
+        self.cls_token = nn.Parameter(torch.zeros(spec.dim)) if spec.class_token else None
+        self.pos_embed = None
+        if spec.pos_embed == "learned":  # the whole table; only the first rows are used
+            self.pos_embed = nn.Parameter(torch.zeros(d.pos_rows_total, spec.dim))
+        elif spec.pos_embed == "sincos":  # fixed, not a parameter
+            table = torch.tensor(fixed_table(spec), dtype=torch.float32)
+            self.register_buffer("pos_table", table, persistent=False)
+        self.pos_drop = nn.Dropout(spec.dropout_embed)
+        self.blocks = nn.ModuleList(Block(spec, i) for i in range(spec.depth))
+        self.final_norm = None
+        if spec.final_norm != "none":
+            width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
+            self.final_norm = layer_norm(spec, width)
+        self.head = Head(spec)
+
+    def positions(self) -> torch.Tensor | None:
+        if self.pos_embed is not None:
+            return self.pos_embed[: self.spec.derived.pos_rows_used]
+        return getattr(self, "pos_table", None)
+
+    def forward(self, x: torch.Tensor, taps: Taps | None = None) -> torch.Tensor:
+        s, t = self.spec, taps if taps is not None else {}
+        x = t["patch_embed"] = self.patch_embed(x)
+        table = self.positions()
+        if table is not None and not s.pos_embed_class_row:
+            x = x + table  # big_vision: patches only, before the class token
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], 1, -1), x], dim=1)
+        if table is not None and s.pos_embed_class_row:
+            x = x + table  # timm/torchvision: the table has a class-token row
+        x = t["pos_embed"] = self.pos_drop(x)
+        for blk in self.blocks:
+            x = blk(x, t)
+        if s.final_norm == "tokens":
+            x = t["final_norm"] = self.final_norm(x)
+        if s.pooling == "cls":
+            x = x[:, 0]
+        elif s.pooling == "mean":
+            x = x[:, int(s.class_token):].mean(dim=1)  # patch tokens only
+        else:
+            x = x.flatten(1)
+        if s.final_norm == "pooled":
+            x = self.final_norm(x)
+        t["pooled"] = x
+        x = t["logits"] = self.head(x)
+        return x

@@ -1,0 +1,123 @@
+"""The common port interface (shared/port_api.py) for PyTorch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+from ports.torch import transfer
+from ports.torch.model import VisionTransformer
+from shared.inputs import check_images
+from shared.spec import ModelSpec
+from shared.weights import Tensors, check_tensors
+
+FRAMEWORK = "torch"
+
+
+def pin_precision() -> dict[str, Any]:
+    # 'highest' keeps fp32 matmuls in fp32; 'medium' runs bf16 on CPUs with AMX (divergences #36)
+    # and 'high' allows TF32 on GPUs.
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return {"float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+def set_threads(threads: int) -> dict[str, int]:
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:  # only settable before the first parallel work; report what holds
+        pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def available_devices() -> list[str]:
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.insert(0, "cuda")
+    elif getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        devices.insert(0, "metal")
+    return devices
+
+
+def version_info() -> dict[str, str]:
+    return {"torch": torch.__version__}
+
+
+class Port:
+    framework = FRAMEWORK
+
+    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
+        pin_precision()
+        self.spec, self.device_class = spec, device
+        self.device = torch.device({"cpu": "cpu", "cuda": "cuda", "metal": "mps"}[device])
+        self.model = VisionTransformer(spec).to(self.device).eval()
+
+    # ---- weights ----------------------------------------------------------------------
+    def load(self, tensors: Tensors) -> None:
+        check_tensors(self.spec, tensors)
+        transfer.load_canonical(self.model, tensors)
+
+    def export(self) -> Tensors:
+        return transfer.export_canonical(self.model)
+
+    def param_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    # ---- running ----------------------------------------------------------------------
+    def prepare(self, images: np.ndarray) -> torch.Tensor:
+        """Canonical NHWC float32 -> NCHW on the device (torch's native layout)."""
+        check_images(self.spec, images)
+        x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+        return x.permute(0, 3, 1, 2).contiguous().to(self.device)
+
+    def forward(self, prepared: torch.Tensor, train: bool = False) -> torch.Tensor:
+        self.model.train(train)  # dropout is active only in train mode
+        with torch.set_grad_enabled(train):
+            return self.model(prepared)
+
+    def compiled_forward(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Eval-mode forward under torch.compile (inductor)."""
+        self.model.eval()
+        compiled = torch.compile(self.model)
+
+        def run(prepared: torch.Tensor) -> torch.Tensor:
+            with torch.no_grad():
+                return compiled(prepared)
+
+        return run
+
+    def sync(self, result: Any = None) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        elif self.device.type == "mps":
+            torch.mps.synchronize()
+
+    def to_numpy(self, result: torch.Tensor) -> np.ndarray:
+        return result.detach().cpu().numpy()
+
+    def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.to_numpy(self.forward(self.prepare(images), train=train))
+
+    def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        taps: dict[str, torch.Tensor] = {}
+        self.model.eval()
+        with torch.no_grad():
+            self.model(self.prepare(images), taps)
+        return {name: self.to_numpy(t) for name, t in taps.items()}
+
+    def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
+        """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
+        dropout off, so the three ports are comparable)."""
+        self.model.eval()
+        self.model.zero_grad(set_to_none=True)
+        logits = self.model(self.prepare(images))
+        target = torch.from_numpy(np.asarray(labels, dtype=np.int64)).to(self.device)
+        loss = F.cross_entropy(logits, target, reduction="mean")
+        loss.backward()
+        return float(loss.detach().cpu()), transfer.export_gradients(self.model)

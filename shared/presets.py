@@ -1,0 +1,169 @@
+"""Named specs. Each states every field (no framework default is left implicit) and says which
+fields come from its source and which are this project's choice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared.errors import SpecError
+from shared.spec import ModelSpec, apply_overrides
+
+DEFAULT_PRESET = "archive-torch"
+
+
+@dataclass(frozen=True)
+class Preset:
+    spec: ModelSpec
+    description: str
+
+
+_ARCHIVE_TORCH = ModelSpec(
+    name="archive-torch",
+    image_height=32, image_width=31, channels=1, patch_height=8, patch_width=4, remainder="drop",
+    dim=32, class_token=False, pos_embed="learned", pos_embed_class_row=False, pos_rows=None,
+    depth=4, heads=4, head_dim=8, mlp_dim=64, activation="gelu", norm="pre", layer_norm_eps=1e-5,
+    qkv_bias=True, final_norm="tokens", pooling="flatten", head_hidden=(128, 64, 32),
+    head_activation="gelu", num_classes=2,
+    dropout_embed=0.0, dropout_attn=0.0, dropout_mlp=0.0, dropout_head=0.1,
+)
+
+_ARCHIVE_FINAL = _ARCHIVE_TORCH.replace(
+    name="archive-final", image_height=25, patch_height=5, dim=128, heads=8, head_dim=16,
+    mlp_dim=256, pos_rows=42,
+)
+
+_QUADRANT = ModelSpec(
+    name="quadrant",
+    image_height=8, image_width=8, channels=1, patch_height=4, patch_width=4, remainder="drop",
+    dim=32, class_token=True, pos_embed="learned", pos_embed_class_row=True, pos_rows=None,
+    depth=2, heads=4, head_dim=8, mlp_dim=64, activation="gelu", norm="pre", layer_norm_eps=1e-5,
+    qkv_bias=True, final_norm="tokens", pooling="cls", head_hidden=(), head_activation="gelu",
+    num_classes=4, dropout_embed=0.0, dropout_attn=0.0, dropout_mlp=0.0, dropout_head=0.0,
+)
+
+_MNIST_VIT = ModelSpec(
+    name="mnist-vit",
+    image_height=28, image_width=28, channels=1, patch_height=4, patch_width=4, remainder="drop",
+    dim=128, class_token=True, pos_embed="learned", pos_embed_class_row=True, pos_rows=None,
+    depth=6, heads=8, head_dim=16, mlp_dim=512, activation="gelu", norm="post",
+    layer_norm_eps=1e-5, qkv_bias=True, final_norm="none", pooling="cls", head_hidden=(),
+    head_activation="gelu", num_classes=10,
+    dropout_embed=0.0, dropout_attn=0.0, dropout_mlp=0.1, dropout_head=0.0,
+)
+
+_VIT_B16 = ModelSpec(
+    name="vit-b16",
+    image_height=224, image_width=224, channels=3, patch_height=16, patch_width=16,
+    remainder="drop", dim=768, class_token=True, pos_embed="learned", pos_embed_class_row=True,
+    pos_rows=None, depth=12, heads=12, head_dim=64, mlp_dim=3072, activation="gelu", norm="pre",
+    layer_norm_eps=1e-6, qkv_bias=True, final_norm="tokens", pooling="cls", head_hidden=(),
+    head_activation="gelu", num_classes=1000,
+    dropout_embed=0.0, dropout_attn=0.0, dropout_mlp=0.0, dropout_head=0.0,
+)
+
+PRESETS: dict[str, Preset] = {
+    "archive-torch": Preset(_ARCHIVE_TORCH, (
+        "The archive's PyTorch model. From the source: 1x32x31 input (channels-first there; NHWC "
+        "here), 8x4 patches with trailing pixels dropped (4x7 = 28 tokens, the 3 rightmost "
+        "columns discarded), a patch Linear 32->32 (stored as a 8x4x1x32 kernel, the same "
+        "function), a learned table of 28 positions and no class token, 4 pre-norm blocks of "
+        "width 32 with 4 heads of width 8 (torch divides 32 by 4), MLP 32->64->32 with GELU, "
+        "then LayerNorm on every token, flatten 28x32 = 896 -> 128 -> 64 -> 32 with GELU and "
+        "dropout between, -> 2 logits. Left at torch defaults in the source and stated here: "
+        "LayerNorm eps 1e-5, exact GELU, qkv bias. This project's choices: head dropout 0.1 "
+        "(the rate is not recoverable from the source), other dropouts 0."
+    )),
+    "archive-keras": Preset(
+        _ARCHIVE_TORCH.replace(
+            name="archive-keras", remainder="pad", depth=3, head_dim=32, layer_norm_eps=1e-3,
+            pooling="mean", final_norm="tokens",
+        ),
+        "The Keras model the archive's torch model was ported from. From the source: the same "
+        "1x32x31 input and 8x4 patches, but zero-padded to 4x8 = 32 tokens ('same' patching), 3 "
+        "blocks, 4 heads with key_dim=32, i.e. head width 32 (four times torch's 8: the 'same "
+        "integer 32' trap), and token averaging before the head. LayerNorm eps 1e-3 is Keras' "
+        "LayerNormalization default, which the source left implicit. Assumptions (the sources do "
+        "not state them; they follow archive-torch): width 32, MLP 64 with exact GELU, learned "
+        "positions (32 rows), no class token, LayerNorm on every token before pooling, head "
+        "32 -> 128 -> 64 -> 32 -> 2 with GELU and dropout 0.1.",
+    ),
+    "archive-final": Preset(_ARCHIVE_FINAL, (
+        "The archive's last training configuration. From the source: 1x25x31 input, 5x4 patches "
+        "(5x7 = 35 tokens, 3 columns dropped), width 128 with 8 heads (width 16), and a position "
+        "table sized from a hard-coded height of 32: (32/5)x7 = 42 rows, of which only the first "
+        "35 are ever used (the other 7 never receive a gradient; this preset keeps the defect so "
+        "it can be shown). Otherwise as archive-torch (4 pre-norm blocks, eps 1e-5, exact GELU, "
+        "flatten head 4480 -> 128 -> 64 -> 32 -> 2). Assumption: MLP width 256, keeping "
+        "archive-torch's MLP ratio of 2."
+    )),
+    "archive-final-repaired": Preset(
+        _ARCHIVE_FINAL.replace(name="archive-final-repaired", pos_rows=35),
+        "archive-final with the position table sized from the real image height: 35 rows, all "
+        "used. Everything else is identical, so the two differ only in 7 dead table rows.",
+    ),
+    "mnist-vit": Preset(_MNIST_VIT, (
+        "The archive's MNIST ViT. From the source: 1x28x28, 4x4 patches (7x7 = 49 tokens) plus a "
+        "class token, learned positions (50 rows, class row included), width 128, 8 heads, 6 "
+        "post-norm blocks (x = LN(x + attn(x)); x = LN(x + mlp(x))), MLP 512 with GELU, no final "
+        "norm, class-token pooling, Linear 128 -> 10. torch defaults stated: eps 1e-5, exact "
+        "GELU. This project's choice: MLP dropout 0.1, others 0."
+    )),
+    "mnist-vit-small": Preset(
+        _MNIST_VIT.replace(name="mnist-vit-small", patch_height=7, patch_width=7, depth=2, dim=64,
+                           heads=4, head_dim=16, mlp_dim=256),
+        "A quick variant of mnist-vit: 7x7 patches (16 tokens) plus a class token, 2 post-norm "
+        "blocks of width 64 with 4 heads. Assumption: MLP 256 (mnist-vit's ratio of 4).",
+    ),
+    "quadrant": Preset(_QUADRANT, (
+        "The archive's toy task: 1x8x8 images with one bright quadrant, 4x4 patches (4 tokens) "
+        "plus a class token, learned positions, width 32, 4 heads of width 8, 2 pre-norm blocks, "
+        "MLP 64, class-token pooling, 4 classes. torch defaults stated: eps 1e-5, exact GELU. "
+        "This project's choice: final LayerNorm on every token (the usual pre-norm ViT), no "
+        "dropout."
+    )),
+    "quadrant-narrow": Preset(
+        _QUADRANT.replace(name="quadrant-narrow", dim=16, heads=2, head_dim=8),
+        "quadrant with width 16 and 2 heads (of width 8): the archive's narrower model, which "
+        "stalls at a fixed loss on some seeds. Assumption: MLP 64 as in quadrant.",
+    ),
+    "vit-b16": Preset(_VIT_B16, (
+        "ViT-B/16 from the ViT paper, as torchvision builds it: 3x224x224, 16x16 patches (196) "
+        "plus a class token, learned positions with a class row, width 768, 12 pre-norm blocks, "
+        "12 heads of 64, MLP 3072 with exact GELU, LayerNorm eps 1e-6, final norm, class-token "
+        "pooling, Linear 768 -> 1000. 86,567,656 parameters."
+    )),
+    "vit-s16": Preset(
+        _VIT_B16.replace(name="vit-s16", dim=384, heads=6, mlp_dim=1536),
+        "ViT-S/16 (timm/DeiT-small sizes): vit-b16 with width 384, 6 heads of 64, MLP 1536.",
+    ),
+    "vit-ti16": Preset(
+        _VIT_B16.replace(name="vit-ti16", dim=192, heads=3, mlp_dim=768),
+        "ViT-Ti/16 (DeiT-tiny sizes): vit-b16 with width 192, 3 heads of 64, MLP 768.",
+    ),
+}
+
+
+def get_preset(name: str) -> ModelSpec:
+    if name not in PRESETS:
+        raise SpecError(f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}")
+    return PRESETS[name].spec
+
+
+def resolve_spec(value: str | None, overrides: list[str] | None = None) -> ModelSpec:
+    """Turn a `--spec` argument into a spec: a preset name, a JSON/TOML file, or a JSON document
+    (a bare spec or the `compare.py spec --json` output); then apply `--set` overrides."""
+    value = value or DEFAULT_PRESET
+    stripped = value.strip()
+    if stripped in PRESETS:
+        spec = PRESETS[stripped].spec
+    elif stripped.startswith("{"):
+        spec = ModelSpec.from_json(stripped)
+    elif Path(stripped).is_file():
+        spec = ModelSpec.from_file(stripped)
+    else:
+        raise SpecError(
+            f"--spec {value!r} is neither a preset ({', '.join(PRESETS)}) nor a spec file "
+            "nor a JSON document"
+        )
+    return apply_overrides(spec, overrides or [])

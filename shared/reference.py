@@ -1,0 +1,145 @@
+"""The oracle: a plain NumPy float64 forward pass of any valid spec, written to be read.
+
+Every port is tested against this. It follows the spec's conventions literally (see spec.py) and
+records named intermediates ("taps") that `compare.py trace` lines up against the ports'.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import erf
+
+from shared.inputs import check_images
+from shared.positions import fixed_table
+from shared.spec import ModelSpec
+from shared.weights import Tensors
+
+Taps = dict[str, np.ndarray]
+
+
+def gelu(x: np.ndarray, form: str) -> np.ndarray:
+    if form == "gelu":  # exact: x * Phi(x)
+        return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+    # tanh approximation (jax.nn.gelu's and keras.ops.gelu's default)
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # two-pass, biased (as every framework)
+    return (x - mean) / np.sqrt(var + eps) * scale + bias
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    x = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def patchify(spec: ModelSpec, images: np.ndarray) -> np.ndarray:
+    """NHWC images -> (B, patches, ph*pw*C), patches row-major, each flattened (ph, pw, C)."""
+    d = spec.derived
+    ph, pw = spec.patch_height, spec.patch_width
+    if spec.remainder == "pad":
+        images = np.pad(images, ((0, 0), (0, d.rows_padded), (0, d.cols_padded), (0, 0)))
+    images = images[:, : d.grid_rows * ph, : d.grid_cols * pw, :]  # `drop`: valid unfold
+    b = images.shape[0]
+    x = images.reshape(b, d.grid_rows, ph, d.grid_cols, pw, spec.channels)
+    return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, d.num_patches, d.patch_features)
+
+
+def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray) -> np.ndarray:
+    """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim)."""
+    def project(name: str) -> np.ndarray:
+        y = np.einsum("bnd,dhk->bnhk", x, w[f"{p}attn.{name}.kernel"])
+        if spec.qkv_bias:
+            y = y + w[f"{p}attn.{name}.bias"]
+        return y
+
+    q, k, v = project("query"), project("key"), project("value")
+    scores = np.einsum("bqhk,bshk->bhqs", q, k) / np.sqrt(spec.head_dim)
+    context = np.einsum("bhqs,bshk->bqhk", softmax(scores), v)
+    return np.einsum("bqhk,hkd->bqd", context, w[f"{p}attn.out.kernel"]) + w[f"{p}attn.out.bias"]
+
+
+def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray) -> np.ndarray:
+    hidden = gelu(x @ w[f"{p}mlp.fc1.kernel"] + w[f"{p}mlp.fc1.bias"], spec.activation)
+    return hidden @ w[f"{p}mlp.fc2.kernel"] + w[f"{p}mlp.fc2.bias"]
+
+
+def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps) -> np.ndarray:
+    p = f"blocks.{i}."
+    eps = spec.layer_norm_eps
+
+    def norm(name: str, y: np.ndarray) -> np.ndarray:
+        return layer_norm(y, w[f"{p}{name}.scale"], w[f"{p}{name}.bias"], eps)
+
+    if spec.norm == "pre":  # x + f(LN(x))
+        h = norm("norm1", x)
+        taps[f"block{i}.norm1"] = h
+        a = attention(spec, w, p, h)
+        taps[f"block{i}.attn"] = a
+        x = x + a
+        h = norm("norm2", x)
+        taps[f"block{i}.norm2"] = h
+        m = mlp(spec, w, p, h)
+        taps[f"block{i}.mlp"] = m
+        x = x + m
+    else:  # post: LN(x + f(x))
+        a = attention(spec, w, p, x)
+        taps[f"block{i}.attn"] = a
+        x = norm("norm1", x + a)
+        taps[f"block{i}.norm1"] = x
+        m = mlp(spec, w, p, x)
+        taps[f"block{i}.mlp"] = m
+        x = norm("norm2", x + m)
+        taps[f"block{i}.norm2"] = x
+    taps[f"block{i}.out"] = x
+    return x
+
+
+def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
+            taps: Taps | None = None) -> np.ndarray:
+    """Logits (B, num_classes) in float64 for NHWC float32 images; fills `taps` if given."""
+    check_images(spec, images)
+    taps = {} if taps is None else taps
+    w = {name: np.asarray(t, dtype=np.float64) for name, t in weights.items()}
+    d = spec.derived
+    x = patchify(spec, np.asarray(images, dtype=np.float64))
+    x = x @ w["patch_embed.kernel"].reshape(d.patch_features, spec.dim) + w["patch_embed.bias"]
+    taps["patch_embed"] = x
+    table = w["pos_embed"][: d.pos_rows_used] if spec.pos_embed == "learned" else fixed_table(spec)
+    if table is not None and not spec.pos_embed_class_row:
+        x = x + table  # big_vision: positions cover the patches only, added before the class token
+    if spec.class_token:
+        cls = np.broadcast_to(w["cls_token"], (x.shape[0], 1, spec.dim))
+        x = np.concatenate([cls, x], axis=1)
+    if table is not None and spec.pos_embed_class_row:
+        x = x + table  # timm/torchvision: the table has a row for the class token
+    taps["pos_embed"] = x
+    for i in range(spec.depth):
+        x = block(spec, w, i, x, taps)
+    if spec.final_norm == "tokens":
+        x = layer_norm(x, w["final_norm.scale"], w["final_norm.bias"], spec.layer_norm_eps)
+        taps["final_norm"] = x
+    if spec.pooling == "cls":
+        x = x[:, 0]
+    elif spec.pooling == "mean":
+        x = x[:, int(spec.class_token):].mean(axis=1)  # patch tokens only
+    else:
+        x = x.reshape(x.shape[0], -1)
+    if spec.final_norm == "pooled":
+        x = layer_norm(x, w["final_norm.scale"], w["final_norm.bias"], spec.layer_norm_eps)
+    taps["pooled"] = x
+    for j in range(len(spec.head_hidden)):
+        x = gelu(x @ w[f"head.hidden.{j}.kernel"] + w[f"head.hidden.{j}.bias"], spec.head_activation)
+    logits = x @ w["head.out.kernel"] + w["head.out.bias"]
+    taps["logits"] = logits
+    return logits
+
+
+def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
+    """Mean softmax cross-entropy from logits, as every port's training step computes it."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    return float(-log_probs[np.arange(len(labels)), labels].mean())

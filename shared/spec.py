@@ -1,0 +1,416 @@
+"""`ModelSpec`: every setting that changes the function a ViT-style patch classifier computes.
+
+Two ports compute the same function only when all of these are pinned. Frameworks disagree on
+most of them by default (see `../shared/reference/divergences.md` and `shared/divergences.py`):
+remainder pixels, what "heads=4, dim=32" means for the head width, LayerNorm epsilon, GELU form,
+norm placement, pooling, patch flatten order and tensor layout. The spec states them all, and
+everything derived from them (token grid, sequence length, canonical tensor shapes, parameter
+count) is computed here once, never re-derived inside a port.
+
+Conventions fixed by this module (not fields, because no port may choose otherwise):
+- inputs are NHWC float32; patches are flattened in (patch_row, patch_col, channel) order and
+  tokens are numbered row-major over the patch grid;
+- `pad` zero-pads at the bottom and right only; `drop` discards trailing rows/columns;
+- a class token, when present, is token 0;
+- `mean` pooling averages the patch tokens only (the class token, if any, is excluded, as timm);
+- `flatten` pooling concatenates every token (class token included) in sequence order;
+- `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
+  row for the class token when `pos_embed_class_row` is true.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from shared.errors import SpecError
+
+REMAINDERS = ("drop", "pad")
+POS_EMBEDS = ("learned", "sincos", "none")
+ACTIVATIONS = ("gelu", "gelu_tanh")
+NORMS = ("pre", "post")
+FINAL_NORMS = ("none", "tokens", "pooled")
+POOLINGS = ("cls", "mean", "flatten")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The framework-neutral definition of one model. Defaults are ViT-B/16-like; presets state
+    every field explicitly."""
+
+    # Input and patching.
+    image_height: int = 224
+    image_width: int = 224
+    channels: int = 3
+    patch_height: int = 16
+    patch_width: int = 16
+    remainder: str = "drop"  # drop: valid unfold; pad: zero-pad bottom/right to whole patches
+    # Tokens and positions.
+    dim: int = 768
+    class_token: bool = True
+    pos_embed: str = "learned"  # learned | sincos | none
+    pos_embed_class_row: bool = True  # timm/torchvision: table has a class row; big_vision: not
+    pos_rows: int | None = None  # explicit table size; only the first rows are used
+    # Encoder.
+    depth: int = 12
+    heads: int = 12
+    head_dim: int = 64  # its own field: torch derives dim/heads, Keras' key_dim is per head
+    mlp_dim: int = 3072
+    activation: str = "gelu"  # gelu: exact erf; gelu_tanh: tanh approximation
+    norm: str = "pre"  # pre: x + f(LN(x)); post: LN(x + f(x))
+    layer_norm_eps: float = 1e-6
+    qkv_bias: bool = True
+    # Readout.
+    final_norm: str = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
+    pooling: str = "cls"  # cls | mean | flatten
+    head_hidden: tuple[int, ...] = ()
+    head_activation: str = "gelu"
+    num_classes: int = 1000
+    # Dropout rates (active only in train mode).
+    dropout_embed: float = 0.0
+    dropout_attn: float = 0.0
+    dropout_mlp: float = 0.0
+    dropout_head: float = 0.0
+    # Free text; not part of the function, so not part of the hash.
+    name: str = field(default="custom", compare=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # ---- serialisation ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["head_hidden"] = list(self.head_hidden)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        if not isinstance(data, dict):
+            raise SpecError(f"spec: expected a mapping of fields, got {type(data).__name__}")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise SpecError(
+                f"spec field {unknown[0]!r} is unknown; expected one of: {', '.join(known)}"
+            )
+        values = {k: _coerce(k, v, known[k].type) for k, v in data.items()}
+        return cls(**values)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
+
+    def to_toml(self) -> str:
+        lines = []
+        for key, value in self.to_dict().items():
+            if value is None:
+                continue  # TOML has no null: an absent key means the default (None)
+            lines.append(f"{key} = {_toml_value(value)}")
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> ModelSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"spec JSON is malformed: {exc.msg} at line {exc.lineno}") from None
+        if isinstance(data, dict) and "spec" in data and isinstance(data["spec"], dict):
+            data = data["spec"]  # the document `compare.py spec --json` prints
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_toml(cls, text: str) -> ModelSpec:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"spec TOML is malformed: {exc}") from None
+        if "spec" in data and isinstance(data["spec"], dict):
+            data = data["spec"]
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ModelSpec:
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SpecError(f"spec file {str(path)!r} cannot be read: {exc.strerror}") from None
+        if path.suffix == ".toml":
+            return cls.from_toml(text)
+        return cls.from_json(text)
+
+    def replace(self, **changes: Any) -> ModelSpec:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def spec_hash(self) -> str:
+        """Stable over field order, formatting and the free-text name: sha256 of sorted JSON."""
+        body = {k: v for k, v in self.to_dict().items() if k != "name"}
+        blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    # ---- derived quantities (the one source of truth for every port) ----------------------
+    @cached_property
+    def derived(self) -> Derived:
+        return Derived.of(self)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """Quantities computed once from a spec. Ports read these; they never recompute them."""
+
+    grid_rows: int
+    grid_cols: int
+    rows_dropped: int  # image rows discarded by `drop` (0 for `pad`)
+    cols_dropped: int
+    rows_padded: int  # zero rows added by `pad` (0 for `drop`)
+    cols_padded: int
+    padded_height: int  # image size the patch layer actually sees
+    padded_width: int
+    num_patches: int
+    seq_len: int  # patches + class token
+    patch_features: int  # ph * pw * C, the length of one flattened patch
+    attn_inner: int  # heads * head_dim: width of q, k, v
+    pos_rows_used: int
+    pos_rows_total: int
+    pos_rows_unused: int
+    pooled_dim: int  # width of the vector entering the head
+    tensor_shapes: dict[str, tuple[int, ...]]
+    param_groups: dict[str, int]
+    params: int
+
+    @classmethod
+    def of(cls, s: ModelSpec) -> Derived:
+        if s.remainder == "drop":
+            rows, cols = s.image_height // s.patch_height, s.image_width // s.patch_width
+        else:
+            rows = math.ceil(s.image_height / s.patch_height)
+            cols = math.ceil(s.image_width / s.patch_width)
+        used_h, used_w = rows * s.patch_height, cols * s.patch_width
+        num_patches = rows * cols
+        seq_len = num_patches + int(s.class_token)
+        pos_used = 0
+        if s.pos_embed != "none":
+            pos_used = seq_len if s.pos_embed_class_row else num_patches
+        pos_total = s.pos_rows if s.pos_rows is not None else pos_used
+        pooled = seq_len * s.dim if s.pooling == "flatten" else s.dim
+        shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled)
+        groups: dict[str, int] = {}
+        for name, shape in shapes.items():
+            group = _param_group(name)
+            groups[group] = groups.get(group, 0) + math.prod(shape)
+        return cls(
+            grid_rows=rows,
+            grid_cols=cols,
+            rows_dropped=max(0, s.image_height - used_h),
+            cols_dropped=max(0, s.image_width - used_w),
+            rows_padded=max(0, used_h - s.image_height),
+            cols_padded=max(0, used_w - s.image_width),
+            padded_height=max(used_h, 0) if s.remainder == "pad" else s.image_height,
+            padded_width=max(used_w, 0) if s.remainder == "pad" else s.image_width,
+            num_patches=num_patches,
+            seq_len=seq_len,
+            patch_features=s.patch_height * s.patch_width * s.channels,
+            attn_inner=s.heads * s.head_dim,
+            pos_rows_used=pos_used,
+            pos_rows_total=pos_total,
+            pos_rows_unused=pos_total - pos_used,
+            pooled_dim=pooled,
+            tensor_shapes=shapes,
+            param_groups=groups,
+            params=sum(groups.values()),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["tensor_shapes"] = {k: list(v) for k, v in self.tensor_shapes.items()}
+        return out
+
+
+def canonical_shapes(
+    s: ModelSpec, *, num_patches: int, pos_total: int, pooled: int
+) -> dict[str, tuple[int, ...]]:
+    """Canonical tensor names and shapes, in a fixed order. Layouts (documented in weights.py):
+    dense kernels (in, out); patch kernel (ph, pw, C, D) = HWIO; q/k/v kernels (D, H, hd) and
+    biases (H, hd); attention output kernel (H, hd, D); LayerNorm `scale`/`bias` (D,)."""
+    d, h, hd = s.dim, s.heads, s.head_dim
+    out: dict[str, tuple[int, ...]] = {
+        "patch_embed.kernel": (s.patch_height, s.patch_width, s.channels, d),
+        "patch_embed.bias": (d,),
+    }
+    if s.class_token:
+        out["cls_token"] = (d,)
+    if s.pos_embed == "learned":
+        out["pos_embed"] = (pos_total, d)
+    for i in range(s.depth):
+        p = f"blocks.{i}."
+        out[p + "norm1.scale"] = (d,)
+        out[p + "norm1.bias"] = (d,)
+        for proj in ("query", "key", "value"):
+            out[p + f"attn.{proj}.kernel"] = (d, h, hd)
+            if s.qkv_bias:
+                out[p + f"attn.{proj}.bias"] = (h, hd)
+        out[p + "attn.out.kernel"] = (h, hd, d)
+        out[p + "attn.out.bias"] = (d,)
+        out[p + "norm2.scale"] = (d,)
+        out[p + "norm2.bias"] = (d,)
+        out[p + "mlp.fc1.kernel"] = (d, s.mlp_dim)
+        out[p + "mlp.fc1.bias"] = (s.mlp_dim,)
+        out[p + "mlp.fc2.kernel"] = (s.mlp_dim, d)
+        out[p + "mlp.fc2.bias"] = (d,)
+    if s.final_norm != "none":
+        width = pooled if s.final_norm == "pooled" else d
+        out["final_norm.scale"] = (width,)
+        out["final_norm.bias"] = (width,)
+    width = pooled
+    for j, hidden in enumerate(s.head_hidden):
+        out[f"head.hidden.{j}.kernel"] = (width, hidden)
+        out[f"head.hidden.{j}.bias"] = (hidden,)
+        width = hidden
+    out["head.out.kernel"] = (width, s.num_classes)
+    out["head.out.bias"] = (s.num_classes,)
+    return out
+
+
+def _param_group(name: str) -> str:
+    if name.startswith("blocks."):
+        part = name.split(".")[2]
+        return {"norm1": "blocks.norms", "norm2": "blocks.norms"}.get(part, f"blocks.{part}")
+    return name.split(".")[0]
+
+
+# ---- validation ---------------------------------------------------------------------------
+def _fail(field_name: str, value: Any, expected: str) -> None:
+    raise SpecError(f"spec field {field_name!r} = {value!r}: expected {expected}")
+
+
+def _validate(s: ModelSpec) -> None:
+    for name in ("image_height", "image_width", "channels", "patch_height", "patch_width",
+                 "dim", "depth", "heads", "head_dim", "mlp_dim", "num_classes"):
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            _fail(name, value, "a positive integer")
+    if s.depth < 1:
+        _fail("depth", s.depth, "at least one block")
+    for name, allowed in (("remainder", REMAINDERS), ("pos_embed", POS_EMBEDS),
+                          ("activation", ACTIVATIONS), ("head_activation", ACTIVATIONS),
+                          ("norm", NORMS), ("final_norm", FINAL_NORMS), ("pooling", POOLINGS)):
+        if getattr(s, name) not in allowed:
+            _fail(name, getattr(s, name), "one of " + " | ".join(allowed))
+    for name in ("class_token", "pos_embed_class_row", "qkv_bias"):
+        if not isinstance(getattr(s, name), bool):
+            _fail(name, getattr(s, name), "true or false")
+    if s.patch_height > s.image_height:
+        _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
+    if s.patch_width > s.image_width:
+        _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
+    eps = s.layer_norm_eps
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
+        math.isfinite(eps) and eps > 0
+    ):
+        _fail("layer_norm_eps", eps, "a finite number > 0")
+    for name in ("dropout_embed", "dropout_attn", "dropout_mlp", "dropout_head"):
+        rate = getattr(s, name)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+            _fail(name, rate, "a rate in [0, 1)")
+    if not isinstance(s.head_hidden, tuple) or any(
+        isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in s.head_hidden
+    ):
+        _fail("head_hidden", s.head_hidden, "a list of positive integers")
+    if s.pooling == "cls" and not s.class_token:
+        _fail("pooling", s.pooling, "mean or flatten when class_token is false (no class token)")
+    if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
+        _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
+    if s.pos_embed == "sincos" and s.dim % 4:
+        _fail("dim", s.dim, "a multiple of 4 for sincos position embeddings")
+    if s.pos_rows is not None:
+        if s.pos_embed != "learned":
+            _fail("pos_rows", s.pos_rows, f"null when pos_embed is {s.pos_embed!r}")
+        if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int):
+            _fail("pos_rows", s.pos_rows, "an integer or null")
+        rows, cols = _grid(s)
+        needed = rows * cols + int(s.class_token and s.pos_embed_class_row)
+        if s.pos_rows < needed:
+            _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
+
+
+def _grid(s: ModelSpec) -> tuple[int, int]:
+    if s.remainder == "drop":
+        return s.image_height // s.patch_height, s.image_width // s.patch_width
+    return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Accept JSON/TOML/CLI values; anything that does not fit is left for validation to name."""
+    text = str(annotation)
+    if name == "head_hidden":
+        if isinstance(value, str):
+            parts = [p for p in value.replace("[", "").replace("]", "").split(",") if p.strip()]
+            try:
+                return tuple(int(p) for p in parts)
+            except ValueError:
+                _fail(name, value, "a list of positive integers")
+        if isinstance(value, (list, tuple)):
+            return tuple(value)
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if "bool" in text:
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            _fail(name, value, "true or false")
+        if "int" in text and "None" in text and low in ("none", "null", ""):
+            return None
+        if text.startswith("int") or text == "int | None":
+            try:
+                return int(low)
+            except ValueError:
+                _fail(name, value, "an integer")
+        if text == "float":
+            try:
+                return float(low)
+            except ValueError:
+                _fail(name, value, "a number")
+    if text == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def apply_overrides(spec: ModelSpec, assignments: list[str]) -> ModelSpec:
+    """Apply `--set FIELD=VALUE` assignments, each validated with the whole spec."""
+    data = spec.to_dict()
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise SpecError(f"--set {item!r}: expected FIELD=VALUE")
+        if key not in data:
+            raise SpecError(f"--set: spec field {key!r} is unknown; expected one of: {', '.join(data)}")
+        data[key] = value
+    return ModelSpec.from_dict(data)
+
+
+def tensor_fields_differ(a: ModelSpec, b: ModelSpec) -> list[str]:
+    """Names of spec fields that differ between two specs (the name is ignored)."""
+    da, db = a.to_dict(), b.to_dict()
+    return [k for k in da if k != "name" and da[k] != db[k]]

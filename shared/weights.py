@@ -1,0 +1,282 @@
+"""The canonical weight tree and file: one layout every port converts to and from.
+
+Canonical names and shapes come from `ModelSpec.derived.tensor_shapes`. Layouts, fixed here once:
+
+| tensor                          | shape          | layout / meaning                                     |
+|---------------------------------|----------------|------------------------------------------------------|
+| patch_embed.kernel              | (ph, pw, C, D) | HWIO. Reshaped to (ph*pw*C, D) it is the kernel of a |
+|                                 |                | Linear on patches flattened in (ph, pw, C) order;    |
+|                                 |                | transposed (3, 2, 0, 1) it is torch's OIHW Conv2d.   |
+| patch_embed.bias                | (D,)           |                                                      |
+| cls_token                       | (D,)           | token 0 of the sequence                              |
+| pos_embed                       | (rows, D)      | rows >= tokens that receive a position; first used   |
+| blocks.i.norm{1,2}.scale / bias | (D,)           | LayerNorm gamma / beta                               |
+| blocks.i.attn.{query,key,value}.kernel | (D, H, hd) | per-head projections (Keras, Flax and big_vision) |
+| blocks.i.attn.{query,key,value}.bias   | (H, hd)    | present only when qkv_bias                        |
+| blocks.i.attn.out.kernel        | (H, hd, D)     | concatenated heads -> width D                        |
+| blocks.i.attn.out.bias          | (D,)           |                                                      |
+| blocks.i.mlp.fc{1,2}.kernel     | (in, out)      | dense kernels are (in, out), as Keras and Flax       |
+| final_norm.scale / bias         | (D,) or pooled | LayerNorm on tokens, or on the pooled vector          |
+| head.hidden.j.kernel / bias     | (in, out)      | hidden head layers, then head.out                    |
+
+All tensors are float32 in the file. The file is safetensors (never a pickle) whose metadata holds
+the format name and version, the full spec JSON and its hash, so the file alone says what it is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shared.errors import WeightsError
+from shared.spec import ModelSpec, tensor_fields_differ
+
+FORMAT_NAME = "portbench-canonical"
+FORMAT_VERSION = "1"
+
+Tensors = dict[str, np.ndarray]
+
+
+# ---- initialisation ----------------------------------------------------------------------
+def init_weights(spec: ModelSpec, seed: int = 0) -> Tensors:
+    """Seeded NumPy initialisation. Every tensor gets its own stream, keyed by (seed, name), so a
+    tensor's values do not depend on which other tensors a spec has. Biases, norms, positions and
+    the class token are non-zero on purpose: a zero tensor would hide a mapping error."""
+    out: Tensors = {}
+    for name, shape in spec.derived.tensor_shapes.items():
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+        if name.endswith(".kernel"):
+            fan_in = _fan_in(name, shape)
+            values = rng.standard_normal(shape) / math.sqrt(fan_in)
+        elif name.endswith(".scale"):
+            values = 1.0 + 0.1 * rng.standard_normal(shape)
+        else:  # biases, class token, position table
+            values = 0.1 * rng.standard_normal(shape)
+        out[name] = values.astype(np.float32)
+    return out
+
+
+def _fan_in(name: str, shape: tuple[int, ...]) -> int:
+    if name == "patch_embed.kernel":
+        return shape[0] * shape[1] * shape[2]
+    if name.endswith("attn.out.kernel"):
+        return shape[0] * shape[1]
+    return shape[0]
+
+
+# ---- checking ----------------------------------------------------------------------------
+def check_tensors(spec: ModelSpec, tensors: Tensors, source: str = "weights") -> None:
+    """Names, shapes, dtype and finiteness against the spec; the first problem is the error."""
+    expected = spec.derived.tensor_shapes
+    missing = [n for n in expected if n not in tensors]
+    if missing:
+        raise WeightsError(
+            f"{source}: tensor {missing[0]!r} is missing (spec {spec.name!r} expects "
+            f"{len(expected)} tensors; {len(missing)} missing)"
+        )
+    extra = [n for n in tensors if n not in expected]
+    if extra:
+        raise WeightsError(
+            f"{source}: tensor {extra[0]!r} is not part of spec {spec.name!r} "
+            f"({len(extra)} unexpected tensors)"
+        )
+    for name, shape in expected.items():
+        array = tensors[name]
+        if tuple(array.shape) != shape:
+            raise WeightsError(
+                f"{source}: tensor {name!r} has shape {tuple(array.shape)}, spec {spec.name!r} "
+                f"expects {shape}"
+            )
+        if array.dtype != np.float32:
+            raise WeightsError(f"{source}: tensor {name!r} has dtype {array.dtype}, expected float32")
+        if not np.all(np.isfinite(array)):
+            bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
+            raise WeightsError(f"{source}: tensor {name!r} has {bad} non-finite values (NaN or inf)")
+
+
+def first_shape_mismatch(spec: ModelSpec, tensors: Tensors) -> str | None:
+    """The first canonical tensor of `spec` that `tensors` lacks or has in another shape."""
+    for name, shape in spec.derived.tensor_shapes.items():
+        if name not in tensors:
+            return f"tensor {name!r} is missing"
+        if tuple(tensors[name].shape) != shape:
+            return f"tensor {name!r} has shape {tuple(tensors[name].shape)}, expected {shape}"
+    for name in tensors:
+        if name not in spec.derived.tensor_shapes:
+            return f"tensor {name!r} is not part of the spec"
+    return None
+
+
+# ---- the file ----------------------------------------------------------------------------
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write to a temporary file beside `path`, fsync, then rename: a reader never sees half a
+    file, and a failure leaves whatever was at `path` untouched."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise WeightsError(f"output {str(path)!r}: directory {str(directory)!r} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise WeightsError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise WeightsError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+
+
+def save_weights(path: str | Path, spec: ModelSpec, tensors: Tensors, *,
+                 extra_metadata: dict[str, str] | None = None) -> None:
+    """Check, then write the canonical file atomically with the spec in its metadata."""
+    from safetensors.numpy import save
+
+    check_tensors(spec, tensors, source=f"weights for {str(path)!r}")
+    metadata = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "spec": json.dumps(spec.to_dict(), sort_keys=True),
+        "spec_hash": spec.spec_hash,
+        **(extra_metadata or {}),
+    }
+    ordered = {name: np.ascontiguousarray(tensors[name]) for name in spec.derived.tensor_shapes}
+    atomic_write_bytes(path, save(ordered, metadata=metadata))
+
+
+@dataclass
+class LoadedWeights:
+    spec: ModelSpec  # the spec the caller runs (the file's own when none was given)
+    tensors: Tensors
+    file_spec: ModelSpec
+    differing_fields: list[str] = field(default_factory=list)  # spec fields changed vs the file
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    def note(self) -> str | None:
+        """One line for the user when the weights run under a different (compatible) spec."""
+        if not self.differing_fields:
+            return None
+        changes = ", ".join(
+            f"{f}={getattr(self.spec, f)!r} (file: {getattr(self.file_spec, f)!r})"
+            for f in self.differing_fields
+        )
+        return f"note: running the file's weights with changed settings: {changes}"
+
+
+def read_weight_file(path: str | Path) -> tuple[ModelSpec, Tensors, dict[str, str]]:
+    """Read a canonical file without unpickling anything; every failure is one line."""
+    from safetensors import SafetensorError, safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"weights file {str(path)!r} does not exist")
+    try:
+        with safe_open(str(path), framework="numpy") as handle:
+            metadata = dict(handle.metadata() or {})
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise WeightsError(
+            f"weights file {str(path)!r} is not a readable safetensors file ({first})"
+        ) from None
+    if metadata.get("format") != FORMAT_NAME:
+        raise WeightsError(
+            f"weights file {str(path)!r}: metadata 'format' is {metadata.get('format')!r}, "
+            f"expected {FORMAT_NAME!r} (convert other checkpoints with `compare.py convert`)"
+        )
+    if metadata.get("format_version") != FORMAT_VERSION:
+        raise WeightsError(
+            f"weights file {str(path)!r}: format_version {metadata.get('format_version')!r}, "
+            f"this version of portbench reads {FORMAT_VERSION!r}"
+        )
+    try:
+        file_spec = ModelSpec.from_json(metadata.get("spec", ""))
+    except Exception as exc:  # a SpecError, or garbage in the metadata
+        raise WeightsError(f"weights file {str(path)!r}: stored spec is invalid ({exc})") from None
+    if metadata.get("spec_hash") != file_spec.spec_hash:
+        raise WeightsError(
+            f"weights file {str(path)!r}: spec_hash {metadata.get('spec_hash')!r} does not match "
+            f"its stored spec ({file_spec.spec_hash!r}); the metadata was edited or corrupted"
+        )
+    return file_spec, tensors, metadata
+
+
+def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeights:
+    """Load a canonical file for `spec` (default: the spec stored in the file).
+
+    A file fits any spec whose canonical tensor names and shapes it matches; fields that leave
+    the tensors unchanged (epsilon, GELU form, norm placement, ...) may differ and are reported
+    in `differing_fields`. A tensor that does not fit is refused by name."""
+    file_spec, tensors, metadata = read_weight_file(path)
+    target = spec or file_spec
+    mismatch = first_shape_mismatch(target, tensors)
+    if mismatch:
+        raise WeightsError(
+            f"weights file {str(path)!r} (spec {file_spec.name!r}) does not fit spec "
+            f"{target.name!r}: {mismatch}"
+        )
+    check_tensors(target, tensors, source=f"weights file {str(path)!r}")
+    differing = tensor_fields_differ(target, file_spec) if spec is not None else []
+    return LoadedWeights(target, tensors, file_spec, differing, metadata)
+
+
+# ---- layout transforms used by ports whose native layout differs (torch) -----------------
+def dense_to_out_in(kernel: np.ndarray) -> np.ndarray:
+    """(in, out) -> torch Linear weight (out, in)."""
+    return np.ascontiguousarray(kernel.T)
+
+
+def dense_from_out_in(weight: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(weight.T)
+
+
+def conv_hwio_to_oihw(kernel: np.ndarray) -> np.ndarray:
+    """(ph, pw, C, D) -> torch Conv2d weight (D, C, ph, pw). A reshape here would be wrong."""
+    return np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
+
+
+def conv_oihw_to_hwio(weight: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(weight.transpose(2, 3, 1, 0))
+
+
+def qkv_pack(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Three (D, H, hd) kernels -> one packed (3*H*hd, D) Linear weight, q then k then v,
+    heads head-major inside each block (torch's in_proj_weight / timm's qkv layout)."""
+    return np.ascontiguousarray(np.concatenate([x.reshape(x.shape[0], -1).T for x in (q, k, v)]))
+
+
+def qkv_unpack(packed: np.ndarray, heads: int, head_dim: int) -> list[np.ndarray]:
+    inner = heads * head_dim
+    return [
+        np.ascontiguousarray(packed[i * inner:(i + 1) * inner].T.reshape(-1, heads, head_dim))
+        for i in range(3)
+    ]
+
+
+def qkv_bias_pack(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Three (H, hd) biases -> one (3*H*hd,) bias."""
+    return np.concatenate([x.reshape(-1) for x in (q, k, v)])
+
+
+def qkv_bias_unpack(packed: np.ndarray, heads: int, head_dim: int) -> list[np.ndarray]:
+    inner = heads * head_dim
+    return [packed[i * inner:(i + 1) * inner].reshape(heads, head_dim).copy() for i in range(3)]
+
+
+def attn_out_to_out_in(kernel: np.ndarray) -> np.ndarray:
+    """(H, hd, D) -> torch Linear weight (D, H*hd)."""
+    return np.ascontiguousarray(kernel.reshape(-1, kernel.shape[-1]).T)
+
+
+def attn_out_from_out_in(weight: np.ndarray, heads: int, head_dim: int) -> np.ndarray:
+    return np.ascontiguousarray(weight.T.reshape(heads, head_dim, -1))
