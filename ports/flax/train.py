@@ -69,7 +69,9 @@ class Trainer:
         # eps / sqrt(1 - b2^t) there (row 22). inject_hyperparams evaluates a callable on the
         # count of updates already taken, so update t sees count t - 1.
         eps_schedule = (lambda count: eps / jnp.sqrt(1.0 - b2 ** (count + 1.0))) if PIN_EPSILON_FORM else eps
-        adamw = optax.inject_hyperparams(optax.adamw)(
+        # static_args: inject_hyperparams calls every callable argument as a schedule of the
+        # count, which would turn the mask function into a scalar False (nothing decayed).
+        adamw = optax.inject_hyperparams(optax.adamw, static_args=("mask",))(
             learning_rate=recipe.learning_rate, b1=recipe.beta1, b2=b2, eps=eps_schedule,
             eps_root=0.0, weight_decay=recipe.weight_decay, mask=decay_mask(decay), nesterov=False,
         )
