@@ -73,6 +73,68 @@ def run_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
             setattr(module, name, value)
 
 
+def run_loop_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
+    """The shared training loop on the quadrant task, three ways: `epochs` epochs uninterrupted;
+    1 epoch, then resumed from its checkpoint to `epochs`. Returns both final weights and the
+    uninterrupted run's test accuracy per epoch."""
+    from shared.data import load_dataset
+    from shared.spec import ModelSpec
+    from shared.train_spec import TrainSpec
+    from shared.trainloop import train_seed
+
+    spec, recipe = ModelSpec.from_json(job["spec"]), TrainSpec.from_json(job["recipe"])
+    data = load_dataset(job["data"], spec, recipe.validation_fraction, 0)
+    folder = Path(tempfile.mkdtemp(prefix=f"loop-{framework}-"))
+    quiet = lambda line: None  # noqa: E731
+    full, trainer = train_seed(framework, spec, recipe, data, 0, checkpoint_dir=folder / "full", log=quiet)
+    out = {"full": trainer.port.export(),
+           "accuracy": {"test": np.array(full.curves["test_accuracy"])}}
+    train_seed(framework, spec, recipe, data, 0, checkpoint_dir=folder / "cut", max_epochs=1, log=quiet)
+    resumed, trainer = train_seed(framework, spec, recipe, data, 0, checkpoint_dir=folder / "cut",
+                                  resume=True, log=quiet)
+    out["resumed"] = trainer.port.export()
+    out["steps"] = {"full": np.array([full.steps]), "resumed": np.array([resumed.steps])}
+    return out
+
+
+def run_diverge_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
+    """Train with the learning rate forced to 1e30 from epoch 1 on; report the error message, the
+    checkpoint's state.json and whether its weights still load."""
+    from shared.data import load_dataset
+    from shared.spec import ModelSpec
+    from shared.train_spec import TrainSpec
+    from shared.trainloop import TrainingError, train_seed
+    from shared.weights import load_weights
+
+    spec, recipe = ModelSpec.from_json(job["spec"]), TrainSpec.from_json(job["recipe"])
+    data = load_dataset(job["data"], spec, recipe.validation_fraction, 0)
+    folder = Path(tempfile.mkdtemp(prefix=f"diverge-{framework}-")) / "ck"
+
+    def explode_after_first_epoch(trainer: Any) -> None:
+        original, calls = trainer.set_learning_rate, []
+
+        def set_learning_rate(lr: float) -> None:
+            calls.append(lr)
+            original(lr if len(calls) == 1 else 1e30)
+
+        trainer.set_learning_rate = set_learning_rate
+
+    try:
+        train_seed(framework, spec, recipe, data, 0, checkpoint_dir=folder, log=lambda line: None,
+                   trainer_hook=explode_after_first_epoch)
+        message = "no error"
+    except TrainingError as exc:
+        message = str(exc)
+    try:
+        load_weights(folder / "weights.safetensors", spec)
+        loads = True
+    except Exception:  # the point is whether it loads
+        loads = False
+    state = (folder / "state.json").read_bytes()
+    return {"error": {"message": np.frombuffer(message.encode(), dtype=np.uint8),
+                      "state": np.frombuffer(state, dtype=np.uint8), "checkpoint_loads": np.array([loads])}}
+
+
 def run_jobs(framework: str, jobs: dict[str, dict[str, Any]], timeout: float = 600) -> subprocess.Popen:
     """Start a worker for `framework` on `jobs` (name -> job); `collect` reads its results."""
     from ports import PORTS
@@ -109,7 +171,8 @@ def main(argv: list[str]) -> int:
     jobs = json.loads((folder / "jobs.json").read_text())
     flat: dict[str, np.ndarray] = {}
     for name, job in jobs.items():
-        for snap, tensors in run_job(framework, job).items():
+        runner = {"loop": run_loop_job, "diverge": run_diverge_job}.get(job.get("kind", ""), run_job)
+        for snap, tensors in runner(framework, job).items():
             for tensor, value in tensors.items():
                 flat[f"{name}/{snap}/{tensor}"] = value
     np.savez(folder / "results.npz", **flat)

@@ -69,7 +69,7 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ports import PORTS
-    from shared.data import load_dataset
+    from shared.data import check_batch_size, load_dataset
     from shared.trainloop import stderr_progress, train_seed
 
     spec, recipe, data_name = resolve(args)
@@ -78,16 +78,17 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(PORTS)}")
     for key, value in PORTS[args.framework].env.items():
         os.environ.setdefault(key, value)
+    # Data and recipe are checked before any framework is imported: mistakes cost nothing.
+    dataset = load_dataset(data_name, spec, recipe.validation_fraction, seeds[0])
+    check_batch_size(dataset.train, recipe.batch_size)
     _set_threads(args.framework, args.threads)
     folder = Path(args.checkpoints or f"runs/{spec.name}-{args.framework}")
     print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework}, recipe "
           f"{recipe.name}, seeds {','.join(map(str, seeds))}, checkpoints in {folder}")
+    print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
     results, started = [], time.perf_counter()
-    dataset = None
     for seed in seeds:
         dataset = load_dataset(data_name, spec, recipe.validation_fraction, seed)
-        if seed == seeds[0]:
-            print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
         result, _ = train_seed(args.framework, spec, recipe, dataset, seed,
                                checkpoint_dir=folder / f"seed{seed}", resume=args.resume,
                                progress=None if args.quiet else stderr_progress)
@@ -96,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
               f"accuracy {r['final_accuracy']:.4f} after {r['epochs']} epochs / {r['steps']} steps"
               + (f"; {r['stopped_because']}" if r["stopped_because"] else ""))
         results.append(r)
-    assert dataset is not None
     document = summarise(spec, recipe, args.framework, dataset, results, time.perf_counter() - started)
     print(f"summary: test accuracy mean {document['summary']['final_accuracy_mean']:.4f} "
           f"(min {document['summary']['final_accuracy_min']:.4f}, max "
