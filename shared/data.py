@@ -84,7 +84,7 @@ def digits(size: tuple[int, int] = (8, 8), test_fraction: float = 0.25) -> tuple
         factors = (1, size[0] / 8, size[1] / 8, 1)
         images = np.clip(zoom(images, factors, order=1), 0, 1).astype(np.float32)
     order = np.random.default_rng(1797).permutation(len(labels))
-    cut = int(round(len(labels) * (1 - test_fraction)))
+    cut = round(len(labels) * (1 - test_fraction))
     tr, te = order[:cut], order[cut:]
     return Split(images[tr], labels[tr]), Split(images[te], labels[te]), 10
 
@@ -159,7 +159,7 @@ def load_dataset(name: str, spec: ModelSpec, validation_fraction: float, seed: i
 
 def split_validation(train: Split, fraction: float, seed: int) -> tuple[Split, Split]:
     n = len(train)
-    held = int(round(n * fraction))
+    held = round(n * fraction)
     order = np.random.default_rng([seed, 0x7A1]).permutation(n)
     val_idx, train_idx = np.sort(order[:held]), np.sort(order[held:])
     return (Split(train.images[train_idx], train.labels[train_idx]),

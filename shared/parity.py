@@ -135,6 +135,31 @@ def run_diverge_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
                       "state": np.frombuffer(state, dtype=np.uint8), "checkpoint_loads": np.array([loads])}}
 
 
+def run_taps_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
+    """Load a canonical weight file into this framework's port and return its named taps."""
+    from ports import create_port
+    from shared.weights import load_weights
+
+    loaded = load_weights(job["weights"])
+    port = create_port(framework, loaded.spec)
+    port.load(loaded.tensors)
+    images = np.asarray(job["images"], dtype=np.float32)
+    return {"taps": {name: np.asarray(t, dtype=np.float32) for name, t in port.intermediates(images).items()}}
+
+
+def run_grad_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
+    """Canonical gradients of the mean CE at seed-0 weights on a seeded batch of 16."""
+    from ports import create_port
+    from shared.spec import ModelSpec
+    from shared.weights import init_weights
+
+    spec = ModelSpec.from_json(job["spec"])
+    port = create_port(framework, spec)
+    port.load(init_weights(spec, 0))
+    _, grads = port.loss_and_gradients(*job_batches(spec, 1, 16, 1)[0])
+    return {"grad": grads}
+
+
 def run_jobs(framework: str, jobs: dict[str, dict[str, Any]], timeout: float = 600) -> subprocess.Popen:
     """Start a worker for `framework` on `jobs` (name -> job); `collect` reads its results."""
     from ports import PORTS
@@ -171,7 +196,8 @@ def main(argv: list[str]) -> int:
     jobs = json.loads((folder / "jobs.json").read_text())
     flat: dict[str, np.ndarray] = {}
     for name, job in jobs.items():
-        runner = {"loop": run_loop_job, "diverge": run_diverge_job}.get(job.get("kind", ""), run_job)
+        runner = {"loop": run_loop_job, "diverge": run_diverge_job, "taps": run_taps_job,
+                  "grad": run_grad_job}.get(job.get("kind", ""), run_job)
         for snap, tensors in runner(framework, job).items():
             for tensor, value in tensors.items():
                 flat[f"{name}/{snap}/{tensor}"] = value

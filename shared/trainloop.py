@@ -56,7 +56,7 @@ class SeedResult:
                 "stopped_because": self.stopped_because, "wall_s": self.wall_s}
 
 
-def load_trainer_module(framework: str):  # noqa: ANN201 (a framework's train module)
+def load_trainer_module(framework: str):
     from ports import load_port_module
 
     load_port_module(framework)  # one-line FrameworkUnavailable when it is missing
@@ -170,11 +170,13 @@ def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any) -> 
     except (OSError, json.JSONDecodeError) as exc:
         raise TrainingError(f"checkpoint {str(folder / 'state.json')!r} is unreadable ({exc})") from None
     if state.get("spec_hash") != spec.spec_hash:
-        raise TrainingError(f"checkpoint {str(folder)!r} is for another spec (hash {state.get('spec_hash')!r}, "
+        raise TrainingError(f"checkpoint {str(folder)!r} is for another spec "
+                            f"(hash {state.get('spec_hash')!r}, "
                             f"expected {spec.spec_hash!r}); use another --checkpoints folder")
     saved_recipe = TrainSpec.from_dict(state["recipe"])
     if saved_recipe.replace(max_epochs=recipe.max_epochs) != recipe:  # extending a run is fine
-        changed = [k for k, v in recipe.to_dict().items() if saved_recipe.to_dict()[k] != v and k != "max_epochs"]
+        saved_fields = saved_recipe.to_dict()
+        changed = [k for k, v in recipe.to_dict().items() if saved_fields[k] != v and k != "max_epochs"]
         raise TrainingError(f"checkpoint {str(folder)!r} was written with another recipe (field "
                             f"{changed[0]!r} differs); resume needs the same recipe (max_epochs may grow)")
     files = [load_weights(folder / name, spec) for name in

@@ -136,7 +136,7 @@ def test_first_step_matches_a_float64_numpy_adamw(runs: dict, spec_name: str) ->
 def test_job_batches_are_identical_for_every_worker() -> None:
     spec = get_preset("quadrant")
     a, b = job_batches(spec, 1, 16, 2), job_batches(spec, 1, 16, 2)
-    assert all(np.array_equal(x, y) and np.array_equal(u, v) for (x, u), (y, v) in zip(a, b))
+    assert all(np.array_equal(x, y) and np.array_equal(u, v) for (x, u), (y, v) in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

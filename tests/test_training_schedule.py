@@ -69,12 +69,12 @@ def test_early_stop_after_patience_epochs_without_improvement() -> None:
 
 def test_early_stop_on_accuracy_maximises() -> None:
     recipe = BASE.replace(early_stop_metric="val_accuracy", early_stop_patience=2)
-    _, c, stops = drive(recipe, [0.5, 0.4, 0.45, 0.45])  # accuracy 0.5, 0.6, 0.55, 0.55
+    _, _, stops = drive(recipe, [0.5, 0.4, 0.45, 0.45])  # accuracy 0.5, 0.6, 0.55, 0.55
     assert stops == [False, False, False, True]
 
 
 def test_max_epochs_stops() -> None:
-    _, c, stops = drive(BASE.replace(max_epochs=3), [1.0 - 0.1 * i for i in range(10)])
+    _, _, stops = drive(BASE.replace(max_epochs=3), [1.0 - 0.1 * i for i in range(10)])
     assert stops == [False, False, True]
 
 

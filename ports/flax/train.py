@@ -45,7 +45,7 @@ def native_groups(port: Port, recipe: TrainSpec) -> tuple[set[Path], set[Path]]:
     return decay, keep
 
 
-def decay_mask(decay: set[Path]):  # noqa: ANN201 (an optax mask function)
+def decay_mask(decay: set[Path]):
     """optax mask: True where a leaf's path (DictKeys of the parameter state) is decayed."""
     def mask(params: nnx.State) -> nnx.State:
         def leaf(key_path: tuple[object, ...], _: object) -> bool:
@@ -75,7 +75,8 @@ class Trainer:
             learning_rate=recipe.learning_rate, b1=recipe.beta1, b2=b2, eps=eps_schedule,
             eps_root=0.0, weight_decay=recipe.weight_decay, mask=decay_mask(decay), nesterov=False,
         )
-        clip = optax.clip_by_global_norm(recipe.clip_global_norm) if recipe.clip_global_norm else optax.identity()
+        clip = (optax.clip_by_global_norm(recipe.clip_global_norm) if recipe.clip_global_norm
+                else optax.identity())
         # clip_by_global_norm is g * min(1, clip / ||g||) with no epsilon: the spec's form.
         with jax.default_device(port.device):
             self.optimizer = nnx.Optimizer(self.model, optax.chain(clip, adamw), wrt=nnx.Param)

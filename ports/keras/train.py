@@ -54,7 +54,8 @@ class Trainer:
 
     def __init__(self, port: Port, recipe: TrainSpec) -> None:
         if BACKEND != "tensorflow":
-            raise FrameworkUnavailable(f"training the Keras port needs KERAS_BACKEND=tensorflow, not {BACKEND!r}")
+            raise FrameworkUnavailable(
+                f"training the Keras port needs KERAS_BACKEND=tensorflow, not {BACKEND!r}")
         import tensorflow as tf
 
         self.port, self.recipe = port, recipe
@@ -115,7 +116,8 @@ class Trainer:
             logits = self.model(x, training=False)
             per_example = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
             total_loss += float(ops.convert_to_numpy(ops.sum(per_example)))
-            correct += int(np.sum(np.argmax(self.port.to_numpy(logits), axis=-1) == labels[start:start + EVAL_BATCH]))
+            predicted = np.argmax(self.port.to_numpy(logits), axis=-1)
+            correct += int(np.sum(predicted == labels[start:start + EVAL_BATCH]))
         return total_loss / len(labels), correct / len(labels)
 
     # ---- checkpoints: parameters, Adam moments and the update count, canonical layout --------

@@ -1,0 +1,241 @@
+"""`compare.py experiment NAME`: the archive's experiments, each printing the numbers it measured.
+
+- `pos-embed`: digits with learned positions vs none, 3 seeds, in each framework;
+- `narrow`: quadrant vs quadrant-narrow, 3 seeds, per-seed final loss and accuracy (the narrow
+  model can stall near ln(2)/2 = 0.3466: one pair of quadrants separated, the other not);
+- `sqrt-dk`: attention weights of random queries/keys at widths 1, 4, 512 with and without the
+  1/sqrt(d_k) scaling (max weight, entropy): table and figure;
+- `attention-map`: class-token attention of the last block on test digits, from the digits model
+  trained in torch and run in all three frameworks after weight transfer;
+- `dead-rows`: archive-final (42-row position table, 35 used) vs archive-final-repaired: which
+  rows receive a gradient, in every framework.
+
+Training experiments run `compare.py train` in a subprocess per framework (each framework in its
+own process), so their numbers are exactly what that command prints and writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.errors import InputError
+
+ORDER = 45
+NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows")
+FRAMEWORKS = ("torch", "keras", "flax")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("experiment", help="the archive's experiments: " + ", ".join(NAMES))
+    p.add_argument("name", choices=NAMES)
+    p.add_argument("--out", default="runs/exp", help="folder for JSON, PNG and checkpoints")
+    p.add_argument("--epochs", type=int, help="epochs per run (default per experiment)")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    for fw in frameworks:
+        if fw not in FRAMEWORKS:
+            raise InputError(f"--frameworks: {fw!r} is not one of {', '.join(FRAMEWORKS)}")
+    return {"pos-embed": pos_embed, "narrow": narrow, "sqrt-dk": sqrt_dk,
+            "attention-map": attention_map, "dead-rows": dead_rows}[args.name](args, out, frameworks)
+
+
+def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, Any]:
+    path = out / f"{tag}.json"
+    if not (reuse and path.is_file()):
+        cmd = [sys.executable, "compare.py", "train", *argv, "--json", str(path), "--quiet",
+               "--checkpoints", str(out / "ck" / tag)]
+        print("$ " + " ".join(cmd[1:]), flush=True)
+        done = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2])
+        if done.returncode:
+            raise InputError(f"experiment run {tag!r} failed (exit {done.returncode})")
+    return json.loads(path.read_text())
+
+
+# ---- position embeddings on/off on digits ------------------------------------------------------
+def pos_embed(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
+    epochs = str(args.epochs or 15)
+    rows = []
+    for fw in frameworks:
+        for pos in ("learned", "none"):
+            extra = ([] if pos == "learned"
+                     else ["--set", "pos_embed=none", "--set", "pos_embed_class_row=false"])
+            doc = train_json(out, f"pos-{fw}-{pos}", ["--spec", "digits", *extra, "--framework", fw,
+                                                     "--seeds", args.seeds, "--epochs", epochs], args.reuse)
+            accs = [s["final_accuracy"] for s in doc["seeds"]]
+            rows.append((fw, pos, accs))
+    print(f"\ndigits, {epochs} epochs, recipe quick, test accuracy of the last epoch per seed:")
+    print(f"{'framework':<9} {'positions':<9} {'mean':>7} {'min':>7} {'max':>7}  per seed")
+    for fw, pos, accs in rows:
+        print(f"{fw:<9} {pos:<9} {np.mean(accs):7.4f} {min(accs):7.4f} {max(accs):7.4f}  "
+              + " ".join(f"{a:.4f}" for a in accs))
+    for fw in frameworks:
+        with_pos = np.mean(next(a for f, p, a in rows if f == fw and p == "learned"))
+        without = np.mean(next(a for f, p, a in rows if f == fw and p == "none"))
+        print(f"{fw}: positions are worth {100 * (with_pos - without):+.1f} points")
+    return 0
+
+
+# ---- quadrant vs quadrant-narrow ----------------------------------------------------------------
+def narrow(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
+    epochs = str(args.epochs or 10)
+    fw = frameworks[0]
+    print(f"ln(2)/2 = {math.log(2) / 2:.4f}: the loss when half the examples sit at ln 2 (two "
+          "quadrants confused) and the rest at 0")
+    print(f"{'spec':<16} {'seed':>4} {'final loss':>10} {'final acc':>9}  (test set, last epoch, {fw})")
+    for spec in ("quadrant", "quadrant-narrow"):
+        doc = train_json(out, f"narrow-{spec}", ["--spec", spec, "--framework", fw, "--seeds", args.seeds,
+                                                "--epochs", epochs], args.reuse)
+        for s in doc["seeds"]:
+            flag = "  <- near ln(2)/2" if abs(s["final_loss"] - math.log(2) / 2) < 0.05 else ""
+            print(f"{spec:<16} {s['seed']:>4} {s['final_loss']:10.4f} {s['final_accuracy']:9.4f}{flag}")
+    return 0
+
+
+# ---- why attention divides by sqrt(d_k) ------------------------------------------------------------
+def attention_statistics(dim: int, scaled: bool, keys: int = 16, queries: int = 2000,
+                         seed: int = 0) -> tuple[float, float]:
+    """Mean max weight and mean entropy (nats) of softmax(q.k [/ sqrt(d)]) for standard-normal q, k."""
+    rng = np.random.default_rng([seed, dim])
+    q = rng.standard_normal((queries, dim))
+    k = rng.standard_normal((queries, keys, dim))
+    scores = np.einsum("qd,qkd->qk", q, k) / (math.sqrt(dim) if scaled else 1.0)
+    scores -= scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=-1, keepdims=True)
+    entropy = -np.sum(weights * np.log(np.maximum(weights, 1e-300)), axis=-1)
+    return float(weights.max(axis=-1).mean()), float(entropy.mean())
+
+
+def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
+    dims, keys = (1, 4, 512), 16
+    print(f"random standard-normal queries and {keys} keys; uniform attention has max weight "
+          f"{1 / keys:.4f} and entropy ln {keys} = {math.log(keys):.4f}")
+    print(f"{'d_k':>5} {'scaling':<12} {'max weight':>10} {'entropy':>8}")
+    table = {}
+    for d in dims:
+        for scaled in (False, True):
+            mx, ent = attention_statistics(d, scaled, keys)
+            table[(d, scaled)] = (mx, ent)
+            print(f"{d:>5} {'1/sqrt(d_k)' if scaled else 'none':<12} {mx:10.4f} {ent:8.4f}")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, index, label in ((axes[0], 0, "mean max weight"), (axes[1], 1, "mean entropy (nats)")):
+        for scaled in (False, True):
+            ax.plot(dims, [table[(d, scaled)][index] for d in dims], marker="o",
+                    label="q.k / sqrt(d_k)" if scaled else "q.k")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("d_k")
+        ax.set_ylabel(label)
+        ax.legend()
+    axes[1].axhline(math.log(keys), color="grey", linestyle="--")
+    fig.suptitle("Without the scaling, score variance grows as d_k: softmax saturates to one key")
+    fig.tight_layout()
+    path = out / "sqrt-dk.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"wrote {path}")
+    return 0
+
+
+# ---- class-token attention of the last block, in all three frameworks --------------------------
+def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
+    from shared.data import digits
+    from shared.parity import collect, run_jobs
+    from shared.presets import get_preset
+
+    spec = get_preset("digits")
+    train_json(out, "pos-torch-learned", ["--spec", "digits", "--framework", "torch", "--seeds",
+                                          args.seeds, "--epochs", str(args.epochs or 15)], args.reuse)
+    weights = out / "ck" / "pos-torch-learned" / f"seed{args.seeds.split(',')[0]}" / "weights.safetensors"
+    _, test, _ = digits()
+    images, labels = test.images[:4], test.labels[:4]
+    job = {"kind": "taps", "weights": str(weights.resolve()), "images": images.tolist()}
+    procs = {fw: run_jobs(fw, {"taps": job}) for fw in frameworks}
+    results = {fw: collect(proc)["taps"] for fw, proc in procs.items()}
+    last = f"block{spec.depth - 1}.attn_probs"
+    maps, grid = {}, spec.derived.grid_rows
+    for fw, taps in results.items():
+        if last not in taps["taps"]:
+            print(f"{fw}: the port returns no {last!r} tap")
+            continue
+        probs = taps["taps"][last]  # (B, heads, N, N)
+        cls = probs[:, :, 0, 1:].mean(axis=1)  # class-token row, patch columns, head mean
+        maps[fw] = cls.reshape(len(images), grid, spec.derived.grid_cols)
+    base = maps[frameworks[0]]
+    for fw in frameworks[1:]:
+        if fw in maps:
+            print(f"max |attention({frameworks[0]}) - attention({fw})| = {np.abs(base - maps[fw]).max():.2e}")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(maps), len(images), figsize=(2.2 * len(images), 2.3 * len(maps)))
+    axes = np.atleast_2d(axes)
+    for r, (fw, m) in enumerate(maps.items()):
+        for c in range(len(images)):
+            ax = axes[r, c]
+            ax.imshow(images[c, :, :, 0], cmap="gray")
+            ax.imshow(np.kron(m[c], np.ones((spec.patch_height, spec.patch_width))), cmap="inferno",
+                      alpha=0.5)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(f"{fw}: digit {labels[c]}", fontsize=9)
+    fig.suptitle("class-token attention, last block (head mean); trained in torch")
+    fig.tight_layout()
+    path = out / "attention-map.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"wrote {path}")
+    return 0
+
+
+# ---- archive-final's dead position rows ------------------------------------------------------------
+def dead_rows(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
+    from shared.parity import collect, run_jobs
+    from shared.presets import get_preset
+
+    jobs = {name: {"kind": "grad", "spec": get_preset(name).replace(dropout_head=0.0).to_json()}
+            for name in ("archive-final", "archive-final-repaired")}
+    procs = {fw: run_jobs(fw, jobs) for fw in frameworks}
+    results = {fw: collect(proc) for fw, proc in procs.items()}
+    for name in jobs:
+        spec = get_preset(name)
+        print(f"{name}: position table {spec.derived.pos_rows_total} rows, {spec.derived.pos_rows_used} used")
+        for fw in frameworks:
+            grad = results[fw][name]["grad"]["pos_embed"]
+            norms = np.linalg.norm(grad, axis=1)
+            dead = [i for i, n in enumerate(norms) if n == 0.0]
+            print(f"  {fw:<6} rows with exactly zero gradient: {_ranges(dead) or 'none'}; smallest "
+                  f"non-zero row gradient norm {norms[norms > 0].min():.2e}")
+    print("The dead rows change only by weight decay (archive recipe: decay on every tensor), "
+          "and a file trained this way carries 7 x 128 parameters no input ever reads.")
+    return 0
+
+
+def _ranges(rows: list[int]) -> str:
+    if not rows:
+        return ""
+    if rows == list(range(rows[0], rows[-1] + 1)):
+        return f"{rows[0]}-{rows[-1]} ({len(rows)} rows)"
+    return str(rows)
