@@ -57,6 +57,45 @@ def decay_mask(decay: set[Path]):
     return mask
 
 
+_TRANSFORMS: dict[tuple[object, ...], optax.GradientTransformation] = {}
+
+
+def transform(recipe: TrainSpec, decay: frozenset[Path]) -> optax.GradientTransformation:
+    """clip, then AdamW. Cached per (recipe, mask, pin): the optimizer's graph holds the
+    transformation as a static attribute, so an equal object lets nnx.jit reuse the compiled
+    step for the next seed instead of compiling again."""
+    key = (recipe.replace(name="", seed=0, max_epochs=1), decay, PIN_EPSILON_FORM)
+    if key in _TRANSFORMS:
+        return _TRANSFORMS[key]
+    b2, eps = recipe.beta2, recipe.epsilon
+    # optax's eps is added to sqrt(v_hat); Keras' epsilon hat at update t equals
+    # eps / sqrt(1 - b2^t) there (row 22). inject_hyperparams evaluates a callable on the
+    # count of updates already taken, so update t sees count t - 1.
+    eps_schedule = (lambda count: eps / jnp.sqrt(1.0 - b2 ** (count + 1.0))) if PIN_EPSILON_FORM else eps
+    # static_args: inject_hyperparams calls every callable argument as a schedule of the
+    # count, which would turn the mask function into a scalar False (nothing decayed).
+    adamw = optax.inject_hyperparams(optax.adamw, static_args=("mask",))(
+        learning_rate=recipe.learning_rate, b1=recipe.beta1, b2=b2, eps=eps_schedule,
+        eps_root=0.0, weight_decay=recipe.weight_decay, mask=decay_mask(set(decay)), nesterov=False,
+    )
+    # clip_by_global_norm is g * min(1, clip / ||g||) with no epsilon: the spec's form.
+    clip = (optax.clip_by_global_norm(recipe.clip_global_norm) if recipe.clip_global_norm
+            else optax.identity())
+    _TRANSFORMS[key] = optax.chain(clip, adamw)
+    return _TRANSFORMS[key]
+
+
+@nnx.jit
+def train_step(model: nnx.Module, optimizer: nnx.Optimizer, x: jax.Array, y: jax.Array) -> jax.Array:
+    def loss_fn(model: nnx.Module) -> jax.Array:
+        # optax returns per-example losses: the mean is explicit, as torch's default.
+        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)  # clip, decay, Adam: one update
+    return loss
+
+
 class Trainer:
     compiled = True  # nnx.jit; see the module docstring
 
@@ -64,34 +103,9 @@ class Trainer:
         self.port, self.recipe = port, recipe
         self.model = port.model
         decay, _keep = native_groups(port, recipe)
-        b2, eps = recipe.beta2, recipe.epsilon
-        # optax's eps is added to sqrt(v_hat); Keras' epsilon hat at update t equals
-        # eps / sqrt(1 - b2^t) there (row 22). inject_hyperparams evaluates a callable on the
-        # count of updates already taken, so update t sees count t - 1.
-        eps_schedule = (lambda count: eps / jnp.sqrt(1.0 - b2 ** (count + 1.0))) if PIN_EPSILON_FORM else eps
-        # static_args: inject_hyperparams calls every callable argument as a schedule of the
-        # count, which would turn the mask function into a scalar False (nothing decayed).
-        adamw = optax.inject_hyperparams(optax.adamw, static_args=("mask",))(
-            learning_rate=recipe.learning_rate, b1=recipe.beta1, b2=b2, eps=eps_schedule,
-            eps_root=0.0, weight_decay=recipe.weight_decay, mask=decay_mask(decay), nesterov=False,
-        )
-        clip = (optax.clip_by_global_norm(recipe.clip_global_norm) if recipe.clip_global_norm
-                else optax.identity())
-        # clip_by_global_norm is g * min(1, clip / ||g||) with no epsilon: the spec's form.
         with jax.default_device(port.device):
-            self.optimizer = nnx.Optimizer(self.model, optax.chain(clip, adamw), wrt=nnx.Param)
+            self.optimizer = nnx.Optimizer(self.model, transform(recipe, frozenset(decay)), wrt=nnx.Param)
         self._commit()
-
-        @nnx.jit
-        def train_step(model: nnx.Module, optimizer: nnx.Optimizer, x: jax.Array, y: jax.Array) -> jax.Array:
-            def loss_fn(model: nnx.Module) -> jax.Array:
-                # optax returns per-example losses: the mean is explicit, as torch's default.
-                return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-
-            loss, grads = nnx.value_and_grad(loss_fn)(model)
-            optimizer.update(model, grads)  # clip, decay, Adam: one update
-            return loss
-
         self._step = train_step
 
     def _commit(self) -> None:

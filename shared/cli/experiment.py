@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
+    p.add_argument("--recipe", help="recipe for the training runs (default: the preset's)")
+    p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
     p.set_defaults(run=run)
 
 
@@ -53,6 +55,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--frameworks: {fw!r} is not one of {', '.join(FRAMEWORKS)}")
     return {"pos-embed": pos_embed, "narrow": narrow, "sqrt-dk": sqrt_dk,
             "attention-map": attention_map, "dead-rows": dead_rows}[args.name](args, out, frameworks)
+
+
+def recipe_args(args: argparse.Namespace) -> list[str]:
+    extra = ["--recipe", args.recipe] if args.recipe else []
+    for item in args.rset:
+        extra += ["--rset", item]
+    return extra
 
 
 def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, Any]:
@@ -76,7 +85,8 @@ def pos_embed(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int
             extra = ([] if pos == "learned"
                      else ["--set", "pos_embed=none", "--set", "pos_embed_class_row=false"])
             doc = train_json(out, f"pos-{fw}-{pos}", ["--spec", "digits", *extra, "--framework", fw,
-                                                     "--seeds", args.seeds, "--epochs", epochs], args.reuse)
+                                                     "--seeds", args.seeds, "--epochs", epochs,
+                                                     *recipe_args(args)], args.reuse)
             accs = [s["final_accuracy"] for s in doc["seeds"]]
             rows.append((fw, pos, accs))
     print(f"\ndigits, {epochs} epochs, recipe quick, test accuracy of the last epoch per seed:")
@@ -99,8 +109,9 @@ def narrow(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
           "quadrants confused) and the rest at 0")
     print(f"{'spec':<16} {'seed':>4} {'final loss':>10} {'final acc':>9}  (test set, last epoch, {fw})")
     for spec in ("quadrant", "quadrant-narrow"):
-        doc = train_json(out, f"narrow-{spec}", ["--spec", spec, "--framework", fw, "--seeds", args.seeds,
-                                                "--epochs", epochs], args.reuse)
+        tag = f"narrow-{spec}" + ("-" + args.recipe if args.recipe else "")
+        doc = train_json(out, tag, ["--spec", spec, "--framework", fw, "--seeds", args.seeds,
+                                    "--epochs", epochs, *recipe_args(args)], args.reuse)
         for s in doc["seeds"]:
             flag = "  <- near ln(2)/2" if abs(s["final_loss"] - math.log(2) / 2) < 0.05 else ""
             print(f"{spec:<16} {s['seed']:>4} {s['final_loss']:10.4f} {s['final_accuracy']:9.4f}{flag}")
