@@ -127,7 +127,7 @@ def test_dropout_only_in_train_mode(framework: str) -> None:
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_bad_inputs_are_one_line_errors(framework: str) -> None:
-    spec, tensors, images, _ = case("quadrant")
+    spec, tensors, _, _ = case("quadrant")
     p = port(framework, spec)
     with pytest.raises(InputError, match=r"shape \(4, 8, 9, 1\), expected \(batch, 8, 8, 1\)"):
         p.prepare(np.zeros((4, 8, 9, 1), np.float32))
@@ -137,7 +137,7 @@ def test_bad_inputs_are_one_line_errors(framework: str) -> None:
         p.prepare(np.full((1, 8, 8, 1), np.nan, np.float32))
     broken = dict(tensors)
     broken["head.out.kernel"] = broken["head.out.kernel"].T.copy()
-    with pytest.raises(WeightsError, match="'head.out.kernel' has shape"):
+    with pytest.raises(WeightsError, match=r"'head\.out\.kernel' has shape"):
         p.load(broken)
 
 
@@ -145,7 +145,7 @@ def test_missing_framework_is_reported_not_raised_on_import(monkeypatch) -> None
     entry = ports.PortEntry("phantom", "ports.phantom", ("no_such_framework_module",), "pip install phantom")
     monkeypatch.setitem(ports.PORTS, "phantom", entry)
     assert "not installed" in ports.installed()["phantom"]
-    with pytest.raises(FrameworkUnavailable, match="'phantom' needs 'no_such_framework_module'.*pip install"):
+    with pytest.raises(FrameworkUnavailable, match=r"'phantom' needs 'no_such_framework_module'.*pip install"):
         ports.create_port("phantom", get_preset("quadrant"))
     with pytest.raises(FrameworkUnavailable, match="unknown framework 'mxnet'"):
         ports.parse_frameworks("torch,mxnet")

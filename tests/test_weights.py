@@ -71,7 +71,7 @@ def test_compatible_spec_runs_and_names_changed_fields(saved, spec) -> None:
 def test_incompatible_spec_names_first_tensor(saved, spec) -> None:
     with pytest.raises(WeightsError, match=r"does not fit spec .*'blocks.0.attn.query.kernel' has shape"):
         load_weights(saved, spec.replace(head_dim=16))
-    with pytest.raises(WeightsError, match="'blocks.2.norm1.scale' is missing"):
+    with pytest.raises(WeightsError, match=r"'blocks\.2\.norm1\.scale' is missing"):
         load_weights(saved, spec.replace(depth=3))
 
 
@@ -137,7 +137,7 @@ def test_foreign_and_tampered_metadata(tmp_path, saved, spec) -> None:
     metadata["spec"] = json.dumps(edited)
     tampered = tmp_path / "tampered.safetensors"
     _rewrite(tampered, tensors, metadata)
-    with pytest.raises(WeightsError, match="spec_hash .* does not match"):
+    with pytest.raises(WeightsError, match=r"spec_hash .* does not match"):
         load_weights(tampered)
 
 
