@@ -145,7 +145,8 @@ def test_missing_framework_is_reported_not_raised_on_import(monkeypatch) -> None
     entry = ports.PortEntry("phantom", "ports.phantom", ("no_such_framework_module",), "pip install phantom")
     monkeypatch.setitem(ports.PORTS, "phantom", entry)
     assert "not installed" in ports.installed()["phantom"]
-    with pytest.raises(FrameworkUnavailable, match=r"'phantom' needs 'no_such_framework_module'.*pip install"):
+    expected = r"'phantom' needs 'no_such_framework_module'.*pip install"
+    with pytest.raises(FrameworkUnavailable, match=expected):
         ports.create_port("phantom", get_preset("quadrant"))
     with pytest.raises(FrameworkUnavailable, match="unknown framework 'mxnet'"):
         ports.parse_frameworks("torch,mxnet")
