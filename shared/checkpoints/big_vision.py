@@ -166,6 +166,8 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens (encoder_norm)")
     require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
     require(s.qkv_bias, target, "qkv_bias", s.qkv_bias, "true")
+    require(d.attn_inner == s.dim, target, "head_dim", s.head_dim,
+            f"dim / heads = {s.dim / s.heads:g} (flax attention's qkv_features default to the width)")
     require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
             s.remainder, "drop (a VALID conv) unless the patches tile the image")
     require(s.layer_norm_eps == 1e-6, target, "layer_norm_eps", s.layer_norm_eps, "1e-06 (flax LayerNorm)")

@@ -33,10 +33,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a spec field the checkpoint cannot tell, e.g. heads=12 (--from; repeatable)")
     parser.add_argument("--out", required=True, metavar="PATH",
                         help="--from: the canonical .safetensors; --to: the checkpoint (hf: a directory)")
+    parser.add_argument("--force", action="store_true", help="replace an existing output")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from shared.cli._common import refuse_overwrite
+
+    refuse_overwrite(args.out, args.force)
     if args.source_format is not None:
         return _import(args)
     return _export(args)
