@@ -40,13 +40,13 @@ def tv_checkpoint(tmp_path: Path) -> Path:
     return path
 
 
-def run(argv: list[str], capsys) -> tuple[int, str, str]:  # noqa: ANN001
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
     code = compare.main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
-def test_convert_timm_both_ways_and_logits_need_only_the_file(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_convert_timm_both_ways_and_logits_need_only_the_file(tmp_path, capsys) -> None:
     model = timm_model()
     source = tmp_path / "timm.pth"
     torch.save(model.state_dict(), source)
@@ -65,7 +65,8 @@ def test_convert_timm_both_ways_and_logits_need_only_the_file(tmp_path, capsys) 
     assert np.abs(np.load(logits_path) - expected).max() <= ATOL
     # And back to a timm state dict, bit for bit.
     exported = tmp_path / "back.pth"
-    code, out, err = run(["convert", "--to", "timm", "--in", str(canonical), "--out", str(exported)], capsys)
+    code, out, err = run(["convert", "--to", "timm", "--in", str(canonical), "--out", str(exported)],
+                         capsys)
     assert code == 0, err
     assert "class_token=False" in out and "global_pool='avg'" in out
     back = torch.load(exported, weights_only=True, map_location="cpu")
@@ -74,7 +75,7 @@ def test_convert_timm_both_ways_and_logits_need_only_the_file(tmp_path, capsys) 
     assert all(np.array_equal(back[k].numpy(), original[k]) for k in original)
 
 
-def test_convert_hf_directory_round_trip(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_convert_hf_directory_round_trip(tmp_path, capsys) -> None:
     from transformers import ViTConfig, ViTForImageClassification
 
     torch.manual_seed(0)
@@ -83,7 +84,8 @@ def test_convert_hf_directory_round_trip(tmp_path, capsys) -> None:  # noqa: ANN
         patch_size=4, num_labels=2, layer_norm_eps=1e-12)), seed=2)
     model.save_pretrained(tmp_path / "hf")
     canonical, again = tmp_path / "w.safetensors", tmp_path / "again"
-    assert run(["convert", "--from", "hf", "--in", str(tmp_path / "hf"), "--out", str(canonical)], capsys)[0] == 0
+    source = str(tmp_path / "hf")
+    assert run(["convert", "--from", "hf", "--in", source, "--out", str(canonical)], capsys)[0] == 0
     assert load_weights(canonical).spec.layer_norm_eps == 1e-12  # HF's own eps, not timm's
     assert run(["convert", "--to", "hf", "--in", str(canonical), "--out", str(again)], capsys)[0] == 0
     reloaded = ViTForImageClassification.from_pretrained(str(again)).eval()
@@ -118,8 +120,10 @@ BAD_TIMM = [
     ("misshapen", [], "tensor 'blocks.0.mlp.fc2.bias' has shape (5,), the spec expects (16,)"),
     ("pickle", [], "is not a plain state dict: torch.load(weights_only=True) refused it"),
     ("pre_norm", [], "tensor 'norm_pre.weight' comes from timm's pre_norm=True"),
-    ("fine", [*TIMM_SET, "--set", "heads=3"], "heads = 3 does not divide the width 16 of tensor 'patch_embed.proj.weight'"),
-    ("fine", [*TIMM_SET, "--set", "dim=32"], "dim=32 contradicts the timm checkpoint: tensor 'patch_embed.proj.weight'"),
+    ("fine", [*TIMM_SET, "--set", "heads=3"],
+     "heads = 3 does not divide the width 16 of tensor 'patch_embed.proj.weight'"),
+    ("fine", [*TIMM_SET, "--set", "dim=32"],
+     "dim=32 contradicts the timm checkpoint: tensor 'patch_embed.proj.weight'"),
     ("fine", ["--set", "heads=2"], "pass --set image_height=VALUE"),
 ]
 
@@ -127,7 +131,7 @@ BAD_TIMM = [
 @pytest.mark.parametrize(("change", "extra_args", "message"), BAD_TIMM,
                          ids=[f"{c}{'-' + a[-1] if a else ''}" for c, a, _ in BAD_TIMM])
 def test_bad_timm_checkpoints_fail_in_one_line_without_output(change, extra_args, message, tmp_path,
-                                                              capsys) -> None:  # noqa: ANN001
+                                                              capsys) -> None:
     source = bad_timm_file(tmp_path, change)
     args = extra_args or TIMM_SET
     out = tmp_path / "w.safetensors"
@@ -135,7 +139,7 @@ def test_bad_timm_checkpoints_fail_in_one_line_without_output(change, extra_args
     assert_one_line_error(code, err, message, out)
 
 
-def test_other_bad_inputs(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_other_bad_inputs(tmp_path, capsys) -> None:
     out = tmp_path / "w.safetensors"
     tv = tv_checkpoint(tmp_path)
     cases = [
@@ -159,12 +163,12 @@ def test_other_bad_inputs(tmp_path, capsys) -> None:  # noqa: ANN001
         assert_one_line_error(code, err, message, out)
 
 
-def test_export_refuses_what_the_library_cannot_express(tmp_path, capsys) -> None:  # noqa: ANN001
+def test_export_refuses_what_the_library_cannot_express(tmp_path, capsys) -> None:
     canonical, out = tmp_path / "w.safetensors", tmp_path / "tv.pth"
     assert run(["init", "--spec", "archive-torch", "--out", str(canonical)], capsys)[0] == 0
     code, _, err = run(["convert", "--to", "torchvision", "--in", str(canonical), "--out", str(out)], capsys)
-    assert_one_line_error(code, err, "cannot export to torchvision VisionTransformer: spec field pooling='flatten'",
-                          out)
+    assert_one_line_error(
+        code, err, "cannot export to torchvision VisionTransformer: spec field pooling='flatten'", out)
 
 
 def assert_one_line_error(code: int, err: str, message: str, out: Path) -> None:

@@ -82,7 +82,7 @@ CASES = [
 ]
 
 
-def save_library_checkpoint(fmt: str, model: torch.nn.Module, tmp_path) -> tuple[str, str | None]:  # noqa: ANN001
+def save_library_checkpoint(fmt: str, model: torch.nn.Module, tmp_path) -> tuple[str, str | None]:
     """Write the model as its library does: a torch state dict, or save_pretrained for HF."""
     if fmt == "hf":
         model.save_pretrained(tmp_path / "hf")
@@ -93,7 +93,7 @@ def save_library_checkpoint(fmt: str, model: torch.nn.Module, tmp_path) -> tuple
 
 
 @pytest.mark.parametrize(("case", "fmt", "build", "kwargs", "given"), CASES, ids=[c[0] for c in CASES])
-def test_import_reproduces_library_logits(case, fmt, build, kwargs, given, tmp_path) -> None:  # noqa: ANN001
+def test_import_reproduces_library_logits(case, fmt, build, kwargs, given, tmp_path) -> None:
     torch.manual_seed(0)
     model = perturbed(build(**kwargs), seed=1)
     path, config = save_library_checkpoint(fmt, model, tmp_path)
@@ -109,7 +109,7 @@ def test_import_reproduces_library_logits(case, fmt, build, kwargs, given, tmp_p
 
 @pytest.mark.parametrize(("fmt", "build", "kwargs", "given"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_export_loads_into_library_with_same_logits(fmt, build, kwargs, given, tmp_path) -> None:  # noqa: ANN001
+def test_export_loads_into_library_with_same_logits(fmt, build, kwargs, given, tmp_path) -> None:
     torch.manual_seed(0)
     model = build(**kwargs).eval()
     path, config = save_library_checkpoint(fmt, model, tmp_path)
