@@ -178,3 +178,25 @@ def assert_one_line_error(code: int, err: str, message: str, out: Path) -> None:
     assert message in lines[0], lines[0]
     assert not out.exists()
     assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]  # no temp file left
+
+
+def test_timm_config_json_states_what_the_state_dict_cannot(tmp_path, capsys) -> None:
+    source, config = tmp_path / "timm.pth", tmp_path / "config.json"
+    torch.save(timm_model().state_dict(), source)
+    config.write_text('{"architecture": "vit_tiny_custom", "num_classes": 3, "global_pool": "avg", '
+                      '"model_args": {"num_heads": 2, "img_size": [16, 24]}}')
+    with_config, with_set = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    assert run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                "--out", str(with_config)], capsys)[0] == 0
+    assert run(["convert", "--from", "timm", "--in", str(source), *TIMM_SET, "--out", str(with_set)],
+               capsys)[0] == 0
+    assert load_weights(with_config).spec == load_weights(with_set).spec
+    config.write_text('{"global_pool": "avg", "model_args": {"num_heads": 2, "img_size": [16, 25]}}')
+    code, _, err = run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                        "--out", str(tmp_path / "c.safetensors")], capsys)
+    assert code == 0, err  # 25 columns of 4-wide patches drop one: still 6 columns, the same table
+    config.write_text('{"global_pool": "avg", "model_args": {"num_heads": 2, "img_size": [16, 32]}}')
+    code, _, err = run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                        "--out", str(tmp_path / "d.safetensors")], capsys)
+    assert_one_line_error(code, err, "tensor 'pos_embed' (12 rows) does not fit image 16x32",
+                          tmp_path / "d.safetensors")

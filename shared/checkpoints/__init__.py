@@ -77,7 +77,11 @@ def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dic
     check_tensors(spec, tensors, source=f"{fmt} checkpoint {source}")
     applied = [f"{name}={value!r} ({why})" for name, (value, why) in inference.conventions.items()
                if name not in given]
-    notes = ([f"library conventions applied: {', '.join(applied)}"] if applied else []) + inference.notes
+    overridden = [f"{name}={given[name]!r} given, instead of {value!r} ({why})"
+                  for name, (value, why) in inference.conventions.items()
+                  if name in given and given[name] != value]
+    notes = ([f"library conventions applied: {', '.join(applied)}"] if applied else []) + [
+        f"convention overridden: {text}" for text in overridden] + inference.notes
     return Converted(spec, tensors, notes)
 
 

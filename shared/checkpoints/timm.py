@@ -123,7 +123,7 @@ def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given:
                                             "config model_args.num_heads"), "width / num_heads")
         return
     inf.asks["heads"] = "timm state dicts do not record num_heads; head width = width / heads"
-    if "heads" in given:
+    if "heads" in given and given.get("dim", dim) == dim:  # a contradicting dim is reported first
         inf.fact("head_dim", width_per_head(fmt, dim, "tensor 'patch_embed.proj.weight'", given["heads"],
                                             "spec field heads"), "width / heads (timm Attention)")
 

@@ -85,7 +85,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.convention("layer_norm_eps", 1e-6, "torchvision's norm_layer")
     inf.convention("activation", "gelu", "torchvision's nn.GELU")
     inf.asks["heads"] = "torchvision state dicts do not record it; head width = width / heads"
-    if "heads" in given:
+    if "heads" in given and given.get("dim", dim) == dim:  # a contradicting dim is reported first
         inf.fact("head_dim", width_per_head(fmt, int(dim), "tensor 'conv_proj.weight'",
                                             given["heads"], "spec field heads"),
                  "width / heads (nn.MultiheadAttention)")
