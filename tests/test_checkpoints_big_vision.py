@@ -1,6 +1,8 @@
-"""big_vision and vit_jax `.npz` trees: written by the exporter (no big_vision code is installed
-here), read back bit-exactly with the same inferred spec, in both naming dialects, scanned or
-not, under a `params/` prefix; the ports reproduce the reference's logits on the imported weights."""
+"""big_vision and vit_jax `.npz` trees: written by the exporter (big_vision itself is not
+installed here), read back bit-exactly with the same inferred spec, in both naming dialects,
+scanned or not, under a `params/` prefix; the ports reproduce the reference's logits on the
+imported weights, and timm's own reader of Google's JAX checkpoints loads the exported trees into
+a timm ViT that reproduces them too."""
 
 from __future__ import annotations
 
@@ -87,3 +89,34 @@ def test_wrong_dialect_and_inexpressible_specs_are_refused() -> None:
     exact = spec.replace(activation="gelu")
     with pytest.raises(SpecError, match=r"activation='gelu'.*gelu_tanh"):
         export_tensors("vit_jax", exact, init_weights(exact))
+
+
+TIMM_READERS = [  # (format, spec fields, timm VisionTransformer kwargs for the same model)
+    ("vit_jax", dict(class_token=True, pos_embed_class_row=True, pooling="cls"), {}),
+    ("big_vision", dict(class_token=True, pos_embed_class_row=False, pooling="cls"),
+     dict(no_embed_class=True)),
+    ("big_vision", dict(class_token=False, pos_embed_class_row=False, pooling="mean"),
+     dict(class_token=False, global_pool="avg", fc_norm=False)),
+]
+
+
+@pytest.mark.parametrize(("fmt", "fields", "timm_kwargs"), TIMM_READERS,
+                         ids=[f"{f}-{d['pooling']}" for f, d, _ in TIMM_READERS])
+def test_timm_reads_the_exported_tree_with_the_same_logits(fmt, fields, timm_kwargs, tmp_path) -> None:
+    """Third-party code on our .npz: timm's own loader for Google's JAX checkpoints
+    (`_load_weights`, square grids only) fills a timm ViT that reproduces the reference."""
+    import torch
+    from timm.models.vision_transformer import VisionTransformer, _load_weights
+
+    from tests.checkpoints_support import ATOL, library_logits
+
+    spec = ModelSpec(**BASE, image_height=32, image_width=32, patch_height=8, patch_width=8,
+                     pos_embed="learned", **fields)
+    tensors = init_weights(spec, seed=4)
+    export_checkpoint(fmt, spec, tensors, tmp_path / "params.npz")
+    model = VisionTransformer(img_size=32, patch_size=8, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2,
+                              num_classes=5, act_layer="gelu_tanh", **timm_kwargs).eval()
+    with torch.no_grad():
+        _load_weights(model, str(tmp_path / "params.npz"))
+    images = images_for(spec)
+    assert np.abs(library_logits(model, images) - reference.forward(spec, tensors, images)).max() <= ATOL
