@@ -107,7 +107,9 @@ class Port:
     def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
         pin_precision()
         self.spec, self.device_class = spec, device
-        self.device = {"cpu": "cpu:0", "cuda": "gpu:0", "metal": "gpu:0"}[device]
+        # "cpu", not "cpu:0": Keras' torch backend moves each new Parameter with .to("cpu:0"),
+        # which copies it into a plain tensor (int seed states then fail to re-wrap).
+        self.device = {"cpu": "cpu", "cuda": "gpu:0", "metal": "gpu:0"}[device]
         with keras.device(self.device):
             self.model = VisionTransformer(spec)
             self.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), "float32"))
