@@ -218,7 +218,7 @@ def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[s
 
 def coerce_field(name: str, value: Any) -> Any:
     """Type one CLI value exactly as `ModelSpec.from_dict` would."""
-    return spec_module._coerce(name, value, SPEC_FIELDS[name].type)
+    return spec_module.coerce_field(name, value, SPEC_FIELDS[name].type)
 
 
 def resolve_spec(inference: Inference, given: dict[str, Any], name: str) -> ModelSpec:
