@@ -155,7 +155,7 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
             tried.append(Candidate((a, b), gap))
         result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
     if not result.explained:
-        # only those that remove most of the gap are worth naming
-        helpful = [c for c in tried if c.gap < 0.5 * baseline]
+        # only those that remove 90% of the gap are worth naming
+        helpful = [c for c in tried if c.gap < 0.1 * baseline]
         result.closest = sorted(helpful, key=lambda c: c.gap)[:closest]
     return result

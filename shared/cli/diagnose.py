@@ -1,0 +1,40 @@
+"""`compare.py diagnose`: which catalogue setting explains the gap between your logits and the
+reference (shared/diagnosis.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from shared.cli._teaching_args import add_model_args, load_model, write_json
+from shared.diagnosis import diagnose, load_user_logits
+
+ORDER = 62
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "diagnose", help="explain the gap between your port's logits and the reference",
+        description="Re-run the float64 reference under each catalogue alternative (Keras/Flax/"
+                    "torch defaults and classic layout slips), alone and in pairs, and report which "
+                    "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")
+    add_model_args(p, "canonical weights file your port ran with (default: init_weights(spec, --seed))")
+    p.add_argument("--logits", required=True, help=".npy logits of your port, shape (batch, num_classes)")
+    p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
+                   "(default: 5e-6, or 1e-5 for models of 1M parameters or more)")
+    p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
+    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec, tensors, images, notes = load_model(args)
+    user = load_user_logits(args.logits)
+    result = diagnose(spec, tensors, images, user, tolerance=args.tolerance, pairs=not args.no_pairs,
+                      source=f"logits file {args.logits!r}")
+    for note in notes:
+        print(note)
+    for line in result.lines():
+        print(line)
+    if args.json:
+        write_json(args.json, result.to_dict())
+    return 1 if result.verdict == "unexplained" else 0
