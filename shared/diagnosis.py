@@ -17,21 +17,12 @@ import numpy as np
 from shared.errors import InputError
 from shared.reference import forward
 from shared.spec import ModelSpec
+from shared.tolerance import logit_atol
 from shared.variants import Case, Variant, applicable, applicable_pairs
 from shared.weights import Tensors
 
-# fp32 logits against the float64 reference (divergences.md, "Recommended equivalence
-# tolerances"): tiny ViTs measured <= 2.1e-6, so 5e-6; ViT-B measured <= 3.2e-6 with more
-# accumulation, so 1e-5 for models of a million parameters or more.
-SMALL_MODEL_TOLERANCE = 5e-6
-LARGE_MODEL_TOLERANCE = 1e-5
-LARGE_MODEL_PARAMS = 1_000_000
 # Float64 reference runs that differ by less than this compute the same function (round-off).
 NO_CHANGE = 1e-12
-
-
-def equivalence_tolerance(spec: ModelSpec) -> float:
-    return LARGE_MODEL_TOLERANCE if spec.derived.params >= LARGE_MODEL_PARAMS else SMALL_MODEL_TOLERANCE
 
 
 def max_gap(a: np.ndarray, b: np.ndarray) -> float:
@@ -129,9 +120,10 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
              source: str = "logits") -> Diagnosis:
     """Re-run the reference under every alternative (then pairs) against `user_logits`."""
     user = check_user_logits(spec, user_logits, images.shape[0], source)
-    tol = equivalence_tolerance(spec) if tolerance is None else tolerance
     base = Case(spec, weights, images)
     reference = forward(spec, weights, images)
+    # the project's equivalence tolerance (shared/tolerance.py), scaled by the logit magnitude
+    tol = logit_atol(spec, reference) if tolerance is None else tolerance
     baseline = max_gap(reference, user)
     result = Diagnosis(spec.name, baseline, tol)
     if baseline <= tol:

@@ -20,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_args(p, "canonical weights file your port ran with (default: init_weights(spec, --seed))")
     p.add_argument("--logits", required=True, help=".npy logits of your port, shape (batch, num_classes)")
     p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
-                   "(default: 5e-6, or 1e-5 for models of 1M parameters or more)")
+                   "(default: the project's logit tolerance, shared/tolerance.py)")
     p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     p.set_defaults(run=run)
