@@ -46,8 +46,10 @@ class CallRule:
 
 
 CALL_RULES: tuple[CallRule, ...] = (
-    CallRule(("nn.LayerNorm", "torch.nn.LayerNorm"), ("eps",), "layer_norm_eps", "torch's default eps is 1e-5"),
-    CallRule(("nnx.LayerNorm", "linen.LayerNorm"), ("epsilon",), "layer_norm_eps", "Flax's default epsilon is 1e-6"),
+    CallRule(("nn.LayerNorm", "torch.nn.LayerNorm"), ("eps",), "layer_norm_eps",
+             "torch's default eps is 1e-5"),
+    CallRule(("nnx.LayerNorm", "linen.LayerNorm"), ("epsilon",), "layer_norm_eps",
+             "Flax's default epsilon is 1e-6"),
     CallRule(("nnx.LayerNorm",), ("use_fast_variance",), "layer_norm_variance",
              "Flax's default use_fast_variance=True computes E[x^2]-E[x]^2"),
     CallRule(("LayerNormalization",), ("epsilon",), "layer_norm_eps", "Keras' default epsilon is 1e-3"),
@@ -118,14 +120,16 @@ def audit_source(text: str, filename: str = "<source>") -> list[Finding]:
                 called.add(id(node.args[0]))
                 if "approximate" not in passed:
                     findings.append(Finding(f"{filename}:{node.lineno}", "gelu",
-                                            f"partial({target}) without approximate: the default form is used"))
+                                            f"partial({target}) without approximate: the default "
+                                            "form is used"))
         if name.endswith("Activation") and node.args and isinstance(node.args[0], ast.Constant) \
                 and node.args[0].value == "gelu":
             findings.append(Finding(f"{filename}:{node.lineno}", "gelu",
                                     "Activation('gelu') relies on Keras' default form (exact)"))
     for node in ast.walk(tree):  # a GELU passed as a value: whoever calls it uses the default form
-        if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in called \
-                and isinstance(getattr(node, "ctx", None), ast.Load) and _matches(dotted(node), GELU_REFERENCES):
+        loaded = isinstance(getattr(node, "ctx", None), ast.Load)
+        if isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in called and loaded \
+                and _matches(dotted(node), GELU_REFERENCES):
             findings.append(Finding(f"{filename}:{node.lineno}", "gelu",
                                     f"{dotted(node)} passed as a value: called with its default form"))
     return sorted(set(findings), key=lambda f: (int(f.where.rsplit(":", 1)[1]), f.entry))
@@ -202,7 +206,8 @@ def _audit_torch(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
     for path, m in model.named_modules():
         where = f"{label}:{path or '<root>'}"
         if isinstance(m, nn.LayerNorm) and not _close(m.eps, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps", f"LayerNorm eps={m.eps:g}, spec {spec.layer_norm_eps:g}"))
+            out.append(Finding(where, "layer_norm_eps",
+                               f"LayerNorm eps={m.eps:g}, spec {spec.layer_norm_eps:g}"))
         if isinstance(m, nn.GELU):
             form = "gelu" if m.approximate == "none" else "gelu_tanh"
             if form != _expected_form(path, spec):
@@ -228,7 +233,8 @@ def _audit_keras(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
     out: list[Finding] = []
     for path, layer in _keras_named_layers(model, keras.layers.Layer):
         where = f"{label}:{path or '<root>'}"
-        if isinstance(layer, keras.layers.LayerNormalization) and not _close(layer.epsilon, spec.layer_norm_eps):
+        is_norm = isinstance(layer, keras.layers.LayerNormalization)
+        if is_norm and not _close(layer.epsilon, spec.layer_norm_eps):
             out.append(Finding(where, "layer_norm_eps",
                                f"LayerNormalization epsilon={layer.epsilon:g}, spec {spec.layer_norm_eps:g}"))
         if isinstance(layer, keras.layers.Activation):
@@ -244,7 +250,8 @@ def _audit_keras(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
                 out.append(Finding(where, "dropout_flags", f"attention dropout {layer._dropout:g}, spec "
                                    f"{spec.dropout_attn:g}"))
         if isinstance(layer, keras.layers.Dropout) and not any(_close(layer.rate, r) for r in _rates(spec)):
-            out.append(Finding(where, "dropout_flags", f"Dropout rate={layer.rate:g} is none of the spec's rates"))
+            out.append(Finding(where, "dropout_flags",
+                               f"Dropout rate={layer.rate:g} is none of the spec's rates"))
     return out
 
 
@@ -299,7 +306,8 @@ def _audit_flax(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
                 out.append(Finding(where, "dropout_flags", "broadcast_dropout=True: one mask for every "
                                    "batch item and head"))
         if isinstance(node, nnx.Dropout) and not any(_close(node.rate, r) for r in _rates(spec)):
-            out.append(Finding(where, "dropout_flags", f"Dropout rate={node.rate:g} is none of the spec's rates"))
+            out.append(Finding(where, "dropout_flags",
+                               f"Dropout rate={node.rate:g} is none of the spec's rates"))
         if isinstance(node, nnx.Module):
             for attr, value in vars(node).items():
                 if callable(value) and not isinstance(value, nnx.Module) and attr.startswith("act"):

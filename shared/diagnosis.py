@@ -72,7 +72,7 @@ class Diagnosis:
         if self.explained:
             out = [f"gap {g:.2g} falls to {c.gap:.2g} with {c.label}: {c.cause}"
                    for c in self.explained]
-            return out + [f"(tolerance {tol:.0e}; tried {tried})"]
+            return [*out, f"(tolerance {tol:.0e}; tried {tried})"]
         out = [f"unexplained: gap {g:.2g} is not reproduced by any catalogue setting "
                f"(tried {tried}; tolerance {tol:.0e})"]
         for c in self.closest:

@@ -98,7 +98,8 @@ def _demo_eps() -> Demo:
     for fw, eps in {**documented, **read}.items():
         source = "read" if fw in read else "documented (framework not installed)"
         if math.isclose(eps, spec.layer_norm_eps):
-            demo.lines.append(f"{fw} default {eps:g} ({source}) equals the spec's {spec.layer_norm_eps:g}: gap 0")
+            demo.lines.append(f"{fw} default {eps:g} ({source}) equals the spec's "
+                              f"{spec.layer_norm_eps:g}: gap 0")
             continue
         gap = _gap(forward(spec.replace(layer_norm_eps=eps), case.weights, case.images), pinned)
         demo.gap = max(demo.gap or 0.0, gap)
@@ -243,7 +244,7 @@ def _demo_conv_layout() -> Demo:
     x = torch.from_numpy(case.images.astype(np.float64)).permute(0, 3, 1, 2)
     results = {}
     for label, weight in (("transpose(3, 2, 0, 1)", conv_hwio_to_oihw(k)),
-                          ("reshape", k.reshape(spec.dim, spec.channels, spec.patch_height, spec.patch_width))):
+                          ("reshape", k.reshape(spec.dim, spec.channels, *k.shape[:2]))):
         with torch.no_grad():
             conv.weight.copy_(torch.from_numpy(np.ascontiguousarray(weight)))
             conv.bias.copy_(torch.from_numpy(case.weights["patch_embed.bias"]))
@@ -280,7 +281,8 @@ def _demo_dense_layout() -> Demo:
     demo.ran_with.append("torch")
     bad = _gap(out["k.reshape(out, in)"], expected)
     demo.gap = max(demo.gap or 0.0, bad)
-    demo.lines.append(f"torch nn.Linear{tuple(k.shape)[::-1]}: weight = k.T {_gap(out['k.T'], expected):.3g}, "
+    good = _gap(out["k.T"], expected)
+    demo.lines.append(f"torch nn.Linear{tuple(k.shape)[::-1]}: weight = k.T {good:.3g}, "
                       f"weight = k.reshape(out, in) {bad:.3g}")
     return demo
 
@@ -399,7 +401,7 @@ def _demo_clipnorm() -> Demo:
     total = math.sqrt(sum(float(np.sum(x * x)) for x in grads))
     global_clipped = [x * min(1.0, clip / total) for x in grads]
     per_var = [x * min(1.0, clip / float(np.linalg.norm(x))) for x in grads]
-    gap = max(_gap(a, b) for a, b in zip(global_clipped, per_var))
+    gap = max(_gap(a, b) for a, b in zip(global_clipped, per_var, strict=True))
     demo = Demo(gap, ran_with=["numpy"])
     demo.lines.append(f"3 gradients, global norm {total:.3g}, clip {clip:g}: per-variable (Keras clipnorm) "
                       f"vs global clipping {gap:.3g}")
@@ -412,13 +414,14 @@ def _demo_clipnorm() -> Demo:
             variables = [keras.Variable(np.zeros_like(x, dtype=np.float32)) for x in grads]
             opt = keras.optimizers.SGD(learning_rate=1.0, **{kw: clip})
             opt.apply_gradients([(keras.ops.convert_to_tensor(x.astype(np.float32)), v)
-                                 for x, v in zip(grads, variables)])
+                                 for x, v in zip(grads, variables, strict=True)])
             deltas[kw] = [-np.asarray(keras.ops.convert_to_numpy(v)) for v in variables]
         demo.ran_with.append("keras")
-        g_keras = max(_gap(a, b) for a, b in zip(deltas["clipnorm"], deltas["global_clipnorm"]))
+        g_keras = max(_gap(a, b) for a, b in zip(deltas["clipnorm"], deltas["global_clipnorm"], strict=True))
         demo.gap = max(demo.gap or 0.0, g_keras)
+        vs_numpy = max(_gap(a, b) for a, b in zip(deltas["global_clipnorm"], global_clipped, strict=True))
         demo.lines.append(f"keras SGD(lr=1): clipnorm vs global_clipnorm updates differ by {g_keras:.3g}; "
-                          f"global_clipnorm vs numpy global {max(_gap(a, b) for a, b in zip(deltas['global_clipnorm'], global_clipped)):.3g}")
+                          f"global_clipnorm vs numpy global {vs_numpy:.3g}")
     except FrameworkUnavailable:
         pass
     return demo
@@ -446,7 +449,8 @@ def _demo_cross_entropy() -> Demo:
         keras = keras_module()
         for flag in (None, True):
             kwargs = {} if flag is None else {"from_logits": True}
-            loss = float(keras.losses.SparseCategoricalCrossentropy(**kwargs)(labels, logits.astype(np.float32)))
+            loss_fn = keras.losses.SparseCategoricalCrossentropy(**kwargs)
+            loss = float(loss_fn(labels, logits.astype(np.float32)))
             demo.lines.append(f"keras SparseCategoricalCrossentropy({'from_logits=True' if flag else ''}): "
                               f"{loss:.4f}")
             if flag is None:

@@ -229,7 +229,7 @@ def _torch_pooling() -> str:
         return "no built-in pooling; torchvision's ViT reads the class token"
     # Read from timm's source, not by importing it: timm pulls in torchvision, whose import
     # crashes a process that already loaded TensorFlow (segfault, measured here).
-    path = Path(list(found.submodule_search_locations)[0]) / "models" / "vision_transformer.py"
+    path = Path(next(iter(found.submodule_search_locations))) / "models" / "vision_transformer.py"
     value = _source_default(path, "VisionTransformer", "global_pool")
     return f"timm VisionTransformer global_pool={value!r} (read from {path.name})"
 
@@ -243,7 +243,7 @@ def _source_default(path: Path, class_name: str, keyword: str) -> object:
                     args = item.args.args + item.args.kwonlyargs
                     defaults = [None] * (len(item.args.args) - len(item.args.defaults))
                     defaults += list(item.args.defaults) + list(item.args.kw_defaults)
-                    for arg, default in zip(args, defaults):
+                    for arg, default in zip(args, defaults, strict=False):
                         if arg.arg == keyword and default is not None:
                             return ast.literal_eval(default)
     return "unknown"
@@ -295,7 +295,7 @@ def _keras_scale() -> str:
 
 
 def _flax_scale() -> str:
-    _, nnx, _ = flax_modules()
+    _, _nnx, _ = flax_modules()
     return "nnx.dot_product_attention: 1/sqrt(query.shape[-1]) (qkv_features / num_heads)"
 
 
@@ -385,7 +385,7 @@ def _keras_ce() -> str:
 
 
 def _flax_ce() -> str:
-    _, _, optax = flax_modules()
+    _, _, _optax = flax_modules()
     return "optax.softmax_cross_entropy_with_integer_labels returns one loss per example (no reduction)"
 
 

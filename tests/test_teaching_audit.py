@@ -64,7 +64,8 @@ def test_built_keras_and_nnx_models_with_defaults() -> None:
     assert found == {("blocks.1.norm2", "layer_norm_eps")}
     user = keras.Sequential([keras.layers.LayerNormalization(name="ln"),
                              keras.layers.Activation(keras.ops.gelu, name="mlp_act")])
-    found = {(f.where.split(":")[1], f.entry) for f in audit_model(user, spec.replace(activation="gelu"), "u")}
+    exact = spec.replace(activation="gelu")
+    found = {(f.where.split(":")[1], f.entry) for f in audit_model(user, exact, "u")}
     assert found == {("ln", "layer_norm_eps"), ("mlp_act", "gelu")}  # Keras 1e-3; ops.gelu is tanh
 
     port = create_port("flax", spec)

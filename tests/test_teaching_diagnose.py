@@ -35,7 +35,8 @@ def _torch_logits(case: Case) -> np.ndarray:
 
 
 def test_recovers_keras_default_epsilon_from_a_real_port(quadrant: Case) -> None:
-    user = _torch_logits(Case(quadrant.spec.replace(layer_norm_eps=1e-3), quadrant.weights, quadrant.images))
+    keras_eps = quadrant.spec.replace(layer_norm_eps=1e-3)
+    user = _torch_logits(Case(keras_eps, quadrant.weights, quadrant.images))
     result = diagnose(quadrant.spec, quadrant.weights, quadrant.images, user)
     assert result.verdict == "explained"
     assert result.explained[0].label == "layer_norm_eps=0.001"
@@ -43,7 +44,8 @@ def test_recovers_keras_default_epsilon_from_a_real_port(quadrant: Case) -> None
 
 
 def test_recovers_tanh_gelu(quadrant: Case) -> None:
-    user = _torch_logits(Case(quadrant.spec.replace(activation="gelu_tanh"), quadrant.weights, quadrant.images))
+    tanh = quadrant.spec.replace(activation="gelu_tanh")
+    user = _torch_logits(Case(tanh, quadrant.weights, quadrant.images))
     result = diagnose(quadrant.spec, quadrant.weights, quadrant.images, user)
     assert [c.label for c in result.explained] == ["gelu form flipped (MLP)"]
 

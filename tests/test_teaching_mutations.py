@@ -11,12 +11,13 @@ framework API it would have used.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ports import create_port
-from shared import weights as W
+from shared import weights as canonical
 from shared.divergences import CATALOGUE
 from shared.framework_defaults import keras_module
 from shared.inputs import probe_batch
@@ -97,7 +98,8 @@ def test_keras_default_epsilon_breaks_equivalence() -> None:
     port = create_port("keras", case.spec)
     port.load(case.weights)
     assert _passes(case, port.logits(case.images))
-    norms = [layer for layer in port.model._flatten_layers() if isinstance(layer, keras.layers.LayerNormalization)]
+    norms = [layer for layer in port.model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
     assert len(norms) == 2 * case.spec.depth + 1
     for layer in norms:
         layer.epsilon = default
@@ -107,14 +109,15 @@ def test_keras_default_epsilon_breaks_equivalence() -> None:
 def test_conv_kernel_reshaped_in_torch_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
     case = _case("quadrant")
     assert _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
-    monkeypatch.setattr(W, "conv_hwio_to_oihw", lambda k: np.ascontiguousarray(
+    monkeypatch.setattr(canonical, "conv_hwio_to_oihw", lambda k: np.ascontiguousarray(
         k.reshape(k.shape[3], k.shape[2], k.shape[0], k.shape[1])))
     assert not _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
 
 
 def test_dense_kernel_reshaped_in_torch_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
     case = _case("quadrant")
-    monkeypatch.setattr(W, "dense_to_out_in", lambda k: np.ascontiguousarray(k.reshape(k.shape[1], k.shape[0])))
+    monkeypatch.setattr(canonical, "dense_to_out_in",
+                        lambda k: np.ascontiguousarray(k.reshape(k.shape[1], k.shape[0])))
     assert not _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
 
 
@@ -134,15 +137,17 @@ def test_batch_first_default_in_torch_attention(monkeypatch: pytest.MonkeyPatch)
             mha = nn.MultiheadAttention(case.spec.dim, case.spec.heads, **kwargs)
             p = f"blocks.{i}.attn."
             with torch.no_grad():
-                mha.in_proj_weight.copy_(torch.from_numpy(W.qkv_pack(
+                mha.in_proj_weight.copy_(torch.from_numpy(canonical.qkv_pack(
                     *[case.weights[p + n + ".kernel"] for n in ("query", "key", "value")])))
-                mha.in_proj_bias.copy_(torch.from_numpy(W.qkv_bias_pack(
+                mha.in_proj_bias.copy_(torch.from_numpy(canonical.qkv_bias_pack(
                     *[case.weights[p + n + ".bias"] for n in ("query", "key", "value")])))
-                mha.out_proj.weight.copy_(torch.from_numpy(W.attn_out_to_out_in(case.weights[p + "out.kernel"])))
+                out_weight = canonical.attn_out_to_out_in(case.weights[p + "out.kernel"])
+                mha.out_proj.weight.copy_(torch.from_numpy(out_weight))
                 mha.out_proj.bias.copy_(torch.from_numpy(case.weights[p + "out.bias"]))
             mha.eval()
 
-            def attend(x: torch.Tensor, taps: object = None, _mha: nn.MultiheadAttention = mha) -> torch.Tensor:
+            def attend(x: torch.Tensor, taps: object = None,
+                       _mha: nn.MultiheadAttention = mha) -> torch.Tensor:
                 return _mha(x, x, x, need_weights=False)[0]
 
             monkeypatch.setattr(blk.attn, "forward", attend)
@@ -194,7 +199,8 @@ def test_cpu_precision_breaks_equivalence() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
         bf16 = port.model(port.prepare(case.images)).float().numpy()
     assert not _passes(case, bf16)
-    flags = open("/proc/cpuinfo").read() if __import__("os").path.exists("/proc/cpuinfo") else ""
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text() if cpuinfo.exists() else ""
     try:
         torch.set_float32_matmul_precision("medium")
         medium = port.logits(case.images)
@@ -211,8 +217,9 @@ LOSS_RTOL = 1e-6  # CE from logits agrees to 3e-7 at loss ~2.8 (divergences.md "
 
 
 def test_cross_entropy_sum_reduction_breaks_loss_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ports.torch.port as torch_port
     import torch.nn.functional as F  # noqa: N812
+
+    import ports.torch.port as torch_port
 
     case = _case("quadrant")
     labels = np.arange(4) % case.spec.num_classes
@@ -227,7 +234,7 @@ def test_cross_entropy_sum_reduction_breaks_loss_check(monkeypatch: pytest.Monke
             return getattr(F, name)
 
         @staticmethod
-        def cross_entropy(logits, target, reduction="mean"):  # noqa: ANN001, ANN205
+        def cross_entropy(logits, target, reduction="mean"):
             return F.cross_entropy(logits, target, reduction="sum")
 
     monkeypatch.setattr(torch_port, "F", SumReduction())
@@ -299,7 +306,8 @@ def test_weight_decay_semantics_break_optimizer_parity() -> None:
 def test_keras_clipnorm_breaks_global_clipping_parity() -> None:
     keras = keras_module()
     rng = np.random.default_rng(2)
-    grads = [(rng.standard_normal(16) * 2).astype(np.float32), (rng.standard_normal(8) * 0.01).astype(np.float32)]
+    grads = [(rng.standard_normal(16) * 2).astype(np.float32),
+             (rng.standard_normal(8) * 0.01).astype(np.float32)]
     norm = math.sqrt(sum(float(np.sum(x.astype(np.float64) ** 2)) for x in grads))
     expected = [x * min(1.0, 1.0 / norm) for x in grads]  # TrainSpec: global norm, no epsilon
     for kw, should_match in (("global_clipnorm", True), ("clipnorm", False)):

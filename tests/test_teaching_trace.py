@@ -23,19 +23,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
-def archive():  # noqa: ANN201
+def archive():
     spec = get_preset("archive-torch")  # 4 blocks: block 3 is the last
     weights, images = init_weights(spec, 0), probe_batch(spec)
     return spec, weights, images, reference_taps(spec, weights, images)
 
 
-def test_tap_order_covers_every_reference_tap(archive) -> None:  # noqa: ANN001
+def test_tap_order_covers_every_reference_tap(archive) -> None:
     spec, _, _, ref = archive
     assert sorted(tap_order(spec)) == sorted(ref)
 
 
 @pytest.mark.parametrize("framework", ["torch", "flax"])
-def test_clean_port_is_within_every_budget(archive, framework: str) -> None:  # noqa: ANN001
+def test_clean_port_is_within_every_budget(archive, framework: str) -> None:
     spec, weights, images, ref = archive
     port = create_port(framework, spec)
     port.load(weights)
@@ -44,7 +44,7 @@ def test_clean_port_is_within_every_budget(archive, framework: str) -> None:  # 
     assert [r.name for r in trace.rows] == tap_order(spec)
 
 
-def test_wrong_epsilon_in_block_3_is_located_in_torch(archive) -> None:  # noqa: ANN001
+def test_wrong_epsilon_in_block_3_is_located_in_torch(archive) -> None:
     spec, weights, images, ref = archive
     port = create_port("torch", spec)
     port.load(weights)
@@ -55,7 +55,7 @@ def test_wrong_epsilon_in_block_3_is_located_in_torch(archive) -> None:  # noqa:
     assert all(not r.over for r in trace.rows[: trace.rows.index(first)])
 
 
-def test_tanh_gelu_in_block_3_is_located_in_flax(archive) -> None:  # noqa: ANN001
+def test_tanh_gelu_in_block_3_is_located_in_flax(archive) -> None:
     spec, weights, images, ref = archive
     port = create_port("flax", spec)
     port.load(weights)
