@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Re-run the float64 reference under each catalogue alternative (Keras/Flax/"
                     "torch defaults and classic layout slips), alone and in pairs, and report which "
                     "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")
-    add_model_args(p, "canonical weights file your port ran with (default: init_weights(spec, --seed))")
+    add_model_args(p)
     p.add_argument("--logits", required=True, help=".npy logits of your port, shape (batch, num_classes)")
     p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
                    "(default: the project's logit tolerance, shared/tolerance.py)")

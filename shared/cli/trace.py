@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "block's norms/attention/MLP, pooled vector, logits) against the float64 "
                     "reference; report the first tensor over a budget scaled to its magnitude. "
                     "Exit 0: all within budget; 1: a divergence or a port that could not run.")
-    add_model_args(p, "canonical weights file (default: init_weights(spec, --seed))")
+    add_model_args(p)
     p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
     p.add_argument("--json", metavar="FILE", help="also write the per-tap table as JSON")
