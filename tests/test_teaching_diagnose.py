@@ -122,3 +122,16 @@ def test_cli_explains_and_refuses(tmp_path: Path, quadrant: Case) -> None:
     np.save(random, np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32))
     unexplained = _cli("--spec", "quadrant", "--weights", str(weights), "--logits", str(random), "--no-pairs")
     assert unexplained.returncode == 1 and unexplained.stdout.startswith("unexplained")
+
+
+def test_cli_names_the_same_integer_trap_in_weights(tmp_path: Path, quadrant: Case) -> None:
+    """Weights built with Keras' key_dim = dim (heads of width 32, not 8) cannot be the canonical
+    weights of the spec: the one-line refusal says which trap produced them."""
+    wide = quadrant.spec.replace(head_dim=quadrant.spec.dim)
+    weights = tmp_path / "wide.safetensors"
+    save_weights(weights, wide, init_weights(wide, 0))
+    logits = tmp_path / "l.npy"
+    np.save(logits, np.zeros((4, 4), np.float32))
+    proc = _cli("--spec", "quadrant", "--weights", str(weights), "--logits", str(logits))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "head width 32 = dim: Keras' key_dim was given the model width" in proc.stderr
