@@ -148,6 +148,10 @@ def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     return reference, traces
 
 
+def _row(trace: PortTrace, name: str) -> TapRow | None:
+    return next((r for r in trace.rows if r.name == name), None)
+
+
 def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
     lines = []
     for t in traces:
@@ -165,6 +169,10 @@ def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
             detail = first.note or f"error {first.error:.3g} > budget {first.budget:.2g} " \
                                    f"(|ref| up to {first.magnitude:.3g})"
             lines.append(f"{t.framework}: first divergence at {first.name}: {detail}")
+            others = [(o.framework, _row(o, first.name)) for o in traces if o is not t and not o.error]
+            seen = [f"{fw} {row.error:.2g}" for fw, row in others if row is not None and row.error is not None]
+            if seen:
+                lines.append(f"    other ports at {first.name}: {', '.join(seen)}")
         if verbose or first is not None:
             shown = t.rows if verbose else t.rows[: t.rows.index(first) + 1]
             if not verbose:

@@ -16,7 +16,7 @@ import pytest
 from ports import create_port
 from shared.inputs import probe_batch
 from shared.presets import get_preset
-from shared.tracing import compare_taps, reference_taps, tap_order
+from shared.tracing import compare_taps, reference_taps, report_lines, tap_order
 from shared.weights import init_weights
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,6 +53,7 @@ def test_wrong_epsilon_in_block_3_is_located_in_torch(archive) -> None:
     first = trace.first_divergence
     assert first is not None and first.name == "block3.norm1"
     assert all(not r.over for r in trace.rows[: trace.rows.index(first)])
+    assert report_lines([trace])[0].startswith("torch: first divergence at block3.norm1: error ")
 
 
 def test_tanh_gelu_in_block_3_is_located_in_flax(archive) -> None:
