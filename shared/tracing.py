@@ -170,7 +170,8 @@ def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
                                    f"(|ref| up to {first.magnitude:.3g})"
             lines.append(f"{t.framework}: first divergence at {first.name}: {detail}")
             others = [(o.framework, _row(o, first.name)) for o in traces if o is not t and not o.error]
-            seen = [f"{fw} {row.error:.2g}" for fw, row in others if row is not None and row.error is not None]
+            seen = [f"{fw} {row.error:.2g}" for fw, row in others
+                    if row is not None and row.error is not None]
             if seen:
                 lines.append(f"    other ports at {first.name}: {', '.join(seen)}")
         if verbose or first is not None:
