@@ -525,3 +525,27 @@ def gelu_tanh_defaults() -> dict[str, bool]:
     except FrameworkUnavailable:
         pass
     return out
+
+
+def torch_adam_step(params: Any, grads: Any, lr: float, eps: float, weight_decay: float,
+                    decoupled: bool = True) -> Any:
+    """One step of torch's Adam (decoupled=False: L2) or AdamW from zero moments, on NumPy
+    arrays, through torch.optim's functional implementation: the code the optimizer classes run.
+
+    Why not `torch.optim.AdamW(...)`: constructing a torch optimizer imports torch._dynamo and
+    triton, and importing triton after TensorFlow segfaults the process (measured here with torch
+    2.14 / TF 2.21). The functional path imports neither, so it is safe in a process that
+    already runs Keras."""
+    import numpy as np
+
+    torch, _ = torch_modules()
+    from torch.optim.adam import adam
+    from torch.optim.adamw import adamw
+
+    p = torch.from_numpy(np.array(params, copy=True))
+    g = torch.from_numpy(np.array(grads, copy=True))
+    state = ([torch.zeros_like(p)], [torch.zeros_like(p)], [], [torch.tensor(0.0)])
+    kwargs = {"foreach": False, "amsgrad": False, "beta1": 0.9, "beta2": 0.999, "lr": lr,
+              "weight_decay": weight_decay, "eps": eps, "maximize": False}
+    (adamw if decoupled else adam)([p], [g], *state, **kwargs)
+    return p.numpy()

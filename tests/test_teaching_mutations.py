@@ -19,7 +19,7 @@ import pytest
 from ports import create_port
 from shared import weights as canonical
 from shared.divergences import CATALOGUE
-from shared.framework_defaults import keras_module
+from shared.framework_defaults import keras_module, torch_adam_step
 from shared.inputs import probe_batch
 from shared.presets import get_preset
 from shared.reference import cross_entropy, forward
@@ -258,13 +258,9 @@ OPTIMIZER_ATOL = 2e-6  # optimizer-only parity after one step (divergences.md: m
 
 
 def _torch_adamw_step(p: np.ndarray, g: np.ndarray, lr: float, eps: float, wd: float) -> np.ndarray:
-    import torch
-
-    param = torch.nn.Parameter(torch.from_numpy(p.copy()))
-    opt = torch.optim.AdamW([param], lr=lr, eps=eps, weight_decay=wd)
-    param.grad = torch.from_numpy(g.copy())
-    opt.step()
-    return param.detach().numpy().copy()
+    # torch.optim's functional AdamW: an optimizer object would import triton, which segfaults
+    # once TensorFlow is loaded (shared/framework_defaults.torch_adam_step)
+    return torch_adam_step(p, g, lr, eps, wd, decoupled=True)
 
 
 def test_adamw_epsilon_placement_breaks_optimizer_parity() -> None:
@@ -286,8 +282,6 @@ def test_adamw_epsilon_placement_breaks_optimizer_parity() -> None:
 
 def test_weight_decay_semantics_break_optimizer_parity() -> None:
     """torch Adam(weight_decay) is L2, AdamW is decoupled: same numbers, different update."""
-    import torch
-
     rng = np.random.default_rng(1)
     p = rng.standard_normal(64).astype(np.float32)
     g = (1e-2 * rng.standard_normal(64)).astype(np.float32)
@@ -296,11 +290,8 @@ def test_weight_decay_semantics_break_optimizer_parity() -> None:
     m, v = 0.1 * g, 0.001 * g * g  # ... then one Adam step from zero moments
     expected = expected - 1e-3 * (m / 0.1) / (np.sqrt(v / 0.001) + 1e-8)
     assert max_abs_diff(decoupled, expected) <= OPTIMIZER_ATOL
-    param = torch.nn.Parameter(torch.from_numpy(p.copy()))
-    opt = torch.optim.Adam([param], lr=1e-3, weight_decay=0.05)
-    param.grad = torch.from_numpy(g.copy())
-    opt.step()
-    assert max_abs_diff(param.detach().numpy(), expected) > OPTIMIZER_ATOL
+    l2 = torch_adam_step(p, g, 1e-3, 1e-8, 0.05, decoupled=False)  # torch Adam(weight_decay)
+    assert max_abs_diff(l2, expected) > OPTIMIZER_ATOL
 
 
 def test_keras_clipnorm_breaks_global_clipping_parity() -> None:
