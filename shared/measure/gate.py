@@ -1,0 +1,51 @@
+"""The equivalence gate run before any timing: a port's logits vs the float64 NumPy reference
+for the same canonical weights and images. A port that fails is INVALID and is never ranked:
+timing a different function would be a confound, not a result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared import reference
+from shared.inputs import probe_batch
+from shared.spec import ModelSpec
+from shared.weights import init_weights
+
+GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough to catch errors
+
+
+def tolerance(spec: ModelSpec) -> tuple[float, float]:
+    """(atol, rtol) from divergences.md "Recommended equivalence tolerances": fp32 ports vs fp64
+    measured <= 2.1e-6 on tiny ViTs (atol 5e-6) and <= 3.2e-6 on ViT-B/16 (atol = rtol = 1e-5).
+    Wide or deep models accumulate more rounding, so they get the ViT-B tolerance."""
+    if spec.dim >= 256 or spec.depth >= 8:
+        return 1e-5, 1e-5
+    return 5e-6, 0.0
+
+
+def write_reference(path: str | Path, spec: ModelSpec, batch: int, seed: int, weights_seed: int) -> None:
+    """Reference logits for the first images of the timed batch, computed once by the parent."""
+    images = probe_batch(spec, batch=batch, seed=seed)[:GATE_IMAGES]
+    logits = reference.forward(spec, init_weights(spec, seed=weights_seed), images)
+    np.savez(path, logits=logits)
+
+
+def reference_logits(path: str | Path) -> np.ndarray:
+    with np.load(path, allow_pickle=False) as data:
+        return np.asarray(data["logits"], dtype=np.float64)
+
+
+def compare(port_logits: np.ndarray, ref: np.ndarray, spec: ModelSpec) -> dict[str, Any]:
+    atol, rtol = tolerance(spec)
+    got = np.asarray(port_logits, dtype=np.float64)
+    if got.shape != ref.shape:
+        return {"passed": False, "max_abs_err": float("inf"), "atol": atol, "rtol": rtol,
+                "images": int(ref.shape[0]), "detail": f"shape {got.shape} vs reference {ref.shape}"}
+    err = np.abs(got - ref)
+    finite = bool(np.all(np.isfinite(got)))
+    passed = finite and bool(np.all(err <= atol + rtol * np.abs(ref)))
+    return {"passed": passed, "max_abs_err": float(err.max()) if finite else float("inf"),
+            "atol": atol, "rtol": rtol, "images": int(ref.shape[0])}
