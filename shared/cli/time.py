@@ -98,12 +98,16 @@ def choose_frameworks(text: str | None) -> tuple[list[str], list[dict[str, Any]]
 
 
 def build_config(args: argparse.Namespace, spec: Any) -> Any:
+    from shared.measure.guard import RANK_METRICS
     from shared.measure.runner import RunConfig
     from shared.measure.stats import Budget
 
     if args.device not in DEVICES:
         raise PortbenchError(f"unknown device {args.device!r}; expected one of: {', '.join(DEVICES)}")
     modes = parse_list(args.modes, MODES, "mode")
+    if args.rank_by not in RANK_METRICS:
+        raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
+                             f"{', '.join(RANK_METRICS)}")
     for name in ("batch", "threads", "min_repeats", "max_repeats", "eval_batches"):
         if getattr(args, name) < 1:
             raise PortbenchError(f"--{name.replace('_', '-')} is {getattr(args, name)}, expected >= 1")
