@@ -86,5 +86,5 @@ def load_port_module(name: str) -> ModuleType:
         raise FrameworkUnavailable(f"framework {name!r} failed to import: {exc}") from None
 
 
-def create_port(name: str, spec, device: str = "cpu"):  # noqa: ANN001, ANN201 (per-framework type)
+def create_port(name: str, spec, device: str = "cpu"):
     return load_port_module(name).Port(spec, device=device)

@@ -12,9 +12,8 @@ from scipy.special import erf
 from shared.inputs import check_images
 from shared.positions import fixed_table
 from shared.spec import ModelSpec
+from shared.taps import Taps
 from shared.weights import Tensors
-
-Taps = dict[str, np.ndarray]
 
 
 def gelu(x: np.ndarray, form: str) -> np.ndarray:
@@ -48,7 +47,8 @@ def patchify(spec: ModelSpec, images: np.ndarray) -> np.ndarray:
     return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, d.num_patches, d.patch_features)
 
 
-def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray) -> np.ndarray:
+def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray,
+              taps: Taps | dict | None = None) -> np.ndarray:
     """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim)."""
     def project(name: str) -> np.ndarray:
         y = np.einsum("bnd,dhk->bnhk", x, w[f"{p}attn.{name}.kernel"])
@@ -58,7 +58,10 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray) -> np.ndarray:
 
     q, k, v = project("query"), project("key"), project("value")
     scores = np.einsum("bqhk,bshk->bhqs", q, k) / np.sqrt(spec.head_dim)
-    context = np.einsum("bhqs,bshk->bqhk", softmax(scores), v)
+    probs = softmax(scores)  # (B, H, queries, keys)
+    if taps is not None:
+        taps[p.replace("blocks.", "block").rstrip(".") + ".attn_probs"] = probs
+    context = np.einsum("bhqs,bshk->bqhk", probs, v)
     return np.einsum("bqhk,hkd->bqd", context, w[f"{p}attn.out.kernel"]) + w[f"{p}attn.out.bias"]
 
 
@@ -67,7 +70,7 @@ def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray) -> np.ndarray:
     return hidden @ w[f"{p}mlp.fc2.kernel"] + w[f"{p}mlp.fc2.bias"]
 
 
-def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps) -> np.ndarray:
+def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict) -> np.ndarray:
     p = f"blocks.{i}."
     eps = spec.layer_norm_eps
 
@@ -77,7 +80,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps) -> np.
     if spec.norm == "pre":  # x + f(LN(x))
         h = norm("norm1", x)
         taps[f"block{i}.norm1"] = h
-        a = attention(spec, w, p, h)
+        a = attention(spec, w, p, h, taps)
         taps[f"block{i}.attn"] = a
         x = x + a
         h = norm("norm2", x)
@@ -86,7 +89,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps) -> np.
         taps[f"block{i}.mlp"] = m
         x = x + m
     else:  # post: LN(x + f(x))
-        a = attention(spec, w, p, x)
+        a = attention(spec, w, p, x, taps)
         taps[f"block{i}.attn"] = a
         x = norm("norm1", x + a)
         taps[f"block{i}.norm1"] = x
@@ -99,8 +102,9 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps) -> np.
 
 
 def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
-            taps: Taps | None = None) -> np.ndarray:
-    """Logits (B, num_classes) in float64 for NHWC float32 images; fills `taps` if given."""
+            taps: Taps | dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """Logits (B, num_classes) in float64 for NHWC float32 images; fills `taps` (a Taps or a
+    dict) if given."""
     check_images(spec, images)
     taps = {} if taps is None else taps
     w = {name: np.asarray(t, dtype=np.float64) for name, t in weights.items()}

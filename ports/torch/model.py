@@ -6,14 +6,15 @@ order; a diff between two of them shows only the framework idiom.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from shared.positions import fixed_table
 from shared.spec import ModelSpec
-
-Taps = dict[str, torch.Tensor]
+from shared.taps import NO_TAPS, Taps
 
 
 def activation(form: str) -> nn.Module:
@@ -52,20 +53,23 @@ class Attention(nn.Module):
     key_dim). This module packs q, k, v into one Linear (as timm does) and calls
     scaled_dot_product_attention, torch's fused kernel."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, index: int) -> None:
         super().__init__()
-        self.heads, self.head_dim = spec.heads, spec.head_dim
+        self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
         inner = spec.derived.attn_inner
         self.qkv = nn.Linear(spec.dim, 3 * inner, bias=spec.qkv_bias)
         self.out = nn.Linear(inner, spec.dim, bias=True)
         self.dropout = spec.dropout_attn
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
         b, n, _ = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
+        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
+        if taps is not NO_TAPS:  # the fused kernel does not return its weights: recompute them
+            taps[f"{self.tag}.attn_probs"] = torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1)
         context = F.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0, scale=self.head_dim**-0.5
+            q, k, v, dropout_p=self.dropout if self.training else 0.0, scale=scale
         )
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
 
@@ -85,27 +89,27 @@ class Mlp(nn.Module):
 class Block(nn.Module):
     def __init__(self, spec: ModelSpec, index: int) -> None:
         super().__init__()
-        self.name, self.pre_norm = f"block{index}", spec.norm == "pre"
+        self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim)
-        self.attn = Attention(spec)
+        self.attn = Attention(spec, index)
         self.norm2 = layer_norm(spec, spec.dim)
         self.mlp = Mlp(spec)
 
-    def forward(self, x: torch.Tensor, taps: Taps | None = None) -> torch.Tensor:
-        t = taps if taps is not None else {}
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
+        t = taps
         if self.pre_norm:  # x + f(LN(x))
-            h = t[f"{self.name}.norm1"] = self.norm1(x)
-            x = x + (a := self.attn(h))
-            t[f"{self.name}.attn"] = a
-            h = t[f"{self.name}.norm2"] = self.norm2(x)
+            h = t[f"{self.tag}.norm1"] = self.norm1(x)
+            x = x + (a := self.attn(h, t))
+            t[f"{self.tag}.attn"] = a
+            h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = x + (m := self.mlp(h))
-            t[f"{self.name}.mlp"] = m
+            t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.name}.attn"] = a = self.attn(x)
-            x = t[f"{self.name}.norm1"] = self.norm1(x + a)
-            t[f"{self.name}.mlp"] = m = self.mlp(x)
-            x = t[f"{self.name}.norm2"] = self.norm2(x + m)
-        t[f"{self.name}.out"] = x
+            t[f"{self.tag}.attn"] = a = self.attn(x, t)
+            x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
+            t[f"{self.tag}.mlp"] = m = self.mlp(x)
+            x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
+        t[f"{self.tag}.out"] = x
         return x
 
 
@@ -115,7 +119,7 @@ class Head(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         widths = [spec.derived.pooled_dim, *spec.head_hidden]
-        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in pairwise(widths))
         self.act = activation(spec.head_activation)
         self.drop = nn.Dropout(spec.dropout_head)
         self.out = nn.Linear(widths[-1], spec.num_classes)
@@ -152,8 +156,8 @@ class VisionTransformer(nn.Module):
             return self.pos_embed[: self.spec.derived.pos_rows_used]
         return getattr(self, "pos_table", None)
 
-    def forward(self, x: torch.Tensor, taps: Taps | None = None) -> torch.Tensor:
-        s, t = self.spec, taps if taps is not None else {}
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
+        s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         table = self.positions()
         if table is not None and not s.pos_embed_class_row:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from ports.torch import transfer
 from ports.torch.model import VisionTransformer
 from shared.inputs import check_images
 from shared.spec import ModelSpec
+from shared.taps import Taps
 from shared.weights import Tensors, check_tensors
 
 FRAMEWORK = "torch"
@@ -29,10 +31,9 @@ def pin_precision() -> dict[str, Any]:
 
 def set_threads(threads: int) -> dict[str, int]:
     torch.set_num_threads(threads)
-    try:
+    # Only settable before the first parallel work; the read-back below reports what holds.
+    with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(threads)
-    except RuntimeError:  # only settable before the first parallel work; report what holds
-        pass
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
 
 
@@ -105,11 +106,11 @@ class Port:
         return self.to_numpy(self.forward(self.prepare(images), train=train))
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
-        taps: dict[str, torch.Tensor] = {}
+        taps = Taps()
         self.model.eval()
         with torch.no_grad():
             self.model(self.prepare(images), taps)
-        return {name: self.to_numpy(t) for name, t in taps.items()}
+        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:

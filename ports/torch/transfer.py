@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from ports.torch.model import VisionTransformer
-from shared import weights as W
+from shared import weights as W  # noqa: N812 (W for the layout transforms)
 from shared.spec import ModelSpec
 from shared.weights import Tensors
 

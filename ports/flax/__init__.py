@@ -1,0 +1,1 @@
+"""Flax (flax.nnx) port on JAX."""

@@ -1,0 +1,127 @@
+"""The common port interface (shared/port_api.py) for Flax (flax.nnx) on JAX."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ports.flax import transfer
+from ports.flax.model import VisionTransformer
+from shared.inputs import check_images
+from shared.spec import ModelSpec
+from shared.taps import Taps
+from shared.weights import Tensors, check_tensors
+
+FRAMEWORK = "flax"
+
+
+def pin_precision() -> dict[str, Any]:
+    # 'highest' keeps fp32 matmuls in fp32 on GPUs (no effect on CPU, where XLA is already fp32).
+    jax.config.update("jax_default_matmul_precision", "highest")
+    return {"jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
+
+
+def set_threads(threads: int) -> dict[str, int]:
+    # XLA:CPU has no thread-count switch that holds (XLA_FLAGS did not cap it here); only the CPU
+    # affinity of the process does, which the caller sets before jax starts. Report what holds.
+    return {"affinity": len(os.sched_getaffinity(0))}
+
+
+def available_devices() -> list[str]:
+    platforms = {d.platform.lower() for d in jax.devices()}
+    if platforms & {"gpu", "cuda"}:
+        return ["cuda", "cpu"]
+    if "metal" in platforms:
+        return ["metal", "cpu"]
+    return ["cpu"]
+
+
+def version_info() -> dict[str, str]:
+    return {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
+
+
+class Port:
+    framework = FRAMEWORK
+
+    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
+        pin_precision()
+        self.spec, self.device_class = spec, device
+        platform = {"cpu": "cpu", "cuda": "gpu", "metal": "METAL"}[device]
+        self.device = jax.devices(platform)[0]
+        with jax.default_device(self.device):
+            self.model = VisionTransformer(spec, nnx.Rngs(0, dropout=1))
+        self.model.eval()
+
+    # ---- weights ----------------------------------------------------------------------
+    def load(self, tensors: Tensors) -> None:
+        check_tensors(self.spec, tensors)
+        with jax.default_device(self.device):
+            transfer.load_canonical(self.model, tensors)
+
+    def export(self) -> Tensors:
+        return transfer.export_canonical(self.model)
+
+    def param_count(self) -> int:
+        return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(self.model, nnx.Param)))
+
+    # ---- running ----------------------------------------------------------------------
+    def prepare(self, images: np.ndarray) -> jax.Array:
+        """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout)."""
+        check_images(self.spec, images)
+        return jax.device_put(np.asarray(images, dtype=np.float32), self.device)
+
+    def forward(self, prepared: jax.Array, train: bool = False) -> jax.Array:
+        if train:  # dropout is active only in train mode (nnx.Dropout is active by default)
+            self.model.train()
+        else:
+            self.model.eval()
+        return self.model(prepared)
+
+    def compiled_forward(self) -> Callable[[jax.Array], jax.Array]:
+        """Eval-mode forward under jax.jit, on the split (graph, state) pair: nnx.jit would redo
+        the split/merge bookkeeping in Python on every call."""
+        self.model.eval()
+        graphdef, state = nnx.split(self.model)
+
+        @jax.jit
+        def apply(state: nnx.State, x: jax.Array) -> jax.Array:
+            return nnx.merge(graphdef, state)(x)
+
+        return lambda x: apply(state, x)
+
+    def sync(self, result: Any = None) -> None:
+        if result is not None:
+            jax.block_until_ready(result)
+
+    def to_numpy(self, result: jax.Array) -> np.ndarray:
+        return np.asarray(result)
+
+    def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.to_numpy(self.forward(self.prepare(images), train=train))
+
+    def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        taps = Taps()
+        self.model.eval()
+        self.model(self.prepare(images), taps)
+        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+
+    def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
+        """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
+        dropout off, so the three ports are comparable)."""
+        self.model.eval()
+        x, y = self.prepare(images), jnp.asarray(labels, dtype=jnp.int32)
+
+        def loss_fn(model: VisionTransformer) -> jax.Array:
+            # optax returns per-example losses: the mean is explicit, as torch's default.
+            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+        loss, grads = nnx.value_and_grad(loss_fn)(self.model)
+        return float(loss), transfer.export_gradients(self.model, grads)

@@ -1,0 +1,186 @@
+"""The spec's model in Keras 3 (`keras.layers`), NHWC input, on any Keras backend.
+
+Parallel text: ports/torch/model.py and ports/flax/model.py have the same classes in the same
+order; a diff between two of them shows only the framework idiom.
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+from shared.positions import fixed_table
+from shared.spec import ModelSpec
+from shared.taps import NO_TAPS, Taps
+
+
+def activation(form: str) -> layers.Layer:
+    # Always pass the GELU form: keras.activations.gelu is exact, but keras.ops.gelu is tanh.
+    return layers.Activation(lambda x: keras.activations.gelu(x, approximate=form != "gelu"))
+
+
+def layer_norm(spec: ModelSpec, width: int) -> layers.LayerNormalization:
+    # Always pass epsilon: torch 1e-5, Keras 1e-3 and Flax 1e-6 by default.
+    return layers.LayerNormalization(epsilon=spec.layer_norm_eps)
+
+
+class PatchEmbed(layers.Layer):
+    """Pad (or drop) the remainder, then one Conv2D with kernel = stride = patch size."""
+
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(**kwargs)
+        d = spec.derived
+        # ZeroPadding2D takes ((top, bottom), (left, right)): zeros at the bottom and right only.
+        self.padding = ((0, d.rows_padded), (0, d.cols_padded))
+        self.pad = layers.ZeroPadding2D(self.padding) if any(sum(self.padding, ())) else None
+        patch = (spec.patch_height, spec.patch_width)
+        self.proj = layers.Conv2D(spec.dim, kernel_size=patch, strides=patch, padding="valid")
+        self.tokens, self.dim = d.num_patches, spec.dim
+
+    def call(self, x):
+        if self.pad is not None:
+            x = self.pad(x)
+        x = self.proj(x)  # a valid conv: `drop` discards trailing pixels here
+        return ops.reshape(x, (-1, self.tokens, self.dim))  # (B, rows, cols, D) -> (B, tokens, D)
+
+
+class Attention(layers.Layer):
+    """Multi-head attention with its own head width.
+
+    Keras' MultiHeadAttention takes the per-head width (key_dim), so it expresses the spec's
+    head_dim directly: key_dim=32 with 4 heads is 4 heads of width 32, not of width 8 as torch's
+    embed_dim=32. Its use_bias covers q, k, v and the output together, so without qkv bias the
+    output bias is a weight of its own."""
+
+    def __init__(self, spec: ModelSpec, index: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
+        self.mha = layers.MultiHeadAttention(
+            num_heads=spec.heads, key_dim=spec.head_dim, value_dim=spec.head_dim,
+            dropout=spec.dropout_attn, use_bias=spec.qkv_bias,
+        )
+        self.out_bias = None
+        if not spec.qkv_bias:
+            self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
+
+    def call(self, x, training=False, taps: Taps = NO_TAPS):
+        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
+        if taps is not NO_TAPS:  # the fused kernel does not return its weights: recompute them
+            q, k = self.mha.query_dense(x), self.mha.key_dense(x)  # (B, N, H, hd)
+            taps[f"{self.tag}.attn_probs"] = ops.softmax(ops.einsum("bqhd,bkhd->bhqk", q, k) * scale, axis=-1)
+        y = self.mha(x, x, training=training)
+        return y if self.out_bias is None else y + self.out_bias
+
+
+class Mlp(layers.Layer):
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.fc1 = layers.Dense(spec.mlp_dim)
+        self.act = activation(spec.activation)
+        self.fc2 = layers.Dense(spec.dim)
+        self.drop = layers.Dropout(spec.dropout_mlp)
+
+    def call(self, x, training=False):
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)), training=training)), training=training)
+
+
+class Block(layers.Layer):
+    def __init__(self, spec: ModelSpec, index: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
+        self.norm1 = layer_norm(spec, spec.dim)
+        self.attn = Attention(spec, index)
+        self.norm2 = layer_norm(spec, spec.dim)
+        self.mlp = Mlp(spec)
+
+    def call(self, x, training=False, taps: Taps = NO_TAPS):
+        t = taps
+        if self.pre_norm:  # x + f(LN(x))
+            h = t[f"{self.tag}.norm1"] = self.norm1(x)
+            x = x + (a := self.attn(h, training=training, taps=t))
+            t[f"{self.tag}.attn"] = a
+            h = t[f"{self.tag}.norm2"] = self.norm2(x)
+            x = x + (m := self.mlp(h, training=training))
+            t[f"{self.tag}.mlp"] = m
+        else:  # post: LN(x + f(x))
+            t[f"{self.tag}.attn"] = a = self.attn(x, training=training, taps=t)
+            x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
+            t[f"{self.tag}.mlp"] = m = self.mlp(x, training=training)
+            x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
+        t[f"{self.tag}.out"] = x
+        return x
+
+
+class Head(layers.Layer):
+    """Hidden Dense + activation + dropout layers, then the class logits."""
+
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.hidden = [layers.Dense(width) for width in spec.head_hidden]
+        self.act = activation(spec.head_activation)
+        self.drop = layers.Dropout(spec.dropout_head)
+        self.out = layers.Dense(spec.num_classes)
+
+    def call(self, x, training=False):
+        for layer in self.hidden:
+            x = self.drop(self.act(layer(x)), training=training)
+        return self.out(x)
+
+
+class VisionTransformer(keras.Model):
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(**kwargs)
+        d = spec.derived
+        self.spec = spec
+        self.patch_embed = PatchEmbed(spec)
+        self.cls_token = None
+        if spec.class_token:
+            self.cls_token = self.add_weight(shape=(spec.dim,), initializer="zeros", name="cls_token")
+        self.pos_embed, self.pos_table = None, None
+        if spec.pos_embed == "learned":  # the whole table; only the first rows are used
+            self.pos_embed = self.add_weight(
+                shape=(d.pos_rows_total, spec.dim), initializer="zeros", name="pos_embed"
+            )
+        elif spec.pos_embed == "sincos":  # fixed, not a weight
+            self.pos_table = fixed_table(spec).astype(np.float32)
+        self.pos_drop = layers.Dropout(spec.dropout_embed)
+        self.blocks = [Block(spec, i) for i in range(spec.depth)]
+        self.final_norm = None
+        if spec.final_norm != "none":
+            width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
+            self.final_norm = layer_norm(spec, width)
+        self.head = Head(spec)
+
+    def positions(self):
+        if self.pos_embed is not None:
+            return self.pos_embed[: self.spec.derived.pos_rows_used]
+        return None if self.pos_table is None else ops.convert_to_tensor(self.pos_table)
+
+    def call(self, x, training=False, taps: Taps = NO_TAPS):
+        s, t = self.spec, taps
+        x = t["patch_embed"] = self.patch_embed(x)
+        table = self.positions()
+        if table is not None and not s.pos_embed_class_row:
+            x = x + table  # big_vision: patches only, before the class token
+        if self.cls_token is not None:
+            cls = ops.broadcast_to(ops.reshape(self.cls_token, (1, 1, -1)), (ops.shape(x)[0], 1, s.dim))
+            x = ops.concatenate([cls, x], axis=1)
+        if table is not None and s.pos_embed_class_row:
+            x = x + table  # timm/torchvision: the table has a class-token row
+        x = t["pos_embed"] = self.pos_drop(x, training=training)
+        for blk in self.blocks:
+            x = blk(x, training=training, taps=taps)
+        if s.final_norm == "tokens":
+            x = t["final_norm"] = self.final_norm(x)
+        if s.pooling == "cls":
+            x = x[:, 0]
+        elif s.pooling == "mean":
+            x = ops.mean(x[:, int(s.class_token):], axis=1)  # patch tokens only
+        else:
+            x = ops.reshape(x, (-1, s.derived.pooled_dim))
+        if s.final_norm == "pooled":
+            x = self.final_norm(x)
+        t["pooled"] = x
+        x = t["logits"] = self.head(x, training=training)
+        return x

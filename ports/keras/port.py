@@ -1,0 +1,204 @@
+"""The common port interface (shared/port_api.py) for Keras 3, on whichever backend is active."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+from keras import ops
+
+from ports.keras import transfer
+from ports.keras.model import VisionTransformer
+from shared.errors import FrameworkUnavailable
+from shared.inputs import check_images
+from shared.spec import ModelSpec
+from shared.taps import Taps
+from shared.weights import Tensors, check_tensors
+
+FRAMEWORK = "keras"
+BACKEND = keras.backend.backend()
+
+
+def pin_precision() -> dict[str, Any]:
+    # fp32 matmuls stay fp32: TF enables TF32 on GPUs by default, JAX's default precision may use
+    # reduced-precision passes on GPUs; torch's 'highest' keeps CPUs with AMX off bf16.
+    settings: dict[str, Any] = {"backend": BACKEND}
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
+    elif BACKEND == "jax":
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "highest")
+        settings["jax_default_matmul_precision"] = jax.config.jax_default_matmul_precision
+    elif BACKEND == "torch":
+        import torch
+
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        settings["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    return settings
+
+
+def set_threads(threads: int) -> dict[str, int]:
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        try:  # only settable before the TF runtime starts
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:
+            pass
+        return {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+    if BACKEND == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+        return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+    return {"affinity": len(os.sched_getaffinity(0))}  # JAX: only CPU affinity caps its threads
+
+
+def available_devices() -> list[str]:
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            return ["metal" if _is_apple() else "cuda", "cpu"]
+    elif BACKEND == "jax":
+        import jax
+
+        platforms = {d.platform for d in jax.devices()}
+        if "gpu" in platforms or "cuda" in platforms:
+            return ["cuda", "cpu"]
+        if "METAL" in platforms or "metal" in platforms:
+            return ["metal", "cpu"]
+    elif BACKEND == "torch":
+        import torch
+
+        if torch.cuda.is_available():
+            return ["cuda", "cpu"]
+    return ["cpu"]
+
+
+def _is_apple() -> bool:
+    import platform
+
+    return platform.system() == "Darwin"
+
+
+def version_info() -> dict[str, str]:
+    info = {"keras": keras.__version__, "keras_backend": BACKEND}
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(BACKEND)
+    if module:
+        info[module] = __import__(module).__version__
+    return info
+
+
+class Port:
+    framework = FRAMEWORK
+
+    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
+        pin_precision()
+        self.spec, self.device_class = spec, device
+        self.device = {"cpu": "cpu:0", "cuda": "gpu:0", "metal": "gpu:0"}[device]
+        with keras.device(self.device):
+            self.model = VisionTransformer(spec)
+            self.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), "float32"))
+
+    # ---- weights ----------------------------------------------------------------------
+    def load(self, tensors: Tensors) -> None:
+        check_tensors(self.spec, tensors)
+        transfer.load_canonical(self.model, tensors)
+
+    def export(self) -> Tensors:
+        return transfer.export_canonical(self.model)
+
+    def param_count(self) -> int:
+        return int(self.model.count_params())
+
+    # ---- running ----------------------------------------------------------------------
+    def prepare(self, images: np.ndarray) -> Any:
+        """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout)."""
+        check_images(self.spec, images)
+        with keras.device(self.device):
+            return ops.convert_to_tensor(np.asarray(images, dtype=np.float32))
+
+    def forward(self, prepared: Any, train: bool = False) -> Any:
+        with keras.device(self.device):
+            return self.model(prepared, training=train)  # dropout is active only in training
+
+    def compiled_forward(self) -> Callable[[Any], Any]:
+        """Eval-mode forward under the backend's compiler: XLA via tf.function(jit_compile=True)
+        on TensorFlow, jax.jit on JAX, torch.compile on torch."""
+        if BACKEND == "tensorflow":
+            import tensorflow as tf
+
+            return tf.function(lambda x: self.model(x, training=False), jit_compile=True)
+        if BACKEND == "jax":
+            import jax
+
+            trainable = [v.value for v in self.model.trainable_variables]
+            frozen = [v.value for v in self.model.non_trainable_variables]
+            jitted = jax.jit(lambda tv, ntv, x: self.model.stateless_call(tv, ntv, x, training=False)[0])
+            return lambda x: jitted(trainable, frozen, x)
+        import torch
+
+        compiled = torch.compile(self.model)
+
+        def run(x: Any) -> Any:
+            with torch.no_grad():
+                return compiled(x, training=False)
+
+        return run
+
+    def sync(self, result: Any = None) -> None:
+        if result is None:
+            return
+        if BACKEND == "jax":
+            result.block_until_ready()
+        elif BACKEND == "torch":
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+        else:  # TensorFlow: reading the value back is its synchronisation
+            ops.convert_to_numpy(result)
+
+    def to_numpy(self, result: Any) -> np.ndarray:
+        return np.asarray(ops.convert_to_numpy(result))
+
+    def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.to_numpy(self.forward(self.prepare(images), train=train))
+
+    def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        taps = Taps()
+        with keras.device(self.device):
+            self.model(self.prepare(images), training=False, taps=taps)
+        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+
+    def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
+        """Mean cross-entropy from logits and its gradients in the canonical layout (training=False:
+        dropout off, so the three ports are comparable). Keras has no backend-neutral gradient API,
+        so this is the one place the backend shows."""
+        x, y = self.prepare(images), np.asarray(labels, dtype=np.int32)
+        # from_logits=True: Keras' sparse cross-entropy defaults to probabilities (divergences #32).
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        variables = self.model.trainable_variables
+        if BACKEND != "tensorflow":
+            raise FrameworkUnavailable(
+                f"loss_and_gradients on the Keras port needs KERAS_BACKEND=tensorflow, not {BACKEND!r}"
+            )
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, self.model(x, training=False))
+        grads = tape.gradient(loss, variables)
+        by_id = {id(v): g for v, g in zip(variables, grads, strict=True)}
+        return float(loss), transfer.export_gradients(self.model, by_id)
