@@ -124,3 +124,13 @@ def test_chart_is_a_png(tmp_path) -> None:
     rows = [make_row("torch", 0.01), copy.deepcopy(make_row("flax", 0.02))]
     output.write_chart(tmp_path / "c.png", rows, "t")
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_analytic_flops_match_the_published_vit_b16_count() -> None:
+    from shared.measure.flops import forward_flops, forward_macs_per_image
+    from shared.presets import get_preset
+
+    # performance.md §3.3: 17.564 GMACs = 35.13 GFLOP per 224² image, 281.0 GFLOP per batch of 8.
+    # 12 blocks x 1,453,954,560 + patch projection 115,605,504 + head 768,000
+    assert forward_macs_per_image(get_preset("vit-b16")) == 17_563_828_224
+    assert round(forward_flops(get_preset("vit-b16"), 8) / 1e9, 1) == 281.0

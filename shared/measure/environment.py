@@ -3,11 +3,11 @@ versions and device names are added by each worker, which is the only place they
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ RECORDED_ENV = (
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def cpu_model() -> str:
