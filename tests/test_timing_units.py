@@ -79,6 +79,13 @@ def test_guard_refuses_a_mismatch_and_names_the_field(field: str, value: object)
     assert all(line.split()[0] == "-" for line in text.splitlines()[1:3])  # no ranks shown
 
 
+def test_guard_sees_rows_with_the_same_label() -> None:
+    # A factorial file holds each framework twice (one row per spec): same label, other spec.
+    rows = [make_row("torch", 0.01), make_row("torch", 0.02, spec_hash="def")]
+    with pytest.raises(guard.IncomparableRunsError, match="spec_hash differs"):
+        guard.rank(rows)
+
+
 def test_guard_allow_mixed_only_relaxes_the_device() -> None:
     rows = [make_row("torch", 0.03), make_row("flax", 0.02, device_class="cuda", device_name="GPU")]
     ranked = guard.rank(rows, allow_mixed=True)

@@ -24,21 +24,27 @@ def label(row: dict[str, Any]) -> str:
     return f"{row['framework']}@{source}" if source else str(row["framework"])
 
 
-def differing_fields(rows: list[dict[str, Any]], allow_mixed: bool = False) -> dict[str, dict[str, Any]]:
-    """field -> {row label: value} for every guarded field whose value is not the same in all rows."""
+def differing_fields(rows: list[dict[str, Any]],
+                     allow_mixed: bool = False) -> dict[str, list[tuple[str, Any]]]:
+    """field -> [(row label, value), ...] (distinct pairs, in row order) for every guarded field
+    whose value is not the same in all rows."""
     fields = [f for f in COMPARABILITY_FIELDS if not (allow_mixed and f in DEVICE_FIELDS)]
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, list[tuple[str, Any]]] = {}
     for name in fields:
-        values = {label(r): r.get("conditions", {}).get(name) for r in rows}
-        if len({repr(v) for v in values.values()}) > 1:
-            out[name] = values
+        values = [(label(r), r.get("conditions", {}).get(name)) for r in rows]
+        if len({repr(v) for _, v in values}) > 1:
+            out[name] = list(dict.fromkeys((who, _hashable(v)) for who, v in values))
     return out
 
 
-def describe(differences: dict[str, dict[str, Any]]) -> str:
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def describe(differences: dict[str, list[tuple[str, Any]]]) -> str:
     parts = []
     for name, values in differences.items():
-        shown = ", ".join(f"{who}={value}" for who, value in values.items())
+        shown = ", ".join(f"{who}={value}" for who, value in values)
         parts.append(f"{name} differs ({shown})")
     hint = " (pass --allow-mixed to rank across devices)" if set(differences) <= set(DEVICE_FIELDS) else ""
     return "; ".join(parts) + hint

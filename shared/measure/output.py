@@ -57,7 +57,7 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
     except IncomparableRunsError as exc:
         notes.insert(0, str(exc))
         ranks = {}
-    header = ["rank", "framework", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS",
+    header = ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS",
               "alloc peak", "gate |err|"]
     lines = [header]
     for row in rows:
@@ -67,7 +67,8 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         mem = row.get("memory", {})
         status = row.get("status", "?").upper() if row.get("status") != "ok" else "ok"
         lines.append([
-            str(ranks.get(id(row), "-")), label(row), status,
+            str(ranks.get(id(row), "-")), label(row),
+            str(row.get("conditions", {}).get("spec_name") or "-"), status,
             str(row.get("conditions", {}).get("device_class") or "-"),
             *[phase_cell(phases.get(p)) for p, _ in PHASES],
             fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
@@ -75,9 +76,12 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         ])
         if row.get("status") != "ok" and row.get("reason"):
             notes.append(f"{label(row)}: {row['status'].upper()}: {row['reason']}")
+        missing: dict[str, list[str]] = {}  # one note per reason, not one per phase
         for name, phase in phases.items():
             if phase.get("status") != "ok" and phase.get("reason"):
-                notes.append(f"{label(row)} {SHORT[name]}: n/a ({phase['reason']})")
+                missing.setdefault(phase["reason"], []).append(SHORT[name])
+        for reason, names in missing.items():
+            notes.append(f"{label(row)}: {', '.join(names)} n/a: {reason}")
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
