@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import PortbenchError
+from shared.measure.contention import CONTENDED
 from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
 from shared.measure.schema import PHASES
 from shared.weights import atomic_write_bytes
@@ -74,6 +75,11 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
             fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
             "-" if err is None else f"{err:.1e}",
         ])
+        contended = [p for p, v in phases.items() if (v.get("foreign_cpu") or 0) > CONTENDED]
+        if contended:
+            worst = max(phases[p]["foreign_cpu"] for p in contended)
+            notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "
+                         f"(other processes used up to {worst:.2f} CPUs on its CPUs): noisy")
         if row.get("status") != "ok" and row.get("reason"):
             notes.append(f"{label(row)}: {row['status'].upper()}: {row['reason']}")
         missing: dict[str, list[str]] = {}  # one note per reason, not one per phase
@@ -92,7 +98,7 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
 
 CSV_FIELDS = ("source", "framework", "status", "reason", "spec_name", "spec_hash", "batch", "dtype",
               "threads", "device_class", "device_name", "phase", "phase_status", "median_s", "q1_s",
-              "q3_s", "iqr_s", "n", "cpu_util", "phase_note", "peak_rss_bytes",
+              "q3_s", "iqr_s", "n", "cpu_util", "foreign_cpu", "phase_note", "peak_rss_bytes",
               "allocator_peak_bytes", "gate_max_abs_err")
 
 
@@ -116,6 +122,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
                 "phase": name, "phase_status": phase.get("status"), "median_s": phase.get("median"),
                 "q1_s": phase.get("q1"), "q3_s": phase.get("q3"), "iqr_s": phase.get("iqr"),
                 "n": phase.get("n"), "cpu_util": phase.get("cpu_util"),
+                "foreign_cpu": phase.get("foreign_cpu"),
                 "phase_note": phase.get("note") or phase.get("reason") or "",
                 "peak_rss_bytes": mem.get("peak_rss_bytes"),
                 "allocator_peak_bytes": mem.get("allocator_peak_bytes"), "gate_max_abs_err": err,

@@ -92,6 +92,7 @@ def run(config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     from shared.errors import PortbenchError
     from shared.inputs import probe_batch
     from shared.measure import backends, gate
+    from shared.measure.contention import CONTENDED, ForeignCpu
     from shared.measure.environment import recorded_env
     from shared.measure.stats import Budget, repeat, summarise, time_once
     from shared.spec import ModelSpec
@@ -129,11 +130,15 @@ def run(config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     def repeated(name: str, call: Any, phase_budget: Budget = budget, note: str | None = None) -> None:
         progress(framework, f"timing {name}")
         cpu0, wall0 = time.process_time(), time.perf_counter()
-        samples = repeat(call, phase_budget)
+        with ForeignCpu(pinning["affinity"]) as foreign:
+            samples = repeat(call, phase_budget)
         wall = time.perf_counter() - wall0
         util = (time.process_time() - cpu0) / wall if wall > 0 else None
         phases[name] = {"status": "ok", "samples": samples, **summarise(samples),
-                        "cpu_util": util, "note": note}
+                        "cpu_util": util, "foreign_cpu": foreign.value, "note": note}
+        if foreign.value is not None and foreign.value > CONTENDED:
+            row["notes"].append(f"{name}: other processes used {foreign.value:.2f} CPUs on this "
+                                "worker's CPUs while it was timed (contended)")
 
     def unavailable(name: str, reason: str) -> None:
         phases[name] = {"status": "n/a", "reason": reason}
