@@ -217,10 +217,18 @@ def run(config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
             unavailable("forward_compiled", f"no compiled mode: {exc}")
         if compiled is not None:
             progress(framework, "compiling")
-            compile_seconds, compiled_out = time_once(lambda: _synced(port, compiled(prepared)))
-            single("compile", compile_seconds, backends.compile_note(backend))
-            row["equivalence"]["compiled"] = gate.compare(
-                port.to_numpy(compiled_out)[:gate_rows], reference, spec)
+            try:
+                compile_seconds, compiled_out = time_once(lambda: _synced(port, compiled(prepared)))
+            except Exception as exc:  # a compiler failure costs the compiled mode, not the row
+                reason = f"compile failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                unavailable("compile", reason)
+                unavailable("forward_compiled", reason)
+                row["notes"].append(reason)
+                compiled = None
+            else:
+                single("compile", compile_seconds, backends.compile_note(backend))
+                row["equivalence"]["compiled"] = gate.compare(
+                    port.to_numpy(compiled_out)[:gate_rows], reference, spec)
     else:
         unavailable("compile", "compiled mode not requested (--modes)")
         unavailable("forward_compiled", "compiled mode not requested (--modes)")
