@@ -220,7 +220,7 @@ def run(config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
             try:
                 compile_seconds, compiled_out = time_once(lambda: _synced(port, compiled(prepared)))
             except Exception as exc:  # a compiler failure costs the compiled mode, not the row
-                reason = f"compile failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                reason = f"compile failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
                 unavailable("compile", reason)
                 unavailable("forward_compiled", reason)
                 row["notes"].append(reason)
