@@ -88,7 +88,10 @@ def test_equivalence_gate_marks_a_tampered_port_invalid(tampered_run) -> None:
     torch = rows_by_framework(path)["torch"]
     assert torch["status"] == "invalid"
     check = torch["equivalence"]["eager"]
-    assert not check["passed"] and check["max_abs_err"] > check["atol"] == 5e-6
+    assert not check["passed"]
+    # shared/tolerance.py: 5e-6 x max(1, max |reference logit|) for a small model; the 1e-3 shift
+    # of every logit is far outside it, and is what the gate measured (plus fp32 rounding).
+    assert 5e-6 <= check["atol"] < 1e-4 and check["max_abs_err"] == pytest.approx(1e-3, abs=check["atol"])
     assert "forward_eager" not in torch["phases"]  # an invalid port is not timed further
     assert "INVALID" in result.stdout and "equivalence gate failed" in result.stdout
     assert result.stdout.splitlines()[3].split()[0] == "-"  # not ranked
