@@ -7,6 +7,7 @@ hand-written loop around the same compiled call, per framework.
 The bare loop runs in its own fresh process with the same thread pinning, builds the port the
 same way, and times blocks of `--calls` back-to-back calls with one clock pair per block (no
 per-call timer, no lambda, no stats): per-call time = block time / calls, median over 5 blocks.
+Both use the warm torch.compile cache (compile time is not what is measured here).
 A small spec is the hard case: the harness's fixed cost per call is a larger share of a short
 call. This is a benchmark, not a test; on a shared CPU its numbers are noisy.
 """
@@ -82,12 +83,13 @@ def main() -> int:
             subprocess.run([sys.executable, str(ROOT / "compare.py"), "time", "--spec", args.spec,
                             "--batch", str(args.batch), "--threads", str(args.threads), "--frameworks", fw,
                             "--modes", "compiled", "--budget", "2", "--max-repeats", "1000",
+                            "--compile-cache", "warm",
                             "--json", results, "--no-chart"], cwd=ROOT, capture_output=True, text=True)
             print(f"  {fw}: bare loop ...", file=sys.stderr, flush=True)
             bare_out = os.path.join(tmp, f"{fw}-bare.json")
             subprocess.run([sys.executable, __file__, "--bare", fw, "--spec", args.spec, "--batch",
                             str(args.batch), "--threads", str(args.threads), "--calls", str(args.calls),
-                            "--out", bare_out], cwd=ROOT, env=worker_env(args.threads, tmp),
+                            "--out", bare_out], cwd=ROOT, env=worker_env(args.threads, tmp, "warm"),
                            capture_output=True, text=True)
             try:
                 doc = json.loads(Path(results).read_text())
