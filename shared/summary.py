@@ -89,8 +89,8 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
                              f"LayerNorm on the pooled vector (timm fc_norm), eps {s.layer_norm_eps:g}"))
     width = d.pooled_dim
     for j, hidden in enumerate(s.head_hidden):
-        rows.append(LayerRow(f"head.hidden.{j}", f"B × {hidden}", _count(s, f"head.hidden.{j}."),
-                             f"Linear {width}→{hidden}, {gelu[s.head_activation]}, dropout {s.dropout_head:g}"))
+        note = f"Linear {width}→{hidden}, {gelu[s.head_activation]}, dropout {s.dropout_head:g}"
+        rows.append(LayerRow(f"head.hidden.{j}", f"B × {hidden}", _count(s, f"head.hidden.{j}."), note))
         width = hidden
     rows.append(LayerRow("head.out", f"B × {s.num_classes}", _count(s, "head.out"),
                          f"Linear {width}→{s.num_classes}: logits"))

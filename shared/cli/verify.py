@@ -169,7 +169,8 @@ def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) 
         print(format_table(["framework", "device", "params", "max abs", "max rel", "status"], rows))
         pairs = [p for p in pairwise if p["spec"] == case.spec.name]
         if pairs:
-            print("pairwise max abs: " + ", ".join(f"{p['a']}~{p['b']} {p['max_abs_diff']:.1e}" for p in pairs))
+            gaps = ", ".join(f"{p['a']}~{p['b']} {p['max_abs_diff']:.1e}" for p in pairs)
+            print(f"pairwise max abs: {gaps}")
 
 
 def write_json(path: str, entries: list[Entry], pairwise: list[dict]) -> None:
