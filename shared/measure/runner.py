@@ -62,7 +62,7 @@ class RunConfig:
             "eval_batches": self.eval_batches, "seed": self.seed, "weights_seed": self.weights_seed,
             "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
             "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
-            "gate_tolerance": {"atol": gate.tolerance(s), "note": "scaled by max(1, max|reference logit|)"},
+            "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/tolerance.logit_atol"},
         }
 
 
