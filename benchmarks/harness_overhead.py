@@ -105,6 +105,17 @@ def main() -> int:
             rows.append(f"| {fw} | {phase['median'] * 1e3:.3f} (n={phase['n']}, IQR "
                         f"{phase['iqr'] * 1e3:.3f}) | {bare['per_call_median'] * 1e3:.3f} | {ratio:.3f} | "
                         f"{phase['min'] * 1e3:.3f} | {min(bare['blocks']) * 1e3:.3f} | {best:.3f} |")
+    from shared.measure.stats import Budget, repeat, summarise
+
+    class NoPort:  # what the worker wraps around every call, minus the call itself
+        def sync(self, result: object = None) -> None:
+            del result
+
+    port = NoPort()
+    floor = summarise(repeat(lambda: port.sync(None), Budget(warmup=100, min_repeats=10000,
+                                                              max_repeats=10000, seconds=0)))
+    print(f"\nharness floor (timing an empty synchronised call through shared.measure.stats): "
+          f"median {floor['median'] * 1e9:.0f} ns, q3 {floor['q3'] * 1e9:.0f} ns")
     print(f"\n{args.spec}, batch {args.batch}, {args.threads} thread(s), compiled forward\n")
     print("| framework | compare.py median ms | bare loop ms/call (median of 5 blocks) | ratio | "
           "compare.py min ms | bare best block ms/call | ratio of bests |")
