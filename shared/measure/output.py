@@ -146,6 +146,7 @@ def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str) -> Non
     if not shown:
         raise PortbenchError("nothing to chart: no run measured any phase")
     names = [p for p, _ in PHASES if any(r["phases"].get(p, {}).get("status") == "ok" for r in shown)]
+    several_specs = len({r.get("conditions", {}).get("spec_hash") for r in shown}) > 1
     height = 0.8 / len(shown)
     fig, ax = plt.subplots(figsize=(9, 1.0 + 0.45 * len(names) * max(1, len(shown)) ** 0.5 + 1))
     for k, row in enumerate(shown):
@@ -159,7 +160,8 @@ def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str) -> Non
             lo.append(phase["median"] - phase.get("q1", phase["median"]))
             hi.append(phase.get("q3", phase["median"]) - phase["median"])
         status = "" if row.get("status") == "ok" else f" ({row['status'].upper()})"
-        ax.barh(ys, meds, height=height, xerr=[lo, hi], capsize=2, label=label(row) + status)
+        spec = f" [{row['conditions'].get('spec_name')}]" if several_specs else ""
+        ax.barh(ys, meds, height=height, xerr=[lo, hi], capsize=2, label=label(row) + spec + status)
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(names))], [SHORT[n] for n in names])
     ax.invert_yaxis()
     ax.set_xscale("log")
