@@ -141,3 +141,20 @@ def test_analytic_flops_match_the_published_vit_b16_count() -> None:
     # 12 blocks x 1,453,954,560 + patch projection 115,605,504 + head 768,000
     assert forward_macs_per_image(get_preset("vit-b16")) == 17_563_828_224
     assert round(forward_flops(get_preset("vit-b16"), 8) / 1e9, 1) == 281.0
+
+
+def test_process_replicates_pool_samples_and_keep_per_process_medians() -> None:
+    from shared.measure.runner import combine
+
+    first, second = make_row("torch", 0.01), make_row("torch", 0.03)
+    first["phases"]["import"] = {"status": "ok", "samples": [2.0], **summarise([2.0])}
+    second["phases"]["import"] = {"status": "ok", "samples": [4.0], **summarise([4.0])}
+    row = combine([first, second])
+    assert row["replicates"] == 2 and row["status"] == "ok"
+    forward = row["phases"]["forward_eager"]
+    assert forward["n"] == 6 and forward["process_medians"] == [0.01, 0.03]
+    assert row["phases"]["import"]["n"] == 2 and row["phases"]["import"]["median"] == 3.0
+    assert row["phases"]["compile"]["status"] == "n/a"
+    second["status"], second["reason"] = "timeout", "killed"
+    failed = combine([first, second])
+    assert failed["status"] == "timeout" and failed["reason"] == "1 of 2 processes: killed"

@@ -38,6 +38,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-repeats", type=int, default=100, help="repeats per phase, at most (100)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls before repeats (default 2)")
     parser.add_argument("--eval-batches", type=int, default=3, help="batches per evaluation pass (3)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="fresh-process replicates per framework, interleaved (default 1)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds before one framework's worker is killed (default 900)")
     parser.add_argument("--compile-cache", default="cold", choices=("cold", "warm"),
@@ -108,7 +110,7 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     if args.rank_by not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
                              f"{', '.join(RANK_METRICS)}")
-    for name in ("batch", "threads", "min_repeats", "max_repeats", "eval_batches"):
+    for name in ("batch", "threads", "min_repeats", "max_repeats", "eval_batches", "processes"):
         if getattr(args, name) < 1:
             raise PortbenchError(f"--{name.replace('_', '-')} is {getattr(args, name)}, expected >= 1")
     if args.warmup < 0 or args.budget < 0 or args.timeout <= 0:
@@ -120,7 +122,7 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     return RunConfig(spec=spec, batch=args.batch, threads=args.threads, device=args.device,
                      modes=tuple(m for m in modes if m != "train"), train="train" in modes, budget=budget,
                      eval_batches=args.eval_batches, timeout_s=args.timeout,
-                     compile_cache=args.compile_cache)
+                     compile_cache=args.compile_cache, processes=args.processes)
 
 
 def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:

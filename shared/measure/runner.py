@@ -19,7 +19,7 @@ from typing import Any
 
 from shared.measure import gate
 from shared.measure.environment import REPO_ROOT
-from shared.measure.stats import Budget
+from shared.measure.stats import Budget, summarise
 from shared.measure.worker import PROGRESS_PREFIX, thread_env
 from shared.spec import ModelSpec
 
@@ -42,6 +42,7 @@ class RunConfig:
     weights_seed: int = 0
     timeout_s: float = 600.0
     train_recipe: str = "archive"
+    processes: int = 1  # fresh-process replicates per framework, interleaved
     compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
 
     def worker_config(self, framework: str, reference_npz: str) -> dict[str, Any]:
@@ -62,6 +63,7 @@ class RunConfig:
             "eval_batches": self.eval_batches, "seed": self.seed, "weights_seed": self.weights_seed,
             "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
             "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
+            "processes": self.processes,
             "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/tolerance.logit_atol"},
         }
 
@@ -178,16 +180,59 @@ def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tai
 
 def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print,
             on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Every framework in turn, with the same spec, weights, batch, threads and budget."""
-    rows = []
+    """Every framework in turn, with the same spec, weights, batch, threads and budget. With
+    `config.processes` > 1 the frameworks are interleaved (a b c a b c ...), so slow drift in the
+    machine's load hits each of them alike, and each framework's replicates become one row."""
+    replicates: dict[str, list[dict[str, Any]]] = {f: [] for f in frameworks}
     with tempfile.TemporaryDirectory(prefix="portbench-ref-") as refdir:
         reference_npz = os.path.join(refdir, "reference.npz")
         progress(f"reference logits (float64 NumPy) for {config.spec.name}")
         gate.write_reference(reference_npz, config.spec, config.batch, config.seed, config.weights_seed)
-        for i, framework in enumerate(frameworks, 1):
-            progress(f"[{i}/{len(frameworks)}] {framework}: fresh worker process")
-            row = run_framework(framework, config, reference_npz, progress)
-            rows.append(row)
-            if on_row:
-                on_row(row)
-    return rows
+        for rep in range(config.processes):
+            for i, framework in enumerate(frameworks, 1):
+                suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
+                progress(f"[{i}/{len(frameworks)}] {framework}: fresh worker process{suffix}")
+                row = run_framework(framework, config, reference_npz, progress)
+                replicates[framework].append(row)
+                if on_row:
+                    on_row(row)
+    return [combine(replicates[f]) for f in frameworks]
+
+
+def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a framework's process replicates: each phase pools every process's samples
+    (single-shot phases then have n = processes) and keeps the per-process medians; the row is
+    only `ok` when every replicate is."""
+    if len(rows) == 1:
+        return rows[0]
+    bad = [r for r in rows if r.get("status") != "ok"]
+    out = dict(bad[0] if bad else rows[0])
+    out["replicates"] = len(rows)
+    if bad:
+        out["reason"] = f"{len(bad)} of {len(rows)} processes: {bad[0].get('reason')}"
+        return out
+    phases: dict[str, Any] = {}
+    for name, first in rows[0]["phases"].items():
+        parts = [r["phases"].get(name, {}) for r in rows]
+        if first.get("status") != "ok" or any(p.get("status") != "ok" for p in parts):
+            phases[name] = first
+            continue
+        samples = [x for p in parts for x in p["samples"]]
+        phases[name] = {**first, "samples": samples, **summarise(samples),
+                        "process_medians": [p["median"] for p in parts],
+                        "cpu_util": _median([p.get("cpu_util") for p in parts]),
+                        "foreign_cpu": max((p.get("foreign_cpu") or 0.0) for p in parts)}
+    out["phases"] = phases
+    out["memory"] = {k: (max(vals) if (vals := [r["memory"].get(k) for r in rows
+                                                 if isinstance(r["memory"].get(k), int)]) else
+                         rows[0]["memory"].get(k))
+                     for k in rows[0].get("memory", {})}
+    out["equivalence"] = {m: max((r["equivalence"][m] for r in rows if m in r.get("equivalence", {})),
+                                 key=lambda c: c["max_abs_err"])
+                          for m in rows[0].get("equivalence", {})}
+    return out
+
+
+def _median(values: list[Any]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    return present[len(present) // 2] if present else None
