@@ -55,7 +55,7 @@ def device_name(backend: str | None, device_class: str) -> str:
 def compile_note(backend: str | None) -> str:
     return {
         "torch": "torch.compile (inductor), cold cache: a fresh TORCHINDUCTOR_CACHE_DIR per run",
-        "tensorflow": "tf.function(jit_compile=True): trace + XLA compile",
+        "tensorflow": "the port's tf.function: trace (+ XLA compile where it sets jit_compile)",
         "jax": "jax.jit: trace + XLA compile; persistent compilation cache off",
     }.get(backend or "", "the port's compiled_forward(), first call")
 
