@@ -141,6 +141,13 @@ PRESETS: dict[str, Preset] = {
         _VIT_B16.replace(name="vit-ti16", dim=192, heads=3, mlp_dim=768),
         "ViT-Ti/16 (DeiT-tiny sizes): vit-b16 with width 192, 3 heads of 64, MLP 768.",
     ),
+    "digits": Preset(
+        _QUADRANT.replace(name="digits", patch_height=2, patch_width=2, num_classes=10),
+        "This project's model for scikit-learn's bundled 8x8 digits (real data, for the position "
+        "embedding and attention-map experiments): 2x2 patches (16 tokens) plus a class token, "
+        "learned positions, otherwise as quadrant (width 32, 4 heads of 8, 2 pre-norm blocks, MLP "
+        "64, final LayerNorm, class-token pooling, no dropout), 10 classes.",
+    ),
 }
 
 

@@ -1,0 +1,175 @@
+"""`compare.py train`: train one spec in one framework over one or more seeds, with the shared
+recipe, data, schedule and checkpoints; write a results JSON and a PNG of the curves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.errors import InputError, SpecError
+
+ORDER = 40
+
+# A preset's sensible defaults: (recipe, data). None: the user must say (no bundled data).
+DEFAULTS: dict[str, tuple[str, str | None]] = {
+    "quadrant": ("quick", "quadrant"), "quadrant-narrow": ("quick", "quadrant"),
+    "digits": ("quick", "digits"), "mnist-vit": ("mnist", None), "mnist-vit-small": ("mnist", None),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a spec in one framework (seeds, curves, checkpoints)")
+    p.add_argument("--spec", default="quadrant", help="preset name, spec file or JSON (default quadrant)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="spec override")
+    p.add_argument("--recipe", help="recipe name (archive, mnist, quick), file or JSON; default per preset")
+    p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
+    p.add_argument("--framework", default="torch", help="torch | keras | flax (default torch)")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p.add_argument("--data", help="quadrant | digits | mnist:PATH.npz (default per preset)")
+    p.add_argument("--epochs", type=int, help="shortcut for --rset max_epochs=N")
+    p.add_argument("--json", dest="json_path", help="results JSON path")
+    p.add_argument("--png", help="curves PNG path (default: beside --json)")
+    p.add_argument("--checkpoints", help="checkpoint folder (default runs/<spec>-<framework>)")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoints' last epoch")
+    p.add_argument("--threads", type=int, default=1, help="framework threads (default 1: shared CPUs)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise InputError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds {text!r}: expected distinct integers >= 0")
+    return seeds
+
+
+def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    from shared.presets import resolve_spec
+    from shared.train_spec import resolve_recipe
+
+    spec = resolve_spec(args.spec, args.set)
+    default_recipe, default_data = DEFAULTS.get(spec.name, ("archive", None))
+    overrides = list(args.rset) + ([f"max_epochs={args.epochs}"] if args.epochs is not None else [])
+    recipe = resolve_recipe(args.recipe or default_recipe, overrides)
+    data = args.data or default_data
+    if data is None:
+        raise SpecError(f"spec {spec.name!r} has no bundled data; pass --data (quadrant, digits or "
+                        "mnist:PATH.npz with x_train, y_train, x_test, y_test)")
+    return spec, recipe, data
+
+
+def run(args: argparse.Namespace) -> int:
+    from ports import PORTS
+    from shared.data import load_dataset
+    from shared.trainloop import stderr_progress, train_seed
+
+    spec, recipe, data_name = resolve(args)
+    seeds = parse_seeds(args.seeds)
+    if args.framework not in PORTS:
+        raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(PORTS)}")
+    for key, value in PORTS[args.framework].env.items():
+        os.environ.setdefault(key, value)
+    _set_threads(args.framework, args.threads)
+    folder = Path(args.checkpoints or f"runs/{spec.name}-{args.framework}")
+    print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework}, recipe "
+          f"{recipe.name}, seeds {','.join(map(str, seeds))}, checkpoints in {folder}")
+    results, started = [], time.perf_counter()
+    dataset = None
+    for seed in seeds:
+        dataset = load_dataset(data_name, spec, recipe.validation_fraction, seed)
+        if seed == seeds[0]:
+            print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
+        result, _ = train_seed(args.framework, spec, recipe, dataset, seed,
+                               checkpoint_dir=folder / f"seed{seed}", resume=args.resume,
+                               progress=None if args.quiet else stderr_progress)
+        r = result.to_dict()
+        print(f"[{args.framework} seed {seed}] final (last epoch, test set): loss {r['final_loss']:.4f} "
+              f"accuracy {r['final_accuracy']:.4f} after {r['epochs']} epochs / {r['steps']} steps"
+              + (f"; {r['stopped_because']}" if r["stopped_because"] else ""))
+        results.append(r)
+    assert dataset is not None
+    document = summarise(spec, recipe, args.framework, dataset, results, time.perf_counter() - started)
+    print(f"summary: test accuracy mean {document['summary']['final_accuracy_mean']:.4f} "
+          f"(min {document['summary']['final_accuracy_min']:.4f}, max "
+          f"{document['summary']['final_accuracy_max']:.4f}) over {len(seeds)} seed(s)")
+    if args.json_path:
+        from shared.weights import atomic_write_bytes
+
+        atomic_write_bytes(args.json_path, json.dumps(document, indent=1).encode())
+        print(f"wrote {args.json_path}")
+    png = args.png or (str(Path(args.json_path).with_suffix(".png")) if args.json_path else None)
+    if png:
+        plot_curves(document, png)
+        print(f"wrote {png}")
+    return 0
+
+
+def _set_threads(framework: str, threads: int) -> None:
+    from ports import load_port_module
+
+    load_port_module(framework).set_threads(threads)
+
+
+def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: list[dict[str, Any]],
+              wall: float) -> dict[str, Any]:
+    finals = np.array([r["final_accuracy"] for r in results], dtype=float)
+    return {
+        "spec": spec.to_dict(), "spec_hash": spec.spec_hash, "recipe": recipe.to_dict(),
+        "framework": framework, "data": dataset.describe(), "data_name": dataset.name,
+        "majority_baseline": dataset.majority_baseline(),
+        "seeds": results,
+        "summary": {"final_accuracy_mean": float(finals.mean()), "final_accuracy_min": float(finals.min()),
+                    "final_accuracy_max": float(finals.max()),
+                    "final_loss": {str(r["seed"]): r["final_loss"] for r in results}},
+        "wall_s": {"total": wall, **{phase: float(sum(r["wall_s"][phase] for r in results))
+                                     for phase in results[0]["wall_s"]}},
+    }
+
+
+def plot_curves(document: dict[str, Any], path: str) -> None:
+    """Loss and accuracy per epoch: mean over seeds, min-max band, majority-class baseline."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, names in ((ax_loss, ("train_loss", "val_loss", "test_loss")),
+                      (ax_acc, ("val_accuracy", "test_accuracy"))):
+        for name in names:
+            curves = [r["curves"][name] for r in document["seeds"]]
+            length = max(len(c) for c in curves)
+            grid = np.full((len(curves), length), np.nan)
+            for i, c in enumerate(curves):
+                grid[i, :len(c)] = c
+            epochs = np.arange(1, length + 1)
+            line, = ax.plot(epochs, np.nanmean(grid, axis=0), label=f"{name} (mean)")
+            ax.fill_between(epochs, np.nanmin(grid, axis=0), np.nanmax(grid, axis=0),
+                            color=line.get_color(), alpha=0.2)
+        ax.set_xlabel("epoch")
+    ax_acc.axhline(document["majority_baseline"], color="grey", linestyle="--", label="majority class")
+    ax_loss.set_ylabel("cross-entropy")
+    ax_acc.set_ylabel("accuracy")
+    ax_loss.legend(fontsize=8)
+    ax_acc.legend(fontsize=8)
+    seeds = ",".join(str(r["seed"]) for r in document["seeds"])
+    fig.suptitle(f"{document['spec']['name']} / {document['framework']} / recipe "
+                 f"{document['recipe']['name']} / seeds {seeds} (band: min-max over seeds)")
+    fig.tight_layout()
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    from shared.weights import atomic_write_bytes
+
+    atomic_write_bytes(path, buffer.getvalue())
