@@ -37,6 +37,15 @@ PORTS: dict[str, PortEntry] = {
                        description="Keras 3 layers on the TensorFlow backend"),
     "flax": PortEntry("flax", "ports.flax", ("flax", "jax", "optax"), "pip install -e '.[flax]'",
                       description="flax.nnx modules on JAX; jax.jit when compiled"),
+    "keras-jax": PortEntry("keras-jax", "ports.keras", ("keras", "jax"), "pip install -e '.[keras,flax]'",
+                           env={"KERAS_BACKEND": "jax"},
+                           description="the same Keras 3 code on the JAX backend"),
+    "keras-torch": PortEntry("keras-torch", "ports.keras", ("keras", "torch"),
+                             "pip install -e '.[keras,torch]'", env={"KERAS_BACKEND": "torch"},
+                             description="the same Keras 3 code on the PyTorch backend"),
+    "onnx": PortEntry("onnx", "ports.onnx", ("torch", "onnx", "onnxruntime"),
+                      "pip install -e '.[torch,onnx]'",
+                      description="the torch port exported to ONNX, run by ONNX Runtime (CPU)"),
 }
 NATIVE = ("torch", "keras", "flax")  # the three parallel texts
 ALL = tuple(PORTS)

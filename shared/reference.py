@@ -49,20 +49,24 @@ def patchify(spec: ModelSpec, images: np.ndarray) -> np.ndarray:
 
 def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray,
               taps: Taps | dict | None = None) -> np.ndarray:
-    """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim)."""
-    def project(name: str) -> np.ndarray:
-        y = np.einsum("bnd,dhk->bnhk", x, w[f"{p}attn.{name}.kernel"])
+    """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim).
+    Kernels are (D, H, hd); the projections are matmuls on (D, H*hd) views of them."""
+    b, n, d = x.shape
+    heads, hd = spec.heads, spec.head_dim
+
+    def project(name: str) -> np.ndarray:  # (B, N, D) -> (B, H, N, hd)
+        y = x @ w[f"{p}attn.{name}.kernel"].reshape(d, heads * hd)
         if spec.qkv_bias:
-            y = y + w[f"{p}attn.{name}.bias"]
-        return y
+            y = y + w[f"{p}attn.{name}.bias"].reshape(-1)
+        return y.reshape(b, n, heads, hd).transpose(0, 2, 1, 3)
 
     q, k, v = project("query"), project("key"), project("value")
-    scores = np.einsum("bqhk,bshk->bhqs", q, k) / np.sqrt(spec.head_dim)
-    probs = softmax(scores)  # (B, H, queries, keys)
+    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd)  # (B, H, queries, keys)
+    probs = softmax(scores)
     if taps is not None:
         taps[p.replace("blocks.", "block").rstrip(".") + ".attn_probs"] = probs
-    context = np.einsum("bhqs,bshk->bqhk", probs, v)
-    return np.einsum("bqhk,hkd->bqd", context, w[f"{p}attn.out.kernel"]) + w[f"{p}attn.out.bias"]
+    context = (probs @ v).transpose(0, 2, 1, 3).reshape(b, n, heads * hd)  # heads concatenated
+    return context @ w[f"{p}attn.out.kernel"].reshape(heads * hd, d) + w[f"{p}attn.out.bias"]
 
 
 def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray) -> np.ndarray:

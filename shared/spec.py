@@ -100,7 +100,7 @@ class ModelSpec:
             raise SpecError(
                 f"spec field {unknown[0]!r} is unknown; expected one of: {', '.join(known)}"
             )
-        values = {k: _coerce(k, v, known[k].type) for k, v in data.items()}
+        values = {k: coerce_field(k, v, known[k].type) for k, v in data.items()}
         return cls(**values)
 
     def to_json(self) -> str:
@@ -346,7 +346,7 @@ def _grid(s: ModelSpec) -> tuple[int, int]:
     return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
 
 
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
+def coerce_field(name: str, value: Any, annotation: Any) -> Any:
     """Accept JSON/TOML/CLI values; anything that does not fit is left for validation to name."""
     text = str(annotation)
     if name == "head_hidden":

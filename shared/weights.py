@@ -226,6 +226,7 @@ def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeigh
             f"{target.name!r}: {mismatch}"
         )
     check_tensors(target, tensors, source=f"weights file {str(path)!r}")
+    tensors = {name: tensors[name] for name in target.derived.tensor_shapes}  # canonical order
     differing = tensor_fields_differ(target, file_spec) if spec is not None else []
     return LoadedWeights(target, tensors, file_spec, differing, metadata)
 

@@ -9,3 +9,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("USE_FLAX", "0")
+
+# Import torch's compiler stack before TensorFlow: once TensorFlow is loaded, importing triton
+# (which torch.compile and torch.optim import lazily) crashes the process. The tests load all
+# three frameworks in one process; compare.py never does (one framework per subprocess).
+import importlib.util
+
+if importlib.util.find_spec("torch") is not None:
+    import torch._dynamo  # noqa: F401

@@ -6,6 +6,7 @@ which is the canonical layout itself: every tensor is copied as it is, bound by 
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
@@ -48,15 +49,15 @@ def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, nnx.Param]:
 
 def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
     bound = bindings(model, model.spec)
-    if len(bound) != len(nnx.state(model, nnx.Param).flat_state()):  # a mapping bug
+    if len(bound) != len(jax.tree.leaves(nnx.state(model, nnx.Param))):  # a mapping bug
         raise AssertionError("flax mapping does not cover every nnx.Param exactly once")
     for name, param in bound.items():
-        param.value = jnp.asarray(tensors[name])
+        param.set_value(jnp.asarray(tensors[name]))
 
 
 def export_canonical(model: VisionTransformer) -> Tensors:
     bound = bindings(model, model.spec)
-    return {name: np.asarray(p.value, dtype=np.float32) for name, p in bound.items()}
+    return {name: np.asarray(bound[name][...], dtype=np.float32) for name in model.spec.derived.tensor_shapes}
 
 
 def export_gradients(model: VisionTransformer, gradients: nnx.State) -> Tensors:

@@ -107,7 +107,9 @@ class Port:
     def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
         pin_precision()
         self.spec, self.device_class = spec, device
-        self.device = {"cpu": "cpu:0", "cuda": "gpu:0", "metal": "gpu:0"}[device]
+        # "cpu", not "cpu:0": Keras' torch backend moves each new Parameter with .to("cpu:0"),
+        # which copies it into a plain tensor (int seed states then fail to re-wrap).
+        self.device = {"cpu": "cpu", "cuda": "gpu:0", "metal": "gpu:0"}[device]
         with keras.device(self.device):
             self.model = VisionTransformer(spec)
             self.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), "float32"))
@@ -135,12 +137,15 @@ class Port:
             return self.model(prepared, training=train)  # dropout is active only in training
 
     def compiled_forward(self) -> Callable[[Any], Any]:
-        """Eval-mode forward under the backend's compiler: XLA via tf.function(jit_compile=True)
-        on TensorFlow, jax.jit on JAX, torch.compile on torch."""
+        """Eval-mode forward under the backend's compiler: a tf.function graph on TensorFlow (with
+        XLA on GPUs), jax.jit on JAX, torch.compile on torch."""
         if BACKEND == "tensorflow":
             import tensorflow as tf
 
-            return tf.function(lambda x: self.model(x, training=False), jit_compile=True)
+            # XLA:CPU replaces TF's oneDNN GEMMs with its own, 2.7x slower on ViT-B/16 here
+            # (benchmarks/ab_interleaved.py); Keras' jit_compile="auto" makes the same choice.
+            xla = self.device_class != "cpu"
+            return tf.function(lambda x: self.model(x, training=False), jit_compile=xla)
         if BACKEND == "jax":
             import jax
 

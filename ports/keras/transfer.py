@@ -55,11 +55,12 @@ def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
 
 def export_canonical(model: VisionTransformer) -> Tensors:
     bound = bindings(model, model.spec)
-    return {name: np.asarray(ops.convert_to_numpy(v), dtype=np.float32) for name, v in bound.items()}
+    return {name: np.asarray(ops.convert_to_numpy(bound[name]), dtype=np.float32)
+            for name in model.spec.derived.tensor_shapes}
 
 
 def export_gradients(model: VisionTransformer, gradients: dict[int, object]) -> Tensors:
     """Gradients keyed by id(variable) -> canonical names (the layout is already canonical)."""
     bound = bindings(model, model.spec)
-    return {name: np.asarray(ops.convert_to_numpy(gradients[id(v)]), dtype=np.float32)
-            for name, v in bound.items()}
+    return {name: np.asarray(ops.convert_to_numpy(gradients[id(bound[name])]), dtype=np.float32)
+            for name in model.spec.derived.tensor_shapes}

@@ -95,7 +95,7 @@ def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
         raise AssertionError(f"torch mapping mismatch: {sorted(set(params) ^ set(native))}")
     with torch.no_grad():
         for name, value in native.items():
-            params[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+            params[name].copy_(torch.from_numpy(np.array(value)))  # a writable copy
 
 
 def export_canonical(model: VisionTransformer) -> Tensors:

@@ -1,0 +1,138 @@
+"""Interleaved A/B of a port against its peer and against variants of itself, in ONE process.
+
+    python benchmarks/ab_interleaved.py torch|keras|flax [--batch 2] [--rounds 5] [--threads 2]
+
+On a shared CPU, separate processes see different co-tenants, so a 10-30% gap between two runs
+can be the neighbours. Here every variant is built once and then called in turn, round after
+round (A B C A B C ...), so all of them see the same contention; the table reports each
+variant's median and its median ratio to the first variant over the rounds. Used to find *why*
+a port is slower than its peer; the variants that are not the port's own code (another
+attention path, another compiler setting) are built here, without editing the port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from shared.measure.worker import pin_cpus, thread_env  # noqa: E402
+
+Variants = list[tuple[str, Callable[[], Any]]]
+
+
+def port_and_input(name: str, spec: Any, batch: int) -> tuple[Any, Any]:
+    from ports import create_port
+    from shared.inputs import probe_batch
+    from shared.weights import init_weights
+
+    port = create_port(name, spec, device="cpu")
+    port.load(init_weights(spec, seed=0))
+    return port, port.prepare(probe_batch(spec, batch=batch))
+
+
+def torch_variants(spec: Any, batch: int) -> Variants:
+    import timm
+    import torch
+
+    port, x = port_and_input("torch", spec, batch)
+    timm_model = timm.create_model("vit_base_patch16_224", pretrained=False).eval()
+
+    def no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def call() -> Any:
+            with torch.no_grad():
+                return fn()
+        return call
+
+    return [("port eager", lambda: port.forward(x)),
+            ("timm eager", no_grad(lambda: timm_model(x)))]
+
+
+def keras_variants(spec: Any, batch: int) -> Variants:
+    import keras_hub
+    import tensorflow as tf
+
+    port, x = port_and_input("keras", spec, batch)
+    xla = port.compiled_forward()
+    graph = tf.function(lambda t: port.model(t, training=False), jit_compile=False)
+    backbone = keras_hub.models.ViTBackbone(image_shape=(224, 224, 3), patch_size=16, num_layers=12,
+                                            num_heads=12, hidden_dim=768, mlp_dim=3072)
+    hub = keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=1000)
+    hub_graph = tf.function(lambda t: hub(t, training=False), jit_compile=False)
+    return [("port tf.function(jit_compile=True) [port's compiled mode]", lambda: xla(x).numpy()),
+            ("port tf.function(jit_compile=False)", lambda: graph(x).numpy()),
+            ("port eager", lambda: port.to_numpy(port.forward(x))),
+            ("keras-hub predict_on_batch", lambda: hub.predict_on_batch(x)),
+            ("keras-hub tf.function(jit_compile=False)", lambda: hub_graph(x).numpy())]
+
+
+def flax_variants(spec: Any, batch: int) -> Variants:
+    import jax
+    import numpy as np
+    from flax import nnx
+    from transformers import FlaxViTModel, ViTConfig
+
+    port, x = port_and_input("flax", spec, batch)
+    highest = port.compiled_forward()  # the port pins 'highest' matmul precision
+    graphdef, state = nnx.split(port.model)
+
+    @jax.jit
+    def default_precision(state: Any, t: Any) -> Any:
+        with jax.default_matmul_precision("default"):
+            return nnx.merge(graphdef, state)(t)
+
+    hf = FlaxViTModel(ViTConfig(), seed=0)
+    pixels = np.transpose(np.asarray(x), (0, 3, 1, 2))
+    hf_jit = jax.jit(lambda params, t: hf(t, params=params).pooler_output)
+    return [("port jax.jit ['highest' precision]", lambda: highest(x).block_until_ready()),
+            ("port jax.jit, 'default' precision", lambda: default_precision(state, x).block_until_ready()),
+            ("HF FlaxViTModel jax.jit", lambda: hf_jit(hf.params, pixels).block_until_ready())]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("framework", choices=("torch", "keras", "flax"))
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    os.environ.update(thread_env(args.threads))
+    pin_cpus(args.threads)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.framework == "keras":
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+    from shared.presets import get_preset
+
+    spec = get_preset("vit-b16")
+    variants = {"torch": torch_variants, "keras": keras_variants, "flax": flax_variants}[args.framework](
+        spec, args.batch)
+    for _, call in variants:  # first call (compile) and one warm-up each, untimed
+        call()
+        call()
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    for _ in range(args.rounds):
+        for name, call in variants:
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    base = variants[0][0]
+    print(f"\nvit-b16, batch {args.batch}, {args.threads} threads, {args.rounds} interleaved rounds\n")
+    print("| variant | median s | ratio to first (median over rounds) |")
+    print("|---|---:|---:|")
+    for name, _ in variants:
+        ratio = statistics.median(a / b for a, b in zip(times[name], times[base], strict=True))
+        print(f"| {name} | {statistics.median(times[name]):.3f} | {ratio:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""An extra backend: the torch port exported to ONNX and run by ONNX Runtime."""

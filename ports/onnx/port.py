@@ -1,0 +1,138 @@
+"""The common port interface (shared/port_api.py) for ONNX Runtime.
+
+The model is the torch port's, exported to ONNX (ports/onnx/export.py) after every `load` and
+run by ONNX Runtime on the CPU (or CUDA) execution provider. "Eager" and "compiled" differ the
+way they do for the other ports: `forward` runs the exported graph node by node with ONNX
+Runtime's graph optimisations off, `compiled_forward` runs a session with all of them on
+(constant folding, LayerNorm/GELU/attention fusions), i.e. ONNX Runtime's own compiler.
+ONNX Runtime here is inference only: there is no train mode and no gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+
+from ports.onnx import export, transfer
+from ports.torch.port import Port as TorchPort
+from shared.errors import FrameworkUnavailable
+from shared.inputs import check_images
+from shared.spec import ModelSpec
+from shared.weights import Tensors
+
+FRAMEWORK = "onnx"
+_THREADS: dict[str, int] = {}  # set_threads() applies to sessions created afterwards
+_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+
+
+def pin_precision() -> dict[str, Any]:
+    # The CPU provider computes fp32 GEMMs in fp32 (its bf16 fast-math is opt-in, ARM only, and
+    # left off); the exporting torch model is pinned as the torch port pins it.
+    torch.set_float32_matmul_precision("highest")
+    return {"execution": "fp32", "torch_export_precision": torch.get_float32_matmul_precision()}
+
+
+def set_threads(threads: int) -> dict[str, int]:
+    _THREADS.update(intra_op=threads, inter_op=threads)
+    return dict(_THREADS)
+
+
+def available_devices() -> list[str]:
+    providers = ort.get_available_providers()
+    return [d for d in ("cuda", "cpu") if _PROVIDERS[d] in providers]
+
+
+def version_info() -> dict[str, str]:
+    return {"onnxruntime": ort.__version__, "onnx": onnx.__version__, "torch": torch.__version__,
+            "opset": str(export.OPSET)}
+
+
+class Port:
+    framework = FRAMEWORK
+
+    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
+        if device not in available_devices():
+            raise FrameworkUnavailable(f"onnx: device {device!r} has no ONNX Runtime execution provider "
+                                       f"here; available: {', '.join(available_devices())}")
+        pin_precision()
+        self.spec, self.device_class = spec, device
+        self.source = TorchPort(spec, device="cpu")  # exported from the CPU copy
+        self._parameter_names = {name for name, _ in self.source.model.named_parameters()}
+        self._graphs: dict[bool, tuple[bytes, list[str]]] = {}  # with_taps -> (graph, outputs)
+        self._sessions: dict[tuple[bool, bool], ort.InferenceSession] = {}
+
+    # ---- weights ----------------------------------------------------------------------
+    def load(self, tensors: Tensors) -> None:
+        self.source.load(tensors)  # checks against the spec, then fills the torch model
+        self._graphs.clear()
+        self._sessions.clear()
+
+    def export(self) -> Tensors:
+        graph, _ = self._graph(with_taps=False)
+        return transfer.export_canonical(self.spec, graph, self._parameter_names)
+
+    def param_count(self) -> int:
+        graph, _ = self._graph(with_taps=False)
+        return sum(int(v.size) for v in transfer.graph_parameters(graph, self._parameter_names).values())
+
+    # ---- graphs and sessions ----------------------------------------------------------
+    def _graph(self, with_taps: bool) -> tuple[bytes, list[str]]:
+        if with_taps not in self._graphs:
+            self._graphs[with_taps] = export.export_graph(self.source.model, self.spec, with_taps)
+        return self._graphs[with_taps]
+
+    def _session(self, optimised: bool, with_taps: bool = False) -> ort.InferenceSession:
+        key = (optimised, with_taps)
+        if key not in self._sessions:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimised
+                                                else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+            if _THREADS:
+                options.intra_op_num_threads = _THREADS["intra_op"]
+                options.inter_op_num_threads = _THREADS["inter_op"]
+            graph, _ = self._graph(with_taps)
+            provider = _PROVIDERS[self.device_class]
+            self._sessions[key] = ort.InferenceSession(graph, options, providers=[provider])
+        return self._sessions[key]
+
+    # ---- running ----------------------------------------------------------------------
+    def prepare(self, images: np.ndarray) -> np.ndarray:
+        """Canonical NHWC float32 -> contiguous NCHW (the exported torch model's layout)."""
+        check_images(self.spec, images)
+        return np.ascontiguousarray(np.asarray(images, dtype=np.float32).transpose(0, 3, 1, 2))
+
+    def forward(self, prepared: np.ndarray, train: bool = False) -> np.ndarray:
+        if train:
+            raise FrameworkUnavailable("onnx: the exported graph is inference only (no train mode, "
+                                       "no dropout); train with the torch port")
+        return self._session(optimised=False).run([export.LOGITS], {export.INPUT: prepared})[0]
+
+    def compiled_forward(self) -> Callable[[np.ndarray], np.ndarray]:
+        """A session with every ONNX Runtime graph optimisation on (its compiler)."""
+        session = self._session(optimised=True)
+        return lambda prepared: session.run([export.LOGITS], {export.INPUT: prepared})[0]
+
+    def sync(self, result: Any = None) -> None:
+        """Nothing to wait for: `InferenceSession.run` returns finished host arrays."""
+
+    def to_numpy(self, result: np.ndarray) -> np.ndarray:
+        return np.asarray(result)
+
+    def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.to_numpy(self.forward(self.prepare(images), train=train))
+
+    def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        """Every tap, computed by ONNX Runtime: the taps are outputs of a second exported graph."""
+        _, outputs = self._graph(with_taps=True)
+        session = self._session(optimised=False, with_taps=True)
+        values = session.run(outputs, {export.INPUT: self.prepare(images)})
+        return dict(zip(outputs, values, strict=True))
+
+    def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
+        raise FrameworkUnavailable("onnx: ONNX Runtime (inference build) computes no gradients; "
+                                   "use the torch port for loss_and_gradients")

@@ -1,0 +1,99 @@
+"""Third-party ViT checkpoints <-> the canonical format (shared/weights.py).
+
+Formats: torchvision `VisionTransformer`, timm `VisionTransformer`, Hugging Face
+`ViTForImageClassification` (+ config.json), and big_vision / vision_transformer (`vit_jax`)
+Flax trees saved as `.npz`. Every conversion goes through the canonical tensors, so any format
+converts to any other (and to every port). Mapping code is NumPy only: torch is imported inside
+functions, only to read or write torch files (`torch.load(weights_only=True)`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from shared.checkpoints.common import (
+    Raw,
+    check_complete,
+    expected_shapes,
+    parse_given,
+    resolve_spec,
+)
+from shared.errors import SpecError
+from shared.spec import ModelSpec
+from shared.weights import Tensors, check_tensors
+
+FORMATS: dict[str, str] = {  # name -> module under shared.checkpoints
+    "torchvision": "torchvision",
+    "timm": "timm",
+    "hf": "hf",
+    "big_vision": "big_vision",
+    "vit_jax": "big_vision",
+}
+DESCRIPTIONS = {
+    "torchvision": "torchvision.models.VisionTransformer state dict (.pth/.pt/.safetensors)",
+    "timm": "timm VisionTransformer state dict (.pth/.pt/.bin/.safetensors; optional timm config.json)",
+    "hf": "Hugging Face ViTForImageClassification: a directory with config.json and "
+          "model.safetensors/pytorch_model.bin, or a weights file with --config",
+    "big_vision": "big_vision ViT parameter tree as .npz (posemb without class row)",
+    "vit_jax": "google-research/vision_transformer (vit_jax) parameter tree as .npz",
+}
+
+
+def format_module(name: str) -> ModuleType:
+    if name not in FORMATS:
+        raise SpecError(f"unknown checkpoint format {name!r}; expected one of: {', '.join(FORMATS)}")
+    return importlib.import_module(f"shared.checkpoints.{FORMATS[name]}")
+
+
+@dataclass
+class Converted:
+    spec: ModelSpec
+    tensors: Tensors
+    notes: list[str] = field(default_factory=list)
+
+
+def import_checkpoint(fmt: str, path: str | Path, config: str | Path | None = None,
+                      base: ModelSpec | None = None, overrides: list[str] | None = None) -> Converted:
+    """Read a third-party checkpoint, infer its spec, and map it to canonical tensors."""
+    module = format_module(fmt)
+    raw, config_data, source = module.read(Path(path), None if config is None else Path(config))
+    return import_tensors(fmt, raw, config_data, parse_given(base, overrides), source)
+
+
+def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any],
+                   source: str = "(in memory)") -> Converted:
+    module = format_module(fmt)
+    if hasattr(module, "normalise"):  # e.g. strip `params/` and unstack a scanned encoder
+        raw = module.normalise(raw, source)
+    module.refuse_unsupported(fmt, source, raw)
+    inference = module.infer(fmt, raw, config, given)
+    spec = resolve_spec(inference, given, name=f"{fmt}-import")
+    check_complete(fmt, source, raw, expected_shapes(lambda s, t: module.to_native(fmt, s, t), spec))
+    tensors = module.from_native(fmt, spec, raw)
+    check_tensors(spec, tensors, source=f"{fmt} checkpoint {source}")
+    applied = [f"{name}={value!r} ({why})" for name, (value, why) in inference.conventions.items()
+               if name not in given]
+    overridden = [f"{name}={given[name]!r} given, instead of {value!r} ({why})"
+                  for name, (value, why) in inference.conventions.items()
+                  if name in given and given[name] != value]
+    notes = ([f"library conventions applied: {', '.join(applied)}"] if applied else []) + [
+        f"convention overridden: {text}" for text in overridden] + inference.notes
+    return Converted(spec, tensors, notes)
+
+
+def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
+    """Canonical tensors -> the library's state dict / tree (refusing what it cannot express)."""
+    module = format_module(fmt)
+    check_tensors(spec, tensors)
+    module.check_exportable(fmt, spec)
+    return module.to_native(fmt, spec, tensors)
+
+
+def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Path) -> list[str]:
+    """Write the library's checkpoint; returns notes (what to build to load it)."""
+    raw = export_tensors(fmt, spec, tensors)
+    return format_module(fmt).write(fmt, spec, raw, Path(out))

@@ -1,0 +1,236 @@
+"""big_vision and google-research/vision_transformer (`vit_jax`) Flax parameter trees as `.npz`
+(keys joined with '/', as both projects and timm's `_load_weights` read them).
+
+Both name the encoder `Transformer/encoderblock_i/...` with per-head attention kernels
+`query|key|value/kernel (D, H, Dh)`, biases `(H, Dh)`, `out/kernel (H, Dh, D)` (the canonical
+layout, so no transform is needed), `embedding/kernel` (HWIO), `cls (1, 1, D)`,
+`Transformer/encoder_norm` and `head`. They differ in two places:
+
+- big_vision: blocks `LayerNorm_0, MultiHeadDotProductAttention_0, LayerNorm_1, MlpBlock_0`;
+  position table `pos_embedding (1, N, D)` without a class row, added before the class token
+  (absent for `posemb='sincos2d'`).
+- vit_jax: blocks `LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2, MlpBlock_3`;
+  position table `Transformer/posembed_input/pos_embedding (1, N+1, D)` with the class row.
+
+A scanned big_vision tree (`Transformer/encoderblock/...` with a leading depth axis) is read too.
+Conventions applied without asking: Flax LayerNorm eps 1e-6 and `nn.gelu`'s tanh approximation.
+The head count comes from the kernels; the image size from the position table (a square grid),
+or must be given for sincos positions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.checkpoints.common import (
+    Inference,
+    Raw,
+    encode_tensors,
+    read_tensors,
+    require,
+    square_grid,
+)
+from shared.errors import WeightsError
+from shared.spec import ModelSpec
+from shared.weights import Tensors, atomic_write_bytes
+
+DIALECTS = {
+    "big_vision": {"ln1": "LayerNorm_0", "attn": "MultiHeadDotProductAttention_0", "ln2": "LayerNorm_1",
+                   "mlp": "MlpBlock_0", "pos": "pos_embedding"},
+    "vit_jax": {"ln1": "LayerNorm_0", "attn": "MultiHeadDotProductAttention_1", "ln2": "LayerNorm_2",
+                "mlp": "MlpBlock_3", "pos": "Transformer/posembed_input/pos_embedding"},
+}
+BLOCK = "Transformer/encoderblock_{}/"
+
+
+def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
+    if config is not None:
+        raise WeightsError("--config: big_vision / vit_jax trees carry no config file; use --set")
+    return read_tensors(path), None, repr(str(path))
+
+
+def normalise(raw: Raw, source: str) -> Raw:
+    """Strip a common prefix (`params/`, SigLIP's `params/img/`) and unstack a scanned encoder."""
+    anchors = [k for k in raw if k.endswith("embedding/kernel") and "posembed" not in k]
+    if len(anchors) != 1:
+        raise WeightsError(f"checkpoint {source}: expected one 'embedding/kernel' (the patch embedding), "
+                           f"found {len(anchors)}")
+    prefix = anchors[0][: -len("embedding/kernel")]
+    out = {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in raw.items()}
+    scanned = [k for k in out if k.startswith("Transformer/encoderblock/")]
+    for key in scanned:
+        stacked = out.pop(key)
+        for i, layer in enumerate(stacked):
+            out[BLOCK.format(i) + key[len("Transformer/encoderblock/"):]] = np.ascontiguousarray(layer)
+    return out
+
+
+def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
+    for key in raw:
+        if key.startswith("pre_logits/"):
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (representation_size: a Dense + "
+                               "tanh before the head) has no spec field")
+        if key.startswith("MAPHead"):
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (pool_type='map', attention "
+                               "pooling) has no spec field")
+
+
+def _dialect(fmt: str, raw: Raw) -> str:
+    found = "vit_jax" if any("MultiHeadDotProductAttention_1/" in k for k in raw) else "big_vision"
+    if found != fmt:
+        hint = next((k for k in raw if "MultiHeadDotProductAttention_" in k), "")
+        raise WeightsError(f"{fmt} checkpoint: tensor {hint!r} uses {found} naming; use --from {found}")
+    return found
+
+
+def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    names = DIALECTS[_dialect(fmt, raw)]
+    inf = Inference(fmt)
+    patch = raw["embedding/kernel"]
+    ph, pw, channels, dim = (int(x) for x in patch.shape)
+    where = f"tensor 'embedding/kernel' {patch.shape}"
+    for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
+        inf.fact(name, value, where)
+    query_key = BLOCK.format(0) + names["attn"] + "/query/kernel"
+    if query_key not in raw:
+        raise WeightsError(f"{fmt} checkpoint: tensor {query_key!r} is missing")
+    _, heads, head_dim = (int(x) for x in raw[query_key].shape)
+    inf.fact("heads", heads, f"tensor {query_key!r} {raw[query_key].shape}")
+    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {raw[query_key].shape}")
+    inf.fact("qkv_bias", BLOCK.format(0) + names["attn"] + "/query/bias" in raw, "presence of query/bias")
+    depth = sum(1 for k in raw if k.startswith("Transformer/encoderblock_") and k.endswith("/query/kernel"))
+    inf.fact("depth", depth, f"{depth} 'Transformer/encoderblock_*' blocks")
+    fc1 = BLOCK.format(0) + names["mlp"] + "/Dense_0/kernel"
+    for key in (fc1, "head/kernel"):
+        if key not in raw:
+            raise WeightsError(f"{fmt} checkpoint: tensor {key!r} is missing")
+    inf.fact("mlp_dim", int(raw[fc1].shape[1]), f"tensor {fc1!r}")
+    inf.fact("num_classes", int(raw["head/kernel"].shape[1]), "tensor 'head/kernel'")
+    class_token = "cls" in raw
+    inf.fact("class_token", class_token, "presence of tensor 'cls'")
+    inf.fact("pooling", "cls" if class_token else "mean",
+             "tensor 'cls' (pool_type 'tok')" if class_token else "no 'cls' (pool_type 'gap')")
+    for name, value in (("norm", "pre"), ("final_norm", "tokens"), ("head_hidden", ()), ("pos_rows", None)):
+        inf.fact(name, value, f"{fmt}'s ViT architecture")
+    inf.convention("layer_norm_eps", 1e-6, "flax.linen.LayerNorm's default")
+    inf.convention("activation", "gelu_tanh", "flax.linen.gelu's default (approximate=True)")
+    inf.convention("remainder", "drop", "a VALID patch conv")
+    _infer_positions(fmt, inf, raw, names["pos"], class_token, ph, pw, given)
+    return inf
+
+
+def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: bool, ph: int, pw: int,
+                     given: dict[str, Any]) -> None:
+    class_row = fmt == "vit_jax" and class_token
+    inf.fact("pos_embed_class_row", class_row, f"{fmt}'s position table")
+    if key not in raw:
+        if fmt == "vit_jax":
+            raise WeightsError(f"{fmt} checkpoint: tensor {key!r} is missing")
+        inf.fact("pos_embed", "sincos", f"no tensor {key!r} (posemb='sincos2d')")
+        inf.asks["image_height"] = "sincos positions store no table to read the token grid from"
+        inf.asks["image_width"] = inf.asks["image_height"]
+        return
+    inf.fact("pos_embed", "learned", f"tensor {key!r}")
+    rows = int(raw[key].shape[1])
+    if "image_height" in given or "image_width" in given:
+        return  # the user's size; the table's shape is then checked against it
+    side = square_grid(rows - int(class_row))
+    if side is None:
+        inf.asks["image_height"] = f"tensor {key!r} ({rows} rows) is not a square grid"
+        inf.asks["image_width"] = inf.asks["image_height"]
+        return
+    where = f"tensor {key!r} ({rows} rows), read as a square {side}x{side} grid"
+    inf.fact("image_height", side * ph, where)
+    inf.fact("image_width", side * pw, where)
+    inf.notes.append(f"image {side * ph}x{side * pw} read from {where}; --set image_height=.. "
+                     "image_width=.. if the grid is not square")
+
+
+def check_exportable(fmt: str, s: ModelSpec) -> None:
+    d, target = s.derived, f"{fmt} ViT"
+    if fmt == "big_vision":
+        require(s.pos_embed in ("learned", "sincos"), target, "pos_embed", s.pos_embed, "learned or sincos")
+        require(not s.pos_embed_class_row, target, "pos_embed_class_row", True,
+                "false (big_vision adds positions before the class token; --to vit_jax has a class row)")
+    else:
+        require(s.pos_embed == "learned", target, "pos_embed", s.pos_embed, "learned")
+        require(s.pos_embed_class_row == s.class_token, target, "pos_embed_class_row", s.pos_embed_class_row,
+                "a class row exactly when there is a class token (--to big_vision has none)")
+    require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
+    require((s.pooling, s.class_token) in (("cls", True), ("mean", False)), target, "pooling", s.pooling,
+            "cls with a class token ('tok'/'token') or mean without one ('gap')")
+    require(s.norm == "pre", target, "norm", s.norm, "pre")
+    require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens (encoder_norm)")
+    require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
+    require(s.qkv_bias, target, "qkv_bias", s.qkv_bias, "true")
+    require(d.attn_inner == s.dim, target, "head_dim", s.head_dim,
+            f"dim / heads = {s.dim / s.heads:g} (flax attention's qkv_features default to the width)")
+    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
+            s.remainder, "drop (a VALID conv) unless the patches tile the image")
+    require(s.layer_norm_eps == 1e-6, target, "layer_norm_eps", s.layer_norm_eps, "1e-06 (flax LayerNorm)")
+    require(s.activation == "gelu_tanh", target, "activation", s.activation, "gelu_tanh (flax nn.gelu)")
+
+
+def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
+    names = DIALECTS[fmt]
+    out: Raw = {"embedding/kernel": t["patch_embed.kernel"], "embedding/bias": t["patch_embed.bias"]}
+    if s.class_token:
+        out["cls"] = t["cls_token"].reshape(1, 1, s.dim)
+    if s.pos_embed == "learned":
+        out[names["pos"]] = t["pos_embed"][None]
+    for i in range(s.depth):
+        c, n = f"blocks.{i}.", BLOCK.format(i)
+        for norm, module in (("norm1", names["ln1"]), ("norm2", names["ln2"])):
+            out[f"{n}{module}/scale"] = t[c + f"{norm}.scale"]
+            out[f"{n}{module}/bias"] = t[c + f"{norm}.bias"]
+        for p in ("query", "key", "value", "out"):
+            out[f"{n}{names['attn']}/{p}/kernel"] = t[c + f"attn.{p}.kernel"]
+            if p == "out" or s.qkv_bias:
+                out[f"{n}{names['attn']}/{p}/bias"] = t[c + f"attn.{p}.bias"]
+        for fc, dense in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
+            out[f"{n}{names['mlp']}/{dense}/kernel"] = t[c + f"mlp.{fc}.kernel"]
+            out[f"{n}{names['mlp']}/{dense}/bias"] = t[c + f"mlp.{fc}.bias"]
+    out["Transformer/encoder_norm/scale"] = t["final_norm.scale"]
+    out["Transformer/encoder_norm/bias"] = t["final_norm.bias"]
+    out["head/kernel"], out["head/bias"] = t["head.out.kernel"], t["head.out.bias"]
+    return out
+
+
+def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
+    names = DIALECTS[fmt]
+    out: Tensors = {"patch_embed.kernel": raw["embedding/kernel"], "patch_embed.bias": raw["embedding/bias"]}
+    if s.class_token:
+        out["cls_token"] = raw["cls"].reshape(s.dim)
+    if s.pos_embed == "learned":
+        out["pos_embed"] = raw[names["pos"]][0]
+    for i in range(s.depth):
+        c, n = f"blocks.{i}.", BLOCK.format(i)
+        for norm, module in (("norm1", names["ln1"]), ("norm2", names["ln2"])):
+            out[c + f"{norm}.scale"] = raw[f"{n}{module}/scale"]
+            out[c + f"{norm}.bias"] = raw[f"{n}{module}/bias"]
+        for p in ("query", "key", "value", "out"):
+            out[c + f"attn.{p}.kernel"] = raw[f"{n}{names['attn']}/{p}/kernel"]
+            if p == "out" or s.qkv_bias:
+                out[c + f"attn.{p}.bias"] = raw[f"{n}{names['attn']}/{p}/bias"]
+        for fc, dense in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
+            out[c + f"mlp.{fc}.kernel"] = raw[f"{n}{names['mlp']}/{dense}/kernel"]
+            out[c + f"mlp.{fc}.bias"] = raw[f"{n}{names['mlp']}/{dense}/bias"]
+    out["final_norm.scale"] = raw["Transformer/encoder_norm/scale"]
+    out["final_norm.bias"] = raw["Transformer/encoder_norm/bias"]
+    out["head.out.kernel"], out["head.out.bias"] = raw["head/kernel"], raw["head/bias"]
+    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+
+
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
+    atomic_write_bytes(out, encode_tensors(out, raw))
+    pool = "tok" if s.class_token else "gap"
+    if fmt == "big_vision":
+        posemb = "learn" if s.pos_embed == "learned" else "sincos2d"
+        return [f"big_vision ViT: width={s.dim}, depth={s.depth}, mlp_dim={s.mlp_dim}, num_heads={s.heads}, "
+                f"patch_size=({s.patch_height}, {s.patch_width}), posemb={posemb!r}, pool_type={pool!r}"]
+    return [f"vit_jax VisionTransformer: hidden_size={s.dim}, num_layers={s.depth}, mlp_dim={s.mlp_dim}, "
+            f"num_heads={s.heads}, patches=({s.patch_height}, {s.patch_width}), "
+            f"classifier={'token' if s.class_token else 'gap'!r}"]

@@ -1,0 +1,304 @@
+"""Pieces every checkpoint format shares: reading tensors without unpickling, turning what a
+checkpoint (and its config) says into a `ModelSpec`, and checking that a checkpoint maps onto
+that spec completely.
+
+A format module (torchvision.py, timm.py, hf.py, big_vision.py) supplies three things:
+`infer(raw, config, given) -> Inference` (what the tensors and config fix, the library's own
+conventions, and what must be asked), `to_native(fmt, spec, tensors)` (canonical -> the
+library's names and layouts) and `from_native(fmt, spec, raw)` (the inverse). The names and shapes a spec
+expects in the library's layout are computed by running `to_native` on placeholder tensors, so
+each mapping is written once, in one direction per function.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared import spec as spec_module
+from shared.errors import SpecError, WeightsError
+from shared.spec import ModelSpec
+from shared.weights import Tensors
+
+Raw = dict[str, np.ndarray]
+
+
+# ---- reading -----------------------------------------------------------------------------
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+
+
+def read_tensors(path: str | Path) -> Raw:
+    """A state dict / parameter tree as float32 NumPy arrays, from safetensors, a torch file
+    (loaded with weights_only=True: plain tensors only, never arbitrary objects) or an `.npz`
+    (allow_pickle=False). Every failure is one line naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise WeightsError(f"checkpoint {str(path)!r} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        raw = _read_safetensors(path)
+    elif suffix in TORCH_SUFFIXES:
+        raw = _read_torch(path)
+    elif suffix == ".npz":
+        raw = _read_npz(path)
+    else:
+        raise WeightsError(
+            f"checkpoint {str(path)!r}: unknown file type {suffix!r}; expected .safetensors, "
+            f"{', '.join(TORCH_SUFFIXES)} or .npz"
+        )
+    return {name: _as_float32(path, name, value) for name, value in raw.items()}
+
+
+def _read_safetensors(path: Path) -> Raw:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        return dict(load_file(str(path)))
+    except (SafetensorError, OSError, ValueError, TypeError) as exc:
+        raise WeightsError(f"checkpoint {str(path)!r} is not a readable safetensors file "
+                           f"({_first_line(exc)})") from None
+
+
+def _read_torch(path: Path) -> Raw:
+    import pickle
+
+    import torch
+
+    try:
+        obj = torch.load(str(path), weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        raise WeightsError(
+            f"checkpoint {str(path)!r} is not a plain state dict: torch.load(weights_only=True) "
+            f"refused it ({_first_line(exc)[:160]}); portbench never unpickles arbitrary objects"
+        ) from None
+    except (RuntimeError, OSError, EOFError, ValueError) as exc:
+        raise WeightsError(f"checkpoint {str(path)!r} is not a readable torch file "
+                           f"({_first_line(exc)[:160]})") from None
+    return _state_dict_of(path, obj)
+
+
+def _state_dict_of(path: Path, obj: Any) -> Raw:
+    import torch
+
+    if isinstance(obj, dict) and set(obj) & {"state_dict", "model"} and not all(
+        isinstance(v, torch.Tensor) for v in obj.values()
+    ):  # a training checkpoint {"model": state_dict, "epoch": ...}: use its state dict
+        key = "state_dict" if "state_dict" in obj else "model"
+        obj = obj[key]
+    if not isinstance(obj, dict):
+        raise WeightsError(f"checkpoint {str(path)!r} holds a {type(obj).__name__}, expected a "
+                           "state dict (a mapping of names to tensors)")
+    out: Raw = {}
+    for name, value in obj.items():
+        if not isinstance(value, torch.Tensor):
+            raise WeightsError(f"checkpoint {str(path)!r}: entry {name!r} is a "
+                               f"{type(value).__name__}, expected a tensor (not a plain state dict)")
+        if not value.is_floating_point():
+            raise WeightsError(f"checkpoint {str(path)!r}: tensor {name!r} has dtype {value.dtype}, "
+                               "expected a floating-point tensor")
+        out[name] = value.detach().to(torch.float32).contiguous().numpy()
+    return out
+
+
+def _read_npz(path: Path) -> Raw:
+    try:
+        with np.load(str(path), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, OSError, EOFError) as exc:
+        raise WeightsError(f"checkpoint {str(path)!r} is not a readable .npz of plain arrays "
+                           f"({_first_line(exc)[:160]})") from None
+
+
+def _as_float32(path: Path, name: str, value: np.ndarray) -> np.ndarray:
+    if value.dtype.kind != "f":
+        raise WeightsError(f"checkpoint {str(path)!r}: tensor {name!r} has dtype {value.dtype}, "
+                           "expected floating point")
+    if not np.all(np.isfinite(value)):
+        raise WeightsError(f"checkpoint {str(path)!r}: tensor {name!r} has non-finite values")
+    return np.ascontiguousarray(value, dtype=np.float32)
+
+
+def read_config(path: str | Path | None) -> dict[str, Any] | None:
+    import json
+
+    if path is None:
+        return None
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise SpecError(f"config {str(path)!r} cannot be read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"config {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"config {str(path)!r}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# ---- writing -----------------------------------------------------------------------------
+def encode_tensors(path: str | Path, raw: Raw, metadata: dict[str, str] | None = None) -> bytes:
+    """Bytes of a state dict in the file type `path` names: safetensors, a torch file of plain
+    tensors (what the library's own `load_state_dict` reads) or an `.npz` tree."""
+    suffix = Path(path).suffix.lower()
+    ordered = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in raw.items()}
+    if suffix == ".safetensors":
+        from safetensors.numpy import save
+
+        return save(ordered, metadata=metadata)
+    if suffix in TORCH_SUFFIXES:
+        import torch
+
+        buffer = io.BytesIO()
+        torch.save({name: torch.from_numpy(value) for name, value in ordered.items()}, buffer)
+        return buffer.getvalue()
+    if suffix == ".npz":
+        buffer = io.BytesIO()
+        np.savez(buffer, **ordered)
+        return buffer.getvalue()
+    raise WeightsError(f"output {str(path)!r}: unknown file type {suffix!r}; expected .safetensors, "
+                       f"{', '.join(TORCH_SUFFIXES)} or .npz")
+
+
+# ---- from checkpoint facts to a spec -----------------------------------------------------
+@dataclass
+class Inference:
+    """What a checkpoint says about the spec.
+
+    facts: fixed by the tensors or config (field -> (value, evidence)); a user value that
+        disagrees is an error naming the evidence.
+    conventions: the library's own settings, not stored in the checkpoint (timm's LayerNorm
+        eps 1e-6, exact GELU); applied without asking, but an explicit user value wins.
+    asks: fields nothing in the checkpoint determines (field -> hint); the user must give them.
+    notes: one-line remarks for the user (how a field was inferred).
+    """
+
+    fmt: str
+    facts: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    conventions: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    asks: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def fact(self, name: str, value: Any, evidence: str) -> None:
+        self.facts[name] = (value, evidence)
+
+    def convention(self, name: str, value: Any, why: str) -> None:
+        self.conventions[name] = (value, why)
+
+
+SPEC_FIELDS = {f.name: f for f in fields(ModelSpec)}
+
+
+def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[str, Any]:
+    """The fields the user stated: every field of `--spec` (if given), then `--set` values,
+    typed as the spec types them."""
+    given: dict[str, Any] = base.to_dict() if base is not None else {}
+    if base is not None:
+        given["head_hidden"] = tuple(given["head_hidden"])
+    for item in assignments or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise SpecError(f"--set {item!r}: expected FIELD=VALUE")
+        if key not in SPEC_FIELDS:
+            raise SpecError(f"--set: spec field {key!r} is unknown; expected one of: "
+                            f"{', '.join(SPEC_FIELDS)}")
+        given[key] = coerce_field(key, value.strip())
+    return given
+
+
+def coerce_field(name: str, value: Any) -> Any:
+    """Type one CLI value exactly as `ModelSpec.from_dict` would."""
+    return spec_module.coerce_field(name, value, SPEC_FIELDS[name].type)
+
+
+def resolve_spec(inference: Inference, given: dict[str, Any], name: str) -> ModelSpec:
+    """facts + conventions + the user's fields -> a validated spec, or a one-line error."""
+    missing = [f for f in inference.asks if f not in given]
+    if missing:
+        f = missing[0]
+        raise SpecError(f"{inference.fmt} checkpoint does not record spec field {f!r}: pass "
+                        f"--set {f}=VALUE ({inference.asks[f]})")
+    values: dict[str, Any] = {k: v for k, (v, _) in inference.conventions.items()}
+    values.update(given)
+    for f, (value, evidence) in inference.facts.items():
+        if f in given and not _same(given[f], value):
+            raise SpecError(f"spec field {f}={given[f]!r} contradicts the {inference.fmt} "
+                            f"checkpoint: {evidence} gives {f}={value!r}")
+        values[f] = value
+    values.setdefault("name", name)
+    return ModelSpec.from_dict(values)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and float(a) == float(b)
+    return a == b
+
+
+def width_per_head(fmt: str, width: int, width_source: str, heads: Any, heads_source: str) -> int:
+    """torch-style attention: head width = width / heads, which must divide exactly."""
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
+        raise SpecError(f"{heads_source} = {heads!r}: expected a positive integer head count")
+    if width % heads:
+        raise SpecError(f"{heads_source} = {heads} does not divide the width {width} of "
+                        f"{width_source} ({fmt} uses head width = width / heads)")
+    return width // heads
+
+
+def square_grid(tokens: int) -> int | None:
+    side = round(tokens**0.5)
+    return side if side * side == tokens else None
+
+
+# ---- checking a checkpoint against a spec ------------------------------------------------
+def expected_shapes(to_native: Any, spec: ModelSpec) -> dict[str, tuple[int, ...]]:
+    """Names and shapes `spec` has in a library's layout: `to_native` run on one-byte
+    placeholders (no float copy of the model is made)."""
+    placeholders = {name: np.zeros(shape, dtype=np.bool_)
+                    for name, shape in spec.derived.tensor_shapes.items()}
+    return {name: tuple(value.shape) for name, value in to_native(spec, placeholders).items()}
+
+
+def check_complete(fmt: str, source: str, raw: Raw, expected: dict[str, tuple[int, ...]]) -> None:
+    """Refuse a checkpoint that does not map completely: missing, unused and misshapen tensors
+    are listed by name (the first few, then a count)."""
+    missing = [n for n in expected if n not in raw]
+    unused = [n for n in raw if n not in expected]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing ({_list(missing)})")
+    if unused:
+        problems.append(f"{len(unused)} unused ({_list(unused)})")
+    if problems:
+        raise WeightsError(f"{fmt} checkpoint {source}: does not map onto the spec: "
+                           + "; ".join(problems))
+    for name, shape in expected.items():
+        if tuple(raw[name].shape) != shape:
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {name!r} has shape "
+                               f"{tuple(raw[name].shape)}, the spec expects {shape}")
+
+
+def _list(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
+
+
+def require(condition: bool, target: str, field_name: str, value: Any, expected: str) -> None:
+    """An exporter's refusal: the spec sets something the target library cannot express."""
+    if not condition:
+        raise SpecError(f"cannot export to {target}: spec field {field_name}={value!r}; {target} "
+                        f"needs {expected}")
+
+
+def output_tensors(tensors: Tensors) -> Raw:
+    return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in tensors.items()}

@@ -1,0 +1,226 @@
+"""Hugging Face `ViTForImageClassification` (PyTorch) state dicts + `config.json`.
+
+Names: `vit.embeddings.{cls_token (1, 1, D), position_embeddings (1, N+1, D),
+patch_embeddings.projection (OIHW)}`, `vit.encoder.layer.i.{layernorm_before,
+attention.attention.{query,key,value} (separate (D, D) Linears), attention.output.dense,
+layernorm_after, intermediate.dense, output.dense}`, `vit.layernorm`, `classifier`.
+
+The config states what the tensors cannot: the head count, LayerNorm eps (HF's own default is
+1e-12, not timm's 1e-6: the config value is used, never a guess), hidden_act, image and patch
+size. A field the config omits takes `ViTConfig`'s default, as `from_pretrained` does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared import weights as layouts
+from shared.checkpoints.common import (
+    Inference,
+    Raw,
+    encode_tensors,
+    read_config,
+    read_tensors,
+    require,
+    width_per_head,
+)
+from shared.errors import SpecError, WeightsError
+from shared.spec import ModelSpec
+from shared.weights import Tensors, atomic_write_bytes
+
+TARGET = "Hugging Face ViTForImageClassification"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+VIT_CONFIG_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig() defaults (v4.x)
+    "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+    "hidden_act": "gelu", "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
+    "num_channels": 3, "qkv_bias": True,
+}
+ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+               "gelu_fast": "gelu_tanh"}  # the last three compute the tanh approximation
+HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
+PREFIX = "vit."
+
+
+def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
+    """`path` is a save_pretrained directory (config.json + weights) or a weights file."""
+    if path.is_dir():
+        config = config or path / "config.json"
+        found = [path / f for f in WEIGHT_FILES if (path / f).is_file()]
+        if not found:
+            raise WeightsError(f"hf checkpoint {str(path)!r}: no {' or '.join(WEIGHT_FILES)} in the "
+                               "directory (sharded checkpoints are not supported)")
+        path = found[0]
+    if config is None or not config.is_file():
+        raise SpecError(f"hf checkpoint {str(path)!r}: config.json is needed (pass --config PATH); it "
+                        "holds the head count and LayerNorm eps the tensors cannot tell")
+    return read_tensors(path), read_config(config), repr(str(path))
+
+
+def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
+    if any(k.startswith("distillation") or "distillation_token" in k for k in raw):
+        raise WeightsError(f"{fmt} checkpoint {source}: a distillation token (DeiT) has no spec field")
+
+
+def _pair(value: Any, key: str) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    raise SpecError(f"config {key} = {value!r}: expected an integer or a [height, width] pair")
+
+
+def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    cfg = {**VIT_CONFIG_DEFAULTS, **(config or {})}
+    if cfg.get("model_type", "vit") != "vit":
+        raise SpecError(f"config model_type = {cfg['model_type']!r}: expected 'vit'")
+    inf = Inference(fmt)
+    proj = raw.get(PREFIX + "embeddings.patch_embeddings.projection.weight")
+    if proj is None:
+        raise WeightsError(f"{fmt} checkpoint: tensor 'vit.embeddings.patch_embeddings.projection.weight' "
+                           "is missing")
+    dim = int(proj.shape[0])
+    for key, value in (("hidden_size", dim), ("num_channels", int(proj.shape[1]))):
+        if cfg[key] != value:
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor "
+                            f"'vit.embeddings.patch_embeddings.projection.weight' {proj.shape}")
+    depth = sum(1 for k in raw if k.endswith(".layernorm_before.weight"))
+    if cfg["num_hidden_layers"] != depth:
+        raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the "
+                        f"{depth} 'vit.encoder.layer.*' blocks in the checkpoint")
+    heads = cfg["num_attention_heads"]
+    head_dim = width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads")
+    act = cfg["hidden_act"]
+    if act not in ACTIVATIONS:
+        raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
+    (h, w), (ph, pw) = _pair(cfg["image_size"], "image_size"), _pair(cfg["patch_size"], "patch_size")
+    facts = {
+        "dim": dim, "channels": int(proj.shape[1]), "depth": depth, "heads": heads, "head_dim": head_dim,
+        "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[act],
+        "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h, "image_width": w,
+        "patch_height": ph, "patch_width": pw, "qkv_bias": bool(cfg["qkv_bias"]),
+    }
+    for name, value in facts.items():
+        inf.fact(name, value, "config.json")
+    classifier = raw.get("classifier.weight")
+    if classifier is None:
+        raise WeightsError(f"{fmt} checkpoint: tensor 'classifier.weight' is missing (a ViTModel without "
+                           "a classification head?)")
+    labels = cfg.get("id2label")
+    if isinstance(labels, dict) and len(labels) != classifier.shape[0]:
+        raise SpecError(f"config id2label has {len(labels)} labels, tensor 'classifier.weight' has "
+                        f"{classifier.shape[0]} rows")
+    inf.fact("num_classes", int(classifier.shape[0]), "tensor 'classifier.weight'")
+    fixed = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pos_rows": None,
+             "norm": "pre", "final_norm": "tokens", "pooling": "cls", "head_hidden": (),
+             "remainder": "drop"}
+    for name, value in fixed.items():
+        inf.fact(name, value, "HF ViT's architecture")
+    return inf
+
+
+def check_exportable(fmt: str, s: ModelSpec) -> None:
+    d = s.derived
+    require(s.class_token and s.pooling == "cls", TARGET, "pooling", s.pooling, "a class token, pooled")
+    require(s.pos_embed == "learned" and s.pos_embed_class_row, TARGET, "pos_embed", s.pos_embed,
+            "a learned table with a class row")
+    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
+    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
+    require(s.final_norm == "tokens", TARGET, "final_norm", s.final_norm, "tokens")
+    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
+    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
+    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), TARGET, "remainder",
+            s.remainder, "drop (a valid conv) unless the patches tile the image")
+
+
+def config_for(s: ModelSpec) -> dict[str, Any]:
+    """The config.json `ViTForImageClassification.from_pretrained` needs for `s`."""
+    return {
+        "architectures": ["ViTForImageClassification"], "model_type": "vit",
+        "hidden_size": s.dim, "num_hidden_layers": s.depth, "num_attention_heads": s.heads,
+        "intermediate_size": s.mlp_dim, "hidden_act": HF_ACT[s.activation],
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "layer_norm_eps": s.layer_norm_eps, "image_size": [s.image_height, s.image_width],
+        "patch_size": [s.patch_height, s.patch_width], "num_channels": s.channels,
+        "qkv_bias": s.qkv_bias, "encoder_stride": s.patch_height,
+        "id2label": {str(i): f"LABEL_{i}" for i in range(s.num_classes)},
+        "label2id": {f"LABEL_{i}": i for i in range(s.num_classes)},
+    }
+
+
+def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
+    e = PREFIX + "embeddings."
+    out: Raw = {
+        e + "cls_token": t["cls_token"].reshape(1, 1, s.dim),
+        e + "position_embeddings": t["pos_embed"][None],
+        e + "patch_embeddings.projection.weight": layouts.conv_hwio_to_oihw(t["patch_embed.kernel"]),
+        e + "patch_embeddings.projection.bias": t["patch_embed.bias"],
+    }
+    for i in range(s.depth):
+        c, n = f"blocks.{i}.", f"{PREFIX}encoder.layer.{i}."
+        for p in ("query", "key", "value"):
+            kernel = t[c + f"attn.{p}.kernel"]
+            out[n + f"attention.attention.{p}.weight"] = layouts.dense_to_out_in(kernel.reshape(s.dim, -1))
+            if s.qkv_bias:
+                out[n + f"attention.attention.{p}.bias"] = t[c + f"attn.{p}.bias"].reshape(-1)
+        out[n + "attention.output.dense.weight"] = layouts.attn_out_to_out_in(t[c + "attn.out.kernel"])
+        out[n + "attention.output.dense.bias"] = t[c + "attn.out.bias"]
+        out[n + "intermediate.dense.weight"] = layouts.dense_to_out_in(t[c + "mlp.fc1.kernel"])
+        out[n + "intermediate.dense.bias"] = t[c + "mlp.fc1.bias"]
+        out[n + "output.dense.weight"] = layouts.dense_to_out_in(t[c + "mlp.fc2.kernel"])
+        out[n + "output.dense.bias"] = t[c + "mlp.fc2.bias"]
+        for norm, name in (("norm1", "layernorm_before"), ("norm2", "layernorm_after")):
+            out[n + f"{name}.weight"] = t[c + f"{norm}.scale"]
+            out[n + f"{name}.bias"] = t[c + f"{norm}.bias"]
+    out[PREFIX + "layernorm.weight"] = t["final_norm.scale"]
+    out[PREFIX + "layernorm.bias"] = t["final_norm.bias"]
+    out["classifier.weight"] = layouts.dense_to_out_in(t["head.out.kernel"])
+    out["classifier.bias"] = t["head.out.bias"]
+    return out
+
+
+def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
+    e, h, hd = PREFIX + "embeddings.", s.heads, s.head_dim
+    out: Tensors = {
+        "cls_token": raw[e + "cls_token"].reshape(s.dim),
+        "pos_embed": raw[e + "position_embeddings"][0],
+        "patch_embed.kernel": layouts.conv_oihw_to_hwio(raw[e + "patch_embeddings.projection.weight"]),
+        "patch_embed.bias": raw[e + "patch_embeddings.projection.bias"],
+    }
+    for i in range(s.depth):
+        c, n = f"blocks.{i}.", f"{PREFIX}encoder.layer.{i}."
+        for p in ("query", "key", "value"):
+            weight = raw[n + f"attention.attention.{p}.weight"]
+            out[c + f"attn.{p}.kernel"] = layouts.dense_from_out_in(weight).reshape(s.dim, h, hd)
+            if s.qkv_bias:
+                out[c + f"attn.{p}.bias"] = raw[n + f"attention.attention.{p}.bias"].reshape(h, hd)
+        out_proj = raw[n + "attention.output.dense.weight"]
+        out[c + "attn.out.kernel"] = layouts.attn_out_from_out_in(out_proj, h, hd)
+        out[c + "attn.out.bias"] = raw[n + "attention.output.dense.bias"]
+        out[c + "mlp.fc1.kernel"] = layouts.dense_from_out_in(raw[n + "intermediate.dense.weight"])
+        out[c + "mlp.fc1.bias"] = raw[n + "intermediate.dense.bias"]
+        out[c + "mlp.fc2.kernel"] = layouts.dense_from_out_in(raw[n + "output.dense.weight"])
+        out[c + "mlp.fc2.bias"] = raw[n + "output.dense.bias"]
+        for norm, name in (("norm1", "layernorm_before"), ("norm2", "layernorm_after")):
+            out[c + f"{norm}.scale"] = raw[n + f"{name}.weight"]
+            out[c + f"{norm}.bias"] = raw[n + f"{name}.bias"]
+    out["final_norm.scale"] = raw[PREFIX + "layernorm.weight"]
+    out["final_norm.bias"] = raw[PREFIX + "layernorm.bias"]
+    out["head.out.kernel"] = layouts.dense_from_out_in(raw["classifier.weight"])
+    out["head.out.bias"] = raw["classifier.bias"]
+    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+
+
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
+    """A save_pretrained-style directory: config.json + model.safetensors."""
+    if out.exists() and not out.is_dir():
+        raise WeightsError(f"output {str(out)!r}: hf export writes a directory (config.json + "
+                           "model.safetensors), and a file is in the way")
+    weights = encode_tensors(out / "model.safetensors", raw, metadata={"format": "pt"})
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "model.safetensors", weights)
+    atomic_write_bytes(out / "config.json", (json.dumps(config_for(s), indent=2) + "\n").encode())
+    return [f"load with transformers.ViTForImageClassification.from_pretrained({str(out)!r})"]

@@ -1,0 +1,173 @@
+"""torchvision `VisionTransformer` (`vit_b_16` family) state dicts.
+
+torchvision builds: a class token `class_token (1, 1, D)`, `conv_proj` (OIHW), a position table
+`encoder.pos_embedding (1, N+1, D)` with a class row, `encoder.layers.encoder_layer_i` blocks
+with `nn.MultiheadAttention` (packed `in_proj_weight (3D, D)`, head width D / heads), an MLP
+`mlp.0` / `mlp.3`, `encoder.ln` and `heads.head`. Its conventions, applied without asking:
+LayerNorm eps 1e-6 (`partial(nn.LayerNorm, eps=1e-6)`), exact GELU, square images and patches,
+3 input channels. The head count is not stored anywhere: it must be given (`--set heads=12`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared import weights as layouts
+from shared.checkpoints.common import (
+    Inference,
+    Raw,
+    encode_tensors,
+    read_tensors,
+    require,
+    square_grid,
+    width_per_head,
+)
+from shared.errors import WeightsError
+from shared.spec import ModelSpec
+from shared.weights import Tensors, atomic_write_bytes
+
+TARGET = "torchvision VisionTransformer"
+
+
+def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
+    if config is not None:
+        raise WeightsError("--config: torchvision checkpoints have no config file; pass --set heads=N")
+    return read_tensors(path), None, repr(str(path))
+
+
+def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
+    if any(k.startswith("heads.pre_logits") for k in raw):
+        raise WeightsError(f"{fmt} checkpoint {source}: tensor 'heads.pre_logits.weight' "
+                           "(representation_size, a Linear + tanh before the head) has no spec "
+                           "field (head_activation is gelu or gelu_tanh)")
+    if any(k.startswith("conv_proj.conv_") for k in raw):
+        raise WeightsError(f"{fmt} checkpoint {source}: tensors 'conv_proj.conv_*' (a convolutional "
+                           "stem, conv_stem_configs) have no spec field")
+
+
+def _need(fmt: str, raw: Raw, name: str) -> np.ndarray:
+    if name not in raw:
+        raise WeightsError(f"{fmt} checkpoint: tensor {name!r} is missing")
+    return raw[name]
+
+
+def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    inf = Inference(fmt)
+    conv = _need(fmt, raw, "conv_proj.weight")
+    dim, channels, ph, pw = conv.shape
+    where = f"tensor 'conv_proj.weight' {conv.shape}"
+    inf.fact("dim", int(dim), where)
+    inf.fact("channels", int(channels), where)
+    inf.fact("patch_height", int(ph), where)
+    inf.fact("patch_width", int(pw), where)
+    rows = _need(fmt, raw, "encoder.pos_embedding").shape[1]
+    side = square_grid(rows - 1)
+    if side is None:
+        raise WeightsError(f"{fmt} checkpoint: tensor 'encoder.pos_embedding' has {rows} rows; "
+                           "torchvision needs (image/patch)^2 + 1 (a square grid plus the class row)")
+    where = f"tensor 'encoder.pos_embedding' ({rows} rows = {side}x{side} patches + class row)"
+    inf.fact("image_height", side * int(ph), where)
+    inf.fact("image_width", side * int(pw), where)
+    depth = sum(1 for k in raw if k.endswith(".ln_1.weight"))
+    inf.fact("depth", depth, f"{depth} 'encoder.layers.encoder_layer_*' blocks")
+    inf.fact("mlp_dim", int(_need(fmt, raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
+             "tensor 'encoder.layers.encoder_layer_0.mlp.0.weight'")
+    head = _need(fmt, raw, "heads.head.weight")
+    inf.fact("num_classes", int(head.shape[0]), "tensor 'heads.head.weight'")
+    fixed = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pos_rows": None,
+             "norm": "pre", "qkv_bias": True, "final_norm": "tokens", "pooling": "cls",
+             "head_hidden": (), "remainder": "drop"}
+    for name, value in fixed.items():
+        inf.fact(name, value, "torchvision's VisionTransformer architecture")
+    inf.convention("layer_norm_eps", 1e-6, "torchvision's norm_layer")
+    inf.convention("activation", "gelu", "torchvision's nn.GELU")
+    inf.asks["heads"] = "torchvision state dicts do not record it; head width = width / heads"
+    if "heads" in given and given.get("dim", dim) == dim:  # a contradicting dim is reported first
+        inf.fact("head_dim", width_per_head(fmt, int(dim), "tensor 'conv_proj.weight'",
+                                            given["heads"], "spec field heads"),
+                 "width / heads (nn.MultiheadAttention)")
+    return inf
+
+
+def check_exportable(fmt: str, s: ModelSpec) -> None:
+    d = s.derived
+    require(s.class_token and s.pooling == "cls", TARGET, "pooling", s.pooling, "a class token, pooled")
+    require(s.pos_embed == "learned" and s.pos_embed_class_row, TARGET, "pos_embed", s.pos_embed,
+            "a learned table with a class row")
+    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
+    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
+    require(s.final_norm == "tokens", TARGET, "final_norm", s.final_norm, "tokens")
+    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
+    require(s.qkv_bias, TARGET, "qkv_bias", s.qkv_bias, "true")
+    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
+    require(s.image_height == s.image_width, TARGET, "image_width", s.image_width, "square images")
+    require(s.patch_height == s.patch_width, TARGET, "patch_width", s.patch_width, "square patches")
+    require(s.image_height % s.patch_height == 0, TARGET, "image_height", s.image_height,
+            "a multiple of the patch size")
+    require(s.channels == 3, TARGET, "channels", s.channels, "3 (conv_proj is built for RGB)")
+    require(s.layer_norm_eps == 1e-6, TARGET, "layer_norm_eps", s.layer_norm_eps, "1e-06")
+    require(s.activation == "gelu", TARGET, "activation", s.activation, "gelu (exact)")
+
+
+def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
+    out: Raw = {
+        "class_token": t["cls_token"].reshape(1, 1, s.dim),
+        "conv_proj.weight": layouts.conv_hwio_to_oihw(t["patch_embed.kernel"]),
+        "conv_proj.bias": t["patch_embed.bias"],
+        "encoder.pos_embedding": t["pos_embed"][None],
+    }
+    for i in range(s.depth):
+        c, n = f"blocks.{i}.", f"encoder.layers.encoder_layer_{i}."
+        out[n + "ln_1.weight"], out[n + "ln_1.bias"] = t[c + "norm1.scale"], t[c + "norm1.bias"]
+        qkv = ("query", "key", "value")
+        attn = n + "self_attention."
+        out[attn + "in_proj_weight"] = layouts.qkv_pack(*[t[c + f"attn.{p}.kernel"] for p in qkv])
+        out[attn + "in_proj_bias"] = layouts.qkv_bias_pack(*[t[c + f"attn.{p}.bias"] for p in qkv])
+        out[n + "self_attention.out_proj.weight"] = layouts.attn_out_to_out_in(t[c + "attn.out.kernel"])
+        out[n + "self_attention.out_proj.bias"] = t[c + "attn.out.bias"]
+        out[n + "ln_2.weight"], out[n + "ln_2.bias"] = t[c + "norm2.scale"], t[c + "norm2.bias"]
+        for fc, index in (("fc1", 0), ("fc2", 3)):
+            out[n + f"mlp.{index}.weight"] = layouts.dense_to_out_in(t[c + f"mlp.{fc}.kernel"])
+            out[n + f"mlp.{index}.bias"] = t[c + f"mlp.{fc}.bias"]
+    out["encoder.ln.weight"], out["encoder.ln.bias"] = t["final_norm.scale"], t["final_norm.bias"]
+    out["heads.head.weight"] = layouts.dense_to_out_in(t["head.out.kernel"])
+    out["heads.head.bias"] = t["head.out.bias"]
+    return out
+
+
+def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
+    h, hd = s.heads, s.head_dim
+    out: Tensors = {
+        "patch_embed.kernel": layouts.conv_oihw_to_hwio(raw["conv_proj.weight"]),
+        "patch_embed.bias": raw["conv_proj.bias"],
+        "cls_token": raw["class_token"].reshape(s.dim),
+        "pos_embed": raw["encoder.pos_embedding"][0],
+    }
+    for i in range(s.depth):
+        c, n = f"blocks.{i}.", f"encoder.layers.encoder_layer_{i}."
+        out[c + "norm1.scale"], out[c + "norm1.bias"] = raw[n + "ln_1.weight"], raw[n + "ln_1.bias"]
+        kernels = layouts.qkv_unpack(raw[n + "self_attention.in_proj_weight"], h, hd)
+        biases = layouts.qkv_bias_unpack(raw[n + "self_attention.in_proj_bias"], h, hd)
+        for p, kernel, bias in zip(("query", "key", "value"), kernels, biases, strict=True):
+            out[c + f"attn.{p}.kernel"], out[c + f"attn.{p}.bias"] = kernel, bias
+        out_proj = raw[n + "self_attention.out_proj.weight"]
+        out[c + "attn.out.kernel"] = layouts.attn_out_from_out_in(out_proj, h, hd)
+        out[c + "attn.out.bias"] = raw[n + "self_attention.out_proj.bias"]
+        out[c + "norm2.scale"], out[c + "norm2.bias"] = raw[n + "ln_2.weight"], raw[n + "ln_2.bias"]
+        for fc, index in (("fc1", 0), ("fc2", 3)):
+            out[c + f"mlp.{fc}.kernel"] = layouts.dense_from_out_in(raw[n + f"mlp.{index}.weight"])
+            out[c + f"mlp.{fc}.bias"] = raw[n + f"mlp.{index}.bias"]
+    out["final_norm.scale"], out["final_norm.bias"] = raw["encoder.ln.weight"], raw["encoder.ln.bias"]
+    out["head.out.kernel"] = layouts.dense_from_out_in(raw["heads.head.weight"])
+    out["head.out.bias"] = raw["heads.head.bias"]
+    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+
+
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
+    atomic_write_bytes(out, encode_tensors(out, raw))
+    return [f"load with torchvision.models.VisionTransformer(image_size={s.image_height}, "
+            f"patch_size={s.patch_height}, num_layers={s.depth}, num_heads={s.heads}, "
+            f"hidden_dim={s.dim}, mlp_dim={s.mlp_dim}, num_classes={s.num_classes})"]

@@ -1,0 +1,67 @@
+"""Argument helpers shared by the subcommands: `--spec` / `--set` / `--weights` resolve the same
+way everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from shared.errors import InputError
+from shared.presets import resolve_spec
+from shared.spec import ModelSpec, apply_overrides
+from shared.weights import Tensors, atomic_write_bytes, init_weights, load_weights, read_weight_file
+
+
+def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None:
+    parser.add_argument("--spec", help="preset name, spec file (.json/.toml) or JSON document "
+                        "(default: the weight file's spec, else archive-torch)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="change one spec field (repeatable)")
+    if weights:
+        parser.add_argument("--weights", help="canonical .safetensors file (default: seeded init)")
+        parser.add_argument("--seed", type=int, default=0, help="init seed when no --weights (default 0)")
+
+
+@dataclass
+class Model:
+    spec: ModelSpec
+    tensors: Tensors
+    note: str | None = None
+
+
+def resolve_model(args: argparse.Namespace) -> Model:
+    """Spec and weights from --spec/--set/--weights/--seed. With --weights and no --spec, the
+    file's own spec; with both, the file must fit the spec's tensors, and fields that differ
+    without changing a tensor are reported in one line."""
+    weights = getattr(args, "weights", None)
+    if weights:
+        if args.spec:
+            spec = resolve_spec(args.spec, args.set)
+        else:
+            file_spec = read_weight_file(weights)[0]
+            spec = apply_overrides(file_spec, args.set)
+        loaded = load_weights(weights, spec)
+        return Model(loaded.spec, loaded.tensors, loaded.note())
+    spec = resolve_spec(args.spec, args.set)
+    return Model(spec, init_weights(spec, getattr(args, "seed", 0)))
+
+
+def print_note(note: str | None) -> None:
+    if note:
+        print(note, file=sys.stderr)
+
+
+def refuse_overwrite(path: str | Path, force: bool) -> None:
+    if Path(path).exists() and not force:
+        raise InputError(f"output {str(path)!r} already exists; pass --force to replace it")
+
+
+def save_npy(path: str | Path, array: np.ndarray) -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    atomic_write_bytes(path, buffer.getvalue())

@@ -1,0 +1,36 @@
+"""Arguments and loading shared by the teaching commands (divergences, diagnose, trace, audit,
+lessons, rosetta), on top of shared/cli/_common.py. A leading underscore keeps this module out
+of the subcommand discovery."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.cli._common import add_spec_args, resolve_model
+from shared.inputs import load_images, probe_batch
+from shared.spec import ModelSpec
+from shared.weights import Tensors, atomic_write_bytes
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    add_spec_args(parser, weights=True)
+    parser.add_argument("--input", help="NHWC float32 .npy images (default: the spec's probe batch)")
+
+
+def load_model(args: argparse.Namespace) -> tuple[ModelSpec, Tensors, np.ndarray, list[str]]:
+    """(spec, canonical weights, images, notes) from the common arguments."""
+    model = resolve_model(args)
+    notes = [model.note] if model.note else []
+    if not getattr(args, "weights", None):
+        notes.append(f"weights: canonical init_weights(spec, seed={args.seed})")
+    images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
+    return model.spec, model.tensors, images, notes
+
+
+def write_json(path: str, payload: Any) -> None:
+    atomic_write_bytes(Path(path), (json.dumps(payload, indent=2) + "\n").encode())

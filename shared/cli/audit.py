@@ -1,0 +1,54 @@
+"""`compare.py audit`: every place a framework default is used instead of a value from the spec
+(shared/audit.py), in this project's ports or in your own source files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ports import installed, parse_frameworks
+from shared.audit import audit_file, audit_ports
+from shared.errors import InputError
+from shared.presets import resolve_spec
+
+ORDER = 63
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "audit", help="list framework defaults used instead of spec values",
+        description="Without --source: read each port's source for calls that omit a pinning "
+                    "keyword, then build each port for two probe specs whose settings differ from "
+                    "every framework default and compare each layer with the spec. With --source: "
+                    "only the source check, on your files (nothing is imported or run). "
+                    "For a built model of your own, use shared.audit.audit_model(model, spec). "
+                    "Exit 0: no findings; 1: findings.")
+    p.add_argument("--spec", help="base spec for the probe builds (default: archive-torch)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
+    p.add_argument("--source", nargs="+", metavar="FILE", help="audit these Python files instead")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.source:
+        findings = []
+        for name in args.source:
+            path = Path(name)
+            if not path.is_file():
+                raise InputError(f"source file {name!r} does not exist")
+            findings += audit_file(path)
+        checked = [f"source of {', '.join(args.source)}"]
+    else:
+        default = tuple(n for n, reason in installed().items() if reason is None)
+        frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
+        findings, checked = audit_ports(frameworks, resolve_spec(args.spec, args.set))
+    for item in checked:
+        print(f"checked {item}")
+    if not findings:
+        print("no framework default is used where the spec gives a value")
+        return 0
+    print(f"{len(findings)} framework default(s) used instead of a spec value:")
+    for f in findings:
+        print(f"  {f.line()}")
+    return 1

@@ -1,0 +1,84 @@
+"""`compare.py convert`: a torchvision / timm / Hugging Face / big_vision / vit_jax checkpoint to
+the canonical file (which carries the full spec), or a canonical file back to any of them."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from shared.errors import SpecError
+
+ORDER = 60
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from shared.checkpoints import DESCRIPTIONS
+
+    formats = "; ".join(f"{name}: {text}" for name, text in DESCRIPTIONS.items())
+    parser = sub.add_parser(
+        "convert", help="convert third-party ViT checkpoints to and from the canonical file",
+        description=f"Convert between the canonical file and other checkpoint formats. Formats: {formats}.",
+    )
+    direction = parser.add_mutually_exclusive_group(required=True)
+    direction.add_argument("--from", dest="source_format", metavar="FORMAT",
+                           help="import a checkpoint in FORMAT into a canonical .safetensors file")
+    direction.add_argument("--to", dest="target_format", metavar="FORMAT",
+                           help="export a canonical file to FORMAT")
+    parser.add_argument("--in", dest="input", required=True, metavar="PATH",
+                        help="the checkpoint (a file; hf: a save_pretrained directory or a weights file)")
+    parser.add_argument("--config", metavar="PATH", help="hf config.json, or a timm config.json (--from)")
+    parser.add_argument("--spec", help="a spec (preset, file or JSON) stating fields the checkpoint does not "
+                                       "(--from); every field the checkpoint fixes must agree")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a spec field the checkpoint cannot tell, e.g. heads=12 (--from; repeatable)")
+    parser.add_argument("--out", required=True, metavar="PATH",
+                        help="--from: the canonical .safetensors; --to: the checkpoint (hf: a directory)")
+    parser.add_argument("--force", action="store_true", help="replace an existing output")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.cli._common import refuse_overwrite
+
+    refuse_overwrite(args.out, args.force)
+    if args.source_format is not None:
+        return _import(args)
+    return _export(args)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from shared.checkpoints import format_module, import_checkpoint
+    from shared.presets import resolve_spec
+    from shared.weights import save_weights
+
+    format_module(args.source_format)  # an unknown format fails before anything is read
+    out = Path(args.out)
+    if out.suffix != ".safetensors":
+        raise SpecError(f"--out {args.out!r}: the canonical file is .safetensors")
+    base = resolve_spec(args.spec) if args.spec else None
+    converted = import_checkpoint(args.source_format, args.input, args.config, base, args.overrides)
+    spec = converted.spec
+    save_weights(out, spec, converted.tensors,
+                 extra_metadata={"converted_from": args.source_format, "source": Path(args.input).name})
+    for note in converted.notes:
+        print(f"note: {note}")
+    print(f"wrote {out}: {args.source_format} checkpoint -> spec {spec.name!r} (hash {spec.spec_hash}), "
+          f"{len(converted.tensors)} tensors, {spec.derived.params:,} parameters")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from shared.checkpoints import export_checkpoint, format_module
+    from shared.weights import load_weights
+
+    format_module(args.target_format)
+    for flag, value in (("--spec", args.spec), ("--set", args.overrides), ("--config", args.config)):
+        if value:
+            raise SpecError(f"{flag} applies to --from; --to exports the canonical file's own spec")
+    loaded = load_weights(args.input)
+    notes = export_checkpoint(args.target_format, loaded.spec, loaded.tensors, args.out)
+    for note in notes:
+        print(f"note: {note}")
+    print(f"wrote {args.out}: spec {loaded.spec.name!r} (hash {loaded.spec.spec_hash}) as a "
+          f"{args.target_format} checkpoint")
+    return 0

@@ -1,0 +1,61 @@
+"""`compare.py diagnose`: which catalogue setting explains the gap between your logits and the
+reference (shared/diagnosis.py)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from shared.cli._teaching_args import add_model_args, load_model, write_json
+from shared.diagnosis import diagnose, load_user_logits
+from shared.errors import WeightsError
+from shared.presets import resolve_spec
+
+ORDER = 62
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "diagnose", help="explain the gap between your port's logits and the reference",
+        description="Re-run the float64 reference under each catalogue alternative (Keras/Flax/"
+                    "torch defaults and classic layout slips), alone and in pairs, and report which "
+                    "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")
+    add_model_args(p)
+    p.add_argument("--logits", required=True, help=".npy logits of your port, shape (batch, num_classes)")
+    p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
+                   "(default: the project's logit tolerance, shared/tolerance.py)")
+    p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
+    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        spec, tensors, images, notes = load_model(args)
+    except WeightsError as exc:
+        raise WeightsError(f"{exc}{_head_width_hint(str(exc), args)}") from None
+    user = load_user_logits(args.logits)
+    result = diagnose(spec, tensors, images, user, tolerance=args.tolerance, pairs=not args.no_pairs,
+                      source=f"logits file {args.logits!r}")
+    for note in notes:
+        print(note)
+    for line in result.lines():
+        print(line)
+    if args.json:
+        write_json(args.json, result.to_dict())
+    return 1 if result.verdict == "unexplained" else 0
+
+
+def _head_width_hint(message: str, args: argparse.Namespace) -> str:
+    """A q/k/v kernel whose head width is the model width is the 'same integer' trap (Keras
+    key_dim=dim where torch meant dim/heads): say so in the same line."""
+    match = re.search(r"attn\.(?:query|key|value)\.kernel' has shape \((\d+), (\d+), (\d+)\)", message)
+    if not match or not args.spec:
+        return ""
+    dim, heads, width = (int(g) for g in match.groups())
+    spec = resolve_spec(args.spec, args.set)
+    if width == dim and spec.head_dim != dim:
+        return (f" (head width {width} = dim: Keras' key_dim was given the model width where the spec "
+                f"means {spec.head_dim} per head; the model has {heads} heads of {width}, not of "
+                f"{spec.head_dim})")
+    return ""

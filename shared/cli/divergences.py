@@ -1,0 +1,61 @@
+"""`compare.py divergences [NAME]`: the catalogue, with each framework's default read from the
+installed frameworks and the measured gap of each demonstration (shared/divergences.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from shared.cli._teaching_args import write_json
+from shared.divergences import CATALOGUE, entry
+from shared.errors import SpecError
+
+ORDER = 60
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "divergences", help="the catalogue of silent framework differences, measured",
+        description="Each entry: what differs, the installed frameworks' defaults, the pin, and "
+                    "the logit (or update/loss) gap with and without the pin.")
+    p.add_argument("name", nargs="?", help="one entry (default: all); `--list` shows the names")
+    p.add_argument("--list", action="store_true", help="list entry names and exit")
+    p.add_argument("--no-demo", action="store_true", help="skip the demonstrations (defaults only)")
+    p.add_argument("--json", metavar="FILE", help="also write one object per entry as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for e in CATALOGUE:
+            print(f"{e.key:22s} {e.kind:9s} {e.title}")
+        return 0
+    if args.name:
+        try:
+            entries = [entry(args.name)]
+        except KeyError:
+            raise SpecError(f"divergence {args.name!r} is unknown; expected one of: "
+                            f"{', '.join(e.key for e in CATALOGUE)}") from None
+    else:
+        entries = list(CATALOGUE)
+    payload = []
+    for e in entries:
+        defaults = e.defaults()
+        print(f"== {e.key}: {e.title}  [{e.kind}; divergences.md row {e.rows}]")
+        print(f"   differs: {e.differs}")
+        for fw, value in defaults.items():
+            print(f"   {fw:6s} default: {value}")
+        print(f"   pinned by: {e.pin}")
+        item = {"key": e.key, "title": e.title, "kind": e.kind, "differs": e.differs,
+                "defaults": defaults, "pin": e.pin, "rows": e.rows}
+        if not args.no_demo:
+            demo = e.run_demo()
+            gap = "n/a" if demo.gap is None else f"{demo.gap:.3g}"
+            print(f"   measured gap: {gap}  (ran with {', '.join(demo.ran_with) or 'nothing'})")
+            for line in demo.lines:
+                print(f"     - {line}")
+            item.update({"gap": demo.gap, "measurements": demo.lines, "ran_with": demo.ran_with})
+        payload.append(item)
+        print()
+    if args.json:
+        write_json(args.json, payload)
+    return 0

@@ -1,0 +1,29 @@
+"""`compare.py init --spec NAME --seed N --out FILE.safetensors`: seeded canonical weights."""
+
+from __future__ import annotations
+
+import argparse
+
+from shared.cli._common import add_spec_args, refuse_overwrite
+from shared.presets import resolve_spec
+from shared.weights import init_weights, save_weights
+
+ORDER = 20
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("init", help="write seeded canonical weights for a spec")
+    add_spec_args(parser, weights=False)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="output .safetensors path")
+    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = resolve_spec(args.spec, args.set)
+    refuse_overwrite(args.out, args.force)
+    save_weights(args.out, spec, init_weights(spec, args.seed), extra_metadata={"seed": str(args.seed)})
+    print(f"wrote {args.out}: spec {spec.name!r} ({spec.spec_hash}), {spec.derived.params:,} parameters, "
+          f"seed {args.seed}")
+    return 0

@@ -1,0 +1,60 @@
+"""`compare.py lessons [NAME]`: the three ports' own code side by side for each divergence, with
+the measured gap and the pin (shared/lessons.py)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+
+from shared.cli._teaching_args import write_json
+from shared.errors import SpecError
+from shared.lessons import LESSONS, build_view, lesson, side_by_side
+
+ORDER = 64
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "lessons", help="the ports' code side by side where frameworks differ, with measured gaps",
+        description="Each lesson extracts the relevant code from ports/torch, ports/keras and "
+                    "ports/flax (with ast, when run: it cannot drift from the ports), and shows the "
+                    "catalogue's measured gap and the spec field that pins it.")
+    p.add_argument("name", nargs="?", help="one lesson (default: all); `--list` shows the names")
+    p.add_argument("--list", action="store_true", help="list the lessons and exit")
+    p.add_argument("--no-measure", action="store_true", help="skip the gap measurements")
+    p.add_argument("--width", type=int, help="output width (default: the terminal's, at least 150)")
+    p.add_argument("--json", metavar="FILE", help="also write one object per lesson as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list:
+        for item in LESSONS:
+            print(f"{item.name:22s} {item.point}")
+        return 0
+    if args.name:
+        try:
+            chosen = [lesson(args.name)]
+        except KeyError:
+            raise SpecError(f"lesson {args.name!r} is unknown; expected one of: "
+                            f"{', '.join(x.name for x in LESSONS)}") from None
+    else:
+        chosen = list(LESSONS)
+    width = args.width or max(150, shutil.get_terminal_size((180, 40)).columns)
+    payload = []
+    for item in chosen:
+        view = build_view(item, measure=not args.no_measure)
+        print(f"== {item.name}: {view.title}")
+        print(f"   {item.point}")
+        for line in side_by_side(view.code, width):
+            print(f"   {line}")
+        if view.gap is not None:
+            print(f"   measured gap without the pin: {view.gap:.3g}")
+            for m in view.measurements:
+                print(f"     - {m}")
+        print(f"   pinned by: {view.pin}")
+        print()
+        payload.append(view.to_dict())
+    if args.json:
+        write_json(args.json, payload)
+    return 0

@@ -1,0 +1,49 @@
+"""`compare.py logits [--spec S] [--weights W] --framework F [--input X.npy] --out Y.npy`:
+logits of one port (or the float64 reference) on canonical NHWC float32 inputs, so any port,
+including a user's own, can be compared on the same inputs."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ports import PORTS, create_port
+from shared import reference
+from shared.cli._common import add_spec_args, print_note, refuse_overwrite, resolve_model, save_npy
+from shared.errors import FrameworkUnavailable
+from shared.inputs import load_images, probe_batch
+
+ORDER = 30
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("logits", help="logits of one port (or the reference) on canonical inputs")
+    add_spec_args(parser)
+    parser.add_argument("--framework", required=True, help=f"one of: reference, {', '.join(PORTS)}")
+    parser.add_argument("--input", help="NHWC float32 .npy (default: the spec's seeded probe batch)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal"])
+    parser.add_argument("--out", required=True, help="output .npy path")
+    parser.add_argument("--force", action="store_true", help="replace an existing output file")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.framework != "reference" and args.framework not in PORTS:
+        raise FrameworkUnavailable(
+            f"unknown framework {args.framework!r}; expected one of: reference, {', '.join(PORTS)}"
+        )
+    refuse_overwrite(args.out, args.force)
+    model = resolve_model(args)
+    print_note(model.note)
+    images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
+    if args.framework == "reference":
+        logits = reference.forward(model.spec, model.tensors, images)
+    else:
+        port = create_port(args.framework, model.spec, device=args.device)
+        port.load(model.tensors)
+        logits = port.logits(images)
+    save_npy(args.out, np.asarray(logits))
+    print(f"wrote {args.out}: {args.framework} logits {tuple(np.shape(logits))} for spec "
+          f"{model.spec.name!r} ({model.spec.spec_hash})")
+    return 0

@@ -1,0 +1,42 @@
+"""`compare.py rosetta`: generate (or check) docs/rosetta.md, every spec field mapped to the
+torch, Keras and Flax code that implements it (shared/lessons.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from shared.lessons import ROOT, rosetta_markdown
+from shared.weights import atomic_write_bytes
+
+ORDER = 65
+ROSETTA = ROOT / "docs" / "rosetta.md"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "rosetta", help="docs/rosetta.md: spec fields -> torch / Keras / Flax code",
+        description="Print the Rosetta table generated from the ports' source; --write updates "
+                    "docs/rosetta.md, --check exits 1 when the file is stale.")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--write", action="store_true", help="write docs/rosetta.md")
+    group.add_argument("--check", action="store_true", help="exit 1 if docs/rosetta.md is stale")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    text = rosetta_markdown()
+    if args.write:
+        ROSETTA.parent.mkdir(exist_ok=True)
+        atomic_write_bytes(ROSETTA, text.encode())
+        print(f"wrote {ROSETTA.relative_to(ROOT)}")
+        return 0
+    if args.check:
+        current = ROSETTA.read_text() if ROSETTA.is_file() else ""
+        if current != text:
+            print(f"{Path(ROSETTA).relative_to(ROOT)} is stale: run `python compare.py rosetta --write`")
+            return 1
+        print(f"{ROSETTA.relative_to(ROOT)} is up to date")
+        return 0
+    print(text, end="")
+    return 0

@@ -1,0 +1,242 @@
+"""`compare.py time`: fair, phase-separated timing of every port, one fresh process each.
+
+Every port gets the same spec, canonical weights, seeded batch, dtype, thread count and budget;
+each is checked against the float64 reference before it is timed (INVALID ports are never
+ranked); phases are timed separately and synchronised; results go to a versioned JSON file, a
+CSV and a PNG chart. `--factorial A B` splits a time gap into a spec and a framework effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
+
+ORDER = 40
+MODES = ("eager", "compiled", "train")
+DEVICES = ("auto", "cpu", "cuda", "metal")
+RESULTS_DIR = Path("results")
+
+
+def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options shared by `time` and the bare `compare.py`."""
+    parser.add_argument("--frameworks", help="comma-separated registry names (default: every installed one)")
+    parser.add_argument("--batch", type=int, default=8, help="images per batch (default 8)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads for every framework, applied before import and pinned "
+                             "with CPU affinity (default 1)")
+    parser.add_argument("--device", default="auto",
+                        help="auto|cpu|cuda|metal (auto: CUDA, then Metal, then CPU, per framework)")
+    parser.add_argument("--modes", default="eager,compiled,train",
+                        help="which of eager,compiled,train to time (default all)")
+    parser.add_argument("--budget", type=float, default=1.0,
+                        help="seconds of repeats per phase after warm-up (default 1.0)")
+    parser.add_argument("--min-repeats", type=int, default=5, help="repeats per phase, at least (5)")
+    parser.add_argument("--max-repeats", type=int, default=100, help="repeats per phase, at most (100)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed calls before repeats (default 2)")
+    parser.add_argument("--eval-batches", type=int, default=3, help="batches per evaluation pass (3)")
+    parser.add_argument("--processes", type=int, default=1,
+                        help="fresh-process replicates per framework, interleaved (default 1)")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds before one framework's worker is killed (default 900)")
+    parser.add_argument("--compile-cache", default="cold", choices=("cold", "warm"),
+                        help="cold: fresh torch.compile cache per run (default); warm: reuse one")
+    parser.add_argument("--json", dest="json_path", help="results file (default results/time-SPEC-UTC.json)")
+    parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
+    parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
+    parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.add_argument("--allow-mixed", action="store_true",
+                        help="rank even when frameworks ran on different device classes")
+    parser.add_argument("--rank-by", default="forward",
+                        help="phase to rank by (default 'forward': each port's best forward mode)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("time", help="time every port fairly, phase by phase",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override one spec field (repeatable)")
+    parser.add_argument("--factorial", nargs=2, metavar=("SPEC_A", "SPEC_B"),
+                        help="run both specs with every framework and split the time gap into a "
+                             "spec effect and a framework effect")
+    add_timing_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+# ---- argument checking (before anything is timed) ----------------------------------------------
+def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    for item in items:
+        if item not in allowed:
+            raise PortbenchError(f"unknown {what} {item!r}; expected one of: {', '.join(allowed)}")
+    if not items:
+        raise PortbenchError(f"--{what}s is empty; expected some of: {', '.join(allowed)}")
+    return items
+
+
+def choose_frameworks(text: str | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """(runnable names, rows for named-but-not-installed ones). Unknown names are an error."""
+    from ports import PORTS, installed, missing_requirement
+
+    if text is None:
+        names = [name for name, why in installed().items() if why is None]
+        if not names:
+            raise FrameworkUnavailable("no framework is installed; install one of the extras, "
+                                       "e.g. pip install -e '.[torch]'")
+        return names, []
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for n in names:
+        if n not in PORTS:
+            raise FrameworkUnavailable(f"unknown framework {n!r}; expected one of: {', '.join(PORTS)}")
+    runnable = [n for n in names if missing_requirement(n) is None]
+    missing = [{"framework": n, "status": "unavailable", "reason": missing_requirement(n),
+                "conditions": {}, "phases": {}, "memory": {}} for n in names if n not in runnable]
+    return runnable, missing
+
+
+def build_config(args: argparse.Namespace, spec: Any) -> Any:
+    from shared.measure.guard import RANK_METRICS
+    from shared.measure.runner import RunConfig
+    from shared.measure.stats import Budget
+
+    if args.device not in DEVICES:
+        raise PortbenchError(f"unknown device {args.device!r}; expected one of: {', '.join(DEVICES)}")
+    modes = parse_list(args.modes, MODES, "mode")
+    if args.rank_by not in RANK_METRICS:
+        raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
+                             f"{', '.join(RANK_METRICS)}")
+    for name in ("batch", "threads", "min_repeats", "max_repeats", "eval_batches", "processes"):
+        if getattr(args, name) < 1:
+            raise PortbenchError(f"--{name.replace('_', '-')} is {getattr(args, name)}, expected >= 1")
+    if args.warmup < 0 or args.budget < 0 or args.timeout <= 0:
+        raise PortbenchError("--warmup and --budget must be >= 0 and --timeout > 0")
+    if args.max_repeats < args.min_repeats:
+        raise PortbenchError(f"--max-repeats {args.max_repeats} is below --min-repeats {args.min_repeats}")
+    budget = Budget(warmup=args.warmup, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
+                    seconds=args.budget)
+    return RunConfig(spec=spec, batch=args.batch, threads=args.threads, device=args.device,
+                     modes=tuple(m for m in modes if m != "train"), train="train" in modes, budget=budget,
+                     eval_batches=args.eval_batches, timeout_s=args.timeout,
+                     compile_cache=args.compile_cache, processes=args.processes)
+
+
+def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
+    """JSON, CSV and chart paths, each checked writable and not clobbering without --force."""
+    from shared.measure.environment import utc_now
+    from shared.measure.schema import check_writable
+
+    if args.json_path:
+        json_path = Path(args.json_path)
+    else:
+        json_path = RESULTS_DIR / f"time-{stem}-{utc_now().replace(':', '').replace('-', '')}.json"
+    paths: dict[str, Path | None] = {
+        "json": json_path,
+        "csv": Path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
+        "chart": None if args.no_chart else (Path(args.chart_path) if args.chart_path
+                                             else json_path.with_suffix(".png")),
+    }
+    for path in paths.values():
+        if path is not None:
+            check_writable(path, args.force)
+    return paths
+
+
+# ---- running ------------------------------------------------------------------------------------
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def raise_user_errors(rows: list[dict[str, Any]]) -> None:
+    """A device the user asked for that is not present is their mistake: one line, no results."""
+    for row in rows:
+        if row.get("user_error"):
+            raise PortbenchError(row["user_error"])
+
+
+def time_spec(spec: Any, frameworks: list[str], missing: list[dict[str, Any]],
+              config: Any) -> list[dict[str, Any]]:
+    from shared.measure.runner import run_all
+
+    def stop_on_user_error(row: dict[str, Any]) -> None:
+        raise_user_errors([row])
+
+    return run_all(frameworks, config, progress, on_row=stop_on_user_error) + missing
+
+
+def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None],
+                  title: str) -> None:
+    from shared.measure import output, schema
+
+    schema.save(paths["json"], doc)
+    output.write_csv(paths["csv"], rows)
+    written = [str(paths["json"]), str(paths["csv"])]
+    if paths["chart"] is not None and any(r.get("phases") for r in rows):
+        output.write_chart(paths["chart"], rows, title)
+        written.append(str(paths["chart"]))
+    print("wrote " + ", ".join(written))
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.measure import factorial, output, schema
+    from shared.measure.environment import host_record, utc_now
+    from shared.presets import resolve_spec
+
+    if args.factorial:
+        if args.spec or args.overrides:
+            raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
+        specs = [resolve_spec(s) for s in args.factorial]
+    else:
+        specs = [resolve_spec(args.spec, args.overrides)]
+    configs = [build_config(args, s) for s in specs]
+    frameworks, missing = choose_frameworks(args.frameworks)
+    stem = "-vs-".join(s.name for s in specs)
+    paths = output_paths(args, stem)
+    host = host_record()
+
+    all_rows: list[dict[str, Any]] = []
+    per_spec: list[list[dict[str, Any]]] = []
+    for spec, config in zip(specs, configs, strict=True):
+        progress(f"timing {spec.name} (spec {spec.spec_hash}) batch {config.batch}, {config.threads} "
+                 f"thread(s), device {config.device}, frameworks: {', '.join(frameworks) or 'none'}")
+        rows = time_spec(spec, frameworks, [dict(m) for m in missing], config)
+        per_spec.append(rows)
+        all_rows.extend(rows)
+        print(f"\n{spec.name} ({spec.spec_hash}), batch {config.batch}, {config.threads} thread(s)")
+        print(output.table(rows, args.rank_by, args.allow_mixed))
+
+    extra: dict[str, Any] = {}
+    if args.factorial:
+        metric = args.rank_by
+        parts = factorial.attribute(per_spec[0], per_spec[1], metric)
+        extra["factorial"] = {"spec_a": specs[0].name, "spec_b": specs[1].name, "metric": metric,
+                              "decompositions": parts}
+        print("\n" + factorial_text(specs[0].name, specs[1].name, parts))
+    conditions = configs[0].conditions() if len(configs) == 1 else {
+        "factorial_specs": [c.conditions() for c in configs], **{
+            k: configs[0].conditions()[k] for k in ("batch", "dtype", "threads", "device_request")}}
+    doc = schema.new_results(host, conditions, all_rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
+    write_outputs(doc, all_rows, paths, f"{stem}: batch {configs[0].batch}, {configs[0].threads} thread(s)")
+    bad = [r for r in all_rows if r["status"] in ("invalid", "crashed", "timeout")]
+    return 1 if bad else 0
+
+
+def factorial_text(spec_a: str, spec_b: str, parts: list[dict[str, Any]]) -> str:
+    from shared.measure.output import fmt_seconds
+
+    if not parts:
+        return "factorial: needs at least two frameworks with valid times for both specs"
+    lines = [f"factorial attribution of {parts[0]['metric']} (A = {spec_a}, B = {spec_b}):"]
+    for p in parts:
+        f, g = p["framework_f"], p["framework_g"]
+        sign = lambda v: ("+" if v >= 0 else "-") + fmt_seconds(abs(v))  # noqa: E731
+        lines.append(
+            f"  {spec_a} on {f} ({fmt_seconds(p['t_A_f'])}) -> {spec_b} on {g} ({fmt_seconds(p['t_B_g'])}): "
+            f"gap {sign(p['gap'])} = spec effect {sign(p['spec_effect'])} + framework effect "
+            f"{sign(p['framework_effect'])}; interaction {sign(p['interaction'])} "
+            f"[{spec_b} on {f} {fmt_seconds(p['t_B_f'])}, {spec_a} on {g} {fmt_seconds(p['t_A_g'])}]")
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""`compare.py trace`: the first intermediate tensor where a port leaves the reference
+(shared/tracing.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ports import parse_frameworks
+from shared.cli._teaching_args import add_model_args, load_model, write_json
+from shared.tracing import report_lines, trace
+
+ORDER = 61
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "trace", help="locate the first intermediate tensor where a port diverges",
+        description="Run every port's named intermediates (patch embedding, positions, each "
+                    "block's norms/attention/MLP, pooled vector, logits) against the float64 "
+                    "reference; report the first tensor over a budget scaled to its magnitude. "
+                    "Exit 0: all within budget; 1: a divergence or a port that could not run.")
+    add_model_args(p)
+    p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
+    p.add_argument("--verbose", action="store_true", help="print every tap of every port")
+    p.add_argument("--json", metavar="FILE", help="also write the per-tap table as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ports import installed
+
+    spec, tensors, images, notes = load_model(args)
+    default = tuple(name for name, reason in installed().items() if reason is None)
+    frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
+    _, traces = trace(spec, tensors, images, frameworks)
+    for note in notes:
+        print(note)
+    print(f"spec {spec.name!r}: {len(images)} images, budgets = tolerance x max(1, |reference tensor|)")
+    for line in report_lines(traces, args.verbose):
+        print(line)
+    if args.json:
+        write_json(args.json, [t.to_dict() for t in traces])
+    bad = any(t.error or t.first_divergence for t in traces)
+    return 1 if bad else 0

@@ -1,0 +1,153 @@
+"""`compare.py diagnose`: which catalogue setting explains the gap between a user's logits and
+the reference.
+
+The user ran their own port with the canonical weights on the probe batch (or their own images)
+and saved the logits. The reference is re-run under each alternative in `shared.variants`, alone
+and then in pairs; an alternative *explains* the gap when the reference under it reproduces the
+user's logits within the equivalence tolerance. Nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shared.errors import InputError
+from shared.reference import forward
+from shared.spec import ModelSpec
+from shared.tolerance import logit_atol
+from shared.variants import Case, Variant, applicable, applicable_pairs
+from shared.weights import Tensors
+
+# Float64 reference runs that differ by less than this compute the same function (round-off).
+NO_CHANGE = 1e-12
+
+
+def max_gap(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+@dataclass
+class Candidate:
+    settings: tuple[Variant, ...]
+    gap: float
+
+    @property
+    def label(self) -> str:
+        return " + ".join(v.key for v in self.settings)
+
+    @property
+    def cause(self) -> str:
+        return "; ".join(v.cause for v in self.settings)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"settings": [v.key for v in self.settings], "entries": [v.entry for v in self.settings],
+                "gap": self.gap, "cause": self.cause}
+
+
+@dataclass
+class Diagnosis:
+    spec_name: str
+    baseline_gap: float
+    tolerance: float
+    explained: list[Candidate] = field(default_factory=list)
+    closest: list[Candidate] = field(default_factory=list)  # best partial explanations
+    tried_single: int = 0
+    tried_pairs: int = 0
+
+    @property
+    def verdict(self) -> str:
+        if self.baseline_gap <= self.tolerance:
+            return "match"
+        return "explained" if self.explained else "unexplained"
+
+    def lines(self) -> list[str]:
+        g, tol = self.baseline_gap, self.tolerance
+        if self.verdict == "match":
+            return [f"your logits match the reference (gap {g:.2g} <= tolerance {tol:.0e}); "
+                    "nothing to explain"]
+        tried = f"{self.tried_single} settings alone and {self.tried_pairs} pairs"
+        if self.explained:
+            out = [f"gap {g:.2g} falls to {c.gap:.2g} with {c.label}: {c.cause}"
+                   for c in self.explained]
+            return [*out, f"(tolerance {tol:.0e}; tried {tried})"]
+        out = [f"unexplained: gap {g:.2g} is not reproduced by any catalogue setting "
+               f"(tried {tried}; tolerance {tol:.0e})"]
+        for c in self.closest:
+            out.append(f"  closest: {c.label} leaves {c.gap:.2g} ({g / max(c.gap, 1e-300):.3g}x smaller)")
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        return {"spec": self.spec_name, "verdict": self.verdict, "baseline_gap": self.baseline_gap,
+                "tolerance": self.tolerance, "explained": [c.to_dict() for c in self.explained],
+                "closest": [c.to_dict() for c in self.closest],
+                "tried_single": self.tried_single, "tried_pairs": self.tried_pairs}
+
+
+def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: str) -> np.ndarray:
+    expected = (batch, spec.num_classes)
+    if not isinstance(logits, np.ndarray) or logits.dtype.kind not in "fc":
+        kind = getattr(logits, "dtype", type(logits).__name__)
+        raise InputError(f"{source}: logits have dtype {kind}, expected a float array")
+    if logits.dtype.kind == "c":
+        raise InputError(f"{source}: logits are complex, expected real floats")
+    if tuple(logits.shape) != expected:
+        raise InputError(
+            f"{source}: logits have shape {tuple(logits.shape)}, expected {expected} "
+            f"(batch {batch} x num_classes {spec.num_classes} of spec {spec.name!r})"
+        )
+    bad = int(logits.size - np.count_nonzero(np.isfinite(logits)))
+    if bad:
+        raise InputError(f"{source}: logits contain {bad} non-finite values (NaN or inf)")
+    return logits.astype(np.float64)
+
+
+def load_user_logits(path: str | Path) -> np.ndarray:
+    path = Path(path)
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"logits file {str(path)!r} does not exist") from None
+    except (ValueError, OSError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"logits file {str(path)!r} is not a readable .npy array ({first})") from None
+
+
+def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits: np.ndarray,
+             tolerance: float | None = None, pairs: bool = True, closest: int = 3,
+             source: str = "logits") -> Diagnosis:
+    """Re-run the reference under every alternative (then pairs) against `user_logits`."""
+    user = check_user_logits(spec, user_logits, images.shape[0], source)
+    base = Case(spec, weights, images)
+    reference = forward(spec, weights, images)
+    # the project's equivalence tolerance (shared/tolerance.py), scaled by the logit magnitude
+    tol = logit_atol(spec, reference) if tolerance is None else tolerance
+    baseline = max_gap(reference, user)
+    result = Diagnosis(spec.name, baseline, tol)
+    if baseline <= tol:
+        return result
+    tried: list[Candidate] = []
+    effective: list[Variant] = []  # alternatives that change this model's function at all
+    singles = applicable(base)
+    for v, case in singles:
+        logits = forward(case.spec, case.weights, case.images)
+        if max_gap(logits, reference) <= NO_CHANGE:
+            continue  # e.g. pad on a divisible image, or a final norm on the class token
+        effective.append(v)
+        tried.append(Candidate((v,), max_gap(logits, user)))
+    result.tried_single = len(effective)
+    result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
+    if not result.explained and pairs:
+        combos = applicable_pairs(base, effective)
+        result.tried_pairs = len(combos)
+        for (a, b), case in combos:
+            gap = max_gap(forward(case.spec, case.weights, case.images), user)
+            tried.append(Candidate((a, b), gap))
+        result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
+    if not result.explained:
+        # only those that remove 90% of the gap are worth naming
+        helpful = [c for c in tried if c.gap < 0.1 * baseline]
+        result.closest = sorted(helpful, key=lambda c: c.gap)[:closest]
+    return result

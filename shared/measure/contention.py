@@ -1,0 +1,55 @@
+"""How much CPU other processes used on this process's CPUs while it was being timed.
+
+performance.md §C.9: on a shared machine a co-tenant on one of two cores halved throughput and
+made a framework look 3x slower. `cpu_util` alone cannot tell that apart from a slow framework,
+so each repeated phase also records `foreign_cpu`: busy CPU-seconds on the pinned CPUs
+(/proc/stat) minus this process's own, per wall second. Linux only; None elsewhere."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+CONTENDED = 0.15  # cores' worth of foreign work above which a phase is flagged (performance.md)
+
+
+def _busy_seconds(cpus: list[int]) -> float | None:
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    wanted = {f"cpu{c}" for c in cpus}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    busy = 0
+    for line in lines:
+        parts = line.split()
+        if parts and parts[0] in wanted:
+            values = [int(v) for v in parts[1:]]
+            idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+            busy += sum(values[:8]) - idle  # guest time is already inside user
+    return busy / tick
+
+
+class ForeignCpu:
+    """Context: `with ForeignCpu(cpus) as probe: ...`, then `probe.value` (cores, or None)."""
+
+    def __init__(self, cpus: list[int] | None) -> None:
+        self.cpus = cpus or []
+        self.value: float | None = None
+
+    def __enter__(self) -> ForeignCpu:
+        self._busy = _busy_seconds(self.cpus) if self.cpus else None
+        self._own = time.process_time()
+        self._wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._busy is None:
+            return
+        busy = _busy_seconds(self.cpus)
+        wall = time.perf_counter() - self._wall
+        if busy is None or wall <= 0:
+            return
+        own = time.process_time() - self._own
+        self.value = max(0.0, (busy - self._busy - own) / wall)

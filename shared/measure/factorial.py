@@ -1,0 +1,52 @@
+"""`--factorial SPEC_A SPEC_B`: run spec x framework and split a time difference into a spec
+effect and a framework effect.
+
+For frameworks f, g and specs A, B with median times t(spec, framework), the gap between "A on f"
+and "B on g" (e.g. archive-torch in torch vs archive-keras in Keras) is split symmetrically
+(the Shapley split of a 2 x 2 design, so neither factor is favoured by the order it is added in):
+
+    spec effect      = ½[(t(B,f) − t(A,f)) + (t(B,g) − t(A,g))]
+    framework effect = ½[(t(A,g) − t(A,f)) + (t(B,g) − t(B,f))]
+    spec + framework = t(B,g) − t(A,f)              (exactly)
+    interaction      = (t(B,g) − t(A,g)) − (t(B,f) − t(A,f))   (how much the spec effect depends
+                                                                 on the framework)
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any
+
+from shared.measure.guard import metric_value
+
+
+def decompose(t_af: float, t_ag: float, t_bf: float, t_bg: float) -> dict[str, float]:
+    spec_effect = 0.5 * ((t_bf - t_af) + (t_bg - t_ag))
+    framework_effect = 0.5 * ((t_ag - t_af) + (t_bg - t_bf))
+    return {
+        "gap": t_bg - t_af,
+        "spec_effect": spec_effect,
+        "framework_effect": framework_effect,
+        "interaction": (t_bg - t_ag) - (t_bf - t_af),
+    }
+
+
+def attribute(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]],
+              metric: str) -> list[dict[str, Any]]:
+    """One decomposition per framework pair, from rows of spec A and spec B (valid rows only)."""
+    def times(rows: list[dict[str, Any]]) -> dict[str, float]:
+        out = {}
+        for r in rows:
+            found = metric_value(r, metric) if r.get("status") == "ok" else None
+            if found is not None:
+                out[r["framework"]] = found[0]
+        return out
+
+    ta, tb = times(rows_a), times(rows_b)
+    common = [f for f in ta if f in tb]
+    results = []
+    for f, g in combinations(common, 2):
+        parts = decompose(ta[f], ta[g], tb[f], tb[g])
+        results.append({"framework_f": f, "framework_g": g, "metric": metric,
+                        "t_A_f": ta[f], "t_A_g": ta[g], "t_B_f": tb[f], "t_B_g": tb[g], **parts})
+    return results

@@ -1,0 +1,76 @@
+"""The confound guard: two timings are ranked together only when they measured the same model
+(spec hash) on the same batch, dtype, thread count and device. Otherwise the difference could be
+the condition, not the framework, and `compare.py` names the field that differs instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.errors import PortbenchError
+from shared.measure.schema import COMPARABILITY_FIELDS
+
+DEVICE_FIELDS = ("device_class", "device_name")  # the ones --allow-mixed lets differ
+FORWARD = "forward"  # the best (lowest-median) of the eager and compiled forward phases
+RANK_METRICS = (FORWARD, "forward_eager", "forward_compiled", "train_step", "eval_pass", "prepare",
+                "compile", "import", "build_load", "first_call_eager")
+
+
+class IncomparableRunsError(PortbenchError):
+    """Rows that differ in a field that must match before a ranking means anything."""
+
+
+def label(row: dict[str, Any]) -> str:
+    source = row.get("source")
+    return f"{row['framework']}@{source}" if source else str(row["framework"])
+
+
+def differing_fields(rows: list[dict[str, Any]],
+                     allow_mixed: bool = False) -> dict[str, list[tuple[str, Any]]]:
+    """field -> [(row label, value), ...] (distinct pairs, in row order) for every guarded field
+    whose value is not the same in all rows."""
+    fields = [f for f in COMPARABILITY_FIELDS if not (allow_mixed and f in DEVICE_FIELDS)]
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for name in fields:
+        values = [(label(r), r.get("conditions", {}).get(name)) for r in rows]
+        if len({repr(v) for _, v in values}) > 1:
+            out[name] = list(dict.fromkeys((who, _hashable(v)) for who, v in values))
+    return out
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def describe(differences: dict[str, list[tuple[str, Any]]]) -> str:
+    parts = []
+    for name, values in differences.items():
+        shown = ", ".join(f"{who}={value}" for who, value in values)
+        parts.append(f"{name} differs ({shown})")
+    hint = " (pass --allow-mixed to rank across devices)" if set(differences) <= set(DEVICE_FIELDS) else ""
+    return "; ".join(parts) + hint
+
+
+def check_comparable(rows: list[dict[str, Any]], allow_mixed: bool = False) -> None:
+    differences = differing_fields(rows, allow_mixed)
+    if differences:
+        raise IncomparableRunsError(f"not ranking these runs: {describe(differences)}")
+
+
+def metric_value(row: dict[str, Any], metric: str) -> tuple[float, str] | None:
+    """(median seconds, phase used) or None when the row has no such measurement."""
+    phases = row.get("phases", {})
+    names = ("forward_eager", "forward_compiled") if metric == FORWARD else (metric,)
+    found = [(p["median"], n) for n in names if (p := phases.get(n)) and p.get("status") == "ok"]
+    return min(found) if found else None
+
+
+def rank(rows: list[dict[str, Any]], metric: str = FORWARD,
+         allow_mixed: bool = False) -> list[tuple[int, dict[str, Any], float, str]]:
+    """Rank the valid rows by `metric` (fastest first). INVALID, crashed and timed-out rows are
+    never ranked; the rest must pass the guard, or IncomparableRunsError names the differing field."""
+    if metric not in RANK_METRICS:
+        raise PortbenchError(f"unknown ranking metric {metric!r}; expected one of: {', '.join(RANK_METRICS)}")
+    valid = [r for r in rows if r.get("status") == "ok" and metric_value(r, metric) is not None]
+    check_comparable(valid, allow_mixed)
+    scored = sorted(((metric_value(r, metric), r) for r in valid), key=lambda item: item[0][0])
+    return [(i + 1, r, value, phase) for i, ((value, phase), r) in enumerate(scored)]

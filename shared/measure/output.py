@@ -1,0 +1,176 @@
+"""Terminal table, CSV and PNG chart for timing rows (from one run or merged result files)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from shared.errors import PortbenchError
+from shared.measure.contention import CONTENDED
+from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
+from shared.measure.schema import PHASES
+from shared.weights import atomic_write_bytes
+
+SHORT = {
+    "import": "import", "build_load": "build+load", "first_call_eager": "1st eager",
+    "compile": "compile", "prepare": "prepare", "forward_eager": "fwd eager",
+    "forward_compiled": "fwd compiled", "train_step": "train step", "eval_pass": "eval pass",
+}
+
+
+def fmt_seconds(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if value >= scale or unit == "us":
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}s"
+
+
+def fmt_bytes(value: int | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value / 2**20:.0f}MiB"
+
+
+def phase_cell(phase: dict[str, Any] | None) -> str:
+    if not phase:
+        return "-"
+    if phase.get("status") != "ok":
+        return "n/a"
+    if phase.get("n", 1) == 1:
+        return fmt_seconds(phase["median"])
+    return f"{fmt_seconds(phase['median'])} ±{fmt_seconds(phase['iqr'] / 2)}"
+
+
+def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool = False) -> str:
+    """Rows as an aligned text table with a rank column, then the guard's verdict and notes."""
+    notes: list[str] = []
+    ranks: dict[int, int] = {}
+    try:
+        for position, row, _value, phase in rank(rows, metric, allow_mixed):
+            ranks[id(row)] = position
+            if metric == FORWARD:
+                notes.append(f"{label(row)} ranked by {SHORT[phase]}")
+    except IncomparableRunsError as exc:
+        notes.insert(0, str(exc))
+        ranks = {}
+    header = ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS",
+              "alloc peak", "gate |err|"]
+    lines = [header]
+    for row in rows:
+        phases = row.get("phases", {})
+        eq = row.get("equivalence") or {}
+        err = max((c.get("max_abs_err", 0.0) for c in eq.values()), default=None)
+        mem = row.get("memory", {})
+        status = row.get("status", "?").upper() if row.get("status") != "ok" else "ok"
+        lines.append([
+            str(ranks.get(id(row), "-")), label(row),
+            str(row.get("conditions", {}).get("spec_name") or "-"), status,
+            str(row.get("conditions", {}).get("device_class") or "-"),
+            *[phase_cell(phases.get(p)) for p, _ in PHASES],
+            fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
+            "-" if err is None else f"{err:.1e}",
+        ])
+        contended = [p for p, v in phases.items() if (v.get("foreign_cpu") or 0) > CONTENDED]
+        if contended:
+            worst = max(phases[p]["foreign_cpu"] for p in contended)
+            notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "
+                         f"(other processes used up to {worst:.2f} CPUs on its CPUs): noisy")
+        if row.get("status") != "ok" and row.get("reason"):
+            notes.append(f"{label(row)}: {row['status'].upper()}: {row['reason']}")
+        missing: dict[str, list[str]] = {}  # one note per reason, not one per phase
+        for name, phase in phases.items():
+            if phase.get("status") != "ok" and phase.get("reason"):
+                missing.setdefault(phase["reason"], []).append(SHORT[name])
+        for reason, names in missing.items():
+            notes.append(f"{label(row)}: {', '.join(names)} n/a: {reason}")
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+                     for line in lines)
+    legend = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); single values are "
+              "one cold measurement per fresh process")
+    return "\n".join([text, legend, *notes])
+
+
+CSV_FIELDS = ("source", "framework", "status", "reason", "spec_name", "spec_hash", "batch", "dtype",
+              "threads", "device_class", "device_name", "phase", "phase_status", "median_s", "q1_s",
+              "q3_s", "iqr_s", "n", "cpu_util", "foreign_cpu", "phase_note", "peak_rss_bytes",
+              "allocator_peak_bytes", "gate_max_abs_err")
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """Long format: one line per (run, phase), so a spreadsheet can pivot it any way."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        cond, mem = row.get("conditions", {}), row.get("memory", {})
+        eq = row.get("equivalence") or {}
+        err = max((c.get("max_abs_err", 0.0) for c in eq.values()), default=None)
+        for name, _ in PHASES:
+            phase = row.get("phases", {}).get(name)
+            if phase is None:
+                continue
+            writer.writerow({
+                "source": row.get("source", ""), "framework": row["framework"], "status": row["status"],
+                "reason": row.get("reason") or "", **{k: cond.get(k) for k in (
+                    "spec_name", "spec_hash", "batch", "dtype", "threads", "device_class", "device_name")},
+                "phase": name, "phase_status": phase.get("status"), "median_s": phase.get("median"),
+                "q1_s": phase.get("q1"), "q3_s": phase.get("q3"), "iqr_s": phase.get("iqr"),
+                "n": phase.get("n"), "cpu_util": phase.get("cpu_util"),
+                "foreign_cpu": phase.get("foreign_cpu"),
+                "phase_note": phase.get("note") or phase.get("reason") or "",
+                "peak_rss_bytes": mem.get("peak_rss_bytes"),
+                "allocator_peak_bytes": mem.get("allocator_peak_bytes"), "gate_max_abs_err": err,
+            })
+    return buffer.getvalue()
+
+
+def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    atomic_write_bytes(path, csv_text(rows).encode())
+
+
+def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str) -> None:
+    """Per-phase median times per run as grouped horizontal bars on a log axis (phases span
+    microseconds to tens of seconds), with the interquartile range as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r.get("phases")]
+    if not shown:
+        raise PortbenchError("nothing to chart: no run measured any phase")
+    names = [p for p, _ in PHASES if any(r["phases"].get(p, {}).get("status") == "ok" for r in shown)]
+    several_specs = len({r.get("conditions", {}).get("spec_hash") for r in shown}) > 1
+    height = 0.8 / len(shown)
+    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.45 * len(names) * max(1, len(shown)) ** 0.5 + 1))
+    for k, row in enumerate(shown):
+        ys, meds, lo, hi = [], [], [], []
+        for i, name in enumerate(names):
+            phase = row["phases"].get(name)
+            if not phase or phase.get("status") != "ok":
+                continue
+            ys.append(i + k * height)
+            meds.append(phase["median"])
+            lo.append(phase["median"] - phase.get("q1", phase["median"]))
+            hi.append(phase.get("q3", phase["median"]) - phase["median"])
+        status = "" if row.get("status") == "ok" else f" ({row['status'].upper()})"
+        spec = f" [{row['conditions'].get('spec_name')}]" if several_specs else ""
+        ax.barh(ys, meds, height=height, xerr=[lo, hi], capsize=2, label=label(row) + spec + status)
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(names))], [SHORT[n] for n in names])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds (median; bars = interquartile range; log scale)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", which="both", alpha=0.3)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())

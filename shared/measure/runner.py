@@ -1,0 +1,238 @@
+"""Parent side of `compare.py time`: one fresh worker subprocess per framework, one after the other
+(never concurrently: two timed processes on shared cores would slow each other), each with a
+timeout. A crash, a hang or a bad device in one worker is recorded in its row; the others run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared.measure import gate
+from shared.measure.environment import REPO_ROOT
+from shared.measure.stats import Budget, summarise
+from shared.measure.worker import PROGRESS_PREFIX, thread_env
+from shared.spec import ModelSpec
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RunConfig:
+    """Everything that must be the same for every framework in one comparison."""
+
+    spec: ModelSpec
+    batch: int = 8
+    threads: int = 1
+    device: str = "auto"
+    modes: tuple[str, ...] = ("eager", "compiled")
+    train: bool = True
+    budget: Budget = field(default_factory=Budget)
+    eval_batches: int = 3
+    seed: int = 1234
+    weights_seed: int = 0
+    timeout_s: float = 600.0
+    train_recipe: str = "archive"
+    processes: int = 1  # fresh-process replicates per framework, interleaved
+    compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
+
+    def worker_config(self, framework: str, reference_npz: str) -> dict[str, Any]:
+        return {
+            "framework": framework, "spec": self.spec.to_dict(), "batch": self.batch,
+            "threads": self.threads, "device": self.device, "modes": list(self.modes),
+            "train": self.train, "budget": asdict(self.budget), "eval_batches": self.eval_batches,
+            "seed": self.seed, "weights_seed": self.weights_seed, "reference_npz": reference_npz,
+            "train_recipe": self.train_recipe,
+        }
+
+    def conditions(self) -> dict[str, Any]:
+        s = self.spec
+        return {
+            "spec_name": s.name, "spec_hash": s.spec_hash, "spec": s.to_dict(), "batch": self.batch,
+            "dtype": "float32", "threads": self.threads, "device_request": self.device,
+            "modes": list(self.modes), "train": self.train, "budget": asdict(self.budget),
+            "eval_batches": self.eval_batches, "seed": self.seed, "weights_seed": self.weights_seed,
+            "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
+            "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
+            "processes": self.processes,
+            "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/tolerance.logit_atol"},
+        }
+
+
+WARM_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "portbench" / "inductor"
+
+
+def worker_env(threads: int, workdir: str, compile_cache: str = "cold") -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(thread_env(threads))
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # cold: a private inductor cache, so compile time is a real compilation, not a previous run's
+    # cache hit (performance.md §3). warm: one cache reused across runs (recorded in the results).
+    cold_dir = os.path.join(workdir, "inductor-cache")
+    env["TORCHINDUCTOR_CACHE_DIR"] = cold_dir if compile_cache == "cold" else str(WARM_CACHE_DIR)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Transformers would otherwise import TF and JAX into a torch worker (performance.md §20).
+    env.setdefault("USE_TF", "0")
+    env.setdefault("USE_FLAX", "0")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def run_framework(framework: str, config: RunConfig, reference_npz: str,
+                  progress: Progress = print) -> dict[str, Any]:
+    """Run one worker and return its row; never raises for the worker's own failures."""
+    with tempfile.TemporaryDirectory(prefix=f"portbench-{framework}-") as workdir:
+        config_path = os.path.join(workdir, "config.json")
+        out_path = os.path.join(workdir, "row.json")
+        with open(config_path, "w") as handle:
+            json.dump(config.worker_config(framework, reference_npz), handle)
+        command = [sys.executable, "-m", "shared.measure.worker", "--config", config_path,
+                   "--out", out_path]
+        started = time.perf_counter()
+        env = worker_env(config.threads, workdir, config.compile_cache)
+        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        tail: list[str] = []
+        reader = threading.Thread(target=_relay, args=(proc, framework, tail, progress), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=config.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        reader.join(timeout=5)
+        wall = time.perf_counter() - started
+        row = _read_row(out_path)
+        if timed_out:
+            return _failed_row(framework, config, "timeout",
+                               f"no result within --timeout {config.timeout_s:g}s; worker killed", tail,
+                               row)
+        if row is None:
+            code = proc.returncode
+            why = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
+                   else f"exited with status {code}")
+            return _failed_row(framework, config, "crashed", f"worker {why} before reporting", tail)
+        row["worker_wall_seconds"] = wall
+        if row.get("status") == "crashed":
+            row = _failed_row(framework, config, "crashed", row.get("reason") or "worker failed", tail,
+                              row)
+        return row
+
+
+def _relay(proc: subprocess.Popen, framework: str, tail: list[str], progress: Progress) -> None:
+    """Show the worker's progress lines; keep the last lines of everything else for the report."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        line = line.rstrip("\n")
+        if line.startswith(PROGRESS_PREFIX):
+            progress("  " + line[len(PROGRESS_PREFIX):].strip())
+        elif line.strip():
+            tail.append(line)
+            del tail[:-20]
+    if proc.stdout is not None:
+        proc.stdout.read()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The worker leads its own session: kill it and any compiler processes it started."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.wait(timeout=30)
+
+
+def _read_row(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tail: list[str],
+                partial: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A row for a worker that did not finish: keeps whatever it measured, states why."""
+    row = dict(partial or {})
+    conditions = dict(row.get("conditions") or {})
+    for key in ("spec_name", "spec_hash", "batch", "dtype", "threads"):
+        conditions.setdefault(key, config.conditions()[key])
+    conditions.setdefault("device_request", config.device)
+    conditions.setdefault("device_class", None)
+    conditions.setdefault("device_name", None)
+    row.update({"framework": framework, "status": status, "reason": reason,
+                "conditions": conditions, "stderr_tail": tail[-8:]})
+    row.setdefault("phases", {})
+    row.setdefault("memory", {})
+    return row
+
+
+def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print,
+            on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Every framework in turn, with the same spec, weights, batch, threads and budget. With
+    `config.processes` > 1 the frameworks are interleaved (a b c a b c ...), so slow drift in the
+    machine's load hits each of them alike, and each framework's replicates become one row."""
+    replicates: dict[str, list[dict[str, Any]]] = {f: [] for f in frameworks}
+    with tempfile.TemporaryDirectory(prefix="portbench-ref-") as refdir:
+        reference_npz = os.path.join(refdir, "reference.npz")
+        progress(f"reference logits (float64 NumPy) for {config.spec.name}")
+        gate.write_reference(reference_npz, config.spec, config.batch, config.seed, config.weights_seed)
+        for rep in range(config.processes):
+            for i, framework in enumerate(frameworks, 1):
+                suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
+                progress(f"[{i}/{len(frameworks)}] {framework}: fresh worker process{suffix}")
+                row = run_framework(framework, config, reference_npz, progress)
+                replicates[framework].append(row)
+                if on_row:
+                    on_row(row)
+    return [combine(replicates[f]) for f in frameworks]
+
+
+def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a framework's process replicates: each phase pools every process's samples
+    (single-shot phases then have n = processes) and keeps the per-process medians; the row is
+    only `ok` when every replicate is."""
+    if len(rows) == 1:
+        return rows[0]
+    bad = [r for r in rows if r.get("status") != "ok"]
+    out = dict(bad[0] if bad else rows[0])
+    out["replicates"] = len(rows)
+    if bad:
+        out["reason"] = f"{len(bad)} of {len(rows)} processes: {bad[0].get('reason')}"
+        return out
+    phases: dict[str, Any] = {}
+    for name, first in rows[0]["phases"].items():
+        parts = [r["phases"].get(name, {}) for r in rows]
+        if first.get("status") != "ok" or any(p.get("status") != "ok" for p in parts):
+            phases[name] = first
+            continue
+        samples = [x for p in parts for x in p["samples"]]
+        phases[name] = {**first, "samples": samples, **summarise(samples),
+                        "process_medians": [p["median"] for p in parts],
+                        "cpu_util": _median([p.get("cpu_util") for p in parts]),
+                        "foreign_cpu": max((p.get("foreign_cpu") or 0.0) for p in parts)}
+    out["phases"] = phases
+    out["memory"] = {k: (max(vals) if (vals := [r["memory"].get(k) for r in rows
+                                                 if isinstance(r["memory"].get(k), int)]) else
+                         rows[0]["memory"].get(k))
+                     for k in rows[0].get("memory", {})}
+    out["equivalence"] = {m: max((r["equivalence"][m] for r in rows if m in r.get("equivalence", {})),
+                                 key=lambda c: c["max_abs_err"])
+                          for m in rows[0].get("equivalence", {})}
+    return out
+
+
+def _median(values: list[Any]) -> float | None:
+    present = sorted(v for v in values if v is not None)
+    return present[len(present) // 2] if present else None

@@ -1,0 +1,142 @@
+"""The versioned JSON results file written by `compare.py time` and read by `compare.py report`.
+
+Documented field by field in docs/results-schema.md. A reader refuses any other `schema` name or
+`schema_version` with a one-line error (never a guess at an old layout). Writers never replace an
+existing file unless asked (`--force`), and always write atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from shared.errors import InputError, PortbenchError
+from shared.weights import atomic_write_bytes
+
+SCHEMA_NAME = "portbench-results"
+SCHEMA_VERSION = 1
+
+# Phases in the order they happen inside a worker. `n1` phases are one cold measurement per
+# fresh process (they cannot be repeated without a new process); the rest are repeated.
+PHASES: tuple[tuple[str, str], ...] = (
+    ("import", "import the framework and the port (fresh process, cold)"),
+    ("build_load", "build the model and load the canonical weights"),
+    ("first_call_eager", "first eager forward (lazy initialisation)"),
+    ("compile", "first compiled forward: trace + compile + run"),
+    ("prepare", "canonical NHWC batch -> native layout and device"),
+    ("forward_eager", "warmed eager forward, eval mode"),
+    ("forward_compiled", "warmed compiled forward, eval mode"),
+    ("train_step", "one training update: forward, mean CE, backward, clip, AdamW"),
+    ("eval_pass", "evaluation pass over a dataset: prepare + forward + read back, per pass"),
+)
+PHASE_NAMES = tuple(name for name, _ in PHASES)
+SINGLE_SHOT_PHASES = ("import", "build_load", "first_call_eager", "compile")
+ROW_STATUSES = ("ok", "invalid", "crashed", "timeout", "unavailable")
+# The fields that must match before two rows may be ranked (see shared/measure/guard.py).
+COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "threads", "device_class", "device_name")
+
+REQUIRED_TOP = ("schema", "schema_version", "created", "environment", "conditions", "runs")
+REQUIRED_ROW = ("framework", "status", "conditions", "phases", "memory")
+
+
+class SchemaError(InputError):
+    """A results file that this version cannot read."""
+
+
+def new_results(environment: dict[str, Any], conditions: dict[str, Any], runs: list[dict[str, Any]],
+                created: str, command: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    doc = {
+        "schema": SCHEMA_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "created": created,
+        "command": command,
+        "environment": environment,
+        "conditions": conditions,
+        "runs": runs,
+    }
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def validate(doc: Any, source: str) -> dict[str, Any]:
+    """Raise SchemaError (one line) unless `doc` is a results document of this version."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise SchemaError(f"{source}: not a portbench results file (schema {found!r}, "
+                          f"expected {SCHEMA_NAME!r})")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaError(f"{source}: results schema_version {version!r}, this portbench reads "
+                          f"version {SCHEMA_VERSION} only; re-run `compare.py time` to regenerate it")
+    for key in REQUIRED_TOP:
+        if key not in doc:
+            raise SchemaError(f"{source}: results file lacks the field {key!r}")
+    if not isinstance(doc["runs"], list):
+        raise SchemaError(f"{source}: 'runs' is {type(doc['runs']).__name__}, expected a list")
+    for i, row in enumerate(doc["runs"]):
+        for key in REQUIRED_ROW:
+            if key not in row:
+                raise SchemaError(f"{source}: runs[{i}] lacks the field {key!r}")
+        if row["status"] not in ROW_STATUSES:
+            raise SchemaError(f"{source}: runs[{i}].status is {row['status']!r}, expected one of "
+                              f"{', '.join(ROW_STATUSES)}")
+        unknown = set(row["phases"]) - set(PHASE_NAMES)
+        if unknown:
+            raise SchemaError(f"{source}: runs[{i}] has unknown phase(s) {sorted(unknown)}")
+    return doc
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"results file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"results file {str(path)!r} is not readable ({exc})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"results file {str(path)!r} is not JSON ({exc.msg} at line "
+                          f"{exc.lineno})") from None
+    return validate(doc, f"results file {str(path)!r}")
+
+
+def dumps(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2, sort_keys=False, default=_jsonable) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):  # NumPy scalars
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
+
+
+def check_writable(path: str | Path, force: bool) -> Path:
+    """Fail early (before any timing) when `path` exists without --force, or cannot be written."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise PortbenchError(f"output file {str(path)!r} already exists; pass --force to overwrite it")
+    if path.exists() and path.is_dir():
+        raise PortbenchError(f"output path {str(path)!r} is a directory, expected a file name")
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise PortbenchError(f"output directory {str(parent)!r} cannot be created ({exc.strerror})") from None
+    probe = parent / f".{path.name}.probe"
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise PortbenchError(f"output directory {str(parent)!r} is not writable ({exc.strerror})") from None
+    return path
+
+
+def save(path: str | Path, doc: dict[str, Any]) -> None:
+    validate(doc, "results being written")  # never write a file this version cannot read back
+    atomic_write_bytes(path, dumps(doc).encode())

@@ -1,0 +1,106 @@
+"""The layer table `compare.py spec` prints: every layer or branch, its output shape, its
+parameters and what it does, all derived from the spec (never from a framework)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from shared.spec import ModelSpec
+
+_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    layer: str
+    shape: str
+    params: int
+    note: str
+
+
+def _count(spec: ModelSpec, prefix: str) -> int:
+    return sum(math.prod(s) for n, s in spec.derived.tensor_shapes.items() if n.startswith(prefix))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{_WORDS.get(n, n)} {word}{'' if n == 1 else 's'}"
+
+
+def remainder_note(spec: ModelSpec) -> str:
+    d = spec.derived
+    if spec.remainder == "drop":
+        lost = []
+        if d.rows_dropped:
+            lost.append(f"{_plural(d.rows_dropped, 'bottom row')}")
+        if d.cols_dropped:
+            lost.append(f"{_plural(d.cols_dropped, 'rightmost column')}")
+        return f"{d.grid_rows} × {d.grid_cols} valid patches; " + (
+            " and ".join(lost) + " discarded" if lost else "nothing discarded"
+        )
+    added = []
+    if d.rows_padded:
+        added.append(f"{_plural(d.rows_padded, 'zero row')} at the bottom")
+    if d.cols_padded:
+        added.append(f"{_plural(d.cols_padded, 'zero column')} on the right")
+    return f"{d.grid_rows} × {d.grid_cols} patches; " + (
+        " and ".join(added) + " added" if added else "nothing padded"
+    )
+
+
+def layer_table(spec: ModelSpec) -> list[LayerRow]:
+    d, s = spec.derived, spec
+    gelu = {"gelu": "GELU (exact erf)", "gelu_tanh": "GELU (tanh)"}
+    rows = [LayerRow("input", f"B × {s.image_height} × {s.image_width} × {s.channels}", 0,
+                     "NHWC float32 (torch's port permutes to NCHW in prepare)")]
+    kind = "Unfold without padding" if s.remainder == "drop" else "Zero-pad, then unfold"
+    rows.append(LayerRow(
+        "patch_embed", f"B × {d.num_patches} × {s.dim}", _count(s, "patch_embed"),
+        f"{kind} | {remainder_note(s)}; Linear {d.patch_features}→{s.dim} on "
+        f"(ph, pw, C)-flattened {s.patch_height}×{s.patch_width} patches (= Conv, kernel = stride)",
+    ))
+    if s.class_token:
+        rows.append(LayerRow("cls_token", f"B × {d.seq_len} × {s.dim}", s.dim, "prepended as token 0"))
+    if s.pos_embed != "none":
+        where = "with a class-token row" if s.pos_embed_class_row else "patches only, before the class token"
+        unused = f", {d.pos_rows_unused} never used" if d.pos_rows_unused else ""
+        note = (f"learned table of {d.pos_rows_total} rows, first {d.pos_rows_used} used{unused}; {where}"
+                if s.pos_embed == "learned" else f"fixed 2-D sincos, {d.pos_rows_used} rows; {where}")
+        rows.append(LayerRow("pos_embed", f"B × {d.seq_len} × {s.dim}", _count(s, "pos_embed"), note))
+    for i in range(s.depth):
+        norm = "pre-norm: x + f(LN(x))" if s.norm == "pre" else "post-norm: LN(x + f(x))"
+        rows.append(LayerRow(
+            f"blocks.{i}", f"B × {d.seq_len} × {s.dim}", _count(s, f"blocks.{i}."),
+            f"{norm}; {s.heads} heads × {s.head_dim} = {d.attn_inner} inner"
+            f"{'' if s.qkv_bias else ' (no qkv bias)'}; MLP {s.dim}→{s.mlp_dim}→{s.dim} "
+            f"{gelu[s.activation]}; LN eps {s.layer_norm_eps:g}",
+        ))
+    if s.final_norm == "tokens":
+        rows.append(LayerRow("final_norm", f"B × {d.seq_len} × {s.dim}", _count(s, "final_norm"),
+                             f"LayerNorm on every token, eps {s.layer_norm_eps:g}"))
+    pool = {
+        "cls": "class token (token 0)",
+        "mean": f"mean of the {d.num_patches} patch tokens",
+        "flatten": f"flatten {d.seq_len}×{s.dim} = {d.pooled_dim}",
+    }[s.pooling]
+    rows.append(LayerRow(f"pool ({s.pooling})", f"B × {d.pooled_dim}", 0, pool))
+    if s.final_norm == "pooled":
+        rows.append(LayerRow("final_norm", f"B × {d.pooled_dim}", _count(s, "final_norm"),
+                             f"LayerNorm on the pooled vector (timm fc_norm), eps {s.layer_norm_eps:g}"))
+    width = d.pooled_dim
+    for j, hidden in enumerate(s.head_hidden):
+        note = f"Linear {width}→{hidden}, {gelu[s.head_activation]}, dropout {s.dropout_head:g}"
+        rows.append(LayerRow(f"head.hidden.{j}", f"B × {hidden}", _count(s, f"head.hidden.{j}."), note))
+        width = hidden
+    rows.append(LayerRow("head.out", f"B × {s.num_classes}", _count(s, "head.out"),
+                         f"Linear {width}→{s.num_classes}: logits"))
+    return rows
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "-+-".join("-" * w for w in widths)]
+    out += [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)

@@ -1,0 +1,186 @@
+"""First-divergence tracing: line up every port's named intermediates against the float64
+reference and report the first tensor whose error exceeds its budget.
+
+The budget of a tensor scales with its magnitude, because float32 rounding is relative:
+``budget = base * max(1, max|reference tensor|)``, with `base` the project's logit tolerance
+(shared/tolerance.py: 5e-6 small models, 1e-5 large). Taps are visited in the order the forward
+pass computes them, so the first tensor over budget is where the port stops computing the
+spec's function; everything after it inherits the error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shared.reference import forward
+from shared.spec import ModelSpec
+from shared.taps import Taps
+from shared.tolerance import logit_atol
+from shared.weights import Tensors, save_weights
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tap_order(spec: ModelSpec) -> list[str]:
+    """Every tap the reference records for `spec`, in computation order."""
+    names = ["patch_embed", "pos_embed"]
+    for i in range(spec.depth):
+        b = f"block{i}."
+        if spec.norm == "pre":
+            names += [b + "norm1", b + "attn_probs", b + "attn", b + "norm2", b + "mlp", b + "out"]
+        else:
+            names += [b + "attn_probs", b + "attn", b + "norm1", b + "mlp", b + "norm2", b + "out"]
+    if spec.final_norm == "tokens":
+        names.append("final_norm")
+    return [*names, "pooled", "logits"]
+
+
+def reference_taps(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dict[str, np.ndarray]:
+    taps = Taps()
+    forward(spec, weights, images, taps)
+    return dict(taps.tensors)
+
+
+@dataclass
+class TapRow:
+    name: str
+    magnitude: float  # max |reference|
+    error: float | None  # max |port - reference|; None when the port lacks the tap
+    budget: float
+    note: str = ""
+
+    @property
+    def over(self) -> bool:
+        return self.error is not None and not self.error <= self.budget  # NaN counts as over
+
+
+@dataclass
+class PortTrace:
+    framework: str
+    rows: list[TapRow] = field(default_factory=list)
+    error: str | None = None  # the port could not run
+
+    @property
+    def first_divergence(self) -> TapRow | None:
+        return next((r for r in self.rows if r.over), None)
+
+    def to_dict(self) -> dict[str, object]:
+        first = self.first_divergence
+        return {"framework": self.framework, "error": self.error,
+                "first_divergence": first.name if first else None,
+                "taps": [{"name": r.name, "magnitude": r.magnitude, "error": r.error,
+                          "budget": r.budget, "over": r.over, "note": r.note} for r in self.rows]}
+
+
+def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
+                 framework: str) -> PortTrace:
+    base = logit_atol(spec)
+    trace = PortTrace(framework)
+    for name in tap_order(spec):
+        ref = reference[name]
+        magnitude = float(np.max(np.abs(ref)))
+        budget = base * max(1.0, magnitude)
+        if name not in port_taps:
+            trace.rows.append(TapRow(name, magnitude, None, budget, "missing in this port"))
+            continue
+        got = np.asarray(port_taps[name], dtype=np.float64)
+        if got.shape != ref.shape:
+            trace.rows.append(TapRow(name, magnitude, float("inf"), budget,
+                                     f"shape {got.shape}, reference {ref.shape}"))
+            continue
+        err = float(np.max(np.abs(got - ref))) if np.all(np.isfinite(got)) else float("nan")
+        trace.rows.append(TapRow(name, magnitude, err, budget))
+    return trace
+
+
+# ---- collecting taps from ports, each framework in its own process ----------------------
+def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_file: Path,
+                 workdir: Path, timeout: float = 600.0) -> dict[str, np.ndarray] | str:
+    """Run `port.intermediates` in a fresh process with the registry environment; taps, or a
+    one-line reason the port could not run."""
+    from ports import PORTS
+
+    out = workdir / f"{framework}-taps.npz"
+    job = workdir / f"{framework}-taps.json"
+    job.write_text(json.dumps({"framework": framework, "spec": spec.to_json(),
+                               "weights": str(weights_file), "input": str(images_file),
+                               "output": str(out)}))
+    env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "shared.tap_worker", str(job)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:.0f} s"
+    report = job.with_suffix(".report.json")
+    if proc.returncode != 0 or not report.exists():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"worker exited with status {proc.returncode}: {tail}"
+    status = json.loads(report.read_text())
+    if status.get("error"):
+        return str(status["error"])
+    with np.load(out, allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray,
+          frameworks: list[str]) -> tuple[dict[str, np.ndarray], list[PortTrace]]:
+    reference = reference_taps(spec, weights, images)
+    traces = []
+    with tempfile.TemporaryDirectory(prefix="portbench-trace-") as tmp:
+        workdir = Path(tmp)
+        weights_file, images_file = workdir / "weights.safetensors", workdir / "images.npy"
+        save_weights(weights_file, spec, weights)
+        np.save(images_file, images)
+        for fw in frameworks:
+            got = collect_taps(fw, spec, weights_file, images_file, workdir)
+            if isinstance(got, str):
+                traces.append(PortTrace(fw, error=got))
+            else:
+                traces.append(compare_taps(spec, reference, got, fw))
+    return reference, traces
+
+
+def _row(trace: PortTrace, name: str) -> TapRow | None:
+    return next((r for r in trace.rows if r.name == name), None)
+
+
+def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
+    lines = []
+    for t in traces:
+        if t.error:
+            lines.append(f"{t.framework}: could not run ({t.error})")
+            continue
+        first = t.first_divergence
+        worst = max((r for r in t.rows if r.error is not None and np.isfinite(r.error)),
+                    key=lambda r: r.error / r.budget, default=None)
+        if first is None:
+            margin = "" if worst is None else (f"; closest to budget: {worst.name} "
+                                               f"{worst.error:.2g} of {worst.budget:.2g}")
+            lines.append(f"{t.framework}: all {len(t.rows)} taps within budget{margin}")
+        else:
+            detail = first.note or f"error {first.error:.3g} > budget {first.budget:.2g} " \
+                                   f"(|ref| up to {first.magnitude:.3g})"
+            lines.append(f"{t.framework}: first divergence at {first.name}: {detail}")
+            others = [(o.framework, _row(o, first.name)) for o in traces if o is not t and not o.error]
+            seen = [f"{fw} {row.error:.2g}" for fw, row in others
+                    if row is not None and row.error is not None]
+            if seen:
+                lines.append(f"    other ports at {first.name}: {', '.join(seen)}")
+        if verbose or first is not None:
+            shown = t.rows if verbose else t.rows[: t.rows.index(first) + 1]
+            if not verbose:
+                shown = shown[-4:]  # the tensors just before, then the first one over
+            for r in shown:
+                err = "missing" if r.error is None else f"{r.error:.3g}"
+                flag = "  <-- over budget" if r.over else ""
+                lines.append(f"    {r.name:18s} |ref| {r.magnitude:9.3g}  error {err:>9s}  "
+                             f"budget {r.budget:.2g}{flag}")
+    return lines

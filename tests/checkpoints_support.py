@@ -1,0 +1,73 @@
+"""Helpers for the checkpoint tests: randomly initialised third-party models (built by the
+libraries themselves, no downloads) and the ports that must reproduce their logits."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ports import create_port
+from shared import reference
+from shared.spec import ModelSpec
+from shared.weights import Tensors
+
+# fp32 logits of two implementations of the same small model (width <= 32, depth 2, logits of
+# order 1) differ by summation order only: measured max |diff| 1e-7 .. 1.5e-6 across these
+# models, ports and libraries; 5e-6 is the project tolerance for small models. A real mapping
+# error (a transposed kernel, eps 1e-6 vs 1e-5, tanh vs exact GELU, a shifted position row)
+# moves logits by >= 1e-4 here.
+ATOL = 5e-6
+PORTS = ("torch", "keras", "flax")  # keras on TensorFlow in-process; other backends: subprocesses
+
+
+def perturbed(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Libraries initialise biases to 0 and LayerNorm scales to 1, which would hide a swapped or
+    transposed bias; add seeded noise to every parameter, then switch to eval mode."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(0.2 * torch.randn(param.shape, generator=generator))
+    return model.eval()
+
+
+def state_dict(model: torch.nn.Module) -> dict[str, np.ndarray]:
+    return {name: value.detach().numpy().copy() for name, value in model.state_dict().items()}
+
+
+def nchw(images: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(images.transpose(0, 3, 1, 2)))
+
+
+def library_logits(model: torch.nn.Module, images: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        out = model(pixel_values=nchw(images)) if _is_hf(model) else model(nchw(images))
+    return (out.logits if _is_hf(model) else out).numpy()
+
+
+def _is_hf(model: torch.nn.Module) -> bool:
+    return type(model).__name__ == "ViTForImageClassification"
+
+
+def images_for(spec: ModelSpec, seed: int = 7, batch: int = 2) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((batch, spec.image_height, spec.image_width, spec.channels)).astype(np.float32)
+
+
+def assert_ports_match(spec: ModelSpec, tensors: Tensors, images: np.ndarray, expected: np.ndarray,
+                       ports: tuple[str, ...] = PORTS) -> dict[str, float]:
+    """The float64 reference and every port reproduce `expected` (a library's own logits)."""
+    errors = {"reference": float(np.abs(reference.forward(spec, tensors, images) - expected).max())}
+    for name in ports:
+        port = create_port(name, spec)
+        port.load(tensors)
+        errors[name] = float(np.abs(port.logits(images) - expected).max())
+    bad = {k: v for k, v in errors.items() if not v <= ATOL}
+    assert not bad, f"logits differ from the library's by more than {ATOL}: {errors}"
+    return errors
+
+
+def assert_same_tensors(a: Tensors, b: Tensors) -> None:
+    assert list(a) == list(b) or set(a) == set(b), sorted(set(a) ^ set(b))
+    for name in a:
+        assert a[name].shape == b[name].shape, name
+        assert np.array_equal(a[name], b[name]), name

@@ -1,0 +1,41 @@
+"""Build each (framework, spec) port once per test session: Keras and Flax model construction
+dominates the run time of the equivalence tests otherwise."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from ports import create_port
+from shared import reference
+from shared.inputs import probe_batch
+from shared.presets import get_preset
+from shared.spec import ModelSpec
+from shared.weights import init_weights
+
+
+@cache
+def port(framework: str, spec: ModelSpec):
+    return create_port(framework, spec)
+
+
+def batch_for(spec: ModelSpec) -> int:
+    return 2 if spec.derived.params > 10_000_000 else 4  # ViT-B/16 at batch 2 keeps the run short
+
+
+@cache
+def case(preset: str) -> tuple[ModelSpec, dict, np.ndarray, np.ndarray]:
+    """(spec, seed-0 weights, probe batch, float64 reference logits) for a preset."""
+    spec = get_preset(preset)
+    tensors = init_weights(spec, 0)
+    images = probe_batch(spec, batch_for(spec))
+    return spec, tensors, images, reference.forward(spec, tensors, images)
+
+
+@cache
+def port_logits(framework: str, preset: str) -> np.ndarray:
+    spec, tensors, images, _ = case(preset)
+    p = port(framework, spec)
+    p.load(tensors)
+    return p.logits(images)

@@ -1,0 +1,202 @@
+"""`compare.py convert` both ways, the canonical file being self-sufficient for `logits`, and
+every bad input turned into one line naming the tensor or field, with no output written."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import compare
+from shared.inputs import probe_batch
+from shared.weights import load_weights
+from tests.checkpoints_support import ATOL, library_logits, perturbed, state_dict
+
+os.environ.setdefault("USE_TF", "0")
+os.environ.setdefault("USE_FLAX", "0")
+
+TIMM_KWARGS = dict(img_size=(16, 24), patch_size=(8, 4), embed_dim=16, depth=2, num_heads=2,
+                   num_classes=3, class_token=False, global_pool="avg", fc_norm=True)
+TIMM_SET = ["--set", "heads=2", "--set", "image_height=16", "--set", "image_width=24"]
+
+
+def timm_model(**overrides: object) -> torch.nn.Module:
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    return perturbed(VisionTransformer(**{**TIMM_KWARGS, **overrides}), seed=4)
+
+
+def tv_checkpoint(tmp_path: Path) -> Path:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    model = VisionTransformer(image_size=16, patch_size=8, num_layers=1, num_heads=2, hidden_dim=16,
+                              mlp_dim=32, num_classes=3)
+    path = tmp_path / "tv.pth"
+    torch.save(model.state_dict(), path)
+    return path
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    code = compare.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_convert_timm_both_ways_and_logits_need_only_the_file(tmp_path, capsys) -> None:
+    model = timm_model()
+    source = tmp_path / "timm.pth"
+    torch.save(model.state_dict(), source)
+    canonical = tmp_path / "w.safetensors"
+    code, out, err = run(["convert", "--from", "timm", "--in", str(source), *TIMM_SET,
+                          "--out", str(canonical)], capsys)
+    assert code == 0, err
+    assert "layer_norm_eps=1e-06 (timm's LayerNorm)" in out
+    # The file alone carries the spec: logits on Flax need no --spec or --set.
+    logits_path = tmp_path / "y.npy"
+    code, _, err = run(["logits", "--weights", str(canonical), "--framework", "flax",
+                        "--out", str(logits_path)], capsys)
+    assert code == 0, err
+    spec = load_weights(canonical).spec
+    expected = library_logits(model, probe_batch(spec))
+    assert np.abs(np.load(logits_path) - expected).max() <= ATOL
+    # And back to a timm state dict, bit for bit.
+    exported = tmp_path / "back.pth"
+    code, out, err = run(["convert", "--to", "timm", "--in", str(canonical), "--out", str(exported)],
+                         capsys)
+    assert code == 0, err
+    assert "class_token=False" in out and "global_pool='avg'" in out
+    back = torch.load(exported, weights_only=True, map_location="cpu")
+    original = state_dict(model)
+    assert set(back) == set(original)
+    assert all(np.array_equal(back[k].numpy(), original[k]) for k in original)
+
+
+def test_convert_hf_directory_round_trip(tmp_path, capsys) -> None:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    torch.manual_seed(0)
+    model = perturbed(ViTForImageClassification(ViTConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=4, intermediate_size=24, image_size=16,
+        patch_size=4, num_labels=2, layer_norm_eps=1e-12)), seed=2)
+    model.save_pretrained(tmp_path / "hf")
+    canonical, again = tmp_path / "w.safetensors", tmp_path / "again"
+    source = str(tmp_path / "hf")
+    assert run(["convert", "--from", "hf", "--in", source, "--out", str(canonical)], capsys)[0] == 0
+    assert load_weights(canonical).spec.layer_norm_eps == 1e-12  # HF's own eps, not timm's
+    assert run(["convert", "--to", "hf", "--in", str(canonical), "--out", str(again)], capsys)[0] == 0
+    reloaded = ViTForImageClassification.from_pretrained(str(again)).eval()
+    images = probe_batch(load_weights(canonical).spec)
+    assert np.array_equal(library_logits(reloaded, images), library_logits(model, images))
+
+
+class NotATensor:
+    """Anything but a tensor: torch.load(weights_only=True) refuses to build it."""
+
+
+def bad_timm_file(tmp_path: Path, change: str) -> Path:
+    tensors = timm_model().state_dict()
+    if change == "extra":
+        tensors["extra.weight"] = torch.zeros(3)
+    elif change == "missing":
+        del tensors["blocks.1.mlp.fc2.bias"]
+    elif change == "misshapen":
+        tensors["blocks.0.mlp.fc2.bias"] = torch.zeros(5)
+    elif change == "pickle":
+        tensors = {"model": tensors, "extra": NotATensor()}
+    elif change == "pre_norm":
+        tensors = timm_model(pre_norm=True).state_dict()
+    path = tmp_path / f"{change}.pth"
+    torch.save(tensors, path)
+    return path
+
+
+BAD_TIMM = [
+    ("extra", [], "1 unused (extra.weight)"),
+    ("missing", [], "1 missing (blocks.1.mlp.fc2.bias)"),
+    ("misshapen", [], "tensor 'blocks.0.mlp.fc2.bias' has shape (5,), the spec expects (16,)"),
+    ("pickle", [], "is not a plain state dict: torch.load(weights_only=True) refused it"),
+    ("pre_norm", [], "tensor 'norm_pre.weight' comes from timm's pre_norm=True"),
+    ("fine", [*TIMM_SET, "--set", "heads=3"],
+     "heads = 3 does not divide the width 16 of tensor 'patch_embed.proj.weight'"),
+    ("fine", [*TIMM_SET, "--set", "dim=32"],
+     "dim=32 contradicts the timm checkpoint: tensor 'patch_embed.proj.weight'"),
+    ("fine", ["--set", "heads=2"], "pass --set image_height=VALUE"),
+]
+
+
+@pytest.mark.parametrize(("change", "extra_args", "message"), BAD_TIMM,
+                         ids=[f"{c}{'-' + a[-1] if a else ''}" for c, a, _ in BAD_TIMM])
+def test_bad_timm_checkpoints_fail_in_one_line_without_output(change, extra_args, message, tmp_path,
+                                                              capsys) -> None:
+    source = bad_timm_file(tmp_path, change)
+    args = extra_args or TIMM_SET
+    out = tmp_path / "w.safetensors"
+    code, _, err = run(["convert", "--from", "timm", "--in", str(source), *args, "--out", str(out)], capsys)
+    assert_one_line_error(code, err, message, out)
+
+
+def test_other_bad_inputs(tmp_path, capsys) -> None:
+    out = tmp_path / "w.safetensors"
+    tv = tv_checkpoint(tmp_path)
+    cases = [
+        (["--from", "caffe", "--in", str(tv)], "unknown checkpoint format 'caffe'"),
+        (["--from", "torchvision", "--in", str(tv)], "does not record spec field 'heads': pass --set heads="),
+        (["--from", "torchvision", "--in", str(tv), "--set", "heads=3"],
+         "heads = 3 does not divide the width 16 of tensor 'conv_proj.weight'"),
+        (["--from", "torchvision", "--in", str(tmp_path / "nope.pth"), "--set", "heads=2"], "does not exist"),
+    ]
+    from transformers import ViTConfig, ViTForImageClassification
+
+    ViTForImageClassification(ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=24, image_size=16, patch_size=8)
+                              ).save_pretrained(tmp_path / "hf")
+    config = tmp_path / "hf" / "config.json"
+    config.write_text(config.read_text().replace('"num_attention_heads": 2', '"num_attention_heads": 3'))
+    cases.append((["--from", "hf", "--in", str(tmp_path / "hf")],
+                  "config num_attention_heads = 3 does not divide the width 16 of config hidden_size"))
+    for argv, message in cases:
+        code, _, err = run(["convert", *argv, "--out", str(out)], capsys)
+        assert_one_line_error(code, err, message, out)
+
+
+def test_export_refuses_what_the_library_cannot_express(tmp_path, capsys) -> None:
+    canonical, out = tmp_path / "w.safetensors", tmp_path / "tv.pth"
+    assert run(["init", "--spec", "archive-torch", "--out", str(canonical)], capsys)[0] == 0
+    code, _, err = run(["convert", "--to", "torchvision", "--in", str(canonical), "--out", str(out)], capsys)
+    assert_one_line_error(
+        code, err, "cannot export to torchvision VisionTransformer: spec field pooling='flatten'", out)
+
+
+def assert_one_line_error(code: int, err: str, message: str, out: Path) -> None:
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert message in lines[0], lines[0]
+    assert not out.exists()
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]  # no temp file left
+
+
+def test_timm_config_json_states_what_the_state_dict_cannot(tmp_path, capsys) -> None:
+    source, config = tmp_path / "timm.pth", tmp_path / "config.json"
+    torch.save(timm_model().state_dict(), source)
+    config.write_text('{"architecture": "vit_tiny_custom", "num_classes": 3, "global_pool": "avg", '
+                      '"model_args": {"num_heads": 2, "img_size": [16, 24]}}')
+    with_config, with_set = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    assert run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                "--out", str(with_config)], capsys)[0] == 0
+    assert run(["convert", "--from", "timm", "--in", str(source), *TIMM_SET, "--out", str(with_set)],
+               capsys)[0] == 0
+    assert load_weights(with_config).spec == load_weights(with_set).spec
+    config.write_text('{"global_pool": "avg", "model_args": {"num_heads": 2, "img_size": [16, 25]}}')
+    code, _, err = run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                        "--out", str(tmp_path / "c.safetensors")], capsys)
+    assert code == 0, err  # 25 columns of 4-wide patches drop one: still 6 columns, the same table
+    config.write_text('{"global_pool": "avg", "model_args": {"num_heads": 2, "img_size": [16, 32]}}')
+    code, _, err = run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                        "--out", str(tmp_path / "d.safetensors")], capsys)
+    assert_one_line_error(code, err, "tensor 'pos_embed' (12 rows) does not fit image 16x32",
+                          tmp_path / "d.safetensors")

@@ -1,0 +1,133 @@
+"""Third-party models built by torchvision, timm and transformers (random weights, small
+configs): their state dicts import to canonical tensors on which the reference and the torch,
+Keras and Flax ports reproduce the library's own logits; canonical weights export back into the
+library's model (load_state_dict strict) with the same logits; import(export(x)) is bit-exact."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from shared import reference
+from shared.checkpoints import export_checkpoint, export_tensors, import_checkpoint
+from shared.weights import init_weights
+from tests.checkpoints_support import (
+    ATOL,
+    assert_ports_match,
+    assert_same_tensors,
+    images_for,
+    library_logits,
+    perturbed,
+)
+
+os.environ.setdefault("USE_TF", "0")
+os.environ.setdefault("USE_FLAX", "0")
+
+
+def torchvision_model(**kwargs: object) -> torch.nn.Module:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(**kwargs)
+
+
+def timm_model(**kwargs: object) -> torch.nn.Module:
+    from timm.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(**kwargs)
+
+
+def hf_model(**kwargs: object) -> torch.nn.Module:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    return ViTForImageClassification(ViTConfig(**kwargs))
+
+
+# (id, format, builder, kwargs, --set values the state dict cannot tell). Every case runs the
+# reference and the torch port; the first case of each library (marked in ALL_PORTS) also runs
+# the Keras and Flax ports: they are tested against the reference over many specs elsewhere,
+# here they show that the library's logits carry through to every framework, and each new spec
+# costs Flax ~10 s of per-op compilation on this machine.
+ALL_PORTS = {"torchvision-square", "timm-avg-fcnorm-noqkvbias-nocls", "hf-tanh-noqkvbias-1channel"}
+CASES = [
+    ("torchvision-square", "torchvision", torchvision_model,
+     dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32,
+          num_classes=5), ["heads=2"]),
+    ("torchvision-4heads", "torchvision", torchvision_model,
+     dict(image_size=28, patch_size=7, num_layers=2, num_heads=4, hidden_dim=32, mlp_dim=40,
+          num_classes=3), ["heads=4"]),
+    ("timm-avg-fcnorm-noqkvbias-nocls", "timm", timm_model,
+     dict(img_size=(24, 32), patch_size=(8, 4), in_chans=2, embed_dim=16, depth=2, num_heads=2,
+          num_classes=5, class_token=False, global_pool="avg", fc_norm=True, qkv_bias=False),
+     ["heads=2", "image_height=24", "image_width=32"]),
+    ("timm-token", "timm", timm_model,
+     dict(img_size=32, patch_size=8, embed_dim=24, depth=2, num_heads=3, num_classes=4),
+     ["heads=3", "pooling=cls"]),
+    ("timm-noembedclass-avg-nofinalnorm", "timm", timm_model,
+     dict(img_size=24, patch_size=6, in_chans=1, embed_dim=16, depth=2, num_heads=4, num_classes=3,
+          no_embed_class=True, global_pool="avg", fc_norm=False, final_norm=False),
+     ["heads=4", "pooling=mean"]),
+    ("timm-remainder-noposembed", "timm", timm_model,
+     dict(img_size=(20, 30), patch_size=6, embed_dim=16, depth=2, num_heads=2, num_classes=3,
+          pos_embed="none"), ["heads=2", "pooling=cls", "image_height=20", "image_width=30"]),
+    ("hf-rect-eps1e-5", "hf", hf_model,
+     dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+          image_size=(24, 32), patch_size=8, num_labels=5, layer_norm_eps=1e-5), []),
+    ("hf-tanh-noqkvbias-1channel", "hf", hf_model,
+     dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+          image_size=30, patch_size=(6, 5), num_channels=1, num_labels=3, layer_norm_eps=1e-12,
+          hidden_act="gelu_pytorch_tanh", qkv_bias=False), []),
+]
+
+
+def save_library_checkpoint(fmt: str, model: torch.nn.Module, tmp_path) -> tuple[str, str | None]:
+    """Write the model as its library does: a torch state dict, or save_pretrained for HF."""
+    if fmt == "hf":
+        model.save_pretrained(tmp_path / "hf")
+        return str(tmp_path / "hf"), None
+    path = tmp_path / f"{fmt}.pth"
+    torch.save(model.state_dict(), path)
+    return str(path), None
+
+
+@pytest.mark.parametrize(("case", "fmt", "build", "kwargs", "given"), CASES, ids=[c[0] for c in CASES])
+def test_import_reproduces_library_logits(case, fmt, build, kwargs, given, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = perturbed(build(**kwargs), seed=1)
+    path, config = save_library_checkpoint(fmt, model, tmp_path)
+    converted = import_checkpoint(fmt, path, config, overrides=given)
+    images = images_for(converted.spec)
+    expected = library_logits(model, images)
+    ports = ("torch", "keras", "flax") if case in ALL_PORTS else ("torch",)
+    assert_ports_match(converted.spec, converted.tensors, images, expected, ports)
+    # And back: the canonical tensors export to exactly the library's state dict.
+    exported = export_tensors(fmt, converted.spec, converted.tensors)
+    assert_same_tensors(exported, {k: v.numpy() for k, v in model.state_dict().items()})
+
+
+@pytest.mark.parametrize(("fmt", "build", "kwargs", "given"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_export_loads_into_library_with_same_logits(fmt, build, kwargs, given, tmp_path) -> None:
+    torch.manual_seed(0)
+    model = build(**kwargs).eval()
+    path, config = save_library_checkpoint(fmt, model, tmp_path)
+    spec = import_checkpoint(fmt, path, config, overrides=given).spec
+    tensors = init_weights(spec, seed=5)  # canonical weights the library has never seen
+    out = tmp_path / ("exported" if fmt == "hf" else "exported.safetensors")
+    export_checkpoint(fmt, spec, tensors, out)
+    if fmt == "hf":
+        from transformers import ViTForImageClassification
+
+        model = ViTForImageClassification.from_pretrained(str(out)).eval()
+    else:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(out)), strict=True)
+    images = images_for(spec, seed=3)
+    diff = np.abs(library_logits(model, images) - reference.forward(spec, tensors, images)).max()
+    assert diff <= ATOL
+    again = import_checkpoint(fmt, str(out), None, overrides=given)
+    assert again.spec == spec
+    assert_same_tensors(again.tensors, tensors)

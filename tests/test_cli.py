@@ -1,0 +1,116 @@
+"""compare.py end to end, as a user runs it: spec, init, logits, verify, and the one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared import reference
+from shared.inputs import probe_batch
+from shared.presets import get_preset
+from shared.weights import init_weights, load_weights
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, str(ROOT / "compare.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_spec_json_document() -> None:
+    doc = json.loads(cli("spec", "archive-torch", "--json").stdout)
+    assert doc["derived"]["params"] == 161_410 and doc["derived"]["seq_len"] == 28
+    assert doc["spec"]["head_dim"] == 8 and doc["derived"]["cols_dropped"] == 3
+    table = cli("spec", "archive-torch").stdout
+    assert "Unfold without padding | B × 28 × 32" in table.replace("  ", " ") or "B × 28 × 32" in table
+    assert "three rightmost columns discarded" in table and "161,410" in table
+    padded = json.loads(cli("spec", "archive-torch", "--set", "remainder=pad", "--json").stdout)
+    assert padded["derived"]["seq_len"] == 32
+
+
+def test_init_logits_and_spec_from_the_weight_file(tmp_path) -> None:
+    weights, out = tmp_path / "w.safetensors", tmp_path / "y.npy"
+    cli("init", "--spec", "quadrant", "--seed", "5", "--out", str(weights))
+    spec = get_preset("quadrant")
+    assert load_weights(weights).spec == spec
+    cli("logits", "--weights", str(weights), "--framework", "torch", "--out", str(out))
+    expected = reference.forward(spec, init_weights(spec, 5), probe_batch(spec))
+    assert np.abs(np.load(out) - expected).max() <= 5e-6
+    # Same weights under another epsilon: runs, and says which field changed.
+    ref_out = tmp_path / "r.npy"
+    proc = cli("logits", "--weights", str(weights), "--set", "layer_norm_eps=1e-3",
+               "--framework", "reference", "--out", str(ref_out))
+    assert "layer_norm_eps=0.001 (file: 1e-05)" in proc.stderr
+    assert np.abs(np.load(ref_out) - expected).max() > 1e-4
+
+
+def test_verify_passes_and_writes_json(tmp_path) -> None:
+    out = tmp_path / "verify.json"
+    proc = cli("verify", "--spec", "archive-keras", "--json", str(out))
+    doc = json.loads(out.read_text())
+    assert {e["framework"] for e in doc["entries"]} >= {"torch", "keras", "flax"}
+    assert all(e["passed"] and e["max_abs_diff"] < 5e-6 for e in doc["entries"])
+    assert len(doc["pairwise"]) >= 3 and "0 failed" in proc.stdout
+
+
+def test_verify_fails_and_exits_nonzero_when_a_port_disagrees(monkeypatch, capsys) -> None:
+    """Shift the oracle by 1e-4 (twenty times the tolerance): every port must now FAIL, and
+    verify must say so with exit status 1."""
+    from shared.cli import verify as verify_cli
+
+    true_forward = verify_cli.reference.forward
+    monkeypatch.setattr(verify_cli.reference, "forward",
+                        lambda *a, **k: true_forward(*a, **k) + 1e-4)
+    spec = get_preset("quadrant")
+    case = verify_cli.Case(spec, init_weights(spec, 0), probe_batch(spec))
+    status = verify_cli.run_cases([case], ["torch"], "cpu", 300.0, None)
+    out = capsys.readouterr().out
+    assert status == 1 and "FAIL" in out and "1 failed" in out
+
+
+BAD_COMMANDS = [
+    (["spec", "no-such-preset"], ["neither a preset"]),
+    (["spec", "quadrant", "--set", "heads=0"], ["'heads' = 0", "positive integer"]),
+    (["spec", "quadrant", "--set", "pooling=cls", "--set", "class_token=false",
+      "--set", "pos_embed_class_row=false"], ["'pooling' = 'cls'"]),
+    (["logits", "--framework", "mxnet", "--out", "{tmp}/y.npy"], ["unknown framework 'mxnet'"]),
+    (["logits", "--framework", "torch", "--weights", "{tmp}/absent.safetensors", "--out", "{tmp}/y.npy"],
+     ["does not exist"]),
+    (["logits", "--framework", "torch", "--spec", "quadrant", "--input", "{tmp}/bad.npy",
+      "--out", "{tmp}/y.npy"],
+     ["shape (2, 9, 9, 1)", "expected (batch, 8, 8, 1)"]),
+    (["logits", "--framework", "torch", "--spec", "vit-ti16", "--weights", "{tmp}/q.safetensors",
+      "--out", "{tmp}/y.npy"], ["does not fit spec 'vit-ti16'", "'patch_embed.kernel'"]),
+    (["init", "--spec", "quadrant", "--out", "{tmp}/q.safetensors"], ["already exists", "--force"]),
+    (["verify", "--frameworks", "torch,mxnet"], ["unknown framework 'mxnet'"]),
+]
+
+
+@pytest.mark.parametrize(("args", "fragments"), BAD_COMMANDS)
+def test_bad_input_is_one_line_and_overwrites_nothing(tmp_path, args, fragments) -> None:
+    np.save(tmp_path / "bad.npy", np.zeros((2, 9, 9, 1), np.float32))
+    cli("init", "--spec", "quadrant", "--out", str(tmp_path / "q.safetensors"))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    proc = cli(*[a.format(tmp=tmp_path) for a in args], check=False)
+    assert_one_line_error(proc, *fragments)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

@@ -1,0 +1,87 @@
+"""The defaults audit: the project's ports use no framework default where the spec gives a value;
+planted defaults are found in source text and in built torch, Keras and nnx models."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import jax
+import pytest
+
+from ports import create_port
+from shared.audit import audit_model, audit_ports, audit_source, probe_specs
+from shared.framework_defaults import keras_module
+from shared.presets import get_preset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("framework", ["torch", "flax", "keras"])
+def test_project_ports_use_no_divergent_default(framework: str) -> None:
+    findings, checked = audit_ports([framework], get_preset("quadrant"))
+    assert findings == []
+    assert len(checked) == 3  # source + two probe builds
+
+
+def test_source_audit_names_each_default() -> None:
+    text = "\n".join([
+        "a = nn.LayerNorm(32)",
+        "b = nnx.LayerNorm(32, epsilon=1e-6, rngs=r)",
+        "c = keras.ops.gelu(x)",
+        "d = jax.nn.gelu",
+        "e = nn.MultiheadAttention(32, 4)",
+        "f = keras.losses.SparseCategoricalCrossentropy()",
+        "g = layers.LayerNormalization(epsilon=1e-6)",  # pinned: no finding
+        "h = partial(jax.nn.gelu, approximate=False)",  # pinned: no finding
+        "i = nnx.Conv(1, 8, (4, 4), rngs=r)",
+        "j = torch.optim.AdamW(params, lr=1e-3)",
+    ])
+    found = [(f.where, f.entry) for f in audit_source(text, "user.py")]
+    assert found == [("user.py:1", "layer_norm_eps"), ("user.py:2", "layer_norm_variance"),
+                     ("user.py:3", "gelu"), ("user.py:4", "gelu"), ("user.py:5", "batch_first"),
+                     ("user.py:6", "cross_entropy"), ("user.py:9", "remainder"),
+                     ("user.py:10", "adamw_epsilon")]
+
+
+def test_built_torch_model_with_defaults() -> None:
+    from torch import nn
+
+    spec = get_preset("quadrant").replace(activation="gelu_tanh")
+    model = nn.Sequential(nn.LayerNorm(32), nn.GELU(), nn.MultiheadAttention(32, 2))
+    entries = sorted(f.entry for f in audit_model(model, spec, "user"))
+    assert entries == ["batch_first", "gelu", "head_width"]  # eps 1e-5 equals the spec's here
+
+
+def test_built_keras_and_nnx_models_with_defaults() -> None:
+    keras = keras_module()
+    spec = probe_specs(get_preset("quadrant"))[0]  # eps 3.3e-4, MLP tanh, head exact
+    port = create_port("keras", spec)
+    port.model.blocks[1].norm2.epsilon = 1e-3  # Keras' default
+    found = {(f.where.split(":")[1], f.entry) for f in audit_model(port.model, spec, "keras")}
+    assert found == {("blocks.1.norm2", "layer_norm_eps")}
+    user = keras.Sequential([keras.layers.LayerNormalization(name="ln"),
+                             keras.layers.Activation(keras.ops.gelu, name="mlp_act")])
+    exact = spec.replace(activation="gelu")
+    found = {(f.where.split(":")[1], f.entry) for f in audit_model(user, exact, "u")}
+    assert found == {("ln", "layer_norm_eps"), ("mlp_act", "gelu")}  # Keras 1e-3; ops.gelu is tanh
+
+    port = create_port("flax", spec)
+    port.model.blocks[0].norm1.use_fast_variance = True
+    port.model.head.act = partial(jax.nn.gelu)  # tanh by default, the spec's head wants exact
+    found = {(f.where.split(":")[1], f.entry) for f in audit_model(port.model, spec, "flax")}
+    assert found == {("blocks.0.norm1", "layer_norm_variance"), ("head.act", "gelu")}
+
+
+def test_cli_source_mode(tmp_path: Path) -> None:
+    user = tmp_path / "mine.py"
+    user.write_text("import torch.nn as nn\nnorm = nn.LayerNorm(64)\n")
+    proc = subprocess.run([sys.executable, "compare.py", "audit", "--source", str(user)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    assert f"{user}:2: [layer_norm_eps] nn.LayerNorm(...) without eps" in proc.stdout
+    missing = subprocess.run([sys.executable, "compare.py", "audit", "--source", "nope.py"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert missing.returncode == 2 and "source file 'nope.py' does not exist" in missing.stderr

@@ -1,0 +1,317 @@
+"""Mutation tests: flip one catalogue knob in ONE port and the project's equivalence check must
+fail at the project's tolerance (shared/tolerance.py). This is the proof that the tolerance
+cannot absorb a semantic difference, entry by entry (shared/divergences.py).
+
+Each test first checks the unmutated port passes (so a failure is the knob, not the set-up),
+then flips the knob: in the port's spec (the reference keeps the original), in its weight
+transfer (monkeypatched layout transform), in its modules (monkeypatched attribute), or in the
+framework API it would have used.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ports import create_port
+from shared import weights as canonical
+from shared.divergences import CATALOGUE
+from shared.framework_defaults import keras_module, torch_adam_step
+from shared.inputs import probe_batch
+from shared.presets import get_preset
+from shared.reference import cross_entropy, forward
+from shared.spec import ModelSpec
+from shared.tolerance import logit_atol, max_abs_diff
+from shared.variants import Case, variant
+from shared.weights import Tensors, init_weights
+
+
+def _case(name: str, **changes: object) -> Case:
+    spec = get_preset(name)
+    if changes:
+        spec = spec.replace(**changes)
+    return Case(spec, init_weights(spec, 0), probe_batch(spec))
+
+
+def _passes(case: Case, logits: np.ndarray) -> bool:
+    """The project's equivalence check: fp32 logits vs the float64 reference."""
+    ref = forward(case.spec, case.weights, case.images)
+    return max_abs_diff(logits, ref) <= logit_atol(case.spec, ref)
+
+
+def _port_logits(framework: str, spec: ModelSpec, tensors: Tensors, images: np.ndarray) -> np.ndarray:
+    if framework == "keras":
+        keras_module()  # imports torch's triton hooks before TensorFlow (see framework_defaults)
+    port = create_port(framework, spec)
+    port.load(tensors)
+    return port.logits(images)
+
+
+def _assert_variant_breaks_port(framework: str, case: Case, key: str) -> None:
+    """The port built from the alternative's (spec, weights, images); the reference runs the
+    original case."""
+    assert _passes(case, _port_logits(framework, case.spec, case.weights, case.images)), "baseline"
+    mutated = variant(key).apply(case)
+    assert mutated is not None, f"{key} does not apply to {case.spec.name}"
+    logits = _port_logits(framework, mutated.spec, mutated.weights, mutated.images)
+    assert not _passes(case, logits), f"{framework} with {key} still passes"
+
+
+FORWARD_CASES = [
+    # (entry, framework, preset, spec changes, variant)
+    ("layer_norm_eps", "torch", "quadrant", {}, "layer_norm_eps=0.001"),  # Keras' default
+    ("layer_norm_eps", "flax", "quadrant", {}, "layer_norm_eps=1e-06"),  # Flax's default
+    ("gelu", "flax", "quadrant", {}, "gelu form flipped (MLP)"),
+    ("gelu", "torch", "archive-torch", {}, "gelu form flipped (head)"),
+    ("norm_placement", "torch", "quadrant", {}, "norm=post"),
+    ("pooling", "torch", "quadrant", {}, "pooling=mean"),
+    ("pooling", "torch", "quadrant", {}, "final_norm=none"),
+    # pos_rows=32 fits both remainders (drop uses the first 28 rows), so the weights fit both
+    ("remainder", "torch", "archive-keras", {"remainder": "drop", "pos_rows": 32}, "remainder=pad"),
+    ("pos_table_rows", "torch", "archive-final", {}, "position rows taken from the end"),
+    ("head_width", "torch", "quadrant", {}, "heads merged into one"),
+    ("attention_scale", "torch", "quadrant", {}, "attention scaled by 1/sqrt(dim)"),
+    ("attention_scale", "torch", "quadrant", {}, "attention not scaled"),
+    ("patch_layout", "torch", "quadrant", {"channels": 3}, "patches flattened (C, ph, pw)"),
+    ("patch_layout", "torch", "quadrant", {"channels": 3}, "images reshaped to NCHW"),
+]
+
+
+@pytest.mark.parametrize(("entry", "framework", "preset", "changes", "key"), FORWARD_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[4]}" for c in FORWARD_CASES])
+def test_spec_or_weight_knob_breaks_equivalence(entry: str, framework: str, preset: str,
+                                                 changes: dict, key: str) -> None:
+    assert variant(key).entry == entry
+    _assert_variant_breaks_port(framework, _case(preset, **changes), key)
+
+
+def test_keras_default_epsilon_breaks_equivalence() -> None:
+    """The Keras port with LayerNormalization's own default (read from Keras) on every norm."""
+    keras = keras_module()
+    import inspect
+
+    default = inspect.signature(keras.layers.LayerNormalization).parameters["epsilon"].default
+    case = _case("quadrant")
+    port = create_port("keras", case.spec)
+    port.load(case.weights)
+    assert _passes(case, port.logits(case.images))
+    norms = [layer for layer in port.model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert len(norms) == 2 * case.spec.depth + 1
+    for layer in norms:
+        layer.epsilon = default
+    assert not _passes(case, port.logits(case.images))
+
+
+def test_conv_kernel_reshaped_in_torch_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
+    case = _case("quadrant")
+    assert _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
+    monkeypatch.setattr(canonical, "conv_hwio_to_oihw", lambda k: np.ascontiguousarray(
+        k.reshape(k.shape[3], k.shape[2], k.shape[0], k.shape[1])))
+    assert not _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
+
+
+def test_dense_kernel_reshaped_in_torch_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
+    case = _case("quadrant")
+    monkeypatch.setattr(canonical, "dense_to_out_in",
+                        lambda k: np.ascontiguousarray(k.reshape(k.shape[1], k.shape[0])))
+    assert not _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
+
+
+def test_batch_first_default_in_torch_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The torch port's attention replaced by nn.MultiheadAttention: with batch_first=True it
+    passes; with torch's default (False) the same weights fail (quadrant: heads*head_dim = dim)."""
+    import torch
+    from torch import nn
+
+    case = _case("quadrant")
+
+    def logits_with_mha(batch_first: bool | None) -> np.ndarray:
+        port = create_port("torch", case.spec)
+        port.load(case.weights)
+        for i, blk in enumerate(port.model.blocks):
+            kwargs = {} if batch_first is None else {"batch_first": batch_first}
+            mha = nn.MultiheadAttention(case.spec.dim, case.spec.heads, **kwargs)
+            p = f"blocks.{i}.attn."
+            with torch.no_grad():
+                mha.in_proj_weight.copy_(torch.from_numpy(canonical.qkv_pack(
+                    *[case.weights[p + n + ".kernel"] for n in ("query", "key", "value")])))
+                mha.in_proj_bias.copy_(torch.from_numpy(canonical.qkv_bias_pack(
+                    *[case.weights[p + n + ".bias"] for n in ("query", "key", "value")])))
+                out_weight = canonical.attn_out_to_out_in(case.weights[p + "out.kernel"])
+                mha.out_proj.weight.copy_(torch.from_numpy(out_weight))
+                mha.out_proj.bias.copy_(torch.from_numpy(case.weights[p + "out.bias"]))
+            mha.eval()
+
+            def attend(x: torch.Tensor, taps: object = None,
+                       _mha: nn.MultiheadAttention = mha) -> torch.Tensor:
+                return _mha(x, x, x, need_weights=False)[0]
+
+            monkeypatch.setattr(blk.attn, "forward", attend)
+        return port.logits(case.images)
+
+    assert _passes(case, logits_with_mha(batch_first=True))
+    assert not _passes(case, logits_with_mha(batch_first=None))
+
+
+def test_flax_fast_variance_breaks_equivalence_on_a_large_mean_residual() -> None:
+    """use_fast_variance=True (Flax's default) once the residual stream carries a large mean:
+    a patch-embedding bias of 30 on every feature, as trained models can have. Measured: the
+    pinned port stays at 5.7e-6 of a 1.2e-5 budget; with the fast variance 2.8e-4. (At 300 even
+    the two-pass float32 LayerNorm misses the float64 reference, so the offset is kept small.)"""
+    case = _case("quadrant")
+    tensors = dict(case.weights)
+    tensors["patch_embed.bias"] = (tensors["patch_embed.bias"] + 30.0).astype(np.float32)
+    case = Case(case.spec, tensors, case.images)
+    port = create_port("flax", case.spec)
+    port.load(tensors)
+    assert _passes(case, port.logits(case.images))
+    for blk in port.model.blocks:
+        blk.norm1.use_fast_variance = True
+        blk.norm2.use_fast_variance = True
+    port.model.final_norm.use_fast_variance = True
+    assert not _passes(case, port.logits(case.images))
+
+
+def test_torch_left_in_train_mode_breaks_equivalence() -> None:
+    import torch
+
+    case = _case("mnist-vit-small")  # MLP dropout 0.1
+    port = create_port("torch", case.spec)
+    port.load(case.weights)
+    assert _passes(case, port.logits(case.images))
+    torch.manual_seed(0)
+    assert not _passes(case, port.logits(case.images, train=True))
+
+
+def test_cpu_precision_breaks_equivalence() -> None:
+    """autocast bf16 always breaks it; 'medium' matmul precision breaks it on CPUs with bf16
+    matmuls (AMX/AVX512-BF16), and is a no-op elsewhere (divergences.md row 36)."""
+    import torch
+
+    case = _case("mnist-vit")
+    port = create_port("torch", case.spec)
+    port.load(case.weights)
+    assert _passes(case, port.logits(case.images))
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        bf16 = port.model(port.prepare(case.images)).float().numpy()
+    assert not _passes(case, bf16)
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = cpuinfo.read_text() if cpuinfo.exists() else ""
+    try:
+        torch.set_float32_matmul_precision("medium")
+        medium = port.logits(case.images)
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    if "amx_bf16" in flags:
+        assert not _passes(case, medium)
+    else:
+        assert _passes(case, medium)
+
+
+# ---- the training step -------------------------------------------------------------------
+LOSS_RTOL = 1e-6  # CE from logits agrees to 3e-7 at loss ~2.8 (divergences.md "Losses")
+
+
+def test_cross_entropy_sum_reduction_breaks_loss_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.nn.functional as F  # noqa: N812
+
+    import ports.torch.port as torch_port
+
+    case = _case("quadrant")
+    labels = np.arange(4) % case.spec.num_classes
+    expected = cross_entropy(forward(case.spec, case.weights, case.images), labels)
+    port = create_port("torch", case.spec)
+    port.load(case.weights)
+    loss, _ = port.loss_and_gradients(case.images, labels)
+    assert abs(loss - expected) <= LOSS_RTOL * max(1.0, expected)
+
+    class SumReduction:
+        def __getattr__(self, name: str) -> object:
+            return getattr(F, name)
+
+        @staticmethod
+        def cross_entropy(logits, target, reduction="mean"):
+            return F.cross_entropy(logits, target, reduction="sum")
+
+    monkeypatch.setattr(torch_port, "F", SumReduction())
+    loss, _ = port.loss_and_gradients(case.images, labels)
+    assert abs(loss - expected) > LOSS_RTOL * max(1.0, expected)
+
+
+def test_keras_from_logits_default_breaks_loss_check() -> None:
+    keras = keras_module()
+    case = _case("quadrant")
+    logits = forward(case.spec, case.weights, case.images).astype(np.float32)
+    labels = np.arange(4) % case.spec.num_classes
+    expected = cross_entropy(logits.astype(np.float64), labels)
+    pinned = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits))
+    default = float(keras.losses.SparseCategoricalCrossentropy()(labels, logits))
+    assert abs(pinned - expected) <= LOSS_RTOL * max(1.0, expected)
+    assert abs(default - expected) > LOSS_RTOL * max(1.0, expected)
+
+
+OPTIMIZER_ATOL = 2e-6  # optimizer-only parity after one step (divergences.md: measured 2.4e-7)
+
+
+def _torch_adamw_step(p: np.ndarray, g: np.ndarray, lr: float, eps: float, wd: float) -> np.ndarray:
+    # torch.optim's functional AdamW: an optimizer object would import triton, which segfaults
+    # once TensorFlow is loaded (shared/framework_defaults.torch_adam_step)
+    return torch_adam_step(p, g, lr, eps, wd, decoupled=True)
+
+
+def test_adamw_epsilon_placement_breaks_optimizer_parity() -> None:
+    """Keras AdamW defines the update (TrainSpec: epsilon hat); torch gets eps/sqrt(1 - b2^t)."""
+    keras = keras_module()
+    rng = np.random.default_rng(0)
+    p = rng.standard_normal(64).astype(np.float32)
+    g = (1e-7 * rng.standard_normal(64)).astype(np.float32)  # small gradients: eps matters
+    lr, eps, b2 = 1e-3, 1e-8, 0.999
+    var = keras.Variable(p.copy())
+    keras.optimizers.AdamW(learning_rate=lr, epsilon=eps, weight_decay=0.0, beta_2=b2).apply_gradients(
+        [(keras.ops.convert_to_tensor(g), var)])
+    reference = np.asarray(keras.ops.convert_to_numpy(var))
+    pinned = _torch_adamw_step(p, g, lr, eps / math.sqrt(1 - b2), 0.0)
+    unpinned = _torch_adamw_step(p, g, lr, eps, 0.0)
+    assert max_abs_diff(pinned, reference) <= OPTIMIZER_ATOL
+    assert max_abs_diff(unpinned, reference) > OPTIMIZER_ATOL
+
+
+def test_weight_decay_semantics_break_optimizer_parity() -> None:
+    """torch Adam(weight_decay) is L2, AdamW is decoupled: same numbers, different update."""
+    rng = np.random.default_rng(1)
+    p = rng.standard_normal(64).astype(np.float32)
+    g = (1e-2 * rng.standard_normal(64)).astype(np.float32)
+    decoupled = _torch_adamw_step(p, g, 1e-3, 1e-8, 0.05)
+    expected = p * (1 - 1e-3 * 0.05)  # decoupled decay on the pre-update parameter ...
+    m, v = 0.1 * g, 0.001 * g * g  # ... then one Adam step from zero moments
+    expected = expected - 1e-3 * (m / 0.1) / (np.sqrt(v / 0.001) + 1e-8)
+    assert max_abs_diff(decoupled, expected) <= OPTIMIZER_ATOL
+    l2 = torch_adam_step(p, g, 1e-3, 1e-8, 0.05, decoupled=False)  # torch Adam(weight_decay)
+    assert max_abs_diff(l2, expected) > OPTIMIZER_ATOL
+
+
+def test_keras_clipnorm_breaks_global_clipping_parity() -> None:
+    keras = keras_module()
+    rng = np.random.default_rng(2)
+    grads = [(rng.standard_normal(16) * 2).astype(np.float32),
+             (rng.standard_normal(8) * 0.01).astype(np.float32)]
+    norm = math.sqrt(sum(float(np.sum(x.astype(np.float64) ** 2)) for x in grads))
+    expected = [x * min(1.0, 1.0 / norm) for x in grads]  # TrainSpec: global norm, no epsilon
+    for kw, should_match in (("global_clipnorm", True), ("clipnorm", False)):
+        variables = [keras.Variable(np.zeros_like(x)) for x in grads]
+        keras.optimizers.SGD(learning_rate=1.0, **{kw: 1.0}).apply_gradients(
+            [(keras.ops.convert_to_tensor(x), v) for x, v in zip(grads, variables, strict=True)])
+        updates = [-np.asarray(keras.ops.convert_to_numpy(v)) for v in variables]
+        gap = max(max_abs_diff(u, e) for u, e in zip(updates, expected, strict=True))
+        assert (gap <= OPTIMIZER_ATOL) == should_match, (kw, gap)
+
+
+def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
+    covered = {c[0] for c in FORWARD_CASES} | {
+        "conv_kernel_layout", "dense_kernel_layout", "batch_first", "dropout_flags", "cpu_precision",
+        "layer_norm_variance", "cross_entropy", "adamw_epsilon", "weight_decay", "clipnorm"}
+    assert {e.key for e in CATALOGUE} <= covered

@@ -1,0 +1,79 @@
+"""First-divergence tracing: clean ports stay within every per-tensor budget, and a divergence
+planted in one block is located at the tensor where it enters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from ports import create_port
+from shared.inputs import probe_batch
+from shared.presets import get_preset
+from shared.tracing import compare_taps, reference_taps, report_lines, tap_order
+from shared.weights import init_weights
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def archive():
+    spec = get_preset("archive-torch")  # 4 blocks: block 3 is the last
+    weights, images = init_weights(spec, 0), probe_batch(spec)
+    return spec, weights, images, reference_taps(spec, weights, images)
+
+
+def test_tap_order_covers_every_reference_tap(archive) -> None:
+    spec, _, _, ref = archive
+    assert sorted(tap_order(spec)) == sorted(ref)
+
+
+@pytest.mark.parametrize("framework", ["torch", "flax"])
+def test_clean_port_is_within_every_budget(archive, framework: str) -> None:
+    spec, weights, images, ref = archive
+    port = create_port(framework, spec)
+    port.load(weights)
+    trace = compare_taps(spec, ref, port.intermediates(images), framework)
+    assert trace.first_divergence is None
+    assert [r.name for r in trace.rows] == tap_order(spec)
+
+
+def test_wrong_epsilon_in_block_3_is_located_in_torch(archive) -> None:
+    spec, weights, images, ref = archive
+    port = create_port("torch", spec)
+    port.load(weights)
+    port.model.blocks[3].norm1.eps = 1e-3  # Keras' default, in one norm of one block
+    trace = compare_taps(spec, ref, port.intermediates(images), "torch")
+    first = trace.first_divergence
+    assert first is not None and first.name == "block3.norm1"
+    assert all(not r.over for r in trace.rows[: trace.rows.index(first)])
+    assert report_lines([trace])[0].startswith("torch: first divergence at block3.norm1: error ")
+
+
+def test_tanh_gelu_in_block_3_is_located_in_flax(archive) -> None:
+    spec, weights, images, ref = archive
+    port = create_port("flax", spec)
+    port.load(weights)
+    port.model.blocks[3].mlp.act = partial(jax.nn.gelu, approximate=True)  # Flax's default form
+    first = compare_taps(spec, ref, port.intermediates(images), "flax").first_divergence
+    assert first is not None and first.name == "block3.mlp"
+
+
+def test_cli_trace_reports_each_port(tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    proc = subprocess.run([sys.executable, "compare.py", "trace", "--spec", "quadrant", "--frameworks",
+                           "torch", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "torch: all 17 taps within budget" in proc.stdout
+    report = json.loads(out.read_text())
+    assert report[0]["framework"] == "torch" and report[0]["first_divergence"] is None
+    assert len(report[0]["taps"]) == 17
+    np.testing.assert_array_less([t["error"] for t in report[0]["taps"]],
+                                 [t["budget"] for t in report[0]["taps"]])

@@ -1,0 +1,120 @@
+"""End-to-end `compare.py time` / `report` runs on the tiny `quadrant` spec, eager mode only
+(a cold torch.compile alone takes 15-60 s on a shared 2-core CPU). No test asserts a speed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared.measure import schema
+from tests.timing_helpers import FAST, compare, finish, start_compare
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
+    """Two runs, started together:
+    - isolation: flax crashes (SIGSEGV) and keras hangs on purpose; torch must still be timed
+      (the 20 s timeout is about 3x a quadrant torch worker on a loaded 2-core CPU);
+    - tampered: torch with a head bias 1e-3 off the reference's, on 2 threads."""
+    root = tmp_path_factory.mktemp("timing")
+    iso, tampered = root / "run.json", root / "tampered.json"
+    procs = {
+        "isolated": (iso, start_compare("time", *FAST, "--frameworks", "flax,keras,torch", "--threads", "1",
+                                        "--timeout", "20", "--json", str(iso),
+                                        fault="flax:crash,keras:hang")),
+        "tampered": (tampered, start_compare("time", *FAST, "--frameworks", "torch", "--threads", "2",
+                                             "--json", str(tampered), fault="torch:tamper")),
+    }
+    return {name: (path, finish(proc)) for name, (path, proc) in procs.items()}
+
+
+@pytest.fixture(scope="module")
+def isolated_run(runs) -> tuple[Path, object]:
+    return runs["isolated"]
+
+
+@pytest.fixture(scope="module")
+def tampered_run(runs) -> tuple[Path, object]:
+    return runs["tampered"]
+
+
+def rows_by_framework(path: Path) -> dict[str, dict]:
+    return {row["framework"]: row for row in schema.load(path)["runs"]}
+
+
+def test_crash_and_hang_are_reported_and_the_rest_finish(isolated_run) -> None:
+    path, result = isolated_run
+    assert result.returncode == 1, result.stderr  # a failed worker is a failure of the run
+    rows = rows_by_framework(path)
+    assert rows["flax"]["status"] == "crashed"
+    assert "SIGSEGV" in rows["flax"]["reason"]
+    assert rows["keras"]["status"] == "timeout"
+    assert "killed" in rows["keras"]["reason"]
+    torch = rows["torch"]
+    assert torch["status"] == "ok", torch.get("reason")
+    for phase in ("import", "build_load", "first_call_eager", "prepare", "forward_eager", "eval_pass"):
+        assert torch["phases"][phase]["status"] == "ok"
+    forward = torch["phases"]["forward_eager"]
+    assert forward["n"] == len(forward["samples"]) >= 3
+    assert forward["q1"] <= forward["median"] <= forward["q3"]
+    assert torch["phases"]["compile"] == {"status": "n/a", "reason": "compiled mode not requested (--modes)"}
+    assert "CRASHED" in result.stdout and "TIMEOUT" in result.stdout
+    assert path.with_suffix(".csv").read_text().count("\ntorch,") == 0  # source column comes first
+    assert ",torch,ok," in path.with_suffix(".csv").read_text()
+    assert path.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_thread_settings_are_applied_and_read_back(isolated_run, tampered_run) -> None:
+    for (path, _), threads in ((isolated_run, 1), (tampered_run, 2)):
+        torch = rows_by_framework(path)["torch"]
+        applied = torch["threads_applied"]
+        assert applied["framework"]["intra_op"] == threads  # read back from torch itself
+        usable = len(schema.load(path)["environment"]["usable_cpus"])
+        assert len(applied["affinity"]) == min(threads, usable)  # pinned before import
+        assert torch["env"]["OMP_NUM_THREADS"] == str(threads)
+        assert torch["env"]["TF_NUM_INTRAOP_THREADS"] == str(threads)
+        assert torch["conditions"]["threads"] == threads
+    single = rows_by_framework(isolated_run[0])["torch"]
+    # Pinned to one CPU, the process cannot use more than one core's worth of time (5% slack
+    # for clock granularity of process_time over a short loop).
+    assert single["phases"]["forward_eager"]["cpu_util"] <= 1.05
+
+
+def test_equivalence_gate_marks_a_tampered_port_invalid(tampered_run) -> None:
+    path, result = tampered_run
+    assert result.returncode == 1
+    torch = rows_by_framework(path)["torch"]
+    assert torch["status"] == "invalid"
+    check = torch["equivalence"]["eager"]
+    assert not check["passed"]
+    # shared/tolerance.py: 5e-6 x max(1, max |reference logit|) for a small model; the 1e-3 shift
+    # of every logit is far outside it, and is what the gate measured (plus fp32 rounding).
+    assert 5e-6 <= check["atol"] < 1e-4 and check["max_abs_err"] == pytest.approx(1e-3, abs=check["atol"])
+    assert "forward_eager" not in torch["phases"]  # an invalid port is not timed further
+    assert "INVALID" in result.stdout and "equivalence gate failed" in result.stdout
+    assert result.stdout.splitlines()[3].split()[0] == "-"  # not ranked
+
+
+def test_report_merges_two_files_and_refuses_to_rank_them(isolated_run, tampered_run, tmp_path) -> None:
+    merged = tmp_path / "merged.json"
+    result = compare("report", str(isolated_run[0]), str(tampered_run[0]), "--json", str(merged),
+                     "--csv", str(tmp_path / "m.csv"), "--chart", str(tmp_path / "m.png"))
+    assert result.returncode == 0, result.stderr
+    doc = schema.load(merged)
+    assert sorted((r["source"], r["framework"]) for r in doc["runs"]) == [
+        ("run", "flax"), ("run", "keras"), ("run", "torch"), ("tampered", "torch")]
+    assert len(doc["merged_from"]) == 2
+    # Only one valid row remains (the tampered one is INVALID), so it may be ranked alone.
+    assert "torch@run ranked by fwd eager" in result.stdout
+
+    # The same file twice, once with its thread count edited: the guard names the field.
+    other = json.loads(isolated_run[0].read_text())
+    for row in other["runs"]:
+        row["conditions"]["threads"] = 2
+    copy_path = tmp_path / "two-threads.json"
+    copy_path.write_text(json.dumps(other))
+    result = compare("report", str(isolated_run[0]), str(copy_path))
+    assert result.returncode == 0, result.stderr
+    assert "not ranking these runs: threads differs (torch@run=1, torch@two-threads=2)" in result.stdout

@@ -1,0 +1,156 @@
+"""The canonical weight file: round trip, layout transforms, and every way a file can be wrong."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import save, save_file
+
+from shared import weights as W  # noqa: N812
+from shared.errors import WeightsError
+from shared.presets import get_preset
+from shared.weights import init_weights, load_weights, save_weights
+
+
+@pytest.fixture
+def spec():
+    return get_preset("quadrant")
+
+
+@pytest.fixture
+def saved(tmp_path, spec):
+    path = tmp_path / "w.safetensors"
+    save_weights(path, spec, init_weights(spec, 3))
+    return path
+
+
+def test_round_trip_is_bit_exact_and_carries_the_spec(saved, spec) -> None:
+    loaded = load_weights(saved)
+    assert loaded.spec == spec and loaded.differing_fields == []
+    assert loaded.metadata["spec_hash"] == spec.spec_hash and loaded.metadata["format_version"] == "1"
+    original = init_weights(spec, 3)
+    assert list(loaded.tensors) == list(original)
+    for name, value in original.items():
+        assert np.array_equal(loaded.tensors[name], value)
+
+
+def test_init_is_seeded_and_per_tensor(spec) -> None:
+    a, b = init_weights(spec, 0), init_weights(spec, 0)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["head.out.kernel"], init_weights(spec, 1)["head.out.kernel"])
+    wider = spec.replace(num_classes=5)  # another tensor changes; this one must not
+    assert np.array_equal(init_weights(wider, 0)["patch_embed.kernel"], a["patch_embed.kernel"])
+    assert all(np.any(v != 0) for v in a.values())  # zero tensors would hide mapping errors
+
+
+def test_layout_transforms_invert() -> None:
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((6, 2, 5)).astype(np.float32) for _ in range(3))
+    packed = W.qkv_pack(q, k, v)
+    assert packed.shape == (30, 6)
+    assert all(np.array_equal(a, b) for a, b in zip(W.qkv_unpack(packed, 2, 5), (q, k, v), strict=True))
+    # Row 5 of the packed weight is query head 1, column 0 (heads are head-major within a block).
+    assert np.array_equal(packed[5], q[:, 1, 0])
+    out = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    assert np.array_equal(W.attn_out_from_out_in(W.attn_out_to_out_in(out), 2, 5), out)
+    conv = rng.standard_normal((8, 4, 3, 7)).astype(np.float32)
+    assert W.conv_hwio_to_oihw(conv).shape == (7, 3, 8, 4)
+    assert np.array_equal(W.conv_oihw_to_hwio(W.conv_hwio_to_oihw(conv)), conv)
+
+
+def test_compatible_spec_runs_and_names_changed_fields(saved, spec) -> None:
+    other = spec.replace(layer_norm_eps=1e-3, activation="gelu_tanh", norm="post")
+    loaded = load_weights(saved, other)
+    assert loaded.spec == other
+    assert loaded.differing_fields == ["activation", "norm", "layer_norm_eps"]
+    assert "layer_norm_eps=0.001 (file: 1e-05)" in loaded.note()
+
+
+def test_incompatible_spec_names_first_tensor(saved, spec) -> None:
+    with pytest.raises(WeightsError, match=r"does not fit spec .*'blocks.0.attn.query.kernel' has shape"):
+        load_weights(saved, spec.replace(head_dim=16))
+    with pytest.raises(WeightsError, match=r"'blocks\.2\.norm1\.scale' is missing"):
+        load_weights(saved, spec.replace(depth=3))
+
+
+def _rewrite(path, tensors, metadata):
+    save_file(tensors, str(path), metadata=metadata)
+
+
+@pytest.mark.parametrize("damage", ["missing", "extra", "shape", "nan", "dtype"])
+def test_damaged_tensors_are_named(tmp_path, saved, spec, damage) -> None:
+    from safetensors import safe_open
+
+    with safe_open(str(saved), framework="numpy") as f:
+        metadata = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    if damage == "missing":
+        del tensors["head.out.bias"]
+        expected = "'head.out.bias' is missing"
+    elif damage == "extra":
+        tensors["stray"] = np.zeros(3, np.float32)
+        expected = "'stray' is not part of the spec"
+    elif damage == "shape":
+        tensors["head.out.bias"] = np.zeros(5, np.float32)
+        expected = "'head.out.bias' has shape (5,)"
+    elif damage == "nan":
+        tensors["head.out.bias"] = np.array([0, np.nan, 0, 0], np.float32)
+        expected = "'head.out.bias' has 1 non-finite values"
+    else:
+        tensors["head.out.bias"] = tensors["head.out.bias"].astype(np.float64)
+        expected = "'head.out.bias' has dtype float64"
+    path = tmp_path / "bad.safetensors"
+    _rewrite(path, tensors, metadata)
+    with pytest.raises(WeightsError) as info:
+        load_weights(path)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_unreadable_files_are_one_line_errors(tmp_path, saved) -> None:
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(saved.read_bytes()[:200])
+    text = tmp_path / "notes.safetensors"
+    text.write_text("hello")
+    pickle_like = tmp_path / "model.pt"
+    pickle_like.write_bytes(b"\x80\x04\x95" + b"\x00" * 64)
+    for path in (truncated, text, pickle_like):
+        with pytest.raises(WeightsError, match="not a readable safetensors file"):
+            load_weights(path)
+    with pytest.raises(WeightsError, match="does not exist"):
+        load_weights(tmp_path / "absent.safetensors")
+
+
+def test_foreign_and_tampered_metadata(tmp_path, saved, spec) -> None:
+    foreign = tmp_path / "foreign.safetensors"
+    foreign.write_bytes(save({"x": np.zeros(2, np.float32)}, metadata={"format": "pt"}))
+    with pytest.raises(WeightsError, match="metadata 'format' is 'pt'"):
+        load_weights(foreign)
+    from safetensors import safe_open
+
+    with safe_open(str(saved), framework="numpy") as f:
+        metadata = dict(f.metadata())
+        tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118
+    edited = json.loads(metadata["spec"])
+    edited["layer_norm_eps"] = 1e-3
+    metadata["spec"] = json.dumps(edited)
+    tampered = tmp_path / "tampered.safetensors"
+    _rewrite(tampered, tensors, metadata)
+    with pytest.raises(WeightsError, match=r"spec_hash .* does not match"):
+        load_weights(tampered)
+
+
+def test_failed_save_leaves_existing_file_untouched(saved, spec) -> None:
+    before = saved.read_bytes()
+    broken = init_weights(spec, 0)
+    broken["head.out.bias"] = np.full(4, np.inf, np.float32)
+    with pytest.raises(WeightsError, match="non-finite"):
+        save_weights(saved, spec, broken)
+    assert saved.read_bytes() == before
+    assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no temporary left behind
+
+
+def test_unwritable_destination(tmp_path, spec) -> None:
+    with pytest.raises(WeightsError, match="does not exist"):
+        save_weights(tmp_path / "no" / "dir" / "w.safetensors", spec, init_weights(spec, 0))
