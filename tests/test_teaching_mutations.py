@@ -159,12 +159,12 @@ def test_batch_first_default_in_torch_attention(monkeypatch: pytest.MonkeyPatch)
 
 def test_flax_fast_variance_breaks_equivalence_on_a_large_mean_residual() -> None:
     """use_fast_variance=True (Flax's default) once the residual stream carries a large mean:
-    a patch-embedding bias of 30 on every feature, as trained models can have. Measured: the
-    pinned port stays at 5.7e-6 of a 1.2e-5 budget; with the fast variance 2.8e-4. (At 300 even
-    the two-pass float32 LayerNorm misses the float64 reference, so the offset is kept small.)"""
+    a patch-embedding bias of 10 on every feature, as trained models can have. Measured: the
+    pinned port stays at 2.1e-6 of the 5e-6 bound; with the fast variance 1.5e-5. (From an offset
+    of ~15 even the two-pass float32 LayerNorm reaches 6e-6, so the offset is kept at 10.)"""
     case = _case("quadrant")
     tensors = dict(case.weights)
-    tensors["patch_embed.bias"] = (tensors["patch_embed.bias"] + 30.0).astype(np.float32)
+    tensors["patch_embed.bias"] = (tensors["patch_embed.bias"] + 10.0).astype(np.float32)
     case = Case(case.spec, tensors, case.images)
     port = create_port("flax", case.spec)
     port.load(tensors)
