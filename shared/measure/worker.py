@@ -298,8 +298,14 @@ def _train_phase(row: dict[str, Any], port: Any, entry: Any, images: Any, config
     except ImportError as exc:
         unavailable("train_step", f"train step not available ({exc})")
         return
+    from shared.errors import FrameworkUnavailable
+
     recipe = train_spec.get_recipe(config.get("train_recipe", "archive"))
-    trainer = trainer_module.Trainer(port, recipe)
+    try:
+        trainer = trainer_module.Trainer(port, recipe)
+    except FrameworkUnavailable as exc:  # e.g. the Keras trainer on a non-TensorFlow backend
+        unavailable("train_step", f"train step not available ({exc})")
+        return
     labels = np.random.default_rng(int(config["seed"])).integers(
         0, port.spec.num_classes, size=images.shape[0])
     batch = trainer.prepare_batch(images, labels)
