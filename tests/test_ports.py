@@ -159,3 +159,15 @@ def test_ports_package_does_not_shadow_torch() -> None:
 
     assert not torch.__file__.startswith(str(ports.__path__[0]))
     assert all(not p.rstrip("/").endswith("/ports") for p in sys.path)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_precision_is_pinned_to_fp32_and_tf32_only_when_asked(framework: str) -> None:
+    module = ports.load_port_module(framework)
+    try:
+        relaxed = module.pin_precision(allow_tf32=True)
+        assert any(v in (True, "high", "tensorfloat32") for v in relaxed.values()), relaxed
+    finally:
+        pinned = module.pin_precision()
+    assert not any(v in (True, "high", "tensorfloat32") for v in pinned.values()), pinned
+    assert any(v in (False, "highest") for v in pinned.values()), pinned

@@ -23,9 +23,10 @@ from shared.weights import Tensors, check_tensors
 FRAMEWORK = "flax"
 
 
-def pin_precision() -> dict[str, Any]:
-    # 'highest' keeps fp32 matmuls in fp32 on GPUs (no effect on CPU, where XLA is already fp32).
-    jax.config.update("jax_default_matmul_precision", "highest")
+def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
+    # 'highest' keeps fp32 matmuls in fp32 on GPUs (no effect on CPU, where XLA is already fp32);
+    # 'tensorfloat32' only when asked for.
+    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if allow_tf32 else "highest")
     return {"jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
 
 

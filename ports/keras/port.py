@@ -22,25 +22,25 @@ FRAMEWORK = "keras"
 BACKEND = keras.backend.backend()
 
 
-def pin_precision() -> dict[str, Any]:
+def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
     # fp32 matmuls stay fp32: TF enables TF32 on GPUs by default, JAX's default precision may use
     # reduced-precision passes on GPUs; torch's 'highest' keeps CPUs with AMX off bf16.
     settings: dict[str, Any] = {"backend": BACKEND}
     if BACKEND == "tensorflow":
         import tensorflow as tf
 
-        tf.config.experimental.enable_tensor_float_32_execution(False)
+        tf.config.experimental.enable_tensor_float_32_execution(allow_tf32)
         settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
     elif BACKEND == "jax":
         import jax
 
-        jax.config.update("jax_default_matmul_precision", "highest")
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if allow_tf32 else "highest")
         settings["jax_default_matmul_precision"] = jax.config.jax_default_matmul_precision
     elif BACKEND == "torch":
         import torch
 
-        torch.set_float32_matmul_precision("highest")
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
         settings["float32_matmul_precision"] = torch.get_float32_matmul_precision()
     return settings
 

@@ -28,13 +28,17 @@ from shared.weights import Tensors
 FRAMEWORK = "onnx"
 _THREADS: dict[str, int] = {}  # set_threads() applies to sessions created afterwards
 _PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+_PRECISION: dict[str, bool] = {"allow_tf32": False}
 
 
-def pin_precision() -> dict[str, Any]:
+def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
     # The CPU provider computes fp32 GEMMs in fp32 (its bf16 fast-math is opt-in, ARM only, and
-    # left off); the exporting torch model is pinned as the torch port pins it.
+    # left off); the exporting torch model is pinned as the torch port pins it. ONNX Runtime's CUDA
+    # provider has its own TF32 switch (use_tf32), set from allow_tf32 when a session is made.
     torch.set_float32_matmul_precision("highest")
-    return {"execution": "fp32", "torch_export_precision": torch.get_float32_matmul_precision()}
+    _PRECISION["allow_tf32"] = allow_tf32
+    return {"execution": "fp32", "allow_tf32": allow_tf32,
+            "torch_export_precision": torch.get_float32_matmul_precision()}
 
 
 def set_threads(threads: int) -> dict[str, int]:
@@ -96,7 +100,9 @@ class Port:
                 options.intra_op_num_threads = _THREADS["intra_op"]
                 options.inter_op_num_threads = _THREADS["inter_op"]
             graph, _ = self._graph(with_taps)
-            provider = _PROVIDERS[self.device_class]
+            provider: Any = _PROVIDERS[self.device_class]
+            if self.device_class == "cuda":  # TF32 off unless asked, as in every other port
+                provider = (provider, {"use_tf32": int(_PRECISION["allow_tf32"])})
             self._sessions[key] = ort.InferenceSession(graph, options, providers=[provider])
         return self._sessions[key]
 

@@ -20,12 +20,12 @@ from shared.weights import Tensors, check_tensors
 FRAMEWORK = "torch"
 
 
-def pin_precision() -> dict[str, Any]:
+def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
     # 'highest' keeps fp32 matmuls in fp32; 'medium' runs bf16 on CPUs with AMX (divergences #36)
-    # and 'high' allows TF32 on GPUs.
-    torch.set_float32_matmul_precision("highest")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # and 'high' allows TF32 on GPUs, only when asked for.
+    torch.set_float32_matmul_precision("high" if allow_tf32 else "highest")
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cudnn.allow_tf32 = allow_tf32
     return {"float32_matmul_precision": torch.get_float32_matmul_precision()}
 
 

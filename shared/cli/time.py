@@ -48,6 +48,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
     parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
+    parser.add_argument("--allow-tf32", action="store_true",
+                        help="let fp32 matmuls use TF32 on GPUs in every framework (default: pinned off)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--allow-mixed", action="store_true",
                         help="rank even when frameworks ran on different device classes")
@@ -122,7 +124,8 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     return RunConfig(spec=spec, batch=args.batch, threads=args.threads, device=args.device,
                      modes=tuple(m for m in modes if m != "train"), train="train" in modes, budget=budget,
                      eval_batches=args.eval_batches, timeout_s=args.timeout,
-                     compile_cache=args.compile_cache, processes=args.processes)
+                     compile_cache=args.compile_cache, processes=args.processes,
+                     allow_tf32=args.allow_tf32)
 
 
 def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:

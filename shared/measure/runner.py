@@ -44,6 +44,7 @@ class RunConfig:
     train_recipe: str = "archive"
     processes: int = 1  # fresh-process replicates per framework, interleaved
     compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
+    allow_tf32: bool = False  # fp32 matmuls stay fp32 unless asked (TF32 only matters on GPUs)
 
     def worker_config(self, framework: str, reference_npz: str) -> dict[str, Any]:
         return {
@@ -51,7 +52,7 @@ class RunConfig:
             "threads": self.threads, "device": self.device, "modes": list(self.modes),
             "train": self.train, "budget": asdict(self.budget), "eval_batches": self.eval_batches,
             "seed": self.seed, "weights_seed": self.weights_seed, "reference_npz": reference_npz,
-            "train_recipe": self.train_recipe,
+            "train_recipe": self.train_recipe, "allow_tf32": self.allow_tf32,
         }
 
     def conditions(self) -> dict[str, Any]:
@@ -63,7 +64,7 @@ class RunConfig:
             "eval_batches": self.eval_batches, "seed": self.seed, "weights_seed": self.weights_seed,
             "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
             "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
-            "processes": self.processes,
+            "processes": self.processes, "allow_tf32": self.allow_tf32,
             "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/tolerance.logit_atol"},
         }
 

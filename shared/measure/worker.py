@@ -156,7 +156,7 @@ def run(config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     progress(framework, "importing")
     import_seconds, module = time_once(lambda: load_port_module(framework))
     single("import", import_seconds, "one cold import in a fresh process")
-    row["precision"] = module.pin_precision()
+    row["precision"] = module.pin_precision(allow_tf32=bool(config.get("allow_tf32", False)))
     row["threads_applied"]["framework"] = module.set_threads(threads)
     row["versions"] = {"numpy": np.__version__, **module.version_info()}
     backend = backends.backend_of(framework, entry.env)
