@@ -42,8 +42,10 @@ def test_spec_json_document() -> None:
     assert doc["derived"]["params"] == 161_410 and doc["derived"]["seq_len"] == 28
     assert doc["spec"]["head_dim"] == 8 and doc["derived"]["cols_dropped"] == 3
     table = cli("spec", "archive-torch").stdout
-    assert "Unfold without padding | B × 28 × 32" in table.replace("  ", " ") or "B × 28 × 32" in table
-    assert "three rightmost columns discarded" in table and "161,410" in table
+    row = next(line for line in table.splitlines() if line.startswith("patch_embed"))
+    assert [cell.strip() for cell in row.split("|")][:3] == ["patch_embed", "B × 28 × 32", "1,056"]
+    assert "Unfold without padding | 4 × 7 valid patches; three rightmost columns discarded" in row
+    assert "161,410" in table
     padded = json.loads(cli("spec", "archive-torch", "--set", "remainder=pad", "--json").stdout)
     assert padded["derived"]["seq_len"] == 32
 
