@@ -171,3 +171,20 @@ def test_precision_is_pinned_to_fp32_and_tf32_only_when_asked(framework: str) ->
         pinned = module.pin_precision()
     assert not any(v in (True, "high", "tensorfloat32") for v in pinned.values()), pinned
     assert any(v in (False, "highest") for v in pinned.values()), pinned
+
+
+def test_dropped_remainder_with_a_single_patch_column() -> None:
+    """Found by the property test: TF's oneDNN Conv2D returned values off by 2.3 for a valid,
+    strided conv over a 3x3 image in 1x2 patches (one column to drop). Every port now crops the
+    remainder before its conv; this pins the case."""
+    spec = get_preset("quadrant").replace(
+        image_height=3, image_width=3, patch_height=1, patch_width=2, dim=8, heads=1, head_dim=2,
+        class_token=False, pos_embed="sincos", pos_embed_class_row=False, pooling="mean",
+        qkv_bias=False, final_norm="none", mlp_dim=4, num_classes=2)
+    tensors = init_weights(spec, 0)
+    images = probe_batch(spec, 3)
+    ref = reference.forward(spec, tensors, images)
+    for framework in FRAMEWORKS:
+        p = ports.create_port(framework, spec)
+        p.load(tensors)
+        assert max_abs_diff(p.logits(images), ref) <= logit_atol(spec), framework

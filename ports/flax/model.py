@@ -41,6 +41,8 @@ class PatchEmbed(nnx.Module):
         d = spec.derived
         # jnp.pad takes (before, after) per axis of NHWC: zeros at the bottom and right only.
         self.padding = ((0, 0), (0, d.rows_padded), (0, d.cols_padded), (0, 0))
+        # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
+        self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         patch = (spec.patch_height, spec.patch_width)
         # padding="VALID": nnx.Conv defaults to "SAME", which would pad instead of drop.
         self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=patch, strides=patch,
@@ -49,7 +51,7 @@ class PatchEmbed(nnx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         if any(sum(self.padding, ())):
             x = jnp.pad(x, self.padding)
-        x = self.proj(x)  # a valid conv: `drop` discards trailing pixels here
+        x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
         return x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
 
 

@@ -37,13 +37,15 @@ class PatchEmbed(nn.Module):
         d = spec.derived
         # F.pad order is (left, right, top, bottom): zeros at the bottom and right only.
         self.padding = (0, d.cols_padded, 0, d.rows_padded)
+        # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
+        self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         patch = (spec.patch_height, spec.patch_width)
         self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=patch, stride=patch, padding=0)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if any(self.padding):
             x = F.pad(x, self.padding)
-        x = self.proj(x)  # a valid conv: `drop` discards trailing pixels here
+        x = self.proj(x[:, :, : self.used[0], : self.used[1]])  # NCHW
         return x.flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
 
 
