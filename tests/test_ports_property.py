@@ -47,7 +47,9 @@ def small_specs(draw: st.DrawFn) -> ModelSpec:
     return spec
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: CI runs the same examples every time (a new failure shows up locally, not as a
+# flaky landing); widen locally with --hypothesis-seed or more examples.
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=small_specs(), seed=st.integers(0, 2**16))
 def test_every_port_matches_the_reference_on_random_specs(spec: ModelSpec, seed: int) -> None:
     tensors = init_weights(spec, seed)
