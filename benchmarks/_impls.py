@@ -50,8 +50,8 @@ def matmul(framework: str, _spec: Any, _batch: int) -> Runner:
 # ---- this project's ports -------------------------------------------------------------------------
 def port(name: str, mode: str, spec: Any, batch: int) -> Runner:
     from ports import create_port
-    from shared.inputs import probe_batch
-    from shared.weights import init_weights
+    from shared.core.inputs import probe_batch
+    from shared.core.weights import init_weights
 
     p = create_port(name, spec, device="cpu")
     p.load(init_weights(spec, seed=0))
@@ -156,8 +156,8 @@ def main() -> int:
     os.environ.update(thread_env(args.threads))
     pinning = pin_cpus(args.threads)
 
+    from shared.core.presets import get_preset
     from shared.measure.stats import summarise
-    from shared.presets import get_preset
 
     spec = get_preset(args.spec)
     t0 = time.perf_counter()

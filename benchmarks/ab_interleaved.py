@@ -31,8 +31,8 @@ Variants = list[tuple[str, Callable[[], Any]]]
 
 def port_and_input(name: str, spec: Any, batch: int) -> tuple[Any, Any]:
     from ports import create_port
-    from shared.inputs import probe_batch
-    from shared.weights import init_weights
+    from shared.core.inputs import probe_batch
+    from shared.core.weights import init_weights
 
     port = create_port(name, spec, device="cpu")
     port.load(init_weights(spec, seed=0))
@@ -110,7 +110,7 @@ def main() -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.framework == "keras":
         os.environ["KERAS_BACKEND"] = "tensorflow"
-    from shared.presets import get_preset
+    from shared.core.presets import get_preset
 
     spec = get_preset("vit-b16")
     variants = {"torch": torch_variants, "keras": keras_variants, "flax": flax_variants}[args.framework](

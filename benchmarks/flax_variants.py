@@ -39,9 +39,9 @@ def main() -> int:
     import numpy as np
 
     from ports import create_port
-    from shared.inputs import probe_batch
-    from shared.presets import get_preset
-    from shared.weights import init_weights
+    from shared.core.inputs import probe_batch
+    from shared.core.presets import get_preset
+    from shared.core.weights import init_weights
 
     spec = get_preset("vit-b16")
     tensors = init_weights(spec, seed=0)

@@ -36,9 +36,9 @@ def bare_loop(framework: str, spec_name: str, batch: int, threads: int, calls: i
     os.environ.update(thread_env(threads))
     pin_cpus(threads)
     from ports import PORTS, create_port
-    from shared.inputs import probe_batch
-    from shared.presets import get_preset
-    from shared.weights import init_weights
+    from shared.core.inputs import probe_batch
+    from shared.core.presets import get_preset
+    from shared.core.weights import init_weights
 
     os.environ.update(PORTS[framework].env)
     spec = get_preset(spec_name)

@@ -29,9 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from shared.core.presets import get_preset  # noqa: E402
 from shared.measure.flops import forward_flops  # noqa: E402
 from shared.measure.runner import worker_env  # noqa: E402
-from shared.presets import get_preset  # noqa: E402
 
 # (implementation, its peer or None, extra environment)
 IMPLS: list[tuple[str, str | None, dict[str, str]]] = [

@@ -7,9 +7,9 @@ import numpy as np
 import torch
 
 from ports import create_port
-from shared import reference
-from shared.spec import ModelSpec
-from shared.weights import Tensors
+from shared.core import reference
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 
 # fp32 logits of two implementations of the same small model (width <= 32, depth 2, logits of
 # order 1) differ by summation order only: measured max |diff| 1e-7 .. 1.5e-6 across these

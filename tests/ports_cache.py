@@ -8,11 +8,11 @@ from functools import cache
 import numpy as np
 
 from ports import create_port
-from shared import reference
-from shared.inputs import probe_batch
-from shared.presets import get_preset
-from shared.spec import ModelSpec
-from shared.weights import init_weights
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
 
 
 @cache

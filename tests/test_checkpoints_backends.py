@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from ports import PORTS, create_port
-from shared import reference
+from shared.core import reference
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
-from shared.presets import get_preset
-from shared.weights import init_weights
 from tests.checkpoints_support import ATOL, assert_same_tensors, images_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,10 +52,10 @@ KERAS_CHECK = """
 import json, sys
 import numpy as np
 from ports import create_port
-from shared import reference
-from shared.presets import get_preset
-from shared.inputs import probe_batch
-from shared.weights import init_weights
+from shared.core import reference
+from shared.core.presets import get_preset
+from shared.core.inputs import probe_batch
+from shared.core.weights import init_weights
 out = {}
 for preset in sys.argv[2:]:
     spec = get_preset(preset)

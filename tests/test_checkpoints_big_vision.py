@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from shared import reference
 from shared.checkpoints import export_checkpoint, export_tensors, import_checkpoint, import_tensors
 from shared.checkpoints.common import parse_given
+from shared.core import reference
+from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
 from shared.errors import SpecError
-from shared.spec import ModelSpec
-from shared.weights import init_weights
 from tests.checkpoints_support import assert_ports_match, assert_same_tensors, images_for
 
 BASE = dict(channels=3, dim=16, depth=2, heads=2, head_dim=8, mlp_dim=32, activation="gelu_tanh",

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import compare
-from shared.inputs import probe_batch
-from shared.weights import load_weights
+from shared.core.inputs import probe_batch
+from shared.core.weights import load_weights
 from tests.checkpoints_support import ATOL, library_logits, perturbed, state_dict
 
 os.environ.setdefault("USE_TF", "0")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from shared import reference
 from shared.checkpoints import export_checkpoint, export_tensors, import_checkpoint
-from shared.weights import init_weights
+from shared.core import reference
+from shared.core.weights import init_weights
 from tests.checkpoints_support import (
     ATOL,
     assert_ports_match,

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared import reference
-from shared.inputs import probe_batch
-from shared.presets import get_preset
-from shared.weights import init_weights, load_weights
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights, load_weights
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,12 +10,12 @@ import pytest
 from ports_cache import case, port, port_logits
 
 import ports
-from shared import reference
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.presets import PRESETS, get_preset
+from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, InputError, WeightsError
-from shared.inputs import probe_batch
-from shared.presets import PRESETS, get_preset
-from shared.tolerance import logit_atol, max_abs_diff
-from shared.weights import init_weights
 
 FRAMEWORKS = ports.NATIVE
 PRESET_NAMES = sorted(PRESETS)

@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import ports
-from shared import reference
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.weights import init_weights
 from shared.errors import SpecError
-from shared.inputs import probe_batch
-from shared.spec import ModelSpec
-from shared.tolerance import logit_atol, max_abs_diff
-from shared.weights import init_weights
 
 
 @st.composite

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from shared.core.presets import PRESETS, get_preset, resolve_spec
+from shared.core.spec import ModelSpec, apply_overrides
 from shared.errors import SpecError
-from shared.presets import PRESETS, get_preset, resolve_spec
-from shared.spec import ModelSpec, apply_overrides
 
 # The parameter counts the sources state (archive-torch, mnist-vit) and torchvision's ViT-B/16.
 STATED_PARAMS = {"archive-torch": 161_410, "mnist-vit": 1_199_626, "vit-b16": 86_567_656}

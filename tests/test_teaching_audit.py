@@ -12,9 +12,9 @@ import jax
 import pytest
 
 from ports import create_port
-from shared.audit import audit_model, audit_ports, audit_source, probe_specs
-from shared.framework_defaults import keras_module
-from shared.presets import get_preset
+from shared.core.presets import get_preset
+from shared.teaching.audit import audit_model, audit_ports, audit_source, probe_specs
+from shared.teaching.framework_defaults import keras_module
 
 ROOT = Path(__file__).resolve().parent.parent
 

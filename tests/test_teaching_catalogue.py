@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.divergences import CATALOGUE, entry
-from shared.framework_defaults import FRAMEWORKS, gelu_tanh_defaults, layer_norm_eps_defaults
-from shared.variants import EPSILON_SOURCES, all_variants
+from shared.teaching.divergences import CATALOGUE, entry
+from shared.teaching.framework_defaults import FRAMEWORKS, gelu_tanh_defaults, layer_norm_eps_defaults
+from shared.teaching.variants import EPSILON_SOURCES, all_variants
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from ports import create_port
-from shared.diagnosis import diagnose
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.reference import forward
+from shared.core.weights import init_weights, save_weights
 from shared.errors import InputError
-from shared.inputs import probe_batch
-from shared.presets import get_preset
-from shared.reference import forward
-from shared.variants import Case, variant
-from shared.weights import init_weights, save_weights
+from shared.teaching.diagnosis import diagnose
+from shared.teaching.variants import Case, variant
 
 ROOT = Path(__file__).resolve().parent.parent
 

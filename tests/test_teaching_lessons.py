@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.lessons import LESSONS, SPEC_FIELDS, build_view, field_excerpts, rosetta_markdown
+from shared.teaching.lessons import LESSONS, SPEC_FIELDS, build_view, field_excerpts, rosetta_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +27,7 @@ def test_every_lesson_finds_code_in_all_three_ports(item) -> None:
 
 def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Edit a port (in a copy) and the lesson shows the edit: nothing is stored text."""
-    import shared.lessons as lessons
+    import shared.teaching.lessons as lessons
 
     for fw in ("torch", "keras", "flax"):
         (tmp_path / "ports" / fw).mkdir(parents=True)

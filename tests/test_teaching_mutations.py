@@ -1,6 +1,6 @@
 """Mutation tests: flip one catalogue knob in ONE port and the project's equivalence check must
-fail at the project's tolerance (shared/tolerance.py). This is the proof that the tolerance
-cannot absorb a semantic difference, entry by entry (shared/divergences.py).
+fail at the project's tolerance (shared/core/tolerance.py). This is the proof that the tolerance
+cannot absorb a semantic difference, entry by entry (shared/teaching/divergences.py).
 
 Each test first checks the unmutated port passes (so a failure is the knob, not the set-up),
 then flips the knob: in the port's spec (the reference keeps the original), in its weight
@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 
 from ports import create_port
-from shared import weights as canonical
-from shared.divergences import CATALOGUE
-from shared.framework_defaults import keras_module, torch_adam_step
-from shared.inputs import probe_batch
-from shared.presets import get_preset
-from shared.reference import cross_entropy, forward
-from shared.spec import ModelSpec
-from shared.tolerance import logit_atol, max_abs_diff
-from shared.variants import Case, variant
-from shared.weights import Tensors, init_weights
+from shared.core import weights as canonical
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.reference import cross_entropy, forward
+from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.weights import Tensors, init_weights
+from shared.teaching.divergences import CATALOGUE
+from shared.teaching.framework_defaults import keras_module, torch_adam_step
+from shared.teaching.variants import Case, variant
 
 
 def _case(name: str, **changes: object) -> Case:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from ports import create_port
-from shared.inputs import probe_batch
-from shared.presets import get_preset
-from shared.tracing import compare_taps, reference_taps, report_lines, tap_order
-from shared.weights import init_weights
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights
+from shared.teaching.tracing import compare_taps, reference_taps, report_lines, tap_order
 
 ROOT = Path(__file__).resolve().parent.parent
 

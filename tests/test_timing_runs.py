@@ -89,7 +89,7 @@ def test_equivalence_gate_marks_a_tampered_port_invalid(tampered_run) -> None:
     assert torch["status"] == "invalid"
     check = torch["equivalence"]["eager"]
     assert not check["passed"]
-    # shared/tolerance.py: 5e-6 x max(1, max |reference logit|) for a small model; the 1e-3 shift
+    # shared/core/tolerance.py: 5e-6 x max(1, max |reference logit|) for a small model; the 1e-3 shift
     # of every logit is far outside it, and is what the gate measured (plus fp32 rounding).
     assert 5e-6 <= check["atol"] < 1e-4 and check["max_abs_err"] == pytest.approx(1e-3, abs=check["atol"])
     assert "forward_eager" not in torch["phases"]  # an invalid port is not timed further

@@ -134,8 +134,8 @@ def test_chart_is_a_png(tmp_path) -> None:
 
 
 def test_analytic_flops_match_the_published_vit_b16_count() -> None:
+    from shared.core.presets import get_preset
     from shared.measure.flops import forward_flops, forward_macs_per_image
-    from shared.presets import get_preset
 
     # performance.md §3.3: 17.564 GMACs = 35.13 GFLOP per 224² image, 281.0 GFLOP per batch of 8.
     # 12 blocks x 1,453,954,560 + patch projection 115,605,504 + head 768,000

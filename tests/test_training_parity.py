@@ -1,6 +1,6 @@
 """One training step means the same thing in torch, Keras and Flax.
 
-Each framework runs in its own worker process (shared/parity.py: Keras' backend is fixed at
+Each framework runs in its own worker process (shared/training/parity.py: Keras' backend is fixed at
 import, and torch's optimizer segfaults if TensorFlow loaded before triton), on identical
 batches from identical canonical weights, dropout off. All workers start together in one
 fixture, so the module costs as much as its slowest framework (Flax: two XLA compiles).
@@ -24,10 +24,10 @@ import json
 import numpy as np
 import pytest
 
-from shared.parity import collect, job_batches, run_jobs
-from shared.presets import get_preset
-from shared.train_spec import TrainSpec, decayed, get_recipe
-from shared.weights import init_weights
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights
+from shared.training.parity import collect, job_batches, run_jobs
+from shared.training.train_spec import TrainSpec, decayed, get_recipe
 
 SPECS = ("quadrant", "archive-torch")
 FRAMEWORKS = ("torch", "keras", "flax")
@@ -161,7 +161,7 @@ def test_changing_one_pinned_default_in_one_port_breaks_parity(runs: dict, varia
     assert max_diff(reference, changed) > TOL, variant
 
 
-# ---- the shared training loop (shared/trainloop.py) in every framework ------------------------
+# ---- the shared training loop (shared/training/trainloop.py) in every framework ------------------------
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_short_quadrant_run_reaches_high_accuracy(runs: dict, framework: str) -> None:
     accuracy = runs[framework]["loop"]["accuracy"]["test"]

@@ -1,4 +1,4 @@
-"""The one warm-up / plateau / early-stop controller (shared/schedule.py) on synthetic metric
+"""The one warm-up / plateau / early-stop controller (shared/training/schedule.py) on synthetic metric
 sequences. Expected epochs are worked out by hand from the counting rules in its docstring, and
 compared in comments with what torch, Keras and optax would do (divergences.md rows 27-31)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from shared.errors import InputError, SpecError
-from shared.schedule import Controller
-from shared.train_spec import TrainSpec
+from shared.training.schedule import Controller
+from shared.training.train_spec import TrainSpec
 
 BASE = TrainSpec(learning_rate=1.0, warmup_epochs=0, plateau_metric="val_loss", plateau_factor=0.5,
                  plateau_patience=2, plateau_threshold=0.0, plateau_threshold_mode="abs",

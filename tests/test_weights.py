@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save, save_file
 
-from shared import weights as W  # noqa: N812
+from shared.core import weights as W  # noqa: N812
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights, load_weights, save_weights
 from shared.errors import WeightsError
-from shared.presets import get_preset
-from shared.weights import init_weights, load_weights, save_weights
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from shared.positions import fixed_table
-from shared.spec import ModelSpec
-from shared.taps import NO_TAPS, Taps
+from shared.core.positions import fixed_table
+from shared.core.spec import ModelSpec
+from shared.core.taps import NO_TAPS, Taps
 
 
 def activation(form: str) -> Callable[[jax.Array], jax.Array]:

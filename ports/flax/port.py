@@ -1,4 +1,4 @@
-"""The common port interface (shared/port_api.py) for Flax (flax.nnx) on JAX."""
+"""The common port interface (shared/runtime/contract.py) for Flax (flax.nnx) on JAX."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from flax import nnx
 
 from ports.flax import transfer
 from ports.flax.model import VisionTransformer
-from shared.inputs import check_images
-from shared.spec import ModelSpec
-from shared.taps import Taps
-from shared.weights import Tensors, check_tensors
+from shared.core.inputs import check_images
+from shared.core.spec import ModelSpec
+from shared.core.taps import Taps
+from shared.core.weights import Tensors, check_tensors
 
 FRAMEWORK = "flax"
 

@@ -1,6 +1,6 @@
 """One training step in Flax (flax.nnx + optax): mean cross-entropy from logits, gradients,
 global-norm clipping, AdamW (`optax.adamw` after `optax.clip_by_global_norm`), with every default
-the three frameworks disagree on pinned from the `TrainSpec` (shared/train_spec.py;
+the three frameworks disagree on pinned from the `TrainSpec` (shared/training/train_spec.py;
 divergences.md rows 21-35, 43).
 
 Parallel text: ports/torch/train.py and ports/keras/train.py have the same names in the same
@@ -18,9 +18,9 @@ from flax import nnx
 
 from ports.flax import transfer
 from ports.flax.port import Port
-from shared.spec import ModelSpec
-from shared.train_spec import TrainSpec, decayed
-from shared.weights import Tensors
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
+from shared.training.train_spec import TrainSpec, decayed
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 PIN_EPSILON_FORM = True  # optax adds eps to sqrt(v_hat): give it Keras' eps / sqrt(1 - b2^t)

@@ -12,8 +12,8 @@ import numpy as np
 from flax import nnx
 
 from ports.flax.model import VisionTransformer
-from shared.spec import ModelSpec
-from shared.weights import Tensors
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 
 
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, nnx.Param]:

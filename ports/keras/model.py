@@ -10,9 +10,9 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from shared.positions import fixed_table
-from shared.spec import ModelSpec
-from shared.taps import NO_TAPS, Taps
+from shared.core.positions import fixed_table
+from shared.core.spec import ModelSpec
+from shared.core.taps import NO_TAPS, Taps
 
 
 def activation(form: str) -> layers.Layer:

@@ -1,4 +1,4 @@
-"""The common port interface (shared/port_api.py) for Keras 3, on whichever backend is active."""
+"""The common port interface (shared/runtime/contract.py) for Keras 3, on whichever backend is active."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from keras import ops
 
 from ports.keras import transfer
 from ports.keras.model import VisionTransformer
+from shared.core.inputs import check_images
+from shared.core.spec import ModelSpec
+from shared.core.taps import Taps
+from shared.core.weights import Tensors, check_tensors
 from shared.errors import FrameworkUnavailable
-from shared.inputs import check_images
-from shared.spec import ModelSpec
-from shared.taps import Taps
-from shared.weights import Tensors, check_tensors
 
 FRAMEWORK = "keras"
 BACKEND = keras.backend.backend()

@@ -1,6 +1,6 @@
 """One training step in Keras 3: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`keras.optimizers.AdamW`), with every default the three frameworks disagree on pinned from
-the `TrainSpec` (shared/train_spec.py; divergences.md rows 21-35, 43).
+the `TrainSpec` (shared/training/train_spec.py; divergences.md rows 21-35, 43).
 
 Parallel text: ports/torch/train.py and ports/flax/train.py have the same names in the same
 order. The step is one `tf.function` (`compiled = True`): gradient tape, clipping, decay and
@@ -16,10 +16,10 @@ from keras import ops
 
 from ports.keras import transfer
 from ports.keras.port import BACKEND, Port
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable
-from shared.spec import ModelSpec
-from shared.train_spec import TrainSpec, decayed
-from shared.weights import Tensors
+from shared.training.train_spec import TrainSpec, decayed
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 FROM_LOGITS = True  # SparseCategoricalCrossentropy defaults to from_logits=False (row 32)

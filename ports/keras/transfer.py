@@ -10,8 +10,8 @@ import numpy as np
 from keras import ops
 
 from ports.keras.model import VisionTransformer
-from shared.spec import ModelSpec
-from shared.weights import Tensors
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 
 
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, object]:

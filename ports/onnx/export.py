@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from ports.torch.model import VisionTransformer
-from shared.spec import ModelSpec
-from shared.taps import NO_TAPS, Taps
+from shared.core.spec import ModelSpec
+from shared.core.taps import NO_TAPS, Taps
 
 OPSET = 17  # LayerNormalization is a single op from opset 17
 INPUT = "images"

@@ -1,4 +1,4 @@
-"""The common port interface (shared/port_api.py) for ONNX Runtime.
+"""The common port interface (shared/runtime/contract.py) for ONNX Runtime.
 
 The model is the torch port's, exported to ONNX (ports/onnx/export.py) after every `load` and
 run by ONNX Runtime on the CPU (or CUDA) execution provider. "Eager" and "compiled" differ the
@@ -20,10 +20,10 @@ import torch
 
 from ports.onnx import export, transfer
 from ports.torch.port import Port as TorchPort
+from shared.core.inputs import check_images
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable
-from shared.inputs import check_images
-from shared.spec import ModelSpec
-from shared.weights import Tensors
 
 FRAMEWORK = "onnx"
 _THREADS: dict[str, int] = {}  # set_threads() applies to sessions created afterwards

@@ -10,8 +10,8 @@ from onnx import numpy_helper
 
 from ports.onnx.export import PREFIX
 from ports.torch import transfer as torch_transfer
-from shared.spec import ModelSpec
-from shared.weights import Tensors
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 
 
 def graph_parameters(graph: bytes, parameter_names: set[str]) -> dict[str, np.ndarray]:

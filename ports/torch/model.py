@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from shared.positions import fixed_table
-from shared.spec import ModelSpec
-from shared.taps import NO_TAPS, Taps
+from shared.core.positions import fixed_table
+from shared.core.spec import ModelSpec
+from shared.core.taps import NO_TAPS, Taps
 
 NARROW_HEAD = 8  # head widths up to this take the explicit attention path (see Attention)
 

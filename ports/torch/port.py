@@ -1,4 +1,4 @@
-"""The common port interface (shared/port_api.py) for PyTorch."""
+"""The common port interface (shared/runtime/contract.py) for PyTorch."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
 from ports.torch.model import VisionTransformer
-from shared.inputs import check_images
-from shared.spec import ModelSpec
-from shared.taps import Taps
-from shared.weights import Tensors, check_tensors
+from shared.core.inputs import check_images
+from shared.core.spec import ModelSpec
+from shared.core.taps import Taps
+from shared.core.weights import Tensors, check_tensors
 
 FRAMEWORK = "torch"
 

@@ -1,6 +1,6 @@
 """One training step in PyTorch: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`torch.optim.AdamW`), with every default the three frameworks disagree on pinned from the
-`TrainSpec` (shared/train_spec.py; divergences.md rows 21-35, 43).
+`TrainSpec` (shared/training/train_spec.py; divergences.md rows 21-35, 43).
 
 Parallel text: ports/keras/train.py and ports/flax/train.py have the same names in the same
 order. The step runs eagerly (`compiled = False`): torch.compile of a whole optimizer step is
@@ -16,9 +16,9 @@ import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
 from ports.torch.port import Port
-from shared.spec import ModelSpec
-from shared.train_spec import TrainSpec, decayed
-from shared.weights import Tensors
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
+from shared.training.train_spec import TrainSpec, decayed
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 PIN_EPSILON_FORM = True  # torch adds eps to sqrt(v_hat): give it Keras' eps / sqrt(1 - b2^t)

@@ -1,7 +1,7 @@
 """Canonical weights <-> this port's parameters.
 
 torch stores Linear weights (out, in), Conv2d weights OIHW and q/k/v packed in one Linear, so
-this side applies the layout transforms from shared/weights.py; Keras and Flax copy as they are.
+this side applies the layout transforms from shared/core/weights.py; Keras and Flax copy as they are.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from ports.torch.model import VisionTransformer
-from shared import weights as W  # noqa: N812 (W for the layout transforms)
-from shared.spec import ModelSpec
-from shared.weights import Tensors
+from shared.core import weights as W  # noqa: N812 (W for the layout transforms)
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 
 
 def to_native(spec: ModelSpec, tensors: Tensors) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Third-party ViT checkpoints <-> the canonical format (shared/weights.py).
+"""Third-party ViT checkpoints <-> the canonical format (shared/core/weights.py).
 
 Formats: torchvision `VisionTransformer`, timm `VisionTransformer`, Hugging Face
 `ViTForImageClassification` (+ config.json), and big_vision / vision_transformer (`vit_jax`)
@@ -22,9 +22,9 @@ from shared.checkpoints.common import (
     parse_given,
     resolve_spec,
 )
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, check_tensors
 from shared.errors import SpecError
-from shared.spec import ModelSpec
-from shared.weights import Tensors, check_tensors
 
 FORMATS: dict[str, str] = {  # name -> module under shared.checkpoints
     "torchvision": "torchvision",

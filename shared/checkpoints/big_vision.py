@@ -33,9 +33,9 @@ from shared.checkpoints.common import (
     require,
     square_grid,
 )
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, atomic_write_bytes
 from shared.errors import WeightsError
-from shared.spec import ModelSpec
-from shared.weights import Tensors, atomic_write_bytes
 
 DIALECTS = {
     "big_vision": {"ln1": "LayerNorm_0", "attn": "MultiHeadDotProductAttention_0", "ln2": "LayerNorm_1",

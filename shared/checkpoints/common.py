@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from shared import spec as spec_module
+from shared.core import spec as spec_module
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 from shared.errors import SpecError, WeightsError
-from shared.spec import ModelSpec
-from shared.weights import Tensors
 
 Raw = dict[str, np.ndarray]
 

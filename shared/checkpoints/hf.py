@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from shared import weights as layouts
 from shared.checkpoints.common import (
     Inference,
     Raw,
@@ -28,9 +27,10 @@ from shared.checkpoints.common import (
     require,
     width_per_head,
 )
+from shared.core import weights as layouts
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, atomic_write_bytes
 from shared.errors import SpecError, WeightsError
-from shared.spec import ModelSpec
-from shared.weights import Tensors, atomic_write_bytes
 
 TARGET = "Hugging Face ViTForImageClassification"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

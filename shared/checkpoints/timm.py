@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from shared import weights as layouts
 from shared.checkpoints.common import (
     Inference,
     Raw,
@@ -30,9 +29,10 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
+from shared.core import weights as layouts
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, atomic_write_bytes
 from shared.errors import SpecError, WeightsError
-from shared.spec import ModelSpec
-from shared.weights import Tensors, atomic_write_bytes
 
 TARGET = "timm VisionTransformer"
 POOLS = {"token": "cls", "avg": "mean"}

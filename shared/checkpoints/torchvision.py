@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from shared import weights as layouts
 from shared.checkpoints.common import (
     Inference,
     Raw,
@@ -25,9 +24,10 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
+from shared.core import weights as layouts
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, atomic_write_bytes
 from shared.errors import WeightsError
-from shared.spec import ModelSpec
-from shared.weights import Tensors, atomic_write_bytes
 
 TARGET = "torchvision VisionTransformer"
 

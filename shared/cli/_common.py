@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.presets import resolve_spec
+from shared.core.spec import ModelSpec, apply_overrides
+from shared.core.weights import Tensors, atomic_write_bytes, init_weights, load_weights, read_weight_file
 from shared.errors import InputError
-from shared.presets import resolve_spec
-from shared.spec import ModelSpec, apply_overrides
-from shared.weights import Tensors, atomic_write_bytes, init_weights, load_weights, read_weight_file
 
 
 def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from shared.cli._common import add_spec_args, resolve_model
-from shared.inputs import load_images, probe_batch
-from shared.spec import ModelSpec
-from shared.weights import Tensors, atomic_write_bytes
+from shared.core.inputs import load_images, probe_batch
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, atomic_write_bytes
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """`compare.py audit`: every place a framework default is used instead of a value from the spec
-(shared/audit.py), in this project's ports or in your own source files."""
+(shared/teaching/audit.py), in this project's ports or in your own source files."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 from pathlib import Path
 
 from ports import installed, parse_frameworks
-from shared.audit import audit_file, audit_ports
+from shared.core.presets import resolve_spec
 from shared.errors import InputError
-from shared.presets import resolve_spec
+from shared.teaching.audit import audit_file, audit_ports
 
 ORDER = 63
 
@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "keyword, then build each port for two probe specs whose settings differ from "
                     "every framework default and compare each layer with the spec. With --source: "
                     "only the source check, on your files (nothing is imported or run). "
-                    "For a built model of your own, use shared.audit.audit_model(model, spec). "
+                    "For a built model of your own, use shared.teaching.audit.audit_model(model, spec). "
                     "Exit 0: no findings; 1: findings.")
     p.add_argument("--spec", help="base spec for the probe builds (default: archive-torch)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")

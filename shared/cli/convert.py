@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from shared.checkpoints import format_module, import_checkpoint
-    from shared.presets import resolve_spec
-    from shared.weights import save_weights
+    from shared.core.presets import resolve_spec
+    from shared.core.weights import save_weights
 
     format_module(args.source_format)  # an unknown format fails before anything is read
     out = Path(args.out)
@@ -69,7 +69,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from shared.checkpoints import export_checkpoint, format_module
-    from shared.weights import load_weights
+    from shared.core.weights import load_weights
 
     format_module(args.target_format)
     for flag, value in (("--spec", args.spec), ("--set", args.overrides), ("--config", args.config)):

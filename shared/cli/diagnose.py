@@ -1,5 +1,5 @@
 """`compare.py diagnose`: which catalogue setting explains the gap between your logits and the
-reference (shared/diagnosis.py)."""
+reference (shared/teaching/diagnosis.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 import re
 
 from shared.cli._teaching_args import add_model_args, load_model, write_json
-from shared.diagnosis import diagnose, load_user_logits
+from shared.core.presets import resolve_spec
 from shared.errors import WeightsError
-from shared.presets import resolve_spec
+from shared.teaching.diagnosis import diagnose, load_user_logits
 
 ORDER = 62
 
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_args(p)
     p.add_argument("--logits", required=True, help=".npy logits of your port, shape (batch, num_classes)")
     p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
-                   "(default: the project's logit tolerance, shared/tolerance.py)")
+                   "(default: the project's logit tolerance, shared/core/tolerance.py)")
     p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
     p.set_defaults(run=run)

@@ -1,13 +1,13 @@
 """`compare.py divergences [NAME]`: the catalogue, with each framework's default read from the
-installed frameworks and the measured gap of each demonstration (shared/divergences.py)."""
+installed frameworks and the measured gap of each demonstration (shared/teaching/divergences.py)."""
 
 from __future__ import annotations
 
 import argparse
 
 from shared.cli._teaching_args import write_json
-from shared.divergences import CATALOGUE, entry
 from shared.errors import SpecError
+from shared.teaching.divergences import CATALOGUE, entry
 
 ORDER = 60
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from shared import REPO_ROOT
 from shared.errors import InputError
 
 ORDER = 45
@@ -70,7 +71,7 @@ def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, A
         cmd = [sys.executable, "compare.py", "train", *argv, "--json", str(path), "--quiet",
                "--checkpoints", str(out / "ck" / tag)]
         print("$ " + " ".join(cmd[1:]), flush=True)
-        done = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[2])
+        done = subprocess.run(cmd, cwd=REPO_ROOT)
         if done.returncode:
             raise InputError(f"experiment run {tag!r} failed (exit {done.returncode})")
     return json.loads(path.read_text())
@@ -170,9 +171,9 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
 
 # ---- class-token attention of the last block, in all three frameworks --------------------------
 def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
-    from shared.data import digits
-    from shared.parity import collect, run_jobs
-    from shared.presets import get_preset
+    from shared.core.presets import get_preset
+    from shared.training.data import digits
+    from shared.training.parity import collect, run_jobs
 
     spec = get_preset("digits")
     train_json(out, "pos-torch-learned", ["--spec", "digits", "--framework", "torch", "--seeds",
@@ -223,8 +224,8 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
 
 # ---- archive-final's dead position rows ------------------------------------------------------------
 def dead_rows(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
-    from shared.parity import collect, run_jobs
-    from shared.presets import get_preset
+    from shared.core.presets import get_preset
+    from shared.training.parity import collect, run_jobs
 
     jobs = {name: {"kind": "grad", "spec": get_preset(name).replace(dropout_head=0.0).to_json()}
             for name in ("archive-final", "archive-final-repaired")}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from shared.cli._common import add_spec_args, refuse_overwrite
-from shared.presets import resolve_spec
-from shared.weights import init_weights, save_weights
+from shared.core.presets import resolve_spec
+from shared.core.weights import init_weights, save_weights
 
 ORDER = 20
 

@@ -1,5 +1,5 @@
 """`compare.py lessons [NAME]`: the three ports' own code side by side for each divergence, with
-the measured gap and the pin (shared/lessons.py)."""
+the measured gap and the pin (shared/teaching/lessons.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 
 from shared.cli._teaching_args import write_json
 from shared.errors import SpecError
-from shared.lessons import LESSONS, build_view, lesson, side_by_side
+from shared.teaching.lessons import LESSONS, build_view, lesson, side_by_side
 
 ORDER = 64
 

@@ -9,10 +9,10 @@ import argparse
 import numpy as np
 
 from ports import PORTS, create_port
-from shared import reference
 from shared.cli._common import add_spec_args, print_note, refuse_overwrite, resolve_model, save_npy
+from shared.core import reference
+from shared.core.inputs import load_images, probe_batch
 from shared.errors import FrameworkUnavailable
-from shared.inputs import load_images, probe_batch
 
 ORDER = 30
 

@@ -1,13 +1,13 @@
 """`compare.py rosetta`: generate (or check) docs/rosetta.md, every spec field mapped to the
-torch, Keras and Flax code that implements it (shared/lessons.py)."""
+torch, Keras and Flax code that implements it (shared/teaching/lessons.py)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from shared.lessons import ROOT, rosetta_markdown
-from shared.weights import atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
+from shared.teaching.lessons import ROOT, rosetta_markdown
 
 ORDER = 65
 ROSETTA = ROOT / "docs" / "rosetta.md"

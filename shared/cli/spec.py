@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.presets import PRESETS, resolve_spec
-from shared.summary import format_table, layer_table
+from shared.core.presets import PRESETS, resolve_spec
+from shared.core.summary import format_table, layer_table
 
 ORDER = 10
 

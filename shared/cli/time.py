@@ -185,9 +185,9 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
 
 
 def run(args: argparse.Namespace) -> int:
+    from shared.core.presets import resolve_spec
     from shared.measure import factorial, output, schema
     from shared.measure.environment import host_record, utc_now
-    from shared.presets import resolve_spec
 
     if args.factorial:
         if args.spec or args.overrides:

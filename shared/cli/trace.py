@@ -1,5 +1,5 @@
 """`compare.py trace`: the first intermediate tensor where a port leaves the reference
-(shared/tracing.py)."""
+(shared/teaching/tracing.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 
 from ports import parse_frameworks
 from shared.cli._teaching_args import add_model_args, load_model, write_json
-from shared.tracing import report_lines, trace
+from shared.teaching.tracing import report_lines, trace
 
 ORDER = 61
 

@@ -53,8 +53,8 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    from shared.presets import resolve_spec
-    from shared.train_spec import resolve_recipe
+    from shared.core.presets import resolve_spec
+    from shared.training.train_spec import resolve_recipe
 
     spec = resolve_spec(args.spec, args.set)
     default_recipe, default_data = DEFAULTS.get(spec.name, ("archive", None))
@@ -69,8 +69,8 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ports import PORTS
-    from shared.data import check_batch_size, load_dataset
-    from shared.trainloop import stderr_progress, train_seed
+    from shared.training.data import check_batch_size, load_dataset
+    from shared.training.trainloop import stderr_progress, train_seed
 
     spec, recipe, data_name = resolve(args)
     seeds = parse_seeds(args.seeds)
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
           f"(min {document['summary']['final_accuracy_min']:.4f}, max "
           f"{document['summary']['final_accuracy_max']:.4f}) over {len(seeds)} seed(s)")
     if args.json_path:
-        from shared.weights import atomic_write_bytes
+        from shared.core.weights import atomic_write_bytes
 
         atomic_write_bytes(args.json_path, json.dumps(document, indent=1).encode())
         print(f"wrote {args.json_path}")
@@ -170,6 +170,6 @@ def plot_curves(document: dict[str, Any], path: str) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    from shared.weights import atomic_write_bytes
+    from shared.core.weights import atomic_write_bytes
 
     atomic_write_bytes(path, buffer.getvalue())

@@ -18,19 +18,20 @@ from pathlib import Path
 import numpy as np
 
 from ports import PORTS, installed, parse_frameworks
-from shared import reference
+from shared import REPO_ROOT
 from shared.cli._common import add_spec_args, print_note, resolve_model
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.presets import DEFAULT_PRESET, PRESETS, get_preset
+from shared.core.spec import ModelSpec
+from shared.core.summary import format_table
+from shared.core.tolerance import logit_atol, max_abs_diff, max_rel_diff
+from shared.core.weights import Tensors, atomic_write_bytes, init_weights, save_weights
 from shared.errors import FrameworkUnavailable
-from shared.inputs import probe_batch
-from shared.presets import DEFAULT_PRESET, PRESETS, get_preset
-from shared.spec import ModelSpec
-from shared.summary import format_table
-from shared.tolerance import logit_atol, max_abs_diff, max_rel_diff
-from shared.weights import Tensors, atomic_write_bytes, init_weights, save_weights
 
 ORDER = 40
 SCHEMA = "portbench.verify/1"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 
 
 @dataclass
@@ -89,7 +90,7 @@ def run_worker(framework: str, cases: list[Case], workdir: Path, device: str,
     job_file.write_text(json.dumps({"framework": framework, "jobs": jobs, "device": device}))
     env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "shared.worker", str(job_file)], cwd=ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", "shared.runtime.worker", str(job_file)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return [{"error": f"timed out after {timeout:.0f} s"} for _ in cases]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from shared import REPO_ROOT
 
 # Environment variables that change speed or numerics; recorded verbatim when set.
 RECORDED_ENV = (

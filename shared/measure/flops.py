@@ -4,7 +4,7 @@ both attention products (Q·Kᵀ and A·V) included; softmax, GELU, LayerNorm an
 
 from __future__ import annotations
 
-from shared.spec import ModelSpec
+from shared.core.spec import ModelSpec
 
 
 def forward_macs_per_image(spec: ModelSpec) -> int:

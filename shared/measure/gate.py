@@ -9,17 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from shared import reference
-from shared.inputs import probe_batch
-from shared.spec import ModelSpec
-from shared.tolerance import logit_atol, max_abs_diff
-from shared.weights import init_weights
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.weights import init_weights
 
 GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough to catch errors
 
 
 def tolerance(spec: ModelSpec, reference_logits: np.ndarray | None = None) -> float:
-    """The project's logit tolerance (shared/tolerance.py, the one source of truth for it)."""
+    """The project's logit tolerance (shared/core/tolerance.py, the one source of truth for it)."""
     return logit_atol(spec, reference_logits)
 
 

@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from shared.core.weights import atomic_write_bytes
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
 from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
 from shared.measure.schema import PHASES
-from shared.weights import atomic_write_bytes
 
 SHORT = {
     "import": "import", "build_load": "build+load", "first_call_eager": "1st eager",

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shared.core.spec import ModelSpec
 from shared.measure import gate
 from shared.measure.environment import REPO_ROOT
 from shared.measure.stats import Budget, summarise
 from shared.measure.worker import PROGRESS_PREFIX, thread_env
-from shared.spec import ModelSpec
 
 Progress = Callable[[str], None]
 

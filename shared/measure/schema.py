@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.core.weights import atomic_write_bytes
 from shared.errors import InputError, PortbenchError
-from shared.weights import atomic_write_bytes
 
 SCHEMA_NAME = "portbench-results"
 SCHEMA_VERSION = 1

@@ -89,14 +89,14 @@ def run(config: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from ports import PORTS, load_port_module
+    from shared.core.inputs import probe_batch
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import init_weights
     from shared.errors import PortbenchError
-    from shared.inputs import probe_batch
     from shared.measure import backends, gate
     from shared.measure.contention import CONTENDED, ForeignCpu
     from shared.measure.environment import recorded_env
     from shared.measure.stats import Budget, repeat, summarise, time_once
-    from shared.spec import ModelSpec
-    from shared.weights import init_weights
 
     spec = ModelSpec.from_dict(config["spec"])
     batch = int(config["batch"])
@@ -294,7 +294,7 @@ def _train_phase(row: dict[str, Any], port: Any, entry: Any, images: Any, config
         return
     try:
         trainer_module = importlib.import_module(entry.module + ".train")
-        train_spec = importlib.import_module("shared.train_spec")
+        train_spec = importlib.import_module("shared.training.train_spec")
     except ImportError as exc:
         unavailable("train_step", f"train step not available ({exc})")
         return

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from shared import REPO_ROOT
+from shared.core.weights import Tensors
 from shared.errors import PortbenchError
-from shared.weights import Tensors
 
 
 def job_batches(spec: Any, seed: int, batch: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -41,9 +42,9 @@ def run_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
     import importlib
 
     from ports import create_port
-    from shared.spec import ModelSpec
-    from shared.train_spec import TrainSpec
-    from shared.weights import init_weights
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import init_weights
+    from shared.training.train_spec import TrainSpec
 
     spec = ModelSpec.from_json(job["spec"])
     recipe = TrainSpec.from_json(job["recipe"])
@@ -78,10 +79,10 @@ def run_loop_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
     """The shared training loop on the quadrant task, three ways: `epochs` epochs uninterrupted;
     1 epoch, then resumed from its checkpoint to `epochs`. Returns both final weights and the
     uninterrupted run's test accuracy per epoch."""
-    from shared.data import load_dataset
-    from shared.spec import ModelSpec
-    from shared.train_spec import TrainSpec
-    from shared.trainloop import train_seed
+    from shared.core.spec import ModelSpec
+    from shared.training.data import load_dataset
+    from shared.training.train_spec import TrainSpec
+    from shared.training.trainloop import train_seed
 
     spec, recipe = ModelSpec.from_json(job["spec"]), TrainSpec.from_json(job["recipe"])
     data = load_dataset(job["data"], spec, recipe.validation_fraction, 0)
@@ -101,11 +102,11 @@ def run_loop_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
 def run_diverge_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
     """Train with the learning rate forced to 1e30 from epoch 1 on; report the error message, the
     checkpoint's state.json and whether its weights still load."""
-    from shared.data import load_dataset
-    from shared.spec import ModelSpec
-    from shared.train_spec import TrainSpec
-    from shared.trainloop import TrainingError, train_seed
-    from shared.weights import load_weights
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import load_weights
+    from shared.training.data import load_dataset
+    from shared.training.train_spec import TrainSpec
+    from shared.training.trainloop import TrainingError, train_seed
 
     spec, recipe = ModelSpec.from_json(job["spec"]), TrainSpec.from_json(job["recipe"])
     data = load_dataset(job["data"], spec, recipe.validation_fraction, 0)
@@ -139,7 +140,7 @@ def run_diverge_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
 def run_taps_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
     """Load a canonical weight file into this framework's port and return its named taps."""
     from ports import create_port
-    from shared.weights import load_weights
+    from shared.core.weights import load_weights
 
     loaded = load_weights(job["weights"])
     port = create_port(framework, loaded.spec)
@@ -151,8 +152,8 @@ def run_taps_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
 def run_grad_job(framework: str, job: dict[str, Any]) -> dict[str, Tensors]:
     """Canonical gradients of the mean CE at seed-0 weights on a seeded batch of 16."""
     from ports import create_port
-    from shared.spec import ModelSpec
-    from shared.weights import init_weights
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import init_weights
 
     spec = ModelSpec.from_json(job["spec"])
     port = create_port(framework, spec)
@@ -168,9 +169,9 @@ def run_jobs(framework: str, jobs: dict[str, dict[str, Any]], timeout: float = 6
     folder = Path(tempfile.mkdtemp(prefix=f"parity-{framework}-"))
     (folder / "jobs.json").write_text(json.dumps(jobs))
     env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "shared.parity", framework, str(folder)],
+    proc = subprocess.Popen([sys.executable, "-m", "shared.training.parity", framework, str(folder)],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     proc.folder = folder  # type: ignore[attr-defined]
     return proc

@@ -1,7 +1,7 @@
 """`ModelSpec`: every setting that changes the function a ViT-style patch classifier computes.
 
 Two ports compute the same function only when all of these are pinned. Frameworks disagree on
-most of them by default (see `../shared/reference/divergences.md` and `shared/divergences.py`):
+most of them by default (see `../shared/reference/divergences.md` and `shared/teaching/divergences.py`):
 remainder pixels, what "heads=4, dim=32" means for the head width, LayerNorm epsilon, GELU form,
 norm placement, pooling, patch flatten order and tensor layout. The spec states them all, and
 everything derived from them (token grid, sequence length, canonical tensor shapes, parameter

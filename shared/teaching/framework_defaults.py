@@ -482,7 +482,7 @@ def read_default(entry: str, framework: str) -> str:
         return f"unreadable in this version ({type(exc).__name__}: {exc})"
 
 
-# Numeric defaults other modules rely on (shared.variants.EPSILON_SOURCES, the demonstrations):
+# Numeric defaults other modules rely on (shared.teaching.variants.EPSILON_SOURCES, the demonstrations):
 # read here so a test can check the documented values against the installed frameworks.
 def layer_norm_eps_defaults() -> dict[str, float]:
     out: dict[str, float] = {}

@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shared.spec import ModelSpec
-from shared.weights import Tensors
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors
 
 
 class PortLike(Protocol):
@@ -47,7 +47,7 @@ class PortLike(Protocol):
     def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray: ...
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
-        """Named taps (see shared/reference.py), eval mode, eager."""
+        """Named taps (see shared/core/reference.py), eval mode, eager."""
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout."""

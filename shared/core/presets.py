@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from shared.core.spec import ModelSpec, apply_overrides
 from shared.errors import SpecError
-from shared.spec import ModelSpec, apply_overrides
 
 DEFAULT_PRESET = "archive-torch"
 

@@ -3,7 +3,7 @@ reference and report the first tensor whose error exceeds its budget.
 
 The budget of a tensor scales with its magnitude, because float32 rounding is relative:
 ``budget = base * max(1, max|reference tensor|)``, with `base` the project's logit tolerance
-(shared/tolerance.py: 5e-6 small models, 1e-5 large). Taps are visited in the order the forward
+(shared/core/tolerance.py: 5e-6 small models, 1e-5 large). Taps are visited in the order the forward
 pass computes them, so the first tensor over budget is where the port stops computing the
 spec's function; everything after it inherits the error.
 """
@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.reference import forward
-from shared.spec import ModelSpec
-from shared.taps import Taps
-from shared.tolerance import logit_atol
-from shared.weights import Tensors, save_weights
+from shared import REPO_ROOT
+from shared.core.reference import forward
+from shared.core.spec import ModelSpec
+from shared.core.taps import Taps
+from shared.core.tolerance import logit_atol
+from shared.core.weights import Tensors, save_weights
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 
 
 def tap_order(spec: ModelSpec) -> list[str]:
@@ -115,7 +116,7 @@ def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_fil
                                "output": str(out)}))
     env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "shared.tap_worker", str(job)], cwd=ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", "shared.runtime.tap_worker", str(job)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout:.0f} s"

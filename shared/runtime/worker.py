@@ -1,4 +1,4 @@
-"""Run one port on a list of jobs in this (fresh) process: `python -m shared.worker JOBS.json`.
+"""Run one port on a list of jobs in this (fresh) process: `python -m shared.runtime.worker JOBS.json`.
 
 `compare.py verify` starts one worker per framework, with the registry entry's environment
 (e.g. KERAS_BACKEND) set before the framework is imported, so Keras can run on three backends and
@@ -19,9 +19,9 @@ import numpy as np
 
 def run_jobs(framework: str, jobs: list[dict], device: str) -> list[dict]:
     from ports import load_port_module
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import load_weights
     from shared.errors import PortbenchError
-    from shared.spec import ModelSpec
-    from shared.weights import load_weights
 
     started = time.perf_counter()
     try:

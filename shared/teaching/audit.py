@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.spec import ModelSpec
+from shared import REPO_ROOT
+from shared.core.spec import ModelSpec
 
 
 @dataclass(frozen=True)
 class Finding:
     where: str  # file:line, or framework:layer path
-    entry: str  # catalogue entry (shared/divergences.py)
+    entry: str  # catalogue entry (shared/teaching/divergences.py)
     message: str
 
     def line(self) -> str:
@@ -335,7 +336,7 @@ def probe_specs(base: ModelSpec) -> list[ModelSpec]:
 
 
 def port_source_files(framework: str) -> list[Path]:
-    root = Path(__file__).resolve().parent.parent / "ports" / framework
+    root = REPO_ROOT / "ports" / framework
     return sorted(p for p in root.glob("*.py") if p.name != "__init__.py")
 
 
@@ -350,7 +351,7 @@ def audit_ports(frameworks: list[str], base: ModelSpec) -> tuple[list[Finding], 
             findings += audit_file(path)
         checked.append(f"{fw}: source of {', '.join(p.name for p in port_source_files(fw))}")
         if fw == "keras":
-            from shared.framework_defaults import keras_module
+            from shared.teaching.framework_defaults import keras_module
 
             keras_module()  # torch's triton hooks before TensorFlow (see framework_defaults)
         for spec in probe_specs(base):

@@ -2,7 +2,7 @@
 the reference.
 
 The user ran their own port with the canonical weights on the probe batch (or their own images)
-and saved the logits. The reference is re-run under each alternative in `shared.variants`, alone
+and saved the logits. The reference is re-run under each alternative in `shared.teaching.variants`, alone
 and then in pairs; an alternative *explains* the gap when the reference under it reproduces the
 user's logits within the equivalence tolerance. Nothing here imports a framework.
 """
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.reference import forward
+from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol
+from shared.core.weights import Tensors
 from shared.errors import InputError
-from shared.reference import forward
-from shared.spec import ModelSpec
-from shared.tolerance import logit_atol
-from shared.variants import Case, Variant, applicable, applicable_pairs
-from shared.weights import Tensors
+from shared.teaching.variants import Case, Variant, applicable, applicable_pairs
 
 # Float64 reference runs that differ by less than this compute the same function (round-off).
 NO_CHANGE = 1e-12
@@ -122,7 +122,7 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
     user = check_user_logits(spec, user_logits, images.shape[0], source)
     base = Case(spec, weights, images)
     reference = forward(spec, weights, images)
-    # the project's equivalence tolerance (shared/tolerance.py), scaled by the logit magnitude
+    # the project's equivalence tolerance (shared/core/tolerance.py), scaled by the logit magnitude
     tol = logit_atol(spec, reference) if tolerance is None else tolerance
     baseline = max_gap(reference, user)
     result = Diagnosis(spec.name, baseline, tol)

@@ -2,9 +2,9 @@
 spec (or the training recipe) pins, and a measured demonstration.
 
 Each entry states what differs, reads each framework's default from the installed framework
-(`shared.framework_defaults`), names the pin, and demonstrates the gap by running the same
+(`shared.teaching.framework_defaults`), names the pin, and demonstrates the gap by running the same
 canonical weights with the pin and without it: through the float64 reference with a changed
-spec/weights/images (`shared.variants`), or, where the divergence lives in a framework API
+spec/weights/images (`shared.teaching.variants`), or, where the divergence lives in a framework API
 (batch_first, kernel layouts, optimizers, losses, dropout flags, CPU precision), through that
 API. Facts and expected magnitudes: ../shared/reference/divergences.md (rows cited per entry).
 """
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.reference import attention, forward, layer_norm
+from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
-from shared.framework_defaults import FRAMEWORKS, read_default
-from shared.inputs import probe_batch
-from shared.presets import get_preset
-from shared.reference import attention, forward, layer_norm
-from shared.spec import ModelSpec
-from shared.variants import Case, variant
-from shared.weights import init_weights
+from shared.teaching.framework_defaults import FRAMEWORKS, read_default
+from shared.teaching.variants import Case, variant
 
 DEMO_SEED = 0  # canonical weights for every demonstration: init_weights(spec, DEMO_SEED)
 
@@ -46,7 +46,7 @@ class Entry:
     kind: str  # forward | training | numerics
     rows: str  # rows of divergences.md
     demo: Callable[[], Demo]
-    variants: tuple[str, ...] = ()  # shared.variants keys that model the unpinned port
+    variants: tuple[str, ...] = ()  # shared.teaching.variants keys that model the unpinned port
 
     def defaults(self) -> dict[str, str]:
         return {fw: read_default(self.key, fw) for fw in FRAMEWORKS}
@@ -88,7 +88,7 @@ def _quadrant() -> ModelSpec:
 
 # ---- forward-pass demonstrations through the reference -----------------------------------
 def _demo_eps() -> Demo:
-    from shared.framework_defaults import layer_norm_eps_defaults
+    from shared.teaching.framework_defaults import layer_norm_eps_defaults
 
     spec = _quadrant()
     read = layer_norm_eps_defaults()
@@ -207,8 +207,8 @@ def _demo_batch_first() -> Demo:
 def _torch_mha(spec: ModelSpec, case: Case, h: np.ndarray, batch_first: bool | None) -> np.ndarray:
     """Block 0's canonical attention weights in torch's nn.MultiheadAttention (head width
     dim/heads, so only for specs where heads * head_dim == dim)."""
-    from shared.framework_defaults import torch_modules
-    from shared.weights import attn_out_to_out_in, qkv_bias_pack, qkv_pack
+    from shared.core.weights import attn_out_to_out_in, qkv_bias_pack, qkv_pack
+    from shared.teaching.framework_defaults import torch_modules
 
     torch, nn = torch_modules()
     kwargs = {} if batch_first is None else {"batch_first": batch_first}
@@ -230,8 +230,8 @@ def _demo_conv_layout() -> Demo:
     spec = _quadrant()
     demo = _variant_demo(spec, ("patch kernel reshaped to OIHW",))
     try:
-        from shared.framework_defaults import torch_modules
-        from shared.weights import conv_hwio_to_oihw
+        from shared.core.weights import conv_hwio_to_oihw
+        from shared.teaching.framework_defaults import torch_modules
 
         torch, nn = torch_modules()
     except FrameworkUnavailable:
@@ -263,7 +263,7 @@ def _demo_dense_layout() -> Demo:
     spec = _quadrant()
     demo = _variant_demo(spec, ("dense kernels reshaped to (out, in)",))
     try:
-        from shared.framework_defaults import torch_modules
+        from shared.teaching.framework_defaults import torch_modules
 
         torch, nn = torch_modules()
     except FrameworkUnavailable:
@@ -331,7 +331,7 @@ def _demo_adamw_eps() -> Demo:
 
 
 def _framework_adam_steps(p: np.ndarray, g: np.ndarray, lr: float, eps: float) -> dict[str, np.ndarray]:
-    from shared import framework_defaults as fd
+    from shared.teaching import framework_defaults as fd
 
     out: dict[str, np.ndarray] = {}
     with contextlib.suppress(FrameworkUnavailable):
@@ -369,7 +369,7 @@ def _demo_weight_decay() -> Demo:
                       "step when every variable is decayed (Keras, optax without mask); pin: "
                       "TrainSpec.weight_decay_on")
     try:
-        from shared.framework_defaults import torch_adam_step
+        from shared.teaching.framework_defaults import torch_adam_step
 
         adam = torch_adam_step(p, g, lr, 1e-8, wd, decoupled=False)
         adamw = torch_adam_step(p, g, lr, 1e-8, wd, decoupled=True)
@@ -395,7 +395,7 @@ def _demo_clipnorm() -> Demo:
     demo.lines.append(f"3 gradients, global norm {total:.3g}, clip {clip:g}: per-variable (Keras clipnorm) "
                       f"vs global clipping {gap:.3g}")
     try:
-        from shared.framework_defaults import keras_module
+        from shared.teaching.framework_defaults import keras_module
 
         keras = keras_module()
         deltas = {}
@@ -433,7 +433,7 @@ def _demo_cross_entropy() -> Demo:
     demo.lines.append(f"quadrant probe batch of {len(labels)}: sum vs mean reduction {gap:.3g} "
                       f"(mean {per.mean():.4f})")
     try:
-        from shared.framework_defaults import keras_module
+        from shared.teaching.framework_defaults import keras_module
 
         keras = keras_module()
         for flag in (None, True):
@@ -454,7 +454,7 @@ def _demo_dropout() -> Demo:
     spec = get_preset("mnist-vit-small")  # MLP dropout 0.1
     demo = Demo(None)
     try:
-        from shared.framework_defaults import torch_modules
+        from shared.teaching.framework_defaults import torch_modules
 
         torch, _ = torch_modules()
     except FrameworkUnavailable:
@@ -482,7 +482,7 @@ def _demo_precision() -> Demo:
     spec = get_preset("mnist-vit")
     demo = Demo(None)
     try:
-        from shared.framework_defaults import torch_modules
+        from shared.teaching.framework_defaults import torch_modules
 
         torch, _ = torch_modules()
     except FrameworkUnavailable:
@@ -524,7 +524,7 @@ def _demo_variance() -> Demo:
     demo.lines.append(f"float32 tokens with mean 1000: E[x^2]-E[x]^2 variance {demo.gap:.3g} vs fp64, "
                       f"two-pass {_gap(two_pass, exact):.3g}")
     try:
-        from shared.framework_defaults import flax_modules
+        from shared.teaching.framework_defaults import flax_modules
 
         jax, nnx, _ = flax_modules()
         for fast_flag in (True, False):
@@ -551,7 +551,7 @@ CATALOGUE: tuple[Entry, ...] = (
           "17", _demo_remainder, ("remainder=pad", "remainder=drop")),
     Entry("patch_layout", "Patch flatten order and NCHW/NHWC",
           "torch flattens patches (C, ph, pw) and takes NCHW; Keras and Flax flatten (ph, pw, C) "
-          "and take NHWC", "convention: NHWC input, (ph, pw, C) flatten (shared/spec.py)", "forward",
+          "and take NHWC", "convention: NHWC input, (ph, pw, C) flatten (shared/core/spec.py)", "forward",
           "16", _demo_patch_layout, ("patches flattened (C, ph, pw)", "images reshaped to NCHW")),
     Entry("layer_norm_eps", "LayerNorm epsilon",
           "torch 1e-5, Flax 1e-6, Keras 1e-3 by default", "ModelSpec.layer_norm_eps", "forward", "1",
@@ -585,11 +585,11 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry("conv_kernel_layout", "Conv2d kernel OIHW vs HWIO",
           "torch stores (O, I, H, W), Keras and Flax (H, W, I, O); a reshape instead of "
           "transpose(3, 2, 0, 1) keeps the shape and scrambles the values",
-          "canonical HWIO + shared.weights.conv_hwio_to_oihw", "forward", "14", _demo_conv_layout,
+          "canonical HWIO + shared.core.weights.conv_hwio_to_oihw", "forward", "14", _demo_conv_layout,
           ("patch kernel reshaped to OIHW",)),
     Entry("dense_kernel_layout", "Dense kernel (out, in) vs (in, out)",
           "torch Linear weights are (out, in), Keras/Flax kernels (in, out); a square layer with a "
-          "missed transpose raises nothing", "canonical (in, out) + shared.weights.dense_to_out_in",
+          "missed transpose raises nothing", "canonical (in, out) + shared.core.weights.dense_to_out_in",
           "forward", "13", _demo_dense_layout, ("dense kernels reshaped to (out, in)",)),
     Entry("adamw_epsilon", "AdamW epsilon placement and defaults",
           "torch/optax add eps to sqrt(v_hat); Keras adds it before bias correction (effective "

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.spec import ModelSpec
 from shared.errors import InputError
-from shared.spec import ModelSpec
 
 PROBE_BATCH = 4
 PROBE_SEED = 1234

@@ -19,7 +19,7 @@ Three AdamW implementations agree only when every default they disagree on is pi
   `clipnorm` clips each variable separately (row 26) and is never used.
 - **Loss** is the mean softmax cross-entropy from logits (Keras' sparse CE defaults to
   `from_logits=False`, row 32).
-- **Learning rate**: one float per epoch from `shared.schedule.Controller` (linear warm-up from
+- **Learning rate**: one float per epoch from `shared.training.schedule.Controller` (linear warm-up from
   lr/warmup_epochs to lr, then reduce-on-plateau), set into each optimizer; no framework
   scheduler is used (rows 27-31).
 """
@@ -59,7 +59,7 @@ class TrainSpec:
     max_epochs: int = 200
     shuffle: bool = True  # reshuffle the training set every epoch (seeded, same in every port)
     drop_last: bool = False  # keep the final short batch
-    # Schedule (shared/schedule.py): warm-up, then reduce-on-plateau.
+    # Schedule (shared/training/schedule.py): warm-up, then reduce-on-plateau.
     warmup_epochs: int = 5  # epoch e < W trains at lr * (e + 1) / W
     plateau_metric: str = "val_loss"
     plateau_factor: float = 0.8
@@ -146,7 +146,7 @@ class TrainSpec:
 
 
 def decayed(recipe: TrainSpec, canonical_name: str) -> bool:
-    """Whether weight decay applies to a canonical tensor (shared/weights.py names)."""
+    """Whether weight decay applies to a canonical tensor (shared/core/weights.py names)."""
     if recipe.weight_decay_on == "all":
         return True
     return canonical_name.endswith(".kernel")

@@ -7,7 +7,7 @@ Framework modules are imported inside functions (shared/ never imports a framewo
 Checkpoints (one folder per seed), written at the end of every epoch, each file atomically and
 the small `state.json` last, so a crash leaves the previous complete checkpoint readable:
 `weights.safetensors`, `adam_m.safetensors`, `adam_v.safetensors` (canonical layout, via
-`shared.weights.save_weights`) and `state.json` (epoch, updates, controller state, curves).
+`shared.core.weights.save_weights`) and `state.json` (epoch, updates, controller state, curves).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from shared.data import Dataset, batches, check_batch_size, steps_per_epoch
+from shared.core.spec import ModelSpec
+from shared.core.weights import atomic_write_bytes, init_weights, load_weights, save_weights
 from shared.errors import PortbenchError, WeightsError
-from shared.schedule import Controller
-from shared.spec import ModelSpec
-from shared.train_spec import TrainSpec
-from shared.weights import atomic_write_bytes, init_weights, load_weights, save_weights
+from shared.training.data import Dataset, batches, check_batch_size, steps_per_epoch
+from shared.training.schedule import Controller
+from shared.training.train_spec import TrainSpec
 
 CURVES = ("lr", "train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy")
 

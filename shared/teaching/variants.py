@@ -20,9 +20,9 @@ from itertools import combinations
 
 import numpy as np
 
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, first_shape_mismatch
 from shared.errors import SpecError
-from shared.spec import ModelSpec
-from shared.weights import Tensors, first_shape_mismatch
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ Transform = Callable[[Case], "Case | None"]  # None: the alternative does not ap
 @dataclass(frozen=True)
 class Variant:
     key: str  # unique, as printed: "layer_norm_eps=0.001"
-    entry: str  # the catalogue entry it belongs to (shared/divergences.py)
+    entry: str  # the catalogue entry it belongs to (shared/teaching/divergences.py)
     group: str  # variants of one group exclude each other in pairs (same knob)
     cause: str  # what a port that computes this did, for `diagnose`'s report
     transform: Transform
@@ -49,7 +49,7 @@ class Variant:
         return self.transform(case)
 
 
-# Documented framework defaults (divergences.md rows 1 and 3). `shared/divergences.py` reads the
+# Documented framework defaults (divergences.md rows 1 and 3). `shared/teaching/divergences.py` reads the
 # installed frameworks' values at run time; tests/test_teaching_catalogue.py checks they agree,
 # so diagnose can stay fast (no framework import) without drifting from the frameworks.
 EPSILON_SOURCES: tuple[tuple[float, str], ...] = (

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.spec import ModelSpec
 from shared.errors import InputError
-from shared.spec import ModelSpec
 
 QUADRANT_NOISE = 0.1  # background noise std; the bright quadrant is +1
 

@@ -1,5 +1,5 @@
 """Collect one port's named intermediates in this (fresh) process:
-`python -m shared.tap_worker JOB.json` (used by `compare.py trace`; see shared/tracing.py).
+`python -m shared.runtime.tap_worker JOB.json` (used by `compare.py trace`; see shared/teaching/tracing.py).
 
 Writes the taps as an .npz (read back with allow_pickle=False) and a JSON report beside the job;
 a failure is one line in the report, never a traceback."""
@@ -15,9 +15,9 @@ import numpy as np
 
 def run(job: dict) -> dict:
     from ports import load_port_module
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import load_weights
     from shared.errors import PortbenchError
-    from shared.spec import ModelSpec
-    from shared.weights import load_weights
 
     try:
         module = load_port_module(job["framework"])

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.spec import ModelSpec
+from shared.core.spec import ModelSpec
 
 SMALL_MODEL_ATOL = 5e-6
 LARGE_MODEL_ATOL = 1e-5

@@ -14,12 +14,12 @@ import dataclasses
 import textwrap
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 
-from shared.framework_defaults import FRAMEWORKS
-from shared.spec import Derived, ModelSpec
+from shared import REPO_ROOT
+from shared.core.spec import Derived, ModelSpec
+from shared.teaching.framework_defaults import FRAMEWORKS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 PORT_FILES = ("model.py", "transfer.py", "port.py")
 CALL_METHODS = ("forward", "call", "__call__")  # torch / Keras / Flax spelling of "run the layer"
 
@@ -207,8 +207,8 @@ def field_excerpts(framework: str, names: tuple[str, ...], only_file: str | None
 
 def derived_dependencies() -> dict[str, tuple[str, ...]]:
     """spec field -> derived quantities that change when it changes, found by perturbing each
-    field of several presets (not typed in: shared/spec.py stays the one source)."""
-    from shared.presets import PRESETS
+    field of several presets (not typed in: shared/core/spec.py stays the one source)."""
+    from shared.core.presets import PRESETS
 
     deps: dict[str, set[str]] = {name: set() for name in SPEC_FIELDS}
     for preset in PRESETS.values():
@@ -227,7 +227,7 @@ def derived_dependencies() -> dict[str, tuple[str, ...]]:
 
 def _alternatives(spec: ModelSpec, name: str) -> list[object]:
     value = getattr(spec, name)
-    from shared import spec as spec_module
+    from shared.core import spec as spec_module
 
     choices = {"remainder": spec_module.REMAINDERS, "pos_embed": spec_module.POS_EMBEDS,
                "activation": spec_module.ACTIVATIONS, "head_activation": spec_module.ACTIVATIONS,
@@ -252,7 +252,7 @@ def _alternatives(spec: ModelSpec, name: str) -> list[object]:
 @dataclass(frozen=True)
 class Lesson:
     name: str
-    entry: str  # shared/divergences.py key: the gap and the pin come from there
+    entry: str  # shared/teaching/divergences.py key: the gap and the pin come from there
     point: str  # what to look at in the code
     selects: tuple[Select, ...]
 
@@ -318,7 +318,7 @@ def lesson(name: str) -> Lesson:
 
 
 def build_view(item: Lesson, measure: bool = True) -> LessonView:
-    from shared.divergences import entry
+    from shared.teaching.divergences import entry
 
     catalogue = entry(item.entry)
     code = {fw: [e for s in item.selects for e in s.extract(fw)] for fw in FRAMEWORKS}

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import erf
 
-from shared.inputs import check_images
-from shared.positions import fixed_table
-from shared.spec import ModelSpec
-from shared.taps import Taps
-from shared.weights import Tensors
+from shared.core.inputs import check_images
+from shared.core.positions import fixed_table
+from shared.core.spec import ModelSpec
+from shared.core.taps import Taps
+from shared.core.weights import Tensors
 
 
 def gelu(x: np.ndarray, form: str) -> np.ndarray:

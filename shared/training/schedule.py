@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 
 from shared.errors import InputError
-from shared.train_spec import METRICS, TrainSpec
+from shared.training.train_spec import METRICS, TrainSpec
 
 MAXIMISE = ("val_accuracy", "train_accuracy")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.spec import ModelSpec
+from shared.core.spec import ModelSpec
 
 SINCOS_TEMPERATURE = 10_000.0
 

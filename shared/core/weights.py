@@ -35,8 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.spec import ModelSpec, tensor_fields_differ
 from shared.errors import WeightsError
-from shared.spec import ModelSpec, tensor_fields_differ
 
 FORMAT_NAME = "portbench-canonical"
 FORMAT_VERSION = "1"

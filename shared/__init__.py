@@ -1,0 +1,21 @@
+"""portbench's framework-neutral product code, grouped by concern. Imports run one way:
+`cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`) -> `runtime` -> `core`.
+
+- `core/`: the spec, presets, canonical weights and layouts, the float64 reference, tolerance and
+  the equivalence verdict. NumPy only.
+- `runtime/`: the port contract, the one launcher of framework processes, the one worker.
+- `training/`: the pinned training recipe, schedule, data, loop and parity jobs.
+- `teaching/`: the divergence catalogue, trace, diagnose, audit, lessons.
+- `measure/`: fair, phase-separated timing and its results files.
+- `checkpoints/`: torchvision / timm / Hugging Face / big_vision files <-> canonical weights (the
+  only package here that reads framework files, inside functions).
+- `cli/`: `compare.py`'s subcommands: argument parsing and printing only.
+- `errors.py`: the one error family every message a user sees comes from.
+
+Framework code lives in `ports/<fw>/`; nothing in `shared/` outside `checkpoints/` imports a
+framework.
+"""
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,14 @@
+"""The contract every port and tool shares: what the model is, what its weights are, and what
+"the same function" means.
+
+- `spec`: `ModelSpec`, every field that changes the function, and what is derived from it once.
+- `presets`: named specs with their sources' exact parameter counts.
+- `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
+- `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
+- `reference`: the float64 NumPy oracle.
+- `tolerance`: the project's logit tolerance.
+- `summary`: the spec's layer table and plain-text tables.
+
+Imports only NumPy, the standard library and `shared.errors`; nothing here knows a framework,
+a subprocess or a command line.
+"""

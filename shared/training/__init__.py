@@ -1,0 +1,7 @@
+"""Training that means the same thing in every framework: `train_spec` (the pinned optimiser,
+loss and schedule), `schedule` (the one warm-up / plateau / early-stop controller), `data`
+(seeded NumPy batches), `trainloop` (epochs, checkpoints, resume) and `parity` (cross-framework
+job kinds for the parity tests).
+
+May import `shared.runtime` and `shared.core`; imports no framework.
+"""
