@@ -90,7 +90,8 @@ def run_worker(framework: str, cases: list[Case], workdir: Path, device: str,
     job_file.write_text(json.dumps({"framework": framework, "jobs": jobs, "device": device}))
     env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "shared.runtime.worker", str(job_file)], cwd=ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", "shared.runtime.worker", str(job_file)],
+                              cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return [{"error": f"timed out after {timeout:.0f} s"} for _ in cases]

@@ -116,7 +116,8 @@ def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_fil
                                "output": str(out)}))
     env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        proc = subprocess.run([sys.executable, "-m", "shared.runtime.tap_worker", str(job)], cwd=ROOT, env=env,
+        proc = subprocess.run([sys.executable, "-m", "shared.runtime.tap_worker", str(job)],
+                              cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout:.0f} s"
