@@ -9,11 +9,12 @@ import argparse
 import sys
 
 from shared.cli import command_modules
+from shared.cli._options import OneLineParser
 from shared.errors import PortbenchError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="compare.py", description=__doc__)
+    parser = OneLineParser(prog="compare.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in command_modules():
         module.register(sub)
@@ -36,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `compare.py spec ... | head`: the reader left; not an error
         sys.stderr.close()
         return 0
+    except OSError as exc:  # an unwritable folder, a full disk: name the file, no traceback
+        where = f" {exc.filename!r}" if exc.filename else ""
+        print(f"error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ differs and shows no ranks."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
-from shared.errors import PortbenchError
+from shared.errors import InputError, PortbenchError
 
 ORDER = 45
 
@@ -34,8 +35,16 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     rows: list[dict[str, Any]] = []
     sources: list[dict[str, Any]] = []
     labels = _labels(paths)
+    seen_runs: dict[str, str] = {}  # fingerprint of a run -> the file it came from
     for path, source in zip(paths, labels, strict=True):
         doc = schema.load(path)
+        for row in doc["runs"]:  # a run given twice would be ranked against itself
+            key = json.dumps([doc["created"], doc["environment"].get("hostname"), row["framework"],
+                              row["conditions"], row["phases"]], sort_keys=True, default=str)
+            if key in seen_runs:
+                raise InputError(f"results file {path!r} repeats the {row['framework']} run already "
+                                 f"read from {seen_runs[key]!r}; give each run once")
+            seen_runs[key] = path
         sources.append({"file": str(path), "source": source, "created": doc["created"],
                         "environment": doc["environment"], "conditions": doc["conditions"]})
         for row in doc["runs"]:

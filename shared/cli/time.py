@@ -13,23 +13,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shared.cli._options import add_batch, add_device, add_threads, add_timeout
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
 MODES = ("eager", "compiled", "train")
-DEVICES = ("auto", "cpu", "cuda", "metal")
 RESULTS_DIR = Path("results")
 
 
 def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     """The options shared by `time` and the bare `compare.py`."""
     parser.add_argument("--frameworks", help="comma-separated registry names (default: every installed one)")
-    parser.add_argument("--batch", type=int, default=8, help="images per batch (default 8)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="CPU threads for every framework, applied before import and pinned "
-                             "with CPU affinity (default 1)")
-    parser.add_argument("--device", default="auto",
-                        help="auto|cpu|cuda|metal (auto: CUDA, then Metal, then CPU, per framework)")
+    add_batch(parser, 8)
+    add_threads(parser, 1)
+    add_device(parser, "auto")
     parser.add_argument("--modes", default="eager,compiled,train",
                         help="which of eager,compiled,train to time (default all)")
     parser.add_argument("--budget", type=float, default=1.0,
@@ -40,8 +37,7 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-batches", type=int, default=3, help="batches per evaluation pass (3)")
     parser.add_argument("--processes", type=int, default=1,
                         help="fresh-process replicates per framework, interleaved (default 1)")
-    parser.add_argument("--timeout", type=float, default=900.0,
-                        help="seconds before one framework's worker is killed (default 900)")
+    add_timeout(parser, 900.0)
     parser.add_argument("--compile-cache", default="cold", choices=("cold", "warm"),
                         help="cold: fresh torch.compile cache per run (default); warm: reuse one")
     parser.add_argument("--json", dest="json_path", help="results file (default results/time-SPEC-UTC.json)")
@@ -106,13 +102,11 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     from shared.measure.runner import RunConfig
     from shared.measure.stats import Budget
 
-    if args.device not in DEVICES:
-        raise PortbenchError(f"unknown device {args.device!r}; expected one of: {', '.join(DEVICES)}")
     modes = parse_list(args.modes, MODES, "mode")
     if args.rank_by not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
                              f"{', '.join(RANK_METRICS)}")
-    for name in ("batch", "threads", "min_repeats", "max_repeats", "eval_batches", "processes"):
+    for name in ("min_repeats", "max_repeats", "eval_batches", "processes"):
         if getattr(args, name) < 1:
             raise PortbenchError(f"--{name.replace('_', '-')} is {getattr(args, name)}, expected >= 1")
     if args.warmup < 0 or args.budget < 0 or args.timeout <= 0:

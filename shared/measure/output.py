@@ -80,6 +80,9 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
             worst = max(phases[p]["foreign_cpu"] for p in contended)
             notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "
                          f"(other processes used up to {worst:.2f} CPUs on its CPUs): noisy")
+        affinity_note = (row.get("threads_applied") or {}).get("affinity_note")
+        if affinity_note:  # e.g. more threads than usable CPUs: the row's times mean less
+            notes.append(f"{label(row)}: WARNING: {affinity_note}")
         if row.get("status") != "ok" and row.get("reason"):
             notes.append(f"{label(row)}: {row['status'].upper()}: {row['reason']}")
         missing: dict[str, list[str]] = {}  # one note per reason, not one per phase

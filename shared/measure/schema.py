@@ -61,7 +61,9 @@ def new_results(environment: dict[str, Any], conditions: dict[str, Any], runs: l
 
 
 def validate(doc: Any, source: str) -> dict[str, Any]:
-    """Raise SchemaError (one line) unless `doc` is a results document of this version."""
+    """Raise SchemaError (one line) unless `doc` is a results document of this version, with
+    every field the readers use of the type they expect (a string where a number belongs would
+    otherwise be ranked, or crash the table)."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise SchemaError(f"{source}: not a portbench results file (schema {found!r}, "
@@ -73,19 +75,59 @@ def validate(doc: Any, source: str) -> dict[str, Any]:
     for key in REQUIRED_TOP:
         if key not in doc:
             raise SchemaError(f"{source}: results file lacks the field {key!r}")
-    if not isinstance(doc["runs"], list):
-        raise SchemaError(f"{source}: 'runs' is {type(doc['runs']).__name__}, expected a list")
+    for key, kind in TOP_TYPES.items():
+        _expect(doc[key], kind, f"{source}: {key!r}")
     for i, row in enumerate(doc["runs"]):
-        for key in REQUIRED_ROW:
-            if key not in row:
-                raise SchemaError(f"{source}: runs[{i}] lacks the field {key!r}")
-        if row["status"] not in ROW_STATUSES:
-            raise SchemaError(f"{source}: runs[{i}].status is {row['status']!r}, expected one of "
-                              f"{', '.join(ROW_STATUSES)}")
-        unknown = set(row["phases"]) - set(PHASE_NAMES)
-        if unknown:
-            raise SchemaError(f"{source}: runs[{i}] has unknown phase(s) {sorted(unknown)}")
+        _validate_row(row, f"{source}: runs[{i}]")
     return doc
+
+
+TOP_TYPES: dict[str, Any] = {"created": str, "command": list, "environment": dict, "conditions": dict,
+                             "runs": list}
+ROW_TYPES: dict[str, Any] = {"framework": str, "status": str, "conditions": dict, "phases": dict,
+                             "memory": dict}
+CONDITION_TYPES: dict[str, Any] = {"spec_hash": str, "batch": int, "dtype": str, "threads": int}
+NUMBER = (int, float)
+
+
+def _expect(value: Any, kind: Any, where: str, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, NUMBER))
+    if not ok:
+        names = "number" if kind is NUMBER else getattr(kind, "__name__", str(kind))
+        expected = {"dict": "an object", "list": "a list", "str": "a string", "int": "an integer"}
+        raise SchemaError(f"{where} is {value!r:.40}, expected {expected.get(names, 'a ' + names)}"
+                          + (" or null" if optional else ""))
+
+
+def _validate_row(row: Any, where: str) -> None:
+    _expect(row, dict, where)
+    for key in REQUIRED_ROW:
+        if key not in row:
+            raise SchemaError(f"{where} lacks the field {key!r}")
+    for key, kind in ROW_TYPES.items():
+        _expect(row[key], kind, f"{where}.{key}")
+    if row["status"] not in ROW_STATUSES:
+        raise SchemaError(f"{where}.status is {row['status']!r}, expected one of {', '.join(ROW_STATUSES)}")
+    for key, kind in CONDITION_TYPES.items():
+        if key in row["conditions"]:
+            _expect(row["conditions"][key], kind, f"{where}.conditions.{key}", optional=True)
+    unknown = set(row["phases"]) - set(PHASE_NAMES)
+    if unknown:
+        raise SchemaError(f"{where} has unknown phase(s) {sorted(unknown)}")
+    for name, phase in row["phases"].items():
+        _expect(phase, dict, f"{where}.phases.{name}")
+        if phase.get("status") == "ok":
+            for key in ("median", "q1", "q3", "iqr"):
+                if key in phase:
+                    _expect(phase[key], NUMBER, f"{where}.phases.{name}.{key}")
+            if not isinstance(phase.get("median"), NUMBER) or not phase["median"] >= 0:
+                raise SchemaError(f"{where}.phases.{name}.median is {phase.get('median')!r}, expected "
+                                  "a non-negative number of seconds")
+    for key, value in row["memory"].items():
+        if key.endswith("_bytes"):
+            _expect(value, int, f"{where}.memory.{key}", optional=True)
 
 
 def load(path: str | Path) -> dict[str, Any]:
