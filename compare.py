@@ -6,6 +6,7 @@ same function, then time them fairly. `python compare.py --help` lists the subco
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from shared.cli import command_modules
@@ -41,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         where = f" {exc.filename!r}" if exc.filename else ""
         print(f"error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a portbench bug: one line that says so; the traceback on request
+        if os.environ.get("PORTBENCH_DEBUG"):
+            raise
+        print(f"error: internal error {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+              "(a portbench bug; PORTBENCH_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.budget import check_fits
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 
@@ -15,6 +16,7 @@ PROBE_SEED = 1234
 
 def probe_batch(spec: ModelSpec, batch: int = PROBE_BATCH, seed: int = PROBE_SEED) -> np.ndarray:
     """The spec's seeded probe batch: standard-normal NHWC float32 images (same in every port)."""
+    check_fits(spec, batch, "a probe batch and the float64 reference")
     rng = np.random.default_rng(seed)
     shape = (batch, spec.image_height, spec.image_width, spec.channels)
     return rng.standard_normal(shape).astype(np.float32)
@@ -44,8 +46,9 @@ def load_images(path: str | Path, spec: ModelSpec) -> np.ndarray:
         images = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise InputError(f"input file {str(path)!r} does not exist") from None
-    except (ValueError, OSError) as exc:
-        raise InputError(f"input file {str(path)!r} is not a readable .npy array ({exc})") from None
+    except (ValueError, OSError, EOFError) as exc:  # EOFError: a zero-byte or truncated file
+        why = "it holds pickled objects, which portbench never loads" if "pickle" in str(exc) else exc
+        raise InputError(f"input file {str(path)!r} is not a readable .npy array ({why})") from None
     check_images(spec, images, source=f"input file {str(path)!r}")
     if images.dtype != np.float32:
         raise InputError(f"input file {str(path)!r}: dtype {images.dtype}, expected float32")

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.budget import check_fits
 from shared.core.spec import ModelSpec, tensor_fields_differ
 from shared.errors import WeightsError
 
@@ -49,6 +50,7 @@ def init_weights(spec: ModelSpec, seed: int = 0) -> Tensors:
     """Seeded NumPy initialisation. Every tensor gets its own stream, keyed by (seed, name), so a
     tensor's values do not depend on which other tensors a spec has. Biases, norms, positions and
     the class token are non-zero on purpose: a zero tensor would hide a mapping error."""
+    check_fits(spec, 1, "its weights")
     out: Tensors = {}
     for name, shape in spec.derived.tensor_shapes.items():
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])

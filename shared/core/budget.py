@@ -1,0 +1,75 @@
+"""Refuse before allocating: how much memory a spec needs, estimated from its derived
+shapes (no tensor is built), so that a spec that cannot fit is refused in
+one line in microseconds instead of dying in NumPy or growing without bound.
+
+The spec's field bounds (spec.py) keep `spec.derived` cheap to compute. The estimate covers
+what the parent process itself allocates: the canonical float32 weights,
+their float64 copy in the reference, and the reference's largest live activations for a batch
+(the token matrix a few times over, the MLP hidden layer, and the attention matrix of one block).
+A port's framework adds its own overhead on top; this is a lower bound that is never too small by
+orders of magnitude, which is what a refusal needs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from shared.core.spec import ModelSpec
+from shared.errors import SpecError
+
+# What the estimate may take of the memory available now: leave room for the frameworks.
+USABLE_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class Estimate:
+    params: int
+    weight_bytes: int  # float32 canonical tensors + their float64 copy in the reference
+    activation_bytes: int  # the reference's peak live activations for the batch
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.activation_bytes
+
+
+def estimate(s: ModelSpec, batch: int) -> Estimate:
+    tokens, params = s.derived.seq_len, s.derived.params  # cheap: field bounds cap the block count
+    wide = max(s.dim, s.heads * s.head_dim, s.mlp_dim)
+    pixels = s.image_height * s.image_width * s.channels
+    per_image = 4 * tokens * wide + 2 * s.heads * tokens * tokens + pixels
+    return Estimate(params=params, weight_bytes=params * (4 + 8), activation_bytes=8 * batch * per_image)
+
+
+def available_bytes() -> int | None:
+    """Memory available to this process now (Linux: MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits(s: ModelSpec, batch: int, what: str = "this command") -> Estimate:
+    """The estimate, or a one-line SpecError stating it and the memory available."""
+    found = estimate(s, batch)
+    available = available_bytes()
+    if available is not None and found.total_bytes > USABLE_FRACTION * available:
+        at_batch = f" at batch {batch}" if batch > 1 else ""
+        raise SpecError(
+            f"spec {s.name!r} needs about {_gib(found.total_bytes)} for {what}{at_batch} "
+            f"({found.params:,} parameters: {_gib(found.weight_bytes)} of weights, "
+            f"{_gib(found.activation_bytes)} of activations), but only {_gib(available)} of memory "
+            "is available; use a smaller spec or batch"
+        )
+    return found
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
