@@ -7,7 +7,7 @@ import json
 import pytest
 
 from shared.core.presets import PRESETS, get_preset, resolve_spec
-from shared.core.spec import ModelSpec, apply_overrides
+from shared.core.spec import ModelSpec
 from shared.errors import SpecError
 
 # The parameter counts the sources state (archive-torch, mnist-vit) and torchvision's ViT-B/16.
@@ -87,8 +87,8 @@ def test_resolve_spec_accepts_preset_file_and_document(tmp_path) -> None:
 
 
 def test_overrides_parse_types() -> None:
-    spec = apply_overrides(get_preset("quadrant"),
-                           ["class_token=true", "head_hidden=16,8", "pos_rows=10", "dim=64"])
+    spec = get_preset("quadrant").with_overrides(
+        ["class_token=true", "head_hidden=16,8", "pos_rows=10", "dim=64"])
     assert spec.head_hidden == (16, 8) and spec.pos_rows == 10 and spec.dim == 64
 
 
@@ -132,6 +132,6 @@ def test_unknown_field_and_malformed_documents() -> None:
     with pytest.raises(SpecError, match="neither a preset"):
         resolve_spec("no-such-preset")
     with pytest.raises(SpecError, match="expected FIELD=VALUE"):
-        apply_overrides(get_preset("quadrant"), ["dim"])
+        get_preset("quadrant").with_overrides(["dim"])
     with pytest.raises(SpecError, match="'dim' = 'wide'"):
-        apply_overrides(get_preset("quadrant"), ["dim=wide"])
+        get_preset("quadrant").with_overrides(["dim=wide"])

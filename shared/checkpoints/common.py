@@ -13,13 +13,12 @@ each mapping is written once, in one direction per function.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared.core import spec as spec_module
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.errors import SpecError, WeightsError
@@ -195,30 +194,12 @@ class Inference:
         self.conventions[name] = (value, why)
 
 
-SPEC_FIELDS = {f.name: f for f in fields(ModelSpec)}
-
-
 def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[str, Any]:
     """The fields the user stated: every field of `--spec` (if given), then `--set` values,
     typed as the spec types them."""
-    given: dict[str, Any] = base.to_dict() if base is not None else {}
-    if base is not None:
-        given["head_hidden"] = tuple(given["head_hidden"])
-    for item in assignments or []:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise SpecError(f"--set {item!r}: expected FIELD=VALUE")
-        if key not in SPEC_FIELDS:
-            raise SpecError(f"--set: spec field {key!r} is unknown; expected one of: "
-                            f"{', '.join(SPEC_FIELDS)}")
-        given[key] = coerce_field(key, value.strip())
+    given: dict[str, Any] = asdict(base) if base is not None else {}
+    given.update(ModelSpec.parse_assignments(assignments or []))
     return given
-
-
-def coerce_field(name: str, value: Any) -> Any:
-    """Type one CLI value exactly as `ModelSpec.from_dict` would."""
-    return spec_module.coerce_field(name, value, SPEC_FIELDS[name].type)
 
 
 def resolve_spec(inference: Inference, given: dict[str, Any], name: str) -> ModelSpec:
