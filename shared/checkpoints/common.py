@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.core.record import decode_json, read_text
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.errors import SpecError, WeightsError
@@ -123,20 +124,11 @@ def _as_float32(path: Path, name: str, value: np.ndarray) -> np.ndarray:
 
 
 def read_config(path: str | Path | None) -> dict[str, Any] | None:
-    import json
-
+    """A checkpoint's JSON config, decoded as every spec file is (one line naming the file)."""
     if path is None:
         return None
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"config {str(path)!r} cannot be read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"config {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"config {str(path)!r}: expected a JSON object, got {type(data).__name__}")
-    return data
+    where = f"config {str(path)!r}"
+    return decode_json(read_text(Path(path), where), where)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -106,7 +106,7 @@ class Record:
     @classmethod
     def from_file(cls, path: str | Path) -> Self:
         path = Path(path)
-        where = f"{cls.KIND} file {shown(str(path))}"
+        where = f"{cls.KIND} file {str(path)!r}"
         suffix = path.suffix.lower()
         if suffix not in FILE_SUFFIXES:
             raise SpecError(f"{where} is neither .json nor .toml (its suffix is {suffix or 'empty'!r})")
@@ -185,13 +185,13 @@ def fail(kind: str, name: str, value: Any, expected: str) -> NoReturn:
     raise SpecError(f"{kind} field {name!r} = {shown(value)}: expected {expected}") from None
 
 
-def shown(value: Any, limit: int = 80) -> str:
+def shown(value: Any, limit: int = 200) -> str:
     """`repr(value)`, cut to `limit` characters so a message stays one readable line."""
     try:
         text = repr(value)
     except ValueError:  # an integer beyond the int-string conversion limit
         return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
-    return text if len(text) <= limit else f"{text[:limit - 20]}... ({len(text)} characters)"
+    return text if len(text) <= limit else f"{text[:limit - 40]}... ({len(text)} characters)"
 
 
 def coerce(kind: str, name: str, value: Any, declared: Any) -> Any:
