@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.record import decode_json, read_text
+from shared.core.documents import decode_json, read_text
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.errors import SpecError, WeightsError

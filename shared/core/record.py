@@ -10,46 +10,30 @@ A record is a frozen dataclass that also inherits `Record` and names itself in `
 - choices, booleans and text are checked for every instance, before the record's own `validate`
   (ranges and combinations, which stay with each record).
 
-Decoding what a user hands over happens here and nowhere else: a file that is not UTF-8, JSON
-or TOML nested deeper than Python's recursion limit, an integer longer than Python's int-string
-conversion limit (4300 digits by default), a syntax error or a top-level value that is not an
-object each become one `SpecError` line naming the file (or "spec document") and the problem.
+Files and documents are decoded by `shared.core.documents`, so every problem in what a user
+hands over is one `SpecError` line naming the file (or "spec document").
 """
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import sys
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from dataclasses import replace as dataclass_replace
 from functools import cache
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import (
-    Any,
-    ClassVar,
-    Literal,
-    NoReturn,
-    Self,
-    TypeVar,
-    Union,
-    get_args,
-    get_origin,
-    get_type_hints,
-)
+from typing import Any, ClassVar, Literal, NoReturn, Self, TypeVar, get_args, get_origin, get_type_hints
 
+from shared.core.documents import decode_json, decode_toml, is_file, read_text
 from shared.errors import SpecError
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 NULL_WORDS = ("none", "null", "")
 FILE_SUFFIXES = (".json", ".toml")
-JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
-                   NoneType: "null"}
 Named = TypeVar("Named")
 
 
@@ -99,7 +83,7 @@ class Record:
     def from_toml(cls, text: str, where: str | None = None) -> Self:
         data = cls._unwrap(decode_toml(text, where or f"{cls.KIND} document"))
         for name, declared in field_types(cls).items():
-            if _optional(declared):
+            if _optional(declared)[1]:
                 data.setdefault(name, None)  # not the dataclass default: `to_toml` leaves None out
         return cls.from_dict(data)
 
@@ -122,7 +106,7 @@ class Record:
             return named[text]
         if text.startswith("{"):
             return cls.from_json(text)
-        if _is_file(text):
+        if is_file(text):
             return cls.from_file(text)
         raise SpecError(f"{flag} {shown(value)} is neither a {noun} ({', '.join(named)}) nor a "
                         f"{cls.KIND} file nor a JSON document")
@@ -198,13 +182,9 @@ def coerce(kind: str, name: str, value: Any, declared: Any) -> Any:
     """`value` as the declared type. A string is parsed (or refused in one line); anything else
     that does not fit is returned unchanged, for `check_declared` or the record's own validation
     to name with its range."""
-    if get_origin(declared) in (Union, UnionType):
-        if _optional(declared) and (
-            value is None or (isinstance(value, str) and value.strip().lower() in NULL_WORDS)
-        ):
-            return None
-        rest = [arg for arg in get_args(declared) if arg is not NoneType]
-        return coerce(kind, name, value, rest[0]) if len(rest) == 1 else value
+    declared, optional = _optional(declared)
+    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in NULL_WORDS)):
+        return None
     if isinstance(value, str):
         return _parse(kind, name, value, declared)
     if declared is float and isinstance(value, int) and not isinstance(value, bool):
@@ -263,11 +243,9 @@ def check_declared(record: Record) -> None:
 
 
 def _mismatch(value: Any, declared: Any) -> str | None:
-    if get_origin(declared) in (Union, UnionType):
-        if value is None and _optional(declared):
-            return None
-        rest = [arg for arg in get_args(declared) if arg is not NoneType]
-        return _mismatch(value, rest[0]) if len(rest) == 1 else None
+    declared, optional = _optional(declared)
+    if value is None and optional:
+        return None
     if get_origin(declared) is Literal:
         allowed = get_args(declared)
         return None if any(type(value) is type(c) and value == c for c in allowed) else _choices(declared)
@@ -287,8 +265,12 @@ def _choices(declared: Any) -> str:
     return "one of " + " | ".join(str(choice) for choice in get_args(declared))
 
 
-def _optional(declared: Any) -> bool:
-    return get_origin(declared) in (Union, UnionType) and NoneType in get_args(declared)
+def _optional(declared: Any) -> tuple[Any, bool]:
+    """(T, True) for a field declared `T | None`, else (declared, False)."""
+    args = get_args(declared)
+    if get_origin(declared) is UnionType and len(args) == 2 and NoneType in args:
+        return next(arg for arg in args if arg is not NoneType), True
+    return declared, False
 
 
 def _plain(value: Any) -> Any:
@@ -303,59 +285,3 @@ def toml_value(value: Any) -> str:
     if isinstance(value, str):  # JSON's string escapes are TOML's, except that TOML escapes DEL
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     return repr(value) if isinstance(value, float) else str(value)
-
-
-# ---- decoding what a user hands over -----------------------------------------------------
-def read_text(path: Path, where: str) -> str:
-    """A file's text as UTF-8 (a leading byte-order mark is skipped)."""
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{where} cannot be read: {exc.strerror or exc}") from None
-    skip = len(codecs.BOM_UTF8) if blob.startswith(codecs.BOM_UTF8) else 0
-    try:
-        return blob[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        at = skip + exc.start
-        raise SpecError(f"{where} is not UTF-8 text: byte 0x{blob[at]:02x} at offset {at} "
-                        f"({exc.reason})") from None
-
-
-def decode_json(text: str, where: str) -> dict[str, Any]:
-    """A JSON object, or one line saying why the text is not one."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{where} is malformed JSON: {exc.msg} at line {exc.lineno}") from None
-    except (RecursionError, ValueError) as exc:
-        raise SpecError(f"{where} {_beyond_limits(exc)}") from None
-    if not isinstance(data, dict):
-        kind = JSON_TYPE_NAMES.get(type(data), type(data).__name__)
-        raise SpecError(f"{where} holds a JSON {kind}, expected an object of fields")
-    return data
-
-
-def decode_toml(text: str, where: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{where} is malformed TOML: {exc}") from None
-    except (RecursionError, ValueError) as exc:
-        raise SpecError(f"{where} {_beyond_limits(exc)}") from None
-
-
-def _beyond_limits(exc: RecursionError | ValueError) -> str:
-    """The two limits a syntactically valid document can exceed in `json` and `tomllib`: the
-    recursion limit (nesting) and, the only other ValueError they raise, the int-string limit."""
-    if isinstance(exc, RecursionError):
-        return (f"is nested too deeply to read (beyond Python's recursion limit of "
-                f"{sys.getrecursionlimit()})")
-    return (f"holds an integer longer than {sys.get_int_max_str_digits()} digits (Python's "
-            "int-string conversion limit)")
-
-
-def _is_file(text: str) -> bool:
-    try:
-        return Path(text).is_file()
-    except OSError:  # e.g. a name longer than the file system allows: not a file
-        return False
