@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
 from shared.core.presets import PRESETS, get_preset, resolve_spec
-from shared.core.spec import ModelSpec, apply_overrides
+from shared.core.spec import ModelSpec
 from shared.errors import SpecError
 
 # The parameter counts the sources state (archive-torch, mnist-vit) and torchvision's ViT-B/16.
@@ -87,8 +88,8 @@ def test_resolve_spec_accepts_preset_file_and_document(tmp_path) -> None:
 
 
 def test_overrides_parse_types() -> None:
-    spec = apply_overrides(get_preset("quadrant"),
-                           ["class_token=true", "head_hidden=16,8", "pos_rows=10", "dim=64"])
+    spec = get_preset("quadrant").with_overrides(
+        ["class_token=true", "head_hidden=16,8", "pos_rows=10", "dim=64"])
     assert spec.head_hidden == (16, 8) and spec.pos_rows == 10 and spec.dim == 64
 
 
@@ -132,6 +133,60 @@ def test_unknown_field_and_malformed_documents() -> None:
     with pytest.raises(SpecError, match="neither a preset"):
         resolve_spec("no-such-preset")
     with pytest.raises(SpecError, match="expected FIELD=VALUE"):
-        apply_overrides(get_preset("quadrant"), ["dim"])
+        get_preset("quadrant").with_overrides(["dim"])
     with pytest.raises(SpecError, match="'dim' = 'wide'"):
-        apply_overrides(get_preset("quadrant"), ["dim=wide"])
+        get_preset("quadrant").with_overrides(["dim=wide"])
+
+
+DIGITS = sys.get_int_max_str_digits()
+LONG_INTEGER = "9" * (DIGITS + 1)
+TOO_DEEP = f"is nested too deeply to read (beyond Python's recursion limit of {sys.getrecursionlimit()})"
+TOO_LONG = f"holds an integer longer than {DIGITS} digits (Python's int-string conversion limit)"
+UNDECODABLE_FILES = [
+    ("latin1.json", b'{"name": "caf\xe9"}',
+     "is not UTF-8 text: byte 0xe9 at offset 13 (invalid continuation byte)"),
+    ("deep.json", b"[" * 100_000 + b"]" * 100_000, TOO_DEEP),
+    ("deep.toml", b"a = " + b"[" * 100_000 + b"]" * 100_000, TOO_DEEP),
+    ("long.json", b'{"dim": ' + LONG_INTEGER.encode() + b"}", TOO_LONG),
+    ("long.toml", b"dim = " + LONG_INTEGER.encode() + b"\n", TOO_LONG),
+    ("syntax.toml", b"dim = = 3\n", "is malformed TOML: Invalid value (at line 1, column 7)"),
+    ("syntax.json", b'{"dim": 3,\n}',
+     "is malformed JSON: Expecting property name enclosed in double quotes at line 2"),
+    ("array.json", b"[1, 2]", "holds a JSON array, expected an object of fields"),
+    ("number.json", b"3", "holds a JSON number, expected an object of fields"),
+    ("spec.yaml", b"dim: 3\n", "is neither .json nor .toml (its suffix is '.yaml')"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), UNDECODABLE_FILES,
+                         ids=[case[0] for case in UNDECODABLE_FILES])
+def test_undecodable_spec_files_fail_in_one_line_naming_the_file(tmp_path, name, content, problem) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(SpecError) as info:
+        resolve_spec(str(path))
+    assert str(info.value) == f"spec file {str(path)!r} {problem}"
+
+
+def test_documents_and_overrides_beyond_the_parsers_limits_are_one_line() -> None:
+    with pytest.raises(SpecError) as info:
+        ModelSpec.from_json('{"spec": ' * 100_000 + "{}" + "}" * 100_000)
+    assert str(info.value) == f"spec document {TOO_DEEP}"
+    with pytest.raises(SpecError) as info:
+        ModelSpec.from_json("[]")
+    assert str(info.value) == "spec document holds a JSON array, expected an object of fields"
+    with pytest.raises(SpecError) as info:
+        get_preset("quadrant").with_overrides([f"dim={LONG_INTEGER}"])
+    message = str(info.value)  # the value is cut, so the line stays readable
+    assert message.startswith("spec field 'dim' = '9999") and len(message) < 300
+    assert message.endswith(f"({DIGITS + 3} characters): expected an integer of at most {DIGITS} digits")
+
+
+def test_a_byte_order_mark_and_a_too_long_name_are_handled(tmp_path) -> None:
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + get_preset("quadrant").to_json().encode())
+    assert resolve_spec(str(path)) == get_preset("quadrant")
+    with pytest.raises(SpecError) as info:
+        resolve_spec("x" * 5000)  # longer than a file name may be: not a file, and no traceback
+    message = str(info.value)
+    assert message.startswith("--spec 'xxxx") and "(5002 characters) is neither a preset" in message

@@ -62,6 +62,23 @@ def test_unknown_fields_and_recipes() -> None:
         get_recipe("adam")
 
 
+def test_recipe_arguments_fail_in_one_line(tmp_path) -> None:
+    latin1 = tmp_path / "r.json"
+    latin1.write_bytes(b'{"name": "caf\xe9"}')
+    for value, overrides, message in [
+        ("archive", ["lr=1"], "--rset: recipe field 'lr' is unknown; expected one of: learning_rate, "),
+        ("archive", ["batch_size"], "--rset 'batch_size': expected FIELD=VALUE"),
+        ("archive", ["plateau_threshold_mode=relative"],
+         "recipe field 'plateau_threshold_mode' = 'relative': expected one of rel | abs"),
+        ("archive", ["shuffle=sometimes"], "recipe field 'shuffle' = 'sometimes': expected true or false"),
+        ("adamw", [], "--recipe 'adamw' is neither a recipe (archive, mnist, quick) nor a recipe file"),
+        (str(latin1), [], f"recipe file {str(latin1)!r} is not UTF-8 text: byte 0xe9 at offset 13"),
+    ]:
+        with pytest.raises(SpecError) as info:
+            resolve_recipe(value, overrides)
+        assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
 def test_epsilon_hat_in_torch_placement() -> None:
     r = get_recipe("archive")
     assert r.eps_at(1) == pytest.approx(r.epsilon / math.sqrt(1 - 0.999), rel=1e-12)  # 31.6x at t=1

@@ -13,13 +13,13 @@ each mapping is written once, in one direction per function.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared.core import spec as spec_module
+from shared.core.documents import decode_json, read_text
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.errors import SpecError, WeightsError
@@ -124,20 +124,11 @@ def _as_float32(path: Path, name: str, value: np.ndarray) -> np.ndarray:
 
 
 def read_config(path: str | Path | None) -> dict[str, Any] | None:
-    import json
-
+    """A checkpoint's JSON config, decoded as every spec file is (one line naming the file)."""
     if path is None:
         return None
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise SpecError(f"config {str(path)!r} cannot be read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"config {str(path)!r} is not JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"config {str(path)!r}: expected a JSON object, got {type(data).__name__}")
-    return data
+    where = f"config {str(path)!r}"
+    return decode_json(read_text(Path(path), where), where)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -195,30 +186,12 @@ class Inference:
         self.conventions[name] = (value, why)
 
 
-SPEC_FIELDS = {f.name: f for f in fields(ModelSpec)}
-
-
 def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[str, Any]:
     """The fields the user stated: every field of `--spec` (if given), then `--set` values,
     typed as the spec types them."""
-    given: dict[str, Any] = base.to_dict() if base is not None else {}
-    if base is not None:
-        given["head_hidden"] = tuple(given["head_hidden"])
-    for item in assignments or []:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise SpecError(f"--set {item!r}: expected FIELD=VALUE")
-        if key not in SPEC_FIELDS:
-            raise SpecError(f"--set: spec field {key!r} is unknown; expected one of: "
-                            f"{', '.join(SPEC_FIELDS)}")
-        given[key] = coerce_field(key, value.strip())
+    given: dict[str, Any] = asdict(base) if base is not None else {}
+    given.update(ModelSpec.parse_assignments(assignments or []))
     return given
-
-
-def coerce_field(name: str, value: Any) -> Any:
-    """Type one CLI value exactly as `ModelSpec.from_dict` would."""
-    return spec_module.coerce_field(name, value, SPEC_FIELDS[name].type)
 
 
 def resolve_spec(inference: Inference, given: dict[str, Any], name: str) -> ModelSpec:

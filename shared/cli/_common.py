@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.core.presets import resolve_spec
-from shared.core.spec import ModelSpec, apply_overrides
+from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, atomic_write_bytes, init_weights, load_weights, read_weight_file
 from shared.errors import InputError
 
@@ -44,7 +44,7 @@ def resolve_model(args: argparse.Namespace) -> Model:
             spec = resolve_spec(args.spec, args.set)
         else:
             file_spec = read_weight_file(weights)[0]
-            spec = apply_overrides(file_spec, args.set)
+            spec = file_spec.with_overrides(args.set)
         loaded = load_weights(weights, spec)
         return Model(loaded.spec, loaded.tensors, loaded.note())
     spec = resolve_spec(args.spec, args.set)

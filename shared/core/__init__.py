@@ -3,6 +3,10 @@
 
 - `spec`: `ModelSpec`, every field that changes the function, and what is derived from it once.
 - `presets`: named specs with their sources' exact parameter counts.
+- `record`: the one base of `ModelSpec` and `TrainSpec`: dict / JSON / TOML / file round trips,
+  typed `FIELD=VALUE` overrides, the stable hash.
+- `documents`: decoding what a user hands over (spec, recipe and config files), one line per
+  problem.
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
 - `reference`: the float64 NumPy oracle.

@@ -4,10 +4,9 @@ fields come from its source and which are this project's choice."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from shared.core.spec import ModelSpec, apply_overrides
-from shared.errors import SpecError
+from shared.core.record import pick
+from shared.core.spec import ModelSpec
 
 DEFAULT_PRESET = "archive-torch"
 
@@ -152,25 +151,12 @@ PRESETS: dict[str, Preset] = {
 
 
 def get_preset(name: str) -> ModelSpec:
-    if name not in PRESETS:
-        raise SpecError(f"unknown preset {name!r}; expected one of: {', '.join(PRESETS)}")
-    return PRESETS[name].spec
+    return pick("preset", PRESETS, name).spec
 
 
 def resolve_spec(value: str | None, overrides: list[str] | None = None) -> ModelSpec:
     """Turn a `--spec` argument into a spec: a preset name, a JSON/TOML file, or a JSON document
     (a bare spec or the `compare.py spec --json` output); then apply `--set` overrides."""
-    value = value or DEFAULT_PRESET
-    stripped = value.strip()
-    if stripped in PRESETS:
-        spec = PRESETS[stripped].spec
-    elif stripped.startswith("{"):
-        spec = ModelSpec.from_json(stripped)
-    elif Path(stripped).is_file():
-        spec = ModelSpec.from_file(stripped)
-    else:
-        raise SpecError(
-            f"--spec {value!r} is neither a preset ({', '.join(PRESETS)}) nor a spec file "
-            "nor a JSON document"
-        )
-    return apply_overrides(spec, overrides or [])
+    named = {name: preset.spec for name, preset in PRESETS.items()}
+    spec = ModelSpec.from_argument(value or DEFAULT_PRESET, named, "--spec", "preset")
+    return spec.with_overrides(overrides or [])

@@ -1,7 +1,7 @@
 """`ModelSpec`: every setting that changes the function a ViT-style patch classifier computes.
 
 Two ports compute the same function only when all of these are pinned. Frameworks disagree on
-most of them by default (see `../shared/reference/divergences.md` and `shared/teaching/divergences.py`):
+most of them by default (`shared/teaching/divergences.py` catalogues each disagreement):
 remainder pixels, what "heads=4, dim=32" means for the head width, LayerNorm epsilon, GELU form,
 norm placement, pooling, patch flatten order and tensor layout. The spec states them all, and
 everything derived from them (token grid, sequence length, canonical tensor shapes, parameter
@@ -21,29 +21,29 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import math
-import tomllib
-from dataclasses import dataclass, field, fields
-from functools import cached_property
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from typing import Any, ClassVar, Literal, get_args
 
-from shared.errors import SpecError
+from shared.core.record import Record, fail
 
-REMAINDERS = ("drop", "pad")
-POS_EMBEDS = ("learned", "sincos", "none")
-ACTIVATIONS = ("gelu", "gelu_tanh")
-NORMS = ("pre", "post")
-FINAL_NORMS = ("none", "tokens", "pooled")
-POOLINGS = ("cls", "mean", "flatten")
+Remainder = Literal["drop", "pad"]
+PosEmbed = Literal["learned", "sincos", "none"]
+Activation = Literal["gelu", "gelu_tanh"]
+Norm = Literal["pre", "post"]
+FinalNorm = Literal["none", "tokens", "pooled"]
+Pooling = Literal["cls", "mean", "flatten"]
+REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
+NORMS, FINAL_NORMS, POOLINGS = get_args(Norm), get_args(FinalNorm), get_args(Pooling)
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(Record):
     """The framework-neutral definition of one model. Defaults are ViT-B/16-like; presets state
-    every field explicitly."""
+    every field explicitly. Serialisation, `--set` overrides and the hash come from `Record`."""
+
+    KIND: ClassVar[str] = "spec"
 
     # Input and patching.
     image_height: int = 224
@@ -51,11 +51,11 @@ class ModelSpec:
     channels: int = 3
     patch_height: int = 16
     patch_width: int = 16
-    remainder: str = "drop"  # drop: valid unfold; pad: zero-pad bottom/right to whole patches
+    remainder: Remainder = "drop"  # drop: valid unfold; pad: zero-pad bottom/right to whole patches
     # Tokens and positions.
     dim: int = 768
     class_token: bool = True
-    pos_embed: str = "learned"  # learned | sincos | none
+    pos_embed: PosEmbed = "learned"
     pos_embed_class_row: bool = True  # timm/torchvision: table has a class row; big_vision: not
     pos_rows: int | None = None  # explicit table size; only the first rows are used
     # Encoder.
@@ -63,15 +63,15 @@ class ModelSpec:
     heads: int = 12
     head_dim: int = 64  # its own field: torch derives dim/heads, Keras' key_dim is per head
     mlp_dim: int = 3072
-    activation: str = "gelu"  # gelu: exact erf; gelu_tanh: tanh approximation
-    norm: str = "pre"  # pre: x + f(LN(x)); post: LN(x + f(x))
+    activation: Activation = "gelu"  # gelu: exact erf; gelu_tanh: tanh approximation
+    norm: Norm = "pre"  # pre: x + f(LN(x)); post: LN(x + f(x))
     layer_norm_eps: float = 1e-6
     qkv_bias: bool = True
     # Readout.
-    final_norm: str = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
-    pooling: str = "cls"  # cls | mean | flatten
+    final_norm: FinalNorm = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
+    pooling: Pooling = "cls"
     head_hidden: tuple[int, ...] = ()
-    head_activation: str = "gelu"
+    head_activation: Activation = "gelu"
     num_classes: int = 1000
     # Dropout rates (active only in train mode).
     dropout_embed: float = 0.0
@@ -81,79 +81,13 @@ class ModelSpec:
     # Free text; not part of the function, so not part of the hash.
     name: str = field(default="custom", compare=False)
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         _validate(self)
-
-    # ---- serialisation ------------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["head_hidden"] = list(self.head_hidden)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        if not isinstance(data, dict):
-            raise SpecError(f"spec: expected a mapping of fields, got {type(data).__name__}")
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise SpecError(
-                f"spec field {unknown[0]!r} is unknown; expected one of: {', '.join(known)}"
-            )
-        values = {k: coerce_field(k, v, known[k].type) for k, v in data.items()}
-        return cls(**values)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False)
-
-    def to_toml(self) -> str:
-        lines = []
-        for key, value in self.to_dict().items():
-            if value is None:
-                continue  # TOML has no null: an absent key means the default (None)
-            lines.append(f"{key} = {_toml_value(value)}")
-        return "\n".join(lines) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str) -> ModelSpec:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"spec JSON is malformed: {exc.msg} at line {exc.lineno}") from None
-        if isinstance(data, dict) and "spec" in data and isinstance(data["spec"], dict):
-            data = data["spec"]  # the document `compare.py spec --json` prints
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_toml(cls, text: str) -> ModelSpec:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"spec TOML is malformed: {exc}") from None
-        if "spec" in data and isinstance(data["spec"], dict):
-            data = data["spec"]
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> ModelSpec:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise SpecError(f"spec file {str(path)!r} cannot be read: {exc.strerror}") from None
-        if path.suffix == ".toml":
-            return cls.from_toml(text)
-        return cls.from_json(text)
-
-    def replace(self, **changes: Any) -> ModelSpec:
-        return dataclasses.replace(self, **changes)
 
     @property
     def spec_hash(self) -> str:
-        """Stable over field order, formatting and the free-text name: sha256 of sorted JSON."""
-        body = {k: v for k, v in self.to_dict().items() if k != "name"}
-        blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """Stored in every weight file: the same over field order, formatting and the name."""
+        return self.stable_hash()
 
     # ---- derived quantities (the one source of truth for every port) ----------------------
     @cached_property
@@ -286,8 +220,7 @@ def _param_group(name: str) -> str:
 
 
 # ---- validation ---------------------------------------------------------------------------
-def _fail(field_name: str, value: Any, expected: str) -> None:
-    raise SpecError(f"spec field {field_name!r} = {value!r}: expected {expected}")
+_fail = partial(fail, ModelSpec.KIND)
 
 
 def _validate(s: ModelSpec) -> None:
@@ -298,14 +231,6 @@ def _validate(s: ModelSpec) -> None:
             _fail(name, value, "a positive integer")
     if s.depth < 1:
         _fail("depth", s.depth, "at least one block")
-    for name, allowed in (("remainder", REMAINDERS), ("pos_embed", POS_EMBEDS),
-                          ("activation", ACTIVATIONS), ("head_activation", ACTIVATIONS),
-                          ("norm", NORMS), ("final_norm", FINAL_NORMS), ("pooling", POOLINGS)):
-        if getattr(s, name) not in allowed:
-            _fail(name, getattr(s, name), "one of " + " | ".join(allowed))
-    for name in ("class_token", "pos_embed_class_row", "qkv_bias"):
-        if not isinstance(getattr(s, name), bool):
-            _fail(name, getattr(s, name), "true or false")
     if s.patch_height > s.image_height:
         _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
     if s.patch_width > s.image_width:
@@ -344,70 +269,6 @@ def _grid(s: ModelSpec) -> tuple[int, int]:
     if s.remainder == "drop":
         return s.image_height // s.patch_height, s.image_width // s.patch_width
     return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
-
-
-def coerce_field(name: str, value: Any, annotation: Any) -> Any:
-    """Accept JSON/TOML/CLI values; anything that does not fit is left for validation to name."""
-    text = str(annotation)
-    if name == "head_hidden":
-        if isinstance(value, str):
-            parts = [p for p in value.replace("[", "").replace("]", "").split(",") if p.strip()]
-            try:
-                return tuple(int(p) for p in parts)
-            except ValueError:
-                _fail(name, value, "a list of positive integers")
-        if isinstance(value, (list, tuple)):
-            return tuple(value)
-        return value
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if "bool" in text:
-            if low in ("true", "1", "yes", "on"):
-                return True
-            if low in ("false", "0", "no", "off"):
-                return False
-            _fail(name, value, "true or false")
-        if "int" in text and "None" in text and low in ("none", "null", ""):
-            return None
-        if text.startswith("int") or text == "int | None":
-            try:
-                return int(low)
-            except ValueError:
-                _fail(name, value, "an integer")
-        if text == "float":
-            try:
-                return float(low)
-            except ValueError:
-                _fail(name, value, "a number")
-    if text == "float" and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def apply_overrides(spec: ModelSpec, assignments: list[str]) -> ModelSpec:
-    """Apply `--set FIELD=VALUE` assignments, each validated with the whole spec."""
-    data = spec.to_dict()
-    for item in assignments:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise SpecError(f"--set {item!r}: expected FIELD=VALUE")
-        if key not in data:
-            raise SpecError(f"--set: spec field {key!r} is unknown; expected one of: {', '.join(data)}")
-        data[key] = value
-    return ModelSpec.from_dict(data)
 
 
 def tensor_fields_differ(a: ModelSpec, b: ModelSpec) -> list[str]:

@@ -1,50 +1,52 @@
 """`TrainSpec`: every setting that changes what one training run computes, framework-neutral.
 
 Three AdamW implementations agree only when every default they disagree on is pinned
-(`../shared/reference/divergences.md` rows 21-35, 43). This module pins them once:
+(`shared/teaching/divergences.py` catalogues each disagreement). This module pins them once:
 
 - **Epsilon** is Keras' "epsilon hat" (Kingma & Ba, the formula before section 2.1):
   ``p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)``. torch and optax add epsilon to
   the bias-corrected sqrt(v_hat) instead, so they get ``eps / sqrt(1 - b2^t)`` at update t
-  (31.6x eps at t=1 with b2=0.999; row 22). Keras is the one library whose placement cannot be
+  (31.6x eps at t=1 with b2=0.999). Keras is the one library whose placement cannot be
   changed from outside, so its form is the definition and torch/optax are given the per-update
   value ``eps_at(t)``.
 - **Weight decay** is decoupled, applied to the pre-update parameter: ``p -= lr * wd * p``, on the
   tensors `weight_decay_on` names (`all`, as torch's AdamW on `model.parameters()`, or
   `kernels`: the dense/patch kernels only; biases, norms, class token and position table are
-  not decayed). Keras decays every variable and optax every leaf unless told otherwise (row 23).
+  not decayed). Keras decays every variable and optax every leaf unless told otherwise.
 - **Clipping** is by the global norm over all gradients, ``g *= min(1, clip / ||g||)``, no epsilon:
   Keras `global_clipnorm` and optax `clip_by_global_norm` do exactly that; torch's
-  `clip_grad_norm_` divides by ``||g|| + 1e-6`` (row 25), so the torch port clips by hand. Keras'
-  `clipnorm` clips each variable separately (row 26) and is never used.
+  `clip_grad_norm_` divides by ``||g|| + 1e-6``, so the torch port clips by hand. Keras'
+  `clipnorm` clips each variable separately and is never used.
 - **Loss** is the mean softmax cross-entropy from logits (Keras' sparse CE defaults to
-  `from_logits=False`, row 32).
+  `from_logits=False`).
 - **Learning rate**: one float per epoch from `shared.training.schedule.Controller` (linear warm-up from
   lr/warmup_epochs to lr, then reduce-on-plateau), set into each optimizer; no framework
-  scheduler is used (rows 27-31).
+  scheduler is used.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
-import tomllib
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ClassVar, Literal, get_args
 
-from shared.errors import SpecError
+from shared.core.record import Record, fail, pick
 
-METRICS = ("val_loss", "val_accuracy", "train_loss", "train_accuracy")
-DECAY_TARGETS = ("all", "kernels")
+Metric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
+DecayTarget = Literal["all", "kernels"]
+ThresholdMode = Literal["rel", "abs"]
+METRICS, DECAY_TARGETS = get_args(Metric), get_args(DecayTarget)
 EPSILON_FORM = "keras-hat"  # see the module docstring; not a field: every port implements this one
 CLIP_FORM = "g * min(1, clip / ||g||)"  # no epsilon in the denominator
 
 
 @dataclass(frozen=True)
-class TrainSpec:
-    """One training recipe. Defaults are the archive's; presets state every field."""
+class TrainSpec(Record):
+    """One training recipe. Defaults are the archive's; presets state every field. Serialisation
+    and `--rset` overrides come from `Record`."""
+
+    KIND: ClassVar[str] = "recipe"
 
     # AdamW, every default pinned.
     learning_rate: float = 5e-5
@@ -52,7 +54,7 @@ class TrainSpec:
     beta2: float = 0.999
     epsilon: float = 1e-7  # Keras' epsilon hat (module docstring)
     weight_decay: float = 1e-4
-    weight_decay_on: str = "all"  # all | kernels
+    weight_decay_on: DecayTarget = "all"
     clip_global_norm: float | None = 1.0  # None: no clipping
     # Batches and epochs.
     batch_size: int = 256
@@ -61,15 +63,15 @@ class TrainSpec:
     drop_last: bool = False  # keep the final short batch
     # Schedule (shared/training/schedule.py): warm-up, then reduce-on-plateau.
     warmup_epochs: int = 5  # epoch e < W trains at lr * (e + 1) / W
-    plateau_metric: str = "val_loss"
+    plateau_metric: Metric = "val_loss"
     plateau_factor: float = 0.8
     plateau_patience: int = 15  # cut after this many epochs in a row without improvement
     plateau_threshold: float = 1e-4
-    plateau_threshold_mode: str = "rel"  # rel: better than best*(1-t); abs: better than best-t
+    plateau_threshold_mode: ThresholdMode = "rel"  # rel: better than best*(1-t); abs: better than best-t
     plateau_cooldown: int = 0  # epochs after a cut during which nothing is counted
     min_learning_rate: float = 0.0
     # Early stopping.
-    early_stop_metric: str = "val_loss"
+    early_stop_metric: Metric = "val_loss"
     early_stop_patience: int | None = 40  # None: never stop early
     # Data.
     validation_fraction: float = 0.2
@@ -77,66 +79,8 @@ class TrainSpec:
     # Free text; not part of the recipe's function.
     name: str = field(default="custom", compare=False)
 
-    def __post_init__(self) -> None:
+    def validate(self) -> None:
         _validate(self)
-
-    # ---- serialisation (as ModelSpec) -----------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainSpec:
-        if not isinstance(data, dict):
-            raise SpecError(f"recipe: expected a mapping of fields, got {type(data).__name__}")
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise SpecError(
-                f"recipe field {unknown[0]!r} is unknown; expected one of: {', '.join(known)}"
-            )
-        return cls(**{k: _coerce(k, v, str(known[k].type)) for k, v in data.items()})
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_toml(self) -> str:
-        lines = [f"{k} = {_toml_value(v)}" for k, v in self.to_dict().items() if v is not None]
-        return "\n".join(lines) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str) -> TrainSpec:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"recipe JSON is malformed: {exc.msg} at line {exc.lineno}") from None
-        if isinstance(data, dict) and isinstance(data.get("recipe"), dict):
-            data = data["recipe"]  # a results JSON written by `compare.py train`
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_toml(cls, text: str) -> TrainSpec:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"recipe TOML is malformed: {exc}") from None
-        if isinstance(data.get("recipe"), dict):
-            data = data["recipe"]
-        # TOML has no null: a missing optional field means None, not the dataclass default.
-        for name in ("clip_global_norm", "early_stop_patience"):
-            data.setdefault(name, None)
-        return cls.from_dict(data)
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> TrainSpec:
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise SpecError(f"recipe file {str(path)!r} cannot be read: {exc.strerror}") from None
-        return cls.from_toml(text) if path.suffix == ".toml" else cls.from_json(text)
-
-    def replace(self, **changes: Any) -> TrainSpec:
-        return dataclasses.replace(self, **changes)
 
     # ---- pinned quantities every port uses --------------------------------------------------
     def eps_at(self, update: int) -> float:
@@ -153,41 +97,18 @@ def decayed(recipe: TrainSpec, canonical_name: str) -> bool:
 
 
 def get_recipe(name: str) -> TrainSpec:
-    if name not in RECIPES:
-        raise SpecError(f"unknown recipe {name!r}; expected one of: {', '.join(RECIPES)}")
-    return RECIPES[name]
+    return pick("recipe", RECIPES, name)
 
 
 def resolve_recipe(value: str | None, overrides: list[str] | None = None,
                    default: str = "archive") -> TrainSpec:
     """A `--recipe` argument (name, JSON/TOML file or JSON document), then `--rset` overrides."""
-    text = (value or default).strip()
-    if text in RECIPES:
-        recipe = RECIPES[text]
-    elif text.startswith("{"):
-        recipe = TrainSpec.from_json(text)
-    elif Path(text).is_file():
-        recipe = TrainSpec.from_file(text)
-    else:
-        raise SpecError(
-            f"--recipe {value!r} is neither a recipe ({', '.join(RECIPES)}) nor a recipe file "
-            "nor a JSON document"
-        )
-    data = recipe.to_dict()
-    for item in overrides or []:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise SpecError(f"--rset {item!r}: expected FIELD=VALUE")
-        if key not in data:
-            raise SpecError(f"--rset: recipe field {key!r} is unknown; expected one of: {', '.join(data)}")
-        data[key] = raw
-    return TrainSpec.from_dict(data) if overrides else recipe
+    recipe = TrainSpec.from_argument(value or default, RECIPES, "--recipe", "recipe")
+    return recipe.with_overrides(overrides or [], "--rset")
 
 
 # ---- validation -----------------------------------------------------------------------------
-def _fail(name: str, value: Any, expected: str) -> None:
-    raise SpecError(f"recipe field {name!r} = {value!r}: expected {expected}")
+_fail = partial(fail, TrainSpec.KIND)
 
 
 def _number(value: Any) -> bool:
@@ -204,8 +125,6 @@ def _validate(r: TrainSpec) -> None:
         _fail("epsilon", r.epsilon, "a finite number > 0")
     if not _number(r.weight_decay) or r.weight_decay < 0:
         _fail("weight_decay", r.weight_decay, "a finite number >= 0")
-    if r.weight_decay_on not in DECAY_TARGETS:
-        _fail("weight_decay_on", r.weight_decay_on, "one of " + " | ".join(DECAY_TARGETS))
     if r.clip_global_norm is not None and (not _number(r.clip_global_norm) or r.clip_global_norm <= 0):
         _fail("clip_global_norm", r.clip_global_norm, "a finite number > 0, or null for no clipping")
     for name in ("batch_size", "max_epochs"):
@@ -221,18 +140,10 @@ def _validate(r: TrainSpec) -> None:
         or r.early_stop_patience < 1
     ):
         _fail("early_stop_patience", r.early_stop_patience, "a positive integer, or null")
-    for name in ("shuffle", "drop_last"):
-        if not isinstance(getattr(r, name), bool):
-            _fail(name, getattr(r, name), "true or false")
-    for name in ("plateau_metric", "early_stop_metric"):
-        if getattr(r, name) not in METRICS:
-            _fail(name, getattr(r, name), "one of " + " | ".join(METRICS))
     if not _number(r.plateau_factor) or not 0 < r.plateau_factor <= 1:
         _fail("plateau_factor", r.plateau_factor, "a number in (0, 1] (1: never cut)")
     if not _number(r.plateau_threshold) or r.plateau_threshold < 0:
         _fail("plateau_threshold", r.plateau_threshold, "a finite number >= 0")
-    if r.plateau_threshold_mode not in ("rel", "abs"):
-        _fail("plateau_threshold_mode", r.plateau_threshold_mode, "rel or abs")
     if not _number(r.min_learning_rate) or not 0 <= r.min_learning_rate <= r.learning_rate:
         _fail("min_learning_rate", r.min_learning_rate, f"in [0, learning_rate = {r.learning_rate}]")
     if not _number(r.validation_fraction) or not 0 <= r.validation_fraction < 1:
@@ -240,42 +151,6 @@ def _validate(r: TrainSpec) -> None:
     uses_val = any(m.startswith("val_") for m in (r.plateau_metric, r.early_stop_metric))
     if uses_val and r.validation_fraction == 0:
         _fail("validation_fraction", 0, "> 0 when a val_ metric is monitored")
-
-
-def _coerce(name: str, value: Any, annotation: str) -> Any:
-    """Accept JSON/TOML/CLI strings; anything that does not fit is left for validation."""
-    if not isinstance(value, str):
-        if "float" in annotation and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        return value
-    low = value.strip().lower()
-    if "None" in annotation and low in ("none", "null", ""):
-        return None
-    if annotation == "bool":
-        if low in ("true", "1", "yes", "on"):
-            return True
-        if low in ("false", "0", "no", "off"):
-            return False
-        _fail(name, value, "true or false")
-    if annotation.startswith("int"):
-        try:
-            return int(low)
-        except ValueError:
-            _fail(name, value, "an integer")
-    if annotation.startswith("float"):
-        try:
-            return float(low)
-        except ValueError:
-            _fail(name, value, "a number")
-    return value
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 # ---- presets --------------------------------------------------------------------------------

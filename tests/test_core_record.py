@@ -1,0 +1,155 @@
+"""`Record` on a small record of every declared type: coercion, overrides, round trips, the
+declared-type check, the hash, and the decoders every spec, recipe and config file goes through."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import pytest
+
+from shared.checkpoints.common import read_config
+from shared.core.record import Record, fail, pick
+from shared.errors import SpecError
+
+Shade = Literal["light", "dark"]
+
+
+@dataclass(frozen=True)
+class Lamp(Record):
+    KIND: ClassVar[str] = "lamp"
+
+    watts: float = 40.0
+    count: int = 1
+    on: bool = False
+    shade: Shade = "light"
+    widths: tuple[int, ...] = ()
+    timer: int | None = 10
+    label: str = field(default="", compare=False)
+
+    def validate(self) -> None:
+        if self.count < 1:
+            fail(self.KIND, "count", self.count, "at least 1")
+
+
+FIELDS = "watts, count, on, shade, widths, timer, label"
+
+
+def test_assignments_are_typed_as_declared() -> None:
+    values = Lamp.parse_assignments(["watts=60", "count= 3 ", "on=yes", "shade=dark",
+                                     "widths=[4, 2]", "timer=null", "label=desk"])
+    assert values == {"watts": 60.0, "count": 3, "on": True, "shade": "dark", "widths": (4, 2),
+                      "timer": None, "label": "desk"}
+    assert type(values["watts"]) is float
+    assert Lamp.parse_assignments(["widths=", "on=OFF"]) == {"widths": (), "on": False}
+    lamp = Lamp()
+    assert lamp.with_overrides([]) is lamp
+    assert lamp.with_overrides(["count=2"], "--lamp") == Lamp(count=2)
+
+
+BAD_ASSIGNMENTS = [
+    ("count=many", "lamp field 'count' = 'many': expected an integer"),
+    ("watts=bright", "lamp field 'watts' = 'bright': expected a number"),
+    ("on=maybe", "lamp field 'on' = 'maybe': expected true or false"),
+    ("shade=blue", "lamp field 'shade' = 'blue': expected one of light | dark"),
+    ("widths=4,x", "lamp field 'widths' = '4,x': expected a comma-separated list of integers"),
+    ("timer=soon", "lamp field 'timer' = 'soon': expected an integer"),
+    ("count=0", "lamp field 'count' = 0: expected at least 1"),
+    ("colour=red", f"--lamp: lamp field 'colour' is unknown; expected one of: {FIELDS}"),
+    ("count", "--lamp 'count': expected FIELD=VALUE"),
+]
+
+
+@pytest.mark.parametrize(("assignment", "message"), BAD_ASSIGNMENTS)
+def test_bad_assignments_name_the_field_the_value_and_what_was_expected(assignment, message) -> None:
+    with pytest.raises(SpecError) as info:
+        Lamp().with_overrides([assignment], "--lamp")
+    assert str(info.value) == message
+
+
+def test_declared_types_are_checked_before_the_records_own_rules() -> None:
+    for changes, message in [
+        ({"on": 1}, "lamp field 'on' = 1: expected true or false"),
+        ({"shade": "blue", "count": 0}, "lamp field 'shade' = 'blue': expected one of light | dark"),
+        ({"label": 5}, "lamp field 'label' = 5: expected text"),
+        ({"label": "\ud800"}, "lamp field 'label' = '\\ud800': expected text without unpaired surrogates"),
+        ({"count": 0}, "lamp field 'count' = 0: expected at least 1"),
+    ]:
+        with pytest.raises(SpecError) as info:
+            Lamp(**changes)
+        assert str(info.value) == message
+
+
+def test_dict_json_toml_and_file_round_trips(tmp_path) -> None:
+    lamp = Lamp(watts=1e-06, count=2, on=True, shade="dark", widths=(8, 4), timer=None,
+                label='say "hi"\\ \x7f\t caf\u00e9')
+    assert lamp.to_dict()["widths"] == [8, 4]
+    assert Lamp.from_dict(lamp.to_dict()) == lamp
+    assert Lamp.from_json(lamp.to_json()).label == lamp.label
+    assert "timer" not in lamp.to_toml()  # TOML has no null ...
+    assert Lamp.from_toml(lamp.to_toml()) == lamp  # ... and an absent optional field reads as None
+    assert Lamp.from_toml(lamp.to_toml()).label == lamp.label
+    for suffix, text in ((".json", lamp.to_json()), (".toml", lamp.to_toml())):
+        (tmp_path / f"lamp{suffix}").write_text(text, encoding="utf-8")
+        assert Lamp.from_file(tmp_path / f"lamp{suffix}") == lamp
+    assert Lamp.from_json(json.dumps({"lamp": lamp.to_dict(), "other": 1})) == lamp
+    widened = Lamp.from_dict({"watts": 60, "widths": [1]})
+    assert type(widened.watts) is float and widened.widths == (1,)
+
+
+def test_from_dict_refuses_unknown_fields_and_non_mappings() -> None:
+    with pytest.raises(SpecError) as info:
+        Lamp.from_dict({"colour": "red", "brand": "x"})
+    assert str(info.value) == f"lamp field 'brand' is unknown; expected one of: {FIELDS}"
+    with pytest.raises(SpecError) as info:
+        Lamp.from_dict([1])
+    assert str(info.value) == "lamp: expected a mapping of fields, got list"
+    with pytest.raises(SpecError) as info:
+        Lamp.from_dict({"watts": 10**400})
+    assert str(info.value).endswith("(401 characters): expected a number within float range")
+
+
+def test_stable_hash_is_sorted_compact_json_of_the_compared_fields() -> None:
+    lamp = Lamp(count=3, label="desk")
+    body = {k: v for k, v in lamp.to_dict().items() if k != "label"}
+    blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    assert lamp.stable_hash() == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    assert Lamp.from_dict(dict(reversed(list(lamp.to_dict().items())))).stable_hash() == lamp.stable_hash()
+    assert lamp.replace(label="hall").stable_hash() == lamp.stable_hash()
+    assert lamp.replace(count=4).stable_hash() != lamp.stable_hash()
+
+
+def test_arguments_and_names(tmp_path) -> None:
+    named = {"desk": Lamp(count=2)}
+    path = tmp_path / "l.toml"
+    path.write_text(Lamp(count=5).to_toml())
+    assert Lamp.from_argument(" desk ", named, "--lamp", "lamp preset") == Lamp(count=2)
+    assert Lamp.from_argument('{"count": 4}', named, "--lamp", "lamp preset") == Lamp(count=4)
+    assert Lamp.from_argument(str(path), named, "--lamp", "lamp preset") == Lamp(count=5)
+    with pytest.raises(SpecError) as info:
+        Lamp.from_argument("hall", named, "--lamp", "lamp preset")
+    assert str(info.value) == ("--lamp 'hall' is neither a lamp preset (desk) nor a lamp file nor a "
+                               "JSON document")
+    assert pick("lamp preset", named, "desk") == Lamp(count=2)
+    with pytest.raises(SpecError) as info:
+        pick("lamp preset", named, "hall")
+    assert str(info.value) == "unknown lamp preset 'hall'; expected one of: desk"
+
+
+def test_missing_files_and_checkpoint_configs_decode_the_same_way(tmp_path) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(SpecError) as info:
+        Lamp.from_file(missing)
+    assert str(info.value) == f"lamp file {str(missing)!r} cannot be read: No such file or directory"
+    config = tmp_path / "config.json"
+    for content, problem in [(b"\xff{}", "is not UTF-8 text: byte 0xff at offset 0 (invalid start byte)"),
+                             (b'"text"', "holds a JSON string, expected an object of fields"),
+                             (b"[" * 100_000, "is nested too deeply to read")]:
+        config.write_bytes(content)
+        with pytest.raises(SpecError) as info:
+            read_config(config)
+        assert str(info.value).startswith(f"config {str(config)!r} {problem}")
+    config.write_text('{"hidden_size": 16}')
+    assert read_config(config) == {"hidden_size": 16}
