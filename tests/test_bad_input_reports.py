@@ -42,7 +42,8 @@ def broken(path: tuple[str, ...], value: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("path, value, expect", [
-    (("runs", "0", "conditions", "batch"), "eight", "runs[0].conditions.batch is 'eight', expected an integer"),
+    (("runs", "0", "conditions", "batch"), "eight",
+     "runs[0].conditions.batch is 'eight', expected an integer"),
     (("runs", "0", "phases"), None, "runs[0].phases is None, expected an object"),
     (("runs", "0", "phases", "forward_eager", "median"), "fast", "forward_eager.median is 'fast'"),
     (("runs", "0", "phases", "forward_eager", "median"), -1.0, "expected a non-negative number"),

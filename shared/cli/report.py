@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", dest="json_path", help="write the merged results here")
     parser.add_argument("--csv", dest="csv_path", help="write the merged CSV here")
     parser.add_argument("--chart", dest="chart_path", help="write the merged PNG chart here")
+    parser.add_argument("--html", dest="html_path",
+                        help="write one self-contained HTML page (tables, charts, conditions) here")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--allow-mixed", action="store_true", help="rank across device classes")
     parser.add_argument("--rank-by", default="forward", help="phase to rank by (default 'forward')")
@@ -72,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     if args.rank_by not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
                              f"{', '.join(RANK_METRICS)}")
-    outputs = {"json": args.json_path, "csv": args.csv_path, "chart": args.chart_path}
+    outputs = {"json": args.json_path, "csv": args.csv_path, "chart": args.chart_path,
+               "html": args.html_path}
     for path in outputs.values():
         if path:
             if any(Path(path).resolve() == Path(f).resolve() for f in args.files):
@@ -97,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
     if args.chart_path:
         output.write_chart(args.chart_path, rows, f"merged: {', '.join(s['source'] for s in sources)}")
         written.append(args.chart_path)
+    if args.html_path:
+        from shared.core.files import write_output
+        from shared.report.pages import results_page
+
+        page = results_page(rows, sources, f"portbench timing: {', '.join(s['source'] for s in sources)}")
+        write_output(args.html_path, page.encode(), force=args.force)
+        written.append(args.html_path)
     if written:
         print("wrote " + ", ".join(written))
     return 0

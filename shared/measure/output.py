@@ -75,28 +75,37 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
             fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
             "-" if err is None else f"{err:.1e}",
         ])
-        contended = [p for p, v in phases.items() if (v.get("foreign_cpu") or 0) > CONTENDED]
-        if contended:
-            worst = max(phases[p]["foreign_cpu"] for p in contended)
-            notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "
-                         f"(other processes used up to {worst:.2f} CPUs on its CPUs): noisy")
-        affinity_note = (row.get("threads_applied") or {}).get("affinity_note")
-        if affinity_note:  # e.g. more threads than usable CPUs: the row's times mean less
-            notes.append(f"{label(row)}: WARNING: {affinity_note}")
-        if row.get("status") != "ok" and row.get("reason"):
-            notes.append(f"{label(row)}: {row['status'].upper()}: {row['reason']}")
-        missing: dict[str, list[str]] = {}  # one note per reason, not one per phase
-        for name, phase in phases.items():
-            if phase.get("status") != "ok" and phase.get("reason"):
-                missing.setdefault(phase["reason"], []).append(SHORT[name])
-        for reason, names in missing.items():
-            notes.append(f"{label(row)}: {', '.join(names)} n/a: {reason}")
+        notes.extend(row_notes(row))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
     legend = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); single values are "
               "one cold measurement per fresh process")
     return "\n".join([text, legend, *notes])
+
+
+def row_notes(row: dict[str, Any]) -> list[str]:
+    """Everything a reader must know about one row before trusting its numbers, one line each,
+    naming the row: contended phases, oversubscribed threads, why it failed, what is n/a."""
+    notes: list[str] = []
+    phases = row.get("phases", {})
+    contended = [p for p, v in phases.items() if (v.get("foreign_cpu") or 0) > CONTENDED]
+    if contended:
+        worst = max(phases[p]["foreign_cpu"] for p in contended)
+        notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "
+                     f"(other processes used up to {worst:.2f} CPUs on its CPUs): noisy")
+    affinity_note = (row.get("threads_applied") or {}).get("affinity_note")
+    if affinity_note:  # e.g. more threads than usable CPUs: the row's times mean less
+        notes.append(f"{label(row)}: WARNING: {affinity_note}")
+    if row.get("status") != "ok" and row.get("reason"):
+        notes.append(f"{label(row)}: {row['status'].upper()}: {row['reason']}")
+    missing: dict[str, list[str]] = {}  # one note per reason, not one per phase
+    for name, phase in phases.items():
+        if phase.get("status") != "ok" and phase.get("reason"):
+            missing.setdefault(phase["reason"], []).append(SHORT[name])
+    for reason, names in missing.items():
+        notes.append(f"{label(row)}: {', '.join(names)} n/a: {reason}")
+    return notes
 
 
 CSV_FIELDS = ("source", "framework", "status", "reason", "spec_name", "spec_hash", "batch", "dtype",
