@@ -11,19 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared.measure import schema
 from tests.adversarial import refused, run_cli
-
-
-def results_doc(threads: int = 1, note: str | None = None) -> dict[str, Any]:
-    phase = {"status": "ok", "samples": [0.001, 0.002, 0.003], "n": 3, "median": 0.002, "q1": 0.0015,
-             "q3": 0.0025, "iqr": 0.001, "min": 0.001, "mean": 0.002}
-    conditions = {"spec_name": "quadrant", "spec_hash": "abc", "batch": 8, "dtype": "float32",
-                  "threads": threads, "device_class": "cpu", "device_name": "cpu"}
-    row = {"framework": "torch", "status": "ok", "conditions": conditions,
-           "phases": {"forward_eager": phase}, "memory": {"peak_rss_bytes": 1 << 20},
-           "threads_applied": {"requested": threads, "affinity_note": note}}
-    return schema.new_results({"hostname": "h"}, conditions, [row], "2026-12-01T00:00:00Z", ["compare.py"])
+from tests.results_docs import results_doc
 
 
 def write(folder: Path, name: str, doc: dict[str, Any]) -> Path:
