@@ -39,8 +39,8 @@ def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
     finite = np.isfinite(got)
     if not finite.all():
         bad = int(got.size - np.count_nonzero(finite))
-        return Verdict(False, tolerance, reason=f"{bad} of {got.size} {what} values are not finite "
-                                                "(NaN or infinity)")
+        return Verdict(False, tolerance, reason=f"{bad} of {got.size} values of the {what} are not "
+                                                "finite (NaN or infinity)")
     err, rel = max_abs_diff(got, reference), max_rel_diff(got, reference)
     if not err <= tolerance:
         return Verdict(False, tolerance, err, rel,
