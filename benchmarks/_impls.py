@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.measure.worker import pin_cpus, thread_env
+from shared.runtime.launch import pin_cpus, thread_env
 
 Runner = tuple[Callable[[], Any], dict[str, Any]]  # (one synchronised call, notes)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,17 +29,13 @@ sys.path.insert(0, str(ROOT))
 
 
 def bare_loop(framework: str, spec_name: str, batch: int, threads: int, calls: int) -> dict:
-    """Child process: pin, build the port, then time blocks of bare calls to the compiled forward."""
-    from shared.measure.worker import pin_cpus, thread_env
-
-    os.environ.update(thread_env(threads))
-    pin_cpus(threads)
-    from ports import PORTS, create_port
+    """Child process (pinned, threads and registry environment set by the launcher): build the
+    port, then time blocks of bare calls to the compiled forward."""
+    from ports import create_port
     from shared.core.inputs import probe_batch
     from shared.core.presets import get_preset
     from shared.core.weights import init_weights
 
-    os.environ.update(PORTS[framework].env)
     spec = get_preset(spec_name)
     port = create_port(framework, spec, device="cpu")
     port.load(init_weights(spec, seed=0))
@@ -75,24 +70,23 @@ def main() -> int:
         Path(args.out).write_text(json.dumps(result))
         return 0
 
-    from shared.measure.runner import worker_env
+    from shared.measure.runner import compile_cache_env
+    from shared.runtime.launch import launch
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="portbench-overhead-") as tmp:
         for fw in args.frameworks.split(","):
             print(f"  {fw}: compare.py time ...", file=sys.stderr, flush=True)
             results = os.path.join(tmp, f"{fw}.json")
-            subprocess.run([sys.executable, str(ROOT / "compare.py"), "time", "--spec", args.spec,
-                            "--batch", str(args.batch), "--threads", str(args.threads), "--frameworks", fw,
-                            "--modes", "compiled", "--budget", "2", "--max-repeats", "1000",
-                            "--compile-cache", "warm",
-                            "--json", results, "--no-chart"], cwd=ROOT, capture_output=True, text=True)
+            launch([str(ROOT / "compare.py"), "time", "--spec", args.spec, "--batch", str(args.batch),
+                    "--threads", str(args.threads), "--frameworks", fw, "--modes", "compiled",
+                    "--budget", "2", "--max-repeats", "1000", "--compile-cache", "warm",
+                    "--json", results, "--no-chart"], None, None)
             print(f"  {fw}: bare loop ...", file=sys.stderr, flush=True)
             bare_out = os.path.join(tmp, f"{fw}-bare.json")
-            subprocess.run([sys.executable, __file__, "--bare", fw, "--spec", args.spec, "--batch",
-                            str(args.batch), "--threads", str(args.threads), "--calls", str(args.calls),
-                            "--out", bare_out], cwd=ROOT, env=worker_env(args.threads, tmp, "warm"),
-                           capture_output=True, text=True)
+            launch([__file__, "--bare", fw, "--spec", args.spec, "--batch", str(args.batch),
+                    "--threads", str(args.threads), "--calls", str(args.calls), "--out", bare_out], fw,
+                   None, threads=args.threads, pin=True, env=compile_cache_env(tmp, "warm"))
             try:
                 doc = json.loads(Path(results).read_text())
                 phase = doc["runs"][0]["phases"]["forward_compiled"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from shared.core.presets import get_preset  # noqa: E402
 from shared.measure.flops import forward_flops  # noqa: E402
-from shared.measure.runner import worker_env  # noqa: E402
+from shared.measure.runner import compile_cache_env  # noqa: E402
+from shared.runtime.launch import launch  # noqa: E402
 
 # (implementation, its peer or None, extra environment)
 IMPLS: list[tuple[str, str | None, dict[str, str]]] = [
@@ -51,25 +51,24 @@ IMPLS: list[tuple[str, str | None, dict[str, str]]] = [
     ("port:keras:eager", "keras-hub", {"KERAS_BACKEND": "tensorflow"}),
 ]
 SECOND_PEER = {"port:keras:compiled": "hf-tf", "port:keras:tf-function": "hf-tf"}
+# The registry entry whose launch environment each implementation's family gets.
+ENTRY = {"torch": "torch", "timm": "torch", "flax": "flax", "hf-flax": "flax", "jax": "flax",
+         "keras": "keras", "keras-hub": "keras", "hf-tf": "keras", "tf": "keras"}
 OWN_GEMM = {"torch": "matmul:torch", "timm": "matmul:torch", "hf-flax": "matmul:jax", "flax": "matmul:jax",
             "hf-tf": "matmul:tf", "keras-hub": "matmul:tf", "keras": "matmul:tf"}
 
 
 def run_impl(impl: str, extra_env: dict[str, str], args: argparse.Namespace, workdir: str) -> dict[str, Any]:
     out = os.path.join(workdir, impl.replace(":", "_") + ".json")
-    env = worker_env(args.threads, os.path.join(workdir, impl.replace(":", "_")))
-    env.update(extra_env)
+    env = {**compile_cache_env(os.path.join(workdir, impl.replace(":", "_"))), **extra_env}
     repeats = 5 if impl.startswith("matmul") else args.repeats
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "_impls.py"), impl, "--threads", str(args.threads),
+    cmd = [str(ROOT / "benchmarks" / "_impls.py"), impl, "--threads", str(args.threads),
            "--batch", str(args.batch), "--repeats", str(repeats), "--out", out]
     print(f"  {impl} ...", file=sys.stderr, flush=True)
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"impl": impl, "error": f"timeout after {args.timeout:g}s"}
-    if proc.returncode != 0 or not os.path.exists(out):
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"impl": impl, "error": f"exit {proc.returncode}: {tail[:200]}"}
+    entry = ENTRY[impl.split(":")[1] if impl.split(":")[0] in ("port", "matmul") else impl.split(":")[0]]
+    done = launch(cmd, entry, args.timeout, threads=args.threads, pin=True, env=env)
+    if done.error or not os.path.exists(out):
+        return {"impl": impl, "error": (done.error or "no result written")[:200]}
     return json.loads(Path(out).read_text())
 
 
@@ -112,11 +111,12 @@ def table(results: dict[str, dict[str, Any]], flops: float) -> str:
 def archive_small_batch(args: argparse.Namespace, workdir: str) -> str:
     """archive-torch at batch 256 through compare.py itself (eager and compiled, 1 thread)."""
     out = os.path.join(workdir, "archive256.json")
-    cmd = [sys.executable, str(ROOT / "compare.py"), "time", "--spec", "archive-torch", "--batch", "256",
+    cmd = [str(ROOT / "compare.py"), "time", "--spec", "archive-torch", "--batch", "256",
            "--threads", "1", "--modes", "eager,compiled", "--budget", "1", "--json", out, "--no-chart"]
     print("  archive-torch batch 256 via compare.py time ...", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout * 3)
-    return proc.stdout.strip() or proc.stderr.strip()[-2000:]
+    lines: list[str] = []
+    done = launch(cmd, None, args.timeout * 3, echo=lines.append)
+    return "\n".join(lines).strip() or str(done.error)
 
 
 def main() -> int:

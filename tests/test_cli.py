@@ -79,12 +79,12 @@ def test_verify_fails_and_exits_nonzero_when_a_port_disagrees(monkeypatch, capsy
     """Shift the oracle by 1e-4 (twenty times the tolerance): every port must now FAIL, and
     verify must say so with exit status 1."""
     from shared.cli import verify as verify_cli
+    from shared.runtime.verify import Case
 
-    true_forward = verify_cli.reference.forward
-    monkeypatch.setattr(verify_cli.reference, "forward",
-                        lambda *a, **k: true_forward(*a, **k) + 1e-4)
+    true_forward = reference.forward
+    monkeypatch.setattr(reference, "forward", lambda *a, **k: true_forward(*a, **k) + 1e-4)
     spec = get_preset("quadrant")
-    case = verify_cli.Case(spec, init_weights(spec, 0), probe_batch(spec))
+    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
     status = verify_cli.run_cases([case], ["torch"], "cpu", 300.0, None)
     out = capsys.readouterr().out
     assert status == 1 and "FAIL" in out and "1 failed" in out

@@ -11,6 +11,7 @@ from ports_cache import case, port, port_logits
 
 import ports
 from shared.core import reference
+from shared.core.equivalence import check_logits, check_pair
 from shared.core.inputs import probe_batch
 from shared.core.presets import PRESETS, get_preset
 from shared.core.tolerance import logit_atol, max_abs_diff
@@ -25,17 +26,16 @@ PRESET_NAMES = sorted(PRESETS)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_port_matches_reference(preset: str, framework: str) -> None:
     spec, _, _, ref = case(preset)
-    gap = max_abs_diff(port_logits(framework, preset), ref)
-    assert gap <= logit_atol(spec, ref), f"{framework} {preset}: {gap:.2e}"
-    assert port(framework, spec).param_count() == spec.derived.params
+    verdict = check_logits(spec, port_logits(framework, preset), ref, port(framework, spec).param_count())
+    assert verdict.passed, f"{framework} {preset}: {verdict.reason}"
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 def test_ports_agree_pairwise(preset: str) -> None:
     spec, _, _, ref = case(preset)
     for a, b in itertools.combinations(FRAMEWORKS, 2):
-        gap = max_abs_diff(port_logits(a, preset), port_logits(b, preset))
-        assert gap <= 2 * logit_atol(spec, ref), f"{a} vs {b} on {preset}: {gap:.2e}"
+        verdict = check_pair(port_logits(a, preset), port_logits(b, preset), logit_atol(spec, ref))
+        assert verdict.passed, f"{a} vs {b} on {preset}: {verdict.reason}"
 
 
 ROUND_TRIP_SPECS = {

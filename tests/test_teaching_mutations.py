@@ -18,11 +18,12 @@ import pytest
 
 from ports import create_port
 from shared.core import weights as canonical
+from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.reference import cross_entropy, forward
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, init_weights
 from shared.teaching.divergences import CATALOGUE
 from shared.teaching.framework_defaults import keras_module, torch_adam_step
@@ -38,8 +39,7 @@ def _case(name: str, **changes: object) -> Case:
 
 def _passes(case: Case, logits: np.ndarray) -> bool:
     """The project's equivalence check: fp32 logits vs the float64 reference."""
-    ref = forward(case.spec, case.weights, case.images)
-    return max_abs_diff(logits, ref) <= logit_atol(case.spec, ref)
+    return check_logits(case.spec, logits, forward(case.spec, case.weights, case.images)).passed
 
 
 def _port_logits(framework: str, spec: ModelSpec, tensors: Tensors, images: np.ndarray) -> np.ndarray:

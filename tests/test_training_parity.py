@@ -26,7 +26,7 @@ import pytest
 
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
-from shared.training.parity import collect, job_batches, run_jobs
+from shared.training.parity import collect, job_batches, start_training_jobs
 from shared.training.train_spec import TrainSpec, decayed, get_recipe
 
 SPECS = ("quadrant", "archive-torch")
@@ -81,8 +81,8 @@ def runs() -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
         jobs[fw]["loop"] = loop
     jobs["torch"]["diverge"] = {**loop, "kind": "diverge",
                                 "recipe": get_recipe("quick").replace(max_epochs=3).to_json()}
-    procs = {fw: run_jobs(fw, js) for fw, js in jobs.items()}
-    return {fw: collect(proc, timeout=900) for fw, proc in procs.items()}
+    workers = {fw: start_training_jobs(fw, js) for fw, js in jobs.items()}
+    return {fw: collect(worker, timeout=900) for fw, worker in workers.items()}
 
 
 def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key_bias: bool = False) -> float:

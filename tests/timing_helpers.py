@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from shared.runtime.worker import FAULT_ENV
+
 REPO = Path(__file__).resolve().parents[1]
 # The smallest budgets that still exercise warm-up, repeats and the IQR: speed is never asserted.
 FAST = ["--spec", "quadrant", "--modes", "eager", "--budget", "0.02", "--min-repeats", "3",
@@ -15,9 +17,9 @@ FAST = ["--spec", "quadrant", "--modes", "eager", "--budget", "0.02", "--min-rep
 
 def _env(fault: str | None) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("PORTBENCH_TEST_FAULT", None)
+    env.pop(FAULT_ENV, None)
     if fault:
-        env["PORTBENCH_TEST_FAULT"] = fault
+        env[FAULT_ENV] = fault  # injected by the worker around every job (shared/runtime/worker.py)
     return env
 
 

@@ -49,6 +49,22 @@ def version_info() -> dict[str, str]:
     return {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__}
 
 
+def device_name(device_class: str) -> str | None:
+    # An accelerator's name as the framework reports it; None where it gives none (the caller
+    # names CPUs from the operating system).
+    if device_class == "cpu":
+        return None
+    return str(jax.devices()[0].device_kind)
+
+
+def allocator_peak(device_class: str) -> tuple[int | None, str]:
+    # (bytes, source) from the framework's own allocator, or (None, why not): never estimated.
+    stats = jax.devices()[0].memory_stats()
+    if stats and "peak_bytes_in_use" in stats:
+        return int(stats["peak_bytes_in_use"]), "jax Device.memory_stats()['peak_bytes_in_use']"
+    return None, "jax Device.memory_stats() gives no peak on this device"
+
+
 class Port:
     framework = FRAMEWORK
 

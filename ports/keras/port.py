@@ -101,6 +101,52 @@ def version_info() -> dict[str, str]:
     return info
 
 
+def device_name(device_class: str) -> str | None:
+    # An accelerator's name as the framework reports it; None where it gives none (the caller
+    # names CPUs from the operating system).
+    if device_class == "cpu":
+        return None
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        gpus = tf.config.list_physical_devices("GPU")
+        if gpus:
+            details = tf.config.experimental.get_device_details(gpus[0])
+            return str(details.get("device_name", gpus[0].name))
+    elif BACKEND == "jax":
+        import jax
+
+        return str(jax.devices()[0].device_kind)
+    elif BACKEND == "torch":
+        import torch
+
+        if device_class == "cuda":
+            return torch.cuda.get_device_name(0)
+    return None
+
+
+def allocator_peak(device_class: str) -> tuple[int | None, str]:
+    # (bytes, source) from the framework's own allocator, or (None, why not): never estimated.
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        name = "GPU:0" if device_class == "cuda" else "CPU:0"
+        info = tf.config.experimental.get_memory_info(name)
+        return int(info["peak"]), f"tf.config.experimental.get_memory_info({name!r})['peak']"
+    if BACKEND == "jax":
+        import jax
+
+        stats = jax.devices()[0].memory_stats()
+        if stats and "peak_bytes_in_use" in stats:
+            return int(stats["peak_bytes_in_use"]), "jax Device.memory_stats()['peak_bytes_in_use']"
+        return None, "jax Device.memory_stats() gives no peak on this device"
+    import torch
+
+    if device_class == "cuda":
+        return int(torch.cuda.max_memory_allocated()), "torch.cuda.max_memory_allocated"
+    return None, "torch keeps no allocator statistics on CPU"
+
+
 class Port:
     framework = FRAMEWORK
 

@@ -56,6 +56,17 @@ def version_info() -> dict[str, str]:
             "opset": str(export.OPSET)}
 
 
+def device_name(device_class: str) -> str | None:
+    # An accelerator's name as the framework reports it; None where it gives none (the caller
+    # names CPUs from the operating system).
+    return None  # ONNX Runtime names no device
+
+
+def allocator_peak(device_class: str) -> tuple[int | None, str]:
+    # (bytes, source) from the framework's own allocator, or (None, why not): never estimated.
+    return None, "ONNX Runtime exposes no allocator statistics"
+
+
 class Port:
     framework = FRAMEWORK
 

@@ -50,6 +50,24 @@ def version_info() -> dict[str, str]:
     return {"torch": torch.__version__}
 
 
+def device_name(device_class: str) -> str | None:
+    # An accelerator's name as the framework reports it; None where it gives none (the caller
+    # names CPUs from the operating system).
+    if device_class == "cuda":
+        return torch.cuda.get_device_name(0)
+    return None
+
+
+def allocator_peak(device_class: str) -> tuple[int | None, str]:
+    # (bytes, source) from the framework's own allocator, or (None, why not): never estimated.
+    if device_class == "cuda":
+        return int(torch.cuda.max_memory_allocated()), "torch.cuda.max_memory_allocated"
+    if device_class == "metal":
+        return (int(torch.mps.driver_allocated_memory()),
+                "torch.mps.driver_allocated_memory at the end (MPS has no peak counter)")
+    return None, "torch keeps no allocator statistics on CPU"
+
+
 class Port:
     framework = FRAMEWORK
 

@@ -10,8 +10,9 @@
 - `dead-rows`: archive-final (42-row position table, 35 used) vs archive-final-repaired: which
   rows receive a gradient, in every framework.
 
-Training experiments run `compare.py train` in a subprocess per framework (each framework in its
-own process), so their numbers are exactly what that command prints and writes.
+Training experiments run `compare.py train` in a process per framework, started by the one
+launcher (shared/runtime/launch.py), so their numbers are exactly what that command prints and
+writes.
 """
 
 from __future__ import annotations
@@ -19,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared import REPO_ROOT
 from shared.errors import InputError
+from shared.runtime.launch import launch, run_worker
 
 ORDER = 45
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows")
@@ -68,13 +67,18 @@ def recipe_args(args: argparse.Namespace) -> list[str]:
 def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, Any]:
     path = out / f"{tag}.json"
     if not (reuse and path.is_file()):
-        cmd = [sys.executable, "compare.py", "train", *argv, "--json", str(path), "--quiet",
+        cmd = ["compare.py", "train", *argv, "--json", str(path), "--quiet",
                "--checkpoints", str(out / "ck" / tag)]
-        print("$ " + " ".join(cmd[1:]), flush=True)
-        done = subprocess.run(cmd, cwd=REPO_ROOT)
-        if done.returncode:
-            raise InputError(f"experiment run {tag!r} failed (exit {done.returncode})")
+        print("$ " + " ".join(cmd), flush=True)
+        done = launch(cmd, _framework(argv), None, echo=print)
+        if done.error:
+            raise InputError(f"experiment run {tag!r} failed ({done.error})")
     return json.loads(path.read_text())
+
+
+def _framework(argv: list[str]) -> str:
+    """The registry entry a `compare.py train` command line runs (its launch environment)."""
+    return argv[argv.index("--framework") + 1]
 
 
 # ---- position embeddings on/off on digits ------------------------------------------------------
@@ -173,24 +177,26 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
 def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
     from shared.training.data import digits
-    from shared.training.parity import collect, run_jobs
-
     spec = get_preset("digits")
     train_json(out, "pos-torch-learned", ["--spec", "digits", "--framework", "torch", "--seeds",
                                           args.seeds, "--epochs", str(args.epochs or 15)], args.reuse)
     weights = out / "ck" / "pos-torch-learned" / f"seed{args.seeds.split(',')[0]}" / "weights.safetensors"
     _, test, _ = digits()
     images, labels = test.images[:4], test.labels[:4]
-    job = {"kind": "taps", "weights": str(weights.resolve()), "images": images.tolist()}
-    procs = {fw: run_jobs(fw, {"taps": job}) for fw in frameworks}
-    results = {fw: collect(proc)["taps"] for fw, proc in procs.items()}
+    images_file = (out / "attention-map-images.npy").resolve()
+    np.save(images_file, images)
+    job = {"kind": "taps", "weights": str(weights.resolve()), "input": str(images_file)}
+    results = {fw: run_worker(fw, {"taps": job}, out / "workers", 600) for fw in frameworks}
     last = f"block{spec.depth - 1}.attn_probs"
     maps, grid = {}, spec.derived.grid_rows
-    for fw, taps in results.items():
-        if last not in taps["taps"]:
+    for fw, result in results.items():
+        if result.error("taps"):
+            raise InputError(f"experiment attention-map: {fw} could not run ({result.error('taps')})")
+        taps = result.arrays["taps"]
+        if last not in taps:
             print(f"{fw}: the port returns no {last!r} tap")
             continue
-        probs = taps["taps"][last]  # (B, heads, N, N)
+        probs = taps[last]  # (B, heads, N, N)
         cls = probs[:, :, 0, 1:].mean(axis=1)  # class-token row, patch columns, head mean
         maps[fw] = cls.reshape(len(images), grid, spec.derived.grid_cols)
     base = maps[frameworks[0]]
@@ -225,12 +231,12 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
 # ---- archive-final's dead position rows ------------------------------------------------------------
 def dead_rows(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
-    from shared.training.parity import collect, run_jobs
+    from shared.training.parity import collect, start_training_jobs
 
     jobs = {name: {"kind": "grad", "spec": get_preset(name).replace(dropout_head=0.0).to_json()}
             for name in ("archive-final", "archive-final-repaired")}
-    procs = {fw: run_jobs(fw, jobs) for fw in frameworks}
-    results = {fw: collect(proc) for fw, proc in procs.items()}
+    workers = {fw: start_training_jobs(fw, jobs) for fw in frameworks}
+    results = {fw: collect(worker) for fw, worker in workers.items()}
     for name in jobs:
         spec = get_preset(name)
         print(f"{name}: position table {spec.derived.pos_rows_total} rows, {spec.derived.pos_rows_used} used")

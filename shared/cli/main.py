@@ -21,24 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                         compile_cache="warm", max_repeats=50)
 
 
-def verify_function():
-    try:
-        from shared.cli import verify
-    except ImportError:
-        return None
-    return getattr(verify, "main_verify", None)
-
-
 def run(args: argparse.Namespace) -> int:
     from shared.cli import time as time_cli
+    from shared.cli.verify import main_verify
 
     if not args.skip_verify:
-        verify = verify_function()
-        if verify is None:
-            print("verify: not available in this checkout; the timing gate still checks every port")
-        else:
-            code = int(verify() or 0)
-            if code != 0:
-                print("verification failed: not timing (run `compare.py time` to time anyway)")
-                return code
+        code = main_verify()
+        if code != 0:
+            print("verification failed: not timing (run `compare.py time` to time anyway)")
+            return code
     return time_cli.run(args)

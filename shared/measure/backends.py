@@ -1,6 +1,7 @@
-"""Per-backend facts the worker records: which backend a registry entry runs on, the device's
-name, and memory. Frameworks are imported inside functions only (this is `shared/`), and only
-in the worker process, after its framework has been imported anyway."""
+"""Per-backend facts the timing worker records: which backend a registry entry runs on, the
+device's name, and memory. Framework-neutral: what only a framework can tell (an accelerator's
+name, its allocator's peak) is asked of the port module (`device_name`, `allocator_peak` in
+every ports/<fw>/port.py), which the worker has imported anyway."""
 
 from __future__ import annotations
 
@@ -28,28 +29,16 @@ def backend_of(framework: str, entry_env: dict[str, str]) -> str | None:
     return None
 
 
-def device_name(backend: str | None, device_class: str) -> str:
+def device_name(module: Any, device_class: str) -> str:
+    """The device's name: the CPU model from the OS, an accelerator's from the port module's
+    `device_name` (Keras asks its active backend)."""
     if device_class == "cpu":
         return cpu_model()
     try:
-        if backend == "torch" and device_class == "cuda":
-            import torch
-
-            return torch.cuda.get_device_name(0)
-        if backend == "jax":
-            import jax
-
-            return str(jax.devices()[0].device_kind)
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            gpus = tf.config.list_physical_devices("GPU")
-            if gpus:
-                details = tf.config.experimental.get_device_details(gpus[0])
-                return str(details.get("device_name", gpus[0].name))
+        name = module.device_name(device_class)
     except Exception:  # a name is nice to have; never fail a run over it
-        pass
-    return {"cuda": "CUDA GPU", "metal": "Apple GPU (Metal)"}.get(device_class, device_class)
+        name = None
+    return name or {"cuda": "CUDA GPU", "metal": "Apple GPU (Metal)"}.get(device_class, device_class)
 
 
 def compile_note(backend: str | None) -> str:
@@ -75,36 +64,11 @@ def peak_rss() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def allocator_peak(backend: str | None, device_class: str) -> tuple[int | None, str]:
-    """(bytes, source) from the framework's own allocator, or (None, why not). Never estimated."""
+def memory(module: Any, backend: str | None, device_class: str) -> dict[str, Any]:
+    """The process's peak RSS, and the peak the port module's `allocator_peak` reads from the
+    framework's own allocator (or why there is none). Never estimated."""
     try:
-        if backend == "torch":
-            import torch
-
-            if device_class == "cuda":
-                return int(torch.cuda.max_memory_allocated()), "torch.cuda.max_memory_allocated"
-            if device_class == "metal":
-                return (int(torch.mps.driver_allocated_memory()),
-                        "torch.mps.driver_allocated_memory at the end (MPS has no peak counter)")
-            return None, "torch keeps no allocator statistics on CPU"
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            name = "GPU:0" if device_class == "cuda" else "CPU:0"
-            info = tf.config.experimental.get_memory_info(name)
-            return int(info["peak"]), f"tf.config.experimental.get_memory_info({name!r})['peak']"
-        if backend == "jax":
-            import jax
-
-            stats = jax.devices()[0].memory_stats()
-            if stats and "peak_bytes_in_use" in stats:
-                return int(stats["peak_bytes_in_use"]), "jax Device.memory_stats()['peak_bytes_in_use']"
-            return None, "jax Device.memory_stats() gives no peak on this device"
+        peak, source = module.allocator_peak(device_class)
     except Exception as exc:
-        return None, f"allocator query failed: {type(exc).__name__}"
-    return None, "no allocator statistics for this backend"
-
-
-def memory(backend: str | None, device_class: str) -> dict[str, Any]:
-    peak, source = allocator_peak(backend, device_class)
+        peak, source = None, f"allocator query failed on {backend or 'this backend'}: {type(exc).__name__}"
     return {"peak_rss_bytes": peak_rss(), "allocator_peak_bytes": peak, "allocator_source": source}

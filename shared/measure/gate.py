@@ -1,6 +1,7 @@
 """The equivalence gate run before any timing: a port's logits vs the float64 NumPy reference
-for the same canonical weights and images. A port that fails is INVALID and is never ranked:
-timing a different function would be a confound, not a result."""
+for the same canonical weights and images, decided by shared/core/equivalence.py exactly as
+`compare.py verify` decides (tolerance, finiteness, shape, parameter count). A port that fails
+is INVALID and is never ranked: timing a different function would be a confound, not a result."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from shared.core import reference
+from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
 
 GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough to catch errors
@@ -35,12 +37,11 @@ def reference_logits(path: str | Path) -> np.ndarray:
         return np.asarray(data["logits"], dtype=np.float64)
 
 
-def compare(port_logits: np.ndarray, ref: np.ndarray, spec: ModelSpec) -> dict[str, Any]:
-    atol = tolerance(spec, ref)
-    got = np.asarray(port_logits, dtype=np.float64)
-    if got.shape != ref.shape:
-        return {"passed": False, "max_abs_err": float("inf"), "atol": atol, "images": int(ref.shape[0]),
-                "detail": f"shape {got.shape} vs reference {ref.shape}"}
-    finite = bool(np.all(np.isfinite(got)))
-    err = max_abs_diff(got, ref) if finite else float("inf")
-    return {"passed": finite and err <= atol, "max_abs_err": err, "atol": atol, "images": int(ref.shape[0])}
+def compare(spec: ModelSpec, port_logits: np.ndarray, ref: np.ndarray,
+            param_count: int | None = None) -> dict[str, Any]:
+    """One mode's gate check, as the results file records it (`max_abs_err` is infinite when
+    the logits cannot be compared: wrong shape or non-finite values)."""
+    verdict = check_logits(spec, port_logits, ref, param_count)
+    err = verdict.max_abs_diff
+    return {"passed": verdict.passed, "max_abs_err": float("inf") if err is None else err,
+            "atol": verdict.tolerance, "images": int(ref.shape[0]), "reason": verdict.reason}

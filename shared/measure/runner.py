@@ -1,17 +1,13 @@
-"""Parent side of `compare.py time`: one fresh worker subprocess per framework, one after the other
-(never concurrently: two timed processes on shared cores would slow each other), each with a
-timeout. A crash, a hang or a bad device in one worker is recorded in its row; the others run."""
+"""Parent side of `compare.py time`: one fresh worker process per framework (the one launcher's,
+running the `timing` job kind of shared/measure/phases.py), one after the other (never
+concurrently: two timed processes on shared cores would slow each other), each with a timeout
+that kills its whole process group. A crash, a hang or a bad device in one worker is recorded in
+its row; the others run."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,9 +15,8 @@ from typing import Any
 
 from shared.core.spec import ModelSpec
 from shared.measure import gate
-from shared.measure.environment import REPO_ROOT
 from shared.measure.stats import Budget, summarise
-from shared.measure.worker import PROGRESS_PREFIX, thread_env
+from shared.runtime.launch import run_worker
 
 Progress = Callable[[str], None]
 
@@ -65,101 +60,40 @@ class RunConfig:
             "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
             "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
             "processes": self.processes, "allow_tf32": self.allow_tf32,
-            "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/tolerance.logit_atol"},
+            "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/core/tolerance.logit_atol"},
         }
 
 
 WARM_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "portbench" / "inductor"
 
 
-def worker_env(threads: int, workdir: str, compile_cache: str = "cold") -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(thread_env(threads))
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    # cold: a private inductor cache, so compile time is a real compilation, not a previous run's
-    # cache hit (performance.md §3). warm: one cache reused across runs (recorded in the results).
+def compile_cache_env(workdir: str, compile_cache: str = "cold") -> dict[str, str]:
+    """cold: a private inductor cache, so compile time is a real compilation, not a previous
+    run's cache hit. warm: one cache reused across runs (recorded in the results)."""
     cold_dir = os.path.join(workdir, "inductor-cache")
-    env["TORCHINDUCTOR_CACHE_DIR"] = cold_dir if compile_cache == "cold" else str(WARM_CACHE_DIR)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Transformers would otherwise import TF and JAX into a torch worker (performance.md §20).
-    env.setdefault("USE_TF", "0")
-    env.setdefault("USE_FLAX", "0")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return {"TORCHINDUCTOR_CACHE_DIR": cold_dir if compile_cache == "cold" else str(WARM_CACHE_DIR)}
 
 
 def run_framework(framework: str, config: RunConfig, reference_npz: str,
                   progress: Progress = print) -> dict[str, Any]:
-    """Run one worker and return its row; never raises for the worker's own failures."""
+    """Run one timing worker and return its row; never raises for the worker's own failures."""
     with tempfile.TemporaryDirectory(prefix=f"portbench-{framework}-") as workdir:
-        config_path = os.path.join(workdir, "config.json")
-        out_path = os.path.join(workdir, "row.json")
-        with open(config_path, "w") as handle:
-            json.dump(config.worker_config(framework, reference_npz), handle)
-        command = [sys.executable, "-m", "shared.measure.worker", "--config", config_path,
-                   "--out", out_path]
-        started = time.perf_counter()
-        env = worker_env(config.threads, workdir, config.compile_cache)
-        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
-        tail: list[str] = []
-        reader = threading.Thread(target=_relay, args=(proc, framework, tail, progress), daemon=True)
-        reader.start()
-        timed_out = False
-        try:
-            proc.wait(timeout=config.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc)
-        reader.join(timeout=5)
-        wall = time.perf_counter() - started
-        row = _read_row(out_path)
-        if timed_out:
-            return _failed_row(framework, config, "timeout",
-                               f"no result within --timeout {config.timeout_s:g}s; worker killed", tail,
-                               row)
-        if row is None:
-            code = proc.returncode
-            why = (f"killed by signal {signal.Signals(-code).name}" if code is not None and code < 0
-                   else f"exited with status {code}")
-            return _failed_row(framework, config, "crashed", f"worker {why} before reporting", tail)
-        row["worker_wall_seconds"] = wall
-        if row.get("status") == "crashed":
-            row = _failed_row(framework, config, "crashed", row.get("reason") or "worker failed", tail,
-                              row)
-        return row
-
-
-def _relay(proc: subprocess.Popen, framework: str, tail: list[str], progress: Progress) -> None:
-    """Show the worker's progress lines; keep the last lines of everything else for the report."""
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        line = line.rstrip("\n")
-        if line.startswith(PROGRESS_PREFIX):
-            progress("  " + line[len(PROGRESS_PREFIX):].strip())
-        elif line.strip():
-            tail.append(line)
-            del tail[:-20]
-    if proc.stdout is not None:
-        proc.stdout.read()
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """The worker leads its own session: kill it and any compiler processes it started."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait(timeout=30)
-
-
-def _read_row(path: str) -> dict[str, Any] | None:
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, json.JSONDecodeError):
-        return None
+        job = {"kind": "timing", **config.worker_config(framework, reference_npz)}
+        result = run_worker(framework, {"timing": job}, workdir, config.timeout_s,
+                            threads=config.threads, pin=True, progress=progress,
+                            env=compile_cache_env(workdir, config.compile_cache))
+    finished, tail = result.process, result.process.tail
+    row = result.reports.get("timing")
+    if finished.timed_out:
+        return _failed_row(framework, config, "timeout",
+                           f"no result within --timeout {config.timeout_s:g}s; worker killed", tail)
+    if row is None:
+        return _failed_row(framework, config, "crashed", f"worker {finished.exit} before reporting", tail)
+    row["worker_wall_seconds"] = finished.wall_s
+    error = row.pop("error", None)
+    if error:
+        row = _failed_row(framework, config, "crashed", error, tail, row)
+    return row
 
 
 def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tail: list[str],

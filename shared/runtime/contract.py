@@ -2,7 +2,8 @@
 
 Written down here, framework-neutrally, so tools (verify, time, train, trace) can drive any port
 without knowing its framework. Each port module also has module-level `pin_precision()`,
-`set_threads(n)`, `available_devices()` and `version_info()`.
+`set_threads(n)`, `available_devices()`, `version_info()`, `device_name(device_class)` and
+`allocator_peak(device_class)`.
 """
 
 from __future__ import annotations

@@ -1,61 +1,170 @@
-"""Run one port on a list of jobs in this (fresh) process: `python -m shared.runtime.worker JOBS.json`.
+"""The one worker: `python -m shared.runtime.worker JOB.json`, started by `shared.runtime.launch`.
 
-`compare.py verify` starts one worker per framework, with the registry entry's environment
-(e.g. KERAS_BACKEND) set before the framework is imported, so Keras can run on three backends and
-no two frameworks share thread pools. Each job names a spec, a canonical weight file, an input
-`.npy` and where to write the logits; the worker writes a JSON report beside them. A failure in
-one job is reported in that job's entry; the worker never needs a traceback to explain itself.
+JOB.json names a framework (a registry entry) and jobs, name -> {"kind": ..., ...}. Each kind is
+one function in KINDS, `function(framework, job, out)`: it reads its job, imports the port, builds,
+loads, computes, and fills `out.report` (JSON) and `out.arrays` (NumPy arrays) as it goes, so a
+failure part-way keeps what was done. The worker writes JOB.report.json (job name -> report, with
+"error": a one-line reason or None) and JOB.npz ("<job>/<array>"). One job's failure does not stop
+the others.
+
+Only the standard library is imported here: the launcher has set threads, CPU affinity and the
+registry environment before this process started, and each kind imports its framework itself
+(the timing kind times that import).
+
+Test hook, at this one boundary: PORTBENCH_TEST_FAULT="<framework>:<fault>[,...]" wraps every job
+of that framework: `crash` (SIGSEGV before the job runs, so before any framework import), `hang`
+(sleep until killed), `tamper` (the port loads a head bias 1e-3 off the given weights: a port
+that silently computes another function) or `error` (raise once the job has run: its partial
+report is kept and the error is reported in one line).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import sys
-import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+from shared.errors import PortbenchError
+
+# The registry of job kinds: kind -> "module:function". Resolved only when a job asks for it, so
+# the runtime imports no tool package (training, teaching, measure) at module level.
+KINDS: dict[str, str] = {
+    "logits": "shared.runtime.jobs:logits",
+    "taps": "shared.runtime.jobs:taps",
+    "timing": "shared.measure.phases:run",
+    "steps": "shared.training.parity:steps",
+    "grad": "shared.training.parity:gradients",
+    "loop": "shared.training.parity:loop",
+    "diverge": "shared.training.parity:diverge",
+}
+FAULT_ENV = "PORTBENCH_TEST_FAULT"
+TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key bias would cancel)
 
 
-def run_jobs(framework: str, jobs: list[dict], device: str) -> list[dict]:
-    from ports import load_port_module
-    from shared.core.spec import ModelSpec
-    from shared.core.weights import load_weights
-    from shared.errors import PortbenchError
+@dataclass
+class Output:
+    report: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, Any] = field(default_factory=dict)
 
-    started = time.perf_counter()
+
+Kind = Callable[[str, dict[str, Any], Output], None]
+
+
+def one_line(exc: BaseException) -> str:
+    """A failure as a user reads it: the message of a PortbenchError, else type and first line."""
+    if isinstance(exc, PortbenchError):
+        return str(exc)
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+def kind_function(kind: str) -> Kind:
+    if kind not in KINDS:
+        raise PortbenchError(f"unknown job kind {kind!r}; expected one of: {', '.join(KINDS)}")
+    module, _, name = KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+# ---- the test hook --------------------------------------------------------------------------
+def fault_for(framework: str) -> str | None:
+    for item in os.environ.get(FAULT_ENV, "").split(","):
+        name, _, fault = item.partition(":")
+        if name.strip() == framework and fault:
+            return fault.strip()
+    return None
+
+
+def with_fault(function: Kind, fault: str) -> Kind:
+    def faulty(framework: str, job: dict[str, Any], out: Output) -> None:
+        if fault == "crash":
+            import signal
+
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if fault == "hang":
+            import time
+
+            time.sleep(10**6)
+        if fault == "tamper":
+            _tamper_ports()
+        function(framework, job, out)
+        if fault == "error":
+            raise RuntimeError(f"injected failure after the job ran ({FAULT_ENV})")
+
+    return faulty
+
+
+def _tamper_ports() -> None:
+    """Every port this process loads adds 1e-3 to TAMPERED_TENSOR in `load`."""
+    import numpy as np
+
+    import ports
+
+    original = ports.load_port_module
+
+    def load_port_module(name: str) -> Any:
+        module = original(name)
+
+        class TamperedPort(module.Port):  # type: ignore[name-defined, misc]
+            def load(self, tensors: dict[str, Any]) -> None:
+                shifted = dict(tensors)
+                shifted[TAMPERED_TENSOR] = (tensors[TAMPERED_TENSOR] + np.float32(1e-3)).astype(np.float32)
+                super().load(shifted)
+
+        tampered = type(module)(module.__name__)
+        tampered.__dict__.update({**module.__dict__, "Port": TamperedPort})
+        return tampered
+
+    ports.load_port_module = load_port_module
+
+
+# ---- the run ----------------------------------------------------------------------------------
+def run_job(framework: str, job: dict[str, Any]) -> Output:
+    out = Output()
     try:
-        module = load_port_module(framework)
-    except PortbenchError as exc:
-        return [{"error": str(exc)} for _ in jobs]
-    import_s = time.perf_counter() - started
-    reports = []
-    for job in jobs:
-        try:
-            spec = ModelSpec.from_json(job["spec"])
-            tensors = load_weights(job["weights"], spec).tensors
-            images = np.load(job["input"], allow_pickle=False)
-            port = module.Port(spec, device=device)
-            port.load(tensors)
-            logits = port.logits(images)
-            np.save(job["output"], logits)
-            reports.append({
-                "param_count": port.param_count(), "device": port.device_class,
-                "versions": module.version_info(), "import_s": import_s,
-            })
-        except PortbenchError as exc:
-            reports.append({"error": str(exc)})
-        except Exception as exc:  # a port bug: report it in one line, keep the other jobs going
-            reports.append({"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
-    return reports
+        function = kind_function(str(job.get("kind")))
+        fault = fault_for(framework)
+        (with_fault(function, fault) if fault else function)(framework, job, out)
+        out.report.setdefault("error", None)
+    except Exception as exc:  # one job's failure is reported in one line, never fatal to the rest
+        out.report["error"] = one_line(exc)
+        if not isinstance(exc, PortbenchError):
+            out.report["traceback"] = traceback.format_exc(limit=8)
+    return out
 
 
 def main(argv: list[str]) -> int:
     job_file = Path(argv[0])
     request = json.loads(job_file.read_text())
-    reports = run_jobs(request["framework"], request["jobs"], request.get("device", "cpu"))
-    job_file.with_suffix(".report.json").write_text(json.dumps(reports))
+    framework = request["framework"]
+    reports: dict[str, Any] = {}
+    arrays: dict[str, Any] = {}
+    for name, job in request["jobs"].items():
+        out = run_job(framework, job)
+        reports[name] = out.report
+        arrays.update({f"{name}/{key}": value for key, value in out.arrays.items()})
+    if arrays:
+        import numpy as np
+
+        with open(job_file.with_suffix(".npz"), "wb") as handle:
+            np.savez(handle, **arrays)
+    partial = job_file.with_suffix(".report.tmp")
+    partial.write_text(json.dumps(reports, default=_jsonable))
+    os.replace(partial, job_file.with_suffix(".report.json"))
     return 0
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
 
 
 if __name__ == "__main__":

@@ -3,31 +3,26 @@ reference and report the first tensor whose error exceeds its budget.
 
 The budget of a tensor scales with its magnitude, because float32 rounding is relative:
 ``budget = base * max(1, max|reference tensor|)``, with `base` the project's logit tolerance
-(shared/core/tolerance.py: 5e-6 small models, 1e-5 large). Taps are visited in the order the forward
-pass computes them, so the first tensor over budget is where the port stops computing the
-spec's function; everything after it inherits the error.
+(shared/core/tolerance.py: 5e-6 small models, 1e-5 large); whether a tensor is within it is
+decided by shared/core/equivalence.py (shape, finiteness, max abs error), as for logits.
+Taps are visited in the order the forward pass computes them, so the first tensor over budget
+is where the port stops computing the spec's function; everything after it inherits the error.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from shared import REPO_ROOT
+from shared.core.equivalence import compare_tensor, tap_budget
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
-from shared.core.tolerance import logit_atol
 from shared.core.weights import Tensors, save_weights
-
-ROOT = REPO_ROOT
+from shared.runtime.launch import run_worker
 
 
 def tap_order(spec: ModelSpec) -> list[str]:
@@ -57,10 +52,7 @@ class TapRow:
     error: float | None  # max |port - reference|; None when the port lacks the tap
     budget: float
     note: str = ""
-
-    @property
-    def over(self) -> bool:
-        return self.error is not None and not self.error <= self.budget  # NaN counts as over
+    over: bool = False  # the equivalence verdict failed (a missing tap is not over)
 
 
 @dataclass
@@ -83,53 +75,30 @@ class PortTrace:
 
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
                  framework: str) -> PortTrace:
-    base = logit_atol(spec)
     trace = PortTrace(framework)
     for name in tap_order(spec):
         ref = reference[name]
-        magnitude = float(np.max(np.abs(ref)))
-        budget = base * max(1.0, magnitude)
+        magnitude, budget = float(np.max(np.abs(ref))), tap_budget(spec, ref)
         if name not in port_taps:
             trace.rows.append(TapRow(name, magnitude, None, budget, "missing in this port"))
             continue
-        got = np.asarray(port_taps[name], dtype=np.float64)
-        if got.shape != ref.shape:
-            trace.rows.append(TapRow(name, magnitude, float("inf"), budget,
-                                     f"shape {got.shape}, reference {ref.shape}"))
-            continue
-        err = float(np.max(np.abs(got - ref))) if np.all(np.isfinite(got)) else float("nan")
-        trace.rows.append(TapRow(name, magnitude, err, budget))
+        verdict = compare_tensor(port_taps[name], ref, budget, what=name)
+        error = verdict.max_abs_diff if verdict.max_abs_diff is not None else float("inf")
+        note = "" if verdict.passed or verdict.max_abs_diff is not None else str(verdict.reason)
+        trace.rows.append(TapRow(name, magnitude, error, budget, note, over=not verdict.passed))
     return trace
 
 
 # ---- collecting taps from ports, each framework in its own process ----------------------
 def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_file: Path,
                  workdir: Path, timeout: float = 600.0) -> dict[str, np.ndarray] | str:
-    """Run `port.intermediates` in a fresh process with the registry environment; taps, or a
+    """`port.intermediates` in a fresh worker process (the `taps` job kind); the taps, or a
     one-line reason the port could not run."""
-    from ports import PORTS
-
-    out = workdir / f"{framework}-taps.npz"
-    job = workdir / f"{framework}-taps.json"
-    job.write_text(json.dumps({"framework": framework, "spec": spec.to_json(),
-                               "weights": str(weights_file), "input": str(images_file),
-                               "output": str(out)}))
-    env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "shared.runtime.tap_worker", str(job)],
-                              cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return f"timed out after {timeout:.0f} s"
-    report = job.with_suffix(".report.json")
-    if proc.returncode != 0 or not report.exists():
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"worker exited with status {proc.returncode}: {tail}"
-    status = json.loads(report.read_text())
-    if status.get("error"):
-        return str(status["error"])
-    with np.load(out, allow_pickle=False) as data:
-        return {name: data[name] for name in data.files}
+    job = {"kind": "taps", "spec": spec.to_json(), "weights": str(weights_file),
+           "input": str(images_file)}
+    result = run_worker(framework, {"taps": job}, workdir, timeout)
+    error = result.error("taps")
+    return error if error else result.arrays.get("taps", {})
 
 
 def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray,

@@ -1,0 +1,71 @@
+"""The one equivalence verdict: is a port's output the spec's function?
+
+`compare_tensor` decides for any tensor against a reference and a tolerance: the shapes must be
+equal, every value finite (a NaN or an infinity FAILS, never passes by comparing false), and the
+largest absolute difference within the tolerance. `check_logits` applies it to a port's logits
+against the float64 reference with the project's tolerance (`tolerance.logit_atol`) and adds the
+parameter count, which must equal `spec.derived.params`. `compare.py verify`, the timing gate
+and `compare.py trace` all decide through these, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol, max_abs_diff, max_rel_diff
+
+PAIRWISE_FACTOR = 2.0  # two ports, each within the tolerance of the reference, are within twice it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    tolerance: float
+    max_abs_diff: float | None = None  # None when not comparable (shape, non-finite values)
+    max_rel_diff: float | None = None
+    reason: str | None = None  # why it failed, one line; None when it passed
+
+
+def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
+                   what: str = "logits") -> Verdict:
+    """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance."""
+    got = np.asarray(got)
+    reference = np.asarray(reference, dtype=np.float64)
+    if got.shape != reference.shape:
+        return Verdict(False, tolerance, reason=f"{what} shape {got.shape}, expected {reference.shape}")
+    finite = np.isfinite(got)
+    if not finite.all():
+        bad = int(got.size - np.count_nonzero(finite))
+        return Verdict(False, tolerance, reason=f"{bad} of {got.size} values of the {what} are not "
+                                                "finite (NaN or infinity)")
+    err, rel = max_abs_diff(got, reference), max_rel_diff(got, reference)
+    if not err <= tolerance:
+        return Verdict(False, tolerance, err, rel,
+                       f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}")
+    return Verdict(True, tolerance, err, rel)
+
+
+def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
+                 param_count: int | None = None) -> Verdict:
+    """A port's logits vs the float64 reference for the same weights and images, and (when
+    given) its own parameter count vs the spec's."""
+    verdict = compare_tensor(logits, reference, logit_atol(spec, reference))
+    expected = spec.derived.params
+    if verdict.passed and param_count is not None and param_count != expected:
+        return Verdict(False, verdict.tolerance, verdict.max_abs_diff, verdict.max_rel_diff,
+                       f"{param_count:,} parameters, spec says {expected:,}")
+    return verdict
+
+
+def check_pair(a: np.ndarray, b: np.ndarray, tolerance: float) -> Verdict:
+    """Two ports' logits against each other, within PAIRWISE_FACTOR x the logit tolerance."""
+    return compare_tensor(a, b, PAIRWISE_FACTOR * tolerance)
+
+
+def tap_budget(spec: ModelSpec, reference: np.ndarray) -> float:
+    """An intermediate tensor's tolerance: float32 rounding is relative, so the logit tolerance
+    scales with the tensor's magnitude, `logit_atol(spec) * max(1, max |reference|)`."""
+    return logit_atol(spec) * max(1.0, float(np.max(np.abs(reference))))

@@ -1,0 +1,264 @@
+"""One framework's timing run: the worker's `timing` job kind (shared/runtime/worker.py), in its
+own fresh process, started by `shared.measure.runner` through the one launcher.
+
+Order matters and is the point of this module:
+1. The launcher set the thread variables and pinned the process to N CPUs before it started
+   (NumPy included: OpenBLAS reads its thread variable at load); both are read back here.
+2. The framework is imported (timed: this is the import phase) with the registry's environment
+   (e.g. KERAS_BACKEND), precision is pinned and threads are set and read back.
+3. The equivalence gate: eager (and compiled) logits vs the float64 reference for the same
+   canonical weights (shared/core/equivalence.py). A failing port is INVALID and is not timed
+   further.
+4. The phases, each synchronised with the framework's own mechanism (`port.sync`, or reading the
+   result back to NumPy).
+The row is filled in place, so a failure part-way keeps the phases measured so far.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import ports
+from shared.core.inputs import probe_batch
+from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
+from shared.errors import FrameworkUnavailable, PortbenchError
+from shared.measure import backends, gate
+from shared.measure.contention import CONTENDED, ForeignCpu
+from shared.measure.environment import recorded_env
+from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.runtime.launch import cpu_record, print_progress
+from shared.runtime.worker import Output
+
+
+class Phases:
+    """Records phases into `row["phases"]`: single-shot, repeated under a budget, or n/a."""
+
+    def __init__(self, framework: str, row: dict[str, Any], budget: Budget) -> None:
+        self.framework, self.row, self.budget = framework, row, budget
+        self.phases: dict[str, Any] = row["phases"]
+
+    def progress(self, message: str) -> None:
+        print_progress(self.framework, message)
+
+    def single(self, name: str, seconds: float, note: str | None = None) -> None:
+        self.phases[name] = {"status": "ok", "samples": [seconds], **summarise([seconds]), "note": note}
+
+    def repeated(self, name: str, call: Callable[[], Any], budget: Budget | None = None,
+                 note: str | None = None) -> None:
+        self.progress(f"timing {name}")
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        with ForeignCpu(self.row["threads_applied"]["affinity"]) as foreign:
+            samples = repeat(call, budget or self.budget)
+        wall = time.perf_counter() - wall0
+        util = (time.process_time() - cpu0) / wall if wall > 0 else None
+        self.phases[name] = {"status": "ok", "samples": samples, **summarise(samples),
+                             "cpu_util": util, "foreign_cpu": foreign.value, "note": note}
+        if foreign.value is not None and foreign.value > CONTENDED:
+            self.row["notes"].append(f"{name}: other processes used {foreign.value:.2f} CPUs on this "
+                                     "worker's CPUs while it was timed (contended)")
+
+    def unavailable(self, name: str, reason: str) -> None:
+        self.phases[name] = {"status": "n/a", "reason": reason}
+
+
+def start_row(framework: str, config: dict[str, Any], row: dict[str, Any]) -> ModelSpec:
+    spec = ModelSpec.from_dict(config["spec"])
+    batch, threads = int(config["batch"]), int(config["threads"])
+    row.update({
+        "framework": framework, "status": "ok", "reason": None,
+        "conditions": {
+            "spec_name": spec.name, "spec_hash": spec.spec_hash, "batch": batch, "dtype": "float32",
+            "threads": threads, "device_request": config["device"], "device_class": None,
+            "device_name": None, "seed": config["seed"], "weights_seed": config["weights_seed"],
+            "input_shape": [batch, spec.image_height, spec.image_width, spec.channels],
+            "modes": list(config["modes"]),
+        },
+        "threads_applied": {"requested": threads, **cpu_record(threads)},
+        "phases": {}, "equivalence": {}, "memory": {}, "versions": {}, "precision": {},
+        "env": recorded_env(), "notes": [],
+    })
+    return spec
+
+
+def import_port(framework: str, config: dict[str, Any], row: dict[str, Any], timer: Phases) -> Any:
+    """The import phase, then precision, threads and versions read back from the framework."""
+    timer.progress("importing")
+    seconds, module = time_once(lambda: ports.load_port_module(framework))
+    timer.single("import", seconds, "one cold import in a fresh process")
+    row["precision"] = module.pin_precision(allow_tf32=bool(config.get("allow_tf32", False)))
+    row["threads_applied"]["framework"] = module.set_threads(int(config["threads"]))
+    row["versions"] = {"numpy": np.__version__, **module.version_info()}
+    row["backend"] = backends.backend_of(framework, ports.PORTS[framework].env)
+    return module
+
+
+def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict[str, Any]) -> str | None:
+    """The device class to run on, or None (the row says why) when the request is not present."""
+    available = list(module.available_devices())
+    device = config["device"]
+    if device == "auto":
+        device = available[0]
+    elif device not in available:
+        row["status"] = "unavailable"
+        row["user_error"] = (f"device {device!r} is not present for framework {framework!r} "
+                             f"(available: {', '.join(available)})")
+        row["reason"] = row["user_error"]
+        return None
+    row["conditions"]["device_class"] = device
+    row["conditions"]["device_name"] = backends.device_name(module, device)
+    row["memory"]["rss_after_import_bytes"] = backends.current_rss()
+    return device
+
+
+def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any], row: dict[str, Any],
+               timer: Phases) -> Any:
+    tensors = init_weights(spec, seed=int(config["weights_seed"]))
+    timer.progress("building and loading weights")
+
+    def build() -> Any:
+        port = module.Port(spec, device=device)
+        port.load(tensors)
+        port.sync()
+        return port
+
+    seconds, port = time_once(build)
+    timer.single("build_load", seconds, "construct the model, then load canonical weights")
+    row["param_count"] = int(port.param_count())
+    row["param_count_spec"] = int(spec.derived.params)
+    return port
+
+
+def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str, Any],
+                timer: Phases) -> Callable[[Any], Any] | None:
+    """The first eager call and the compile, each doubling as a check of the equivalence gate.
+    Returns the compiled forward, or None when there is none."""
+    timer.progress("first eager call")
+    seconds, first_out = time_once(lambda: _synced(port, port.forward(prepared, train=False)))
+    timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
+    reference = gate.reference_logits(config["reference_npz"])
+    rows = reference.shape[0]
+    row["equivalence"]["eager"] = gate.compare(port.spec, port.to_numpy(first_out)[:rows], reference,
+                                               row["param_count"])
+    if "compiled" not in config["modes"]:
+        timer.unavailable("compile", "compiled mode not requested (--modes)")
+        timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
+        return None
+    try:
+        compiled = port.compiled_forward()
+    except (NotImplementedError, PortbenchError) as exc:
+        timer.unavailable("compile", f"no compiled mode: {exc}")
+        timer.unavailable("forward_compiled", f"no compiled mode: {exc}")
+        return None
+    timer.progress("compiling")
+    try:
+        seconds, compiled_out = time_once(lambda: _synced(port, compiled(prepared)))
+    except Exception as exc:  # a compiler failure costs the compiled mode, not the row
+        reason = f"compile failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        timer.unavailable("compile", reason)
+        timer.unavailable("forward_compiled", reason)
+        row["notes"].append(reason)
+        return None
+    timer.single("compile", seconds, backends.compile_note(row["backend"]))
+    row["equivalence"]["compiled"] = gate.compare(port.spec, port.to_numpy(compiled_out)[:rows],
+                                                  reference, row["param_count"])
+    return compiled
+
+
+def gate_failure(row: dict[str, Any]) -> str | None:
+    failed = [mode for mode, check in row["equivalence"].items() if not check["passed"]]
+    if not failed:
+        return None
+    return (f"equivalence gate failed in {', '.join(failed)} mode: "
+            f"{row['equivalence'][failed[0]]['reason']}")
+
+
+def timed_phases(port: Any, images: np.ndarray, prepared: Any, compiled: Callable[[Any], Any] | None,
+                 config: dict[str, Any], timer: Phases) -> None:
+    spec, batch = port.spec, int(config["batch"])
+    timer.repeated("prepare", lambda: _synced(port, port.prepare(images)))
+    if "eager" in config["modes"]:
+        timer.repeated("forward_eager", lambda: _synced(port, port.forward(prepared, train=False)))
+    else:
+        timer.unavailable("forward_eager", "eager mode not requested (--modes)")
+    if compiled is not None:
+        timer.repeated("forward_compiled", lambda: _synced(port, compiled(prepared)))
+    eval_batches = [probe_batch(spec, batch=batch, seed=int(config["seed"]) + 1 + k)
+                    for k in range(int(config["eval_batches"]))]
+    forward = compiled if compiled is not None else (lambda p: port.forward(p, train=False))
+
+    def eval_pass() -> int:
+        correct = 0
+        for b in eval_batches:  # prepare + forward + read back: what an evaluation loop does
+            correct += int(port.to_numpy(forward(port.prepare(b))).argmax(-1).sum() >= 0)
+        return correct
+
+    budget = timer.budget
+    pass_budget = Budget(warmup=1, min_repeats=3, max_repeats=budget.max_repeats, seconds=budget.seconds)
+    mode = "compiled" if compiled is not None else "eager"
+    timer.repeated("eval_pass", eval_pass, pass_budget,
+                   note=f"{len(eval_batches)} batches of {batch}, {mode} forward, per pass")
+
+
+def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str, Any],
+                timer: Phases) -> None:
+    """The training update (last: it changes the weights)."""
+    if not config.get("train", True):
+        timer.unavailable("train_step", "training phase not requested (--modes)")
+        return
+    try:
+        trainer_module = importlib.import_module(ports.PORTS[framework].module + ".train")
+        train_spec = importlib.import_module("shared.training.train_spec")
+    except ImportError as exc:
+        timer.unavailable("train_step", f"train step not available ({exc})")
+        return
+    recipe_name = config.get("train_recipe", "archive")
+    try:
+        trainer = trainer_module.Trainer(port, train_spec.get_recipe(recipe_name))
+    except FrameworkUnavailable as exc:  # e.g. the Keras trainer on a non-TensorFlow backend
+        timer.unavailable("train_step", f"train step not available ({exc})")
+        return
+    labels = np.random.default_rng(int(config["seed"])).integers(0, port.spec.num_classes,
+                                                                  size=images.shape[0])
+    batch = trainer.prepare_batch(images, labels)
+    timer.progress("first training update")
+    first, _ = time_once(lambda: trainer.loss_value(trainer.step(batch)))
+    compiled = bool(getattr(trainer, "compiled", False))
+    timer.repeated("train_step", lambda: trainer.loss_value(trainer.step(batch)),
+                   note=f"{'compiled' if compiled else 'eager'} step, recipe {recipe_name!r}; "
+                        f"first step {first:.3f}s")
+    timer.phases["train_step"]["first_step_seconds"] = first
+    timer.phases["train_step"]["compiled"] = compiled
+
+
+def run(framework: str, config: dict[str, Any], out: Output) -> None:
+    """The `timing` job: import, build, gate, then every phase, into the row `out.report`."""
+    row = out.report
+    spec = start_row(framework, config, row)
+    timer = Phases(framework, row, Budget(**config["budget"]))
+    module = import_port(framework, config, row, timer)
+    device = choose_device(framework, module, config, row)
+    if device is None:
+        return
+    port = build_port(module, spec, device, config, row, timer)
+    images = probe_batch(spec, batch=int(config["batch"]), seed=int(config["seed"]))
+    prepared = port.prepare(images)
+    port.sync(prepared)
+    compiled = first_calls(port, prepared, config, row, timer)
+    failure = gate_failure(row)
+    if failure is None:
+        timed_phases(port, images, prepared, compiled, config, timer)
+        train_phase(framework, port, images, config, timer)
+    else:
+        row["status"], row["reason"] = "invalid", failure
+    row["memory"].update(backends.memory(module, row["backend"], device))
+
+
+def _synced(port: Any, result: Any) -> Any:
+    port.sync(result)
+    return result

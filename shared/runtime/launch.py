@@ -1,0 +1,240 @@
+"""The one launcher: every framework subprocess starts here, the same way.
+
+A framework process gets, before it imports anything:
+- the registry entry's environment (`ports.PORTS[name].env`, e.g. KERAS_BACKEND, fixed at import);
+- `USE_TF` / `USE_FLAX` / `USE_TORCH` set to the entry's own runtimes: Transformers 4.x imports
+  every installed framework otherwise, and torch's triton loaded after TensorFlow segfaults;
+- with `threads`, every library's thread variable; with `pin`, a CPU affinity of that many CPUs,
+  inherited from the launching thread at fork (affinity is the only cap JAX's CPU runtime obeys);
+- PYTHONPATH = the repository root, TF_CPP_MIN_LOG_LEVEL, PYTHONUNBUFFERED;
+- its own session, so a timeout kills the process and everything it started (compilers).
+Lines starting with PROGRESS_PREFIX are relayed; the last other lines are kept for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shared import REPO_ROOT
+
+PROGRESS_PREFIX = "portbench-progress:"
+TAIL_LINES = 20
+Lines = Callable[[str], None]
+
+
+# ---- threads and CPUs -----------------------------------------------------------------------
+def thread_env(threads: int) -> dict[str, str]:
+    """Every library's own thread variable, set to N. XLA's flags only mean something for one
+    thread (there is no 'N threads' flag); they are set for completeness and recorded."""
+    env = {
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "OPENBLAS_NUM_THREADS": str(threads),
+        "TF_NUM_INTRAOP_THREADS": str(threads),
+        "TF_NUM_INTEROP_THREADS": str(threads),
+    }
+    if threads == 1:
+        existing = os.environ.get("XLA_FLAGS", "")
+        single = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        env["XLA_FLAGS"] = f"{existing} {single}".strip() if single not in existing else existing
+    return env
+
+
+def pin_cpus(threads: int) -> dict[str, Any]:
+    """Restrict the calling thread (and the processes it starts) to the first N usable CPUs."""
+    if not hasattr(os, "sched_setaffinity"):
+        return cpu_record(threads)
+    usable = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, usable[: max(1, threads)])
+    return cpu_record(threads, len(usable))
+
+
+def cpu_record(threads: int, usable: int | None = None) -> dict[str, Any]:
+    """The affinity this process runs with, read back, and a note when it is not N CPUs."""
+    if not hasattr(os, "sched_getaffinity"):
+        return {"affinity": None, "affinity_note": "no CPU affinity API on this OS; not pinned"}
+    affinity = sorted(os.sched_getaffinity(0))
+    usable = len(affinity) if usable is None else usable
+    note = None
+    if threads > usable:
+        note = f"{threads} threads requested but only {usable} CPUs usable: oversubscribed"
+    return {"affinity": affinity, "affinity_note": note}
+
+
+def print_progress(framework: str, message: str) -> None:
+    """In a framework process: one line the launcher relays to the user."""
+    print(f"{PROGRESS_PREFIX} {framework}: {message}", file=sys.stderr, flush=True)
+
+
+# ---- the environment --------------------------------------------------------------------------
+def framework_env(framework: str | None, threads: int | None = None,
+                  extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a process for registry entry `framework` starts with (None: no port)."""
+    from ports import PORTS
+
+    env = dict(os.environ)
+    if threads is not None:
+        env.update(thread_env(threads))
+    if framework is not None:
+        entry = PORTS[framework]
+        env.update(entry.env)
+        uses = set(entry.requires)
+        env.update({"USE_TF": "1" if "tensorflow" in uses else "0",
+                    "USE_FLAX": "1" if "jax" in uses else "0",
+                    "USE_TORCH": "1" if "torch" in uses else "0"})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+# ---- one process ------------------------------------------------------------------------------
+@dataclass
+class Finished:
+    returncode: int | None
+    timed_out: bool
+    timeout_s: float | None
+    wall_s: float
+    tail: list[str] = field(default_factory=list)  # the last lines that were not progress
+
+    @property
+    def exit(self) -> str:
+        """How the process ended: "exited with status N" or "killed by signal NAME"."""
+        code = self.returncode
+        if code is not None and code < 0:
+            return f"killed by signal {signal.Signals(-code).name}"
+        return f"exited with status {code}"
+
+    @property
+    def error(self) -> str | None:
+        """Why the process failed, in one line; None when it exited with status 0."""
+        if self.timed_out:
+            return f"timed out after {self.timeout_s:g} s; worker killed"
+        if self.returncode == 0:
+            return None
+        if self.returncode is not None and self.returncode < 0:
+            return f"worker {self.exit}"
+        return f"worker {self.exit}: {self.tail[-1] if self.tail else 'no output'}"
+
+
+class Process:
+    """A started framework process; `finish` waits for it (and kills its group on a timeout)."""
+
+    def __init__(self, argv: list[str], framework: str | None, *, threads: int | None = None,
+                 pin: bool = False, env: dict[str, str] | None = None, progress: Lines | None = None,
+                 echo: Lines | None = None) -> None:
+        self.tail: list[str] = []
+        self.started = time.perf_counter()
+        saved = os.sched_getaffinity(0) if pin and hasattr(os, "sched_getaffinity") else None
+        try:
+            if pin and threads is not None:
+                pin_cpus(threads)  # the child inherits this thread's affinity at fork
+            self.popen = subprocess.Popen(
+                [sys.executable, *argv], cwd=REPO_ROOT, env=framework_env(framework, threads, env),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                start_new_session=True)
+        finally:
+            if saved is not None:
+                os.sched_setaffinity(0, saved)
+        self.reader = threading.Thread(target=self._relay, args=(progress, echo), daemon=True)
+        self.reader.start()
+
+    def _relay(self, progress: Lines | None, echo: Lines | None) -> None:
+        assert self.popen.stdout is not None
+        for raw in self.popen.stdout:
+            line = raw.rstrip("\n")
+            if line.startswith(PROGRESS_PREFIX):
+                if progress is not None:
+                    progress("  " + line[len(PROGRESS_PREFIX):].strip())
+                continue
+            if echo is not None:
+                echo(line)
+            if line.strip():
+                self.tail.append(line)
+                del self.tail[:-TAIL_LINES]
+
+    def finish(self, timeout: float | None) -> Finished:
+        timed_out = False
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            self.kill()
+        self.reader.join(timeout=5)
+        return Finished(self.popen.returncode, timed_out, timeout,
+                        time.perf_counter() - self.started, list(self.tail))
+
+    def kill(self) -> None:
+        """The process leads its own session: kill it and every process it started."""
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.popen.kill()
+        self.popen.wait(timeout=30)
+
+
+def launch(argv: list[str], framework: str | None, timeout: float | None, **options: Any) -> Finished:
+    """Start `python ARGV...` for `framework` and wait for it (see `Process` for the options)."""
+    return Process(argv, framework, **options).finish(timeout)
+
+
+# ---- the worker: jobs in, reports and arrays out ----------------------------------------------
+@dataclass
+class WorkerResult:
+    reports: dict[str, dict[str, Any]]  # job name -> its report ("error": one line or None)
+    arrays: dict[str, dict[str, Any]]  # job name -> named NumPy arrays
+    process: Finished
+
+    def error(self, name: str) -> str | None:
+        """Why job `name` failed (its own error, else the process's), or None."""
+        report = self.reports.get(name)
+        if report is None:
+            return self.process.error or "the worker wrote no report for this job"
+        return report.get("error")
+
+
+class Worker:
+    """`python -m shared.runtime.worker JOB.json` on `jobs` (name -> job with a "kind")."""
+
+    def __init__(self, framework: str, jobs: dict[str, dict[str, Any]], workdir: str | Path,
+                 **options: Any) -> None:
+        self.jobs = list(jobs)
+        folder = Path(workdir)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.job_file = folder / f"{framework}-jobs.json"
+        for stale in (self.job_file.with_suffix(".report.json"), self.job_file.with_suffix(".npz")):
+            stale.unlink(missing_ok=True)
+        self.job_file.write_text(json.dumps({"framework": framework, "jobs": jobs}))
+        self.process = Process(["-m", "shared.runtime.worker", str(self.job_file)], framework, **options)
+
+    def result(self, timeout: float | None) -> WorkerResult:
+        finished = self.process.finish(timeout)
+        reports: dict[str, dict[str, Any]] = {}
+        report_file, array_file = self.job_file.with_suffix(".report.json"), self.job_file.with_suffix(".npz")
+        if report_file.exists() and not finished.timed_out:
+            reports = json.loads(report_file.read_text())
+        arrays: dict[str, dict[str, Any]] = {}
+        if reports and array_file.exists():
+            import numpy as np
+
+            with np.load(array_file, allow_pickle=False) as npz:
+                for key in npz.files:
+                    job, name = key.split("/", 1)
+                    arrays.setdefault(job, {})[name] = npz[key]
+        return WorkerResult(reports, arrays, finished)
+
+
+def run_worker(framework: str, jobs: dict[str, dict[str, Any]], workdir: str | Path,
+               timeout: float | None, **options: Any) -> WorkerResult:
+    return Worker(framework, jobs, workdir, **options).result(timeout)

@@ -1,0 +1,132 @@
+"""The one launcher (shared/runtime/launch.py) and the one worker (shared/runtime/worker.py): the
+environment a framework process starts with, a timeout that kills the whole process group, and
+one-line errors from a worker that crashes or a job that fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared import REPO_ROOT
+from shared.core import reference
+from shared.core.equivalence import check_logits
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights, save_weights
+from shared.runtime.launch import PROGRESS_PREFIX, launch, run_worker
+from shared.runtime.worker import FAULT_ENV, KINDS
+
+SHOW_ENV = ("import json, os; print(json.dumps({'env': dict(os.environ), "
+            "'affinity': sorted(os.sched_getaffinity(0))}))")
+
+
+def child_record(framework: str, **options: object) -> dict:
+    lines: list[str] = []
+    done = launch(["-c", SHOW_ENV], framework, 60, echo=lines.append, **options)
+    assert done.error is None, done.tail
+    return json.loads(lines[-1])
+
+
+def test_a_framework_process_gets_the_registry_environment() -> None:
+    env = child_record("keras-jax")["env"]
+    assert env["KERAS_BACKEND"] == "jax"
+    # Transformers would import every installed framework otherwise: only the entry's own runtimes.
+    assert (env["USE_TF"], env["USE_FLAX"], env["USE_TORCH"]) == ("0", "1", "0")
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)
+    assert env["PYTHONUNBUFFERED"] == "1" and "TF_CPP_MIN_LOG_LEVEL" in env
+    torch_env = child_record("torch")["env"]
+    assert (torch_env["USE_TF"], torch_env["USE_FLAX"], torch_env["USE_TORCH"]) == ("0", "0", "1")
+    assert "KERAS_BACKEND" not in torch_env or torch_env["KERAS_BACKEND"] == os.environ.get("KERAS_BACKEND")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity API on this OS")
+def test_threads_and_pinning_hold_from_the_first_instruction() -> None:
+    before = os.sched_getaffinity(0)
+    record = child_record("flax", threads=1, pin=True)
+    assert record["env"]["OMP_NUM_THREADS"] == "1" and record["env"]["TF_NUM_INTRAOP_THREADS"] == "1"
+    assert "--xla_cpu_multi_thread_eigen=false" in record["env"]["XLA_FLAGS"]
+    assert record["affinity"] == sorted(before)[:1]
+    assert os.sched_getaffinity(0) == before  # the launching thread is restored
+    assert len(child_record("flax")["affinity"]) == len(before)  # no pinning unless asked
+
+
+def test_progress_lines_are_relayed_and_other_lines_kept() -> None:
+    code = (f"import sys; print('{PROGRESS_PREFIX} torch: importing', file=sys.stderr); "
+            "print('some warning', file=sys.stderr); sys.exit(3)")
+    progress: list[str] = []
+    done = launch(["-c", code], "torch", 60, progress=progress.append)
+    assert progress == ["  torch: importing"]
+    assert done.tail == ["some warning"]
+    assert done.returncode == 3 and done.error == "worker exited with status 3: some warning"
+
+
+def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(600)")
+    started = time.perf_counter()
+    done = launch(["-c", code], None, 5)
+    assert time.perf_counter() - started < 60
+    assert done.timed_out and done.error == "timed out after 5 s; worker killed"
+    grandchild = int(pid_file.read_text())
+    deadline = time.time() + 10
+    while time.time() < deadline and _alive(grandchild):
+        time.sleep(0.1)
+    assert not _alive(grandchild), "the compiler-like grandchild outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not (status.exists() and status.read_text().split()[2] == "Z")  # a zombie is dead
+
+
+def test_a_crashing_worker_is_one_line_for_every_job(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "torch:crash")  # SIGSEGV before the framework import
+    jobs = {"a": {"kind": "logits"}, "b": {"kind": "taps"}}
+    result = run_worker("torch", jobs, tmp_path, 120)
+    assert result.process.error == "worker killed by signal SIGSEGV"
+    assert result.error("a") == result.error("b") == "worker killed by signal SIGSEGV"
+
+
+def test_one_worker_runs_every_kind_and_a_failing_job_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    spec = get_preset("quadrant")
+    tensors, images = init_weights(spec, 0), probe_batch(spec)
+    save_weights(tmp_path / "w.safetensors", spec, tensors)
+    np.save(tmp_path / "x.npy", images)
+    case = {"spec": spec.to_json(), "weights": str(tmp_path / "w.safetensors"),
+            "input": str(tmp_path / "x.npy")}
+    jobs = {"logits": {"kind": "logits", **case}, "taps": {"kind": "taps", **case},
+            "unknown": {"kind": "warp"}, "missing": {"kind": "logits", **case, "weights": "/nope"}}
+    result = run_worker("torch", jobs, tmp_path, 300)
+    assert result.process.error is None
+    logits = result.arrays["logits"]["logits"]
+    assert check_logits(spec, logits, reference.forward(spec, tensors, images),
+                        result.reports["logits"]["param_count"]).passed
+    np.testing.assert_array_equal(result.arrays["taps"]["logits"], logits)
+    assert result.error("unknown") == f"unknown job kind 'warp'; expected one of: {', '.join(KINDS)}"
+    assert "/nope" in result.error("missing") and "\n" not in result.error("missing")
+    assert "traceback" not in result.reports["missing"]  # a user's mistake, not a port bug
+
+
+def test_an_injected_failure_keeps_the_partial_report(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "torch:error")
+    spec = get_preset("quadrant")
+    save_weights(tmp_path / "w.safetensors", spec, init_weights(spec, 0))
+    np.save(tmp_path / "x.npy", probe_batch(spec))
+    job = {"kind": "logits", "spec": spec.to_json(), "weights": str(tmp_path / "w.safetensors"),
+           "input": str(tmp_path / "x.npy")}
+    result = run_worker("torch", {"one": job}, tmp_path, 300)
+    assert result.error("one") == f"RuntimeError: injected failure after the job ran ({FAULT_ENV})"
+    assert result.reports["one"]["param_count"] == spec.derived.params  # measured before the failure
+    assert "Traceback" in result.reports["one"]["traceback"]
