@@ -95,5 +95,19 @@ def load_port_module(name: str) -> ModuleType:
         raise FrameworkUnavailable(f"framework {name!r} failed to import: {exc}") from None
 
 
+def resolve_device(name: str, module: ModuleType, requested: str) -> str:
+    """The device class a port will run on. An explicit device that this framework cannot use
+    here is an error (never a silent CPU run); only `auto` falls back, to the framework's first
+    available device, and the caller says what it chose."""
+    available = list(module.available_devices())
+    if requested == "auto":
+        return available[0]
+    if requested not in available:
+        raise FrameworkUnavailable(f"framework {name!r} cannot use device {requested!r} on this machine "
+                                   f"(available: {', '.join(available)}); pass --device auto or cpu")
+    return requested
+
+
 def create_port(name: str, spec, device: str = "cpu"):
-    return load_port_module(name).Port(spec, device=device)
+    module = load_port_module(name)
+    return module.Port(spec, device=resolve_device(name, module, device))

@@ -5,11 +5,13 @@ including a user's own, can be compared on the same inputs."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
 from ports import PORTS, create_port
 from shared.cli._common import add_spec_args, print_note, refuse_overwrite, resolve_model, save_npy
+from shared.cli._options import add_device
 from shared.core import reference
 from shared.core.inputs import load_images, probe_batch
 from shared.errors import FrameworkUnavailable
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_spec_args(parser)
     parser.add_argument("--framework", required=True, help=f"one of: reference, {', '.join(PORTS)}")
     parser.add_argument("--input", help="NHWC float32 .npy (default: the spec's seeded probe batch)")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal"])
+    add_device(parser, "cpu")
     parser.add_argument("--out", required=True, help="output .npy path")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
     parser.set_defaults(run=run)
@@ -38,9 +40,14 @@ def run(args: argparse.Namespace) -> int:
     print_note(model.note)
     images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
     if args.framework == "reference":
+        if args.device not in ("cpu", "auto"):
+            raise FrameworkUnavailable(f"the float64 reference runs on the CPU only, not on "
+                                       f"{args.device!r}; pass --device cpu")
         logits = reference.forward(model.spec, model.tensors, images)
     else:
         port = create_port(args.framework, model.spec, device=args.device)
+        if args.device == "auto":
+            print(f"device auto: {args.framework} runs on {port.device_class}", file=sys.stderr)
         port.load(model.tensors)
         logits = port.logits(images)
     save_npy(args.out, np.asarray(logits))

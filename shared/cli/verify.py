@@ -9,11 +9,13 @@ import json
 
 from ports import installed, parse_frameworks
 from shared.cli._common import add_spec_args, print_note, resolve_model
+from shared.cli._options import add_batch, add_device, add_timeout
+from shared.core.files import check_output, write_output
 from shared.core.inputs import probe_batch
 from shared.core.presets import DEFAULT_PRESET, PRESETS, get_preset
 from shared.core.summary import format_table
 from shared.core.tolerance import logit_atol
-from shared.core.weights import atomic_write_bytes, init_weights
+from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
 from shared.runtime.verify import Case, Entry, verify
 
@@ -26,10 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_spec_args(parser)
     parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
     parser.add_argument("--all-presets", action="store_true", help="verify every preset")
-    parser.add_argument("--batch", type=int, default=4, help="probe batch size (default 4)")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal"])
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per framework")
+    add_batch(parser, 4, "probe batch size")
+    add_device(parser, "cpu")
+    add_timeout(parser, 900.0)
     parser.add_argument("--json", help="write the results here (one entry per spec and framework)")
+    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
     parser.set_defaults(run=run)
 
 
@@ -46,7 +49,7 @@ def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) 
               f"probe batch {case.images.shape[0]}, tolerance {tol:.1e} (max abs vs float64 reference)")
         print_note(case.note)
         for e in mine:
-            status = "PASS" if e.passed else "FAIL"
+            status = e.status
             rows.append([e.framework, e.device or "-", f"{e.param_count:,}" if e.param_count else "-",
                          f"{e.max_abs_diff:.2e}" if e.max_abs_diff is not None else "-",
                          f"{e.max_rel_diff:.2e}" if e.max_rel_diff is not None else "-",
@@ -58,21 +61,29 @@ def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) 
             print(f"pairwise max abs: {gaps}")
 
 
-def write_json(path: str, entries: list[Entry], pairwise: list[dict]) -> None:
+def write_json(path: str, entries: list[Entry], pairwise: list[dict], force: bool = False) -> None:
     document = {"schema": SCHEMA, "entries": [e.to_dict() for e in entries], "pairwise": pairwise}
-    atomic_write_bytes(path, (json.dumps(document, indent=2) + "\n").encode())
+    write_output(path, (json.dumps(document, indent=2) + "\n").encode(), force=force)
 
 
 def run_cases(cases: list[Case], frameworks: list[str], device: str, timeout: float,
-              json_path: str | None) -> int:
+              json_path: str | None, force: bool = False) -> int:
+    if json_path:
+        check_output(json_path, force)  # before minutes of work, not after
     entries, pairwise = verify(cases, frameworks, device, timeout)
     print_report(cases, entries, pairwise)
     if json_path:
-        write_json(json_path, entries, pairwise)
-    failed = [e for e in entries if not e.passed] + [p for p in pairwise if not p["passed"]]
-    total = len(entries) + len(pairwise)
-    print(f"\n{total - len(failed)} passed, {len(failed)} failed")
-    return 1 if failed or not entries else 0
+        write_json(json_path, entries, pairwise, force)
+    ran = [e for e in entries if not e.unavailable]
+    if not ran:
+        raise FrameworkUnavailable(f"no framework could run here: {entries[0].error}" if entries
+                                   else "no framework to verify")
+    failed = [e for e in ran if not e.passed] + [p for p in pairwise if not p["passed"]]
+    passed = len(ran) + len(pairwise) - len(failed)
+    unavailable = len(entries) - len(ran)
+    tail = f", {unavailable} unavailable" if unavailable else ""
+    print(f"\n{passed} passed, {len(failed)} failed{tail}")
+    return 1 if failed else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         model = resolve_model(args)
         cases = [Case(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note)]
-    return run_cases(cases, frameworks, args.device, args.timeout, args.json)
+    return run_cases(cases, frameworks, args.device, args.timeout, args.json, args.force)
 
 
 def main_verify() -> int:

@@ -19,7 +19,7 @@ def _loaded_port(framework: str, job: dict[str, Any]) -> Any:
     """The port for `job`: its spec (the weight file's when the job gives none), weights loaded."""
     spec = ModelSpec.from_json(job["spec"]) if job.get("spec") else None
     loaded = load_weights(job["weights"], spec)
-    port = ports.load_port_module(framework).Port(loaded.spec, device=job.get("device", "cpu"))
+    port = ports.create_port(framework, loaded.spec, device=job.get("device", "cpu"))
     port.load(loaded.tensors)
     return port
 

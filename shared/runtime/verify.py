@@ -36,12 +36,18 @@ class Entry:
     tolerance: float = 0.0
     passed: bool = False
     error: str | None = None
+    unavailable: bool = False  # the framework or the requested device is not here: not a failure
     versions: dict[str, str] = field(default_factory=dict)
     logits: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "UNAVAILABLE" if self.unavailable else "FAIL"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("logits")
+        data["status"] = self.status
         return data
 
 
@@ -70,7 +76,8 @@ def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
     for name in jobs:
         error = result.error(name)
         if error:
-            reports.append({"error": error})
+            kind = (result.reports.get(name) or {}).get("error_kind")
+            reports.append({"error": error, "unavailable": kind == "FrameworkUnavailable"})
         else:
             reports.append({**result.reports[name], "logits": result.arrays[name]["logits"]})
     return reports
@@ -80,7 +87,7 @@ def entry_for(case: Case, framework: str, report: dict[str, Any], ref: np.ndarra
     entry = Entry(case.spec.name, case.spec.spec_hash, framework, tolerance=logit_atol(case.spec, ref),
                   expected_params=case.spec.derived.params)
     if report.get("error"):
-        entry.error = report["error"]
+        entry.error, entry.unavailable = report["error"], bool(report.get("unavailable"))
         return entry
     entry.device, entry.param_count = report["device"], report["param_count"]
     entry.versions, entry.logits = report["versions"], report["logits"]
@@ -113,7 +120,7 @@ def verify(cases: list[Case], frameworks: list[str], device: str = "cpu",
                 continue
             reason = installed().get(framework)
             if reason:
-                by_framework[framework] = [{"error": reason} for _ in cases]
+                by_framework[framework] = [{"error": reason, "unavailable": True} for _ in cases]
                 continue
             print(f"  running {framework} ...", file=sys.stderr, flush=True)
             by_framework[framework] = run_logits(framework, cases, Path(tmp), device, timeout)

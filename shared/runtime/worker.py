@@ -133,6 +133,7 @@ def run_job(framework: str, job: dict[str, Any]) -> Output:
         out.report.setdefault("error", None)
     except Exception as exc:  # one job's failure is reported in one line, never fatal to the rest
         out.report["error"] = one_line(exc)
+        out.report["error_kind"] = type(exc).__name__  # e.g. FrameworkUnavailable: a row, not a failure
         if not isinstance(exc, PortbenchError):
             out.report["traceback"] = traceback.format_exc(limit=8)
     return out
