@@ -21,8 +21,6 @@ from flax import nnx
 from shared.core.spec import ModelSpec
 from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
 
-FRAMEWORK = "flax"
-
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
 def head_width() -> str:

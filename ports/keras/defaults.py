@@ -37,8 +37,6 @@ from shared.teaching.probes import (
     is_spec_rate,
 )
 
-FRAMEWORK = "keras"
-
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
 def head_width() -> str:

@@ -23,8 +23,6 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, attn_out_to_out_in, qkv_bias_pack, qkv_pack
 from shared.teaching.probes import Finding, close, default_of, expected_form, is_spec_rate, source_default
 
-FRAMEWORK = "torch"
-
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
 def head_width() -> str:
