@@ -77,6 +77,12 @@ def parse_frameworks(text: str | None, default: tuple[str, ...] = NATIVE) -> lis
 
 def load_port_module(name: str) -> ModuleType:
     """Import `ports.<fw>.port` in this process, or raise a one-line FrameworkUnavailable."""
+    return load_port_part(name, "port")
+
+
+def load_port_part(name: str, part: str) -> ModuleType:
+    """Import `ports.<fw>.<part>` (`port`, `defaults`, ...) in this process, or raise a one-line
+    FrameworkUnavailable."""
     reason = missing_requirement(name)
     if reason:
         raise FrameworkUnavailable(reason)
@@ -90,7 +96,7 @@ def load_port_module(name: str) -> ModuleType:
             )
         os.environ[key] = value
     try:
-        return importlib.import_module(entry.module + ".port")
+        return importlib.import_module(f"{entry.module}.{part}")
     except ImportError as exc:
         raise FrameworkUnavailable(f"framework {name!r} failed to import: {exc}") from None
 

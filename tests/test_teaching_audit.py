@@ -14,7 +14,7 @@ import pytest
 from ports import create_port
 from shared.core.presets import get_preset
 from shared.teaching.audit import audit_model, audit_ports, audit_source, probe_specs
-from shared.teaching.framework_defaults import keras_module
+from shared.teaching.framework_defaults import defaults_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,9 @@ def test_built_torch_model_with_defaults() -> None:
 
 
 def test_built_keras_and_nnx_models_with_defaults() -> None:
-    keras = keras_module()
+    defaults_module("keras")  # prepares the process before TensorFlow loads
+    import keras
+
     spec = probe_specs(get_preset("quadrant"))[0]  # eps 3.3e-4, MLP tanh, head exact
     port = create_port("keras", spec)
     port.model.blocks[1].norm2.epsilon = 1e-3  # Keras' default

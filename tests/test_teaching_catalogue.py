@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shared.teaching.divergences import CATALOGUE, entry
@@ -94,3 +95,38 @@ def test_cli_lists_and_writes_json(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "compare.py", "divergences", "nope"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120, check=False)
     assert bad.returncode == 2 and "divergence 'nope' is unknown" in bad.stderr
+
+
+def test_every_port_reads_every_entry_in_catalogue_order() -> None:
+    """ports/<fw>/defaults.py has one reader per entry with a framework default, named by its key
+    and in catalogue order (read with ast: no framework import)."""
+    import ast
+
+    from ports import NATIVE
+
+    wanted = [e.key for e in CATALOGUE if e.framework_default]
+    for fw in NATIVE:
+        tree = ast.parse((ROOT / "ports" / fw / "defaults.py").read_text())
+        defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        assert [name for name in defined if name in wanted] == wanted, fw
+    assert [e.key for e in CATALOGUE if not e.framework_default] == sorted(NO_FRAMEWORK_DEFAULT)
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "flax"])
+def test_adam_step_matches_its_formula(framework: str) -> None:
+    """Each port's one-step Adam (the demonstrations' and the mutation tests'), decoupled and L2,
+    against the NumPy formula for its epsilon placement."""
+    from shared.teaching.framework_defaults import defaults_module
+    from shared.teaching.training_demos import adam_numpy
+
+    rng = np.random.default_rng(0)
+    p = rng.standard_normal(32).astype(np.float32)
+    g = (1e-2 * rng.standard_normal(32)).astype(np.float32)
+    lr, eps, wd = 1e-3, 1e-8, 0.05
+    eps_hat = framework == "keras"
+    step = defaults_module(framework).adam_step
+    decoupled = adam_numpy(p * (1 - lr * wd), g, lr, eps, eps_hat)
+    l2 = adam_numpy(p, g + wd * p, lr, eps, eps_hat)
+    assert np.max(np.abs(step(p, g, lr, eps, wd, decoupled=True) - decoupled)) < 1e-6
+    assert np.max(np.abs(step(p, g, lr, eps, wd, decoupled=False) - l2)) < 1e-6
+    assert np.max(np.abs(decoupled - l2)) > 1e-5  # the two semantics are told apart

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.teaching.lessons import LESSONS, SPEC_FIELDS, build_view, field_excerpts, rosetta_markdown
+from shared.teaching.lessons import LESSONS, build_view, lesson
+from shared.teaching.port_source import SPEC_FIELDS, field_excerpts
+from shared.teaching.rosetta import rosetta_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +29,7 @@ def test_every_lesson_finds_code_in_all_three_ports(item) -> None:
 
 def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Edit a port (in a copy) and the lesson shows the edit: nothing is stored text."""
-    import shared.teaching.lessons as lessons
+    import shared.teaching.port_source as port_source
 
     for fw in ("torch", "keras", "flax"):
         (tmp_path / "ports" / fw).mkdir(parents=True)
@@ -37,18 +39,18 @@ def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
                 text = text.replace("layers.LayerNormalization(epsilon=spec.layer_norm_eps)",
                                     "layers.LayerNormalization()")
             (tmp_path / "ports" / fw / name).write_text(text)
-    monkeypatch.setattr(lessons, "ROOT", tmp_path)
-    lessons.port_units.cache_clear()
-    lessons._reads.cache_clear()
+    monkeypatch.setattr(port_source, "ROOT", tmp_path)
+    port_source.port_units.cache_clear()
+    port_source._reads.cache_clear()
     try:
-        view = build_view(lessons.lesson("layer_norm_eps"), measure=False)
+        view = build_view(lesson("layer_norm_eps"), measure=False)
         keras_code = "\n".join(view.code["keras"][0].lines)
         assert "return layers.LayerNormalization()" in keras_code
         reads = field_excerpts("keras", ("layer_norm_eps",))
         assert all("LayerNormalization" not in line for e in reads for line in e.lines)
     finally:
-        lessons.port_units.cache_clear()
-        lessons._reads.cache_clear()
+        port_source.port_units.cache_clear()
+        port_source._reads.cache_clear()
 
 
 def test_rosetta_is_fresh() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ from shared.core.spec import ModelSpec
 from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, init_weights
 from shared.teaching.divergences import CATALOGUE
-from shared.teaching.framework_defaults import keras_module, torch_adam_step
+from shared.teaching.framework_defaults import defaults_module
 from shared.teaching.variants import Case, variant
 
 
@@ -42,9 +43,17 @@ def _passes(case: Case, logits: np.ndarray) -> bool:
     return check_logits(case.spec, logits, forward(case.spec, case.weights, case.images)).passed
 
 
+def _keras() -> ModuleType:
+    """Keras, imported after torch's triton hooks (ports/keras/defaults.py prepares the process)."""
+    defaults_module("keras")
+    import keras
+
+    return keras
+
+
 def _port_logits(framework: str, spec: ModelSpec, tensors: Tensors, images: np.ndarray) -> np.ndarray:
     if framework == "keras":
-        keras_module()  # imports torch's triton hooks before TensorFlow (see framework_defaults)
+        defaults_module("keras")  # imports torch's triton hooks before TensorFlow (ports/keras/defaults.py)
     port = create_port(framework, spec)
     port.load(tensors)
     return port.logits(images)
@@ -90,7 +99,7 @@ def test_spec_or_weight_knob_breaks_equivalence(entry: str, framework: str, pres
 
 def test_keras_default_epsilon_breaks_equivalence() -> None:
     """The Keras port with LayerNormalization's own default (read from Keras) on every norm."""
-    keras = keras_module()
+    keras = _keras()
     import inspect
 
     default = inspect.signature(keras.layers.LayerNormalization).parameters["epsilon"].default
@@ -243,7 +252,7 @@ def test_cross_entropy_sum_reduction_breaks_loss_check(monkeypatch: pytest.Monke
 
 
 def test_keras_from_logits_default_breaks_loss_check() -> None:
-    keras = keras_module()
+    keras = _keras()
     case = _case("quadrant")
     logits = forward(case.spec, case.weights, case.images).astype(np.float32)
     labels = np.arange(4) % case.spec.num_classes
@@ -259,13 +268,13 @@ OPTIMIZER_ATOL = 2e-6  # optimizer-only parity after one step (divergences.md: m
 
 def _torch_adamw_step(p: np.ndarray, g: np.ndarray, lr: float, eps: float, wd: float) -> np.ndarray:
     # torch.optim's functional AdamW: an optimizer object would import triton, which segfaults
-    # once TensorFlow is loaded (shared/framework_defaults.torch_adam_step)
-    return torch_adam_step(p, g, lr, eps, wd, decoupled=True)
+    # once TensorFlow is loaded (ports/torch/defaults.py adam_step)
+    return defaults_module("torch").adam_step(p, g, lr, eps, wd, decoupled=True)
 
 
 def test_adamw_epsilon_placement_breaks_optimizer_parity() -> None:
     """Keras AdamW defines the update (TrainSpec: epsilon hat); torch gets eps/sqrt(1 - b2^t)."""
-    keras = keras_module()
+    keras = _keras()
     rng = np.random.default_rng(0)
     p = rng.standard_normal(64).astype(np.float32)
     g = (1e-7 * rng.standard_normal(64)).astype(np.float32)  # small gradients: eps matters
@@ -290,12 +299,13 @@ def test_weight_decay_semantics_break_optimizer_parity() -> None:
     m, v = 0.1 * g, 0.001 * g * g  # ... then one Adam step from zero moments
     expected = expected - 1e-3 * (m / 0.1) / (np.sqrt(v / 0.001) + 1e-8)
     assert max_abs_diff(decoupled, expected) <= OPTIMIZER_ATOL
-    l2 = torch_adam_step(p, g, 1e-3, 1e-8, 0.05, decoupled=False)  # torch Adam(weight_decay)
+    # torch Adam(weight_decay): L2
+    l2 = defaults_module("torch").adam_step(p, g, 1e-3, 1e-8, 0.05, decoupled=False)
     assert max_abs_diff(l2, expected) > OPTIMIZER_ATOL
 
 
 def test_keras_clipnorm_breaks_global_clipping_parity() -> None:
-    keras = keras_module()
+    keras = _keras()
     rng = np.random.default_rng(2)
     grads = [(rng.standard_normal(16) * 2).astype(np.float32),
              (rng.standard_normal(8) * 0.01).astype(np.float32)]

@@ -1,5 +1,5 @@
 """`compare.py rosetta`: generate (or check) docs/rosetta.md, every spec field mapped to the
-torch, Keras and Flax code that implements it (shared/teaching/lessons.py)."""
+torch, Keras and Flax code that implements it (shared/teaching/rosetta.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import argparse
 from pathlib import Path
 
 from shared.core.weights import atomic_write_bytes
-from shared.teaching.lessons import ROOT, rosetta_markdown
+from shared.teaching.port_source import ROOT
+from shared.teaching.rosetta import ROSETTA, rosetta_markdown
 
 ORDER = 65
-ROSETTA = ROOT / "docs" / "rosetta.md"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

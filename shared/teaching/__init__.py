@@ -1,7 +1,9 @@
-"""Where frameworks silently differ: the divergence catalogue (`divergences`, its reference
-variants in `variants`), `tracing` (first divergent tensor), `diagnosis` (which setting explains
-a gap), `audit` (framework defaults used instead of spec values) and `lessons` (the ports' own
-code side by side).
+"""Where frameworks silently differ: the divergence catalogue (`divergences`, its demonstrations in
+`forward_demos` / `training_demos`, its reference variants in `variants` / `transforms`),
+`tracing` (first divergent tensor), `diagnosis` (which setting explains a gap), `audit` (framework
+defaults used instead of spec values) and `lessons` / `rosetta` (the ports' own code side by side,
+read by `port_source`).
 
-May import `shared.runtime` and `shared.core`.
+May import `shared.runtime`, `shared.core` and the `ports` registry; each framework's side of the
+catalogue is its port's `ports/<fw>/defaults.py`, loaded through `ports.load_port_part`.
 """

@@ -7,34 +7,27 @@ Two checks, usable on this project's ports and on a user's own model:
   and functions (nn.LayerNorm, layers.LayerNormalization, nnx.LayerNorm, GELU forms,
   nn.MultiheadAttention, optimizers, losses, ...) and name each call that omits the keyword that
   pins a divergent default. Nothing is imported or executed.
-- **built model** (`audit_model`): walk the layers of a built torch nn.Module, Keras model or
-  flax.nnx module and compare what each layer actually holds (epsilon, GELU form measured by
-  probing the activation, batch_first, head width, fast variance, dropout mask sharing, rates)
-  with what the spec requires. `audit_ports` builds every port for two probe specs whose values
-  differ from every framework default, so a default that happens to equal the spec's value
-  cannot hide.
+- **built model** (`audit_model`, written per framework in `ports/<fw>/defaults.py`): walk the
+  layers of a built torch nn.Module, Keras model or flax.nnx module and compare what each layer
+  actually holds (epsilon, GELU form measured by probing the activation, batch_first, head
+  width, fast variance, dropout mask sharing, rates) with what the spec requires. `audit_ports`
+  builds every port for two probe specs whose values differ from every framework default, so a
+  default that happens to equal the spec's value cannot hide.
 """
 
 from __future__ import annotations
 
 import ast
-import math
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ports import PORTS
 from shared import REPO_ROOT
 from shared.core.spec import ModelSpec
-
-
-@dataclass(frozen=True)
-class Finding:
-    where: str  # file:line, or framework:layer path
-    entry: str  # catalogue entry (shared/teaching/divergences.py)
-    message: str
-
-    def line(self) -> str:
-        return f"{self.where}: [{self.entry}] {self.message}"
+from shared.teaching.framework_defaults import defaults_module
+from shared.teaching.probes import Finding
 
 
 # ---- source audit ---------------------------------------------------------------------------
@@ -142,182 +135,25 @@ def audit_file(path: str | Path) -> list[Finding]:
 
 
 # ---- built-model audit ----------------------------------------------------------------------
-def _gelu_form(fn: Any) -> str | None:
-    """'gelu' or 'gelu_tanh' by probing a callable at x = 1.5 (the forms differ by 2e-4 there)."""
-    import numpy as np
-
-    x = np.array([1.5], dtype=np.float32)
-    try:
-        y = float(np.asarray(_to_numpy(fn(_framework_array(fn, x)))).reshape(-1)[0])
-    except Exception:
-        return None
-    exact = 0.5 * 1.5 * (1 + math.erf(1.5 / math.sqrt(2)))
-    tanh = 0.5 * 1.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1.5 + 0.044715 * 1.5**3)))
-    if abs(y - exact) < 2e-5:
-        return "gelu"
-    if abs(y - tanh) < 2e-5:
-        return "gelu_tanh"
-    return None
+# Which port's defaults.py audits a model, by the module its class (or a base class) comes from.
+MODEL_FAMILIES = (("torch.", "torch"), ("keras", "keras"), ("flax.", "flax"))
 
 
-def _framework_array(fn: Any, x: Any) -> Any:
-    module = type(fn).__module__
-    if module.startswith("torch"):
-        import torch
-
-        return torch.from_numpy(x)
-    return x
-
-
-def _to_numpy(y: Any) -> Any:
-    if hasattr(y, "detach"):
-        return y.detach().numpy()
-    return y
-
-
-def _rates(spec: ModelSpec) -> set[float]:
-    return {spec.dropout_embed, spec.dropout_attn, spec.dropout_mlp, spec.dropout_head}
-
-
-def _expected_form(path: str, spec: ModelSpec) -> str:
-    return spec.head_activation if "head" in path.lower() else spec.activation
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(float(a), float(b), rel_tol=1e-6)
+def model_framework(model: Any) -> str:
+    kinds = [c.__module__ for c in type(model).__mro__]
+    for prefix, framework in MODEL_FAMILIES:
+        if any(k.startswith(prefix) for k in kinds):
+            return framework
+    raise TypeError(f"audit_model: {type(model).__module__}.{type(model).__name__} is not a torch, "
+                    "Keras or nnx model")
 
 
 def audit_model(model: Any, spec: ModelSpec, label: str = "model") -> list[Finding]:
-    """Compare a built torch nn.Module, Keras model/layer or flax.nnx module with `spec`."""
-    module = type(model).__module__
-    kinds = [c.__module__ for c in type(model).__mro__]
-    if any(k.startswith("torch.") for k in kinds):
-        return _audit_torch(model, spec, label)
-    if any(k.startswith("keras") for k in kinds):
-        return _audit_keras(model, spec, label)
-    if any(k.startswith("flax.") for k in kinds):
-        return _audit_flax(model, spec, label)
-    raise TypeError(f"audit_model: {module}.{type(model).__name__} is not a torch, Keras or nnx model")
-
-
-def _audit_torch(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    from torch import nn
-
-    out: list[Finding] = []
-    for path, m in model.named_modules():
-        where = f"{label}:{path or '<root>'}"
-        if isinstance(m, nn.LayerNorm) and not _close(m.eps, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps",
-                               f"LayerNorm eps={m.eps:g}, spec {spec.layer_norm_eps:g}"))
-        if isinstance(m, nn.GELU):
-            form = "gelu" if m.approximate == "none" else "gelu_tanh"
-            if form != _expected_form(path, spec):
-                out.append(Finding(where, "gelu", f"GELU approximate={m.approximate!r}, spec "
-                                   f"{_expected_form(path, spec)}"))
-        if isinstance(m, nn.MultiheadAttention):
-            if not m.batch_first:
-                out.append(Finding(where, "batch_first", "MultiheadAttention batch_first=False (torch's "
-                                   "default): a (B, T, E) input attends across the batch"))
-            if m.head_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"head width {m.head_dim} (embed_dim/num_heads), "
-                                   f"spec head_dim {spec.head_dim}"))
-        if isinstance(m, nn.TransformerEncoderLayer) and m.norm_first != (spec.norm == "pre"):
-            out.append(Finding(where, "norm_placement", f"norm_first={m.norm_first}, spec norm={spec.norm}"))
-        if isinstance(m, nn.Dropout) and not any(_close(m.p, r) for r in _rates(spec)):
-            out.append(Finding(where, "dropout_flags", f"Dropout p={m.p:g} is none of the spec's rates"))
-    return out
-
-
-def _audit_keras(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    import keras
-
-    out: list[Finding] = []
-    for path, layer in _keras_named_layers(model, keras.layers.Layer):
-        where = f"{label}:{path or '<root>'}"
-        is_norm = isinstance(layer, keras.layers.LayerNormalization)
-        if is_norm and not _close(layer.epsilon, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps",
-                               f"LayerNormalization epsilon={layer.epsilon:g}, spec {spec.layer_norm_eps:g}"))
-        if isinstance(layer, keras.layers.Activation):
-            form = _gelu_form(layer)
-            expected = _expected_form(where, spec)
-            if form is not None and form != expected:
-                out.append(Finding(where, "gelu", f"activation computes {form}, spec {expected}"))
-        if isinstance(layer, keras.layers.MultiHeadAttention):
-            if layer._key_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"key_dim={layer._key_dim} (per head), spec head_dim "
-                                   f"{spec.head_dim}"))
-            if not _close(layer._dropout, spec.dropout_attn):
-                out.append(Finding(where, "dropout_flags", f"attention dropout {layer._dropout:g}, spec "
-                                   f"{spec.dropout_attn:g}"))
-        if isinstance(layer, keras.layers.Dropout) and not any(_close(layer.rate, r) for r in _rates(spec)):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout rate={layer.rate:g} is none of the spec's rates"))
-    return out
-
-
-def _keras_named_layers(root: Any, layer_type: type, prefix: str = "") -> list[tuple[str, Any]]:
-    """(path, layer) for every sub-layer, named by the attribute that holds it (an unbuilt layer
-    has no `path` yet), else by its Keras name (Sequential): so an activation can be told
-    apart by where it sits."""
-    out, seen = [(prefix, root)], {id(root)}
-
-    def names_of(obj: Any) -> dict[int, str]:
-        names: dict[int, str] = {}
-        for attr, value in vars(obj).items():
-            if attr.startswith("_"):
-                continue
-            if isinstance(value, (list, tuple)):
-                names.update({id(v): f"{attr}.{i}" for i, v in enumerate(value)})
-            else:
-                names[id(value)] = attr
-        return names
-
-    def visit(obj: Any, path: str) -> None:
-        names = names_of(obj)
-        for child in obj._flatten_layers(include_self=False, recursive=False):
-            if not isinstance(child, layer_type) or id(child) in seen:
-                continue
-            seen.add(id(child))
-            name = names.get(id(child), child.name)
-            child_path = f"{path}.{name}" if path else name
-            out.append((child_path, child))
-            visit(child, child_path)
-
-    visit(root, prefix)
-    return out
-
-
-def _audit_flax(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    from flax import nnx
-
-    out: list[Finding] = []
-    for path, node in nnx.iter_graph(model):
-        where = f"{label}:{'.'.join(str(p) for p in path) or '<root>'}"
-        if isinstance(node, nnx.LayerNorm):
-            if not _close(node.epsilon, spec.layer_norm_eps):
-                out.append(Finding(where, "layer_norm_eps", f"LayerNorm epsilon={node.epsilon:g}, spec "
-                                   f"{spec.layer_norm_eps:g}"))
-            if node.use_fast_variance:
-                out.append(Finding(where, "layer_norm_variance", "use_fast_variance=True (Flax's default)"))
-        if isinstance(node, nnx.MultiHeadAttention):
-            if node.head_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"head width {node.head_dim}, spec {spec.head_dim}"))
-            if node.broadcast_dropout and node.dropout_rate:
-                out.append(Finding(where, "dropout_flags", "broadcast_dropout=True: one mask for every "
-                                   "batch item and head"))
-        if isinstance(node, nnx.Dropout) and not any(_close(node.rate, r) for r in _rates(spec)):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout rate={node.rate:g} is none of the spec's rates"))
-        if isinstance(node, nnx.Module):
-            for attr, value in vars(node).items():
-                if callable(value) and not isinstance(value, nnx.Module) and attr.startswith("act"):
-                    form = _gelu_form(value)
-                    expected = _expected_form(where, spec)
-                    if form is not None and form != expected:
-                        out.append(Finding(f"{where}.{attr}", "gelu", f"activation computes {form}, "
-                                           f"spec {expected}"))
-    return out
+    """Compare a built torch nn.Module, Keras model/layer or flax.nnx module with `spec`
+    (`audit_model` of that framework's ports/<fw>/defaults.py)."""
+    # The model exists, so its framework is imported already: no registry check to make.
+    module = importlib.import_module(f"{PORTS[model_framework(model)].module}.defaults")
+    return module.audit_model(model, spec, label)
 
 
 # ---- the project's ports ------------------------------------------------------------------
@@ -335,9 +171,13 @@ def probe_specs(base: ModelSpec) -> list[ModelSpec]:
     ]
 
 
+# defaults.py builds layers with their defaults on purpose (it reads them): not the port's model.
+NOT_PORT_SOURCE = ("__init__.py", "defaults.py")
+
+
 def port_source_files(framework: str) -> list[Path]:
     root = REPO_ROOT / "ports" / framework
-    return sorted(p for p in root.glob("*.py") if p.name != "__init__.py")
+    return sorted(p for p in root.glob("*.py") if p.name not in NOT_PORT_SOURCE)
 
 
 def audit_ports(frameworks: list[str], base: ModelSpec) -> tuple[list[Finding], list[str]]:
@@ -350,13 +190,10 @@ def audit_ports(frameworks: list[str], base: ModelSpec) -> tuple[list[Finding], 
         for path in port_source_files(fw):
             findings += audit_file(path)
         checked.append(f"{fw}: source of {', '.join(p.name for p in port_source_files(fw))}")
-        if fw == "keras":
-            from shared.teaching.framework_defaults import keras_module
-
-            keras_module()  # torch's triton hooks before TensorFlow (see framework_defaults)
+        defaults = defaults_module(fw)  # before the port: it prepares the process (Keras)
         for spec in probe_specs(base):
             port = create_port(fw, spec)
-            findings += audit_model(port.model, spec, f"{fw}[{spec.name}]")
+            findings += defaults.audit_model(port.model, spec, f"{fw}[{spec.name}]")
             checked.append(f"{fw}: layers built for {spec.name} (eps {spec.layer_norm_eps:g}, MLP "
                            f"{spec.activation}, head {spec.head_activation})")
     return findings, checked

@@ -1,0 +1,174 @@
+"""The catalogue's forward-pass demonstrations: the same canonical weights run with the pin and
+without it, through the float64 reference under a changed spec, weights or images
+(`shared.teaching.variants`), and where the divergence lives in a framework API (batch_first,
+kernel layouts) through that API (`ports/<fw>/defaults.py`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from shared.core.presets import get_preset
+from shared.core.reference import attention, forward
+from shared.core.spec import ModelSpec
+from shared.core.weights import conv_hwio_to_oihw
+from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant, variant_demo
+from shared.teaching.framework_defaults import layer_norm_eps_defaults
+from shared.teaching.variants import Case
+
+# The frameworks' documented LayerNorm epsilons, used where a framework is not installed.
+DOCUMENTED_EPS = {"torch": 1e-5, "keras": 1e-3, "flax": 1e-6}
+
+
+def demo_eps() -> Demo:
+    spec = quadrant()
+    read = layer_norm_eps_defaults()
+    case = demo_case(spec)
+    pinned = forward(spec, case.weights, case.images)
+    demo = Demo(None, ran_with=["reference"])
+    for fw, eps in {**DOCUMENTED_EPS, **read}.items():
+        source = "read" if fw in read else "documented (framework not installed)"
+        if math.isclose(eps, spec.layer_norm_eps):
+            demo.lines.append(f"{fw} default {eps:g} ({source}) equals the spec's "
+                              f"{spec.layer_norm_eps:g}: gap 0")
+            continue
+        moved = gap(forward(spec.replace(layer_norm_eps=eps), case.weights, case.images), pinned)
+        demo.gap = max(demo.gap or 0.0, moved)
+        demo.lines.append(f"spec {spec.name!r} (eps {spec.layer_norm_eps:g}) run with {fw}'s default "
+                          f"{eps:g} ({source}): logits move by {moved:.3g}")
+    small = get_preset("archive-torch")
+    c2 = demo_case(small)
+    g2 = gap(forward(small.replace(layer_norm_eps=1e-6), c2.weights, c2.images),
+             forward(small, c2.weights, c2.images))
+    demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {g2:.3g}, below the 5e-6 "
+                      "tolerance: on some models only the spec, not the tolerance, catches it")
+    return demo
+
+
+def demo_head_width() -> Demo:
+    spec = quadrant()
+    demo = variant_demo(spec, ("attention scaled by 1/sqrt(dim)", "heads merged into one"))
+    wide = spec.replace(head_dim=spec.dim)
+    demo.lines.append(
+        f"taking the integer {spec.dim} as Keras' key_dim builds a different model: attention "
+        f"params {spec.derived.param_groups['blocks.attn']:,} -> {wide.derived.param_groups['blocks.attn']:,}"
+    )
+    return demo
+
+
+def demo_remainder() -> Demo:
+    base = get_preset("archive-keras")
+    spec = base.replace(name="archive-keras", remainder="drop", pos_rows=32)
+    demo = variant_demo(spec, ("remainder=pad",))
+    drop, pad = spec.derived, spec.replace(remainder="pad").derived
+    demo.lines.insert(0, f"{spec.image_height}x{spec.image_width} image, {spec.patch_height}x"
+                         f"{spec.patch_width} patches: drop -> {drop.num_patches} tokens "
+                         f"({drop.cols_dropped} columns discarded), pad -> {pad.num_patches} tokens")
+    return demo
+
+
+def demo_patch_layout() -> Demo:
+    spec = quadrant().replace(name="quadrant-rgb", channels=3)
+    return variant_demo(spec, ("patches flattened (C, ph, pw)", "images reshaped to NCHW"),
+                        note="with one channel both flatten orders coincide (gap 0): test with C > 1")
+
+
+def demo_gelu() -> Demo:
+    return variant_demo(quadrant(), ("gelu form flipped (MLP)",))
+
+
+def demo_norm() -> Demo:
+    return variant_demo(quadrant(), ("norm=post",))
+
+
+def demo_pooling() -> Demo:
+    return variant_demo(quadrant(), ("pooling=mean", "final_norm=pooled", "final_norm=none"),
+                        note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
+                             "is per token")
+
+
+def demo_pos_rows() -> Demo:
+    spec = get_preset("archive-final")
+    demo = variant_demo(spec, ("position rows taken from the end",))
+    case = demo_case(spec)
+    repaired = get_preset("archive-final-repaired")
+    trimmed = dict(case.weights)
+    trimmed["pos_embed"] = case.weights["pos_embed"][: repaired.derived.pos_rows_total]
+    moved = gap(forward(repaired, trimmed, case.images), forward(spec, case.weights, case.images))
+    demo.lines.append(f"the first {repaired.derived.pos_rows_total} of {spec.derived.pos_rows_total} rows "
+                      f"alone (archive-final-repaired): gap {moved:.3g}: the "
+                      f"{spec.derived.pos_rows_unused} extra rows are dead weight")
+    return demo
+
+
+def demo_attention_scale() -> Demo:
+    return variant_demo(quadrant(), ("attention scaled by 1/sqrt(dim)", "attention not scaled"))
+
+
+def _block0_attention_io(spec: ModelSpec) -> tuple[Case, np.ndarray, np.ndarray]:
+    case = demo_case(spec)
+    taps: dict[str, np.ndarray] = {}
+    forward(spec, case.weights, case.images, taps)
+    return case, taps["block0.norm1"], taps["block0.attn"]
+
+
+def demo_batch_first() -> Demo:
+    spec = quadrant()
+    case, h, expected = _block0_attention_io(spec)
+    w = {k: v.astype(np.float64) for k, v in case.weights.items()}
+    # (B, T, E) read as (T, B, E): attention runs across the batch at each token position
+    swapped = attention(spec, w, "blocks.0.", h.transpose(1, 0, 2)).transpose(1, 0, 2)
+    demo = Demo(gap(swapped, expected), ran_with=["reference"])
+    demo.lines.append(f"block 0 attention, (B, T, E) read as (T, B, E) (reference): {demo.gap:.3g}")
+    torch = framework("torch")
+    if torch is None:
+        return demo
+    torch_out = torch.multihead_attention(spec, case.weights, h, batch_first=True)
+    default_out = torch.multihead_attention(spec, case.weights, h, batch_first=None)
+    demo.ran_with.append("torch")
+    demo.lines.append(f"torch nn.MultiheadAttention(batch_first=True) vs reference: "
+                      f"{gap(torch_out, expected):.3g}")
+    moved = gap(default_out, expected)
+    demo.gap = max(demo.gap, moved)
+    demo.lines.append(f"torch nn.MultiheadAttention() with its default batch_first: {moved:.3g}, no error")
+    return demo
+
+
+def demo_conv_layout() -> Demo:
+    spec = quadrant()
+    demo = variant_demo(spec, ("patch kernel reshaped to OIHW",))
+    torch = framework("torch")
+    if torch is None:
+        return demo
+    case = demo_case(spec)
+    taps: dict[str, np.ndarray] = {}
+    forward(spec, case.weights, case.images, taps)
+    k, b = case.weights["patch_embed.kernel"], case.weights["patch_embed.bias"]
+    good = gap(torch.conv_patch_embed(spec, conv_hwio_to_oihw(k), b, case.images), taps["patch_embed"])
+    reshaped = k.reshape(spec.dim, spec.channels, *k.shape[:2])
+    bad = gap(torch.conv_patch_embed(spec, reshaped, b, case.images), taps["patch_embed"])
+    demo.ran_with.append("torch")
+    demo.gap = max(demo.gap or 0.0, bad)
+    demo.lines.append(f"torch Conv2d patch embedding: HWIO->OIHW by transpose {good:.3g}, by reshape "
+                      f"{bad:.3g} (same shape, no error)")
+    return demo
+
+
+def demo_dense_layout() -> Demo:
+    spec = quadrant()
+    demo = variant_demo(spec, ("dense kernels reshaped to (out, in)",))
+    torch = framework("torch")
+    if torch is None:
+        return demo
+    case = demo_case(spec)
+    k, b = case.weights["blocks.0.mlp.fc1.kernel"], case.weights["blocks.0.mlp.fc1.bias"]
+    x = np.random.default_rng(0).standard_normal((4, k.shape[0]))
+    expected = x @ k + b
+    good = gap(torch.linear(k.T, b, x), expected)
+    bad = gap(torch.linear(k.reshape(k.shape[1], k.shape[0]), b, x), expected)
+    demo.ran_with.append("torch")
+    demo.gap = max(demo.gap or 0.0, bad)
+    demo.lines.append(f"torch nn.Linear{tuple(k.shape)[::-1]}: weight = k.T {good:.3g}, "
+                      f"weight = k.reshape(out, in) {bad:.3g}")
+    return demo

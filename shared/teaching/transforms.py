@@ -1,0 +1,200 @@
+"""The changes behind the catalogue's alternatives (`shared.teaching.variants`): each turns one
+run of the reference (a `Case`) into what a port that took a framework default, or made a classic
+porting slip, computes, or None when it does not apply to that case.
+
+Spec-field changes come first; then the changes with no field, because the spec fixes a
+convention (patch flatten order, kernel layouts, which rows of a larger position table are used),
+written as the equivalent change to the canonical weights or to the images.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.core.spec import ModelSpec
+from shared.core.weights import Tensors, first_shape_mismatch
+from shared.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of the reference: a spec, canonical weights that fit it, and NHWC images."""
+
+    spec: ModelSpec
+    weights: Tensors
+    images: np.ndarray
+
+
+Transform = Callable[[Case], "Case | None"]  # None: the alternative does not apply to this case
+
+
+def _with_spec(case: Case, **changes: object) -> Case | None:
+    """The case under a changed spec, or None when the spec is invalid or the weights no longer
+    fit it (the alternative cannot be what the user ran with these weights)."""
+    try:
+        spec = case.spec.replace(**changes)
+        _ = spec.derived
+    except (SpecError, TypeError, ValueError):
+        return None
+    if first_shape_mismatch(spec, case.weights) is not None:
+        return None
+    return Case(spec, case.weights, case.images)
+
+
+def _with_weights(case: Case, **replaced: np.ndarray) -> Case:
+    weights = dict(case.weights)
+    weights.update(replaced)
+    return Case(case.spec, weights, case.images)
+
+
+# ---- spec-field alternatives ----------------------------------------------------------------
+def epsilon(value: float) -> Transform:
+    def run(case: Case) -> Case | None:
+        if math.isclose(case.spec.layer_norm_eps, value, rel_tol=1e-9):
+            return None
+        return _with_spec(case, layer_norm_eps=value)
+    return run
+
+
+def gelu(where: str) -> Transform:
+    """Flip exact <-> tanh GELU in the MLPs, the head, or both."""
+    def run(case: Case) -> Case | None:
+        s = case.spec
+        flip = {"gelu": "gelu_tanh", "gelu_tanh": "gelu"}
+        changes: dict[str, str] = {}
+        if where in ("mlp", "all"):
+            changes["activation"] = flip[s.activation]
+        if where in ("head", "all") and s.head_hidden:
+            changes["head_activation"] = flip[s.head_activation]
+        if where == "head" and not s.head_hidden:
+            return None
+        if where == "all" and not s.head_hidden:
+            return None  # identical to "mlp"
+        return _with_spec(case, **changes)
+    return run
+
+
+def spec_field(name: str, value: object) -> Transform:
+    def run(case: Case) -> Case | None:
+        if getattr(case.spec, name) == value:
+            return None
+        return _with_spec(case, **{name: value})
+    return run
+
+
+def drop_final_norm(case: Case) -> Case | None:
+    if case.spec.final_norm == "none":
+        return None
+    weights = {k: v for k, v in case.weights.items() if not k.startswith("final_norm.")}
+    try:
+        spec = case.spec.replace(final_norm="none")
+    except SpecError:
+        return None
+    return Case(spec, weights, case.images)
+
+
+# ---- head width and attention scale (no canonical weights fit key_dim = dim) ----------------
+def query_scaled(factor: Callable[[ModelSpec], float]) -> Transform:
+    """Scores scaled by 1/sqrt(w) instead of 1/sqrt(head_dim) equal scores from a query kernel
+    and bias multiplied by sqrt(head_dim / w): the reference runs that."""
+    def run(case: Case) -> Case | None:
+        s = case.spec
+        f = factor(s)
+        if math.isclose(f, 1.0):
+            return None
+        changed: dict[str, np.ndarray] = {}
+        for i in range(s.depth):
+            p = f"blocks.{i}.attn.query."
+            changed[p + "kernel"] = (case.weights[p + "kernel"] * f).astype(np.float32)
+            if s.qkv_bias:
+                changed[p + "bias"] = (case.weights[p + "bias"] * f).astype(np.float32)
+        return _with_weights(case, **changed)
+    return run
+
+
+def heads_merged(case: Case) -> Case | None:
+    """One head of width heads*head_dim over the same q/k/v/out weights: what torch's
+    nn.MultiheadAttention(num_heads=1) or Keras MHA(num_heads=1, key_dim=dim) computes."""
+    s = case.spec
+    if s.heads == 1:
+        return None
+    inner = s.derived.attn_inner
+    weights = dict(case.weights)
+    for i in range(s.depth):
+        p = f"blocks.{i}.attn."
+        for proj in ("query", "key", "value"):
+            weights[p + proj + ".kernel"] = weights[p + proj + ".kernel"].reshape(s.dim, 1, inner)
+            if s.qkv_bias:
+                weights[p + proj + ".bias"] = weights[p + proj + ".bias"].reshape(1, inner)
+        weights[p + "out.kernel"] = weights[p + "out.kernel"].reshape(1, inner, s.dim)
+    spec = s.replace(heads=1, head_dim=inner)
+    return Case(spec, weights, case.images)
+
+
+# ---- layouts (conventions fixed by the spec, so no field) -----------------------------------
+def patch_flatten_chw(case: Case) -> Case | None:
+    """Patches flattened (C, ph, pw) (torch's F.unfold / Conv2d.weight.reshape(D, -1)) against
+    a kernel stored for (ph, pw, C): the canonical kernel read in the other order."""
+    s = case.spec
+    if s.channels == 1:
+        return None  # one channel: both orders are the same
+    flat = case.weights["patch_embed.kernel"].reshape(-1, s.dim)
+    kernel = flat.reshape(s.channels, s.patch_height, s.patch_width, s.dim).transpose(1, 2, 0, 3)
+    return _with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(kernel)})
+
+
+def conv_kernel_reshaped(case: Case) -> Case | None:
+    """HWIO -> OIHW done with reshape instead of transpose(3, 2, 0, 1)."""
+    k = case.weights["patch_embed.kernel"]
+    ph, pw, c, d = k.shape
+    oihw = k.reshape(d, c, ph, pw)
+    return _with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(oihw.transpose(2, 3, 1, 0))})
+
+
+def dense_reshaped(case: Case) -> Case | None:
+    """Every (in, out) dense kernel loaded into a torch (out, in) weight with reshape instead of
+    .T: same shape, scrambled values (a square layer hides even the shape)."""
+    changed: dict[str, np.ndarray] = {}
+    for name, k in case.weights.items():
+        if not name.endswith(".kernel") or name == "patch_embed.kernel":
+            continue
+        if ".attn." in name and not name.endswith("attn.out.kernel"):
+            continue  # q/k/v go through the packed layout, a separate slip
+        flat = k.reshape(-1, k.shape[-1])  # (in, out)
+        n_in, n_out = flat.shape
+        changed[name] = np.ascontiguousarray(flat.reshape(n_out, n_in).T.reshape(k.shape))
+    return _with_weights(case, **changed)
+
+
+def images_reshaped_nchw(case: Case) -> Case | None:
+    """NHWC images turned into NCHW with reshape instead of a transpose."""
+    b, h, w, c = case.images.shape
+    if c == 1:
+        return None
+    images = case.images.reshape(b, c, h, w).transpose(0, 2, 3, 1)
+    return Case(case.spec, case.weights, np.ascontiguousarray(images))
+
+
+def pos_last_rows(case: Case) -> Case | None:
+    """A larger position table read from its end rather than its start."""
+    d = case.spec.derived
+    if case.spec.pos_embed != "learned" or d.pos_rows_unused == 0:
+        return None
+    table = case.weights["pos_embed"]
+    shifted = np.concatenate([table[d.pos_rows_unused:], table[: d.pos_rows_unused]])
+    return _with_weights(case, pos_embed=np.ascontiguousarray(shifted))
+
+
+def no_positions(case: Case) -> Case | None:
+    if case.spec.pos_embed == "none":
+        return None
+    weights = {k: v for k, v in case.weights.items() if k != "pos_embed"}
+    try:
+        spec = case.spec.replace(pos_embed="none", pos_embed_class_row=False, pos_rows=None)
+    except SpecError:
+        return None
+    return Case(spec, weights, case.images)

@@ -1,0 +1,108 @@
+"""The native ports are parallel texts: model.py, transfer.py, port.py, train.py and defaults.py
+define the same top-level classes and functions, and each class the same methods, in the same
+order, in every port of `ports.NATIVE` (torch, Keras, Flax, and any native port added later), so
+a diff between two ports shows only the framework idiom.
+
+Read with `ast` (fast, no framework imported). Bodies are not compared: a branch inside a method
+(torch's narrow-head attention path in `Attention.forward`) is idiom, not structure.
+
+`ports/onnx` is not a parallel text and is not compared: it is an extra backend (the torch port
+exported to ONNX and run by ONNX Runtime), with its own export.py and no model of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from ports import NATIVE, PORTS
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = ("model.py", "transfer.py", "port.py", "train.py", "defaults.py")
+# Each framework's spelling of "run the layer": compared as one name.
+CALL_METHODS = {"forward": "<call>", "call": "<call>", "__call__": "<call>"}
+
+# Where today's ports legitimately differ: (framework, file) -> the names only that port has
+# ("Class.method" for a method). Every entry must exist, so a difference that goes away has to
+# leave this list too.
+EXTRAS: dict[tuple[str, str], set[str]] = {
+    # nnx keeps a constant array (the sincos table) as state only in a Variable subclass.
+    ("flax", "model.py"): {"FixedTable"},
+    # Keras alone can run on Metal (its JAX/TF backends on Apple silicon).
+    ("keras", "port.py"): {"_is_apple"},
+    # torch renames and transposes every tensor (to_native / from_native); Keras and Flax hold
+    # the canonical layouts as they are, so they bind each canonical name to a variable.
+    ("torch", "transfer.py"): {"to_native", "from_native"},
+    ("keras", "transfer.py"): {"bindings"},
+    ("flax", "transfer.py"): {"bindings"},
+    # The pinned training recipe in each optimizer library's own terms: torch clips by hand,
+    # Keras through an optimizer option, optax through a mask and a jitted, chained transform.
+    ("torch", "train.py"): {"clip_global_norm", "_numpy"},
+    ("keras", "train.py"): {"clip_options", "Trainer.updates"},
+    ("flax", "train.py"): {"decay_mask", "transform", "train_step", "Trainer._commit", "Trainer.updates",
+                           "Trainer._adam_state", "_plain", "_lookup"},
+    # Demonstrations of a divergence that lives in one framework's API (shared/teaching/*_demos.py):
+    # torch's nn.MultiheadAttention, OIHW / (out, in) weights, train-mode default and matmul
+    # precision; Keras' clipnorm and from_logits; Flax's fast variance. Keras has no named-layer
+    # walk (torch named_modules, nnx.iter_graph), so its audit writes one.
+    ("torch", "defaults.py"): {"multihead_attention", "conv_patch_embed", "linear", "dropout_logits",
+                               "precision_logits"},
+    ("keras", "defaults.py"): {"_named_layers", "clipped_sgd_updates", "sparse_cross_entropy"},
+    ("flax", "defaults.py"): {"layer_norm"},
+}
+
+
+def port_dir(framework: str) -> Path:
+    return ROOT / Path(*PORTS[framework].module.split("."))
+
+
+def outline(path: Path) -> list[tuple[str, list[str]]]:
+    """(name, method names) for each top-level class and function, in source order."""
+    out = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append((node.name, []))
+        elif isinstance(node, ast.ClassDef):
+            methods = [CALL_METHODS.get(m.name, m.name) for m in node.body
+                       if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            out.append((node.name, methods))
+    return out
+
+
+def without_extras(framework: str, file: str) -> list[tuple[str, list[str]]]:
+    extras = EXTRAS.get((framework, file), set())
+    found = outline(port_dir(framework) / file)
+    names = {name for name, _ in found} | {f"{name}.{m}" for name, methods in found for m in methods}
+    stale = extras - names
+    assert not stale, f"ports/{framework}/{file}: allow-listed {sorted(stale)} no longer exist"
+    return [(name, [m for m in methods if f"{name}.{m}" not in extras])
+            for name, methods in found if name not in extras]
+
+
+def test_native_registry_lists_the_parallel_ports() -> None:
+    assert NATIVE[:3] == ("torch", "keras", "flax")
+    assert "onnx" in PORTS and "onnx" not in NATIVE  # an extra backend, not a parallel text
+    natives = {PORTS[fw].module for fw in NATIVE}
+    assert len(natives) == len(NATIVE)  # one package per native port
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_every_native_port_has_the_same_outline(file: str) -> None:
+    first = NATIVE[0]
+    for fw in NATIVE:
+        assert (port_dir(fw) / file).is_file(), f"ports/{fw}/{file} is missing"
+    expected = without_extras(first, file)
+    assert expected, f"ports/{first}/{file} defines nothing"
+    for fw in NATIVE[1:]:
+        got = without_extras(fw, file)
+        assert [n for n, _ in got] == [n for n, _ in expected], \
+            f"ports/{fw}/{file}: top-level names differ from ports/{first}/{file}"
+        for (name, methods), (_, wanted) in zip(got, expected, strict=True):
+            assert methods == wanted, f"ports/{fw}/{file}: {name}'s methods differ from ports/{first}"
+
+
+def test_allow_list_names_only_native_ports_and_compared_files() -> None:
+    for fw, file in EXTRAS:
+        assert fw in NATIVE and file in FILES, (fw, file)
