@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.files import check_output, write_output
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes, init_weights, load_weights, read_weight_file
-from shared.errors import InputError
+from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
 
 
 def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None:
@@ -57,11 +57,11 @@ def print_note(note: str | None) -> None:
 
 
 def refuse_overwrite(path: str | Path, force: bool) -> None:
-    if Path(path).exists() and not force:
-        raise InputError(f"output {str(path)!r} already exists; pass --force to replace it")
+    """Fail before the work when an output cannot be written (the write checks again, atomically)."""
+    check_output(path, force)
 
 
-def save_npy(path: str | Path, array: np.ndarray) -> None:
+def save_npy(path: str | Path, array: np.ndarray, force: bool = False) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array)
-    atomic_write_bytes(path, buffer.getvalue())
+    write_output(path, buffer.getvalue(), force=force)

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from shared.cli._common import add_spec_args, resolve_model
+from shared.core.files import check_output, write_output
 from shared.core.inputs import load_images, probe_batch
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import Tensors
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -32,5 +33,16 @@ def load_model(args: argparse.Namespace) -> tuple[ModelSpec, Tensors, np.ndarray
     return model.spec, model.tensors, images, notes
 
 
-def write_json(path: str, payload: Any) -> None:
-    atomic_write_bytes(Path(path), (json.dumps(payload, indent=2) + "\n").encode())
+def add_json_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", metavar="FILE", help=f"also write {what} as JSON")
+    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+
+
+def check_json(args: argparse.Namespace) -> None:
+    """Refuse an existing or unwritable --json file before the work, not after it."""
+    if getattr(args, "json", None):
+        check_output(args.json, args.force)
+
+
+def write_json(path: str, payload: Any, force: bool = False) -> None:
+    write_output(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), force=force)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from shared.cli._teaching_args import add_model_args, load_model, write_json
+from shared.cli._teaching_args import add_json_arg, add_model_args, check_json, load_model, write_json
 from shared.core.presets import resolve_spec
 from shared.errors import WeightsError
 from shared.teaching.diagnosis import diagnose, load_user_logits
@@ -25,11 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
                    "(default: the project's logit tolerance, shared/core/tolerance.py)")
     p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
-    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    add_json_arg(p, "the result")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_json(args)
     try:
         spec, tensors, images, notes = load_model(args)
     except WeightsError as exc:
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     for line in result.lines():
         print(line)
     if args.json:
-        write_json(args.json, result.to_dict())
+        write_json(args.json, result.to_dict(), args.force)
     return 1 if result.verdict == "unexplained" else 0
 
 

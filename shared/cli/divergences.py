@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._teaching_args import write_json
+from shared.cli._teaching_args import add_json_arg, check_json, write_json
 from shared.errors import SpecError
 from shared.teaching.divergences import CATALOGUE, entry
 
@@ -20,11 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?", help="one entry (default: all); `--list` shows the names")
     p.add_argument("--list", action="store_true", help="list entry names and exit")
     p.add_argument("--no-demo", action="store_true", help="skip the demonstrations (defaults only)")
-    p.add_argument("--json", metavar="FILE", help="also write one object per entry as JSON")
+    add_json_arg(p, "one object per entry")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_json(args)
     if args.list:
         for e in CATALOGUE:
             print(f"{e.key:22s} {e.kind:9s} {e.title}")
@@ -57,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
         payload.append(item)
         print()
     if args.json:
-        write_json(args.json, payload)
+        write_json(args.json, payload, args.force)
     return 0

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = resolve_spec(args.spec, args.set)
     refuse_overwrite(args.out, args.force)
-    save_weights(args.out, spec, init_weights(spec, args.seed), extra_metadata={"seed": str(args.seed)})
+    save_weights(args.out, spec, init_weights(spec, args.seed), extra_metadata={"seed": str(args.seed)},
+                 force=args.force)
     print(f"wrote {args.out}: spec {spec.name!r} ({spec.spec_hash}), {spec.derived.params:,} parameters, "
           f"seed {args.seed}")
     return 0

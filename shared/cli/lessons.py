@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from shared.cli._teaching_args import write_json
+from shared.cli._teaching_args import add_json_arg, check_json, write_json
 from shared.errors import SpecError
 from shared.teaching.lessons import LESSONS, build_view, lesson, side_by_side
 
@@ -23,11 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the lessons and exit")
     p.add_argument("--no-measure", action="store_true", help="skip the gap measurements")
     p.add_argument("--width", type=int, help="output width (default: the terminal's, at least 150)")
-    p.add_argument("--json", metavar="FILE", help="also write one object per lesson as JSON")
+    add_json_arg(p, "one object per lesson")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_json(args)
     if args.list:
         for item in LESSONS:
             print(f"{item.name:22s} {item.point}")
@@ -56,5 +57,5 @@ def run(args: argparse.Namespace) -> int:
         print()
         payload.append(view.to_dict())
     if args.json:
-        write_json(args.json, payload)
+        write_json(args.json, payload, args.force)
     return 0

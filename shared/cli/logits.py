@@ -13,8 +13,9 @@ from ports import PORTS, create_port
 from shared.cli._common import add_spec_args, print_note, refuse_overwrite, resolve_model, save_npy
 from shared.cli._options import add_device
 from shared.core import reference
+from shared.core.equivalence import first_nonfinite, nonfinite_message
 from shared.core.inputs import load_images, probe_batch
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, InputError
 
 ORDER = 30
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args)
     print_note(model.note)
     images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
+    source = f"input {args.input!r}" if args.input else "the probe batch"
     if args.framework == "reference":
         if args.device not in ("cpu", "auto"):
             raise FrameworkUnavailable(f"the float64 reference runs on the CPU only, not on "
@@ -50,7 +52,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"device auto: {args.framework} runs on {port.device_class}", file=sys.stderr)
         port.load(model.tensors)
         logits = port.logits(images)
-    save_npy(args.out, np.asarray(logits))
+    if not np.all(np.isfinite(logits)):  # never write a silently wrong result
+        taps: dict = {}
+        if args.framework == "reference":
+            reference.forward(model.spec, model.tensors, images, taps)
+        else:
+            taps = port.intermediates(images)
+        raise InputError(nonfinite_message(f"{args.framework} logits for {source}", first_nonfinite(taps)))
+    save_npy(args.out, np.asarray(logits), force=args.force)
     print(f"wrote {args.out}: {args.framework} logits {tuple(np.shape(logits))} for spec "
           f"{model.spec.name!r} ({model.spec.spec_hash})")
     return 0

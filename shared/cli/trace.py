@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ports import parse_frameworks
-from shared.cli._teaching_args import add_model_args, load_model, write_json
+from shared.cli._teaching_args import add_json_arg, add_model_args, check_json, load_model, write_json
 from shared.teaching.tracing import report_lines, trace
 
 ORDER = 61
@@ -22,11 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_args(p)
     p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
-    p.add_argument("--json", metavar="FILE", help="also write the per-tap table as JSON")
+    add_json_arg(p, "the per-tap table")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_json(args)
     from ports import installed
 
     spec, tensors, images, notes = load_model(args)
@@ -39,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
     for line in report_lines(traces, args.verbose):
         print(line)
     if args.json:
-        write_json(args.json, [t.to_dict() for t in traces])
+        write_json(args.json, [t.to_dict() for t in traces], args.force)
     bad = any(t.error or t.first_divergence for t in traces)
     return 1 if bad else 0

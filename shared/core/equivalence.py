@@ -69,3 +69,18 @@ def tap_budget(spec: ModelSpec, reference: np.ndarray) -> float:
     """An intermediate tensor's tolerance: float32 rounding is relative, so the logit tolerance
     scales with the tensor's magnitude, `logit_atol(spec) * max(1, max |reference|)`."""
     return logit_atol(spec) * max(1.0, float(np.max(np.abs(reference))))
+
+
+def first_nonfinite(taps: dict[str, np.ndarray]) -> str | None:
+    """The first named intermediate (taps are recorded in computation order) holding a NaN or an
+    infinity: where a forward pass overflowed, e.g. float32 inputs near 3e38."""
+    for name, value in taps.items():
+        if not np.all(np.isfinite(np.asarray(value))):
+            return name
+    return None
+
+
+def nonfinite_message(what: str, first: str | None) -> str:
+    where = f"; the first non-finite tensor is {first!r}" if first else ""
+    return (f"{what} are not finite (NaN or infinity){where}: the inputs or weights overflow "
+            "float32 inside the model")

@@ -223,12 +223,21 @@ def _param_group(name: str) -> str:
 _fail = partial(fail, ModelSpec.KIND)
 
 
+# Upper bounds far beyond any published ViT (ViT-22B: width 6144, depth 48, 48 heads, MLP 24576),
+# so that an absurd value is refused here, at once, instead of hanging whatever derives from it.
+# Whether a spec within them fits this machine is shared/core/budget.py's question.
+FIELD_BOUNDS = {"image_height": 1 << 16, "image_width": 1 << 16, "channels": 1 << 12,
+                "patch_height": 1 << 12, "patch_width": 1 << 12, "dim": 1 << 16, "depth": 1 << 10,
+                "heads": 1 << 10, "head_dim": 1 << 13, "mlp_dim": 1 << 20, "num_classes": 1 << 20}
+MAX_TOKENS = 1 << 20  # patches per image
+MAX_HEAD_LAYERS = 16
+
+
 def _validate(s: ModelSpec) -> None:
-    for name in ("image_height", "image_width", "channels", "patch_height", "patch_width",
-                 "dim", "depth", "heads", "head_dim", "mlp_dim", "num_classes"):
+    for name, bound in FIELD_BOUNDS.items():
         value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            _fail(name, value, "a positive integer")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
+            _fail(name, value, f"a positive integer of at most {bound:,}")
     if s.depth < 1:
         _fail("depth", s.depth, "at least one block")
     if s.patch_height > s.image_height:
@@ -248,6 +257,13 @@ def _validate(s: ModelSpec) -> None:
         isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in s.head_hidden
     ):
         _fail("head_hidden", s.head_hidden, "a list of positive integers")
+    if len(s.head_hidden) > MAX_HEAD_LAYERS or any(w > FIELD_BOUNDS["mlp_dim"] for w in s.head_hidden):
+        _fail("head_hidden", s.head_hidden, f"at most {MAX_HEAD_LAYERS} widths of at most "
+              f"{FIELD_BOUNDS['mlp_dim']:,}")
+    rows, cols = _grid(s)
+    if rows * cols > MAX_TOKENS:
+        _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
+              f"(this image makes {rows * cols:,})")
     if s.pooling == "cls" and not s.class_token:
         _fail("pooling", s.pooling, "mean or flatten when class_token is false (no class token)")
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
@@ -257,9 +273,8 @@ def _validate(s: ModelSpec) -> None:
     if s.pos_rows is not None:
         if s.pos_embed != "learned":
             _fail("pos_rows", s.pos_rows, f"null when pos_embed is {s.pos_embed!r}")
-        if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int):
-            _fail("pos_rows", s.pos_rows, "an integer or null")
-        rows, cols = _grid(s)
+        if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int) or s.pos_rows > 4 * MAX_TOKENS:
+            _fail("pos_rows", s.pos_rows, f"an integer of at most {4 * MAX_TOKENS:,}, or null")
         needed = rows * cols + int(s.class_token and s.pos_embed_class_row)
         if s.pos_rows < needed:
             _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.core.budget import check_fits
+from shared.core.files import write_output
 from shared.core.spec import ModelSpec, tensor_fields_differ
 from shared.errors import WeightsError
 
@@ -50,7 +49,7 @@ def init_weights(spec: ModelSpec, seed: int = 0) -> Tensors:
     """Seeded NumPy initialisation. Every tensor gets its own stream, keyed by (seed, name), so a
     tensor's values do not depend on which other tensors a spec has. Biases, norms, positions and
     the class token are non-zero on purpose: a zero tensor would hide a mapping error."""
-    check_fits(spec, 1, "its weights")
+    check_fits(spec, 1, "its weights and one image through the reference")
     out: Tensors = {}
     for name, shape in spec.derived.tensor_shapes.items():
         rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
@@ -118,30 +117,15 @@ def first_shape_mismatch(spec: ModelSpec, tensors: Tensors) -> str | None:
 
 # ---- the file ----------------------------------------------------------------------------
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, fsync, then rename: a reader never sees half a
-    file, and a failure leaves whatever was at `path` untouched."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise WeightsError(f"output {str(path)!r}: directory {str(directory)!r} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise WeightsError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise WeightsError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    """Replace `path` atomically: for files portbench itself owns (a checkpoint's parts, a
+    worker's scratch). What a user asked for goes through `write_output(..., force=...)`."""
+    write_output(path, data, force=True)
 
 
 def save_weights(path: str | Path, spec: ModelSpec, tensors: Tensors, *,
-                 extra_metadata: dict[str, str] | None = None) -> None:
-    """Check, then write the canonical file atomically with the spec in its metadata."""
+                 extra_metadata: dict[str, str] | None = None, force: bool = True) -> None:
+    """Check, then write the canonical file atomically with the spec in its metadata; with
+    `force=False` only if nothing is at `path` (checked and published in one step)."""
     from safetensors.numpy import save
 
     check_tensors(spec, tensors, source=f"weights for {str(path)!r}")
@@ -153,7 +137,7 @@ def save_weights(path: str | Path, spec: ModelSpec, tensors: Tensors, *,
         **(extra_metadata or {}),
     }
     ordered = {name: np.ascontiguousarray(tensors[name]) for name in spec.derived.tensor_shapes}
-    atomic_write_bytes(path, save(ordered, metadata=metadata))
+    write_output(path, save(ordered, metadata=metadata), force=force)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 import ports
+from shared.core.equivalence import first_nonfinite
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.runtime.worker import Output
@@ -31,7 +32,10 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     module = ports.load_port_module(framework)  # the first job of a process pays the import
     out.report["import_s"] = time.perf_counter() - started
     port = _loaded_port(framework, job)
-    out.arrays["logits"] = np.asarray(port.logits(np.load(job["input"], allow_pickle=False)))
+    images = np.load(job["input"], allow_pickle=False)
+    out.arrays["logits"] = np.asarray(port.logits(images))
+    if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
+        out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
                        "versions": module.version_info()})
 

@@ -93,6 +93,8 @@ def entry_for(case: Case, framework: str, report: dict[str, Any], ref: np.ndarra
     entry.versions, entry.logits = report["versions"], report["logits"]
     verdict = check_logits(case.spec, entry.logits, ref, entry.param_count)
     entry.passed, entry.error = verdict.passed, verdict.reason
+    if report.get("first_nonfinite"):
+        entry.error = f"{verdict.reason}; the first non-finite tensor is {report['first_nonfinite']!r}"
     entry.max_abs_diff, entry.max_rel_diff = verdict.max_abs_diff, verdict.max_rel_diff
     return entry
 
