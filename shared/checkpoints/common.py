@@ -13,6 +13,7 @@ each mapping is written once, in one direction per function.
 from __future__ import annotations
 
 import io
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,7 @@ def _read_npz(path: Path) -> Raw:
     try:
         with np.load(str(path), allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # BadZipFile: truncated
         raise WeightsError(f"checkpoint {str(path)!r} is not a readable .npz of plain arrays "
                            f"({_first_line(exc)[:160]})") from None
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.cli._options import add_threads, positive_int
 from shared.errors import InputError, SpecError
 
 ORDER = 40
@@ -32,12 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--framework", default="torch", help="torch | keras | flax (default torch)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     p.add_argument("--data", help="quadrant | digits | mnist:PATH.npz (default per preset)")
-    p.add_argument("--epochs", type=int, help="shortcut for --rset max_epochs=N")
+    p.add_argument("--epochs", type=positive_int, help="shortcut for --rset max_epochs=N")
     p.add_argument("--json", dest="json_path", help="results JSON path")
     p.add_argument("--png", help="curves PNG path (default: beside --json)")
     p.add_argument("--checkpoints", help="checkpoint folder (default runs/<spec>-<framework>)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints' last epoch")
-    p.add_argument("--threads", type=int, default=1, help="framework threads (default 1: shared CPUs)")
+    add_threads(p, 1)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 

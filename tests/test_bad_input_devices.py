@@ -1,0 +1,39 @@
+"""Class 3, a device that is not there: an explicit --device that a framework cannot use on
+this machine is an error in every command and framework (never a silent CPU run); only `auto`
+falls back, and says what it chose. This CPU-only machine has no CUDA and no Metal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial import refused, run_cli
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "flax"])
+@pytest.mark.parametrize("device", ["cuda", "metal"])
+def test_logits_refuses_an_absent_device(tmp_path: Path, framework: str, device: str) -> None:
+    refused(tmp_path, "logits", "--spec", "quadrant", "--framework", framework, "--device", device,
+            "--out", "y.npy", expect=f"framework {framework!r} cannot use device {device!r}")
+
+
+def test_the_reference_runs_on_the_cpu_only(tmp_path: Path) -> None:
+    refused(tmp_path, "logits", "--spec", "quadrant", "--framework", "reference", "--device", "cuda",
+            "--out", "y.npy", expect="the float64 reference runs on the CPU only")
+
+
+def test_auto_falls_back_and_says_so(tmp_path: Path) -> None:
+    outcome = run_cli("logits", "--spec", "quadrant", "--framework", "torch", "--device", "auto",
+                      "--out", "y.npy", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    assert "device auto: torch runs on cpu" in outcome.stderr
+    assert (tmp_path / "y.npy").exists()
+
+
+def test_verify_shows_unavailable_rows_and_exits_2_when_none_could_run(tmp_path: Path) -> None:
+    outcome = run_cli("verify", "--spec", "quadrant", "--frameworks", "torch", "--device", "cuda",
+                      cwd=tmp_path)
+    assert outcome.code == 2
+    assert "UNAVAILABLE: framework 'torch' cannot use device 'cuda'" in outcome.stdout
+    assert outcome.error.startswith("error: no framework could run here")

@@ -1,0 +1,54 @@
+"""Class 7, the same option means the same thing everywhere: --batch, --threads, --device and
+--timeout are defined once (shared/cli/_options.py), so a bad value is the same one-line error,
+exit 2, in every command that takes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial import refused
+
+COMMANDS = {
+    "time": ["time", "--spec", "quadrant", "--frameworks", "torch"],
+    "verify": ["verify", "--spec", "quadrant", "--frameworks", "torch"],
+    "train": ["train", "--spec", "quadrant", "--framework", "torch"],
+    "logits": ["logits", "--spec", "quadrant", "--framework", "reference", "--out", "y.npy"],
+}
+BAD = [
+    ("--batch", "-1", "argument --batch: -1 is not a whole number >= 1"),
+    ("--batch", "eight", "argument --batch: 'eight' is not a whole number >= 1"),
+    ("--threads", "0", "argument --threads: 0 is not a whole number >= 1"),
+    ("--device", "tpu", "argument --device: invalid choice: 'tpu'"),
+    ("--timeout", "-5", "argument --timeout: -5 is not a number > 0"),
+]
+
+
+def takes(command: str, option: str) -> bool:
+    import compare
+
+    sub = next(a for a in compare.build_parser()._actions if a.dest == "command")
+    return any(option in a.option_strings for a in sub.choices[command]._actions)
+
+
+# Every (command, bad value) pair where the command takes the option, decided from the parser.
+CASES = [(c, o, v, e) for c in COMMANDS for o, v, e in BAD if takes(c, o)]
+
+
+@pytest.mark.parametrize("command, option, value, expect", CASES)
+def test_a_bad_shared_option_is_one_line(tmp_path: Path, command: str, option: str, value: str,
+                                         expect: str) -> None:
+    line = refused(tmp_path, *COMMANDS[command], option, value, expect=expect)
+    assert f"compare.py {command}" in line
+
+
+def test_every_command_with_a_batch_or_threads_option_uses_the_shared_definition() -> None:
+    import compare
+    from shared.cli import _options
+
+    sub = next(a for a in compare.build_parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            if {"--batch", "--threads"} & set(action.option_strings):
+                assert action.type is _options.positive_int, f"{name} {action.option_strings}"

@@ -1,0 +1,65 @@
+"""Class 5, no user file overwritten without --force, and no race: every writer publishes
+atomically and exclusively (shared/core/files.py), so the existence check and the rename are one
+step and two writers started together cannot both succeed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from shared.core.files import write_output
+from shared.errors import InputError
+from tests.adversarial import refused, run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+Q = ["--spec", "quadrant"]
+
+
+@pytest.mark.parametrize("name, argv", [
+    ("w.safetensors", ["init", *Q, "--out", "w.safetensors"]),
+    ("y.npy", ["logits", *Q, "--framework", "reference", "--out", "y.npy"]),
+    ("t.json", ["trace", *Q, "--frameworks", "reference", "--json", "t.json"]),
+    ("v.json", ["verify", *Q, "--frameworks", "torch", "--json", "v.json"]),
+    ("d.json", ["divergences", "layer_norm_eps", "--json", "d.json"]),
+])
+def test_an_existing_output_is_kept_without_force(tmp_path: Path, name: str, argv: list[str]) -> None:
+    (tmp_path / name).write_bytes(b"the user's own file")
+    refused(tmp_path, *argv, expect="already exists; pass --force")
+
+
+def test_force_replaces(tmp_path: Path) -> None:
+    (tmp_path / "y.npy").write_bytes(b"old")
+    outcome = run_cli("logits", *Q, "--framework", "reference", "--out", "y.npy", "--force", cwd=tmp_path)
+    assert outcome.code == 0 and (tmp_path / "y.npy").read_bytes() != b"old"
+
+
+def test_concurrent_writers_one_wins(tmp_path: Path) -> None:
+    target, barrier, results = tmp_path / "out.bin", threading.Barrier(8), []
+
+    def attempt(i: int) -> None:
+        barrier.wait()
+        try:
+            write_output(target, bytes([i]) * 1000)
+            results.append(i)
+        except InputError:
+            pass
+
+    threads = [threading.Thread(target=attempt, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 1 and target.read_bytes() == bytes([results[0]]) * 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]  # no temporary file left
+
+
+def test_two_init_processes_to_one_path(tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "compare.py"), "init", *Q, "--out", "w.safetensors"]
+    procs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    codes = sorted(p.wait(timeout=120) for p in procs)
+    assert codes == [0, 2], [p.stderr.read() for p in procs if p.stderr]
