@@ -22,7 +22,7 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.training.train_spec import TrainSpec, decayed
 
-# Pins a test may switch off to show that it matters.
+# Pins a test may switch off to show that it matters (tests/test_ports_mlx.py).
 PIN_EPSILON_FORM = True  # MLX (bias_correction=True) adds eps to sqrt(v_hat): give it eps_at(t)
 CLIP_EPSILON = 0.0  # optim.clip_grad_norm divides by norm + 1e-6; the spec's form has none
 EVAL_BATCH = 1024  # evaluation batch: bounds memory, does not change the result
