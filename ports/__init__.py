@@ -46,8 +46,12 @@ PORTS: dict[str, PortEntry] = {
     "onnx": PortEntry("onnx", "ports.onnx", ("torch", "onnx", "onnxruntime"),
                       "pip install -e '.[torch,onnx]'",
                       description="the torch port exported to ONNX, run by ONNX Runtime (CPU)"),
+    # MLX_ENABLE_TF32=0 before import: MLX's default 1 runs fp32 matmuls in TF32 on CUDA.
+    "mlx": PortEntry("mlx", "ports.mlx", ("mlx",), "pip install -e '.[mlx]'",
+                     env={"MLX_ENABLE_TF32": "0"},
+                     description="mlx.nn modules, lazy; mx.compile when compiled"),
 }
-NATIVE = ("torch", "keras", "flax")  # the three parallel texts
+NATIVE = ("torch", "keras", "flax", "mlx")  # the four parallel texts
 ALL = tuple(PORTS)
 
 

@@ -1,0 +1,1 @@
+"""MLX port (`mlx.nn`): Apple's array framework, on the CPU, Metal (macOS) or CUDA (Linux builds)."""

@@ -1,0 +1,142 @@
+"""The common port interface (shared/runtime/contract.py) for MLX."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import mlx.core as mx
+import numpy as np
+from mlx import nn
+from mlx.utils import tree_flatten
+
+from ports.mlx import transfer
+from ports.mlx.model import VisionTransformer
+from shared.core.inputs import check_images
+from shared.core.spec import ModelSpec
+from shared.core.taps import Taps
+from shared.core.weights import Tensors, check_tensors
+from shared.errors import FrameworkUnavailable
+
+FRAMEWORK = "mlx"
+
+
+def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
+    # MLX_ENABLE_TF32 defaults to 1: fp32 matmuls, convolutions and attention run in TF32 on CUDA
+    # and on Metal's M5 accelerator paths (about 1000x fp32's error). MLX reads it once, at its
+    # first such op, so the registry entry also sets it before import. No effect on the CPU.
+    os.environ["MLX_ENABLE_TF32"] = "1" if allow_tf32 else "0"
+    return {"MLX_ENABLE_TF32": os.environ["MLX_ENABLE_TF32"], "tf32": allow_tf32}
+
+
+def set_threads(threads: int) -> dict[str, int]:
+    # MLX's CPU backend has no thread-count switch; only the CPU affinity of the process, which
+    # the caller sets before MLX starts, bounds it. Report what holds.
+    return {"affinity": len(os.sched_getaffinity(0))}
+
+
+def gpu_backend() -> str | None:
+    """'cuda' or 'metal' when this MLX build has that backend and a device for it, else None."""
+    cuda = getattr(mx, "cuda", None)  # only builds from 0.27 on have mx.cuda
+    if cuda is not None and cuda.is_available():
+        return "cuda"
+    if mx.metal.is_available():
+        return "metal"
+    return None
+
+
+def available_devices() -> list[str]:
+    # MLX has one GPU device class, mx.gpu, served by whichever backend the build has.
+    gpu = gpu_backend()
+    return [gpu, "cpu"] if gpu and mx.is_available(mx.gpu) else ["cpu"]
+
+
+def version_info() -> dict[str, str]:
+    return {"mlx": mx.__version__}
+
+
+class Port:
+    framework = FRAMEWORK
+
+    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
+        pin_precision()
+        self.spec, self.device_class = spec, device
+        if device not in available_devices():
+            raise FrameworkUnavailable(
+                f"mlx: device {device!r} is not available here (available: {', '.join(available_devices())})")
+        self.device = mx.cpu if device == "cpu" else mx.gpu
+        # MLX arrays have no device: the default device decides where every op runs, process-wide
+        # (each framework runs in its own process).
+        mx.set_default_device(self.device)
+        self.model = VisionTransformer(spec)
+        self.model.eval()  # MLX modules start in training mode (dropout on)
+        mx.eval(self.model.parameters())
+
+    # ---- weights ----------------------------------------------------------------------
+    def load(self, tensors: Tensors) -> None:
+        check_tensors(self.spec, tensors)
+        transfer.load_canonical(self.model, tensors)
+
+    def export(self) -> Tensors:
+        return transfer.export_canonical(self.model)
+
+    def param_count(self) -> int:
+        return sum(int(p.size) for _, p in tree_flatten(self.model.parameters()))
+
+    # ---- running ----------------------------------------------------------------------
+    def prepare(self, images: np.ndarray) -> mx.array:
+        """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified)."""
+        check_images(self.spec, images)
+        x = mx.array(np.ascontiguousarray(images, dtype=np.float32))
+        mx.eval(x)
+        return x
+
+    def forward(self, prepared: mx.array, train: bool = False) -> mx.array:
+        self.model.train(train)  # dropout is active only in train mode
+        return self.model(prepared)
+
+    def compiled_forward(self) -> Callable[[mx.array], mx.array]:
+        """Eval-mode forward under mx.compile. inputs=model.state: the parameters are inputs of
+        the compiled graph, not constants frozen at the first trace, so a later load() holds."""
+        self.model.eval()
+        model = self.model
+
+        @partial(mx.compile, inputs=model.state)
+        def run(prepared: mx.array) -> mx.array:
+            return model(prepared)
+
+        return run
+
+    def sync(self, result: Any = None) -> None:
+        # MLX is lazy: nothing is computed until mx.eval (or a read) asks for it.
+        if result is not None:
+            mx.eval(result)
+        mx.synchronize()
+
+    def to_numpy(self, result: mx.array) -> np.ndarray:
+        return np.array(result, copy=True)
+
+    def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.to_numpy(self.forward(self.prepare(images), train=train))
+
+    def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        taps = Taps()
+        self.model.eval()
+        self.model(self.prepare(images), taps)
+        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+
+    def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
+        """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
+        dropout off, so the ports are comparable)."""
+        self.model.eval()
+        x, y = self.prepare(images), mx.array(np.asarray(labels, dtype=np.int32))
+
+        def loss_fn(model: VisionTransformer) -> mx.array:
+            # nn.losses.cross_entropy defaults to reduction='none': the mean is explicit.
+            return nn.losses.cross_entropy(model(x), y, reduction="mean")
+
+        loss, grads = nn.value_and_grad(self.model, loss_fn)(self.model)
+        mx.eval(loss, grads)
+        return float(loss), transfer.export_gradients(self.model, grads)

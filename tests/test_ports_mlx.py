@@ -1,0 +1,171 @@
+"""The MLX port: every preset against the float64 reference, bit-exact weight round trips, its
+own parameter count, the reference's taps, gradients and ten AdamW steps against the torch port,
+and `compare.py devices` on this machine.
+
+MLX's Linux CPU wheel links the reference (netlib) BLAS, about 30x slower per fp32 GEMM than
+NumPy's here, so the large presets run at batch 1 (ViT-B/16: ~20 s of the file's time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ports import create_port
+from shared import REPO_ROOT
+from shared.core import reference
+from shared.core.inputs import probe_batch
+from shared.core.presets import PRESETS, get_preset
+from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.weights import init_weights
+from shared.training.parity import collect, run_jobs
+from shared.training.train_spec import TrainSpec
+
+GRAD_ATOL = 2e-6  # scaled by the largest gradient, as tests/test_ports.py (measured <= 3.6e-7)
+TRAIN_TOL = 2e-5  # tests/test_training_parity.py's TOL; measured <= 1.6e-6 after 10 steps
+LR, STEPS = 1e-3, 10
+KEY_BIAS_BOUND = 2 * LR * STEPS  # the key bias's gradient is round-off; Adam walks it (~lr a step)
+RECIPE = TrainSpec(name="parity", learning_rate=LR, beta1=0.9, beta2=0.999, epsilon=1e-7,
+                   weight_decay=0.05, weight_decay_on="kernels", clip_global_norm=1.0, batch_size=16,
+                   warmup_epochs=0)
+
+
+def batch_for(name: str) -> int:
+    return 1 if get_preset(name).derived.params > 1_000_000 else 3
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_mlx_matches_the_float64_reference(preset: str) -> None:
+    spec = get_preset(preset)
+    tensors, images = init_weights(spec, 0), probe_batch(spec, batch_for(preset))
+    ref = reference.forward(spec, tensors, images)
+    port = create_port("mlx", spec)
+    port.load(tensors)
+    gap = max_abs_diff(port.logits(images), ref)
+    assert gap <= logit_atol(spec, ref), f"{preset}: {gap:.2e}"
+    assert port.param_count() == spec.derived.params
+
+
+ROUND_TRIP_SPECS = {
+    "archive-keras": get_preset("archive-keras"),
+    # no qkv bias (a separate output bias here too), sincos positions (not a parameter), pooled
+    # final norm, a hidden head layer, padding and post-norm
+    "no-qkv-bias": get_preset("quadrant").replace(
+        qkv_bias=False, pos_embed="sincos", final_norm="pooled", pooling="mean", head_hidden=(8,),
+        image_height=9, remainder="pad", norm="post", head_dim=5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIP_SPECS))
+def test_round_trip_is_bit_exact_and_compiled_forward_agrees(name: str) -> None:
+    spec = ROUND_TRIP_SPECS[name]
+    tensors = init_weights(spec, 7)
+    port = create_port("mlx", spec)
+    port.load(tensors)
+    exported = port.export()
+    assert list(exported) == list(tensors)
+    for key, value in tensors.items():
+        assert exported[key].dtype == np.float32 and np.array_equal(exported[key], value), key
+    assert port.param_count() == spec.derived.params
+    images = probe_batch(spec)
+    eager = port.logits(images)
+    assert max_abs_diff(eager, reference.forward(spec, tensors, images)) <= logit_atol(spec)
+    compiled = port.compiled_forward()
+    assert max_abs_diff(port.to_numpy(compiled(port.prepare(images))), eager) <= logit_atol(spec)
+    port.load(init_weights(spec, 8))  # the compiled graph takes the parameters as inputs
+    again = port.to_numpy(compiled(port.prepare(images)))
+    assert max_abs_diff(again, port.logits(images)) <= logit_atol(spec)
+
+
+def test_taps_have_the_reference_names_and_values() -> None:
+    spec = get_preset("archive-torch")
+    tensors, images = init_weights(spec, 0), probe_batch(spec, 2)
+    ref_taps: dict[str, np.ndarray] = {}
+    reference.forward(spec, tensors, images, ref_taps)
+    port = create_port("mlx", spec)
+    port.load(tensors)
+    taps = port.intermediates(images)
+    assert sorted(taps) == sorted(ref_taps)
+    for name, value in taps.items():
+        assert value.shape == ref_taps[name].shape, name
+        assert max_abs_diff(value, ref_taps[name]) <= 1e-4, name
+
+
+def test_dropout_only_in_train_mode_including_attention_dropout() -> None:
+    spec = get_preset("quadrant").replace(dropout_attn=0.5)  # the path nn.MultiHeadAttention lacks
+    tensors, images = init_weights(spec, 0), probe_batch(spec)
+    port = create_port("mlx", spec)
+    port.load(tensors)
+    eval_logits = port.logits(images)
+    assert max_abs_diff(port.logits(images, train=True), eval_logits) > 1e-3
+    assert np.array_equal(port.logits(images), eval_logits)
+
+
+@pytest.mark.parametrize("preset", ["quadrant", "archive-torch"])
+def test_gradients_agree_with_the_torch_port(preset: str) -> None:
+    spec = get_preset(preset)
+    tensors, images = init_weights(spec, 0), probe_batch(spec)
+    labels = np.arange(len(images)) % spec.num_classes
+    results = {}
+    for framework in ("torch", "mlx"):
+        port = create_port(framework, spec)
+        port.load(tensors)
+        results[framework] = port.loss_and_gradients(images, labels)
+    ref_loss = reference.cross_entropy(reference.forward(spec, tensors, images), labels)
+    assert abs(results["mlx"][0] - ref_loss) <= 1e-6 * max(1.0, ref_loss)
+    torch_grads, mlx_grads = results["torch"][1], results["mlx"][1]
+    assert list(mlx_grads) == list(spec.derived.tensor_shapes)
+    scale = max(1.0, max(float(np.abs(g).max()) for g in torch_grads.values()))
+    for name, g in mlx_grads.items():
+        if name.endswith("attn.key.bias"):  # its true gradient is exactly 0: only round-off
+            assert np.abs(g).max() <= 1e-6, name
+            continue
+        assert max_abs_diff(g, torch_grads[name]) <= GRAD_ATOL * scale, name
+
+
+def parity_job(pins: dict | None = None) -> dict:
+    spec = get_preset("archive-torch").replace(dropout_head=0.0)  # dropout off: deterministic
+    return {"spec": spec.to_json(), "recipe": RECIPE.to_json(), "weights_seed": 0, "batch_seed": 1,
+            "batch": 16, "snapshots": [1, STEPS], "pins": pins or {}, "gradients": False}
+
+
+def test_ten_adamw_steps_agree_with_the_torch_port_and_the_epsilon_pin_matters() -> None:
+    unpinned = parity_job({"PIN_EPSILON_FORM": False})
+    procs = {"torch": run_jobs("torch", {"base": parity_job()}),
+             "mlx": run_jobs("mlx", {"base": parity_job(), "unpinned": unpinned})}
+    runs = {fw: collect(proc, timeout=300) for fw, proc in procs.items()}
+
+    def gap(a: dict, b: dict, key_bias: bool = False) -> float:
+        names = [n for n in a if (".attn.key.bias" in n) == key_bias]
+        return max(float(np.abs(a[n].astype(np.float64) - b[n]).max()) for n in names)
+
+    for snapshot in ("1", str(STEPS)):
+        torch_params, mlx_params = runs["torch"]["base"][snapshot], runs["mlx"]["base"][snapshot]
+        assert gap(torch_params, mlx_params) < TRAIN_TOL, snapshot
+        assert gap(torch_params, mlx_params, key_bias=True) <= KEY_BIAS_BOUND, snapshot
+    assert gap(runs["torch"]["base"][str(STEPS)], runs["mlx"]["unpinned"][str(STEPS)]) > TRAIN_TOL
+
+
+def test_devices_reports_mlx_cpu_and_why_not_cuda_or_metal(tmp_path: Path) -> None:
+    out = tmp_path / "devices.json"
+    command = [sys.executable, "compare.py", "devices", "--frameworks", "mlx", "--json", str(out)]
+    proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["device"]: r for r in json.loads(out.read_text())["entries"]}
+    assert rows["cpu"]["usable"] and rows["cpu"]["reason"] is None
+    import mlx.core as mx
+
+    has_cuda = getattr(mx, "cuda", None) is not None and mx.cuda.is_available()
+    if has_cuda or mx.metal.is_available():  # not this project's CI machine; state what holds
+        gpu = "cuda" if has_cuda else "metal"
+        assert rows[gpu]["usable"], rows[gpu]
+        return
+    for device in ("cuda", "metal"):
+        assert not rows[device]["usable"] and rows[device]["reason"], rows[device]
+        assert f"mlx: {rows[device]['reason']}" in proc.stdout
+    if sys.platform == "linux":
+        assert "Metal is not available on Linux" in rows["metal"]["reason"]
