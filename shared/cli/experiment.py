@@ -67,7 +67,7 @@ def recipe_args(args: argparse.Namespace) -> list[str]:
 def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, Any]:
     path = out / f"{tag}.json"
     if not (reuse and path.is_file()):
-        cmd = ["compare.py", "train", *argv, "--json", str(path), "--quiet",
+        cmd = ["compare.py", "train", *argv, "--json", str(path), "--quiet", "--force",  # a re-run
                "--checkpoints", str(out / "ck" / tag)]
         print("$ " + " ".join(cmd), flush=True)
         done = launch(cmd, _framework(argv), None, echo=print)
