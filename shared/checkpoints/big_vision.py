@@ -33,8 +33,9 @@ from shared.checkpoints.common import (
     require,
     square_grid,
 )
+from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
 from shared.errors import WeightsError
 
 DIALECTS = {
@@ -174,54 +175,22 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.activation == "gelu_tanh", target, "activation", s.activation, "gelu_tanh (flax nn.gelu)")
 
 
-def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
-    names = DIALECTS[fmt]
-    out: Raw = {"embedding/kernel": t["patch_embed.kernel"], "embedding/bias": t["patch_embed.bias"]}
-    if s.class_token:
-        out["cls"] = t["cls_token"].reshape(1, 1, s.dim)
-    if s.pos_embed == "learned":
-        out[names["pos"]] = t["pos_embed"][None]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", BLOCK.format(i)
-        for norm, module in (("norm1", names["ln1"]), ("norm2", names["ln2"])):
-            out[f"{n}{module}/scale"] = t[c + f"{norm}.scale"]
-            out[f"{n}{module}/bias"] = t[c + f"{norm}.bias"]
-        for p in ("query", "key", "value", "out"):
-            out[f"{n}{names['attn']}/{p}/kernel"] = t[c + f"attn.{p}.kernel"]
-            if p == "out" or s.qkv_bias:
-                out[f"{n}{names['attn']}/{p}/bias"] = t[c + f"attn.{p}.bias"]
-        for fc, dense in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
-            out[f"{n}{names['mlp']}/{dense}/kernel"] = t[c + f"mlp.{fc}.kernel"]
-            out[f"{n}{names['mlp']}/{dense}/bias"] = t[c + f"mlp.{fc}.bias"]
-    out["Transformer/encoder_norm/scale"] = t["final_norm.scale"]
-    out["Transformer/encoder_norm/bias"] = t["final_norm.bias"]
-    out["head/kernel"], out["head/bias"] = t["head.out.kernel"], t["head.out.bias"]
-    return out
+ROWS = """
+cls_token                                       cls                                       batch_token
+pos_embed                                       {pos}                                     batch
+patch_embed.{w}                                 embedding/{w}
+blocks.{i}.{n:norm1={ln1}|norm2={ln2}}.{w}      Transformer/encoderblock_{i}/{n}/{w}
+blocks.{i}.attn.{p}.{w}                         Transformer/encoderblock_{i}/{attn}/{p}/{w}
+blocks.{i}.mlp.{fc:fc1=Dense_0|fc2=Dense_1}.{w} Transformer/encoderblock_{i}/{mlp}/{fc}/{w}
+final_norm.{w}                                  Transformer/encoder_norm/{w}
+head.out.{w}                                    head/{w}
+"""
 
 
-def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
-    names = DIALECTS[fmt]
-    out: Tensors = {"patch_embed.kernel": raw["embedding/kernel"], "patch_embed.bias": raw["embedding/bias"]}
-    if s.class_token:
-        out["cls_token"] = raw["cls"].reshape(s.dim)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = raw[names["pos"]][0]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", BLOCK.format(i)
-        for norm, module in (("norm1", names["ln1"]), ("norm2", names["ln2"])):
-            out[c + f"{norm}.scale"] = raw[f"{n}{module}/scale"]
-            out[c + f"{norm}.bias"] = raw[f"{n}{module}/bias"]
-        for p in ("query", "key", "value", "out"):
-            out[c + f"attn.{p}.kernel"] = raw[f"{n}{names['attn']}/{p}/kernel"]
-            if p == "out" or s.qkv_bias:
-                out[c + f"attn.{p}.bias"] = raw[f"{n}{names['attn']}/{p}/bias"]
-        for fc, dense in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
-            out[c + f"mlp.{fc}.kernel"] = raw[f"{n}{names['mlp']}/{dense}/kernel"]
-            out[c + f"mlp.{fc}.bias"] = raw[f"{n}{names['mlp']}/{dense}/bias"]
-    out["final_norm.scale"] = raw["Transformer/encoder_norm/scale"]
-    out["final_norm.bias"] = raw["Transformer/encoder_norm/bias"]
-    out["head.out.kernel"], out["head.out.bias"] = raw["head/kernel"], raw["head/bias"]
-    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+def table(fmt: str, s: ModelSpec) -> Table:
+    # Per-head q/k/v kernels (D, H, hd), biases (H, hd) and out (H, hd, D) are the canonical
+    # layout: every row but the class token's and the position table's is a plain rename.
+    return Table(ROWS, fmt, **DIALECTS[fmt])
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:

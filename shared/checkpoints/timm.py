@@ -29,9 +29,9 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
-from shared.core import weights as layouts
+from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
 from shared.errors import SpecError, WeightsError
 
 TARGET = "timm VisionTransformer"
@@ -215,67 +215,27 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     }
 
 
-def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
-    out: Raw = {}
-    if s.class_token:
-        out["cls_token"] = t["cls_token"].reshape(1, 1, s.dim)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = t["pos_embed"][None]
-    out["patch_embed.proj.weight"] = layouts.conv_hwio_to_oihw(t["patch_embed.kernel"])
-    out["patch_embed.proj.bias"] = t["patch_embed.bias"]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"blocks.{i}."
-        out[n + "norm1.weight"], out[n + "norm1.bias"] = t[c + "norm1.scale"], t[c + "norm1.bias"]
-        qkv = ("query", "key", "value")
-        out[n + "attn.qkv.weight"] = layouts.qkv_pack(*[t[c + f"attn.{p}.kernel"] for p in qkv])
-        if s.qkv_bias:
-            out[n + "attn.qkv.bias"] = layouts.qkv_bias_pack(*[t[c + f"attn.{p}.bias"] for p in qkv])
-        out[n + "attn.proj.weight"] = layouts.attn_out_to_out_in(t[c + "attn.out.kernel"])
-        out[n + "attn.proj.bias"] = t[c + "attn.out.bias"]
-        out[n + "norm2.weight"], out[n + "norm2.bias"] = t[c + "norm2.scale"], t[c + "norm2.bias"]
-        for fc in ("fc1", "fc2"):
-            out[n + f"mlp.{fc}.weight"] = layouts.dense_to_out_in(t[c + f"mlp.{fc}.kernel"])
-            out[n + f"mlp.{fc}.bias"] = t[c + f"mlp.{fc}.bias"]
-    if s.final_norm != "none":
-        name = "fc_norm" if s.final_norm == "pooled" else "norm"
-        out[f"{name}.weight"], out[f"{name}.bias"] = t["final_norm.scale"], t["final_norm.bias"]
-    out["head.weight"] = layouts.dense_to_out_in(t["head.out.kernel"])
-    out["head.bias"] = t["head.out.bias"]
-    return out
+ROWS = """
+cls_token                                         cls_token                    batch_token
+pos_embed                                         pos_embed                    batch
+patch_embed.kernel                                patch_embed.proj.weight      conv
+patch_embed.bias                                  patch_embed.proj.bias
+blocks.{i}.{n:norm1|norm2}.{w:scale=weight|bias}  blocks.{i}.{n}.{w}
+blocks.{i}.attn.{p:query|key|value}.kernel        blocks.{i}.attn.qkv.weight   heads_linear
+blocks.{i}.attn.{p:query|key|value}.bias          blocks.{i}.attn.qkv.bias     heads_bias
+blocks.{i}.attn.out.kernel                        blocks.{i}.attn.proj.weight  heads_out_linear
+blocks.{i}.attn.out.bias                          blocks.{i}.attn.proj.bias
+blocks.{i}.mlp.{fc}.kernel                        blocks.{i}.mlp.{fc}.weight   linear
+blocks.{i}.mlp.{fc}.bias                          blocks.{i}.mlp.{fc}.bias
+final_norm.{w:scale=weight|bias}                  {final}.{w}
+head.out.kernel                                   head.weight                  linear
+head.out.bias                                     head.bias
+"""
 
 
-def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
-    h, hd = s.heads, s.head_dim
-    out: Tensors = {
-        "patch_embed.kernel": layouts.conv_oihw_to_hwio(raw["patch_embed.proj.weight"]),
-        "patch_embed.bias": raw["patch_embed.proj.bias"],
-    }
-    if s.class_token:
-        out["cls_token"] = raw["cls_token"].reshape(s.dim)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = raw["pos_embed"][0]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"blocks.{i}."
-        out[c + "norm1.scale"], out[c + "norm1.bias"] = raw[n + "norm1.weight"], raw[n + "norm1.bias"]
-        kernels = layouts.qkv_unpack(raw[n + "attn.qkv.weight"], h, hd)
-        for p, kernel in zip(("query", "key", "value"), kernels, strict=True):
-            out[c + f"attn.{p}.kernel"] = kernel
-        if s.qkv_bias:
-            biases = layouts.qkv_bias_unpack(raw[n + "attn.qkv.bias"], h, hd)
-            for p, bias in zip(("query", "key", "value"), biases, strict=True):
-                out[c + f"attn.{p}.bias"] = bias
-        out[c + "attn.out.kernel"] = layouts.attn_out_from_out_in(raw[n + "attn.proj.weight"], h, hd)
-        out[c + "attn.out.bias"] = raw[n + "attn.proj.bias"]
-        out[c + "norm2.scale"], out[c + "norm2.bias"] = raw[n + "norm2.weight"], raw[n + "norm2.bias"]
-        for fc in ("fc1", "fc2"):
-            out[c + f"mlp.{fc}.kernel"] = layouts.dense_from_out_in(raw[n + f"mlp.{fc}.weight"])
-            out[c + f"mlp.{fc}.bias"] = raw[n + f"mlp.{fc}.bias"]
-    if s.final_norm != "none":
-        name = "fc_norm" if s.final_norm == "pooled" else "norm"
-        out["final_norm.scale"], out["final_norm.bias"] = raw[f"{name}.weight"], raw[f"{name}.bias"]
-    out["head.out.kernel"] = layouts.dense_from_out_in(raw["head.weight"])
-    out["head.out.bias"] = raw["head.bias"]
-    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+def table(fmt: str, s: ModelSpec) -> Table:
+    # timm's final norm on the pooled vector is another module: fc_norm (the tokens' is norm).
+    return Table(ROWS, fmt, final="fc_norm" if s.final_norm == "pooled" else "norm")
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:

@@ -4,6 +4,8 @@
 - `spec`: `ModelSpec`, every field that changes the function, and what is derived from it once.
 - `presets`: named specs with their sources' exact parameter counts.
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
+- `mapping`: weight-name tables (canonical <-> a port's or a library's names) and the one
+  engine that derives both directions from a table.
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
 - `reference`: the float64 NumPy oracle.
 - `tolerance`: the project's logit tolerance.

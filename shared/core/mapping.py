@@ -1,0 +1,257 @@
+"""Weight-name mappings as declarative tables: a naming convention (a port, a library's state
+dict, a parameter tree) is one table, and one engine derives both directions from it.
+
+A table is text, one row per line: `canonical-pattern  native-pattern  [layout]  [# why]`:
+
+    blocks.{i}.{n:norm1=ln_1|norm2=ln_2}.{w:scale=weight|bias}  encoder.layers.encoder_layer_{i}.{n}.{w}
+    blocks.{i}.attn.{p:query|key|value}.kernel                   blocks.{i}.attn.qkv.weight  heads_linear
+
+- `{i}` matches one segment of a canonical name (no '.') and is written as it is natively.
+- `{n:a=x|b}` matches one of the listed values; `a=x` is spelled `x` in the native name.
+- A choice the native pattern leaves out packs: the native tensor holds one part per choice, in
+  the listed order (`{p:query|key|value}` above is torch's packed qkv weight: one row).
+- The layout (default `same`) names a pair of transforms in LAYOUTS, applied canonical -> native
+  and back; the transforms themselves live in shared/core/weights.py.
+- `{name}` given as a keyword to `Table` is replaced by its text first: the spec-dependent part
+  of a native name (timm's `norm` or `fc_norm`) stays a cell of the table.
+
+A table may extend a `base` table: its rows win for the canonical names they match. Every
+canonical tensor must match exactly one row of a table; a name no row matches, a name two rows
+match and a native name two rows produce are refused in one line, and so are native tensors that
+are missing, unused or misshapen.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from shared.core import weights as W  # noqa: N812 (looked up at call time: a test may patch one)
+from shared.errors import WeightsError
+
+Arrays = dict[str, np.ndarray]
+Shape = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """canonical parts -> one native tensor, and back (given the parts' canonical shapes)."""
+
+    to_native: Callable[[list[np.ndarray]], np.ndarray]
+    from_native: Callable[[np.ndarray, list[Shape]], list[np.ndarray]]
+    packs: bool = False  # takes several parts (a packed tensor) as well as one
+
+
+LAYOUTS: dict[str, Layout] = {
+    "same": Layout(lambda p: p[0], lambda x, s: [x]),
+    # (rows, D) <-> (1, rows, D): a position table with a batch axis
+    "batch": Layout(lambda p: p[0][None], lambda x, s: [x[0]]),
+    # (D,) <-> (1, 1, D): a class token with batch and sequence axes
+    "batch_token": Layout(lambda p: p[0].reshape(1, 1, -1), lambda x, s: [x.reshape(s[0])]),
+    # dense (in, out) <-> torch Linear (out, in)
+    "linear": Layout(lambda p: W.dense_to_out_in(p[0]), lambda x, s: [W.dense_from_out_in(x)]),
+    # HWIO <-> torch Conv2d OIHW
+    "conv": Layout(lambda p: W.conv_hwio_to_oihw(p[0]), lambda x, s: [W.conv_oihw_to_hwio(x)]),
+    # per-head (D, H, hd) kernels <-> one Linear (n*H*hd, D): q, k, v packed, or one of them
+    "heads_linear": Layout(lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, *s[0][1:]), packs=True),
+    # per-head (H, hd) biases <-> (n*H*hd,)
+    "heads_bias": Layout(lambda p: W.qkv_bias_pack(*p), lambda x, s: W.qkv_bias_unpack(x, *s[0]), packs=True),
+    # attention output (H, hd, D) <-> Linear (D, H*hd)
+    "heads_out_linear": Layout(lambda p: W.attn_out_to_out_in(p[0]),
+                               lambda x, s: [W.attn_out_from_out_in(x, *s[0][:2])]),
+}
+
+PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a table, compiled: the canonical pattern as a regular expression."""
+
+    canonical: str
+    native: str
+    layout: str
+    pattern: re.Pattern[str]
+    choices: dict[str, dict[str, str]]  # placeholder -> canonical value -> native value
+    packed: tuple[str, ...]  # choices the native pattern leaves out, in pattern order
+
+    @classmethod
+    def parse(cls, canonical: str, native: str, layout: str = "same") -> Row:
+        where = f"table row {canonical!r}"
+        if layout not in LAYOUTS:
+            raise WeightsError(f"{where}: layout {layout!r} is unknown; expected one of: "
+                               f"{', '.join(LAYOUTS)}")
+        regex, choices, plain, at = "", {}, [], 0
+        for m in PLACEHOLDER.finditer(canonical):
+            name, listed = m[1], m[2]
+            if name in choices or name in plain:
+                raise WeightsError(f"{where}: placeholder {{{name}}} appears twice")
+            if listed is None:
+                plain.append(name)
+                body = "[^.]+"
+            else:
+                pairs = [value.partition("=") for value in listed.split("|")]
+                choices[name] = {a: (b if sep else a) for a, sep, b in pairs}
+                body = "|".join(re.escape(a) for a in choices[name])
+            regex += re.escape(canonical[at:m.start()]) + f"(?P<{name}>{body})"
+            at = m.end()
+        used = [(m[1], m[2]) for m in PLACEHOLDER.finditer(native)]
+        for name, listed in used:
+            if listed is not None or (name not in choices and name not in plain):
+                raise WeightsError(f"{where}: native placeholder {{{name}}} is not a plain name from "
+                                   "the canonical pattern")
+        named = {name for name, _ in used}
+        if any(name not in named for name in plain):
+            raise WeightsError(f"{where}: every {{name}} without choices must appear in the native name")
+        packed = tuple(name for name in choices if name not in named)
+        if packed and not LAYOUTS[layout].packs:
+            raise WeightsError(f"{where}: packs {', '.join(packed)}, but layout {layout!r} takes one tensor")
+        pattern = re.compile(regex + re.escape(canonical[at:]))
+        return cls(canonical, native, layout, pattern, choices, packed)
+
+    def native_name(self, values: dict[str, str]) -> str:
+        def spell(m: re.Match[str]) -> str:
+            value = values[m[1]]
+            return self.choices[m[1]][value] if m[1] in self.choices else value
+
+        return PLACEHOLDER.sub(spell, self.native)
+
+    def part(self, values: dict[str, str]) -> tuple[int, ...]:
+        """Where a canonical tensor goes in the packed native one: its choices' positions."""
+        return tuple(list(self.choices[name]).index(values[name]) for name in self.packed)
+
+    @property
+    def parts(self) -> int:
+        return math.prod(len(self.choices[name]) for name in self.packed)
+
+
+class Table:
+    """Rows naming every canonical tensor natively; `bind` turns them into both directions."""
+
+    def __init__(self, text: str, name: str, base: Table | None = None, **fill: str) -> None:
+        self.name, self.base = name, base
+        for key, value in fill.items():
+            text = text.replace("{" + key + "}", value)
+        self.rows: list[Row] = []
+        for line in text.splitlines():
+            cells = line.split("#", 1)[0].split()
+            if cells and not 2 <= len(cells) <= 3:
+                raise WeightsError(f"{name} table: row {line.strip()!r} needs a canonical and a native "
+                                   "pattern, then at most a layout")
+            if cells:
+                self.rows.append(Row.parse(*cells))
+
+    def match(self, canonical: str) -> tuple[Row, dict[str, str]] | None:
+        hits = [(row, m.groupdict()) for row in self.rows if (m := row.pattern.fullmatch(canonical))]
+        if len(hits) > 1:
+            raise WeightsError(f"{self.name} table: canonical tensor {canonical!r} is ambiguous: rows "
+                               f"{hits[0][0].canonical!r} and {hits[1][0].canonical!r} both match it")
+        if hits:
+            return hits[0]
+        return self.base.match(canonical) if self.base is not None else None
+
+    def bind(self, shapes: dict[str, Shape]) -> Plan:
+        """The native tensor every canonical tensor of `shapes` goes into (in canonical order)."""
+        rows: dict[str, Row] = {}
+        parts: dict[str, dict[tuple[int, ...], str]] = {}
+        for canonical in shapes:
+            found = self.match(canonical)
+            if found is None:
+                raise WeightsError(f"{self.name} table: canonical tensor {canonical!r} matches no row")
+            row, values = found
+            native = row.native_name(values)
+            if rows.setdefault(native, row) is not row:
+                raise WeightsError(f"{self.name} table: native tensor {native!r} is ambiguous: rows "
+                                   f"{rows[native].canonical!r} and {row.canonical!r} both name it")
+            slot = parts.setdefault(native, {})
+            if row.part(values) in slot:
+                raise WeightsError(f"{self.name} table: native tensor {native!r} gets both "
+                                   f"{slot[row.part(values)]!r} and {canonical!r}")
+            slot[row.part(values)] = canonical
+        links = []
+        for native, row in rows.items():
+            if len(parts[native]) != row.parts:
+                raise WeightsError(f"{self.name} table: native tensor {native!r} packs {row.parts} tensors "
+                                   f"({row.canonical}), the spec has {len(parts[native])}: "
+                                   f"{', '.join(parts[native].values())}")
+            ordered = tuple(parts[native][key] for key in sorted(parts[native]))
+            links.append(Link(native, ordered, row.layout))
+        return Plan(self.name, dict(shapes), links)
+
+
+@dataclass(frozen=True)
+class Link:
+    native: str
+    canonical: tuple[str, ...]  # one tensor, or the parts of a packed one in order
+    layout: str
+
+
+@dataclass
+class Plan:
+    """A table bound to one spec's canonical names and shapes: both directions, one engine."""
+
+    name: str
+    shapes: dict[str, Shape]
+    links: list[Link] = field(default_factory=list)
+
+    def to_native(self, tensors: Arrays) -> Arrays:
+        return {link.native: LAYOUTS[link.layout].to_native([tensors[c] for c in link.canonical])
+                for link in self.links}
+
+    @cached_property
+    def native_shapes(self) -> dict[str, Shape]:
+        """Native names and shapes: `to_native` run on one-byte placeholders."""
+        placeholders = {name: np.zeros(shape, dtype=np.bool_) for name, shape in self.shapes.items()}
+        return {name: tuple(value.shape) for name, value in self.to_native(placeholders).items()}
+
+    def check(self, native: Arrays, source: str) -> None:
+        """Refuse native tensors that do not map completely: missing, unused and misshapen ones
+        are listed by name (the first few, then a count)."""
+        expected = self.native_shapes
+        missing = [n for n in expected if n not in native]
+        unused = [n for n in native if n not in expected]
+        problems = [f"{len(names)} {what} ({_some(names)})"
+                    for what, names in (("missing", missing), ("unused", unused)) if names]
+        if problems:
+            raise WeightsError(f"{source}: does not map onto the spec: " + "; ".join(problems))
+        for name, shape in expected.items():
+            if tuple(native[name].shape) != shape:
+                raise WeightsError(f"{source}: tensor {name!r} has shape {tuple(native[name].shape)}, "
+                                   f"the spec expects {shape}")
+
+    def from_native(self, native: Arrays, source: str) -> Arrays:
+        """Native tensors -> canonical float32 tensors, in canonical order, after `check`."""
+        self.check(native, source)
+        out: Arrays = {}
+        for link in self.links:
+            shapes = [self.shapes[c] for c in link.canonical]
+            out.update(zip(link.canonical, LAYOUTS[link.layout].from_native(native[link.native], shapes),
+                           strict=True))
+        return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in self.shapes}
+
+    def paths(self) -> dict[str, str]:
+        """Canonical name -> native name, for a table that only renames (a port whose layout is
+        canonical binds its variables by these paths)."""
+        moved = [link.native for link in self.links if link.layout != "same"]
+        if moved:
+            raise WeightsError(f"{self.name} table: native tensor {moved[0]!r} is not a plain rename")
+        return {link.canonical[0]: link.native for link in self.links}
+
+
+def lookup(root: object, path: str) -> object:
+    """The attribute at a dotted path; an integer segment indexes a list (`blocks.0.attn`)."""
+    node = root
+    for segment in path.split("."):
+        node = node[int(segment)] if segment.isdigit() else getattr(node, segment)  # type: ignore[index]
+    return node
+
+
+def _some(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
+
