@@ -1,8 +1,8 @@
 """Canonical weights <-> this port's parameters.
 
 Keras stores Dense kernels (in, out), Conv2D kernels HWIO and per-head q/k/v kernels (D, H, hd),
-which is the canonical layout itself: every tensor is copied as it is, so the table
-below only renames (shared/core/mapping.py) and each name is a path of attributes.
+which is the canonical layout itself: every tensor is copied as it is, so its table
+(shared/core/mapping.py) only renames, and each native name is a path of attributes.
 """
 
 from __future__ import annotations
@@ -15,25 +15,28 @@ from shared.core.mapping import Table, lookup
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 
-ROWS = """
-patch_embed.{w}                                       patch_embed.proj.{w}
-{t:cls_token|pos_embed}                               {t}
-blocks.{i}.{n:norm1|norm2}.{w:scale=gamma|bias=beta}  blocks.{i}.{n}.{w}
-blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}_dense.{w}
-blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.output_dense.kernel
-blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
-blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
-final_norm.{w:scale=gamma|bias=beta}                  final_norm.{w}
-head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
-head.out.{w}                                          head.out.{w}
-"""
+
+def table(spec: ModelSpec) -> Table:
+    """Canonical name -> the attribute path of the Keras variable that holds it (same layout)."""
+    # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
+    out_bias = "mha.output_dense.bias" if spec.qkv_bias else "out_bias"
+    return Table("""
+    patch_embed.{w}                                       patch_embed.proj.{w}
+    {t:cls_token|pos_embed}                               {t}
+    blocks.{i}.{n:norm1|norm2}.{w:scale=gamma|bias=beta}  blocks.{i}.{n}.{w}
+    blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}_dense.{w}
+    blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.output_dense.kernel
+    blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
+    blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
+    final_norm.{w:scale=gamma|bias=beta}                  final_norm.{w}
+    head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
+    head.out.{w}                                          head.out.{w}
+    """, "keras port", out_bias=out_bias)
 
 
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, object]:
-    """Canonical name -> the Keras variable that holds it (same layout)."""
-    # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
-    out_bias = "mha.output_dense.bias" if spec.qkv_bias else "out_bias"
-    paths = Table(ROWS, "keras port", out_bias=out_bias).bind(spec.derived.tensor_shapes).paths()
+    """Canonical name -> the Keras variable that holds it."""
+    paths = table(spec).bind(spec.derived.tensor_shapes).paths()
     return {name: lookup(model, path) for name, path in paths.items()}
 
 

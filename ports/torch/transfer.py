@@ -1,9 +1,8 @@
 """Canonical weights <-> this port's parameters.
 
-torch stores Linear weights (out, in), Conv2d weights OIHW and q/k/v packed in one Linear. The
-port names its modules as timm's VisionTransformer does (`patch_embed.proj` OIHW, `attn.qkv`
-packed, `mlp.fc1` / `mlp.fc2` (out, in)), so its table is timm's (shared/checkpoints/timm.py)
-but for the rows below: the layout transforms come with those rows.
+torch stores Linear weights (out, in), Conv2d weights OIHW and q/k/v packed in one Linear, so
+this side's table (shared/core/mapping.py) names a layout transform in the rows that need one;
+Keras and Flax copy as they are.
 """
 
 from __future__ import annotations
@@ -19,23 +18,27 @@ from shared.core.mapping import Plan, Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 
-ROWS = """
-cls_token                         cls_token                     # timm's has batch axes: (1, 1, D)
-pos_embed                         pos_embed
-blocks.{i}.attn.out.kernel        blocks.{i}.attn.out.weight    heads_out_linear
-blocks.{i}.attn.out.bias          blocks.{i}.attn.out.bias
-final_norm.{w:scale=weight|bias}  final_norm.{w}                # on tokens or pooled: one name
-head.hidden.{j}.kernel            head.hidden.{j}.weight        linear
-head.hidden.{j}.bias              head.hidden.{j}.bias
-head.out.kernel                   head.out.weight               linear
-head.out.bias                     head.out.bias
-"""
+
+def table(spec: ModelSpec) -> Table:
+    """The port names its modules as timm's VisionTransformer does (`patch_embed.proj` OIHW,
+    `attn.qkv` packed, `mlp.fc1` / `mlp.fc2` (out, in)), so its table is timm's but for these rows."""
+    return Table("""
+    cls_token                         cls_token                     # timm's has batch axes: (1, 1, D)
+    pos_embed                         pos_embed
+    blocks.{i}.attn.out.kernel        blocks.{i}.attn.out.weight    heads_out_linear
+    blocks.{i}.attn.out.bias          blocks.{i}.attn.out.bias
+    final_norm.{w:scale=weight|bias}  final_norm.{w}                # on tokens or pooled: one name
+    head.hidden.{j}.kernel            head.hidden.{j}.weight        linear
+    head.hidden.{j}.bias              head.hidden.{j}.bias
+    head.out.kernel                   head.out.weight               linear
+    head.out.bias                     head.out.bias
+    """, "torch port", base=timm.table("timm", spec))
 
 
 @cache
 def plan(spec: ModelSpec) -> Plan:
-    """This port's table bound to `spec` (cached: training converts every step)."""
-    return Table(ROWS, "torch port", base=timm.table("timm", spec)).bind(spec.derived.tensor_shapes)
+    """The table bound to `spec`, kept: training converts every step."""
+    return table(spec).bind(spec.derived.tensor_shapes)
 
 
 def to_native(spec: ModelSpec, tensors: Tensors) -> dict[str, np.ndarray]:

@@ -81,8 +81,8 @@ class Row:
     packed: tuple[str, ...]  # choices the native pattern leaves out, in pattern order
 
     @classmethod
-    def parse(cls, canonical: str, native: str, layout: str = "same") -> Row:
-        where = f"table row {canonical!r}"
+    def parse(cls, table: str, canonical: str, native: str, layout: str = "same") -> Row:
+        where = f"{table} table: row {canonical!r}"
         if layout not in LAYOUTS:
             raise WeightsError(f"{where}: layout {layout!r} is unknown; expected one of: "
                                f"{', '.join(LAYOUTS)}")
@@ -144,7 +144,7 @@ class Table:
                 raise WeightsError(f"{name} table: row {line.strip()!r} needs a canonical and a native "
                                    "pattern, then at most a layout")
             if cells:
-                self.rows.append(Row.parse(*cells))
+                self.rows.append(Row.parse(name, *cells))
 
     def match(self, canonical: str) -> tuple[Row, dict[str, str]] | None:
         hits = [(row, m.groupdict()) for row in self.rows if (m := row.pattern.fullmatch(canonical))]
