@@ -31,6 +31,7 @@ from shared.checkpoints.common import (
     encode_tensors,
     read_tensors,
     require,
+    require_plain_blocks,
     square_grid,
 )
 from shared.core.mapping import Table
@@ -151,7 +152,7 @@ def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: 
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d, target = s.derived, f"{fmt} ViT"
+    target = f"{fmt} ViT"
     if fmt == "big_vision":
         require(s.pos_embed in ("learned", "sincos"), target, "pos_embed", s.pos_embed, "learned or sincos")
         require(not s.pos_embed_class_row, target, "pos_embed_class_row", True,
@@ -160,17 +161,11 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         require(s.pos_embed == "learned", target, "pos_embed", s.pos_embed, "learned")
         require(s.pos_embed_class_row == s.class_token, target, "pos_embed_class_row", s.pos_embed_class_row,
                 "a class row exactly when there is a class token (--to big_vision has none)")
-    require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require((s.pooling, s.class_token) in (("cls", True), ("mean", False)), target, "pooling", s.pooling,
             "cls with a class token ('tok'/'token') or mean without one ('gap')")
-    require(s.norm == "pre", target, "norm", s.norm, "pre")
     require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens (encoder_norm)")
-    require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
+    require_plain_blocks(target, s)
     require(s.qkv_bias, target, "qkv_bias", s.qkv_bias, "true")
-    require(d.attn_inner == s.dim, target, "head_dim", s.head_dim,
-            f"dim / heads = {s.dim / s.heads:g} (flax attention's qkv_features default to the width)")
-    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
-            s.remainder, "drop (a VALID conv) unless the patches tile the image")
     require(s.layer_norm_eps == 1e-6, target, "layer_norm_eps", s.layer_norm_eps, "1e-06 (flax LayerNorm)")
     require(s.activation == "gelu_tanh", target, "activation", s.activation, "gelu_tanh (flax nn.gelu)")
 

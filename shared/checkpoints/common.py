@@ -263,3 +263,23 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
         raise SpecError(f"cannot export to {target}: spec field {field_name}={value!r}; {target} "
                         f"needs {expected}")
 
+
+def require_plain_blocks(target: str, s: ModelSpec) -> None:
+    """What every library here builds: every position row used, pre-norm blocks with head width
+    = width / heads, no hidden head layers, and patches cut by a valid conv."""
+    d = s.derived
+    require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
+    require(s.norm == "pre", target, "norm", s.norm, "pre")
+    require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
+    require(d.attn_inner == s.dim, target, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
+    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
+            s.remainder, "drop (a valid conv) unless the patches tile the image")
+
+
+def require_class_token_readout(target: str, s: ModelSpec) -> None:
+    """torchvision's and Hugging Face's ViT: the class token is read out after a final norm on
+    the tokens, and the learned position table has its row."""
+    require(s.class_token and s.pooling == "cls", target, "pooling", s.pooling, "a class token, pooled")
+    require(s.pos_embed == "learned" and s.pos_embed_class_row, target, "pos_embed", s.pos_embed,
+            "a learned table with a class row")
+    require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens")

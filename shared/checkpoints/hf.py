@@ -22,7 +22,8 @@ from shared.checkpoints.common import (
     encode_tensors,
     read_config,
     read_tensors,
-    require,
+    require_class_token_readout,
+    require_plain_blocks,
     width_per_head,
 )
 from shared.core.mapping import Table
@@ -120,17 +121,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d = s.derived
-    require(s.class_token and s.pooling == "cls", TARGET, "pooling", s.pooling, "a class token, pooled")
-    require(s.pos_embed == "learned" and s.pos_embed_class_row, TARGET, "pos_embed", s.pos_embed,
-            "a learned table with a class row")
-    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
-    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
-    require(s.final_norm == "tokens", TARGET, "final_norm", s.final_norm, "tokens")
-    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
-    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
-    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), TARGET, "remainder",
-            s.remainder, "drop (a valid conv) unless the patches tile the image")
+    require_class_token_readout(TARGET, s)
+    require_plain_blocks(TARGET, s)
 
 
 def config_for(s: ModelSpec) -> dict[str, Any]:

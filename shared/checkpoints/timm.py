@@ -26,6 +26,7 @@ from shared.checkpoints.common import (
     read_config,
     read_tensors,
     require,
+    require_plain_blocks,
     square_grid,
     width_per_head,
 )
@@ -189,15 +190,9 @@ def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, cl
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d = s.derived
     require(s.pos_embed in ("learned", "none"), TARGET, "pos_embed", s.pos_embed, "learned or none")
-    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require(s.pooling in ("cls", "mean"), TARGET, "pooling", s.pooling, "cls (token) or mean (avg)")
-    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
-    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
-    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
-    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), TARGET, "remainder",
-            s.remainder, "drop (a valid conv) unless the patches tile the image")
+    require_plain_blocks(TARGET, s)
     require(s.layer_norm_eps == 1e-6, TARGET, "layer_norm_eps", s.layer_norm_eps, "1e-06")
     require(s.activation == "gelu", TARGET, "activation", s.activation, "gelu (exact)")
 

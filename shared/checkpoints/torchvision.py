@@ -21,6 +21,8 @@ from shared.checkpoints.common import (
     encode_tensors,
     read_tensors,
     require,
+    require_class_token_readout,
+    require_plain_blocks,
     square_grid,
     width_per_head,
 )
@@ -93,16 +95,9 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d = s.derived
-    require(s.class_token and s.pooling == "cls", TARGET, "pooling", s.pooling, "a class token, pooled")
-    require(s.pos_embed == "learned" and s.pos_embed_class_row, TARGET, "pos_embed", s.pos_embed,
-            "a learned table with a class row")
-    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
-    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
-    require(s.final_norm == "tokens", TARGET, "final_norm", s.final_norm, "tokens")
-    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
+    require_class_token_readout(TARGET, s)
+    require_plain_blocks(TARGET, s)
     require(s.qkv_bias, TARGET, "qkv_bias", s.qkv_bias, "true")
-    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
     require(s.image_height == s.image_width, TARGET, "image_width", s.image_width, "square images")
     require(s.patch_height == s.patch_width, TARGET, "patch_width", s.patch_width, "square patches")
     require(s.image_height % s.patch_height == 0, TARGET, "image_height", s.image_height,
