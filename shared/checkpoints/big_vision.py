@@ -29,6 +29,7 @@ from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
+    need,
     read_tensors,
     require,
     require_plain_blocks,
@@ -97,20 +98,16 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
         inf.fact(name, value, where)
     query_key = BLOCK.format(0) + names["attn"] + "/query/kernel"
-    if query_key not in raw:
-        raise WeightsError(f"{fmt} checkpoint: tensor {query_key!r} is missing")
-    _, heads, head_dim = (int(x) for x in raw[query_key].shape)
-    inf.fact("heads", heads, f"tensor {query_key!r} {raw[query_key].shape}")
-    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {raw[query_key].shape}")
+    query = need(fmt, raw, query_key)
+    _, heads, head_dim = (int(x) for x in query.shape)
+    inf.fact("heads", heads, f"tensor {query_key!r} {query.shape}")
+    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {query.shape}")
     inf.fact("qkv_bias", BLOCK.format(0) + names["attn"] + "/query/bias" in raw, "presence of query/bias")
     depth = sum(1 for k in raw if k.startswith("Transformer/encoderblock_") and k.endswith("/query/kernel"))
     inf.fact("depth", depth, f"{depth} 'Transformer/encoderblock_*' blocks")
     fc1 = BLOCK.format(0) + names["mlp"] + "/Dense_0/kernel"
-    for key in (fc1, "head/kernel"):
-        if key not in raw:
-            raise WeightsError(f"{fmt} checkpoint: tensor {key!r} is missing")
-    inf.fact("mlp_dim", int(raw[fc1].shape[1]), f"tensor {fc1!r}")
-    inf.fact("num_classes", int(raw["head/kernel"].shape[1]), "tensor 'head/kernel'")
+    inf.fact("mlp_dim", int(need(fmt, raw, fc1).shape[1]), f"tensor {fc1!r}")
+    inf.fact("num_classes", int(need(fmt, raw, "head/kernel").shape[1]), "tensor 'head/kernel'")
     class_token = "cls" in raw
     inf.fact("class_token", class_token, "presence of tensor 'cls'")
     inf.fact("pooling", "cls" if class_token else "mean",
@@ -130,7 +127,7 @@ def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: 
     inf.fact("pos_embed_class_row", class_row, f"{fmt}'s position table")
     if key not in raw:
         if fmt == "vit_jax":
-            raise WeightsError(f"{fmt} checkpoint: tensor {key!r} is missing")
+            need(fmt, raw, key)  # refused: vit_jax always stores its table
         inf.fact("pos_embed", "sincos", f"no tensor {key!r} (posemb='sincos2d')")
         inf.asks["image_height"] = "sincos positions store no table to read the token grid from"
         inf.asks["image_width"] = inf.asks["image_height"]

@@ -256,6 +256,13 @@ def square_grid(tokens: int) -> int | None:
     return side if side * side == tokens else None
 
 
+def need(fmt: str, raw: Raw, name: str, why: str = "") -> np.ndarray:
+    """A tensor inference reads: its absence is one line, before any mapping is tried."""
+    if name not in raw:
+        raise WeightsError(f"{fmt} checkpoint: tensor {name!r} is missing{why}")
+    return raw[name]
+
+
 # ---- exporting ---------------------------------------------------------------------------
 def require(condition: bool, target: str, field_name: str, value: Any, expected: str) -> None:
     """An exporter's refusal: the spec sets something the target library cannot express."""

@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,36 +37,28 @@ from shared.errors import WeightsError
 
 Arrays = dict[str, np.ndarray]
 Shape = tuple[int, ...]
+ToNative = Callable[[list[np.ndarray]], np.ndarray]  # canonical parts -> one native tensor
+FromNative = Callable[[np.ndarray, list[Shape]], list[np.ndarray]]  # and back, given their shapes
 
-
-@dataclass(frozen=True)
-class Layout:
-    """canonical parts -> one native tensor, and back (given the parts' canonical shapes)."""
-
-    to_native: Callable[[list[np.ndarray]], np.ndarray]
-    from_native: Callable[[np.ndarray, list[Shape]], list[np.ndarray]]
-    packs: bool = False  # takes several parts (a packed tensor) as well as one
-
-
-LAYOUTS: dict[str, Layout] = {
-    "same": Layout(lambda p: p[0], lambda x, s: [x]),
+LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
+    "same": (lambda p: p[0], lambda x, s: [x]),
     # (rows, D) <-> (1, rows, D): a position table with a batch axis
-    "batch": Layout(lambda p: p[0][None], lambda x, s: [x[0]]),
+    "batch": (lambda p: p[0][None], lambda x, s: [x[0]]),
     # (D,) <-> (1, 1, D): a class token with batch and sequence axes
-    "batch_token": Layout(lambda p: p[0].reshape(1, 1, -1), lambda x, s: [x.reshape(s[0])]),
+    "batch_token": (lambda p: p[0].reshape(1, 1, -1), lambda x, s: [x.reshape(s[0])]),
     # dense (in, out) <-> torch Linear (out, in)
-    "linear": Layout(lambda p: W.dense_to_out_in(p[0]), lambda x, s: [W.dense_from_out_in(x)]),
+    "linear": (lambda p: W.dense_to_out_in(p[0]), lambda x, s: [W.dense_from_out_in(x)]),
     # HWIO <-> torch Conv2d OIHW
-    "conv": Layout(lambda p: W.conv_hwio_to_oihw(p[0]), lambda x, s: [W.conv_oihw_to_hwio(x)]),
+    "conv": (lambda p: W.conv_hwio_to_oihw(p[0]), lambda x, s: [W.conv_oihw_to_hwio(x)]),
     # per-head (D, H, hd) kernels <-> one Linear (n*H*hd, D): q, k, v packed, or one of them
-    "heads_linear": Layout(lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, *s[0][1:]), packs=True),
+    "heads_linear": (lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, *s[0][1:])),
     # per-head (H, hd) biases <-> (n*H*hd,)
-    "heads_bias": Layout(lambda p: W.qkv_bias_pack(*p), lambda x, s: W.qkv_bias_unpack(x, *s[0]), packs=True),
+    "heads_bias": (lambda p: W.qkv_bias_pack(*p), lambda x, s: W.qkv_bias_unpack(x, *s[0])),
     # attention output (H, hd, D) <-> Linear (D, H*hd)
-    "heads_out_linear": Layout(lambda p: W.attn_out_to_out_in(p[0]),
-                               lambda x, s: [W.attn_out_from_out_in(x, *s[0][:2])]),
+    "heads_out_linear": (lambda p: W.attn_out_to_out_in(p[0]),
+                         lambda x, s: [W.attn_out_from_out_in(x, *s[0][:2])]),
 }
-
+PACKING = ("heads_linear", "heads_bias")  # the layouts that take several parts as well as one
 PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 
@@ -77,7 +70,7 @@ class Row:
     native: str
     layout: str
     pattern: re.Pattern[str]
-    choices: dict[str, dict[str, str]]  # placeholder -> canonical value -> native value
+    choices: dict[str, dict[str, str] | None]  # placeholder -> {canonical: native value}, None: any
     packed: tuple[str, ...]  # choices the native pattern leaves out, in pattern order
 
     @classmethod
@@ -86,48 +79,38 @@ class Row:
         if layout not in LAYOUTS:
             raise WeightsError(f"{where}: layout {layout!r} is unknown; expected one of: "
                                f"{', '.join(LAYOUTS)}")
-        regex, choices, plain, at = "", {}, [], 0
+        regex, choices, at = "", {}, 0
         for m in PLACEHOLDER.finditer(canonical):
-            name, listed = m[1], m[2]
-            if name in choices or name in plain:
-                raise WeightsError(f"{where}: placeholder {{{name}}} appears twice")
-            if listed is None:
-                plain.append(name)
-                body = "[^.]+"
-            else:
-                pairs = [value.partition("=") for value in listed.split("|")]
-                choices[name] = {a: (b if sep else a) for a, sep, b in pairs}
-                body = "|".join(re.escape(a) for a in choices[name])
-            regex += re.escape(canonical[at:m.start()]) + f"(?P<{name}>{body})"
+            if m[1] in choices:
+                raise WeightsError(f"{where}: placeholder {{{m[1]}}} appears twice")
+            pairs = [] if m[2] is None else [value.partition("=") for value in m[2].split("|")]
+            choices[m[1]] = None if m[2] is None else {a: b if sep else a for a, sep, b in pairs}
+            body = "[^.]+" if m[2] is None else "|".join(re.escape(a) for a, _, _ in pairs)
+            regex += re.escape(canonical[at:m.start()]) + f"(?P<{m[1]}>{body})"
             at = m.end()
-        used = [(m[1], m[2]) for m in PLACEHOLDER.finditer(native)]
-        for name, listed in used:
-            if listed is not None or (name not in choices and name not in plain):
-                raise WeightsError(f"{where}: native placeholder {{{name}}} is not a plain name from "
-                                   "the canonical pattern")
-        named = {name for name, _ in used}
-        if any(name not in named for name in plain):
+        named = PLACEHOLDER.findall(native)
+        bad = [name for name, listed in named if listed or name not in choices]
+        if bad:
+            raise WeightsError(f"{where}: native placeholder {{{bad[0]}}} is not a plain name from the "
+                               "canonical pattern")
+        packed = tuple(name for name in choices if name not in dict(named))
+        if any(choices[name] is None for name in packed):
             raise WeightsError(f"{where}: every {{name}} without choices must appear in the native name")
-        packed = tuple(name for name in choices if name not in named)
-        if packed and not LAYOUTS[layout].packs:
+        if packed and layout not in PACKING:
             raise WeightsError(f"{where}: packs {', '.join(packed)}, but layout {layout!r} takes one tensor")
-        pattern = re.compile(regex + re.escape(canonical[at:]))
-        return cls(canonical, native, layout, pattern, choices, packed)
+        return cls(canonical, native, layout, re.compile(regex + re.escape(canonical[at:])), choices, packed)
 
     def native_name(self, values: dict[str, str]) -> str:
-        def spell(m: re.Match[str]) -> str:
-            value = values[m[1]]
-            return self.choices[m[1]][value] if m[1] in self.choices else value
-
-        return PLACEHOLDER.sub(spell, self.native)
+        spell = self.choices
+        return PLACEHOLDER.sub(lambda m: (spell[m[1]] or {}).get(values[m[1]], values[m[1]]), self.native)
 
     def part(self, values: dict[str, str]) -> tuple[int, ...]:
         """Where a canonical tensor goes in the packed native one: its choices' positions."""
-        return tuple(list(self.choices[name]).index(values[name]) for name in self.packed)
+        return tuple(list(self.choices[name] or ()).index(values[name]) for name in self.packed)
 
     @property
     def parts(self) -> int:
-        return math.prod(len(self.choices[name]) for name in self.packed)
+        return math.prod(len(self.choices[name] or ()) for name in self.packed)
 
 
 class Table:
@@ -151,9 +134,7 @@ class Table:
         if len(hits) > 1:
             raise WeightsError(f"{self.name} table: canonical tensor {canonical!r} is ambiguous: rows "
                                f"{hits[0][0].canonical!r} and {hits[1][0].canonical!r} both match it")
-        if hits:
-            return hits[0]
-        return self.base.match(canonical) if self.base is not None else None
+        return hits[0] if hits else self.base.match(canonical) if self.base is not None else None
 
     def bind(self, shapes: dict[str, Shape]) -> Plan:
         """The native tensor every canonical tensor of `shapes` goes into (in canonical order)."""
@@ -164,28 +145,23 @@ class Table:
             if found is None:
                 raise WeightsError(f"{self.name} table: canonical tensor {canonical!r} matches no row")
             row, values = found
-            native = row.native_name(values)
-            if rows.setdefault(native, row) is not row:
-                raise WeightsError(f"{self.name} table: native tensor {native!r} is ambiguous: rows "
-                                   f"{rows[native].canonical!r} and {row.canonical!r} both name it")
+            native, key = row.native_name(values), row.part(values)
             slot = parts.setdefault(native, {})
-            if row.part(values) in slot:
-                raise WeightsError(f"{self.name} table: native tensor {native!r} gets both "
-                                   f"{slot[row.part(values)]!r} and {canonical!r}")
-            slot[row.part(values)] = canonical
-        links = []
+            if rows.setdefault(native, row) is not row or key in slot:
+                raise WeightsError(f"{self.name} table: native tensor {native!r} is ambiguous: "
+                                   f"{next(iter(slot.values()))!r} and {canonical!r} both land on it")
+            slot[key] = canonical
         for native, row in rows.items():
             if len(parts[native]) != row.parts:
                 raise WeightsError(f"{self.name} table: native tensor {native!r} packs {row.parts} tensors "
                                    f"({row.canonical}), the spec has {len(parts[native])}: "
                                    f"{', '.join(parts[native].values())}")
-            ordered = tuple(parts[native][key] for key in sorted(parts[native]))
-            links.append(Link(native, ordered, row.layout))
+        links = [Link(native, tuple(parts[native][k] for k in sorted(parts[native])), row.layout)
+                 for native, row in rows.items()]
         return Plan(self.name, dict(shapes), links)
 
 
-@dataclass(frozen=True)
-class Link:
+class Link(NamedTuple):
     native: str
     canonical: tuple[str, ...]  # one tensor, or the parts of a packed one in order
     layout: str
@@ -197,10 +173,10 @@ class Plan:
 
     name: str
     shapes: dict[str, Shape]
-    links: list[Link] = field(default_factory=list)
+    links: list[Link]
 
     def to_native(self, tensors: Arrays) -> Arrays:
-        return {link.native: LAYOUTS[link.layout].to_native([tensors[c] for c in link.canonical])
+        return {link.native: LAYOUTS[link.layout][0]([tensors[c] for c in link.canonical])
                 for link in self.links}
 
     @cached_property
@@ -215,7 +191,8 @@ class Plan:
         expected = self.native_shapes
         missing = [n for n in expected if n not in native]
         unused = [n for n in native if n not in expected]
-        problems = [f"{len(names)} {what} ({_some(names)})"
+        problems = [f"{len(names)} {what} ({', '.join(names[:4])}"
+                    + (f", ... {len(names) - 4} more)" if len(names) > 4 else ")")
                     for what, names in (("missing", missing), ("unused", unused)) if names]
         if problems:
             raise WeightsError(f"{source}: does not map onto the spec: " + "; ".join(problems))
@@ -229,9 +206,8 @@ class Plan:
         self.check(native, source)
         out: Arrays = {}
         for link in self.links:
-            shapes = [self.shapes[c] for c in link.canonical]
-            out.update(zip(link.canonical, LAYOUTS[link.layout].from_native(native[link.native], shapes),
-                           strict=True))
+            parts = LAYOUTS[link.layout][1](native[link.native], [self.shapes[c] for c in link.canonical])
+            out.update(zip(link.canonical, parts, strict=True))
         return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in self.shapes}
 
     def paths(self) -> dict[str, str]:
@@ -249,9 +225,3 @@ def lookup(root: object, path: str) -> object:
     for segment in path.split("."):
         node = node[int(segment)] if segment.isdigit() else getattr(node, segment)  # type: ignore[index]
     return node
-
-
-def _some(names: list[str], limit: int = 4) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
-
