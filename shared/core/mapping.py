@@ -19,6 +19,10 @@ A table may extend a `base` table: its rows win for the canonical names they mat
 canonical tensor must match exactly one row of a table; a name no row matches, a name two rows
 match and a native name two rows produce are refused in one line, and so are native tensors that
 are missing, unused or misshapen.
+
+`Table.bind(shapes)` gives a `Plan` for one spec's canonical names: `to_native`, `from_native`
+(checked first) and, for a table that only renames, `paths()`: native names that are attribute
+paths of a model (`lookup`), as the Keras and Flax ports bind their variables.
 """
 
 from __future__ import annotations
