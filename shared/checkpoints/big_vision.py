@@ -29,7 +29,6 @@ from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
-    need,
     read_tensors,
     require,
     require_plain_blocks,
@@ -98,7 +97,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
         inf.fact(name, value, where)
     query_key = BLOCK.format(0) + names["attn"] + "/query/kernel"
-    query = need(fmt, raw, query_key)
+    query = inf.need(raw, query_key)
     _, heads, head_dim = (int(x) for x in query.shape)
     inf.fact("heads", heads, f"tensor {query_key!r} {query.shape}")
     inf.fact("head_dim", head_dim, f"tensor {query_key!r} {query.shape}")
@@ -106,8 +105,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     depth = sum(1 for k in raw if k.startswith("Transformer/encoderblock_") and k.endswith("/query/kernel"))
     inf.fact("depth", depth, f"{depth} 'Transformer/encoderblock_*' blocks")
     fc1 = BLOCK.format(0) + names["mlp"] + "/Dense_0/kernel"
-    inf.fact("mlp_dim", int(need(fmt, raw, fc1).shape[1]), f"tensor {fc1!r}")
-    inf.fact("num_classes", int(need(fmt, raw, "head/kernel").shape[1]), "tensor 'head/kernel'")
+    inf.fact("mlp_dim", int(inf.need(raw, fc1).shape[1]), f"tensor {fc1!r}")
+    inf.fact("num_classes", int(inf.need(raw, "head/kernel").shape[1]), "tensor 'head/kernel'")
     class_token = "cls" in raw
     inf.fact("class_token", class_token, "presence of tensor 'cls'")
     inf.fact("pooling", "cls" if class_token else "mean",
@@ -127,7 +126,7 @@ def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: 
     inf.fact("pos_embed_class_row", class_row, f"{fmt}'s position table")
     if key not in raw:
         if fmt == "vit_jax":
-            need(fmt, raw, key)  # refused: vit_jax always stores its table
+            inf.need(raw, key)  # refused: vit_jax always stores its table
         inf.fact("pos_embed", "sincos", f"no tensor {key!r} (posemb='sincos2d')")
         inf.asks["image_height"] = "sincos positions store no table to read the token grid from"
         inf.asks["image_width"] = inf.asks["image_height"]

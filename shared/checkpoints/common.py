@@ -190,6 +190,12 @@ class Inference:
     def convention(self, name: str, value: Any, why: str) -> None:
         self.conventions[name] = (value, why)
 
+    def need(self, raw: Raw, name: str, why: str = "") -> np.ndarray:
+        """A tensor inference reads: its absence is one line, before any mapping is tried."""
+        if name not in raw:
+            raise WeightsError(f"{self.fmt} checkpoint: tensor {name!r} is missing{why}")
+        return raw[name]
+
 
 SPEC_FIELDS = {f.name: f for f in fields(ModelSpec)}
 
@@ -254,13 +260,6 @@ def width_per_head(fmt: str, width: int, width_source: str, heads: Any, heads_so
 def square_grid(tokens: int) -> int | None:
     side = round(tokens**0.5)
     return side if side * side == tokens else None
-
-
-def need(fmt: str, raw: Raw, name: str, why: str = "") -> np.ndarray:
-    """A tensor inference reads: its absence is one line, before any mapping is tried."""
-    if name not in raw:
-        raise WeightsError(f"{fmt} checkpoint: tensor {name!r} is missing{why}")
-    return raw[name]
 
 
 # ---- exporting ---------------------------------------------------------------------------

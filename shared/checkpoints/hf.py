@@ -20,7 +20,6 @@ from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
-    need,
     read_config,
     read_tensors,
     require_class_token_readout,
@@ -77,7 +76,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     if cfg.get("model_type", "vit") != "vit":
         raise SpecError(f"config model_type = {cfg['model_type']!r}: expected 'vit'")
     inf = Inference(fmt)
-    proj = need(fmt, raw, "vit.embeddings.patch_embeddings.projection.weight")
+    proj = inf.need(raw, "vit.embeddings.patch_embeddings.projection.weight")
     dim = int(proj.shape[0])
     for key, value in (("hidden_size", dim), ("num_channels", int(proj.shape[1]))):
         if cfg[key] != value:
@@ -101,7 +100,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     }
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
-    classifier = need(fmt, raw, "classifier.weight", " (a ViTModel without a classification head?)")
+    classifier = inf.need(raw, "classifier.weight", " (a ViTModel without a classification head?)")
     labels = cfg.get("id2label")
     if isinstance(labels, dict) and len(labels) != classifier.shape[0]:
         raise SpecError(f"config id2label has {len(labels)} labels, tensor 'classifier.weight' has "

@@ -21,7 +21,6 @@ from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
-    need,
     read_config,
     read_tensors,
     require,
@@ -82,7 +81,7 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
     cfg = _config_values(config)
-    conv = need(fmt, raw, "patch_embed.proj.weight")
+    conv = inf.need(raw, "patch_embed.proj.weight")
     dim, channels, ph, pw = (int(x) for x in conv.shape)
     where = f"tensor 'patch_embed.proj.weight' {conv.shape}"
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
@@ -91,9 +90,9 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.fact("class_token", class_token, "presence of tensor 'cls_token'")
     depth = sum(1 for k in raw if k.startswith("blocks.") and k.endswith(".norm1.weight"))
     inf.fact("depth", depth, f"{depth} 'blocks.*' blocks")
-    inf.fact("mlp_dim", int(need(fmt, raw, "blocks.0.mlp.fc1.weight").shape[0]),
+    inf.fact("mlp_dim", int(inf.need(raw, "blocks.0.mlp.fc1.weight").shape[0]),
              "tensor 'blocks.0.mlp.fc1.weight'")
-    head = need(fmt, raw, "head.weight", " (timm num_classes=0 has no classifier; the spec needs one)")
+    head = inf.need(raw, "head.weight", " (timm num_classes=0 has no classifier; the spec needs one)")
     inf.fact("num_classes", int(head.shape[0]), "tensor 'head.weight'")
     inf.fact("qkv_bias", "blocks.0.attn.qkv.bias" in raw, "presence of tensor 'blocks.0.attn.qkv.bias'")
     final = "pooled" if "fc_norm.weight" in raw else "tokens" if "norm.weight" in raw else "none"

@@ -17,7 +17,6 @@ from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
-    need,
     read_tensors,
     require,
     require_class_token_readout,
@@ -51,14 +50,14 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
-    conv = need(fmt, raw, "conv_proj.weight")
+    conv = inf.need(raw, "conv_proj.weight")
     dim, channels, ph, pw = conv.shape
     where = f"tensor 'conv_proj.weight' {conv.shape}"
     inf.fact("dim", int(dim), where)
     inf.fact("channels", int(channels), where)
     inf.fact("patch_height", int(ph), where)
     inf.fact("patch_width", int(pw), where)
-    rows = need(fmt, raw, "encoder.pos_embedding").shape[1]
+    rows = inf.need(raw, "encoder.pos_embedding").shape[1]
     side = square_grid(rows - 1)
     if side is None:
         raise WeightsError(f"{fmt} checkpoint: tensor 'encoder.pos_embedding' has {rows} rows; "
@@ -68,9 +67,9 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.fact("image_width", side * int(pw), where)
     depth = sum(1 for k in raw if k.endswith(".ln_1.weight"))
     inf.fact("depth", depth, f"{depth} 'encoder.layers.encoder_layer_*' blocks")
-    inf.fact("mlp_dim", int(need(fmt, raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
+    inf.fact("mlp_dim", int(inf.need(raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
              "tensor 'encoder.layers.encoder_layer_0.mlp.0.weight'")
-    head = need(fmt, raw, "heads.head.weight")
+    head = inf.need(raw, "heads.head.weight")
     inf.fact("num_classes", int(head.shape[0]), "tensor 'heads.head.weight'")
     fixed = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pos_rows": None,
              "norm": "pre", "qkv_bias": True, "final_norm": "tokens", "pooling": "cls",
