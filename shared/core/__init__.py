@@ -8,6 +8,8 @@
 - `documents`: decoding what a user hands over (spec, recipe and config files), one line per
   problem.
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
+- `mapping`: weight-name tables (canonical <-> a port's or a library's names) and the one
+  engine that derives both directions from a table.
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
 - `reference`: the float64 NumPy oracle.
 - `tolerance`: the project's logit tolerance.
