@@ -32,9 +32,10 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     ("flax", "model.py"): {"FixedTable"},
     # Keras alone can run on Metal (its JAX/TF backends on Apple silicon).
     ("keras", "port.py"): {"_is_apple"},
-    # torch renames and transposes every tensor (to_native / from_native); Keras and Flax hold
-    # the canonical layouts as they are, so they bind each canonical name to a variable.
-    ("torch", "transfer.py"): {"to_native", "from_native"},
+    # torch renames and transposes every tensor through its table's bound plan (to_native /
+    # from_native); Keras and Flax hold the canonical layouts as they are, so they bind each
+    # canonical name to a variable.
+    ("torch", "transfer.py"): {"plan", "to_native", "from_native"},
     ("keras", "transfer.py"): {"bindings"},
     ("flax", "transfer.py"): {"bindings"},
     # The pinned training recipe in each optimizer library's own terms: torch clips by hand,
