@@ -108,16 +108,29 @@ def test_every_native_port_has_the_same_outline(file: str) -> None:
             assert methods == wanted, f"ports/{fw}/{file}: {name}'s methods differ from ports/{first}"
 
 
+def leading_comments(path: Path) -> dict[str, list[str]]:
+    """Each top-level function's comment lines between its signature and its first statement."""
+    lines = path.read_text().splitlines()
+    return {node.name: [line.strip() for line in lines[node.lineno:node.body[0].lineno - 1]
+                        if line.strip().startswith("#")]
+            for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+
+
 def test_every_user_py_has_the_same_public_outline() -> None:
     having = [fw for fw in NATIVE if (port_dir(fw) / USER_FILE).is_file()]
     assert having, f"no native port has {USER_FILE}"
     public = {fw: [(name, methods) for name, methods in outline(port_dir(fw) / USER_FILE)
                    if not name.startswith("_")] for fw in having}
+    comments = {fw: {name: text for name, text in leading_comments(port_dir(fw) / USER_FILE).items()
+                     if not name.startswith("_")} for fw in having}
     expected = public[having[0]]
     assert expected, f"ports/{having[0]}/{USER_FILE} defines nothing public"
     for fw in having[1:]:
         assert public[fw] == expected, \
             f"ports/{fw}/{USER_FILE}: public functions differ from ports/{having[0]}/{USER_FILE}"
+        for name, text in comments[having[0]].items():  # the interface's own one-line comments
+            assert text and comments[fw][name] == text, \
+                f"ports/{fw}/{USER_FILE}: {name}'s comment differs from ports/{having[0]}/{USER_FILE}"
 
 
 def test_allow_list_names_only_native_ports_and_compared_files() -> None:

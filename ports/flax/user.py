@@ -75,9 +75,9 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
     # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    graphdef, state = nnx.split(_eval_view(model))
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
     # in Python on every call, which a timing would count against the user's model.
-    graphdef, state = nnx.split(_eval_view(model))
     forward = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x))
     return lambda images: _logits(lambda x: forward(state, x), images, layout, output)
 
