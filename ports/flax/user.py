@@ -121,16 +121,22 @@ def _children(node: Any) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in vars(node).items() if not k.startswith("_")]
 
 
-def _walk(node: Any, prefix: str) -> list[tuple[str, Any]]:
-    """(path, value) for every variable, module and callable under `node`, depth first."""
+def _walk(node: Any, prefix: str, seen: set[int] | None = None) -> list[tuple[str, Any]]:
+    """(path, value) for every variable, module and callable under `node`, depth first; a module
+    or variable reached twice (shared, tied) under its first path only."""
     out: list[tuple[str, Any]] = []
+    seen = {id(node)} if seen is None else seen
     for key, value in _children(node):
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(value, nnx.Rngs):
             continue
+        if isinstance(value, (nnx.Module, nnx.Variable)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
         out.append((path, value))
         if isinstance(value, (nnx.Module, list, tuple, dict)):
-            out.extend(_walk(value, path))
+            out.extend(_walk(value, path, seen))
     return out
 
 
