@@ -17,10 +17,10 @@ from flax import nnx
 from ports import load_port_part
 from shared.core import reference
 from shared.core.inputs import probe_batch
-from shared.core.presets import get_preset
+from shared.core.presets import get_preset, resolve_spec
 from shared.core.tolerance import logit_atol, max_abs_diff
 from shared.core.weights import Tensors, init_weights
-from shared.errors import InputError, WeightsError
+from shared.errors import InputError, SpecError, WeightsError
 
 user = load_port_part("flax", "user")
 
@@ -199,3 +199,8 @@ def test_run_converts_to_the_models_own_layout(case) -> None:
         assert np.array_equal(user.run(Wrapped(case["model"], layout), case["images"], layout, None), logits)
     with pytest.raises(InputError, match="'NHW' drops the channel axis, but the images have 3 channels"):
         user.run(case["model"], np.zeros((1, 28, 28, 3), np.float32), "NHW", None)
+
+
+def test_example_refuses_a_spec_it_does_not_implement_in_one_line() -> None:
+    with pytest.raises(SpecError, match="pooling='mean' is not implemented, expected 'cls'"):
+        example.build(resolve_spec("mnist-vit-small", ["pooling=mean"]))

@@ -14,10 +14,10 @@ import pytest
 from ports import load_port_part
 from shared.core import reference
 from shared.core.inputs import probe_batch
-from shared.core.presets import get_preset
+from shared.core.presets import get_preset, resolve_spec
 from shared.core.tolerance import logit_atol, max_abs_diff
 from shared.core.weights import Tensors, init_weights
-from shared.errors import InputError, WeightsError
+from shared.errors import InputError, SpecError, WeightsError
 
 user = load_port_part("keras", "user")
 import keras  # noqa: E402  (after the registry has set KERAS_BACKEND)
@@ -201,3 +201,8 @@ def test_run_converts_to_the_models_own_layout(case) -> None:
     assert np.array_equal(user.run(takes_nchw, case["images"], "NCHW", None), logits)
     with pytest.raises(InputError, match="input layout 'HWC' is not one of"):
         user.run(case["model"], case["images"], "HWC", None)
+
+
+def test_example_refuses_a_spec_it_does_not_implement_in_one_line() -> None:
+    with pytest.raises(SpecError, match="pooling='mean' is not implemented, expected 'cls'"):
+        example.build(resolve_spec("mnist-vit-small", ["pooling=mean"]))
