@@ -1,12 +1,13 @@
 """Runs of the quadrant plateau experiment: one worker process per framework, the shared loop.
 
 A run is a JSON-able job: spec, recipe, data name (`quadrant[:noise=N,contrast=C]`), seed and
-step budget. The worker (`python -m shared.training.plateau_runs FRAMEWORK FOLDER`) trains each
-job with `shared.training.trainloop.train_seed` (record_steps on, no checkpoints), and after
-every epoch records the test-set confusion matrix from the port's logits. Each framework runs
-in its own process for the reason `shared.training.parity` gives (Keras' backend is fixed at
-import; torch's optimizer and TensorFlow do not share a process). Data and initial weights are
-NumPy, keyed by seed, so every framework trains on the same batches from the same weights.
+step budget; with "probe": true it is not trained and `probe_one` reports what the port starts
+from. The worker (`python -m shared.training.plateau_runs FRAMEWORK FOLDER`) trains each job with
+`shared.training.trainloop.train_seed` (record_steps on, no checkpoints), and after every epoch
+records the test-set confusion matrix from the port's logits. Each framework runs in its own
+process for the reason `shared.training.parity` gives (Keras' backend is fixed at import; torch's
+optimizer and TensorFlow do not share a process). Data and initial weights are NumPy, keyed by
+seed, so every framework trains on the same batches from the same weights.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from shared import REPO_ROOT
 from shared.errors import PortbenchError
 
 
-def job(spec: Any, recipe: Any, data: str, seed: int, budget: int) -> dict[str, Any]:
+def job(spec: Any, recipe: Any, data: str, seed: int, budget: int, probe: bool = False) -> dict[str, Any]:
     """One run; the recipe's max_epochs becomes the fewest epochs that hold `budget` updates."""
     from shared.training.data import load_dataset, steps_per_epoch
 
@@ -36,7 +37,29 @@ def job(spec: Any, recipe: Any, data: str, seed: int, budget: int) -> dict[str, 
     recipe = recipe.replace(max_epochs=max(1, math.ceil(budget / per_epoch)), seed=seed,
                             early_stop_patience=None)
     return {"spec": spec.to_json(), "recipe": recipe.to_json(), "data": data, "seed": seed,
-            "budget": budget}
+            "budget": budget, "probe": probe}
+
+
+def probe_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
+    """No training: a digest of every batch of the run's first epoch (images and labels as this
+    process receives them) and of the initial weights after a round trip through the port."""
+    import hashlib
+
+    from ports import create_port
+    from shared.core.spec import ModelSpec
+    from shared.training.data import batches, load_dataset
+    from shared.training.init_schemes import recipe_weights
+    from shared.training.train_spec import TrainSpec
+
+    spec, recipe = ModelSpec.from_json(item["spec"]), TrainSpec.from_json(item["recipe"])
+    data = load_dataset(item["data"], spec, recipe.validation_fraction, item["seed"])
+    digests = [hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest()
+               for x, y in batches(data.train, recipe.batch_size, 0, item["seed"], recipe.shuffle,
+                                   recipe.drop_last)]
+    port = create_port(framework, spec)
+    port.load(recipe_weights(spec, recipe, item["seed"]))
+    weights = hashlib.sha256(b"".join(t.tobytes() for _, t in sorted(port.export().items())))
+    return {"batch_digests": digests, "weights_digest": weights.hexdigest()}
 
 
 def run_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -105,6 +128,9 @@ def main(argv: list[str]) -> int:
     jobs = json.loads((folder / "jobs.json").read_text())
     results = []
     for k, item in enumerate(jobs, start=1):
+        if item.get("probe"):
+            results.append(probe_one(framework, item))
+            continue
         results.append(run_one(framework, item))
         name = json.loads(item["spec"])["name"]
         print(f"[{framework}] run {k}/{len(jobs)} {name} seed {item['seed']}: "
