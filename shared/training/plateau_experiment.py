@@ -20,24 +20,24 @@ from shared.errors import InputError
 from shared.training import plateau
 from shared.training.data import quadrant_name, quadrant_options
 from shared.training.plateau_runs import job, run_all
-from shared.training.train_spec import TrainSpec
+from shared.training.train_spec import TrainSpec, get_recipe
 
 # The largest per-update loss difference between two ports that still counts as "the same run":
 # the training-parity bound on every parameter after 10 AdamW steps (measured 1.6e-6).
 PARITY_TOL = 2e-5
 
-# One setting at a time, from the base condition: (name, recipe changes, data changes).
+# One setting at a time, from the base condition: (name, recipe changes, data changes); a
+# "recipe" entry replaces the base recipe by that preset (its init fields are the base's).
 SWEEP: tuple[tuple[str, dict[str, Any], dict[str, float]], ...] = (
     ("init=torch", {"init": "torch"}, {}), ("init=keras", {"init": "keras"}, {}),
     ("init=flax", {"init": "flax"}, {}), ("init=vit", {"init": "vit"}, {}),
-    ("kernel_gain=0.25", {"init_kernel_gain": 0.25}, {}), ("kernel_gain=4", {"init_kernel_gain": 4.0}, {}),
-    ("pos_std=0", {"init_pos_std": 0.0}, {}), ("pos_std=0.02", {"init_pos_std": 0.02}, {}),
-    ("pos_std=1", {"init_pos_std": 1.0}, {}),
+    ("kernel_gain=0.25", {"init_kernel_gain": 0.25}, {}), ("kernel_gain=3", {"init_kernel_gain": 3.0}, {}),
+    ("pos_std=0", {"init_pos_std": 0.0}, {}), ("pos_std=1", {"init_pos_std": 1.0}, {}),
     ("lr=1e-4", {"learning_rate": 1e-4, "min_learning_rate": 0.0}, {}),
-    ("lr=3e-3", {"learning_rate": 3e-3}, {}),
-    ("noise=0.5", {}, {"noise": 0.5}), ("noise=1", {}, {"noise": 1.0}),
-    ("contrast=0.3", {}, {"contrast": 0.3}),
+    ("lr=1e-2", {"learning_rate": 1e-2}, {}),
+    ("noise=1", {}, {"noise": 1.0}), ("contrast=0.3", {}, {"contrast": 0.3}),
     ("batch=16", {"batch_size": 16}, {}), ("batch=256", {"batch_size": 256}, {}),
+    ("recipe=archive", {"recipe": "archive"}, {}),
 )
 
 
@@ -81,9 +81,12 @@ def shape_spec(width: int, heads: int) -> Any:
 def conditions(settings: Settings, sweep: bool) -> list[tuple[str, TrainSpec, str]]:
     """(name, recipe, data) for the base condition and, with `sweep`, each one-setting change."""
     out = [("base", settings.recipe, settings.data)]
+    init = {k: getattr(settings.recipe, k) for k in ("init", "init_kernel_gain", "init_pos_std")}
     for name, changes, data_changes in SWEEP if sweep else ():
         data = quadrant_name(**{**quadrant_options(settings.data), **data_changes})
-        out.append((name, settings.recipe.replace(**changes), data))
+        recipe = (get_recipe(changes["recipe"]).replace(**init) if "recipe" in changes
+                  else settings.recipe.replace(**changes))
+        out.append((name, recipe, data))
     return out
 
 

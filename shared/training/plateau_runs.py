@@ -29,7 +29,8 @@ from shared.errors import PortbenchError
 
 
 def job(spec: Any, recipe: Any, data: str, seed: int, budget: int, probe: bool = False) -> dict[str, Any]:
-    """One run; the recipe's max_epochs becomes the fewest epochs that hold `budget` updates."""
+    """One run; the recipe's max_epochs becomes the fewest epochs that hold `budget` updates and
+    early stopping is off (the budget is the stop; the recipe's lr schedule still applies)."""
     from shared.training.data import load_dataset, steps_per_epoch
 
     train = load_dataset(data, spec, recipe.validation_fraction, seed).train
