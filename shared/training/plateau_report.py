@@ -106,7 +106,7 @@ def plot(document: dict[str, Any], path: Path) -> None:
     axes[0, 0].set_ylabel(f"train loss (mean of {window} updates)")
     fig.suptitle("dashed: ln(2)/2 = 0.3466; colour: seed; line style: torch - keras -- flax :",
                  fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / (3.2 * rows)))  # room for the title
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
