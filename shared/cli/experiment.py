@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
     g = p.add_argument_group("plateau")
     g.add_argument("--shapes", default="16/2,24/3,32/4", help="WIDTH/HEADS list (head width = W/H)")
-    g.add_argument("--steps", type=int, default=800, help="updates per run (default 800)")
+    g.add_argument("--steps", type=int, default=600, help="updates per run (default 600)")
     g.add_argument("--data", default="quadrant", help="quadrant[:noise=N,contrast=C] (default 0.1, 1)")
     g.add_argument("--band", type=float, default=0.05, help="half-width of the band around ln(2)/2")
     g.add_argument("--window", type=int, default=16, help="updates in the loss's trailing mean")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,9 +112,13 @@ def finish(proc: subprocess.Popen, echo: bool = True) -> list[dict[str, Any]]:
         if echo:
             print(line.rstrip(), flush=True)
     proc.wait()
+    folder: Path = proc.folder  # type: ignore[attr-defined]
     if proc.returncode != 0:
-        raise PortbenchError(f"plateau worker failed (exit {proc.returncode}): {lines[-1:] or 'no output'}")
-    return json.loads((proc.folder / "results.json").read_text())  # type: ignore[attr-defined]
+        raise PortbenchError(f"plateau worker failed (exit {proc.returncode}): {lines[-1:] or 'no output'}; "
+                             f"its jobs are in {str(folder)!r}")
+    results = json.loads((folder / "results.json").read_text())
+    shutil.rmtree(folder, ignore_errors=True)
+    return results
 
 
 def run_all(framework: str, jobs: list[dict[str, Any]], echo: bool = True) -> list[dict[str, Any]]:
