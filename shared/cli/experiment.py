@@ -1,8 +1,9 @@
 """`compare.py experiment NAME`: the archive's experiments, each printing the numbers it measured.
 
 - `pos-embed`: digits with learned positions vs none, 3 seeds, in each framework;
-- `narrow`: quadrant vs quadrant-narrow, 3 seeds, per-seed final loss and accuracy (the narrow
-  model can stall near ln(2)/2 = 0.3466: one pair of quadrants separated, the other not);
+- `narrow`: quadrant vs quadrant-narrow, 3 seeds, per-seed final loss and accuracy (the archive
+  says the narrow model stalls near ln(2)/2 = 0.3466: one pair of quadrants separated, the other
+  not; `plateau` measures whether and how long);
 - `sqrt-dk`: attention weights of random queries/keys at widths 1, 4, 512 with and without the
   1/sqrt(d_k) scaling (max weight, entropy): table and figure;
 - `attention-map`: class-token attention of the last block on test digits, from the digits model
