@@ -9,12 +9,13 @@ import argparse
 import os
 import sys
 
-from shared.cli import command_modules
-from shared.cli._options import OneLineParser
 from shared.errors import PortbenchError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from shared.cli import command_modules  # inside main's handlers: Ctrl-C while loading is one line
+    from shared.cli._options import OneLineParser
+
     parser = OneLineParser(prog="compare.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in command_modules():
@@ -22,13 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["main"])  # the default job: verify, then time
+    return int(args.run(args) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
     try:
-        return int(args.run(args) or 0)
+        return run(argv)
     except PortbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -192,11 +192,15 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
 # ---- class-token attention of the last block, in all three frameworks --------------------------
 def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
+    from shared.training.checkpoint import latest_unit
     from shared.training.data import digits
     spec = get_preset("digits")
     train_json(out, "pos-torch-learned", ["--spec", "digits", "--framework", "torch", "--seeds",
                                           args.seeds, "--epochs", str(args.epochs or 15)], args.reuse)
-    weights = out / "ck" / "pos-torch-learned" / f"seed{args.seeds.split(',')[0]}" / "weights.safetensors"
+    unit = latest_unit(out / "ck" / "pos-torch-learned" / f"seed{args.seeds.split(',')[0]}")
+    if unit is None:
+        raise InputError("the digits run left no checkpoint to read the attention map from")
+    weights = unit / "weights.safetensors"
     _, test, _ = digits()
     images, labels = test.images[:4], test.labels[:4]
     images_file = (out / "attention-map-images.npy").resolve()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,12 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ports import PORTS
+    from shared.training.checkpoint import latest_unit
     from shared.training.data import check_batch_size, load_dataset
     from shared.training.trainloop import stderr_progress, train_seed
+
+    # SIGTERM unwinds like Ctrl-C, so a checkpoint being written is cleaned up, never half-left.
+    signal.signal(signal.SIGTERM, _interrupt)
 
     spec, recipe, data_name = resolve(args)
     seeds = parse_seeds(args.seeds)
@@ -92,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if path:
             check_output(path, args.force)
     if not (args.resume or args.force):
-        kept = [s for s in seeds if (folder / f"seed{s}" / "state.json").exists()]
+        kept = [s for s in seeds if latest_unit(folder / f"seed{s}") is not None]
         if kept:
             raise InputError(f"{folder} already holds a checkpoint for seed {kept[0]}; pass --resume to "
                              "continue it or --force to start over (the old one is replaced)")
@@ -121,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
         plot_curves(document, png, args.force)
         print(f"wrote {png}")
     return 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _set_threads(framework: str, threads: int) -> None:

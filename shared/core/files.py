@@ -15,6 +15,9 @@ from pathlib import Path
 
 from shared.errors import InputError
 
+UMASK = os.umask(0)  # read once (there is no way to read it without setting it) ...
+os.umask(UMASK)  # ... and put back at once
+
 
 def check_output(path: str | Path, force: bool) -> Path:
     """Fail early, before any work, when `path` exists without --force, names a directory, or
@@ -41,6 +44,7 @@ def write_output(path: str | Path, data: bytes, *, force: bool = False) -> None:
     except OSError as exc:
         raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
     try:
+        os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; a published file gets the usual mode
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

@@ -118,6 +118,7 @@ def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
     checkpoint's state.json and whether its weights still load."""
     from shared.core.spec import ModelSpec
     from shared.core.weights import load_weights
+    from shared.training.checkpoint import latest_unit
     from shared.training.data import load_dataset
     from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import TrainingError, train_seed
@@ -142,12 +143,13 @@ def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
         message = "no error"
     except TrainingError as exc:
         message = str(exc)
+    unit = latest_unit(folder)
     try:
-        load_weights(folder / "weights.safetensors", spec)
+        load_weights(unit / "weights.safetensors", spec)  # type: ignore[operator]
         loads = True
     except Exception:  # the point is whether it loads
         loads = False
-    state = (folder / "state.json").read_bytes()
+    state = (unit / "state.json").read_bytes() if unit else b"{}"
     _store(out, {"error": {"message": np.frombuffer(message.encode(), dtype=np.uint8),
                            "state": np.frombuffer(state, dtype=np.uint8),
                            "checkpoint_loads": np.array([loads])}})

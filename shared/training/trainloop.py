@@ -4,16 +4,14 @@ It drives a port's `Trainer` (ports/<fw>/train.py) only through its contract: `p
 `step`, `loss_value`, `set_learning_rate`, `evaluate`, `reseed`, `export_state`, `load_state`.
 Framework modules are imported inside functions (shared/ never imports a framework at load).
 
-Checkpoints (one folder per seed), written at the end of every epoch, each file atomically and
-the small `state.json` last, so a crash leaves the previous complete checkpoint readable:
-`weights.safetensors`, `adam_m.safetensors`, `adam_v.safetensors` (canonical layout, via
-`shared.core.weights.save_weights`) and `state.json` (epoch, updates, controller state, curves).
+Checkpoints (one folder per seed) are written at the end of every epoch as one unit, weights,
+both Adam moments and `state.json` together (`shared.training.checkpoint`): an interrupt at any
+moment leaves the last complete unit, and `resume` continues from it.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import sys
 import time
@@ -25,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from shared.core.spec import ModelSpec
-from shared.core.weights import atomic_write_bytes, load_weights, save_weights
-from shared.errors import PortbenchError, WeightsError
+from shared.errors import PortbenchError
+from shared.training import checkpoint
 from shared.training.data import Dataset, batches, check_batch_size, steps_per_epoch
 from shared.training.init_schemes import recipe_weights
 from shared.training.schedule import Controller
@@ -93,7 +91,7 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
     controller, result = Controller(recipe), SeedResult(seed)
     if record_steps:
         result.curves[STEP_CURVE] = []
-    if checkpoint_dir is not None and resume and (checkpoint_dir / "state.json").is_file():
+    if checkpoint_dir is not None and resume and checkpoint.latest_unit(checkpoint_dir) is not None:
         controller, result = _restore(checkpoint_dir, spec, recipe, trainer)
         log(f"[{framework} seed {seed}] resumed at epoch {controller.epoch} (step {result.steps})")
         if record_steps:
@@ -145,7 +143,7 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
             + (f"  ({decision.reason})" if decision.reason else ""))
         if checkpoint_dir is not None:
             t3 = time.perf_counter()
-            _save(checkpoint_dir, spec, recipe, trainer, controller, result)
+            checkpoint.save(checkpoint_dir, spec, recipe, trainer, controller, result.to_dict())
             result.wall_s["checkpoint"] += time.perf_counter() - t3
     return result, trainer
 
@@ -163,45 +161,10 @@ def stderr_progress(line: str) -> None:
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
-def _save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, controller: Controller,
-          result: SeedResult) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    first, second, updates = trainer.export_state()
-    meta = {"epoch": str(controller.epoch), "updates": str(updates)}
-    save_weights(folder / "weights.safetensors", spec, trainer.port.export(), extra_metadata=meta)
-    save_weights(folder / "adam_m.safetensors", spec, first, extra_metadata=meta)
-    save_weights(folder / "adam_v.safetensors", spec, second, extra_metadata=meta)
-    state = {"recipe": recipe.to_dict(), "spec_hash": spec.spec_hash, "updates": updates,
-             "controller": controller.state(), "result": result.to_dict()}
-    atomic_write_bytes(folder / "state.json", json.dumps(state, indent=1).encode())
-
-
 def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any) -> tuple[Controller, SeedResult]:
-    try:
-        state = json.loads((folder / "state.json").read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TrainingError(f"checkpoint {str(folder / 'state.json')!r} is unreadable ({exc})") from None
-    if state.get("spec_hash") != spec.spec_hash:
-        raise TrainingError(f"checkpoint {str(folder)!r} is for another spec "
-                            f"(hash {state.get('spec_hash')!r}, "
-                            f"expected {spec.spec_hash!r}); use another --checkpoints folder")
-    saved_recipe = TrainSpec.from_dict(state["recipe"])
-    if saved_recipe.replace(max_epochs=recipe.max_epochs) != recipe:  # extending a run is fine
-        saved_fields = saved_recipe.to_dict()
-        changed = [k for k, v in recipe.to_dict().items() if saved_fields[k] != v and k != "max_epochs"]
-        raise TrainingError(f"checkpoint {str(folder)!r} was written with another recipe (field "
-                            f"{changed[0]!r} differs); resume needs the same recipe (max_epochs may grow)")
-    files = [load_weights(folder / name, spec) for name in
-             ("weights.safetensors", "adam_m.safetensors", "adam_v.safetensors")]
-    epochs = {f.metadata.get("epoch") for f in files}
-    if len(epochs) != 1 or str(state["controller"]["epoch"]) not in epochs:
-        raise WeightsError(f"checkpoint {str(folder)!r}: files from different epochs {sorted(epochs)}")
-    trainer.port.load(files[0].tensors)
-    trainer.load_state(files[1].tensors, files[2].tensors, int(state["updates"]))
-    saved = state["result"]
+    controller, saved = checkpoint.restore(folder, spec, recipe, trainer)
     result = SeedResult(int(saved["seed"]), saved["curves"], int(saved["epochs"]), int(saved["steps"]),
                         saved["stopped_because"], saved["wall_s"])
-    controller = Controller.from_state(recipe, state["controller"])
     if controller.stopped and result.stopped_because.startswith("max_epochs"):
         controller.stopped, result.stopped_because = controller.epoch >= recipe.max_epochs, ""
     return controller, result
