@@ -1,6 +1,6 @@
 """The one warm-up / plateau / early-stop controller (shared/training/schedule.py) on synthetic metric
 sequences. Expected epochs are worked out by hand from the counting rules in its docstring, and
-compared in comments with what torch, Keras and optax would do (divergences.md rows 27-31)."""
+compared in comments with what torch, Keras and optax would do."""
 
 from __future__ import annotations
 
@@ -28,18 +28,18 @@ def drive(recipe: TrainSpec, values: list[float]) -> tuple[list[float], Controll
 
 def test_warmup_is_a_linear_ramp_that_starts_above_zero() -> None:
     used, _, _ = drive(BASE.replace(warmup_epochs=4), [1.0 - 0.1 * i for i in range(6)])
-    assert used == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]  # Keras/optax would start at 0 (row 27)
+    assert used == [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]  # Keras/optax would start at 0
 
 
 def test_plateau_cuts_when_bad_epochs_reach_patience() -> None:
     used, c, _ = drive(BASE, [1.0] * 7)
-    assert c.cuts == [2, 4, 6]  # as Keras and optax; torch would cut at 3, 6 (row 29)
+    assert c.cuts == [2, 4, 6]  # as Keras and optax; torch would cut at 3, 6
     assert used == [1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25]  # a cut applies from the next epoch
 
 
 def test_cooldown_skips_epochs_after_a_cut() -> None:
     _, c, _ = drive(BASE.replace(plateau_cooldown=1), [1.0] * 9)
-    assert c.cuts == [2, 5, 8]  # Keras' cooldown=1 would change nothing (row 29)
+    assert c.cuts == [2, 5, 8]  # Keras' cooldown=1 would change nothing
 
 
 def test_warmup_epochs_are_never_bad() -> None:
@@ -48,7 +48,7 @@ def test_warmup_epochs_are_never_bad() -> None:
 
 
 def test_relative_and_absolute_thresholds_differ_as_documented() -> None:
-    slow = [0.01 - 2e-5 * i for i in range(8)]  # loss 0.01 improving 2e-5 per epoch (row 30)
+    slow = [0.01 - 2e-5 * i for i in range(8)]  # loss 0.01 improving 2e-5 per epoch
     _, rel, _ = drive(BASE.replace(plateau_threshold=1e-4, plateau_threshold_mode="rel"), slow)
     _, ab, _ = drive(BASE.replace(plateau_threshold=1e-4, plateau_threshold_mode="abs"), slow)
     assert rel.cuts == []  # 2e-5 is 0.2% of 0.01 > 0.01%: an improvement, as torch and optax

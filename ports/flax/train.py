@@ -1,7 +1,6 @@
 """One training step in Flax (flax.nnx + optax): mean cross-entropy from logits, gradients,
 global-norm clipping, AdamW (`optax.adamw` after `optax.clip_by_global_norm`), with every default
-the three frameworks disagree on pinned from the `TrainSpec` (shared/training/train_spec.py;
-divergences.md rows 21-35, 43).
+the three frameworks disagree on pinned from the `TrainSpec` (shared/training/train_spec.py).
 
 Parallel text: ports/torch/train.py and ports/keras/train.py have the same names in the same
 order. The step is one `nnx.jit` function (`compiled = True`); the learning rate lives in the
@@ -37,7 +36,7 @@ def canonical_sources(spec: ModelSpec, model: nnx.Module) -> dict[Path, list[str
 
 def native_groups(port: Port, recipe: TrainSpec) -> tuple[set[Path], set[Path]]:
     """(decayed, not decayed) parameter paths, decided on canonical names (optax.adamw decays
-    every leaf unless given a mask; row 23)."""
+    every leaf unless given a mask)."""
     canonical = canonical_sources(port.spec, port.model)
     decay, keep = set(), set()
     for path, names in canonical.items():
@@ -69,7 +68,7 @@ def transform(recipe: TrainSpec, decay: frozenset[Path]) -> optax.GradientTransf
         return _TRANSFORMS[key]
     b2, eps = recipe.beta2, recipe.epsilon
     # optax's eps is added to sqrt(v_hat); Keras' epsilon hat at update t equals
-    # eps / sqrt(1 - b2^t) there (row 22). inject_hyperparams evaluates a callable on the
+    # eps / sqrt(1 - b2^t) there (31.6 eps at t = 1). inject_hyperparams evaluates a callable on the
     # count of updates already taken, so update t sees count t - 1.
     eps_schedule = (lambda count: eps / jnp.sqrt(1.0 - b2 ** (count + 1.0))) if PIN_EPSILON_FORM else eps
     # static_args: inject_hyperparams calls every callable argument as a schedule of the

@@ -1,6 +1,6 @@
 """One training step in Keras 3: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`keras.optimizers.AdamW`), with every default the three frameworks disagree on pinned from
-the `TrainSpec` (shared/training/train_spec.py; divergences.md rows 21-35, 43).
+the `TrainSpec` (shared/training/train_spec.py).
 
 Parallel text: ports/torch/train.py and ports/flax/train.py have the same names in the same
 order. The step is one `tf.function` (`compiled = True`): gradient tape, clipping, decay and
@@ -22,8 +22,8 @@ from shared.errors import FrameworkUnavailable
 from shared.training.train_spec import TrainSpec, decayed
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
-FROM_LOGITS = True  # SparseCategoricalCrossentropy defaults to from_logits=False (row 32)
-USE_GLOBAL_CLIPNORM = True  # `clipnorm` would clip each variable on its own (row 26)
+FROM_LOGITS = True  # SparseCategoricalCrossentropy defaults to from_logits=False
+USE_GLOBAL_CLIPNORM = True  # `clipnorm` would clip each variable on its own
 EVAL_BATCH = 1024  # evaluation batch: bounds memory, does not change the result
 
 
@@ -34,7 +34,7 @@ def canonical_sources(spec: ModelSpec, model: keras.Model) -> dict[int, list[str
 
 def native_groups(port: Port, recipe: TrainSpec) -> tuple[list[keras.Variable], list[keras.Variable]]:
     """(decayed, not decayed) variables, decided on canonical names (Keras decays every variable
-    unless it is excluded before the optimizer is built; row 23)."""
+    unless it is excluded before the optimizer is built)."""
     canonical = canonical_sources(port.spec, port.model)
     decay, keep = [], []
     for variable in port.model.trainable_variables:
@@ -61,7 +61,7 @@ class Trainer:
         self.port, self.recipe = port, recipe
         self.model = port.model
         decay, keep = native_groups(port, recipe)
-        # Every argument given: Keras' defaults are eps 1e-7 and weight_decay 0.004 (row 21).
+        # Every argument given: Keras' defaults are eps 1e-7 and weight_decay 0.004.
         # Its epsilon is the spec's "epsilon hat" form as it is, so no per-update value is needed.
         self.optimizer = keras.optimizers.AdamW(
             learning_rate=recipe.learning_rate, weight_decay=recipe.weight_decay,

@@ -1,6 +1,6 @@
 """One training step in PyTorch: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`torch.optim.AdamW`), with every default the three frameworks disagree on pinned from the
-`TrainSpec` (shared/training/train_spec.py; divergences.md rows 21-35, 43).
+`TrainSpec` (shared/training/train_spec.py).
 
 Parallel text: ports/keras/train.py and ports/flax/train.py have the same names in the same
 order. The step runs eagerly (`compiled = False`): torch.compile of a whole optimizer step is
@@ -48,7 +48,7 @@ def native_groups(port: Port, recipe: TrainSpec) -> tuple[list[torch.nn.Paramete
 
 def clip_global_norm(grads: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """g *= min(1, max / ||g||) over all gradients together; returns the pre-clip norm.
-    Not clip_grad_norm_, which divides by ||g|| + 1e-6 (divergences row 25)."""
+    Not clip_grad_norm_, which divides by ||g|| + 1e-6 (relative 5e-4 at a norm of 2e-3)."""
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
     scale = torch.clamp(max_norm / (norm + CLIP_EPSILON), max=1.0)
     for g in grads:
@@ -66,7 +66,7 @@ class Trainer:
         decay, keep = native_groups(port, recipe)
         groups = [{"params": decay, "weight_decay": recipe.weight_decay},
                   {"params": keep, "weight_decay": 0.0}]
-        # Every argument given: torch's defaults are eps 1e-8 and weight_decay 1e-2 (row 21).
+        # Every argument given: torch's defaults are eps 1e-8 and weight_decay 1e-2.
         self.optimizer = torch.optim.AdamW(
             [g for g in groups if g["params"]], lr=recipe.learning_rate,
             betas=(recipe.beta1, recipe.beta2), eps=recipe.eps_at(1),
@@ -89,7 +89,7 @@ class Trainer:
         if self.recipe.clip_global_norm is not None:
             clip_global_norm([p.grad for p in self.params if p.grad is not None],
                              self.recipe.clip_global_norm)
-        if PIN_EPSILON_FORM:  # Keras' epsilon hat, expressed in torch's placement (row 22)
+        if PIN_EPSILON_FORM:  # Keras' epsilon hat, expressed in torch's placement
             for group in self.optimizer.param_groups:
                 group["eps"] = self.recipe.eps_at(self.updates + 1)
         self.optimizer.step()
