@@ -17,7 +17,8 @@ Counting, stated exactly (and how it differs from the libraries):
   epochs 3, 9, 15, torch and optax never). The best value is updated only on improvement.
 - **Plateau**: `bad` counts epochs in a row without improvement; the cut happens at the end of
   the epoch where bad == patience, as Keras and optax (torch cuts one epoch later, at
-  bad > patience: epochs 3, 6, 9 instead of 2, 4, 6 on a flat metric with patience 2). After a cut, bad is reset and the next
+  bad > patience: epochs 3, 6, 9 instead of 2, 4, 6 on a flat metric with patience 2). After a
+  cut, bad is reset and the next
   `cooldown` epochs are not counted (torch's meaning; Keras' cooldown=1 changes nothing and optax
   skips one more epoch). The new lr applies from the next epoch, never to the epoch that caused it.
 - **Early stop**: its own counter on its own metric, with the same improvement test (threshold 0:
