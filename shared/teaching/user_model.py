@@ -15,12 +15,18 @@ import numpy as np
 
 from shared.checkpoints import FORMATS, format_module
 from shared.core.binding import read_rules
+from shared.core.equivalence import check_logits
 from shared.core.mapping import Table
+from shared.core.reference import forward
 from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol
 from shared.core.weights import load_weights
 from shared.errors import InputError, WeightsError
 from shared.runtime.launch import run_worker
+from shared.runtime.verify import Case, Entry, pairwise_gaps, verify
+from shared.teaching.diagnosis import Diagnosis, diagnose
 from shared.teaching.spec_check import Contradiction, contradictions
+from shared.teaching.tracing import PortTrace, compare_taps, reference_taps
 
 MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
 GUESS = (("flax", re.compile(r"^\s*(from|import)\s+flax", re.M)),
@@ -120,3 +126,66 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
                   taps={k[4:]: v for k, v in arrays.items() if k.startswith("tap/")})
     run.contradictions = contradictions(spec, report)
     return run
+
+
+# ---- the verdict ----------------------------------------------------------------------------------
+@dataclass
+class UserCheck:
+    """What `verify --model` and `portbench.check` report: the user's row, our ports' rows, the
+    spec contradictions, and diagnose's finding (and trace's first divergence) when it failed."""
+
+    run: UserRun
+    entry: Entry
+    ports: list[Entry] = field(default_factory=list)
+    pairwise: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+    first_divergence: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.entry.passed and not self.run.contradictions
+
+    def explanation(self) -> str:
+        """One line: why it failed (the contradicting fields, then diagnose's finding)."""
+        if self.passed:
+            return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
+        parts = [c.line() for c in self.run.contradictions]
+        if not self.entry.passed:
+            parts.append(self.entry.error or "logits differ")
+        if self.diagnosis is not None and self.diagnosis.explained:
+            parts.append(self.diagnosis.lines()[0])
+        if self.first_divergence:
+            parts.append(f"first divergent tensor: {self.first_divergence}")
+        return "; ".join(parts)
+
+
+def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, frameworks: list[str] | None = None,
+               timeout: float = 300.0, trace: bool = False, **options: Any) -> UserCheck:
+    """The user's model against the float64 reference on the weights it ran with (its own, bound,
+    or --weights loaded into it); our ports on the same weights when `frameworks` are given."""
+    run = run_user(reference, spec, images, taps=trace, timeout=timeout, **options)
+    ref = forward(spec, run.tensors, images)
+    entry = Entry(spec.name, spec.spec_hash, run.label, device="cpu", tolerance=logit_atol(spec, ref),
+                  expected_params=spec.derived.params)
+    entry.param_count, entry.logits = int(run.report["param_count"]), run.logits
+    verdict = check_logits(spec, run.logits, ref, entry.param_count)
+    entry.passed, entry.error = verdict.passed, verdict.reason
+    entry.max_abs_diff, entry.max_rel_diff = verdict.max_abs_diff, verdict.max_rel_diff
+    result = UserCheck(run, entry)
+    if frameworks:
+        case = Case(spec, run.tensors, images)
+        result.ports, _ = verify([case], frameworks, timeout=timeout)
+    result.pairwise = pairwise_gaps(Case(spec, run.tensors, images), [entry, *result.ports], ref)
+    if not entry.passed and verdict.max_abs_diff is not None:
+        result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
+                                    source=f"your model {reference}")
+    if trace:
+        traced = user_trace(run, images)
+        result.first_divergence = traced.first_divergence.name if traced.first_divergence else None
+    return result
+
+
+def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:
+    """The user's captured taps (and logits) against the reference's, named canonically."""
+    reference = reference_taps(run.spec, run.tensors, images)
+    return compare_taps(run.spec, reference, {**run.taps, "logits": run.logits}, run.label)
