@@ -191,3 +191,44 @@ def timing(module: Any, model: Any, images: np.ndarray, layout: str,
             times.append(time.perf_counter() - t0)
         out[phase] = {"first_s": first, "median_s": float(np.median(times)), "n": repeats}
     return out
+
+
+class UserPort:
+    """The user's model behind the part of the port interface the timing harness calls
+    (`shared.measure.phases`): built once, the harness's canonical weights loaded through the
+    binding, NumPy images in (the layout change and the copy to the framework are part of each
+    forward, as they are of `user.run`), NumPy logits out."""
+
+    device_class = "cpu"
+
+    def __init__(self, job: dict[str, Any], spec: ModelSpec, tensors: dict[str, np.ndarray]) -> None:
+        self.spec = spec
+        self.model = build(job["model"], spec)
+        self.framework, self.module = user_port(self.model, job.get("framework"))
+        params = self.module.parameters(self.model)
+        found = self.module.layers(self.model)
+        binding = bind(spec, {n: v.shape for n, v in params.items()}, found, self.framework,
+                       conventions(job, self.framework, spec), job.get("rules"))
+        self.count = int(sum(v.size for v in params.values()))
+        del params
+        self.module.assign(self.model, binding.to_native(tensors))
+        self.layout = job.get("layout") or ("NCHW" if self.framework == "torch" else "NHWC")
+        self.output = job.get("output")
+
+    def prepare(self, images: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(images, dtype=np.float32)
+
+    def forward(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.module.run(self.model, images, self.layout, self.output)
+
+    def compiled_forward(self) -> Any:
+        return self.module.compiled(self.model, self.layout, self.output)
+
+    def sync(self, value: Any = None) -> None:
+        """NumPy results are already on the host: nothing is pending."""
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def param_count(self) -> int:
+        return self.count
