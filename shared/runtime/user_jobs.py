@@ -118,8 +118,14 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
     started = time.perf_counter()
     spec = ModelSpec.from_json(job["spec"])
     model = build(job["model"], spec)
+    out.report["build_s"] = time.perf_counter() - started
+    evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
+
+
+def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
+    """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
-    out.report.update({"framework": fw, "build_s": time.perf_counter() - started})
+    out.report["framework"] = fw
     params = module.parameters(model)
     found = module.layers(model)
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
@@ -134,7 +140,6 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
     else:
         out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params).items()})
     del params
-    images = np.load(job["input"], allow_pickle=False)
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
     logits = np.asarray(module.run(model, images, layout, job.get("output")), np.float32)
     check_logits(logits, spec, len(images))

@@ -107,9 +107,8 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
     """One worker run of the user's model; bad input of any kind is one-line InputError/WeightsError."""
     reference = check_model_argument(reference)
     loaded = load_weights(weights, spec) if weights else None
-    job = {"kind": "user", "model": reference, "spec": spec.to_json(), "framework": framework,
-           "layout": layout, "output": output, "weights": weights, "taps": taps, "timing": timing,
-           "rules": read_rules(rules) if rules else None, "conventions": convention_texts(spec)}
+    job = {**user_job(spec, framework=framework, layout=layout, output=output, weights=weights,
+                      rules=rules, taps=taps, timing=timing), "model": reference}
     entry = worker_framework(reference, framework)
     with tempfile.TemporaryDirectory(prefix="portbench-user-") as tmp:
         np.save(Path(tmp) / "x.npy", images)
@@ -118,8 +117,23 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
     error = result.error("user")
     if error:
         kind = (result.reports.get("user") or {}).get("error_kind")
-        raise (WeightsError if kind == "WeightsError" else InputError)(f"--model {reference}: {error}")
-    report, arrays = result.reports["user"], result.arrays.get("user", {})
+        message = error if error.startswith("--model") else f"--model {reference}: {error}"
+        raise (WeightsError if kind == "WeightsError" else InputError)(message)
+    return user_run(spec, result.reports["user"], result.arrays.get("user", {}), loaded)
+
+
+def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | None = None,
+             output: str | None = None, weights: str | None = None, rules: str | None = None,
+             taps: bool = False, timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `user` job's options (all but the model and its input)."""
+    return {"kind": "user", "spec": spec.to_json(), "framework": framework, "layout": layout,
+            "output": output, "weights": weights, "taps": taps, "timing": timing,
+            "rules": read_rules(rules) if rules else None, "conventions": convention_texts(spec)}
+
+
+def user_run(spec: ModelSpec, report: dict[str, Any], arrays: dict[str, np.ndarray],
+             loaded: Any = None) -> UserRun:
+    """The `user` job's report and arrays in canonical terms."""
     tensors = loaded.tensors if loaded else {k[2:]: v for k, v in arrays.items() if k.startswith("w/")}
     tensors = {name: tensors[name] for name in spec.derived.tensor_shapes}
     run = UserRun(spec, report["framework"], arrays["logits"], tensors, report["binding"], report,
@@ -164,6 +178,13 @@ def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework
     """The user's model against the float64 reference on the weights it ran with (its own, bound,
     or --weights loaded into it); our ports on the same weights when `frameworks` are given."""
     run = run_user(reference, spec, images, taps=trace, timeout=timeout, **options)
+    return judge(run, images, frameworks=frameworks, timeout=timeout, trace=trace)
+
+
+def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = None,
+          timeout: float = 300.0, trace: bool = False) -> UserCheck:
+    """A finished `UserRun` against the reference, our ports, diagnose and trace."""
+    spec = run.spec
     ref = forward(spec, run.tensors, images)
     entry = Entry(spec.name, spec.spec_hash, run.label, device="cpu", tolerance=logit_atol(spec, ref),
                   expected_params=spec.derived.params)
@@ -178,7 +199,7 @@ def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework
     result.pairwise = pairwise_gaps(Case(spec, run.tensors, images), [entry, *result.ports], ref)
     if not entry.passed and verdict.max_abs_diff is not None:
         result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
-                                    source=f"your model {reference}")
+                                    source="your model")
     if trace:
         traced = user_trace(run, images)
         result.first_divergence = traced.first_divergence.name if traced.first_divergence else None
