@@ -19,16 +19,17 @@ class Layer:
 # A user's parameters (native name -> shape, plus `layers()`) are bound to the spec's canonical
 # tensors in this order, the first that binds every tensor exactly winning:
 #  (a) a naming convention: a `shared.core.mapping.Table` (a port's transfer table, timm,
-#      torchvision, Hugging Face, big_vision / vit_jax, ...), extended by the user's `--map` rows;
-#  (b) structure: the layers in definition order against the canonical order (patch embedding,
-#      class token, positions, each block's norms / attention / MLP, final norm, head), each
-#      layer's parameters by their last name segment and shape, with the framework's layouts;
-#  (c) the user's rename rows alone (`--map rules.toml`).
+#      torchvision, Hugging Face, big_vision / vit_jax), or the user's `--map rules.toml` rows
+#      alone when they name every tensor, or those rows over each convention (the rows win);
+#  (b) structure (shared/core/structure.py): the layers in definition order against the
+#      canonical order (patch embedding, class token, positions, each block's norms / attention /
+#      MLP, final norm, head), each layer's parameters by their last name segment and shape,
+#      with the framework's layouts; the `--map` rows win for the parameters they name.
+# Two conventions that bind differently are refused (a `--map` file chooses).
 # Every native tensor must land on exactly one canonical one and every canonical tensor must be
 # filled; otherwise the refusal names what is missing, unused or ambiguous in one line.
 
-import math  # noqa: E402  (the Layer dataclass above is shared text with the other frameworks)
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable  # noqa: E402  (the Layer dataclass above is shared text)
 
 import numpy as np  # noqa: E402
 
@@ -116,7 +117,8 @@ def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link],
         raise WeightsError(f"your model's parameters do not bind to spec {spec.name!r} ({rule}): "
                            + "; ".join(problems))
     for link in links:
-        placeholders = [np.zeros(spec.derived.tensor_shapes[c], np.bool_) for c in link.canonical]
+        # the layout run on zero-stride placeholders: its shape, without touching a model's worth of bytes
+        placeholders = [np.broadcast_to(np.False_, spec.derived.tensor_shapes[c]) for c in link.canonical]
         want = tuple(layout(link.layout)[0](placeholders).shape)
         if tuple(native[link.native]) != want:
             raise WeightsError(f"your parameter {link.native!r} has shape {tuple(native[link.native])}, "
@@ -129,7 +131,7 @@ def by_table(spec: ModelSpec, native: dict[str, Shape], table: Table) -> Binding
         plan = table.bind(spec.derived.tensor_shapes)
     except WeightsError:  # the table cannot name this spec's tensors (e.g. no qkv bias)
         return None
-    if set(plan.native_shapes) != set(native):
+    if {link.native for link in plan.links} != set(native):  # names first: shapes cost a pass
         return None
     check_complete(spec, native, plan.links, table.name)  # names match: a wrong shape is an error
     return Binding(spec, plan.links, table.name, {link.native: f"{table.name} table" for link in plan.links})
@@ -159,24 +161,19 @@ def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framewo
     """The binding of a user's parameters: conventions, then structure, then the rename rows."""
     native = {n: tuple(int(d) for d in s) for n, s in native.items()}
     user = Table(rules, "map file") if rules else None
-    tables = [Table(rules, f"map file over {t.name}", base=t) if rules else t for t in conventions]
+    # the rows alone first: when they name every tensor, that is what the user said
+    tables = ([user] if user else []) + [Table(rules, f"map file over {t.name}", base=t) if rules else t
+                                         for t in conventions]
     found = [b for t in tables if (b := by_table(spec, native, t))]
-    distinct = {tuple(found_one.links): found_one for found_one in found}
+    distinct: dict[tuple[Link, ...], Binding] = {}
+    for one in found:
+        distinct.setdefault(tuple(one.links), one)
     if len(distinct) > 1:
         names = [b.rule for b in distinct.values()]
         raise WeightsError(f"your model's parameters bind two ways: by {names[0]} and by {names[1]}; "
                            "pass --map rules.toml to choose")
-    if found:
-        return found[0]
+    if distinct:
+        return next(iter(distinct.values()))
     from shared.core.structure import by_structure
 
-    try:
-        return by_structure(spec, native, layers, framework)
-    except WeightsError as structural:
-        if user is not None and (b := by_table(spec, native, user)):
-            return b
-        raise structural from None
-
-
-def native_size(native: dict[str, Shape]) -> int:
-    return sum(math.prod(s) for s in native.values())
+    return by_structure(spec, native, layers, framework, user)

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from shared.core.binding import FRAMEWORK_LAYOUTS, Binding, Layer, Shape, check_complete
-from shared.core.mapping import Link
+from shared.core.mapping import Link, Table
 from shared.core.spec import ModelSpec
 from shared.errors import WeightsError
 
@@ -51,10 +51,12 @@ class Builder:
     def __init__(self, spec: ModelSpec, framework: str) -> None:
         if framework not in FRAMEWORK_LAYOUTS:
             raise WeightsError(f"no structural binding for framework {framework!r}")
-        self.spec, self.links, self.why = spec, [], {}
+        self.spec, self.links, self.why, self.fixed = spec, [], {}, set()
         self.linear, self.conv, self.packed, self.one_head, self.out = FRAMEWORK_LAYOUTS[framework]
 
     def add(self, native: str, canonical: tuple[str, ...], layout: str, why: str) -> None:
+        if self.fixed.issuperset(canonical):
+            return  # a rename row already bound it; this native tensor stays unused (and is named)
         self.links.append(Link(native, canonical, layout))
         self.why[native] = why
 
@@ -113,10 +115,25 @@ def take(units: list[Unit], kinds: tuple[str, ...], where: str, last: bool = Fal
     return unit
 
 
-def by_structure(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str) -> Binding:
+def fixed_links(spec: ModelSpec, native: dict[str, Shape], table: Table | None) -> list[Link]:
+    """The links the user's rename rows make for the parameters they name (the rows win)."""
+    found: dict[str, tuple[str, dict[tuple[int, ...], str]]] = {}
+    for canonical in spec.derived.tensor_shapes if table is not None else ():
+        hit = table.match(canonical)  # type: ignore[union-attr]
+        if hit is not None and (name := hit[0].native_name(hit[1])) in native:
+            found.setdefault(name, (hit[0].layout, {}))[1][hit[0].part(hit[1])] = canonical
+    return [Link(name, tuple(parts[k] for k in sorted(parts)), lay) for name, (lay, parts) in found.items()]
+
+
+def by_structure(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
+                 rules: Table | None = None) -> Binding:
     b = Builder(spec, framework)
-    units = units_of(native, layers)
-    b.dense(take(units, ("conv",), "patch embedding"), "patch_embed", b.conv)
+    for link in fixed_links(spec, native, rules):
+        b.add(link.native, link.canonical, link.layout, "map file")
+    b.fixed = {c for link in b.links for c in link.canonical}
+    units = units_of({n: s for n, s in native.items() if n not in b.why}, layers)
+    if "patch_embed.kernel" not in b.fixed:
+        b.dense(take(units, ("conv",), "patch embedding"), "patch_embed", b.conv)
     free = [u for u in units if u.kind in ("other", "embedding")]
     tokens_and_positions(b, spec, free)
     for u in free:
@@ -141,7 +158,7 @@ def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
               "pos_embed": rows * spec.dim if spec.pos_embed == "learned" else None}
     params = [(n, s) for u in free for n, s in u.params.items()]
     for canonical, size in wanted.items():
-        if size is None:
+        if size is None or canonical in b.fixed:
             continue
         hits = [(n, s) for n, s in params if _size(s) == size]
         if len(hits) != 1:

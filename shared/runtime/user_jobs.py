@@ -39,6 +39,7 @@ def load_factory(reference: str) -> Any:
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.modules[spec.name] = module  # type: ignore[union-attr]
             sys.path.insert(0, str(path.parent))  # its own sibling imports
+            sys.dont_write_bytecode = True  # nothing is written beside the user's file
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
             module = importlib.import_module(where)
@@ -141,7 +142,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params).items()})
     del params
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
-    logits = np.asarray(module.run(model, images, layout, job.get("output")), np.float32)
+    logits = forward(lambda: module.run(model, images, layout, job.get("output")))
     check_logits(logits, spec, len(images))
     out.arrays["logits"] = logits
     if job.get("taps"):
@@ -150,6 +151,17 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
     if job.get("timing"):
         out.report["timing"] = timing(module, model, images, layout, job)
+
+
+def forward(call: Any) -> np.ndarray:
+    """The user's forward; whatever it raises is one line."""
+    try:
+        return np.asarray(call(), np.float32)
+    except PortbenchError:
+        raise
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"your model's forward raised {type(exc).__name__}: {first[:300]}") from None
 
 
 def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
