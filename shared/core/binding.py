@@ -69,13 +69,18 @@ class Binding:
     rule: str  # the convention, "structure" or "map file"
     why: dict[str, str]  # native name -> which row or layer bound it
 
-    def to_canonical(self, native: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The user's arrays -> canonical float32 tensors in canonical order (one copy each)."""
+    def to_canonical(self, native: dict[str, np.ndarray], consume: bool = False) -> dict[str, np.ndarray]:
+        """The user's arrays -> canonical float32 tensors in canonical order. With `consume`, each
+        native array leaves `native` as it is converted, so a model's worth of arrays exists once
+        (a plain rename keeps the very array; a transpose frees the old one)."""
         shapes, out = self.spec.derived.tensor_shapes, {}
         for link in self.links:
-            parts = layout(link.layout)[1](native[link.native], [shapes[c] for c in link.canonical])
-            out.update(zip(link.canonical, parts, strict=True))
-        return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in shapes}
+            array = native.pop(link.native) if consume else native[link.native]
+            parts = layout(link.layout)[1](array, [shapes[c] for c in link.canonical])
+            del array
+            out.update({c: np.ascontiguousarray(p, dtype=np.float32) for c, p in zip(link.canonical, parts,
+                                                                                    strict=True)})
+        return {name: out[name] for name in shapes}
 
     def to_native(self, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Canonical tensors -> the user's names and layouts, for `user.assign`."""

@@ -139,7 +139,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     if job.get("weights"):
         module.assign(model, binding.to_native(load_weights(job["weights"], spec).tensors))
     else:
-        out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params).items()})
+        out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params, consume=True).items()})
     del params
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
     logits = forward(lambda: module.run(model, images, layout, job.get("output")))
@@ -151,6 +151,16 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
     if job.get("timing"):
         out.report["timing"] = timing(module, model, images, layout, job)
+    out.report["peak_rss_bytes"] = peak_rss()
+
+
+def peak_rss() -> int | None:
+    """This process's peak resident memory (the model, its one copy out, the canonical tensors)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
 
 
 def forward(call: Any) -> np.ndarray:
