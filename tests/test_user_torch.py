@@ -100,3 +100,46 @@ def test_the_python_api_checks_a_model_object_in_this_process() -> None:
         portbench.assert_equivalent(torch_mha_vit.build_with_mistake(spec), SPEC)
     # the model's own parameters are what the reference ran on
     assert np.isfinite(result.max_abs_diff)
+
+
+DICT_MODEL = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "examples")!r})
+from torch_mha_vit import MnistViT
+
+
+class TwoHeads(MnistViT):
+    def forward(self, images):  # (B, 28, 28): the channel axis dropped, as the archive's MNIST ViT
+        logits = super().forward(images.unsqueeze(1))
+        return {{"logits": logits, "doubled": 2 * logits}}
+
+
+def build(spec):
+    return TwoHeads(spec)
+"""
+
+
+def test_an_nhw_model_returning_a_dict_needs_output_to_pick_the_logits(tmp_path) -> None:
+    (tmp_path / "two.py").write_text(DICT_MODEL)
+    model = f"{tmp_path / 'two.py'}:build"
+    outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW")
+    assert outcome.code == 2 and "pick the logits with --output" in outcome.error
+    outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW",
+                      "--output", "logits")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+
+
+def test_a_model_on_a_missing_cuda_device_is_one_line() -> None:
+    import torch
+
+    from ports.torch import user
+    from shared.errors import InputError
+
+    module = torch.nn.Module()  # its parameters report CUDA, as a model moved with .cuda() does
+    fake = type("P", (), {"device": torch.device("cuda", 0)})()
+    module.parameters = lambda recurse=True: iter([fake])  # type: ignore[method-assign]
+    if torch.cuda.is_available():
+        assert user._check_device(module) == torch.device("cuda", 0)
+    else:
+        with pytest.raises(InputError, match="on CUDA and this machine has no CUDA device"):
+            user._check_device(module)
