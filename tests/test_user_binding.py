@@ -207,3 +207,37 @@ def test_timm_pooling_follows_timms_default_with_a_note() -> None:
     converted = import_tensors("timm", raw, None, {"heads": spec.heads})
     assert converted.spec.pooling == "cls"
     assert any("pooling='cls'" in note and "global_pool='token'" in note for note in converted.notes)
+
+
+def test_a_linear_patch_embedding_binds_in_keras_and_flax_layouts() -> None:
+    """A Dense / nnx.Linear on (ph, pw, C)-flattened patches, nnx.MultiHeadAttention's per-head
+    kernels, (in, out) Linears: the flax.nnx example's names and layers, without flax."""
+    d, m, h, hd = SPEC.dim, SPEC.mlp_dim, SPEC.heads, SPEC.head_dim
+    shapes = {"patch_projection.kernel": (49, d), "patch_projection.bias": (d,),
+              "class_embedding": (1, 1, d), "position_embedding": (1, 17, d)}
+    layers = [Layer("", "other", ("class_embedding", "position_embedding"), {}),
+              Layer("patch_projection", "linear", ("patch_projection.kernel", "patch_projection.bias"), {})]
+    for i in range(SPEC.depth):
+        p = f"layers.{i}."
+        attn = {f"{p}self_attention.{q}.kernel": (d, h, hd) for q in ("query", "key", "value")}
+        attn |= {f"{p}self_attention.{q}.bias": (h, hd) for q in ("query", "key", "value")}
+        attn |= {f"{p}self_attention.out.kernel": (h, hd, d), f"{p}self_attention.out.bias": (d,)}
+        shapes |= attn
+        layers.append(Layer(p + "self_attention", "attention", tuple(attn), {"num_heads": h}))
+        for norm in ("attention_norm", "output_norm"):
+            names = (f"{p}{norm}.scale", f"{p}{norm}.bias")
+            shapes |= {names[0]: (d,), names[1]: (d,)}
+            layers.append(Layer(p + norm, "layer_norm", names, {"eps": 1e-5}))
+        for fc, kernel in (("fc_in", (d, m)), ("fc_out", (m, d))):
+            names = (f"{p}feed_forward.{fc}.kernel", f"{p}feed_forward.{fc}.bias")
+            shapes |= {names[0]: kernel, names[1]: (kernel[1],)}
+            layers.append(Layer(f"{p}feed_forward.{fc}", "linear", names, {}))
+    shapes |= {"classifier.kernel": (d, 10), "classifier.bias": (10,)}
+    layers.append(Layer("classifier", "linear", ("classifier.kernel", "classifier.bias"), {}))
+    binding = bind(SPEC, shapes, layers, "flax", conventions())
+    tensors = init_weights(SPEC, 2)
+    native = binding.to_native(tensors)
+    assert {n: v.shape for n, v in native.items()} == shapes
+    patch = tensors["patch_embed.kernel"].reshape(49, d)
+    np.testing.assert_array_equal(native["patch_projection.kernel"], patch)
+    assert all(np.array_equal(v, tensors[k]) for k, v in binding.to_canonical(native).items())

@@ -46,13 +46,19 @@ EXTRA_LAYOUTS: dict[str, tuple[Callable, Callable]] = {
     "heads_dense": (lambda p: p[0].reshape(p[0].shape[0], -1), lambda x, s: [x.reshape(s[0])]),
     "heads_out_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
     "flat": (lambda p: p[0].reshape(-1), lambda x, s: [x.reshape(s[0])]),
+    # a patch embedding as a Dense on patches flattened in (ph, pw, C) order: (ph*pw*C, D), and
+    # as a torch Linear: (D, ph*pw*C)
+    "patch_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
+    "patch_linear": (lambda p: np.ascontiguousarray(p[0].reshape(-1, p[0].shape[-1]).T),
+                     lambda x, s: [np.ascontiguousarray(x.T).reshape(s[0])]),
 }
-# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight)
+# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
+# a Linear patch embedding's weight)
 FRAMEWORK_LAYOUTS = {
-    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear"),
-    "keras": ("same", "same", None, "heads_dense", "heads_out_dense"),
-    "flax": ("same", "same", None, "heads_dense", "heads_out_dense"),
-    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear"),
+    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
+    "keras": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
+    "flax": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
+    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
 }
 
 

@@ -52,7 +52,8 @@ class Builder:
         if framework not in FRAMEWORK_LAYOUTS:
             raise WeightsError(f"no structural binding for framework {framework!r}")
         self.spec, self.links, self.why, self.fixed = spec, [], {}, set()
-        self.linear, self.conv, self.packed, self.one_head, self.out = FRAMEWORK_LAYOUTS[framework]
+        (self.linear, self.conv, self.packed, self.one_head, self.out,
+         self.patch) = FRAMEWORK_LAYOUTS[framework]
 
     def add(self, native: str, canonical: tuple[str, ...], layout: str, why: str) -> None:
         if self.fixed.issuperset(canonical):
@@ -133,7 +134,7 @@ def by_structure(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer],
     b.fixed = {c for link in b.links for c in link.canonical}
     units = units_of({n: s for n, s in native.items() if n not in b.why}, layers)
     if "patch_embed.kernel" not in b.fixed:
-        b.dense(take(units, ("conv",), "patch embedding"), "patch_embed", b.conv)
+        patch_embedding(b, spec, units)
     free = [u for u in units if u.kind in ("other", "embedding")]
     tokens_and_positions(b, spec, free)
     for u in free:
@@ -150,6 +151,23 @@ def by_structure(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer],
         raise WeightsError(f"your parameters {', '.join(leftover[:4])} fit no canonical tensor (structure)")
     check_complete(spec, native, b.links, "structure")
     return Binding(spec, b.links, "structure", b.why)
+
+
+def patch_embedding(b: Builder, spec: ModelSpec, units: list[Unit]) -> None:
+    """A Conv2d / Conv, else the first Linear on flattened patches (their (ph, pw, C) order is
+    the canonical one: another order does not bind differently, it computes differently, and
+    verify says so)."""
+    if any(u.kind == "conv" for u in units):
+        b.dense(take(units, ("conv",), "patch embedding"), "patch_embed", b.conv)
+        return
+    torch_like = b.linear == "linear"
+    flat = [u for u in units if u.kind == "linear"
+            and dense_io(u, torch_like) == (spec.derived.patch_features, spec.dim)]
+    if not flat:
+        raise WeightsError("your model has no conv layer, and no Linear on flattened patches "
+                           f"({spec.derived.patch_features} -> {spec.dim}), for the patch embedding")
+    units.remove(flat[0])
+    b.dense(flat[0], "patch_embed", b.patch)
 
 
 def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
