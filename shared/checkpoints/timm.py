@@ -7,8 +7,9 @@ size), `blocks.i.{norm1, attn.qkv (packed, head-major), attn.proj, norm2, mlp.fc
 then `norm` (final_norm on tokens) or `fc_norm` (on the pooled vector), and `head`.
 
 Not in a state dict, so asked for unless a timm config.json (`--config`) states it: the head
-count (`num_heads`) and, with a class token, the pooling (`global_pool` token/avg). Conventions
-applied without asking: LayerNorm eps 1e-6, exact GELU. The image size is read from the position
+count (`num_heads`). Conventions applied without asking, each printed as a note: LayerNorm eps
+1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
+token; `--set pooling=mean` for 'avg'). The image size is read from the position
 table when its rows form a square grid; otherwise it is asked for.
 """
 
@@ -129,9 +130,8 @@ def _infer_pooling(inf: Inference, cfg: dict[str, Any], class_token: bool) -> No
         if pool not in POOLS:
             raise SpecError(f"config global_pool = {pool!r}: the spec expresses only 'token' and 'avg'")
         inf.fact("pooling", POOLS[pool], f"config global_pool = {pool!r}")
-    else:
-        inf.asks["pooling"] = ("timm state dicts do not record global_pool: cls for 'token' (timm's "
-                               "default), mean for 'avg'")
+    else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
+        inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
 
 
 def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, class_token: bool,

@@ -65,3 +65,32 @@ def save_npy(path: str | Path, array: np.ndarray, force: bool = False) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array)
     write_output(path, buffer.getvalue(), force=force)
+
+
+def add_user_model_args(parser: argparse.ArgumentParser) -> None:
+    """`--model FILE.py:NAME` and what says how to run it (verify, trace, diagnose, time)."""
+    parser.add_argument("--model", metavar="FILE.py:NAME", help="your own torch / Keras / Flax model: "
+                        "NAME is a class or function called with no arguments or with the spec")
+    parser.add_argument("--framework", help="your model's framework, when the object is ambiguous "
+                        "(e.g. keras-torch: Keras on torch is also a torch.nn.Module)")
+    parser.add_argument("--input-layout", choices=("NHWC", "NCHW", "NHW"),
+                        help="what your model's forward takes (default: torch NCHW, Keras / Flax NHWC)")
+    parser.add_argument("--output", metavar="INDEX|KEY", help="the element of a tuple, list or dict "
+                        "forward result that holds the logits (default: the one (batch, classes) array)")
+    parser.add_argument("--map", metavar="rules.toml", help="rename rules: a [map] table of "
+                        "\"your-name-pattern\" = \"canonical-pattern\" (or [pattern, layout])")
+    parser.add_argument("--show-binding", action="store_true",
+                        help="print your parameter -> canonical tensor table")
+
+
+def user_spec(args: argparse.Namespace) -> ModelSpec:
+    """The spec a user's model is checked against: --spec/--set, else the --weights file's."""
+    if getattr(args, "weights", None) and not args.spec:
+        return read_weight_file(args.weights)[0].with_overrides(args.set)
+    return resolve_spec(args.spec, args.set)
+
+
+def user_options(args: argparse.Namespace) -> dict[str, object]:
+    """The keyword arguments of `shared.teaching.user_model.run_user` from the common flags."""
+    return {"framework": args.framework, "layout": args.input_layout, "output": args.output,
+            "weights": getattr(args, "weights", None), "rules": args.map}

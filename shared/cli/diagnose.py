@@ -6,9 +6,16 @@ from __future__ import annotations
 import argparse
 import re
 
-from shared.cli._teaching_args import add_json_arg, add_model_args, check_json, load_model, write_json
+from shared.cli._teaching_args import (
+    add_json_arg,
+    add_model_args,
+    check_json,
+    load_model,
+    load_user_model,
+    write_json,
+)
 from shared.core.presets import resolve_spec
-from shared.errors import WeightsError
+from shared.errors import InputError, WeightsError
 from shared.teaching.diagnosis import diagnose, load_user_logits
 
 ORDER = 62
@@ -20,8 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Re-run the float64 reference under each catalogue alternative (Keras/Flax/"
                     "torch defaults and classic layout slips), alone and in pairs, and report which "
                     "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")
-    add_model_args(p)
-    p.add_argument("--logits", required=True, help=".npy logits of your port, shape (batch, num_classes)")
+    add_model_args(p, user=True)
+    p.add_argument("--logits", help=".npy logits of your port, shape (batch, num_classes); or --model "
+                   "to run your model itself")
     p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
                    "(default: the project's logit tolerance, shared/core/tolerance.py)")
     p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
@@ -31,13 +39,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_json(args)
-    try:
-        spec, tensors, images, notes = load_model(args)
-    except WeightsError as exc:
-        raise WeightsError(f"{exc}{_head_width_hint(str(exc), args)}") from None
-    user = load_user_logits(args.logits)
+    if bool(args.logits) == bool(args.model):
+        raise InputError("diagnose needs exactly one of --logits FILE.npy or --model FILE.py:NAME")
+    if args.model:
+        run, images, notes = load_user_model(args)
+        spec, tensors, user, source = run.spec, run.tensors, run.logits, f"your model {args.model}"
+    else:
+        try:
+            spec, tensors, images, notes = load_model(args)
+        except WeightsError as exc:
+            raise WeightsError(f"{exc}{_head_width_hint(str(exc), args)}") from None
+        user, source = load_user_logits(args.logits), f"logits file {args.logits!r}"
     result = diagnose(spec, tensors, images, user, tolerance=args.tolerance, pairs=not args.no_pairs,
-                      source=f"logits file {args.logits!r}")
+                      source=source)
     for note in notes:
         print(note)
     for line in result.lines():

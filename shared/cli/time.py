@@ -63,6 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="run both specs with every framework and split the time gap into a "
                              "spec effect and a framework effect")
     add_timing_arguments(parser)
+    from shared.cli._common import add_user_model_args
+
+    add_user_model_args(parser)  # `--model`: the user's own model, one more row
     parser.set_defaults(run=run)
 
 
@@ -119,7 +122,20 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
                      modes=tuple(m for m in modes if m != "train"), train="train" in modes, budget=budget,
                      eval_batches=args.eval_batches, timeout_s=args.timeout,
                      compile_cache=args.compile_cache, processes=args.processes,
-                     allow_tf32=args.allow_tf32)
+                     allow_tf32=args.allow_tf32, user=user_job(args, spec))
+
+
+def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
+    """`--model`: what the timing worker needs to build the user's model (checked here first)."""
+    if not getattr(args, "model", None):
+        return None
+    from shared.core.binding import read_rules
+    from shared.teaching.user_model import check_model_argument, convention_texts, worker_framework
+
+    model = check_model_argument(args.model)
+    return {"model": model, "framework": args.framework, "layout": args.input_layout,
+            "output": args.output, "rules": read_rules(args.map) if args.map else None,
+            "conventions": convention_texts(spec), "entry": worker_framework(model, args.framework)}
 
 
 def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:

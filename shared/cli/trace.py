@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 
 from ports import parse_frameworks
-from shared.cli._teaching_args import add_json_arg, add_model_args, check_json, load_model, write_json
+from shared.cli._teaching_args import (
+    add_json_arg,
+    add_model_args,
+    check_json,
+    load_model,
+    load_user_model,
+    write_json,
+)
 from shared.core.files import check_output, write_output
 from shared.teaching.tracing import report_lines, trace
 
@@ -20,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "block's norms/attention/MLP, pooled vector, logits) against the float64 "
                     "reference; report the first tensor over a budget scaled to its magnitude. "
                     "Exit 0: all within budget; 1: a divergence or a port that could not run.")
-    add_model_args(p)
+    add_model_args(p, user=True)
     p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
     add_json_arg(p, "the per-tap table")
@@ -35,10 +42,20 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.html, args.force)
     from ports import installed
 
-    spec, tensors, images, notes = load_model(args)
-    default = tuple(name for name, reason in installed().items() if reason is None)
-    frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
-    _, traces = trace(spec, tensors, images, frameworks)
+    if args.model:
+        from shared.teaching.user_model import user_trace
+
+        run, images, notes = load_user_model(args, taps=True)
+        spec, tensors = run.spec, run.tensors
+        frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"] \
+            if args.frameworks else []
+        _, traces = trace(spec, tensors, images, frameworks)
+        traces.insert(0, user_trace(run, images))
+    else:
+        spec, tensors, images, notes = load_model(args)
+        default = tuple(name for name, reason in installed().items() if reason is None)
+        frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
+        _, traces = trace(spec, tensors, images, frameworks)
     for note in notes:
         print(note)
     print(f"spec {spec.name!r}: {len(images)} images, budgets = tolerance x max(1, |reference tensor|)")

@@ -8,7 +8,14 @@ import argparse
 import json
 
 from ports import installed, parse_frameworks
-from shared.cli._common import add_spec_args, print_note, resolve_model
+from shared.cli._common import (
+    add_spec_args,
+    add_user_model_args,
+    print_note,
+    resolve_model,
+    user_options,
+    user_spec,
+)
 from shared.cli._options import add_batch, add_device, add_timeout
 from shared.core.files import check_output, write_output
 from shared.core.inputs import probe_batch
@@ -33,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_timeout(parser, 900.0)
     parser.add_argument("--json", help="write the results here (one entry per spec and framework)")
     parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+    add_user_model_args(parser)
     parser.set_defaults(run=run)
 
 
@@ -87,6 +95,8 @@ def run_cases(cases: list[Case], frameworks: list[str], device: str, timeout: fl
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model:
+        return run_user_model(args)
     frameworks = parse_frameworks(args.frameworks, tuple(default_frameworks()))
     if args.frameworks:
         for name in frameworks:
@@ -107,3 +117,39 @@ def main_verify() -> int:
     spec = get_preset(DEFAULT_PRESET)
     case = Case(spec, init_weights(spec, 0), probe_batch(spec))
     return run_cases([case], default_frameworks(), "cpu", 900.0, None)
+
+
+def run_user_model(args: argparse.Namespace) -> int:
+    """`verify --model`: the user's model as a row beside the reference (and our ports with
+    --frameworks); spec contradictions first; on a gap, diagnose's finding."""
+    from shared.teaching.user_model import check_user
+
+    if args.json:
+        check_output(args.json, args.force)
+    spec = user_spec(args)
+    named = parse_frameworks(args.frameworks, ()) if args.frameworks else []
+    frameworks = [f for f in named if f != "reference"]
+    images = probe_batch(spec, args.batch)
+    result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
+                        **user_options(args))
+    run = result.run
+    if args.show_binding:
+        print("\n".join(run.binding_lines()))
+    for c in run.contradictions:
+        print(f"spec check: {c.line()}")
+    how = "--weights loaded into your model" if args.weights else "your model's own parameters, bound"
+    case = Case(spec, run.tensors, images, f"weights: {how} by {run.binding['rule']}")
+    print_report([case], [result.entry, *result.ports], result.pairwise)
+    if result.diagnosis is not None:
+        print("diagnose: " + "\n  ".join(result.diagnosis.lines()))
+    if args.json:
+        document = {"schema": SCHEMA, "entries": [e.to_dict() for e in [result.entry, *result.ports]],
+                    "pairwise": result.pairwise, "binding": run.binding,
+                    "contradictions": [c.line() for c in run.contradictions],
+                    "diagnosis": result.diagnosis.to_dict() if result.diagnosis else None}
+        write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
+    failed = [e for e in [result.entry, *result.ports] if not e.passed and not e.unavailable]
+    ok = result.passed and not failed
+    verdict = result.explanation() if ok else f"NOT equivalent: {result.explanation()}"
+    print(f"\n{verdict}")
+    return 0 if ok else 1

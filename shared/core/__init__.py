@@ -10,6 +10,8 @@
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
 - `mapping`: weight-name tables (canonical <-> a port's or a library's names) and the one
   engine that derives both directions from a table.
+- `binding`, `structure`: a user's own model's parameters bound to the canonical tensors (by a
+  table, by the layers' structure, by the user's rename rows), both ways.
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
 - `reference`: the float64 NumPy oracle.
 - `tolerance`: the project's logit tolerance.

@@ -13,3 +13,178 @@ class Layer:
     kind: str
     params: tuple[str, ...]
     settings: dict[str, Any]
+
+
+# ---- the binding --------------------------------------------------------------------------------
+# A user's parameters (native name -> shape, plus `layers()`) are bound to the spec's canonical
+# tensors in this order, the first that binds every tensor exactly winning:
+#  (a) a naming convention: a `shared.core.mapping.Table` (a port's transfer table, timm,
+#      torchvision, Hugging Face, big_vision / vit_jax), or the user's `--map rules.toml` rows
+#      alone when they name every tensor, or those rows over each convention (the rows win);
+#  (b) structure (shared/core/structure.py): the layers in definition order against the
+#      canonical order (patch embedding, class token, positions, each block's norms / attention /
+#      MLP, final norm, head), each layer's parameters by their last name segment and shape,
+#      with the framework's layouts; the `--map` rows win for the parameters they name.
+# Two conventions that bind differently are refused (a `--map` file chooses).
+# Every native tensor must land on exactly one canonical one and every canonical tensor must be
+# filled; otherwise the refusal names what is missing, unused or ambiguous in one line.
+
+from collections.abc import Callable  # noqa: E402  (the Layer dataclass above is shared text)
+
+import numpy as np  # noqa: E402
+
+from shared.core import mapping  # noqa: E402
+from shared.core.documents import decode_toml, read_text  # noqa: E402
+from shared.core.mapping import Link, Table  # noqa: E402
+from shared.core.spec import ModelSpec  # noqa: E402
+from shared.errors import WeightsError  # noqa: E402
+
+Shape = tuple[int, ...]
+# Layouts a framework's own layers need beyond the tables': a Keras / Flax Dense on the flat
+# q/k/v width (D, H*hd) and its output (H*hd, D), and a flat (H*hd,) bias.
+EXTRA_LAYOUTS: dict[str, tuple[Callable, Callable]] = {
+    "heads_dense": (lambda p: p[0].reshape(p[0].shape[0], -1), lambda x, s: [x.reshape(s[0])]),
+    "heads_out_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
+    "flat": (lambda p: p[0].reshape(-1), lambda x, s: [x.reshape(s[0])]),
+    # a patch embedding as a Dense on patches flattened in (ph, pw, C) order: (ph*pw*C, D), and
+    # as a torch Linear: (D, ph*pw*C)
+    "patch_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
+    "patch_linear": (lambda p: np.ascontiguousarray(p[0].reshape(-1, p[0].shape[-1]).T),
+                     lambda x, s: [np.ascontiguousarray(x.T).reshape(s[0])]),
+}
+# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
+# a Linear patch embedding's weight)
+FRAMEWORK_LAYOUTS = {
+    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
+    "keras": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
+    "flax": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
+    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
+}
+
+
+def layout(name: str) -> tuple[Callable, Callable]:
+    return mapping.LAYOUTS[name] if name in mapping.LAYOUTS else EXTRA_LAYOUTS[name]
+
+
+@dataclass
+class Binding:
+    """User name -> canonical names, the layout between them and the rule that chose it."""
+
+    spec: ModelSpec
+    links: list[Link]
+    rule: str  # the convention, "structure" or "map file"
+    why: dict[str, str]  # native name -> which row or layer bound it
+
+    def to_canonical(self, native: dict[str, np.ndarray], consume: bool = False) -> dict[str, np.ndarray]:
+        """The user's arrays -> canonical float32 tensors in canonical order. With `consume`, each
+        native array leaves `native` as it is converted, so a model's worth of arrays exists once
+        (a plain rename keeps the very array; a transpose frees the old one)."""
+        shapes, out = self.spec.derived.tensor_shapes, {}
+        for link in self.links:
+            array = native.pop(link.native) if consume else native[link.native]
+            parts = layout(link.layout)[1](array, [shapes[c] for c in link.canonical])
+            del array
+            out.update({c: np.ascontiguousarray(p, dtype=np.float32) for c, p in zip(link.canonical, parts,
+                                                                                    strict=True)})
+        return {name: out[name] for name in shapes}
+
+    def to_native(self, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Canonical tensors -> the user's names and layouts, for `user.assign`."""
+        def native(link: Link) -> np.ndarray:
+            return np.ascontiguousarray(layout(link.layout)[0]([tensors[c] for c in link.canonical]))
+
+        return {link.native: native(link) for link in self.links}
+
+    def canonical_of(self) -> dict[str, str]:
+        """Canonical tensor -> the native name holding it."""
+        return {c: link.native for link in self.links for c in link.canonical}
+
+    def table(self) -> list[list[str]]:
+        return [[link.native, ", ".join(link.canonical), link.layout, self.why.get(link.native, self.rule)]
+                for link in self.links]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "links": [{"native": n, "canonical": c, "layout": lay, "why": w}
+                                             for n, c, lay, w in self.table()]}
+
+
+def _listed(what: str, names: list[str]) -> str:
+    more = f", ... {len(names) - 4} more" if len(names) > 4 else ""
+    return f"{len(names)} {what} ({', '.join(names[:4])}{more})"
+
+
+def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link], rule: str) -> None:
+    """Every native tensor used once, every canonical tensor filled, each at its shape."""
+    used = [link.native for link in links]
+    filled = [c for link in links for c in link.canonical]
+    twice = sorted({n for n in used if used.count(n) > 1} | {c for c in filled if filled.count(c) > 1})
+    if twice:
+        raise WeightsError(f"your model's parameters bind two ways ({rule}): {', '.join(twice[:4])}")
+    missing = [c for c in spec.derived.tensor_shapes if c not in filled]
+    unused = [n for n in native if n not in used]
+    problems = [_listed(what, names) for what, names in (("canonical tensors missing", missing),
+                                                         ("of your parameters unused", unused)) if names]
+    if problems:
+        raise WeightsError(f"your model's parameters do not bind to spec {spec.name!r} ({rule}): "
+                           + "; ".join(problems))
+    for link in links:
+        # the layout run on zero-stride placeholders: its shape, without touching a model's worth of bytes
+        placeholders = [np.broadcast_to(np.False_, spec.derived.tensor_shapes[c]) for c in link.canonical]
+        want = tuple(layout(link.layout)[0](placeholders).shape)
+        if tuple(native[link.native]) != want:
+            raise WeightsError(f"your parameter {link.native!r} has shape {tuple(native[link.native])}, "
+                               f"bound to {', '.join(link.canonical)} ({rule}) it must be {want}")
+
+
+def by_table(spec: ModelSpec, native: dict[str, Shape], table: Table) -> Binding | None:
+    """The table's binding when it binds every tensor exactly, else None."""
+    try:
+        plan = table.bind(spec.derived.tensor_shapes)
+    except WeightsError:  # the table cannot name this spec's tensors (e.g. no qkv bias)
+        return None
+    if {link.native for link in plan.links} != set(native):  # names first: shapes cost a pass
+        return None
+    check_complete(spec, native, plan.links, table.name)  # names match: a wrong shape is an error
+    return Binding(spec, plan.links, table.name, {link.native: f"{table.name} table" for link in plan.links})
+
+
+def read_rules(path: str) -> str:
+    """`--map rules.toml`: a [map] table of "your-name-pattern" = "canonical-pattern" or
+    ["canonical-pattern", "layout"], patterns in the mapping tables' `{i}` syntax -> table rows."""
+    from pathlib import Path
+
+    where = f"map file {path!r}"
+    data = decode_toml(read_text(Path(path), where), where)
+    rows = data.get("map")
+    if not isinstance(rows, dict) or not rows:
+        raise WeightsError(f"{where}: expected a [map] table of \"your-name\" = \"canonical-name\" rows")
+    lines = []
+    for native, target in rows.items():
+        canonical, lay = (target, "same") if isinstance(target, str) else (*tuple(target), "same")[:2]
+        if not isinstance(canonical, str) or not isinstance(lay, str) or " " in native + canonical:
+            raise WeightsError(f"{where}: row {native!r} must be a canonical name or [name, layout]")
+        lines.append(f"{canonical} {native} {lay}")
+    return "\n".join(lines)
+
+
+def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
+         conventions: list[Table], rules: str | None = None) -> Binding:
+    """The binding of a user's parameters: conventions, then structure, then the rename rows."""
+    native = {n: tuple(int(d) for d in s) for n, s in native.items()}
+    user = Table(rules, "map file") if rules else None
+    # the rows alone first: when they name every tensor, that is what the user said
+    tables = ([user] if user else []) + [Table(rules, f"map file over {t.name}", base=t) if rules else t
+                                         for t in conventions]
+    found = [b for t in tables if (b := by_table(spec, native, t))]
+    distinct: dict[tuple[Link, ...], Binding] = {}
+    for one in found:
+        distinct.setdefault(tuple(one.links), one)
+    if len(distinct) > 1:
+        names = [b.rule for b in distinct.values()]
+        raise WeightsError(f"your model's parameters bind two ways: by {names[0]} and by {names[1]}; "
+                           "pass --map rules.toml to choose")
+    if distinct:
+        return next(iter(distinct.values()))
+    from shared.core.structure import by_structure
+
+    return by_structure(spec, native, layers, framework, user)

@@ -122,6 +122,14 @@ def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any]
     timer.progress("building and loading weights")
 
     def build() -> Any:
+        if config.get("user"):  # `time --model`: the user's model where the port stands
+            from shared.runtime.user_jobs import UserPort
+
+            try:
+                return UserPort(config["user"], spec, tensors)
+            except PortbenchError as exc:  # the user's file, factory or binding: their input
+                row["user_error"] = str(exc)
+                raise
         port = module.Port(spec, device=device)
         port.load(tensors)
         port.sync()
@@ -211,6 +219,9 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
     if not config.get("train", True):
         timer.unavailable("train_step", "training phase not requested (--modes)")
         return
+    if config.get("user"):
+        timer.unavailable("train_step", "your model: the pinned training step is the ports' own")
+        return
     try:
         trainer_module = importlib.import_module(ports.PORTS[framework].module + ".train")
         train_spec = importlib.import_module("shared.training.train_spec")
@@ -246,6 +257,8 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     if device is None:
         return
     port = build_port(module, spec, device, config, row, timer)
+    if config.get("user"):
+        row["framework"] = f"yours ({port.framework})"
     images = probe_batch(spec, batch=int(config["batch"]), seed=int(config["seed"]))
     prepared = port.prepare(images)
     port.sync(prepared)

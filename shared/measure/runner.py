@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class RunConfig:
     processes: int = 1  # fresh-process replicates per framework, interleaved
     compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
     allow_tf32: bool = False  # fp32 matmuls stay fp32 unless asked (TF32 only matters on GPUs)
+    user: dict[str, Any] | None = None  # `time --model`: the user's model, one more row
 
     def worker_config(self, framework: str, reference_npz: str) -> dict[str, Any]:
         return {
@@ -47,7 +48,7 @@ class RunConfig:
             "threads": self.threads, "device": self.device, "modes": list(self.modes),
             "train": self.train, "budget": asdict(self.budget), "eval_batches": self.eval_batches,
             "seed": self.seed, "weights_seed": self.weights_seed, "reference_npz": reference_npz,
-            "train_recipe": self.train_recipe, "allow_tf32": self.allow_tf32,
+            "train_recipe": self.train_recipe, "allow_tf32": self.allow_tf32, "user": self.user,
         }
 
     def conditions(self) -> dict[str, Any]:
@@ -118,20 +119,23 @@ def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print
     """Every framework in turn, with the same spec, weights, batch, threads and budget. With
     `config.processes` > 1 the frameworks are interleaved (a b c a b c ...), so slow drift in the
     machine's load hits each of them alike, and each framework's replicates become one row."""
-    replicates: dict[str, list[dict[str, Any]]] = {f: [] for f in frameworks}
+    # the user's model (`time --model`) is one more row, in a worker of its framework's entry
+    entries = {f: f for f in frameworks} | ({"yours": config.user["entry"]} if config.user else {})
+    replicates: dict[str, list[dict[str, Any]]] = {f: [] for f in entries}
     with tempfile.TemporaryDirectory(prefix="portbench-ref-") as refdir:
         reference_npz = os.path.join(refdir, "reference.npz")
         progress(f"reference logits (float64 NumPy) for {config.spec.name}")
         gate.write_reference(reference_npz, config.spec, config.batch, config.seed, config.weights_seed)
         for rep in range(config.processes):
-            for i, framework in enumerate(frameworks, 1):
+            for i, (name, framework) in enumerate(entries.items(), 1):
                 suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
-                progress(f"[{i}/{len(frameworks)}] {framework}: fresh worker process{suffix}")
-                row = run_framework(framework, config, reference_npz, progress)
-                replicates[framework].append(row)
+                progress(f"[{i}/{len(entries)}] {name}: fresh worker process{suffix}")
+                row = run_framework(framework, config if name == "yours" else replace(config, user=None),
+                                    reference_npz, progress)
+                replicates[name].append(row)
                 if on_row:
                     on_row(row)
-    return [combine(replicates[f]) for f in frameworks]
+    return [combine(replicates[f]) for f in entries]
 
 
 def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from shared.errors import PortbenchError
 KINDS: dict[str, str] = {
     "logits": "shared.runtime.jobs:logits",
     "taps": "shared.runtime.jobs:taps",
+    "user": "shared.runtime.user_jobs:user",  # a user's own model: bind, load, run, capture, time
     "timing": "shared.measure.phases:run",
     "steps": "shared.training.parity:steps",
     "grad": "shared.training.parity:gradients",

@@ -1,8 +1,9 @@
 """Where frameworks silently differ: the divergence catalogue (`divergences`, its demonstrations in
 `forward_demos` / `training_demos`, its reference variants in `variants` / `transforms`),
 `tracing` (first divergent tensor), `diagnosis` (which setting explains a gap), `audit` (framework
-defaults used instead of spec values) and `lessons` / `rosetta` (the ports' own code side by side,
-read by `port_source`).
+defaults used instead of spec values), `user_model` / `spec_check` (a user's own model where the
+ports stand, and what its layers contradict in the spec) and `lessons` / `rosetta` (the ports'
+own code side by side, read by `port_source`).
 
 May import `shared.runtime`, `shared.core` and the `ports` registry; each framework's side of the
 catalogue is its port's `ports/<fw>/defaults.py`, loaded through `ports.load_port_part`.

@@ -1,0 +1,86 @@
+"""portbench's Python API for a user's own model, and a pytest helper.
+
+    import portbench
+
+    result = portbench.check(my_model, "mnist-vit-small")          # a model object, or "FILE.py:NAME"
+    assert result.passed, result.explanation
+    portbench.assert_equivalent("my_vit.py:build", "mnist-vit-small")  # fails with the one-line reason
+
+A model *object* (a `torch.nn.Module`, a Keras model or layer, an `nnx.Module`) is checked in the
+caller's process: its framework is already imported there, and nothing is copied to another
+process. A `"FILE.py:NAME"` string runs in a fresh worker process, as `compare.py verify --model`
+does. Either way the model's own parameters are bound to the canonical tensors (or `weights=` is
+loaded into it) and its logits are compared with the float64 reference on those weights.
+
+Options (keyword arguments): `framework`, `layout` ("NHWC" | "NCHW" | "NHW"), `output` (index or
+key of the logits in a tuple / list / dict result), `weights` (a canonical .safetensors file),
+`rules` (a `--map` rules.toml), `batch` (probe batch size, default 4), `trace` (also locate the
+first divergent tensor, default True), `frameworks` (our ports to run beside yours; strings only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shared.core.spec import ModelSpec
+
+__all__ = ["Result", "assert_equivalent", "check"]
+
+
+@dataclass
+class Result:
+    passed: bool
+    max_abs_diff: float | None
+    tolerance: float
+    binding: dict[str, Any]  # {"rule": ..., "links": [{"native", "canonical", "layout", "why"}]}
+    first_divergence: str | None  # the first canonical tap over its budget, e.g. "block0.mlp"
+    diagnosis: list[str]  # diagnose's lines when the logits differ
+    contradictions: list[str]  # "field: your model X, spec Y"
+    explanation: str  # one line: why it passed or failed
+
+
+def _spec(spec: ModelSpec | str) -> ModelSpec:
+    from shared.core.presets import resolve_spec
+
+    return spec if isinstance(spec, ModelSpec) else resolve_spec(spec, [])
+
+
+def check(model: Any, spec: ModelSpec | str, **options: Any) -> Result:
+    """Is `model` the function `spec` describes? See the module docstring for the options."""
+    from shared.core.inputs import probe_batch
+    from shared.teaching import user_model
+
+    resolved = _spec(spec)
+    images = probe_batch(resolved, int(options.pop("batch", 4)))
+    trace = bool(options.pop("trace", True))
+    frameworks = options.pop("frameworks", None)
+    if isinstance(model, str):
+        checked = user_model.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
+                                        **options)
+    else:
+        checked = user_model.judge(_in_process(model, resolved, images, trace, options), images, trace=trace)
+    entry = checked.entry
+    return Result(checked.passed, entry.max_abs_diff, entry.tolerance, checked.run.binding,
+                  checked.first_divergence, checked.diagnosis.lines() if checked.diagnosis else [],
+                  [c.line() for c in checked.run.contradictions], checked.explanation())
+
+
+def _in_process(model: Any, spec: ModelSpec, images: Any, trace: bool, options: dict[str, Any]) -> Any:
+    from shared.core.weights import load_weights
+    from shared.runtime.user_jobs import evaluate
+    from shared.runtime.worker import Output
+    from shared.teaching.user_model import user_job, user_run
+
+    out = Output()
+    evaluate(model, spec, user_job(spec, taps=trace, **options), images, out)
+    weights = options.get("weights")
+    return user_run(spec, out.report, out.arrays, load_weights(weights, spec) if weights else None)
+
+
+def assert_equivalent(model: Any, spec: ModelSpec | str, **options: Any) -> Result:
+    """`check`, failing the test with the one-line explanation when the model is not equivalent."""
+    result = check(model, spec, **options)
+    if not result.passed:
+        raise AssertionError(result.explanation)
+    return result

@@ -1,0 +1,189 @@
+"""A user's own torch model where portbench's port stands: read and write its parameters,
+run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
+process only (the user's file is imported there, never in the parent).
+
+Names are state_dict names ("blocks.0.attn.in_proj_weight"). A model whose parameters sit on a
+device this machine lacks is refused in one line; inputs go to the device its parameters are on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from shared.core.binding import Layer
+from shared.errors import InputError, WeightsError
+
+
+def owns(obj: Any) -> bool:
+    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    return isinstance(obj, nn.Module)
+
+
+def parameters(model: Any) -> dict[str, np.ndarray]:
+    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
+    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
+    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    _check_device(model)
+    return {name: value.detach().cpu().numpy().astype(np.float32, copy=True)
+            for name, value in model.state_dict().items() if value.is_floating_point()}
+
+
+def assign(model: Any, values: dict[str, np.ndarray]) -> None:
+    # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
+    state = model.state_dict()
+    for name, array in values.items():  # every check before the first write
+        if name not in state:
+            raise WeightsError(f"torch model {type(model).__name__} has no parameter {name!r} "
+                               f"({len(state)} in its state_dict)")
+        if tuple(np.shape(array)) != tuple(state[name].shape):
+            raise WeightsError(f"torch parameter {name!r} has shape {tuple(state[name].shape)}, "
+                               f"got an array of shape {tuple(np.shape(array))}")
+    with torch.no_grad():
+        for name, array in values.items():
+            state[name].copy_(torch.from_numpy(np.asarray(array, np.float32)))
+
+
+def layers(model: Any) -> list[Layer]:
+    # the model's layers in definition order, each a shared.core.binding.Layer(path, kind, params,
+    # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
+    # "embedding", "other"; params the native parameter names it owns; settings what the module says
+    # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object
+    out = []
+    for path, module in model.named_modules():
+        kind, settings = _describe(module)
+        recurse = kind != "other"  # MultiheadAttention owns its out_proj; a container only its own
+        names = [n for n, _ in module.named_parameters(recurse=recurse)]
+        names += [n for n, b in module.named_buffers(recurse=recurse) if b.is_floating_point()]
+        prefix = f"{path}." if path else ""
+        out.append(Layer(path, kind, tuple(prefix + n for n in names), settings))
+    return out
+
+
+def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
+    # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
+    # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
+    # list or dict (an index or key); None means "the one array of shape (batch, classes)"
+    return _logits(model, model, images, layout, output)
+
+
+def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
+    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    forward = torch.compile(model)
+    return lambda images: _logits(model, forward, images, layout, output)
+
+
+def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
+    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
+    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    modules = dict(model.named_modules())
+    missing = [p for p in paths if p not in modules]
+    if missing:
+        raise InputError(f"torch model {type(model).__name__} has no module {missing[0]!r}")
+    found: dict[str, Any] = {}
+
+    def hook(path: str) -> Callable[..., None]:
+        def record(module: nn.Module, args: Any, result: Any) -> None:
+            found.setdefault(path, result[0] if isinstance(result, tuple) else result)
+        return record
+
+    handles = [modules[p].register_forward_hook(hook(p)) for p in paths]
+    try:
+        _logits(model, model, images, layout, None, check=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {p: _token_layout(found[p], len(images)) for p in paths if p in found}
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
+    if isinstance(module, nn.MultiheadAttention):
+        return "attention", {"num_heads": module.num_heads, "head_dim": module.head_dim,
+                             "batch_first": module.batch_first, "rate": float(module.dropout),
+                             "use_bias": module.in_proj_bias is not None}
+    if isinstance(module, nn.LayerNorm):
+        return "layer_norm", {"eps": float(module.eps), "affine": module.elementwise_affine}
+    if isinstance(module, nn.Conv2d):
+        return "conv", {"kernel_size": tuple(module.kernel_size), "strides": tuple(module.stride),
+                        "use_bias": module.bias is not None}
+    if isinstance(module, nn.Linear):
+        return "linear", {"in_features": module.in_features, "out_features": module.out_features,
+                          "use_bias": module.bias is not None}
+    if isinstance(module, nn.GELU):
+        return "gelu", {"approximate": module.approximate != "none",
+                        "form": "gelu" if module.approximate == "none" else "gelu_tanh"}
+    if isinstance(module, nn.Dropout):
+        return "dropout", {"rate": float(module.p)}
+    if isinstance(module, nn.Embedding):
+        return "embedding", {"num_embeddings": module.num_embeddings}
+    if isinstance(module, nn.TransformerEncoderLayer):
+        return "other", {"norm_first": module.norm_first}
+    return "other", {}
+
+
+def _check_device(model: nn.Module) -> torch.device:
+    devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
+    device = next(iter(devices))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("your torch model's parameters are on CUDA and this machine has no CUDA device")
+    if len(devices) > 1:
+        raise InputError(f"your torch model's parameters are on {len(devices)} devices; expected one")
+    return device
+
+
+def _native_layout(images: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "NHWC":
+        return images
+    if layout == "NCHW":
+        return np.ascontiguousarray(images.transpose(0, 3, 1, 2))
+    if images.shape[-1] != 1:
+        raise InputError(f"--input-layout NHW takes single-channel images; the spec's have "
+                         f"{images.shape[-1]} channels")
+    return np.ascontiguousarray(images[..., 0])
+
+
+def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray, layout: str,
+            output: str | None, check: bool = True) -> np.ndarray:
+    device = _check_device(model)
+    model.eval()
+    x = torch.from_numpy(_native_layout(np.asarray(images, np.float32), layout)).to(device)
+    with torch.no_grad():
+        result = forward(x)
+    return _pick_logits(result, output, len(images)) if check else np.zeros(0)
+
+
+def _pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
+    if isinstance(result, (dict, tuple, list)):
+        items = dict(result) if isinstance(result, dict) else dict(enumerate(result))
+        if output is not None:
+            key = int(output) if not isinstance(result, dict) and output.lstrip("-").isdigit() else output
+            if key not in items:
+                raise InputError(f"--output {output!r}: your model's forward returns {list(items)}")
+            return _array(items[key])
+        arrays = {k: v for k, v in items.items() if isinstance(v, torch.Tensor) and v.ndim == 2
+                  and v.shape[0] == batch}
+        if len(arrays) != 1:
+            raise InputError(f"your model's forward returns {len(items)} values, {len(arrays)} of shape "
+                             "(batch, classes); pick the logits with --output INDEX|KEY")
+        return _array(next(iter(arrays.values())))
+    if not isinstance(result, torch.Tensor):
+        raise InputError(f"your model's forward returns a {type(result).__name__}, expected a tensor "
+                         "of logits")
+    return _array(result)
+
+
+def _array(value: Any) -> np.ndarray:
+    return value.detach().cpu().numpy().astype(np.float32)
+
+
+def _token_layout(value: Any, batch: int) -> np.ndarray:
+    """A captured output as (B, N, D): a sequence-first (N, B, D) one is transposed."""
+    array = _array(value)
+    if array.ndim == 3 and array.shape[0] != batch and array.shape[1] == batch:
+        array = array.transpose(1, 0, 2)
+    return np.ascontiguousarray(array)

@@ -1,0 +1,261 @@
+"""The worker's job kind for a user's own model (`--model FILE.py:NAME`), registered in
+`shared.runtime.worker.KINDS` as `user`. The user's file is imported here, in the worker process,
+never in the parent. One job builds the model once and, as asked: binds its parameters to the
+canonical tensors (the conventions arrive as table text from the parent, the port's own table is
+added here), returns them or loads canonical weights into it, runs it on the probe batch, captures
+the canonical taps and times it."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import ports
+from shared.core.binding import Binding, bind
+from shared.core.mapping import Table
+from shared.core.spec import ModelSpec
+from shared.core.weights import load_weights
+from shared.errors import InputError, PortbenchError
+from shared.runtime.worker import Output
+
+USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
+
+
+def load_factory(reference: str) -> Any:
+    """`FILE.py:NAME` or `package.module:NAME` -> the object NAME (import errors are one line)."""
+    where, _, name = reference.rpartition(":")
+    try:
+        if where.endswith(".py"):
+            path = Path(where).resolve()
+            spec = importlib.util.spec_from_file_location(f"portbench_user_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            sys.modules[spec.name] = module  # type: ignore[union-attr]
+            sys.path.insert(0, str(path.parent))  # its own sibling imports
+            sys.dont_write_bytecode = True  # nothing is written beside the user's file
+            spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            module = importlib.import_module(where)
+    except SyntaxError as exc:
+        raise InputError(f"--model {reference!r}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    except PortbenchError:
+        raise
+    except BaseException as exc:  # the user's module raised while importing
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"--model {reference!r}: importing it raised {type(exc).__name__}: "
+                         f"{first}") from None
+    if not hasattr(module, name):
+        raise InputError(f"--model {reference!r}: the module has no {name!r}")
+    return getattr(module, name)
+
+
+def build(reference: str, spec: ModelSpec) -> Any:
+    factory = load_factory(reference)
+    if not callable(factory):
+        raise InputError(f"--model {reference!r}: {type(factory).__name__} is not callable")
+    try:
+        takes = [p for p in inspect.signature(factory).parameters.values()
+                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        takes = []
+    try:
+        return factory(spec) if takes else factory()
+    except PortbenchError:
+        raise
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"--model {reference!r}: calling it raised {type(exc).__name__}: {first}") from None
+
+
+def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
+    """(framework, its ports/<fw>/user.py) owning `model`; `framework` chooses when given."""
+    names = [framework] if framework else [f for f in USER_FRAMEWORKS if _imported(f)]
+    for name in names:
+        entry = ports.PORTS[name].module.rsplit(".", 1)[-1]
+        module = ports.load_port_part(name, "user")
+        if module.owns(model):
+            return entry, module
+    wanted = f"a {framework} model" if framework else "a torch.nn.Module, Keras model or layer, or nnx.Module"
+    raise InputError(f"--model returned a {type(model).__name__}, not {wanted}")
+
+
+def _imported(framework: str) -> bool:
+    return {"keras": "keras", "flax": "flax", "torch": "torch", "mlx": "mlx"}[framework] in sys.modules
+
+
+def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Table]:
+    """The port's own transfer table first, then the parent's (each a list of texts, base last)."""
+    out: list[Table] = []
+    with contextlib.suppress(PortbenchError):  # a port that cannot load here names nothing
+        out.append(ports.load_port_part(framework, "transfer").table(spec))
+    for name, levels in job.get("conventions", []):
+        base = None
+        for text in reversed(levels):
+            base = Table(text, name, base=base)
+        out.append(base)  # type: ignore[arg-type]
+    return out
+
+
+def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
+    expected = (batch, spec.num_classes)
+    if tuple(logits.shape) != expected:
+        raise InputError(f"your model's forward returns shape {tuple(logits.shape)}, expected {expected} "
+                         f"(batch {batch} x num_classes {spec.num_classes})")
+    if not np.all(np.isfinite(logits)):
+        bad = int(logits.size - np.count_nonzero(np.isfinite(logits)))
+        raise InputError(f"your model's logits hold {bad} non-finite values (NaN or infinity)")
+
+
+def user(framework: str, job: dict[str, Any], out: Output) -> None:
+    """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
+    "conventions", "taps"?: bool, "timing"?: {"repeats"}}."""
+    started = time.perf_counter()
+    spec = ModelSpec.from_json(job["spec"])
+    model = build(job["model"], spec)
+    out.report["build_s"] = time.perf_counter() - started
+    evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
+
+
+def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
+    """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
+    fw, module = user_port(model, job.get("framework"))
+    out.report["framework"] = fw
+    params = module.parameters(model)
+    found = module.layers(model)
+    out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
+                            for a in found]
+    t0 = time.perf_counter()
+    binding = bind(spec, {n: v.shape for n, v in params.items()}, found, fw,
+                   conventions(job, fw, spec), job.get("rules"))
+    out.report.update({"bind_s": time.perf_counter() - t0, "binding": binding.to_dict(),
+                       "param_count": int(sum(v.size for v in params.values()))})
+    if job.get("weights"):
+        module.assign(model, binding.to_native(load_weights(job["weights"], spec).tensors))
+    else:
+        out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params, consume=True).items()})
+    del params
+    layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
+    logits = forward(lambda: module.run(model, images, layout, job.get("output")))
+    check_logits(logits, spec, len(images))
+    out.arrays["logits"] = logits
+    if job.get("taps"):
+        paths = tap_paths(binding, found, spec)
+        got = module.capture(model, images, layout, list(paths.values()))
+        out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
+    if job.get("timing"):
+        out.report["timing"] = timing(module, model, images, layout, job)
+    out.report["peak_rss_bytes"] = peak_rss()
+
+
+def peak_rss() -> int | None:
+    """This process's peak resident memory (the model, its one copy out, the canonical tensors)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
+
+
+def forward(call: Any) -> np.ndarray:
+    """The user's forward; whatever it raises is one line."""
+    try:
+        return np.asarray(call(), np.float32)
+    except PortbenchError:
+        raise
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise InputError(f"your model's forward raised {type(exc).__name__}: {first[:300]}") from None
+
+
+def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
+    """Canonical tap -> the user's layer whose output it is, through the binding."""
+    native = binding.canonical_of()
+    owner = {}
+    for layer in found:
+        for p in layer.params:
+            owner.setdefault(p, layer.path)
+    taps = {"patch_embed": "patch_embed.kernel"}
+    for i in range(spec.depth):
+        b = f"blocks.{i}"
+        taps |= {f"block{i}.norm1": f"{b}.norm1.scale", f"block{i}.attn": f"{b}.attn.out.kernel",
+                 f"block{i}.norm2": f"{b}.norm2.scale", f"block{i}.mlp": f"{b}.mlp.fc2.kernel"}
+    if spec.final_norm == "tokens":
+        taps["final_norm"] = "final_norm.scale"
+    paths = {tap: owner.get(native.get(tensor, ""), "") for tap, tensor in taps.items()}
+    return {tap: path for tap, path in paths.items() if path}
+
+
+def _tokens(value: np.ndarray, spec: ModelSpec) -> np.ndarray:
+    """A patch embedding's (B, D, h, w) or (B, h, w, D) output as tokens (B, h*w, D)."""
+    if value.ndim == 4:
+        channels_first = value.shape[1] == spec.dim and value.shape[-1] != spec.dim
+        value = value.reshape(*value.shape[:2], -1).transpose(0, 2, 1) if channels_first else \
+            value.reshape(value.shape[0], -1, value.shape[-1])
+    return np.ascontiguousarray(value)
+
+
+def timing(module: Any, model: Any, images: np.ndarray, layout: str,
+           job: dict[str, Any]) -> dict[str, Any]:
+    """Eager and compiled forward times, first call apart (the compile), then repeats."""
+    repeats = int(job["timing"].get("repeats", 10))
+    out: dict[str, Any] = {}
+    for phase, forward in (("eager", lambda x: module.run(model, x, layout, job.get("output"))),
+                           ("compiled", module.compiled(model, layout, job.get("output")))):
+        t0 = time.perf_counter()
+        forward(images)
+        first = time.perf_counter() - t0
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            forward(images)
+            times.append(time.perf_counter() - t0)
+        out[phase] = {"first_s": first, "median_s": float(np.median(times)), "n": repeats}
+    return out
+
+
+class UserPort:
+    """The user's model behind the part of the port interface the timing harness calls
+    (`shared.measure.phases`): built once, the harness's canonical weights loaded through the
+    binding, NumPy images in (the layout change and the copy to the framework are part of each
+    forward, as they are of `user.run`), NumPy logits out."""
+
+    device_class = "cpu"
+
+    def __init__(self, job: dict[str, Any], spec: ModelSpec, tensors: dict[str, np.ndarray]) -> None:
+        self.spec = spec
+        self.model = build(job["model"], spec)
+        self.framework, self.module = user_port(self.model, job.get("framework"))
+        params = self.module.parameters(self.model)
+        found = self.module.layers(self.model)
+        binding = bind(spec, {n: v.shape for n, v in params.items()}, found, self.framework,
+                       conventions(job, self.framework, spec), job.get("rules"))
+        self.count = int(sum(v.size for v in params.values()))
+        del params
+        self.module.assign(self.model, binding.to_native(tensors))
+        self.layout = job.get("layout") or ("NCHW" if self.framework == "torch" else "NHWC")
+        self.output = job.get("output")
+
+    def prepare(self, images: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(images, dtype=np.float32)
+
+    def forward(self, images: np.ndarray, train: bool = False) -> np.ndarray:
+        return self.module.run(self.model, images, self.layout, self.output)
+
+    def compiled_forward(self) -> Any:
+        return self.module.compiled(self.model, self.layout, self.output)
+
+    def sync(self, value: Any = None) -> None:
+        """NumPy results are already on the host: nothing is pending."""
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        return np.asarray(value)
+
+    def param_count(self) -> int:
+        return self.count

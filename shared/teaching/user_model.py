@@ -1,0 +1,212 @@
+"""A user's own model (`--model FILE.py:NAME`) where our ports stand, from the parent's side: the
+argument checked without importing it, the naming conventions portbench knows sent to the
+worker as table text, one worker run (`user` job kind: bind, load, run, capture, time), and the
+result in canonical terms. The user's file is imported only in the worker process."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shared.checkpoints import FORMATS, format_module
+from shared.core.binding import read_rules
+from shared.core.equivalence import check_logits
+from shared.core.mapping import Table
+from shared.core.reference import forward
+from shared.core.spec import ModelSpec
+from shared.core.tolerance import logit_atol
+from shared.core.weights import load_weights
+from shared.errors import InputError, WeightsError
+from shared.runtime.launch import run_worker
+from shared.runtime.verify import Case, Entry, pairwise_gaps, verify
+from shared.teaching.diagnosis import Diagnosis, diagnose
+from shared.teaching.spec_check import Contradiction, contradictions
+from shared.teaching.tracing import PortTrace, compare_taps, reference_taps
+
+MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
+GUESS = (("flax", re.compile(r"^\s*(from|import)\s+flax", re.M)),
+         ("keras", re.compile(r"^\s*(from|import)\s+keras", re.M)),
+         ("torch", re.compile(r"^\s*(from|import)\s+torch", re.M)))
+
+
+def check_model_argument(text: str) -> str:
+    """`FILE.py:NAME` (the file must exist; made absolute) or `package.module:NAME`."""
+    where, sep, name = text.rpartition(":")
+    if not sep or not where or not name.isidentifier():
+        raise InputError(f"--model {text!r}: expected FILE.py:NAME or package.module:NAME")
+    if where.endswith(".py"):
+        path = Path(where)
+        if not path.is_file():
+            raise InputError(f"--model {text!r}: file {where!r} does not exist")
+        return f"{path.resolve()}:{name}"
+    if not MODULE_REFERENCE.match(where):
+        raise InputError(f"--model {text!r}: {where!r} is neither a .py file nor a module name")
+    return text
+
+
+def worker_framework(reference: str, framework: str | None) -> str:
+    """The registry entry the worker starts as (its environment, e.g. KERAS_BACKEND): --framework,
+    else the framework the file imports (read as text, not imported), else torch."""
+    if framework:
+        return framework
+    where = reference.rpartition(":")[0]
+    if where.endswith(".py"):
+        text = Path(where).read_text(errors="replace")
+        for name, pattern in GUESS:
+            if pattern.search(text):
+                return name
+    return "torch"
+
+
+def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str]]]:
+    """Every checkpoint format's table for `spec`, as text the worker rebuilds (base last)."""
+    out = []
+    for fmt in FORMATS:
+        table: Table | None = format_module(fmt).table(fmt, spec)
+        levels = []
+        while table is not None:
+            levels.append("\n".join(f"{r.canonical} {r.native} {r.layout}" for r in table.rows))
+            table = table.base
+        out.append((fmt, levels))
+    return out
+
+
+@dataclass
+class UserRun:
+    spec: ModelSpec
+    framework: str
+    logits: np.ndarray
+    tensors: dict[str, np.ndarray]  # the canonical weights the model ran with
+    binding: dict[str, Any]
+    report: dict[str, Any]
+    contradictions: list[Contradiction] = field(default_factory=list)
+    taps: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"yours ({self.framework})"
+
+    def binding_lines(self) -> list[str]:
+        from shared.core.summary import format_table
+
+        rows = [[link["native"], link["canonical"], link["layout"], link["why"]]
+                for link in self.binding["links"]]
+        return [f"binding by {self.binding['rule']}:",
+                format_table(["your parameter", "canonical", "layout", "bound by"], rows)]
+
+
+def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: str | None = None,
+             layout: str | None = None, output: str | None = None, weights: str | None = None,
+             rules: str | None = None, taps: bool = False, timing: dict[str, Any] | None = None,
+             timeout: float = 300.0) -> UserRun:
+    """One worker run of the user's model; bad input of any kind is one-line InputError/WeightsError."""
+    reference = check_model_argument(reference)
+    loaded = load_weights(weights, spec) if weights else None
+    job = {**user_job(spec, framework=framework, layout=layout, output=output, weights=weights,
+                      rules=rules, taps=taps, timing=timing), "model": reference}
+    entry = worker_framework(reference, framework)
+    with tempfile.TemporaryDirectory(prefix="portbench-user-") as tmp:
+        np.save(Path(tmp) / "x.npy", images)
+        job["input"] = str(Path(tmp) / "x.npy")
+        result = run_worker(entry, {"user": job}, tmp, timeout)
+    error = result.error("user")
+    if error:
+        kind = (result.reports.get("user") or {}).get("error_kind")
+        message = error if error.startswith("--model") else f"--model {reference}: {error}"
+        raise (WeightsError if kind == "WeightsError" else InputError)(message)
+    return user_run(spec, result.reports["user"], result.arrays.get("user", {}), loaded)
+
+
+def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | None = None,
+             output: str | None = None, weights: str | None = None, rules: str | None = None,
+             taps: bool = False, timing: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `user` job's options (all but the model and its input)."""
+    return {"kind": "user", "spec": spec.to_json(), "framework": framework, "layout": layout,
+            "output": output, "weights": weights, "taps": taps, "timing": timing,
+            "rules": read_rules(rules) if rules else None, "conventions": convention_texts(spec)}
+
+
+def user_run(spec: ModelSpec, report: dict[str, Any], arrays: dict[str, np.ndarray],
+             loaded: Any = None) -> UserRun:
+    """The `user` job's report and arrays in canonical terms."""
+    tensors = loaded.tensors if loaded else {k[2:]: v for k, v in arrays.items() if k.startswith("w/")}
+    tensors = {name: tensors[name] for name in spec.derived.tensor_shapes}
+    run = UserRun(spec, report["framework"], arrays["logits"], tensors, report["binding"], report,
+                  taps={k[4:]: v for k, v in arrays.items() if k.startswith("tap/")})
+    run.contradictions = contradictions(spec, report)
+    return run
+
+
+# ---- the verdict ----------------------------------------------------------------------------------
+@dataclass
+class UserCheck:
+    """What `verify --model` and `portbench.check` report: the user's row, our ports' rows, the
+    spec contradictions, and diagnose's finding (and trace's first divergence) when it failed."""
+
+    run: UserRun
+    entry: Entry
+    ports: list[Entry] = field(default_factory=list)
+    pairwise: list[dict[str, Any]] = field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+    first_divergence: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.entry.passed and not self.run.contradictions
+
+    def explanation(self) -> str:
+        """One line: why it failed (the contradicting fields, then diagnose's finding)."""
+        if self.passed:
+            return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
+        parts = [c.line() for c in self.run.contradictions]
+        if not self.entry.passed:
+            parts.append(self.entry.error or "logits differ")
+        if self.diagnosis is not None and self.diagnosis.explained:
+            parts.append(self.diagnosis.lines()[0])
+        if self.first_divergence:
+            parts.append(f"first divergent tensor: {self.first_divergence}")
+        return "; ".join(parts)
+
+
+def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, frameworks: list[str] | None = None,
+               timeout: float = 300.0, trace: bool = False, **options: Any) -> UserCheck:
+    """The user's model against the float64 reference on the weights it ran with (its own, bound,
+    or --weights loaded into it); our ports on the same weights when `frameworks` are given."""
+    run = run_user(reference, spec, images, taps=trace, timeout=timeout, **options)
+    return judge(run, images, frameworks=frameworks, timeout=timeout, trace=trace)
+
+
+def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = None,
+          timeout: float = 300.0, trace: bool = False) -> UserCheck:
+    """A finished `UserRun` against the reference, our ports, diagnose and trace."""
+    spec = run.spec
+    ref = forward(spec, run.tensors, images)
+    entry = Entry(spec.name, spec.spec_hash, run.label, device="cpu", tolerance=logit_atol(spec, ref),
+                  expected_params=spec.derived.params)
+    entry.param_count, entry.logits = int(run.report["param_count"]), run.logits
+    verdict = check_logits(spec, run.logits, ref, entry.param_count)
+    entry.passed, entry.error = verdict.passed, verdict.reason
+    entry.max_abs_diff, entry.max_rel_diff = verdict.max_abs_diff, verdict.max_rel_diff
+    result = UserCheck(run, entry)
+    if frameworks:
+        case = Case(spec, run.tensors, images)
+        result.ports, _ = verify([case], frameworks, timeout=timeout)
+    result.pairwise = pairwise_gaps(Case(spec, run.tensors, images), [entry, *result.ports], ref)
+    if not entry.passed and verdict.max_abs_diff is not None:
+        result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
+                                    source="your model")
+    if trace:
+        traced = user_trace(run, images)
+        result.first_divergence = traced.first_divergence.name if traced.first_divergence else None
+    return result
+
+
+def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:
+    """The user's captured taps (and logits) against the reference's, named canonically."""
+    reference = reference_taps(run.spec, run.tensors, images)
+    return compare_taps(run.spec, reference, {**run.taps, "logits": run.logits}, run.label)

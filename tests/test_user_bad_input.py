@@ -1,0 +1,79 @@
+"""Bad `--model` input: each is one `error:` line naming the problem, exit 2, no traceback, and
+every file in the folder byte-identical afterwards (tests/adversarial.py's `refused`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial import refused
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SPEC = ("--spec", "mnist-vit-small")
+# A bindable model (the example's) whose forward is replaced: the failure is in the forward.
+SUBCLASS = f"""
+import sys
+sys.path.insert(0, {str(EXAMPLES)!r})
+import torch
+from torch_mha_vit import MnistViT
+
+
+class Broken(MnistViT):
+    def forward(self, images):
+        logits = super().forward(images)
+        {{body}}
+
+
+def build(spec):
+    return Broken(spec)
+"""
+
+CASES = {
+    "syntax_error": ("def build(:\n", "syntax error at line 1"),
+    "raises_on_import": ("raise RuntimeError('no GPU here')\n",
+                         "importing it raised RuntimeError: no GPU here"),
+    "name_missing": ("x = 1\n", "the module has no 'build'"),
+    "not_callable": ("build = 3\n", "int is not callable"),
+    "not_a_model": ("def build():\n    return 42\n", "returned a int, not a torch.nn.Module"),
+    "factory_raises": ("def build(spec):\n    raise ValueError('bad width')\n",
+                       "calling it raised ValueError: bad width"),
+    "forward_raises": (SUBCLASS.format(body="raise RuntimeError('shape mismatch in my block')"),
+                       "forward raised RuntimeError: shape mismatch in my block"),
+    "wrong_shape": (SUBCLASS.format(body="return logits[:, :3]"), "returns shape (4, 3), expected (4, 10)"),
+    "nan_logits": (SUBCLASS.format(body="return logits * float('nan')"), "40 non-finite values"),
+    "unbindable": (SUBCLASS.format(body="return logits").replace(
+        "    return Broken(spec)", "    m = Broken(spec)\n    m.extra = torch.nn.Parameter(torch.ones(3))\n"
+                                  "    return m"), "unused (extra)"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_model_is_refused_in_one_line(tmp_path, case: str) -> None:
+    text, expect = CASES[case]
+    (tmp_path / "mine.py").write_text(text)
+    refused(tmp_path, "verify", "--model", "mine.py:build", *SPEC, expect=expect)
+
+
+def test_a_missing_file_and_a_malformed_reference_are_refused_before_any_worker(tmp_path) -> None:
+    refused(tmp_path, "verify", "--model", "nope.py:build", *SPEC, expect="file 'nope.py' does not exist")
+    refused(tmp_path, "verify", "--model", "mine.py", *SPEC, expect="expected FILE.py:NAME")
+
+
+def test_a_factory_that_hangs_is_killed_at_the_timeout(tmp_path) -> None:
+    (tmp_path / "slow.py").write_text("import time\n\ndef build():\n    time.sleep(600)\n")
+    refused(tmp_path, "verify", "--model", "slow.py:build", *SPEC, "--timeout", "5",
+            expect="timed out after 5 s; worker killed")
+
+
+def test_a_bad_rename_file_and_an_existing_json_are_refused(tmp_path) -> None:
+    (tmp_path / "mine.py").write_text("def build():\n    return 42\n")
+    (tmp_path / "rules.toml").write_text("[map\n")
+    refused(tmp_path, "verify", "--model", "mine.py:build", *SPEC, "--map", "rules.toml",
+            expect="malformed TOML")
+    (tmp_path / "out.json").write_text("mine\n")
+    refused(tmp_path, "verify", "--model", "mine.py:build", *SPEC, "--json", "out.json", expect="out.json")
+
+
+def test_diagnose_needs_exactly_one_of_logits_and_model(tmp_path) -> None:
+    refused(tmp_path, "diagnose", *SPEC, expect="exactly one of --logits")

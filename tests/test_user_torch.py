@@ -1,0 +1,145 @@
+"""A user's own torch model (examples/torch_mha_vit.py) where our ports stand: verify in both
+weight directions, the planted mistake caught by verify and named by diagnose and trace,
+`time --model` producing a row, and the Python API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared.core.presets import get_preset
+from shared.core.weights import init_weights, load_weights, save_weights
+from tests.adversarial import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = str(ROOT / "examples" / "torch_mha_vit.py")
+GOOD, MISTAKE = f"{EXAMPLE}:build", f"{EXAMPLE}:build_with_mistake"
+SPEC = "mnist-vit-small"
+
+
+def test_verify_binds_the_users_own_parameters_and_passes(tmp_path) -> None:
+    out = tmp_path / "v.json"
+    outcome = run_cli("verify", "--model", GOOD, "--spec", SPEC, "--show-binding", "--json", out)
+    assert outcome.code == 0, outcome.stderr
+    assert "yours (torch)" in outcome.stdout and "PASS" in outcome.stdout
+    assert "layers.0.attention.in_proj_weight" in outcome.stdout  # the binding table
+    document = json.loads(out.read_text())
+    assert document["binding"]["rule"] == "structure" and document["entries"][0]["passed"]
+
+
+def test_verify_loads_canonical_weights_into_the_users_model(tmp_path) -> None:
+    spec = get_preset(SPEC)
+    weights = tmp_path / "w.safetensors"
+    save_weights(weights, spec, init_weights(spec, 7))
+    out = tmp_path / "v.json"
+    outcome = run_cli("verify", "--model", GOOD, "--spec", SPEC, "--weights", weights, "--json", out,
+                      "--frameworks", "torch")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    entries = json.loads(out.read_text())["entries"]
+    assert [e["framework"] for e in entries] == ["yours (torch)", "torch"]
+    assert all(e["passed"] for e in entries)
+    assert "pairwise max abs: yours (torch)~torch" in outcome.stdout
+    assert load_weights(weights).tensors["head.out.bias"].shape == (10,)  # the file is untouched
+
+
+def test_the_planted_mistake_fails_verify_naming_the_field_and_diagnose_names_the_setting() -> None:
+    outcome = run_cli("verify", "--model", MISTAKE, "--spec", SPEC)
+    assert outcome.code == 1
+    assert "spec check: activation: your model gelu_tanh, spec gelu" in outcome.stdout
+    assert "diagnose: gap" in outcome.stdout and "gelu form flipped (MLP)" in outcome.stdout
+    assert "NOT equivalent" in outcome.stdout
+
+
+def test_diagnose_runs_the_users_model_itself() -> None:
+    outcome = run_cli("diagnose", "--model", MISTAKE, "--spec", SPEC)
+    assert outcome.code == 0, outcome.stderr  # explained
+    assert "falls to" in outcome.stdout and "GELU form" in outcome.stdout
+
+
+def test_trace_locates_the_planted_mistake_at_the_first_mlp(tmp_path) -> None:
+    page = tmp_path / "trace.html"
+    outcome = run_cli("trace", "--model", MISTAKE, "--spec", SPEC, "--html", page)
+    assert outcome.code == 1
+    assert "yours (torch): first divergence at block0.mlp" in outcome.stdout
+    assert "block0.mlp" in page.read_text()
+    clean = run_cli("trace", "--model", GOOD, "--spec", SPEC)
+    assert clean.code == 0 and "within budget" in clean.stdout
+
+
+def test_time_puts_the_users_model_in_the_same_harness_as_one_more_row(tmp_path) -> None:
+    out = tmp_path / "t.json"
+    outcome = run_cli("time", "--model", GOOD, "--spec", SPEC, "--frameworks", "torch", "--modes", "eager",
+                      "--budget", "0.05", "--min-repeats", "2", "--max-repeats", "3", "--eval-batches", "1",
+                      "--json", out, "--csv", tmp_path / "t.csv", "--no-chart")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    rows = {r["framework"]: r for r in json.loads(out.read_text())["runs"]}
+    mine = rows["yours (torch)"]
+    assert mine["status"] == "ok" and mine["equivalence"]["eager"]["passed"]
+    assert mine["phases"]["forward_eager"]["status"] == "ok"
+    assert mine["param_count"] == rows["torch"]["param_count"]
+    assert mine["conditions"]["spec_hash"] == rows["torch"]["conditions"]["spec_hash"]
+
+
+def test_the_python_api_checks_a_model_object_in_this_process() -> None:
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import torch_mha_vit
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    import portbench
+
+    spec = get_preset(SPEC)
+    result = portbench.check(torch_mha_vit.build(spec), spec)
+    assert result.passed and result.max_abs_diff < result.tolerance and result.binding["rule"] == "structure"
+    expected = r"activation: your model gelu_tanh.*first divergent tensor: block0\.mlp"
+    with pytest.raises(AssertionError, match=expected):
+        portbench.assert_equivalent(torch_mha_vit.build_with_mistake(spec), SPEC)
+    # the model's own parameters are what the reference ran on
+    assert np.isfinite(result.max_abs_diff)
+
+
+DICT_MODEL = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "examples")!r})
+from torch_mha_vit import MnistViT
+
+
+class TwoHeads(MnistViT):
+    def forward(self, images):  # (B, 28, 28): the channel axis dropped, as the archive's MNIST ViT
+        logits = super().forward(images.unsqueeze(1))
+        return {{"logits": logits, "doubled": 2 * logits}}
+
+
+def build(spec):
+    return TwoHeads(spec)
+"""
+
+
+def test_an_nhw_model_returning_a_dict_needs_output_to_pick_the_logits(tmp_path) -> None:
+    (tmp_path / "two.py").write_text(DICT_MODEL)
+    model = f"{tmp_path / 'two.py'}:build"
+    outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW")
+    assert outcome.code == 2 and "pick the logits with --output" in outcome.error
+    outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW",
+                      "--output", "logits")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+
+
+def test_a_model_on_a_missing_cuda_device_is_one_line() -> None:
+    import torch
+
+    from ports.torch import user
+    from shared.errors import InputError
+
+    module = torch.nn.Module()  # its parameters report CUDA, as a model moved with .cuda() does
+    fake = type("P", (), {"device": torch.device("cuda", 0)})()
+    module.parameters = lambda recurse=True: iter([fake])  # type: ignore[method-assign]
+    if torch.cuda.is_available():
+        assert user._check_device(module) == torch.device("cuda", 0)
+    else:
+        with pytest.raises(InputError, match="on CUDA and this machine has no CUDA device"):
+            user._check_device(module)
