@@ -12,6 +12,7 @@ shapes, a measured call), never typed in. Loaded through `ports.load_port_part(n
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,31 @@ def cpu_precision() -> str:
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
     return "nn.LayerNorm: two-pass variance"
+
+
+def attention_bias() -> str:
+    # whether attention's projections carry a bias by default
+    return f"nn.MultiheadAttention bias={default_of(nn.MultiheadAttention, 'bias')} (in_proj and out_proj)"
+
+
+def gelu_names() -> str:
+    # what the GELU variants are called
+    return f"nn.GELU approximate={default_of(nn.GELU, 'approximate')!r}: 'none' (exact) or 'tanh'"
+
+
+def adam_bias_correction() -> str:
+    # whether Adam divides by (1 - beta^t)
+    switch = "has a bias_correction switch" if "bias_correction" in inspect.signature(
+        torch.optim.AdamW).parameters else "always bias-corrects (no switch)"
+    return f"optim.AdamW {switch}, weight_decay={default_of(torch.optim.AdamW, 'weight_decay'):g}"
+
+
+def float64_devices() -> str:
+    # where float64 runs
+    usable = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    mps = getattr(torch.backends, "mps", None)
+    note = "; MPS has no float64" if mps is not None and mps.is_available() else ""
+    return f"torch.float64 runs on: {', '.join(usable)}{note}"
 
 
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
