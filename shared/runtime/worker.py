@@ -37,6 +37,7 @@ from shared.errors import PortbenchError
 KINDS: dict[str, str] = {
     "logits": "shared.runtime.jobs:logits",
     "taps": "shared.runtime.jobs:taps",
+    "devices": "shared.runtime.devices:probe",
     "timing": "shared.measure.phases:run",
     "steps": "shared.training.parity:steps",
     "grad": "shared.training.parity:gradients",
