@@ -138,8 +138,8 @@ def gelu_names() -> str:
 
 def adam_bias_correction() -> str:
     # whether Adam divides by (1 - beta^t)
-    switch = "has a bias_correction switch" if "bias_correction" in inspect.signature(
-        optax.adamw).parameters else "always bias-corrects (no switch)"
+    switch = "bias correction switchable" if "bias_correction" in inspect.signature(
+        optax.adamw).parameters else "bias correction always on"
     return f"optax.adamw {switch}, weight_decay={default_of(optax.adamw, 'weight_decay'):g}"
 
 

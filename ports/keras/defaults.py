@@ -177,8 +177,8 @@ def gelu_names() -> str:
 def adam_bias_correction() -> str:
     # whether Adam divides by (1 - beta^t)
     a = keras.optimizers.AdamW
-    switch = "has a bias_correction switch" if "bias_correction" in inspect.signature(a).parameters \
-        else "always bias-corrects (no switch)"
+    switch = "bias correction switchable" if "bias_correction" in inspect.signature(a).parameters \
+        else "bias correction always on"
     return f"optimizers.AdamW {switch}, weight_decay={default_of(a, 'weight_decay'):g}"
 
 
