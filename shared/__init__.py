@@ -1,5 +1,6 @@
 """portbench's framework-neutral product code, grouped by concern. Imports run one way:
-`cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`) -> `runtime` -> `core`.
+`cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`, `report`) -> `runtime` ->
+`core`.
 
 - `core/`: the spec, presets, canonical weights and layouts, the float64 reference, tolerance and
   the equivalence verdict. NumPy only.
@@ -9,6 +10,7 @@
 - `measure/`: fair, phase-separated timing and its results files.
 - `checkpoints/`: torchvision / timm / Hugging Face / big_vision files <-> canonical weights (the
   only package here that reads framework files, inside functions).
+- `report/`: self-contained HTML pages of what the other tools produce.
 - `cli/`: `compare.py`'s subcommands: argument parsing and printing only.
 - `errors.py`: the one error family every message a user sees comes from.
 

@@ -2,7 +2,8 @@
 
 (a) no module in `shared/` outside `shared/checkpoints/` imports a framework, anywhere in the
     file (inside functions too): framework code lives in `ports/<fw>/`;
-(b) imports run one way: `cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`) ->
+(b) imports run one way: `cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`,
+    `report`) ->
     `runtime` -> `core`;
 (c) modules stay under ~300 lines and functions under ~60 statements, with the few current
     exceptions listed below, each with its reason.
@@ -18,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "shared"
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "optax", "onnx", "onnxruntime")
-TOOLS = ("shared.training", "shared.teaching", "shared.measure", "shared.checkpoints")
+TOOLS = ("shared.training", "shared.teaching", "shared.measure", "shared.checkpoints", "shared.report")
 # package -> the imports it must never make (module prefixes)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "shared.core": ("shared.runtime", *TOOLS, "shared.cli", "ports"),

@@ -8,6 +8,10 @@ Read with `ast` (fast, no framework imported). Bodies are not compared: a branch
 
 `ports/onnx` is not a parallel text and is not compared: it is an extra backend (the torch port
 exported to ONNX and run by ONNX Runtime), with its own export.py and no model of its own.
+
+user.py (a user's own model where the port stands) arrives one framework at a time: every native
+port that has it defines the same public functions in the same order; its private helpers are
+each framework's idiom (Keras' sub-model and call wrapping, nnx's views and interception).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ports import NATIVE, PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ("model.py", "transfer.py", "port.py", "train.py", "defaults.py")
+USER_FILE = "user.py"  # compared among the ports that have it, public names only
 # Each framework's spelling of "run the layer": compared as one name.
 CALL_METHODS = {"forward": "<call>", "call": "<call>", "__call__": "<call>"}
 
@@ -32,9 +37,10 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     ("flax", "model.py"): {"FixedTable"},
     # Keras alone can run on Metal (its JAX/TF backends on Apple silicon).
     ("keras", "port.py"): {"_is_apple"},
-    # torch renames and transposes every tensor (to_native / from_native); Keras and Flax hold
-    # the canonical layouts as they are, so they bind each canonical name to a variable.
-    ("torch", "transfer.py"): {"to_native", "from_native"},
+    # torch renames and transposes every tensor through its table's bound plan (to_native /
+    # from_native); Keras and Flax hold the canonical layouts as they are, so they bind each
+    # canonical name to a variable.
+    ("torch", "transfer.py"): {"plan", "to_native", "from_native"},
     ("keras", "transfer.py"): {"bindings"},
     ("flax", "transfer.py"): {"bindings"},
     # The pinned training recipe in each optimizer library's own terms: torch clips by hand,
@@ -112,6 +118,31 @@ def test_every_native_port_has_the_same_outline(file: str) -> None:
             f"ports/{fw}/{file}: top-level names differ from ports/{first}/{file}"
         for (name, methods), (_, wanted) in zip(got, expected, strict=True):
             assert methods == wanted, f"ports/{fw}/{file}: {name}'s methods differ from ports/{first}"
+
+
+def leading_comments(path: Path) -> dict[str, list[str]]:
+    """Each top-level function's comment lines between its signature and its first statement."""
+    lines = path.read_text().splitlines()
+    return {node.name: [line.strip() for line in lines[node.lineno:node.body[0].lineno - 1]
+                        if line.strip().startswith("#")]
+            for node in ast.parse(path.read_text()).body if isinstance(node, ast.FunctionDef)}
+
+
+def test_every_user_py_has_the_same_public_outline() -> None:
+    having = [fw for fw in NATIVE if (port_dir(fw) / USER_FILE).is_file()]
+    assert having, f"no native port has {USER_FILE}"
+    public = {fw: [(name, methods) for name, methods in outline(port_dir(fw) / USER_FILE)
+                   if not name.startswith("_")] for fw in having}
+    comments = {fw: {name: text for name, text in leading_comments(port_dir(fw) / USER_FILE).items()
+                     if not name.startswith("_")} for fw in having}
+    expected = public[having[0]]
+    assert expected, f"ports/{having[0]}/{USER_FILE} defines nothing public"
+    for fw in having[1:]:
+        assert public[fw] == expected, \
+            f"ports/{fw}/{USER_FILE}: public functions differ from ports/{having[0]}/{USER_FILE}"
+        for name, text in comments[having[0]].items():  # the interface's own one-line comments
+            assert text and comments[fw][name] == text, \
+                f"ports/{fw}/{USER_FILE}: {name}'s comment differs from ports/{having[0]}/{USER_FILE}"
 
 
 def test_allow_list_names_only_native_ports_and_compared_files() -> None:

@@ -56,3 +56,42 @@ def test_report_html_bad_input(tmp_path: Path) -> None:
     refused(tmp_path, "report", *files, "--html", "taken.html/page.html", expect="cannot be created")
     (tmp_path / "other.json").write_text(json.dumps({"schema": "something-else"}))
     refused(tmp_path, "report", "other.json", "--html", "x.html", expect="not a portbench results file")
+
+
+def synthetic_trace() -> list[dict]:
+    names = ["patch_embed", "pos_embed", "block0.norm1", "block0.attn", "logits"]
+
+    def taps(errors: list[float]) -> list[dict]:
+        return [{"name": n, "magnitude": 2.0, "error": e, "budget": 1e-5, "over": e > 1e-5, "note": ""}
+                for n, e in zip(names, errors, strict=True)]
+
+    return [{"framework": "torch", "error": None, "first_divergence": None,
+             "taps": taps([1e-7, 2e-7, 3e-7, 4e-7, 5e-7])},
+            {"framework": "keras", "error": None, "first_divergence": "block0.norm1",
+             "taps": taps([1e-7, 2e-7, 6e-5, 8e-5, 1e-4])},
+            {"framework": "flax", "error": "worker exited with status 1", "first_divergence": None,
+             "taps": []}]
+
+
+def test_trace_page_marks_the_first_divergence(tmp_path: Path) -> None:
+    from shared.report.pages import trace_page
+
+    page = tmp_path / "trace.html"
+    page.write_text(trace_page("quadrant", synthetic_trace(), ["weights: seeded"]))
+    shown = render(page)
+    assert shown.console == [] and not_blank(shown.screenshot)
+    assert "first tensor over its budget: block0.norm1" in shown.dom
+    assert "first over budget" in shown.dom  # the ringed point in the chart
+    assert "flax: could not run" in shown.dom and shown.dom.count("<tr") == 6
+
+
+def test_lessons_page_shows_each_ports_code(tmp_path: Path) -> None:
+    import ports
+
+    outcome = run_cli("lessons", "gelu", "--no-measure", "--html", "lessons.html", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    shown = render(tmp_path / "lessons.html")
+    assert shown.console == [] and not_blank(shown.screenshot)
+    for framework in ports.NATIVE:
+        assert f"ports/{framework}/model.py" in shown.dom
+    assert "Rosetta: every spec field in every port" in shown.dom and "<pre" in shown.dom

@@ -11,7 +11,7 @@ from safetensors.numpy import save, save_file
 from shared.core import weights as W  # noqa: N812
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights, load_weights, save_weights
-from shared.errors import WeightsError
+from shared.errors import PortbenchError, WeightsError
 
 
 @pytest.fixture
@@ -152,5 +152,5 @@ def test_failed_save_leaves_existing_file_untouched(saved, spec) -> None:
 
 
 def test_unwritable_destination(tmp_path, spec) -> None:
-    with pytest.raises(WeightsError, match="does not exist"):
+    with pytest.raises(PortbenchError, match="does not exist"):
         save_weights(tmp_path / "no" / "dir" / "w.safetensors", spec, init_weights(spec, 0))

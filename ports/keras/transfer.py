@@ -1,7 +1,8 @@
 """Canonical weights <-> this port's parameters.
 
 Keras stores Dense kernels (in, out), Conv2D kernels HWIO and per-head q/k/v kernels (D, H, hd),
-which is the canonical layout itself: every tensor is copied as it is, bound by name here.
+which is the canonical layout itself: every tensor is copied as it is, so its table
+(shared/core/mapping.py) only renames, and each native name is a path of attributes.
 """
 
 from __future__ import annotations
@@ -10,39 +11,33 @@ import numpy as np
 from keras import ops
 
 from ports.keras.model import VisionTransformer
+from shared.core.mapping import Table, lookup
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 
 
+def table(spec: ModelSpec) -> Table:
+    """Canonical name -> the attribute path of the Keras variable that holds it (same layout)."""
+    # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
+    out_bias = "mha.output_dense.bias" if spec.qkv_bias else "out_bias"
+    return Table("""
+    patch_embed.{w}                                       patch_embed.proj.{w}
+    {t:cls_token|pos_embed}                               {t}
+    blocks.{i}.{n:norm1|norm2}.{w:scale=gamma|bias=beta}  blocks.{i}.{n}.{w}
+    blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}_dense.{w}
+    blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.output_dense.kernel
+    blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
+    blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
+    final_norm.{w:scale=gamma|bias=beta}                  final_norm.{w}
+    head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
+    head.out.{w}                                          head.out.{w}
+    """, "keras port", out_bias=out_bias)
+
+
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, object]:
-    """Canonical name -> the Keras variable that holds it (same layout)."""
-    out: dict[str, object] = {
-        "patch_embed.kernel": model.patch_embed.proj.kernel,
-        "patch_embed.bias": model.patch_embed.proj.bias,
-    }
-    if spec.class_token:
-        out["cls_token"] = model.cls_token
-    if spec.pos_embed == "learned":
-        out["pos_embed"] = model.pos_embed
-    for i, blk in enumerate(model.blocks):
-        c = f"blocks.{i}."
-        for name, norm in (("norm1", blk.norm1), ("norm2", blk.norm2)):
-            out[c + f"{name}.scale"], out[c + f"{name}.bias"] = norm.gamma, norm.beta
-        mha = blk.attn.mha
-        for name, dense in (("query", mha.query_dense), ("key", mha.key_dense), ("value", mha.value_dense)):
-            out[c + f"attn.{name}.kernel"] = dense.kernel
-            if spec.qkv_bias:
-                out[c + f"attn.{name}.bias"] = dense.bias
-        out[c + "attn.out.kernel"] = mha.output_dense.kernel
-        out[c + "attn.out.bias"] = mha.output_dense.bias if spec.qkv_bias else blk.attn.out_bias
-        for name, dense in (("fc1", blk.mlp.fc1), ("fc2", blk.mlp.fc2)):
-            out[c + f"mlp.{name}.kernel"], out[c + f"mlp.{name}.bias"] = dense.kernel, dense.bias
-    if spec.final_norm != "none":
-        out["final_norm.scale"], out["final_norm.bias"] = model.final_norm.gamma, model.final_norm.beta
-    for j, dense in enumerate(model.head.hidden):
-        out[f"head.hidden.{j}.kernel"], out[f"head.hidden.{j}.bias"] = dense.kernel, dense.bias
-    out["head.out.kernel"], out["head.out.bias"] = model.head.out.kernel, model.head.out.bias
-    return out
+    """Canonical name -> the Keras variable that holds it."""
+    paths = table(spec).bind(spec.derived.tensor_shapes).paths()
+    return {name: lookup(model, path) for name, path in paths.items()}
 
 
 def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:

@@ -3,8 +3,9 @@
 Formats: torchvision `VisionTransformer`, timm `VisionTransformer`, Hugging Face
 `ViTForImageClassification` (+ config.json), and big_vision / vision_transformer (`vit_jax`)
 Flax trees saved as `.npz`. Every conversion goes through the canonical tensors, so any format
-converts to any other (and to every port). Mapping code is NumPy only: torch is imported inside
-functions, only to read or write torch files (`torch.load(weights_only=True)`).
+converts to any other (and to every port). Each format's names are one table
+(`shared.core.mapping`), beside its quirks in its own module. Mapping code is NumPy only: torch
+is imported inside functions, only to read or write torch files (`torch.load(weights_only=True)`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shared.checkpoints.common import (
-    Raw,
-    check_complete,
-    expected_shapes,
-    parse_given,
-    resolve_spec,
-)
+from shared.checkpoints.common import Raw, parse_given, resolve_spec
+from shared.core.mapping import Plan
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import SpecError
@@ -49,6 +45,11 @@ def format_module(name: str) -> ModuleType:
     return importlib.import_module(f"shared.checkpoints.{FORMATS[name]}")
 
 
+def plan(fmt: str, spec: ModelSpec) -> Plan:
+    """The format's table bound to `spec`: both directions of its mapping."""
+    return format_module(fmt).table(fmt, spec).bind(spec.derived.tensor_shapes)
+
+
 @dataclass
 class Converted:
     spec: ModelSpec
@@ -72,8 +73,7 @@ def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dic
     module.refuse_unsupported(fmt, source, raw)
     inference = module.infer(fmt, raw, config, given)
     spec = resolve_spec(inference, given, name=f"{fmt}-import")
-    check_complete(fmt, source, raw, expected_shapes(lambda s, t: module.to_native(fmt, s, t), spec))
-    tensors = module.from_native(fmt, spec, raw)
+    tensors = plan(fmt, spec).from_native(raw, f"{fmt} checkpoint {source}")
     check_tensors(spec, tensors, source=f"{fmt} checkpoint {source}")
     applied = [f"{name}={value!r} ({why})" for name, (value, why) in inference.conventions.items()
                if name not in given]
@@ -90,7 +90,7 @@ def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
     module = format_module(fmt)
     check_tensors(spec, tensors)
     module.check_exportable(fmt, spec)
-    return module.to_native(fmt, spec, tensors)
+    return plan(fmt, spec).to_native(tensors)
 
 
 def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Path) -> list[str]:

@@ -31,10 +31,12 @@ from shared.checkpoints.common import (
     encode_tensors,
     read_tensors,
     require,
+    require_plain_blocks,
     square_grid,
 )
+from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
 from shared.errors import WeightsError
 
 DIALECTS = {
@@ -95,20 +97,16 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
         inf.fact(name, value, where)
     query_key = BLOCK.format(0) + names["attn"] + "/query/kernel"
-    if query_key not in raw:
-        raise WeightsError(f"{fmt} checkpoint: tensor {query_key!r} is missing")
-    _, heads, head_dim = (int(x) for x in raw[query_key].shape)
-    inf.fact("heads", heads, f"tensor {query_key!r} {raw[query_key].shape}")
-    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {raw[query_key].shape}")
+    query = inf.need(raw, query_key)
+    _, heads, head_dim = (int(x) for x in query.shape)
+    inf.fact("heads", heads, f"tensor {query_key!r} {query.shape}")
+    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {query.shape}")
     inf.fact("qkv_bias", BLOCK.format(0) + names["attn"] + "/query/bias" in raw, "presence of query/bias")
     depth = sum(1 for k in raw if k.startswith("Transformer/encoderblock_") and k.endswith("/query/kernel"))
     inf.fact("depth", depth, f"{depth} 'Transformer/encoderblock_*' blocks")
     fc1 = BLOCK.format(0) + names["mlp"] + "/Dense_0/kernel"
-    for key in (fc1, "head/kernel"):
-        if key not in raw:
-            raise WeightsError(f"{fmt} checkpoint: tensor {key!r} is missing")
-    inf.fact("mlp_dim", int(raw[fc1].shape[1]), f"tensor {fc1!r}")
-    inf.fact("num_classes", int(raw["head/kernel"].shape[1]), "tensor 'head/kernel'")
+    inf.fact("mlp_dim", int(inf.need(raw, fc1).shape[1]), f"tensor {fc1!r}")
+    inf.fact("num_classes", int(inf.need(raw, "head/kernel").shape[1]), "tensor 'head/kernel'")
     class_token = "cls" in raw
     inf.fact("class_token", class_token, "presence of tensor 'cls'")
     inf.fact("pooling", "cls" if class_token else "mean",
@@ -128,7 +126,7 @@ def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: 
     inf.fact("pos_embed_class_row", class_row, f"{fmt}'s position table")
     if key not in raw:
         if fmt == "vit_jax":
-            raise WeightsError(f"{fmt} checkpoint: tensor {key!r} is missing")
+            inf.need(raw, key)  # refused: vit_jax always stores its table
         inf.fact("pos_embed", "sincos", f"no tensor {key!r} (posemb='sincos2d')")
         inf.asks["image_height"] = "sincos positions store no table to read the token grid from"
         inf.asks["image_width"] = inf.asks["image_height"]
@@ -150,7 +148,7 @@ def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: 
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d, target = s.derived, f"{fmt} ViT"
+    target = f"{fmt} ViT"
     if fmt == "big_vision":
         require(s.pos_embed in ("learned", "sincos"), target, "pos_embed", s.pos_embed, "learned or sincos")
         require(not s.pos_embed_class_row, target, "pos_embed_class_row", True,
@@ -159,69 +157,31 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         require(s.pos_embed == "learned", target, "pos_embed", s.pos_embed, "learned")
         require(s.pos_embed_class_row == s.class_token, target, "pos_embed_class_row", s.pos_embed_class_row,
                 "a class row exactly when there is a class token (--to big_vision has none)")
-    require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require((s.pooling, s.class_token) in (("cls", True), ("mean", False)), target, "pooling", s.pooling,
             "cls with a class token ('tok'/'token') or mean without one ('gap')")
-    require(s.norm == "pre", target, "norm", s.norm, "pre")
     require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens (encoder_norm)")
-    require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
+    require_plain_blocks(target, s)
     require(s.qkv_bias, target, "qkv_bias", s.qkv_bias, "true")
-    require(d.attn_inner == s.dim, target, "head_dim", s.head_dim,
-            f"dim / heads = {s.dim / s.heads:g} (flax attention's qkv_features default to the width)")
-    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
-            s.remainder, "drop (a VALID conv) unless the patches tile the image")
     require(s.layer_norm_eps == 1e-6, target, "layer_norm_eps", s.layer_norm_eps, "1e-06 (flax LayerNorm)")
     require(s.activation == "gelu_tanh", target, "activation", s.activation, "gelu_tanh (flax nn.gelu)")
 
 
-def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
-    names = DIALECTS[fmt]
-    out: Raw = {"embedding/kernel": t["patch_embed.kernel"], "embedding/bias": t["patch_embed.bias"]}
-    if s.class_token:
-        out["cls"] = t["cls_token"].reshape(1, 1, s.dim)
-    if s.pos_embed == "learned":
-        out[names["pos"]] = t["pos_embed"][None]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", BLOCK.format(i)
-        for norm, module in (("norm1", names["ln1"]), ("norm2", names["ln2"])):
-            out[f"{n}{module}/scale"] = t[c + f"{norm}.scale"]
-            out[f"{n}{module}/bias"] = t[c + f"{norm}.bias"]
-        for p in ("query", "key", "value", "out"):
-            out[f"{n}{names['attn']}/{p}/kernel"] = t[c + f"attn.{p}.kernel"]
-            if p == "out" or s.qkv_bias:
-                out[f"{n}{names['attn']}/{p}/bias"] = t[c + f"attn.{p}.bias"]
-        for fc, dense in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
-            out[f"{n}{names['mlp']}/{dense}/kernel"] = t[c + f"mlp.{fc}.kernel"]
-            out[f"{n}{names['mlp']}/{dense}/bias"] = t[c + f"mlp.{fc}.bias"]
-    out["Transformer/encoder_norm/scale"] = t["final_norm.scale"]
-    out["Transformer/encoder_norm/bias"] = t["final_norm.bias"]
-    out["head/kernel"], out["head/bias"] = t["head.out.kernel"], t["head.out.bias"]
-    return out
+ROWS = """
+cls_token                                       cls                                       batch_token
+pos_embed                                       {pos}                                     batch
+patch_embed.{w}                                 embedding/{w}
+blocks.{i}.{n:norm1={ln1}|norm2={ln2}}.{w}      Transformer/encoderblock_{i}/{n}/{w}
+blocks.{i}.attn.{p}.{w}                         Transformer/encoderblock_{i}/{attn}/{p}/{w}
+blocks.{i}.mlp.{fc:fc1=Dense_0|fc2=Dense_1}.{w} Transformer/encoderblock_{i}/{mlp}/{fc}/{w}
+final_norm.{w}                                  Transformer/encoder_norm/{w}
+head.out.{w}                                    head/{w}
+"""
 
 
-def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
-    names = DIALECTS[fmt]
-    out: Tensors = {"patch_embed.kernel": raw["embedding/kernel"], "patch_embed.bias": raw["embedding/bias"]}
-    if s.class_token:
-        out["cls_token"] = raw["cls"].reshape(s.dim)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = raw[names["pos"]][0]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", BLOCK.format(i)
-        for norm, module in (("norm1", names["ln1"]), ("norm2", names["ln2"])):
-            out[c + f"{norm}.scale"] = raw[f"{n}{module}/scale"]
-            out[c + f"{norm}.bias"] = raw[f"{n}{module}/bias"]
-        for p in ("query", "key", "value", "out"):
-            out[c + f"attn.{p}.kernel"] = raw[f"{n}{names['attn']}/{p}/kernel"]
-            if p == "out" or s.qkv_bias:
-                out[c + f"attn.{p}.bias"] = raw[f"{n}{names['attn']}/{p}/bias"]
-        for fc, dense in (("fc1", "Dense_0"), ("fc2", "Dense_1")):
-            out[c + f"mlp.{fc}.kernel"] = raw[f"{n}{names['mlp']}/{dense}/kernel"]
-            out[c + f"mlp.{fc}.bias"] = raw[f"{n}{names['mlp']}/{dense}/bias"]
-    out["final_norm.scale"] = raw["Transformer/encoder_norm/scale"]
-    out["final_norm.bias"] = raw["Transformer/encoder_norm/bias"]
-    out["head.out.kernel"], out["head.out.bias"] = raw["head/kernel"], raw["head/bias"]
-    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+def table(fmt: str, s: ModelSpec) -> Table:
+    # Per-head q/k/v kernels (D, H, hd), biases (H, hd) and out (H, hd, D) are the canonical
+    # layout: every row but the class token's and the position table's is a plain rename.
+    return Table(ROWS, fmt, **DIALECTS[fmt])
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:

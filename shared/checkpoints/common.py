@@ -1,15 +1,12 @@
 """Pieces every checkpoint format shares: reading tensors without unpickling, turning what a
-checkpoint (and its config) says into a `ModelSpec`, and checking that a checkpoint maps onto
-that spec completely.
+checkpoint (and its config) says into a `ModelSpec`, and refusing what a format cannot express.
 
-A format module (torchvision.py, timm.py, hf.py, big_vision.py) supplies three things:
+A format module (torchvision.py, timm.py, hf.py, big_vision.py) supplies
 `infer(raw, config, given) -> Inference` (what the tensors and config fix, the library's own
-conventions, and what must be asked), `to_native(fmt, spec, tensors)` (canonical -> the
-library's names and layouts) and `from_native(fmt, spec, raw)` (the inverse). The names and shapes a spec
-expects in the library's layout are computed by running `to_native` on placeholder tensors, so
-each mapping is written once, in one direction per function.
+conventions, and what must be asked) and `table(fmt, spec)`: its names as a
+`shared.core.mapping.Table`, from which both directions and the refusal of missing, unused and
+misshapen tensors are derived, so each mapping is written once.
 """
-
 from __future__ import annotations
 
 import io
@@ -22,7 +19,6 @@ import numpy as np
 
 from shared.core.documents import decode_json, read_text
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors
 from shared.errors import SpecError, WeightsError
 
 Raw = dict[str, np.ndarray]
@@ -186,6 +182,12 @@ class Inference:
     def convention(self, name: str, value: Any, why: str) -> None:
         self.conventions[name] = (value, why)
 
+    def need(self, raw: Raw, name: str, why: str = "") -> np.ndarray:
+        """A tensor inference reads: its absence is one line, before any mapping is tried."""
+        if name not in raw:
+            raise WeightsError(f"{self.fmt} checkpoint: tensor {name!r} is missing{why}")
+        return raw[name]
+
 
 def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[str, Any]:
     """The fields the user stated: every field of `--spec` (if given), then `--set` values,
@@ -234,39 +236,7 @@ def square_grid(tokens: int) -> int | None:
     return side if side * side == tokens else None
 
 
-# ---- checking a checkpoint against a spec ------------------------------------------------
-def expected_shapes(to_native: Any, spec: ModelSpec) -> dict[str, tuple[int, ...]]:
-    """Names and shapes `spec` has in a library's layout: `to_native` run on one-byte
-    placeholders (no float copy of the model is made)."""
-    placeholders = {name: np.zeros(shape, dtype=np.bool_)
-                    for name, shape in spec.derived.tensor_shapes.items()}
-    return {name: tuple(value.shape) for name, value in to_native(spec, placeholders).items()}
-
-
-def check_complete(fmt: str, source: str, raw: Raw, expected: dict[str, tuple[int, ...]]) -> None:
-    """Refuse a checkpoint that does not map completely: missing, unused and misshapen tensors
-    are listed by name (the first few, then a count)."""
-    missing = [n for n in expected if n not in raw]
-    unused = [n for n in raw if n not in expected]
-    problems = []
-    if missing:
-        problems.append(f"{len(missing)} missing ({_list(missing)})")
-    if unused:
-        problems.append(f"{len(unused)} unused ({_list(unused)})")
-    if problems:
-        raise WeightsError(f"{fmt} checkpoint {source}: does not map onto the spec: "
-                           + "; ".join(problems))
-    for name, shape in expected.items():
-        if tuple(raw[name].shape) != shape:
-            raise WeightsError(f"{fmt} checkpoint {source}: tensor {name!r} has shape "
-                               f"{tuple(raw[name].shape)}, the spec expects {shape}")
-
-
-def _list(names: list[str], limit: int = 4) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f", ... {len(names) - limit} more" if len(names) > limit else "")
-
-
+# ---- exporting ---------------------------------------------------------------------------
 def require(condition: bool, target: str, field_name: str, value: Any, expected: str) -> None:
     """An exporter's refusal: the spec sets something the target library cannot express."""
     if not condition:
@@ -274,5 +244,22 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
                         f"needs {expected}")
 
 
-def output_tensors(tensors: Tensors) -> Raw:
-    return {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in tensors.items()}
+def require_plain_blocks(target: str, s: ModelSpec) -> None:
+    """What every library here builds: every position row used, pre-norm blocks with head width
+    = width / heads, no hidden head layers, and patches cut by a valid conv."""
+    d = s.derived
+    require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
+    require(s.norm == "pre", target, "norm", s.norm, "pre")
+    require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
+    require(d.attn_inner == s.dim, target, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
+    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
+            s.remainder, "drop (a valid conv) unless the patches tile the image")
+
+
+def require_class_token_readout(target: str, s: ModelSpec) -> None:
+    """torchvision's and Hugging Face's ViT: the class token is read out after a final norm on
+    the tokens, and the learned position table has its row."""
+    require(s.class_token and s.pooling == "cls", target, "pooling", s.pooling, "a class token, pooled")
+    require(s.pos_embed == "learned" and s.pos_embed_class_row, target, "pos_embed", s.pos_embed,
+            "a learned table with a class row")
+    require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens")

@@ -16,20 +16,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
     read_config,
     read_tensors,
-    require,
+    require_class_token_readout,
+    require_plain_blocks,
     width_per_head,
 )
-from shared.core import weights as layouts
+from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
 from shared.errors import SpecError, WeightsError
 
 TARGET = "Hugging Face ViTForImageClassification"
@@ -42,7 +41,6 @@ VIT_CONFIG_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig() defaults (v4
 ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                "gelu_fast": "gelu_tanh"}  # the last three compute the tanh approximation
 HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
-PREFIX = "vit."
 
 
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
@@ -78,10 +76,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     if cfg.get("model_type", "vit") != "vit":
         raise SpecError(f"config model_type = {cfg['model_type']!r}: expected 'vit'")
     inf = Inference(fmt)
-    proj = raw.get(PREFIX + "embeddings.patch_embeddings.projection.weight")
-    if proj is None:
-        raise WeightsError(f"{fmt} checkpoint: tensor 'vit.embeddings.patch_embeddings.projection.weight' "
-                           "is missing")
+    proj = inf.need(raw, "vit.embeddings.patch_embeddings.projection.weight")
     dim = int(proj.shape[0])
     for key, value in (("hidden_size", dim), ("num_channels", int(proj.shape[1]))):
         if cfg[key] != value:
@@ -105,10 +100,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     }
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
-    classifier = raw.get("classifier.weight")
-    if classifier is None:
-        raise WeightsError(f"{fmt} checkpoint: tensor 'classifier.weight' is missing (a ViTModel without "
-                           "a classification head?)")
+    classifier = inf.need(raw, "classifier.weight", " (a ViTModel without a classification head?)")
     labels = cfg.get("id2label")
     if isinstance(labels, dict) and len(labels) != classifier.shape[0]:
         raise SpecError(f"config id2label has {len(labels)} labels, tensor 'classifier.weight' has "
@@ -123,17 +115,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d = s.derived
-    require(s.class_token and s.pooling == "cls", TARGET, "pooling", s.pooling, "a class token, pooled")
-    require(s.pos_embed == "learned" and s.pos_embed_class_row, TARGET, "pos_embed", s.pos_embed,
-            "a learned table with a class row")
-    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
-    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
-    require(s.final_norm == "tokens", TARGET, "final_norm", s.final_norm, "tokens")
-    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
-    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
-    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), TARGET, "remainder",
-            s.remainder, "drop (a valid conv) unless the patches tile the image")
+    require_class_token_readout(TARGET, s)
+    require_plain_blocks(TARGET, s)
 
 
 def config_for(s: ModelSpec) -> dict[str, Any]:
@@ -151,67 +134,26 @@ def config_for(s: ModelSpec) -> dict[str, Any]:
     }
 
 
-def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
-    e = PREFIX + "embeddings."
-    out: Raw = {
-        e + "cls_token": t["cls_token"].reshape(1, 1, s.dim),
-        e + "position_embeddings": t["pos_embed"][None],
-        e + "patch_embeddings.projection.weight": layouts.conv_hwio_to_oihw(t["patch_embed.kernel"]),
-        e + "patch_embeddings.projection.bias": t["patch_embed.bias"],
-    }
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"{PREFIX}encoder.layer.{i}."
-        for p in ("query", "key", "value"):
-            kernel = t[c + f"attn.{p}.kernel"]
-            out[n + f"attention.attention.{p}.weight"] = layouts.dense_to_out_in(kernel.reshape(s.dim, -1))
-            if s.qkv_bias:
-                out[n + f"attention.attention.{p}.bias"] = t[c + f"attn.{p}.bias"].reshape(-1)
-        out[n + "attention.output.dense.weight"] = layouts.attn_out_to_out_in(t[c + "attn.out.kernel"])
-        out[n + "attention.output.dense.bias"] = t[c + "attn.out.bias"]
-        out[n + "intermediate.dense.weight"] = layouts.dense_to_out_in(t[c + "mlp.fc1.kernel"])
-        out[n + "intermediate.dense.bias"] = t[c + "mlp.fc1.bias"]
-        out[n + "output.dense.weight"] = layouts.dense_to_out_in(t[c + "mlp.fc2.kernel"])
-        out[n + "output.dense.bias"] = t[c + "mlp.fc2.bias"]
-        for norm, name in (("norm1", "layernorm_before"), ("norm2", "layernorm_after")):
-            out[n + f"{name}.weight"] = t[c + f"{norm}.scale"]
-            out[n + f"{name}.bias"] = t[c + f"{norm}.bias"]
-    out[PREFIX + "layernorm.weight"] = t["final_norm.scale"]
-    out[PREFIX + "layernorm.bias"] = t["final_norm.bias"]
-    out["classifier.weight"] = layouts.dense_to_out_in(t["head.out.kernel"])
-    out["classifier.bias"] = t["head.out.bias"]
-    return out
+ROWS = """
+cls_token                                   {embed}.cls_token                         batch_token
+pos_embed                                   {embed}.position_embeddings               batch
+patch_embed.kernel                          {embed}.patch_embeddings.projection.weight  conv
+patch_embed.bias                            {embed}.patch_embeddings.projection.bias
+blocks.{i}.{n:norm1=layernorm_before|norm2=layernorm_after}.{w:scale=weight|bias}  {layer}.{n}.{w}
+blocks.{i}.attn.{p:query|key|value}.kernel  {layer}.attention.attention.{p}.weight    heads_linear
+blocks.{i}.attn.{p:query|key|value}.bias    {layer}.attention.attention.{p}.bias      heads_bias
+blocks.{i}.attn.out.kernel                  {layer}.attention.output.dense.weight     heads_out_linear
+blocks.{i}.attn.out.bias                    {layer}.attention.output.dense.bias
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
+final_norm.{w:scale=weight|bias}            vit.layernorm.{w}
+head.out.kernel                             classifier.weight                         linear
+head.out.bias                               classifier.bias
+"""
 
 
-def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
-    e, h, hd = PREFIX + "embeddings.", s.heads, s.head_dim
-    out: Tensors = {
-        "cls_token": raw[e + "cls_token"].reshape(s.dim),
-        "pos_embed": raw[e + "position_embeddings"][0],
-        "patch_embed.kernel": layouts.conv_oihw_to_hwio(raw[e + "patch_embeddings.projection.weight"]),
-        "patch_embed.bias": raw[e + "patch_embeddings.projection.bias"],
-    }
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"{PREFIX}encoder.layer.{i}."
-        for p in ("query", "key", "value"):
-            weight = raw[n + f"attention.attention.{p}.weight"]
-            out[c + f"attn.{p}.kernel"] = layouts.dense_from_out_in(weight).reshape(s.dim, h, hd)
-            if s.qkv_bias:
-                out[c + f"attn.{p}.bias"] = raw[n + f"attention.attention.{p}.bias"].reshape(h, hd)
-        out_proj = raw[n + "attention.output.dense.weight"]
-        out[c + "attn.out.kernel"] = layouts.attn_out_from_out_in(out_proj, h, hd)
-        out[c + "attn.out.bias"] = raw[n + "attention.output.dense.bias"]
-        out[c + "mlp.fc1.kernel"] = layouts.dense_from_out_in(raw[n + "intermediate.dense.weight"])
-        out[c + "mlp.fc1.bias"] = raw[n + "intermediate.dense.bias"]
-        out[c + "mlp.fc2.kernel"] = layouts.dense_from_out_in(raw[n + "output.dense.weight"])
-        out[c + "mlp.fc2.bias"] = raw[n + "output.dense.bias"]
-        for norm, name in (("norm1", "layernorm_before"), ("norm2", "layernorm_after")):
-            out[c + f"{norm}.scale"] = raw[n + f"{name}.weight"]
-            out[c + f"{norm}.bias"] = raw[n + f"{name}.bias"]
-    out["final_norm.scale"] = raw[PREFIX + "layernorm.weight"]
-    out["final_norm.bias"] = raw[PREFIX + "layernorm.bias"]
-    out["head.out.kernel"] = layouts.dense_from_out_in(raw["classifier.weight"])
-    out["head.out.bias"] = raw["classifier.bias"]
-    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+def table(fmt: str, s: ModelSpec) -> Table:
+    return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:

@@ -17,8 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from shared.checkpoints.common import (
     Inference,
     Raw,
@@ -26,12 +24,13 @@ from shared.checkpoints.common import (
     read_config,
     read_tensors,
     require,
+    require_plain_blocks,
     square_grid,
     width_per_head,
 )
-from shared.core import weights as layouts
+from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
 from shared.errors import SpecError, WeightsError
 
 TARGET = "timm VisionTransformer"
@@ -61,12 +60,6 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
                                "which the spec cannot express")
 
 
-def _need(fmt: str, raw: Raw, name: str, why: str = "") -> np.ndarray:
-    if name not in raw:
-        raise WeightsError(f"{fmt} checkpoint: tensor {name!r} is missing{why}")
-    return raw[name]
-
-
 def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
     """The few fields a timm config.json (push_to_hub / pretrained_cfg) states that a state
     dict does not: num_heads, global_pool, img_size."""
@@ -88,7 +81,7 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
     cfg = _config_values(config)
-    conv = _need(fmt, raw, "patch_embed.proj.weight")
+    conv = inf.need(raw, "patch_embed.proj.weight")
     dim, channels, ph, pw = (int(x) for x in conv.shape)
     where = f"tensor 'patch_embed.proj.weight' {conv.shape}"
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
@@ -97,9 +90,9 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.fact("class_token", class_token, "presence of tensor 'cls_token'")
     depth = sum(1 for k in raw if k.startswith("blocks.") and k.endswith(".norm1.weight"))
     inf.fact("depth", depth, f"{depth} 'blocks.*' blocks")
-    inf.fact("mlp_dim", int(_need(fmt, raw, "blocks.0.mlp.fc1.weight").shape[0]),
+    inf.fact("mlp_dim", int(inf.need(raw, "blocks.0.mlp.fc1.weight").shape[0]),
              "tensor 'blocks.0.mlp.fc1.weight'")
-    head = _need(fmt, raw, "head.weight", " (timm num_classes=0 has no classifier; the spec needs one)")
+    head = inf.need(raw, "head.weight", " (timm num_classes=0 has no classifier; the spec needs one)")
     inf.fact("num_classes", int(head.shape[0]), "tensor 'head.weight'")
     inf.fact("qkv_bias", "blocks.0.attn.qkv.bias" in raw, "presence of tensor 'blocks.0.attn.qkv.bias'")
     final = "pooled" if "fc_norm.weight" in raw else "tokens" if "norm.weight" in raw else "none"
@@ -189,15 +182,9 @@ def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, cl
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d = s.derived
     require(s.pos_embed in ("learned", "none"), TARGET, "pos_embed", s.pos_embed, "learned or none")
-    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require(s.pooling in ("cls", "mean"), TARGET, "pooling", s.pooling, "cls (token) or mean (avg)")
-    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
-    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
-    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
-    require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), TARGET, "remainder",
-            s.remainder, "drop (a valid conv) unless the patches tile the image")
+    require_plain_blocks(TARGET, s)
     require(s.layer_norm_eps == 1e-6, TARGET, "layer_norm_eps", s.layer_norm_eps, "1e-06")
     require(s.activation == "gelu", TARGET, "activation", s.activation, "gelu (exact)")
 
@@ -215,67 +202,27 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     }
 
 
-def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
-    out: Raw = {}
-    if s.class_token:
-        out["cls_token"] = t["cls_token"].reshape(1, 1, s.dim)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = t["pos_embed"][None]
-    out["patch_embed.proj.weight"] = layouts.conv_hwio_to_oihw(t["patch_embed.kernel"])
-    out["patch_embed.proj.bias"] = t["patch_embed.bias"]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"blocks.{i}."
-        out[n + "norm1.weight"], out[n + "norm1.bias"] = t[c + "norm1.scale"], t[c + "norm1.bias"]
-        qkv = ("query", "key", "value")
-        out[n + "attn.qkv.weight"] = layouts.qkv_pack(*[t[c + f"attn.{p}.kernel"] for p in qkv])
-        if s.qkv_bias:
-            out[n + "attn.qkv.bias"] = layouts.qkv_bias_pack(*[t[c + f"attn.{p}.bias"] for p in qkv])
-        out[n + "attn.proj.weight"] = layouts.attn_out_to_out_in(t[c + "attn.out.kernel"])
-        out[n + "attn.proj.bias"] = t[c + "attn.out.bias"]
-        out[n + "norm2.weight"], out[n + "norm2.bias"] = t[c + "norm2.scale"], t[c + "norm2.bias"]
-        for fc in ("fc1", "fc2"):
-            out[n + f"mlp.{fc}.weight"] = layouts.dense_to_out_in(t[c + f"mlp.{fc}.kernel"])
-            out[n + f"mlp.{fc}.bias"] = t[c + f"mlp.{fc}.bias"]
-    if s.final_norm != "none":
-        name = "fc_norm" if s.final_norm == "pooled" else "norm"
-        out[f"{name}.weight"], out[f"{name}.bias"] = t["final_norm.scale"], t["final_norm.bias"]
-    out["head.weight"] = layouts.dense_to_out_in(t["head.out.kernel"])
-    out["head.bias"] = t["head.out.bias"]
-    return out
+ROWS = """
+cls_token                                         cls_token                    batch_token
+pos_embed                                         pos_embed                    batch
+patch_embed.kernel                                patch_embed.proj.weight      conv
+patch_embed.bias                                  patch_embed.proj.bias
+blocks.{i}.{n:norm1|norm2}.{w:scale=weight|bias}  blocks.{i}.{n}.{w}
+blocks.{i}.attn.{p:query|key|value}.kernel        blocks.{i}.attn.qkv.weight   heads_linear
+blocks.{i}.attn.{p:query|key|value}.bias          blocks.{i}.attn.qkv.bias     heads_bias
+blocks.{i}.attn.out.kernel                        blocks.{i}.attn.proj.weight  heads_out_linear
+blocks.{i}.attn.out.bias                          blocks.{i}.attn.proj.bias
+blocks.{i}.mlp.{fc}.kernel                        blocks.{i}.mlp.{fc}.weight   linear
+blocks.{i}.mlp.{fc}.bias                          blocks.{i}.mlp.{fc}.bias
+final_norm.{w:scale=weight|bias}                  {final}.{w}
+head.out.kernel                                   head.weight                  linear
+head.out.bias                                     head.bias
+"""
 
 
-def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
-    h, hd = s.heads, s.head_dim
-    out: Tensors = {
-        "patch_embed.kernel": layouts.conv_oihw_to_hwio(raw["patch_embed.proj.weight"]),
-        "patch_embed.bias": raw["patch_embed.proj.bias"],
-    }
-    if s.class_token:
-        out["cls_token"] = raw["cls_token"].reshape(s.dim)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = raw["pos_embed"][0]
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"blocks.{i}."
-        out[c + "norm1.scale"], out[c + "norm1.bias"] = raw[n + "norm1.weight"], raw[n + "norm1.bias"]
-        kernels = layouts.qkv_unpack(raw[n + "attn.qkv.weight"], h, hd)
-        for p, kernel in zip(("query", "key", "value"), kernels, strict=True):
-            out[c + f"attn.{p}.kernel"] = kernel
-        if s.qkv_bias:
-            biases = layouts.qkv_bias_unpack(raw[n + "attn.qkv.bias"], h, hd)
-            for p, bias in zip(("query", "key", "value"), biases, strict=True):
-                out[c + f"attn.{p}.bias"] = bias
-        out[c + "attn.out.kernel"] = layouts.attn_out_from_out_in(raw[n + "attn.proj.weight"], h, hd)
-        out[c + "attn.out.bias"] = raw[n + "attn.proj.bias"]
-        out[c + "norm2.scale"], out[c + "norm2.bias"] = raw[n + "norm2.weight"], raw[n + "norm2.bias"]
-        for fc in ("fc1", "fc2"):
-            out[c + f"mlp.{fc}.kernel"] = layouts.dense_from_out_in(raw[n + f"mlp.{fc}.weight"])
-            out[c + f"mlp.{fc}.bias"] = raw[n + f"mlp.{fc}.bias"]
-    if s.final_norm != "none":
-        name = "fc_norm" if s.final_norm == "pooled" else "norm"
-        out["final_norm.scale"], out["final_norm.bias"] = raw[f"{name}.weight"], raw[f"{name}.bias"]
-    out["head.out.kernel"] = layouts.dense_from_out_in(raw["head.weight"])
-    out["head.out.bias"] = raw["head.bias"]
-    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+def table(fmt: str, s: ModelSpec) -> Table:
+    # timm's final norm on the pooled vector is another module: fc_norm (the tokens' is norm).
+    return Table(ROWS, fmt, final="fc_norm" if s.final_norm == "pooled" else "norm")
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:

@@ -13,20 +13,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
     read_tensors,
     require,
+    require_class_token_readout,
+    require_plain_blocks,
     square_grid,
     width_per_head,
 )
-from shared.core import weights as layouts
+from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, atomic_write_bytes
+from shared.core.weights import atomic_write_bytes
 from shared.errors import WeightsError
 
 TARGET = "torchvision VisionTransformer"
@@ -48,22 +48,16 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
                            "stem, conv_stem_configs) have no spec field")
 
 
-def _need(fmt: str, raw: Raw, name: str) -> np.ndarray:
-    if name not in raw:
-        raise WeightsError(f"{fmt} checkpoint: tensor {name!r} is missing")
-    return raw[name]
-
-
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
-    conv = _need(fmt, raw, "conv_proj.weight")
+    conv = inf.need(raw, "conv_proj.weight")
     dim, channels, ph, pw = conv.shape
     where = f"tensor 'conv_proj.weight' {conv.shape}"
     inf.fact("dim", int(dim), where)
     inf.fact("channels", int(channels), where)
     inf.fact("patch_height", int(ph), where)
     inf.fact("patch_width", int(pw), where)
-    rows = _need(fmt, raw, "encoder.pos_embedding").shape[1]
+    rows = inf.need(raw, "encoder.pos_embedding").shape[1]
     side = square_grid(rows - 1)
     if side is None:
         raise WeightsError(f"{fmt} checkpoint: tensor 'encoder.pos_embedding' has {rows} rows; "
@@ -73,9 +67,9 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.fact("image_width", side * int(pw), where)
     depth = sum(1 for k in raw if k.endswith(".ln_1.weight"))
     inf.fact("depth", depth, f"{depth} 'encoder.layers.encoder_layer_*' blocks")
-    inf.fact("mlp_dim", int(_need(fmt, raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
+    inf.fact("mlp_dim", int(inf.need(raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
              "tensor 'encoder.layers.encoder_layer_0.mlp.0.weight'")
-    head = _need(fmt, raw, "heads.head.weight")
+    head = inf.need(raw, "heads.head.weight")
     inf.fact("num_classes", int(head.shape[0]), "tensor 'heads.head.weight'")
     fixed = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pos_rows": None,
              "norm": "pre", "qkv_bias": True, "final_norm": "tokens", "pooling": "cls",
@@ -93,16 +87,9 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    d = s.derived
-    require(s.class_token and s.pooling == "cls", TARGET, "pooling", s.pooling, "a class token, pooled")
-    require(s.pos_embed == "learned" and s.pos_embed_class_row, TARGET, "pos_embed", s.pos_embed,
-            "a learned table with a class row")
-    require(d.pos_rows_unused == 0, TARGET, "pos_rows", s.pos_rows, "exactly the rows it uses")
-    require(s.norm == "pre", TARGET, "norm", s.norm, "pre")
-    require(s.final_norm == "tokens", TARGET, "final_norm", s.final_norm, "tokens")
-    require(not s.head_hidden, TARGET, "head_hidden", s.head_hidden, "no hidden head layers")
+    require_class_token_readout(TARGET, s)
+    require_plain_blocks(TARGET, s)
     require(s.qkv_bias, TARGET, "qkv_bias", s.qkv_bias, "true")
-    require(d.attn_inner == s.dim, TARGET, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
     require(s.image_height == s.image_width, TARGET, "image_width", s.image_width, "square images")
     require(s.patch_height == s.patch_width, TARGET, "patch_width", s.patch_width, "square patches")
     require(s.image_height % s.patch_height == 0, TARGET, "image_height", s.image_height,
@@ -112,58 +99,26 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.activation == "gelu", TARGET, "activation", s.activation, "gelu (exact)")
 
 
-def to_native(fmt: str, s: ModelSpec, t: Tensors) -> Raw:
-    out: Raw = {
-        "class_token": t["cls_token"].reshape(1, 1, s.dim),
-        "conv_proj.weight": layouts.conv_hwio_to_oihw(t["patch_embed.kernel"]),
-        "conv_proj.bias": t["patch_embed.bias"],
-        "encoder.pos_embedding": t["pos_embed"][None],
-    }
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"encoder.layers.encoder_layer_{i}."
-        out[n + "ln_1.weight"], out[n + "ln_1.bias"] = t[c + "norm1.scale"], t[c + "norm1.bias"]
-        qkv = ("query", "key", "value")
-        attn = n + "self_attention."
-        out[attn + "in_proj_weight"] = layouts.qkv_pack(*[t[c + f"attn.{p}.kernel"] for p in qkv])
-        out[attn + "in_proj_bias"] = layouts.qkv_bias_pack(*[t[c + f"attn.{p}.bias"] for p in qkv])
-        out[n + "self_attention.out_proj.weight"] = layouts.attn_out_to_out_in(t[c + "attn.out.kernel"])
-        out[n + "self_attention.out_proj.bias"] = t[c + "attn.out.bias"]
-        out[n + "ln_2.weight"], out[n + "ln_2.bias"] = t[c + "norm2.scale"], t[c + "norm2.bias"]
-        for fc, index in (("fc1", 0), ("fc2", 3)):
-            out[n + f"mlp.{index}.weight"] = layouts.dense_to_out_in(t[c + f"mlp.{fc}.kernel"])
-            out[n + f"mlp.{index}.bias"] = t[c + f"mlp.{fc}.bias"]
-    out["encoder.ln.weight"], out["encoder.ln.bias"] = t["final_norm.scale"], t["final_norm.bias"]
-    out["heads.head.weight"] = layouts.dense_to_out_in(t["head.out.kernel"])
-    out["heads.head.bias"] = t["head.out.bias"]
-    return out
+ROWS = """
+cls_token                                  class_token                                   batch_token
+pos_embed                                  encoder.pos_embedding                         batch
+patch_embed.kernel                         conv_proj.weight                              conv
+patch_embed.bias                           conv_proj.bias
+blocks.{i}.{n:norm1=ln_1|norm2=ln_2}.{w:scale=weight|bias}  {block}.{n}.{w}
+blocks.{i}.attn.{p:query|key|value}.kernel {block}.self_attention.in_proj_weight         heads_linear
+blocks.{i}.attn.{p:query|key|value}.bias   {block}.self_attention.in_proj_bias           heads_bias
+blocks.{i}.attn.out.kernel                 {block}.self_attention.out_proj.weight        heads_out_linear
+blocks.{i}.attn.out.bias                   {block}.self_attention.out_proj.bias
+blocks.{i}.mlp.{fc:fc1=0|fc2=3}.kernel     {block}.mlp.{fc}.weight                       linear
+blocks.{i}.mlp.{fc:fc1=0|fc2=3}.bias       {block}.mlp.{fc}.bias
+final_norm.{w:scale=weight|bias}           encoder.ln.{w}
+head.out.kernel                            heads.head.weight                             linear
+head.out.bias                              heads.head.bias
+"""
 
 
-def from_native(fmt: str, s: ModelSpec, raw: Raw) -> Tensors:
-    h, hd = s.heads, s.head_dim
-    out: Tensors = {
-        "patch_embed.kernel": layouts.conv_oihw_to_hwio(raw["conv_proj.weight"]),
-        "patch_embed.bias": raw["conv_proj.bias"],
-        "cls_token": raw["class_token"].reshape(s.dim),
-        "pos_embed": raw["encoder.pos_embedding"][0],
-    }
-    for i in range(s.depth):
-        c, n = f"blocks.{i}.", f"encoder.layers.encoder_layer_{i}."
-        out[c + "norm1.scale"], out[c + "norm1.bias"] = raw[n + "ln_1.weight"], raw[n + "ln_1.bias"]
-        kernels = layouts.qkv_unpack(raw[n + "self_attention.in_proj_weight"], h, hd)
-        biases = layouts.qkv_bias_unpack(raw[n + "self_attention.in_proj_bias"], h, hd)
-        for p, kernel, bias in zip(("query", "key", "value"), kernels, biases, strict=True):
-            out[c + f"attn.{p}.kernel"], out[c + f"attn.{p}.bias"] = kernel, bias
-        out_proj = raw[n + "self_attention.out_proj.weight"]
-        out[c + "attn.out.kernel"] = layouts.attn_out_from_out_in(out_proj, h, hd)
-        out[c + "attn.out.bias"] = raw[n + "self_attention.out_proj.bias"]
-        out[c + "norm2.scale"], out[c + "norm2.bias"] = raw[n + "ln_2.weight"], raw[n + "ln_2.bias"]
-        for fc, index in (("fc1", 0), ("fc2", 3)):
-            out[c + f"mlp.{fc}.kernel"] = layouts.dense_from_out_in(raw[n + f"mlp.{index}.weight"])
-            out[c + f"mlp.{fc}.bias"] = raw[n + f"mlp.{index}.bias"]
-    out["final_norm.scale"], out["final_norm.bias"] = raw["encoder.ln.weight"], raw["encoder.ln.bias"]
-    out["head.out.kernel"] = layouts.dense_from_out_in(raw["heads.head.weight"])
-    out["head.out.bias"] = raw["heads.head.bias"]
-    return {name: np.ascontiguousarray(out[name], dtype=np.float32) for name in s.derived.tensor_shapes}
+def table(fmt: str, s: ModelSpec) -> Table:
+    return Table(ROWS, fmt, block="encoder.layers.encoder_layer_{i}")
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:

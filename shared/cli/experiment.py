@@ -1,14 +1,18 @@
 """`compare.py experiment NAME`: the archive's experiments, each printing the numbers it measured.
 
 - `pos-embed`: digits with learned positions vs none, 3 seeds, in each framework;
-- `narrow`: quadrant vs quadrant-narrow, 3 seeds, per-seed final loss and accuracy (the narrow
-  model can stall near ln(2)/2 = 0.3466: one pair of quadrants separated, the other not);
+- `narrow`: quadrant vs quadrant-narrow, 3 seeds, per-seed final loss and accuracy (the archive
+  says the narrow model stalls near ln(2)/2 = 0.3466: one pair of quadrants separated, the other
+  not; `plateau` measures whether and how long);
 - `sqrt-dk`: attention weights of random queries/keys at widths 1, 4, 512 with and without the
   1/sqrt(d_k) scaling (max weight, entropy): table and figure;
 - `attention-map`: class-token attention of the last block on test digits, from the digits model
   trained in torch and run in all three frameworks after weight transfer;
 - `dead-rows`: archive-final (42-row position table, 35 used) vs archive-final-repaired: which
-  rows receive a gradient, in every framework.
+  rows receive a gradient, in every framework;
+- `plateau`: how long the quadrant model's loss dwells at ln(2)/2 per width / heads and seed, in
+  every port on the same batches (curves must agree), or `--sweep`: one setting at a time (init
+  scheme and scale, position-table std, learning rate, noise, contrast, batch size), torch only.
 
 Training experiments run `compare.py train` in a process per framework, started by the one
 launcher (shared/runtime/launch.py), so their numbers are exactly what that command prints and
@@ -29,7 +33,7 @@ from shared.errors import InputError
 from shared.runtime.launch import launch, run_worker
 
 ORDER = 45
-NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows")
+NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
 FRAMEWORKS = ("torch", "keras", "flax", "mlx")
 
 
@@ -38,23 +42,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", choices=NAMES)
     p.add_argument("--out", default="runs/exp", help="folder for JSON, PNG and checkpoints")
     p.add_argument("--epochs", type=int, help="epochs per run (default per experiment)")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    p.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; plateau 0,1,2,3,4)")
+    p.add_argument("--frameworks", help="default " + ",".join(FRAMEWORKS) + " (plateau --sweep: torch)")
     p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
     p.add_argument("--recipe", help="recipe for the training runs (default: the preset's)")
     p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
+    g = p.add_argument_group("plateau")
+    g.add_argument("--shapes", default="16/2,24/3,32/4", help="WIDTH/HEADS list (head width = W/H)")
+    g.add_argument("--steps", type=int, default=600, help="updates per run (default 600)")
+    g.add_argument("--data", default="quadrant", help="quadrant[:noise=N,contrast=C] (default 0.1, 1)")
+    g.add_argument("--band", type=float, default=0.05, help="half-width of the band around ln(2)/2")
+    g.add_argument("--window", type=int, default=16, help="updates in the loss's trailing mean")
+    g.add_argument("--sweep", action="store_true", help="vary one setting at a time (torch)")
+    g.add_argument("--force", action="store_true", help="overwrite existing plateau files in --out")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    plateau_sweep = args.name == "plateau" and args.sweep
+    args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
+    frameworks = [f.strip() for f in (args.frameworks or ("torch" if plateau_sweep else
+                                                         ",".join(FRAMEWORKS))).split(",") if f.strip()]
     for fw in frameworks:
         if fw not in FRAMEWORKS:
             raise InputError(f"--frameworks: {fw!r} is not one of {', '.join(FRAMEWORKS)}")
     return {"pos-embed": pos_embed, "narrow": narrow, "sqrt-dk": sqrt_dk,
-            "attention-map": attention_map, "dead-rows": dead_rows}[args.name](args, out, frameworks)
+            "attention-map": attention_map, "dead-rows": dead_rows,
+            "plateau": plateau_dwell}[args.name](args, out, frameworks)
 
 
 def recipe_args(args: argparse.Namespace) -> list[str]:
@@ -67,7 +83,7 @@ def recipe_args(args: argparse.Namespace) -> list[str]:
 def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, Any]:
     path = out / f"{tag}.json"
     if not (reuse and path.is_file()):
-        cmd = ["compare.py", "train", *argv, "--json", str(path), "--quiet",
+        cmd = ["compare.py", "train", *argv, "--json", str(path), "--quiet", "--force",  # a re-run
                "--checkpoints", str(out / "ck" / tag)]
         print("$ " + " ".join(cmd), flush=True)
         done = launch(cmd, _framework(argv), None, echo=print)
@@ -257,3 +273,32 @@ def _ranges(rows: list[int]) -> str:
     if rows == list(range(rows[0], rows[-1] + 1)):
         return f"{rows[0]}-{rows[-1]} ({len(rows)} rows)"
     return str(rows)
+
+
+# ---- the quadrant plateau: dwell at ln(2)/2 per width / heads, seeds and ports ---------------------
+def plateau_dwell(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
+    from shared.cli.train import parse_seeds
+    from shared.training.data import quadrant_options
+    from shared.training.plateau_experiment import Settings, parse_shapes, run_experiment
+    from shared.training.plateau_report import check_outputs, summary_lines, write_outputs
+    from shared.training.train_spec import resolve_recipe
+
+    if args.data != "quadrant" and not args.data.startswith("quadrant:"):
+        raise InputError(f"--data {args.data!r}: the plateau experiment needs quadrant[:noise=N,contrast=C]")
+    quadrant_options(args.data)
+    for name, value, low in (("--steps", args.steps, 1), ("--window", args.window, 1)):
+        if value < low:
+            raise InputError(f"{name} {value}: expected an integer >= {low}")
+    if not 0 < args.band < 1:
+        raise InputError(f"--band {args.band}: expected a number in (0, 1)")
+    settings = Settings(parse_shapes(args.shapes), parse_seeds(args.seeds), frameworks,
+                        resolve_recipe(args.recipe or "quick", args.rset), args.data, args.steps,
+                        args.band, args.window)
+    stem = out / ("plateau-sweep" if args.sweep else "plateau")
+    check_outputs([stem.with_suffix(s) for s in (".json", ".csv", ".png")], args.force)
+    document = run_experiment(settings, args.sweep)
+    for line in summary_lines(document):
+        print(line)
+    for path in write_outputs(document, stem):
+        print(f"wrote {path}")
+    return 0

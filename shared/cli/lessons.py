@@ -7,6 +7,7 @@ import argparse
 import shutil
 
 from shared.cli._teaching_args import add_json_arg, check_json, write_json
+from shared.core.files import check_output, write_output
 from shared.errors import SpecError
 from shared.teaching.lessons import LESSONS, build_view, lesson, side_by_side
 
@@ -24,11 +25,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-measure", action="store_true", help="skip the gap measurements")
     p.add_argument("--width", type=int, help="output width (default: the terminal's, at least 150)")
     add_json_arg(p, "one object per lesson")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained page: the code side by "
+                   "side with highlighting, the measured gaps, the rosetta table")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     check_json(args)
+    if args.html:
+        check_output(args.html, args.force)
     if args.list:
         for item in LESSONS:
             print(f"{item.name:22s} {item.point}")
@@ -58,4 +63,9 @@ def run(args: argparse.Namespace) -> int:
         payload.append(view.to_dict())
     if args.json:
         write_json(args.json, payload, args.force)
+    if args.html:
+        from shared.report.pages import lessons_page
+        from shared.teaching.rosetta import rosetta_markdown
+
+        write_output(args.html, lessons_page(payload, rosetta_markdown()).encode(), force=args.force)
     return 0

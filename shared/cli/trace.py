@@ -7,6 +7,7 @@ import argparse
 
 from ports import parse_frameworks
 from shared.cli._teaching_args import add_json_arg, add_model_args, check_json, load_model, write_json
+from shared.core.files import check_output, write_output
 from shared.teaching.tracing import report_lines, trace
 
 ORDER = 61
@@ -23,11 +24,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
     add_json_arg(p, "the per-tap table")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the error of "
+                   "every tensor along the depth of the network")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     check_json(args)
+    if args.html:
+        check_output(args.html, args.force)
     from ports import installed
 
     spec, tensors, images, notes = load_model(args)
@@ -41,5 +46,10 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if args.json:
         write_json(args.json, [t.to_dict() for t in traces], args.force)
+    if args.html:
+        from shared.report.pages import trace_page
+
+        page = trace_page(spec.name, [t.to_dict() for t in traces], notes)
+        write_output(args.html, page.encode(), force=args.force)
     bad = any(t.error or t.first_divergence for t in traces)
     return 1 if bad else 0

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from shared.cli._options import add_threads, positive_int
+from shared.core.files import check_output, write_output
 from shared.errors import InputError, SpecError
 
 ORDER = 40
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--png", help="curves PNG path (default: beside --json)")
     p.add_argument("--checkpoints", help="checkpoint folder (default runs/<spec>-<framework>)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints' last epoch")
+    p.add_argument("--force", action="store_true",
+                   help="replace existing --json/--png files and start over existing checkpoints")
     add_threads(p, 1)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -84,6 +87,15 @@ def run(args: argparse.Namespace) -> int:
     check_batch_size(dataset.train, recipe.batch_size)
     _set_threads(args.framework, args.threads)
     folder = Path(args.checkpoints or f"runs/{spec.name}-{args.framework}")
+    png = args.png or (str(Path(args.json_path).with_suffix(".png")) if args.json_path else None)
+    for path in (args.json_path, png):  # refused now, not after the training
+        if path:
+            check_output(path, args.force)
+    if not (args.resume or args.force):
+        kept = [s for s in seeds if (folder / f"seed{s}" / "state.json").exists()]
+        if kept:
+            raise InputError(f"{folder} already holds a checkpoint for seed {kept[0]}; pass --resume to "
+                             "continue it or --force to start over (the old one is replaced)")
     print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework}, recipe "
           f"{recipe.name}, seeds {','.join(map(str, seeds))}, checkpoints in {folder}")
     print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
@@ -103,13 +115,10 @@ def run(args: argparse.Namespace) -> int:
           f"(min {document['summary']['final_accuracy_min']:.4f}, max "
           f"{document['summary']['final_accuracy_max']:.4f}) over {len(seeds)} seed(s)")
     if args.json_path:
-        from shared.core.weights import atomic_write_bytes
-
-        atomic_write_bytes(args.json_path, json.dumps(document, indent=1).encode())
+        write_output(args.json_path, json.dumps(document, indent=1).encode(), force=args.force)
         print(f"wrote {args.json_path}")
-    png = args.png or (str(Path(args.json_path).with_suffix(".png")) if args.json_path else None)
     if png:
-        plot_curves(document, png)
+        plot_curves(document, png, args.force)
         print(f"wrote {png}")
     return 0
 
@@ -136,7 +145,7 @@ def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: lis
     }
 
 
-def plot_curves(document: dict[str, Any], path: str) -> None:
+def plot_curves(document: dict[str, Any], path: str, force: bool = False) -> None:
     """Loss and accuracy per epoch: mean over seeds, min-max band, majority-class baseline."""
     import matplotlib
 
@@ -171,6 +180,4 @@ def plot_curves(document: dict[str, Any], path: str) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    from shared.core.weights import atomic_write_bytes
-
-    atomic_write_bytes(path, buffer.getvalue())
+    write_output(path, buffer.getvalue(), force=force)

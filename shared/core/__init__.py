@@ -8,9 +8,14 @@
 - `documents`: decoding what a user hands over (spec, recipe and config files), one line per
   problem.
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
+- `mapping`: weight-name tables (canonical <-> a port's or a library's names) and the one
+  engine that derives both directions from a table.
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
 - `reference`: the float64 NumPy oracle.
 - `tolerance`: the project's logit tolerance.
+- `equivalence`: the one verdict (vs the reference, pairwise, parameter count, finiteness).
+- `budget`: the memory a spec needs, refused before anything is allocated.
+- `files`: atomic, exclusive writes of what a user asked for; reads that name the file.
 - `summary`: the spec's layer table and plain-text tables.
 
 Imports only NumPy, the standard library and `shared.errors`; nothing here knows a framework,

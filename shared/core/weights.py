@@ -217,7 +217,7 @@ def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeigh
     return LoadedWeights(target, tensors, file_spec, differing, metadata)
 
 
-# ---- layout transforms used by ports whose native layout differs (torch) -----------------
+# ---- layout transforms: the named layouts of shared/core/mapping.py apply them -----------
 def dense_to_out_in(kernel: np.ndarray) -> np.ndarray:
     """(in, out) -> torch Linear weight (out, in)."""
     return np.ascontiguousarray(kernel.T)
@@ -236,28 +236,29 @@ def conv_oihw_to_hwio(weight: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(weight.transpose(2, 3, 1, 0))
 
 
-def qkv_pack(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Three (D, H, hd) kernels -> one packed (3*H*hd, D) Linear weight, q then k then v,
-    heads head-major inside each block (torch's in_proj_weight / timm's qkv layout)."""
-    return np.ascontiguousarray(np.concatenate([x.reshape(x.shape[0], -1).T for x in (q, k, v)]))
+def qkv_pack(*kernels: np.ndarray) -> np.ndarray:
+    """n (D, H, hd) kernels -> one packed (n*H*hd, D) Linear weight, in the order given, heads
+    head-major inside each block: q, k, v is torch's in_proj_weight / timm's qkv layout, one
+    kernel alone a Hugging Face query Linear."""
+    return np.ascontiguousarray(np.concatenate([x.reshape(x.shape[0], -1).T for x in kernels]))
 
 
 def qkv_unpack(packed: np.ndarray, heads: int, head_dim: int) -> list[np.ndarray]:
     inner = heads * head_dim
     return [
-        np.ascontiguousarray(packed[i * inner:(i + 1) * inner].T.reshape(-1, heads, head_dim))
-        for i in range(3)
+        np.ascontiguousarray(packed[i:i + inner].T.reshape(-1, heads, head_dim))
+        for i in range(0, len(packed), inner)
     ]
 
 
-def qkv_bias_pack(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Three (H, hd) biases -> one (3*H*hd,) bias."""
-    return np.concatenate([x.reshape(-1) for x in (q, k, v)])
+def qkv_bias_pack(*biases: np.ndarray) -> np.ndarray:
+    """n (H, hd) biases -> one (n*H*hd,) bias."""
+    return np.concatenate([x.reshape(-1) for x in biases])
 
 
 def qkv_bias_unpack(packed: np.ndarray, heads: int, head_dim: int) -> list[np.ndarray]:
     inner = heads * head_dim
-    return [packed[i * inner:(i + 1) * inner].reshape(heads, head_dim).copy() for i in range(3)]
+    return [packed[i:i + inner].reshape(heads, head_dim).copy() for i in range(0, len(packed), inner)]
 
 
 def attn_out_to_out_in(kernel: np.ndarray) -> np.ndarray:

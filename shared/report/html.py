@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
+
+__all__ = ["escape"]
 from typing import Any
 
 from shared.errors import InputError
@@ -38,9 +40,10 @@ th[aria-sort="descending"] button::after { content: " \\25BC"; }
 .refused { border-left: 4px solid #a3001b; background: #fdecee; padding: .4rem .7rem; margin: .4rem 0; }
 figure { margin: 1rem 0; } figcaption { color: var(--muted); font-size: .9rem; }
 svg { max-width: 100%; height: auto; }
-.code-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(18rem, 1fr)); gap: .8rem; }
+.code-grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); gap: .8rem; }
 .code-grid > div { min-width: 0; }
-pre { background: #f7f7f7; border: 1px solid var(--line); padding: .5rem; overflow-x: auto;
+pre { background: #f7f7f7; border: 1px solid var(--line); padding: .5rem; white-space: pre-wrap;
+      overflow-wrap: anywhere;
       font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; }
 dl.kv dt { font-weight: 600; } dl.kv dd { margin: 0; overflow-wrap: anywhere; }

@@ -110,3 +110,107 @@ def _sources_line(sources: Sequence[dict[str, Any]]) -> str:
 
 def _sci(value: Any) -> str:
     return "-" if value is None else f"{value:.2e}"
+
+
+def trace_page(spec_name: str, traces: list[dict[str, Any]], notes: Sequence[str] = ()) -> str:
+    """The error of every named tensor against the float64 reference, per port, along the depth
+    of the network, with the budget and the first divergent tensor marked."""
+    ran = [t for t in traces if not t.get("error")]
+    names = [tap["name"] for tap in ran[0]["taps"]] if ran else []
+    series = []
+    for t in ran:
+        errors = {tap["name"]: tap["error"] for tap in t["taps"]}
+        first = t.get("first_divergence")
+        series.append(svg.Series(t["framework"], list(range(len(names))), [errors.get(n) for n in names],
+                                 marked=[names.index(first)] if first in names else []))
+    if ran:
+        budget = {tap["name"]: tap["budget"] for tap in ran[0]["taps"]}
+        series.append(svg.Series("budget", list(range(len(names))), [budget[n] for n in names]))
+    chart = svg.Chart(f"{spec_name}: max |port - float64 reference| per tensor",
+                      "tensor, in computation order", "max abs error (log scale)", log_y=True,
+                      x_ticks=list(enumerate(names)), width=max(760, 26 * len(names) + 240))
+    parts = [html.paragraph(n) for n in notes]
+    parts += [html.note(f"{t['framework']}: could not run ({t['error']})", "refused") for t in traces
+              if t.get("error")]
+    for t in ran:
+        first = t.get("first_divergence")
+        parts.append(html.note(f"{t['framework']}: first tensor over its budget: {first}") if first else
+                     html.paragraph(f"{t['framework']}: every tensor within its budget."))
+    parts.append(f"<figure>{svg.line_chart(chart, series)}<figcaption>Budgets scale with each "
+                 "tensor's magnitude (tolerance × max(1, |reference|)); a ringed point is the first "
+                 "tensor over it.</figcaption></figure>" if ran else "")
+    headers = ["tensor", "max |reference|", "budget", *[f"{t['framework']} error" for t in ran]]
+    body, raw = [], []
+    for i, name in enumerate(names):
+        taps = [t["taps"][i] for t in ran]
+        body.append([name, _sci(taps[0]["magnitude"]), _sci(taps[0]["budget"]),
+                     *[_tap_cell(tap) for tap in taps]])
+        raw.append([i, taps[0]["magnitude"], taps[0]["budget"], *[tap["error"] for tap in taps]])
+    parts.append(html.table(headers, body, numeric=[False, *[True] * (len(headers) - 1)], sort_values=raw,
+                            caption="every named tensor; FAIL marks a tensor over its budget"))
+    return html.check_size(html.page(f"portbench trace: {spec_name}", [html.section("Trace", *parts)]))
+
+
+def _tap_cell(tap: dict[str, Any]) -> html.Raw:
+    mark = str(html.status(False)) if tap["over"] else ""
+    return html.Raw(f"{html.escape(_sci(tap['error']))} {mark}")
+
+
+def lessons_page(lessons: list[dict[str, Any]], rosetta_markdown: str | None = None) -> str:
+    """Each lesson: the ports' own code side by side (highlighted), extracted from the source when
+    the command ran, with the measured gap and the pin; then the rosetta table."""
+    parts = []
+    for item in lessons:
+        gap = item.get("gap")
+        head = [html.paragraph(item["point"]),
+                html.key_values([("pinned by", item["pin"]),
+                                 ("measured gap without the pin", "not measured" if gap is None
+                                  else f"{gap:.3g}")])]
+        head += [html.paragraph(m, "muted") for m in item.get("measurements", [])]
+        columns = []
+        for framework, excerpts in item["code"].items():
+            blocks = "".join(f"<p class=muted>{html.escape(e['file'])}:{e['start_line']} "
+                             f"{html.escape(e['unit'])}</p>{highlight(e['lines'])}" for e in excerpts)
+            columns.append(f"<div><h4>{html.escape(framework)}</h4>"
+                           f"{blocks or html.paragraph('(nothing found)', 'muted')}</div>")
+        parts.append(html.section(f"{item['name']}: {item['title']}", *head,
+                                  f'<div class="code-grid">{"".join(columns)}</div>', level=2))
+    if rosetta_markdown:
+        parts.append(html.section("Rosetta: every spec field in every port", rosetta_html(rosetta_markdown)))
+    return html.check_size(html.page("portbench lessons: where frameworks silently differ", parts))
+
+
+def highlight(lines: Sequence[str]) -> str:
+    """Python source as highlighted HTML with inline styles (no stylesheet to ship)."""
+    import textwrap
+
+    from pygments import highlight as render
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    code = textwrap.dedent("\n".join(lines))
+    return render(code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True, style="default"))
+
+
+def rosetta_html(text: str) -> str:
+    """docs/rosetta.md (as `compare.py rosetta` writes it: `## field`, a paragraph, then one
+    `**framework**` label and one python block per port) as sections with the ports side by side."""
+    sections = []
+    for chunk in text.split("\n## ")[1:]:
+        title, _, body = chunk.partition("\n")
+        prose, columns, label, code, fenced = [], [], None, [], False
+        for line in body.splitlines():
+            if line.startswith("```"):
+                if fenced:
+                    columns.append(f"<div><h4>{html.escape(label or '')}</h4>{highlight(code)}</div>")
+                    code = []
+                fenced = not fenced
+            elif fenced:
+                code.append(line)
+            elif line.startswith("**") and line.endswith("**"):
+                label = line.strip("*")
+            elif line.strip():
+                prose.append(html.paragraph(line.replace("`", "")))
+        sections.append(html.section(title.replace("`", ""), *prose,
+                                     f'<div class="code-grid">{"".join(columns)}</div>', level=3))
+    return "\n".join(sections)

@@ -75,7 +75,10 @@ def _marker(kind: str, x: float, y: float, colour: str) -> str:
 
 
 def line_chart(chart: Chart, series: Sequence[Series]) -> str:
-    left, right, top, bottom = 78, 150, 34, 84
+    longest = max((len(text) for _, text in chart.x_ticks), default=6)
+    extra = int(4.5 * longest)  # room for the slanted tick labels
+    chart = Chart(**{**chart.__dict__, "height": chart.height + extra})
+    left, right, top, bottom = 78, 150, 34, 64 + extra
     w, h = chart.width, chart.height
     xs = [x for s in series for x in s.x]
     ys = [y for s in series for y in s.y if y is not None] + [v for v, _ in chart.hlines]
@@ -155,7 +158,7 @@ def _open(chart: Chart) -> str:
 def _axes(chart: Chart, left: int, right: int, top: int, bottom: int) -> str:
     w, h = chart.width, chart.height
     return (f'<path d="M{left},{top}V{h - bottom}H{w - right}" fill="none" stroke="#333"/>'
-            f'<text x="{(left + w - right) / 2:.0f}" y="{h - bottom + 50}" font-size="12" '
+            f'<text x="{(left + w - right) / 2:.0f}" y="{h - 30}" font-size="12" '
             f'text-anchor="middle">{escape(chart.x_label)}</text>'
             f'<text transform="translate(16,{(top + h - bottom) / 2:.0f}) rotate(-90)" font-size="12" '
             f'text-anchor="middle">{escape(chart.y_label)}</text>')

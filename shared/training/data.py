@@ -21,7 +21,8 @@ import numpy as np
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 
-QUADRANT_NOISE = 0.1  # background noise std; the bright quadrant is +1
+QUADRANT_NOISE = 0.1  # background noise std
+QUADRANT_CONTRAST = 1.0  # what the bright quadrant adds
 
 
 @dataclass(frozen=True)
@@ -52,22 +53,49 @@ class Dataset:
 
 
 # ---- generators and loaders -------------------------------------------------------------------
-def quadrant_images(count: int, seed: int, size: int = 8) -> Split:
-    """`count` images of size x size: noise, with one quadrant brightened by 1. Labels: 0 top-left,
-    1 top-right, 2 bottom-left, 3 bottom-right."""
+def quadrant_images(count: int, seed: int, size: int = 8, noise: float = QUADRANT_NOISE,
+                    contrast: float = QUADRANT_CONTRAST) -> Split:
+    """`count` images of size x size: Gaussian noise of std `noise`, with one quadrant brightened
+    by `contrast`. Labels: 0 top-left, 1 top-right, 2 bottom-left, 3 bottom-right."""
     rng = np.random.default_rng([seed, 0x51AD])
     labels = rng.integers(0, 4, size=count)
-    images = QUADRANT_NOISE * rng.standard_normal((count, size, size, 1))
+    images = noise * rng.standard_normal((count, size, size, 1))
     half = size // 2
     for q in range(4):
         r, c = divmod(q, 2)
-        images[labels == q, r * half:(r + 1) * half, c * half:(c + 1) * half, :] += 1.0
+        images[labels == q, r * half:(r + 1) * half, c * half:(c + 1) * half, :] += contrast
     return Split(images.astype(np.float32), labels.astype(np.int64))
 
 
-def quadrant(seed: int, train: int = 2048, test: int = 512, size: int = 8) -> tuple[Split, Split, int]:
+def quadrant(seed: int, train: int = 2048, test: int = 512, size: int = 8, noise: float = QUADRANT_NOISE,
+             contrast: float = QUADRANT_CONTRAST) -> tuple[Split, Split, int]:
     # Train and test come from different streams, so the test set is never seen in training.
-    return quadrant_images(train, seed, size), quadrant_images(test, seed + 10_000, size), 4
+    return (quadrant_images(train, seed, size, noise, contrast),
+            quadrant_images(test, seed + 10_000, size, noise, contrast), 4)
+
+
+def quadrant_options(name: str) -> dict[str, float]:
+    """`quadrant` or `quadrant:noise=N,contrast=C` (either or both) -> the generator's settings."""
+    options = {"noise": QUADRANT_NOISE, "contrast": QUADRANT_CONTRAST}
+    for item in filter(None, name.removeprefix("quadrant").removeprefix(":").split(",")):
+        key, sep, raw = item.partition("=")
+        if not sep or key.strip() not in options:
+            raise InputError(f"--data {name!r}: option {item!r} is not noise=N or contrast=C")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = float("nan")
+        if not np.isfinite(value) or value < 0:
+            raise InputError(f"--data {name!r}: {key.strip()} = {raw!r}, expected a number >= 0")
+        options[key.strip()] = value
+    return options
+
+
+def quadrant_name(noise: float = QUADRANT_NOISE, contrast: float = QUADRANT_CONTRAST) -> str:
+    """The data name that `load_dataset` reads back as these generator settings."""
+    if (noise, contrast) == (QUADRANT_NOISE, QUADRANT_CONTRAST):
+        return "quadrant"
+    return f"quadrant:noise={noise:g},contrast={contrast:g}"
 
 
 def digits(size: tuple[int, int] = (8, 8), test_fraction: float = 0.25) -> tuple[Split, Split, int]:
@@ -132,10 +160,10 @@ def mnist(path: str | Path) -> tuple[Split, Split, int]:
 
 # ---- one entry point ----------------------------------------------------------------------------
 def load_dataset(name: str, spec: ModelSpec, validation_fraction: float, seed: int) -> Dataset:
-    """`name`: quadrant | digits | mnist:PATH | PATH.npz. The validation split is a seeded
-    `validation_fraction` of the training set; the test set is only ever reported."""
-    if name == "quadrant":
-        train, test, classes = quadrant(seed, size=spec.image_height)
+    """`name`: quadrant[:noise=N,contrast=C] | digits | mnist:PATH | PATH.npz. The validation
+    split is a seeded `validation_fraction` of the training set; the test set is only reported."""
+    if name == "quadrant" or name.startswith("quadrant:"):
+        train, test, classes = quadrant(seed, size=spec.image_height, **quadrant_options(name))
         if spec.image_height != spec.image_width:
             raise InputError(f"data 'quadrant' needs a square image; spec {spec.name!r} is "
                              f"{spec.image_height}x{spec.image_width}")
@@ -153,8 +181,9 @@ def load_dataset(name: str, spec: ModelSpec, validation_fraction: float, seed: i
         raise InputError(f"data {name!r} has {classes} classes, spec {spec.name!r} has only "
                          f"num_classes = {spec.num_classes}")
     train, val = split_validation(train, validation_fraction, seed)
-    return Dataset(name.split(":")[0] if ":" in name else Path(name).stem if name.endswith(".npz")
-                   else name, train, val, test, classes)
+    short = name if name.startswith("quadrant") else (
+        name.split(":")[0] if ":" in name else Path(name).stem if name.endswith(".npz") else name)
+    return Dataset(short, train, val, test, classes)
 
 
 def split_validation(train: Split, fraction: float, seed: int) -> tuple[Split, Split]:

@@ -36,7 +36,9 @@ from shared.core.record import Record, fail, pick
 Metric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
 DecayTarget = Literal["all", "kernels"]
 ThresholdMode = Literal["rel", "abs"]
-METRICS, DECAY_TARGETS = get_args(Metric), get_args(DecayTarget)
+# Initialisation of a training run (shared/training/init_schemes.py states each distribution).
+InitScheme = Literal["canonical", "torch", "keras", "flax", "vit"]
+METRICS, DECAY_TARGETS, INIT_SCHEMES = get_args(Metric), get_args(DecayTarget), get_args(InitScheme)
 EPSILON_FORM = "keras-hat"  # see the module docstring; not a field: every port implements this one
 CLIP_FORM = "g * min(1, clip / ||g||)"  # no epsilon in the denominator
 
@@ -76,6 +78,10 @@ class TrainSpec(Record):
     # Data.
     validation_fraction: float = 0.2
     seed: int = 0
+    # Initial weights (drawn in NumPy, identical in every port; shared/training/init_schemes.py).
+    init: InitScheme = "canonical"
+    init_kernel_gain: float = 1.0  # every kernel the scheme draws is multiplied by this
+    init_pos_std: float | None = None  # None: the scheme's position table; else N(0, std^2)
     # Free text; not part of the recipe's function.
     name: str = field(default="custom", compare=False)
 
@@ -148,6 +154,10 @@ def _validate(r: TrainSpec) -> None:
         _fail("min_learning_rate", r.min_learning_rate, f"in [0, learning_rate = {r.learning_rate}]")
     if not _number(r.validation_fraction) or not 0 <= r.validation_fraction < 1:
         _fail("validation_fraction", r.validation_fraction, "a fraction in [0, 1)")
+    if not _number(r.init_kernel_gain) or r.init_kernel_gain <= 0:
+        _fail("init_kernel_gain", r.init_kernel_gain, "a finite number > 0")
+    if r.init_pos_std is not None and (not _number(r.init_pos_std) or r.init_pos_std < 0):
+        _fail("init_pos_std", r.init_pos_std, "a finite number >= 0, or null for the scheme's own")
     uses_val = any(m.startswith("val_") for m in (r.plateau_metric, r.early_stop_metric))
     if uses_val and r.validation_fraction == 0:
         _fail("validation_fraction", 0, "> 0 when a val_ metric is monitored")
@@ -162,6 +172,7 @@ RECIPES: dict[str, TrainSpec] = {
         plateau_factor=0.8, plateau_patience=15, plateau_threshold=1e-4,
         plateau_threshold_mode="rel", plateau_cooldown=0, min_learning_rate=0.0,
         early_stop_metric="val_loss", early_stop_patience=40, validation_fraction=0.2, seed=0,
+        init="canonical", init_kernel_gain=1.0, init_pos_std=None,
     ),
     "mnist": TrainSpec(
         name="mnist", learning_rate=1e-4, beta1=0.9, beta2=0.999, epsilon=1e-7,
@@ -170,7 +181,7 @@ RECIPES: dict[str, TrainSpec] = {
         plateau_metric="val_accuracy", plateau_factor=1.0, plateau_patience=15,
         plateau_threshold=0.0, plateau_threshold_mode="abs", plateau_cooldown=0,
         min_learning_rate=0.0, early_stop_metric="val_accuracy", early_stop_patience=15,
-        validation_fraction=0.2, seed=0,
+        validation_fraction=0.2, seed=0, init="canonical", init_kernel_gain=1.0, init_pos_std=None,
     ),
     # This project's recipe for the small demo tasks (quadrant, digits): short and fast.
     "quick": TrainSpec(
@@ -180,6 +191,7 @@ RECIPES: dict[str, TrainSpec] = {
         plateau_factor=0.5, plateau_patience=5, plateau_threshold=1e-4,
         plateau_threshold_mode="rel", plateau_cooldown=0, min_learning_rate=1e-5,
         early_stop_metric="val_loss", early_stop_patience=None, validation_fraction=0.2, seed=0,
+        init="canonical", init_kernel_gain=1.0, init_pos_std=None,
     ),
 }
 RECIPE_NOTES = {

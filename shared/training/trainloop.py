@@ -25,13 +25,15 @@ from typing import Any
 import numpy as np
 
 from shared.core.spec import ModelSpec
-from shared.core.weights import atomic_write_bytes, init_weights, load_weights, save_weights
+from shared.core.weights import atomic_write_bytes, load_weights, save_weights
 from shared.errors import PortbenchError, WeightsError
 from shared.training.data import Dataset, batches, check_batch_size, steps_per_epoch
+from shared.training.init_schemes import recipe_weights
 from shared.training.schedule import Controller
 from shared.training.train_spec import TrainSpec
 
 CURVES = ("lr", "train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy")
+STEP_CURVE = "step_loss"  # per update, only when asked for: a plateau is a dwell in steps
 
 
 class TrainingError(PortbenchError):
@@ -71,10 +73,12 @@ def epoch_seed(seed: int, epoch: int) -> int:
 def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset, seed: int, *,
                checkpoint_dir: Path | None = None, resume: bool = False, max_epochs: int | None = None,
                progress: Callable[[str], None] | None = None, log: Callable[[str], None] = print,
-               trainer_hook: Callable[[Any], None] | None = None) -> tuple[SeedResult, Any]:
+               trainer_hook: Callable[[Any], None] | None = None, record_steps: bool = False,
+               epoch_hook: Callable[[int, Any], None] | None = None) -> tuple[SeedResult, Any]:
     """Train one seed; returns the result and the trainer (whose port holds the last weights).
     `max_epochs` stops this call early (a checkpoint stays resumable); the recipe's own limit
-    is what the schedule counts."""
+    is what the schedule counts. `record_steps` adds curves[STEP_CURVE], the training loss of
+    every update; `epoch_hook(epoch, trainer)` runs after each epoch's evaluation."""
     t0 = time.perf_counter()
     recipe = recipe.replace(seed=seed)
     check_batch_size(data.train, recipe.batch_size)
@@ -82,14 +86,18 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
     from ports import create_port
 
     port = create_port(framework, spec)
-    port.load(init_weights(spec, seed))
+    port.load(recipe_weights(spec, recipe, seed))
     trainer = module.Trainer(port, recipe)
     if trainer_hook is not None:
         trainer_hook(trainer)
     controller, result = Controller(recipe), SeedResult(seed)
+    if record_steps:
+        result.curves[STEP_CURVE] = []
     if checkpoint_dir is not None and resume and (checkpoint_dir / "state.json").is_file():
         controller, result = _restore(checkpoint_dir, spec, recipe, trainer)
         log(f"[{framework} seed {seed}] resumed at epoch {controller.epoch} (step {result.steps})")
+        if record_steps:
+            result.curves.setdefault(STEP_CURVE, [])
     result.wall_s["setup"] += time.perf_counter() - t0
     per_epoch = steps_per_epoch(len(data.train), recipe.batch_size, recipe.drop_last)
     stop_at = recipe.max_epochs if max_epochs is None else min(recipe.max_epochs, max_epochs)
@@ -108,6 +116,8 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
                                     f"batch {k + 1} of {per_epoch}, lr {lr:.3g}); stopped; {kept}")
             result.steps += 1
             losses.append(loss)
+            if record_steps:
+                result.curves[STEP_CURVE].append(loss)
             if progress is not None:
                 progress(_bar(framework, seed, epoch, k + 1, per_epoch, loss))
         result.wall_s["train"] += time.perf_counter() - t1
@@ -118,6 +128,8 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
         metrics["test_loss"], metrics["test_accuracy"] = trainer.evaluate(data.test.images, data.test.labels)
         if "train_accuracy" in (recipe.plateau_metric, recipe.early_stop_metric):
             _, metrics["train_accuracy"] = trainer.evaluate(data.train.images, data.train.labels)
+        if epoch_hook is not None:
+            epoch_hook(epoch, trainer)
         result.wall_s["evaluate"] += time.perf_counter() - t2
         decision = controller.end_epoch({k: v for k, v in metrics.items() if not k.startswith("test_")})
         result.curves["lr"].append(lr)

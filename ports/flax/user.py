@@ -1,0 +1,260 @@
+"""A user's own Flax (flax.nnx) model where portbench's port stands: read and write its parameters,
+run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
+process only (the user's file is imported there, never in the parent).
+
+Names are nnx paths joined by "." ("layers.0.self_attention.query.kernel"), as `nnx.state` spells
+them, but listed in definition order (nnx.state sorts them). Eval mode is `nnx.view(model,
+deterministic=True)`: a view sharing the model's arrays, so the user's model keeps its own mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from shared.core.binding import Layer
+from shared.errors import InputError, WeightsError
+from shared.teaching.probes import gelu_form
+
+
+def owns(obj: Any) -> bool:
+    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    return isinstance(obj, nnx.Module)
+
+
+def parameters(model: Any) -> dict[str, np.ndarray]:
+    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
+    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
+    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    return {name: np.array(v[...], dtype=np.float32) for name, v in _variables(model).items()}
+
+
+def assign(model: Any, values: dict[str, np.ndarray]) -> None:
+    # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
+    variables = _variables(model)
+    for name, array in values.items():  # every check before the first write
+        if name not in variables:
+            raise WeightsError(f"nnx model {type(model).__name__} has no variable {name!r} "
+                               f"({len(variables)} variables, the first {next(iter(variables), None)!r})")
+        if tuple(np.shape(array)) != tuple(variables[name].shape):
+            raise WeightsError(f"nnx variable {name!r} has shape {tuple(variables[name].shape)}, "
+                               f"got an array of shape {tuple(np.shape(array))}")
+    for name, array in values.items():
+        variables[name].set_value(jnp.asarray(array, dtype=variables[name].dtype))
+
+
+def layers(model: Any) -> list[Layer]:
+    # the model's layers in definition order, each a shared.core.binding.Layer(path, kind, params,
+    # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
+    # "embedding", "other"; params the native parameter names it owns; settings what the module says
+    # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object
+    out = []
+    for path, node in _named_nodes(model):
+        kind, settings = _describe(node)
+        # A module of a known kind owns every variable under it (MultiHeadAttention's query, key,
+        # value and out); a container owns only the variables it holds itself.
+        if not isinstance(node, nnx.Module):  # an activation function holds nothing
+            held: dict[str, Any] = {}
+        else:
+            held = _variables(node, path) if kind != "other" else _own_variables(node, path)
+        out.append(Layer(path, kind, tuple(held), settings))
+    return out
+
+
+def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
+    # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
+    # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
+    # list or dict (an index or key); None means "the one array of shape (batch, classes)"
+    return _logits(_eval_view(model), images, layout, output)
+
+
+def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
+    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    graphdef, state = nnx.split(_eval_view(model))
+    # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
+    # in Python on every call, which a timing would count against the user's model.
+    forward = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x))
+    return lambda images: _logits(lambda x: forward(state, x), images, layout, output)
+
+
+def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
+    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
+    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    nodes = dict(_named_nodes(model))
+    for path in paths:
+        if not isinstance(nodes.get(path), nnx.Module):
+            raise InputError(f"nnx model {type(model).__name__} has no module {path!r} (its modules: "
+                             f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
+    # nnx.capture's method_outputs records every module's __call__ output, keyed by its path.
+    x = jnp.asarray(_native_layout(images, layout))
+    _, recorded = nnx.capture(_eval_view(model), nnx.Intermediate, method_outputs=nnx.Intermediate)(x)
+    found = {".".join(str(k) for k in key[:-1]): value.get_value()
+             for key, value in nnx.to_flat_state(recorded) if key[-1] == "__call__"}
+    missing = [p for p in paths if p not in found]
+    if missing:
+        raise InputError(f"nnx module {missing[0]!r} was not called by the model's forward")
+    return {p: _token_layout(found[p][0]) for p in paths}  # its first call, when called twice
+
+
+# ---- the walk ---------------------------------------------------------------------------------
+def _variables(model: Any, prefix: str = "") -> dict[str, Any]:
+    """path -> variable under `model`, float variables only (RNG keys and counts are not part of
+    the function)."""
+    return {path: v for path, v in _walk(model, prefix) if isinstance(v, nnx.Variable) and _is_float(v)}
+
+
+def _is_float(variable: Any) -> bool:
+    return not isinstance(variable, nnx.RngState) and jnp.issubdtype(variable.dtype, jnp.floating)
+
+
+def _children(node: Any) -> list[tuple[str, Any]]:
+    """A module's attributes (or an nnx.List's items) in the order they were set."""
+    if isinstance(node, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(node)]
+    if isinstance(node, dict):
+        return [(str(k), v) for k, v in node.items()]
+    return [(k, v) for k, v in vars(node).items() if not k.startswith("_")]
+
+
+def _walk(node: Any, prefix: str, seen: set[int] | None = None) -> list[tuple[str, Any]]:
+    """(path, value) for every variable, module and callable under `node`, depth first; a module
+    or variable reached twice (shared, tied) under its first path only."""
+    out: list[tuple[str, Any]] = []
+    seen = {id(node)} if seen is None else seen
+    for key, value in _children(node):
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, nnx.Rngs):
+            continue
+        if isinstance(value, (nnx.Module, nnx.Variable)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+        out.append((path, value))
+        if isinstance(value, (nnx.Module, list, tuple, dict)):
+            out.extend(_walk(value, path, seen))
+    return out
+
+
+def _named_nodes(root: Any) -> list[tuple[str, Any]]:
+    """(path, module or activation function) for `root` (path "") and everything under it, in
+    definition order; each once. The modules inside a known kind (MultiHeadAttention's query, ...)
+    are part of it, not listed."""
+    out: list[tuple[str, Any]] = [("", root)]
+    if _describe(root)[0] != "other":
+        return out
+    inside: list[str] = []
+    for path, value in _walk(root, ""):
+        if any(path.startswith(p + ".") for p in inside):
+            continue
+        if isinstance(value, nnx.Module):
+            out.append((path, value))
+            if _describe(value)[0] != "other":
+                inside.append(path)
+        elif callable(value) and not isinstance(value, (type, nnx.Variable)) and gelu_form(value):
+            out.append((path, value))  # an activation held as an attribute (self.act = nnx.gelu)
+    return out
+
+
+def _own_variables(node: Any, prefix: str) -> dict[str, Any]:
+    """The variables a module holds as its own attributes, not its sub-modules'."""
+    return {f"{prefix}.{k}" if prefix else k: v for k, v in _children(node)
+            if isinstance(v, nnx.Variable) and _is_float(v)}
+
+
+def _describe(node: Any) -> tuple[str, dict[str, Any]]:
+    """(kind, settings) read from the module's attributes; GELU forms by probing."""
+    if isinstance(node, nnx.MultiHeadAttention):
+        return "attention", {"num_heads": node.num_heads, "head_dim": node.head_dim,
+                             "qkv_features": node.qkv_features, "in_features": node.in_features,
+                             "out_features": node.out_features, "use_bias": node.use_bias,
+                             "rate": float(node.dropout_rate), "broadcast_dropout": node.broadcast_dropout,
+                             "batch_first": True}
+    if isinstance(node, nnx.LayerNorm):
+        return "layer_norm", {"eps": float(node.epsilon), "use_fast_variance": node.use_fast_variance,
+                              "use_bias": node.use_bias, "use_scale": node.use_scale}
+    if isinstance(node, nnx.Conv):
+        return "conv", {"in_features": node.in_features, "out_features": node.out_features,
+                        "kernel_size": tuple(node.kernel_size), "strides": node.strides,
+                        "padding": node.padding, "use_bias": node.use_bias}
+    if isinstance(node, (nnx.Linear, nnx.LinearGeneral, nnx.Einsum)):
+        return "linear", {"in_features": getattr(node, "in_features", None),
+                          "out_features": getattr(node, "out_features", None),
+                          "use_bias": getattr(node, "bias", None) is not None}
+    if isinstance(node, nnx.Dropout):
+        return "dropout", {"rate": float(node.rate), "deterministic": node.deterministic}
+    if isinstance(node, nnx.Embed):
+        return "embedding", {"num_embeddings": node.num_embeddings, "features": node.features}
+    form = None if isinstance(node, nnx.Module) else gelu_form(node)
+    if form is not None:
+        return "gelu", {"approximate": form == "gelu_tanh", "form": form}
+    return "other", {}
+
+
+# ---- running ------------------------------------------------------------------------------------
+def _eval_view(model: Any) -> Any:
+    """The model with dropout off and batch statistics frozen, sharing its arrays."""
+    return nnx.view(model, deterministic=True, use_running_average=True, raise_if_not_found=False)
+
+
+def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
+    """`forward` on the images in the model's layout (JAX records no gradients) -> the logits."""
+    x = _native_layout(images, layout)
+    return _pick_logits(jax.tree.map(np.asarray, forward(jnp.asarray(x))), output, len(x))
+
+
+def _native_layout(images: np.ndarray, layout: str) -> np.ndarray:
+    """Canonical NHWC float32 images in the layout the model's forward takes."""
+    x = np.asarray(images, dtype=np.float32)
+    if layout == "NHWC":
+        return x
+    if layout == "NCHW":
+        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    if layout == "NHW":
+        if x.shape[-1] != 1:
+            raise InputError(f"input layout 'NHW' drops the channel axis, but the images have "
+                             f"{x.shape[-1]} channels; expected 1")
+        return np.ascontiguousarray(x[..., 0])
+    raise InputError(f"input layout {layout!r} is not one of NHWC, NCHW, NHW")
+
+
+def _pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
+    """The logits among a forward's NumPy results: `output` (an index or key), or the one
+    (batch, classes) array."""
+    if isinstance(result, dict):
+        items = list(result.items())
+    elif isinstance(result, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(result)]
+    else:
+        if output is not None:
+            raise InputError(f"--output {output!r} picks an element, but the model returns one array")
+        items = [("", result)]
+    if output is not None:
+        chosen = dict((str(k), v) for k, v in items).get(str(output))
+        if chosen is None:
+            raise InputError(f"--output {output!r} is not among the model's outputs "
+                             f"({', '.join(str(k) for k, _ in items)})")
+    else:
+        fits = [(k, v) for k, v in items if np.ndim(v) == 2 and np.shape(v)[0] == batch]
+        if len(fits) != 1:
+            shapes = ", ".join(f"{k or 'output'} {np.shape(v)}" for k, v in items)
+            why = "no array" if not fits else f"{len(fits)} arrays"
+            raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
+                             "pick the logits with --output INDEX|KEY")
+        chosen = fits[0][1]
+    if np.ndim(chosen) != 2 or np.shape(chosen)[0] != batch:
+        raise InputError(f"the model's logits have shape {np.shape(chosen)}, "
+                         f"expected (batch={batch}, classes)")
+    return np.asarray(chosen, dtype=np.float32)
+
+
+def _token_layout(value: Any) -> np.ndarray:
+    """(B, H, W, C) feature maps as (B, H*W, C) tokens; tokens and vectors as they are; of a tuple
+    (attention with its scores), the first element."""
+    value = value[0] if isinstance(value, (list, tuple)) else value
+    array = np.asarray(value, dtype=np.float32)
+    return array.reshape(array.shape[0], -1, array.shape[-1]) if array.ndim == 4 else array

@@ -1,0 +1,300 @@
+"""A user's own Keras 3 model where portbench's port stands: read and write its parameters,
+run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
+process only (the user's file is imported there, never in the parent).
+
+Functional, Sequential and subclassed models and bare layers, on any Keras backend. Names are
+variable paths ("encoder_0_attention/query/kernel"); a layer without variables has no path, so
+it is named by its parent's path and its Keras name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import keras
+import numpy as np
+from keras import layers as kl
+from keras import ops
+
+from shared.core.binding import Layer
+from shared.errors import InputError, WeightsError
+from shared.teaching.probes import gelu_form
+
+BACKEND = keras.backend.backend()
+
+
+def owns(obj: Any) -> bool:
+    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    return isinstance(obj, keras.layers.Layer)
+
+
+def parameters(model: Any) -> dict[str, np.ndarray]:
+    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
+    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
+    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    return {name: np.array(ops.convert_to_numpy(v), np.float32) for name, v in _variables(model).items()}
+
+
+def assign(model: Any, values: dict[str, np.ndarray]) -> None:
+    # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
+    variables = _variables(model)
+    for name, array in values.items():  # every check before the first write
+        if name not in variables:
+            raise WeightsError(f"keras model {model.name!r} has no variable {name!r} "
+                               f"({len(variables)} variables, the first {next(iter(variables))!r})")
+        if tuple(np.shape(array)) != tuple(variables[name].shape):
+            raise WeightsError(f"keras variable {name!r} has shape {tuple(variables[name].shape)}, "
+                               f"got an array of shape {tuple(np.shape(array))}")
+    for name, array in values.items():
+        variables[name].assign(np.asarray(array, dtype=variables[name].dtype))
+
+
+def layers(model: Any) -> list[Layer]:
+    # the model's layers in definition order, each a shared.core.binding.Layer(path, kind, params,
+    # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
+    # "embedding", "other"; params the native parameter names it owns; settings what the module says
+    # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object
+    out = []
+    for path, node in _named_nodes(model):
+        kind, settings = _describe(node)
+        # A layer of a known kind owns every variable under it (MultiHeadAttention's query, key,
+        # value and attention_output); a container owns only the variables it created itself.
+        held = getattr(node, "weights", []) if kind != "other" else _own_weights(node)
+        params = tuple(v.path for v in held if _is_float(v))
+        out.append(Layer(path, kind, params, settings))
+    return out
+
+
+def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
+    # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
+    # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
+    # list or dict (an index or key); None means "the one array of shape (batch, classes)"
+    return _logits(lambda x: model(x, training=False), images, layout, output)
+
+
+def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
+    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        # XLA off on CPU, as the port: XLA:CPU's GEMMs are slower than TF's oneDNN ones.
+        forward = tf.function(lambda x: model(x, training=False), jit_compile=False)
+    elif BACKEND == "jax":
+        import jax
+
+        jitted = jax.jit(lambda tv, ntv, x: model.stateless_call(tv, ntv, x, training=False)[0])
+        forward = lambda x: jitted([v.value for v in model.trainable_variables],  # noqa: E731
+                                   [v.value for v in model.non_trainable_variables], x)
+    else:
+        import torch
+
+        forward = torch.compile(lambda x: model(x, training=False))
+    return lambda images: _logits(forward, images, layout, output)
+
+
+def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
+    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
+    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    nodes = dict(_named_nodes(model))
+    for path in paths:
+        if path not in nodes:
+            raise InputError(f"keras model {model.name!r} has no layer {path!r} (its layers: "
+                             f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
+    x = ops.convert_to_tensor(_native_layout(images, layout))
+    targets = [nodes[p] for p in paths]
+    outputs = _functional_outputs(model, targets)
+    with _no_grad():
+        if outputs is not None:  # a functional model: a sub-model returning those outputs
+            values = keras.Model(model.inputs, outputs)(x, training=False)
+            found = dict(zip(paths, values if len(paths) > 1 else [values], strict=True))
+        else:  # anything else: wrap each layer's call for one forward pass
+            found = _wrapped_call(model, x, dict(zip(paths, targets, strict=True)))
+    return {p: _token_layout(found[p]) for p in paths}
+
+
+# ---- the walk ---------------------------------------------------------------------------------
+def _variables(model: Any) -> dict[str, Any]:
+    """path -> variable, float variables only (a Dropout's seed state is not part of the function)."""
+    out: dict[str, Any] = {}
+    for v in model.weights:
+        if not _is_float(v):
+            continue
+        if v.path in out and out[v.path] is not v:
+            raise WeightsError(f"keras model {model.name!r} has two variables named {v.path!r}; "
+                               "give its layers distinct names")
+        out[v.path] = v
+    if not out and not model.built:
+        raise WeightsError(f"keras model {model.name!r} is not built (no variables yet): build it in "
+                           "the factory (model.build(input_shape) or one call on a batch)")
+    return out
+
+
+def _is_float(variable: Any) -> bool:
+    return "float" in str(variable.dtype)
+
+
+def _is_functional(obj: Any) -> bool:
+    return isinstance(obj, keras.Model) and hasattr(obj, "operations") and hasattr(obj, "_run_through_graph")
+
+
+def _named_nodes(root: Any) -> list[tuple[str, Any]]:
+    """(path, layer or functional op) for `root` and all under it, in definition order; each once."""
+    prefix = "" if _is_functional(root) else (getattr(root, "path", None) or root.name)
+    out: list[tuple[str, Any]] = [(prefix, root)]
+    seen = {id(root)}
+
+    def visit(node: Any, prefix: str) -> None:
+        children = node.operations if _is_functional(node) else \
+            node._flatten_layers(include_self=False, recursive=False)
+        for child in children:
+            if isinstance(child, kl.InputLayer) or id(child) in seen:
+                continue
+            seen.add(id(child))
+            path = getattr(child, "path", None) or (f"{prefix}/{child.name}" if prefix else child.name)
+            out.append((path, child))
+            if isinstance(child, kl.Layer) and _describe(child)[0] == "other":
+                visit(child, path)
+
+    if _describe(root)[0] == "other":
+        visit(root, prefix)
+    return out
+
+
+def _own_weights(layer: Any) -> list[Any]:
+    """The variables a layer created itself (add_weight), not its sub-layers'."""
+    inner = {id(v) for child in getattr(layer, "_flatten_layers", lambda **_: [])(include_self=False)
+             for v in child.weights}
+    return [v for v in getattr(layer, "weights", []) if id(v) not in inner]
+
+
+def _describe(node: Any) -> tuple[str, dict[str, Any]]:
+    """(kind, settings) read from the layer's attributes; GELU forms by probing."""
+    if isinstance(node, kl.MultiHeadAttention):
+        return "attention", {"num_heads": node._num_heads, "head_dim": node._key_dim,
+                             "value_dim": node._value_dim or node._key_dim, "use_bias": node._use_bias,
+                             "rate": float(node._dropout), "batch_first": True}
+    if isinstance(node, kl.LayerNormalization):
+        return "layer_norm", {"eps": float(node.epsilon), "center": node.center, "scale": node.scale,
+                              "rms_scaling": getattr(node, "rms_scaling", False)}
+    if isinstance(node, (kl.Conv1D, kl.Conv2D, kl.Conv3D)):
+        return "conv", {"filters": node.filters, "kernel_size": tuple(node.kernel_size),
+                        "strides": tuple(node.strides), "padding": node.padding, "use_bias": node.use_bias,
+                        "data_format": node.data_format, "activation": _activation(node.activation)}
+    if isinstance(node, (kl.Dense, kl.EinsumDense)):
+        return "linear", {"units": getattr(node, "units", None), "use_bias": node.bias is not None,
+                          "activation": _activation(node.activation)}
+    if isinstance(node, kl.Dropout):
+        return "dropout", {"rate": float(node.rate)}
+    if isinstance(node, kl.Embedding):
+        return "embedding", {"input_dim": node.input_dim, "output_dim": node.output_dim}
+    # An Activation layer, or an op called on a KerasTensor (keras.ops.gelu(x, approximate=...)).
+    form = gelu_form(node) if isinstance(node, kl.Activation) or not isinstance(node, kl.Layer) else None
+    if form is not None:
+        return "gelu", {"approximate": form == "gelu_tanh", "form": form}
+    return "other", {}
+
+
+def _activation(fn: Any) -> str | None:
+    """None for the identity, the GELU form when it is one, else the activation's name."""
+    if fn is None or fn is keras.activations.linear:
+        return None
+    return gelu_form(fn) or getattr(fn, "__name__", type(fn).__name__)
+
+
+# ---- running ------------------------------------------------------------------------------------
+def _no_grad() -> contextlib.AbstractContextManager:
+    """torch tracks gradients of Keras variables on its backend; the others never do eagerly."""
+    return importlib.import_module("torch").no_grad() if BACKEND == "torch" else contextlib.nullcontext()
+
+
+def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
+    """`forward` on the images in the model's layout, without gradients -> the logits."""
+    x = _native_layout(images, layout)
+    with _no_grad():
+        result = forward(ops.convert_to_tensor(x))
+    return _pick_logits(keras.tree.map_structure(ops.convert_to_numpy, result), output, len(x))
+
+
+def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:
+    """The symbolic outputs of `targets` when all are operations of a functional `model` called
+    once each; None otherwise (the caller wraps their calls instead)."""
+    if not _is_functional(model) or any(t not in model.operations for t in targets):
+        return None
+    try:
+        return [t.output for t in targets]
+    except (AttributeError, ValueError, RuntimeError):  # a layer called more than once
+        return None
+
+
+def _wrapped_call(model: Any, x: Any, targets: dict[str, Any]) -> dict[str, Any]:
+    """Run `model` once with each target layer's `call` replaced by one that records its output."""
+    found: dict[str, Any] = {}
+    try:
+        for path, layer in targets.items():
+            def record(*args: Any, _path: str = path, _call: Any = layer.call, **kwargs: Any) -> Any:
+                result = _call(*args, **kwargs)
+                found.setdefault(_path, result)  # the first call, when a layer is called twice
+                return result
+            object.__setattr__(layer, "call", record)
+        model(x, training=False)
+    finally:
+        for layer in targets.values():
+            with contextlib.suppress(AttributeError):
+                object.__delattr__(layer, "call")
+    return found
+
+
+def _native_layout(images: np.ndarray, layout: str) -> np.ndarray:
+    """Canonical NHWC float32 images in the layout the model's forward takes."""
+    x = np.asarray(images, dtype=np.float32)
+    if layout == "NHWC":
+        return x
+    if layout == "NCHW":
+        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    if layout == "NHW":
+        if x.shape[-1] != 1:
+            raise InputError(f"input layout 'NHW' drops the channel axis, but the images have "
+                             f"{x.shape[-1]} channels; expected 1")
+        return np.ascontiguousarray(x[..., 0])
+    raise InputError(f"input layout {layout!r} is not one of NHWC, NCHW, NHW")
+
+
+def _pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
+    """The logits among a forward's NumPy results: `output` (an index or key), or the one
+    (batch, classes) array."""
+    if isinstance(result, dict):
+        items = list(result.items())
+    elif isinstance(result, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(result)]
+    else:
+        if output is not None:
+            raise InputError(f"--output {output!r} picks an element, but the model returns one array")
+        items = [("", result)]
+    if output is not None:
+        chosen = dict((str(k), v) for k, v in items).get(str(output))
+        if chosen is None:
+            raise InputError(f"--output {output!r} is not among the model's outputs "
+                             f"({', '.join(str(k) for k, _ in items)})")
+    else:
+        fits = [(k, v) for k, v in items if np.ndim(v) == 2 and np.shape(v)[0] == batch]
+        if len(fits) != 1:
+            shapes = ", ".join(f"{k or 'output'} {np.shape(v)}" for k, v in items)
+            why = "no array" if not fits else f"{len(fits)} arrays"
+            raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
+                             "pick the logits with --output INDEX|KEY")
+        chosen = fits[0][1]
+    if np.ndim(chosen) != 2 or np.shape(chosen)[0] != batch:
+        raise InputError(f"the model's logits have shape {np.shape(chosen)}, "
+                         f"expected (batch={batch}, classes)")
+    return np.asarray(chosen, dtype=np.float32)
+
+
+def _token_layout(value: Any) -> np.ndarray:
+    """(B, H, W, C) feature maps as (B, H*W, C) tokens; tokens and vectors as they are; of a tuple
+    (attention with its scores), the first element."""
+    value = value[0] if isinstance(value, (list, tuple)) else value
+    array = np.asarray(ops.convert_to_numpy(value), dtype=np.float32)
+    return array.reshape(array.shape[0], -1, array.shape[-1]) if array.ndim == 4 else array
