@@ -58,13 +58,13 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     ("keras", "defaults.py"): {"_named_layers", "clipped_sgd_updates", "sparse_cross_entropy"},
     ("flax", "defaults.py"): {"layer_norm"},
     # MLX: the explicit softmax(q k^T) v path for taps and attention dropout, which
-    # nn.MultiHeadAttention lacks; to_native / from_native as torch (MLX also renames and
-    # transposes), with its own OHWI conv transforms; torch's hand clip (MLX's divides by
+    # nn.MultiHeadAttention lacks; plan / to_native / from_native as torch (MLX also renames
+    # and transposes); torch's hand clip (MLX's divides by
     # norm + 1e-6) and the Adam moments read out of MultiOptimizer's state; its demonstrations
     # (MHA bias default, GELU names, OHWI conv, clip epsilon, float64).
     ("mlx", "model.py"): {"Attention.explicit"},
     ("mlx", "port.py"): {"gpu_backend"},  # one mx.gpu served by a CUDA or a Metal build
-    ("mlx", "transfer.py"): {"conv_hwio_to_ohwi", "conv_ohwi_to_hwio", "to_native", "from_native"},
+    ("mlx", "transfer.py"): {"plan", "to_native", "from_native"},
     ("mlx", "train.py"): {"clip_global_norm", "Trainer._moments", "_mean_cross_entropy"},
     ("mlx", "defaults.py"): {"clip_grad_norm", "conv_patch_embed", "attention_block", "gelu_values",
                              "float64_logits"},

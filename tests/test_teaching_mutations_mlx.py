@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-pytest.importorskip("mlx")
-
 from mlx import nn
 
 import ports.mlx.model as mlx_model
-import ports.mlx.transfer as mlx_transfer
 from ports import create_port
+from shared.core import weights as canonical
 from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
@@ -87,7 +84,7 @@ def test_layer_norm_left_at_mlx_default_eps_fails(monkeypatch: pytest.MonkeyPatc
 def test_conv_kernel_reshaped_to_ohwi_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = get_preset("quadrant").replace(channels=3)
     assert _passes(spec)
-    monkeypatch.setattr(mlx_transfer, "conv_hwio_to_ohwi", lambda k: np.ascontiguousarray(
+    monkeypatch.setattr(canonical, "conv_hwio_to_ohwi", lambda k: np.ascontiguousarray(
         k.reshape(k.shape[3], k.shape[0], k.shape[1], k.shape[2])))
     assert not _passes(spec)
 
