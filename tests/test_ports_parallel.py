@@ -57,6 +57,17 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
                                "precision_logits"},
     ("keras", "defaults.py"): {"_named_layers", "clipped_sgd_updates", "sparse_cross_entropy"},
     ("flax", "defaults.py"): {"layer_norm"},
+    # MLX: the explicit softmax(q k^T) v path for taps and attention dropout, which
+    # nn.MultiHeadAttention lacks; plan / to_native / from_native as torch (MLX also renames
+    # and transposes); torch's hand clip (MLX's divides by
+    # norm + 1e-6) and the Adam moments read out of MultiOptimizer's state; its demonstrations
+    # (MHA bias default, GELU names, OHWI conv, clip epsilon, float64).
+    ("mlx", "model.py"): {"Attention.explicit"},
+    ("mlx", "port.py"): {"gpu_backend"},  # one mx.gpu served by a CUDA or a Metal build
+    ("mlx", "transfer.py"): {"plan", "to_native", "from_native"},
+    ("mlx", "train.py"): {"clip_global_norm", "Trainer._moments", "_mean_cross_entropy"},
+    ("mlx", "defaults.py"): {"clip_grad_norm", "conv_patch_embed", "attention_block", "gelu_values",
+                             "float64_logits"},
 }
 
 
@@ -88,7 +99,7 @@ def without_extras(framework: str, file: str) -> list[tuple[str, list[str]]]:
 
 
 def test_native_registry_lists_the_parallel_ports() -> None:
-    assert NATIVE[:3] == ("torch", "keras", "flax")
+    assert NATIVE == ("torch", "keras", "flax", "mlx")
     assert "onnx" in PORTS and "onnx" not in NATIVE  # an extra backend, not a parallel text
     natives = {PORTS[fw].module for fw in NATIVE}
     assert len(natives) == len(NATIVE)  # one package per native port

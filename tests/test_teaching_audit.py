@@ -1,5 +1,5 @@
 """The defaults audit: the project's ports use no framework default where the spec gives a value;
-planted defaults are found in source text and in built torch, Keras and nnx models."""
+planted defaults are found in source text and in built torch, Keras, nnx and mlx.nn models."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from shared.teaching.framework_defaults import defaults_module
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("framework", ["torch", "flax", "keras"])
+@pytest.mark.parametrize("framework", ["torch", "flax", "keras", "mlx"])
 def test_project_ports_use_no_divergent_default(framework: str) -> None:
     findings, checked = audit_ports([framework], get_preset("quadrant"))
     assert findings == []
@@ -75,6 +75,24 @@ def test_built_keras_and_nnx_models_with_defaults() -> None:
     port.model.head.act = partial(jax.nn.gelu)  # tanh by default, the spec's head wants exact
     found = {(f.where.split(":")[1], f.entry) for f in audit_model(port.model, spec, "flax")}
     assert found == {("blocks.0.norm1", "layer_norm_variance"), ("head.act", "gelu")}
+
+
+def test_built_mlx_model_with_defaults() -> None:
+    """MLX's own defaults planted in the MLX port and in a user's mlx.nn model: found by layer."""
+    from mlx import nn
+
+    spec = probe_specs(get_preset("quadrant"))[0]  # eps 3.3e-4, MLP tanh, head exact
+    port = create_port("mlx", spec)
+    port.model.blocks[1].norm2 = nn.LayerNorm(spec.dim)  # MLX's default eps 1e-5
+    port.model.head.act = nn.GELU(approx="fast")  # x * sigmoid(1.702x): neither form
+    found = {(f.where.split(":")[1], f.entry) for f in audit_model(port.model, spec, "mlx")}
+    assert found == {("blocks.1.norm2", "layer_norm_eps"), ("head.act", "gelu_names")}
+    user = nn.Sequential(nn.MultiHeadAttention(32, 2), nn.GELU(approx="precise"))
+    found = {f.entry for f in audit_model(user, spec.replace(activation="gelu"), "u")}
+    assert found == {"head_width", "attention_bias", "gelu"}  # width 16 vs 8; no bias; tanh form
+    text = "a = nn.MultiHeadAttention(32, 4)\nb = nn.GELU(approx='none')\nc = nn.GELU()"
+    assert [(f.where, f.entry) for f in audit_source(text, "m.py")] == [("m.py:1", "attention_bias"),
+                                                                      ("m.py:3", "gelu")]
 
 
 def test_cli_source_mode(tmp_path: Path) -> None:

@@ -323,5 +323,7 @@ def test_keras_clipnorm_breaks_global_clipping_parity() -> None:
 def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
     covered = {c[0] for c in FORWARD_CASES} | {
         "conv_kernel_layout", "dense_kernel_layout", "batch_first", "dropout_flags", "cpu_precision",
-        "layer_norm_variance", "cross_entropy", "adamw_epsilon", "weight_decay", "clipnorm"}
+        "layer_norm_variance", "cross_entropy", "adamw_epsilon", "weight_decay", "clipnorm",
+        # MLX's knobs: tests/test_teaching_mutations_mlx.py
+        "attention_bias", "gelu_names", "adam_bias_correction", "float64_devices"}
     assert {e.key for e in CATALOGUE} <= covered

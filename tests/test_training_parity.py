@@ -1,4 +1,4 @@
-"""One training step means the same thing in torch, Keras and Flax.
+"""One training step means the same thing in torch, Keras, Flax and MLX.
 
 Each framework runs in its own worker process (shared/training/parity.py: Keras' backend is fixed at
 import, and torch's optimizer segfaults if TensorFlow loaded before triton), on identical
@@ -30,7 +30,7 @@ from shared.training.parity import collect, job_batches, start_training_jobs
 from shared.training.train_spec import TrainSpec, decayed, get_recipe
 
 SPECS = ("quadrant", "archive-torch")
-FRAMEWORKS = ("torch", "keras", "flax")
+FRAMEWORKS = ("torch", "keras", "flax", "mlx")
 EPOCHS = 2  # the loop runs: 2 epochs of the quick recipe on quadrant
 # After 2 epochs every framework measured 0.9824 test accuracy (seed 0); the majority-class
 # baseline is 0.256. 0.95 says "learned the task" with room for round-off.
@@ -57,6 +57,7 @@ VARIANTS: dict[str, tuple[str, dict, dict]] = {
     "torch-no-clipping": ("torch", {}, {"clip_global_norm": None}),
     "keras-from-logits-false": ("keras", {"FROM_LOGITS": False}, {}),
     "keras-per-variable-clipnorm": ("keras", {"USE_GLOBAL_CLIPNORM": False}, {}),
+    "mlx-epsilon-form": ("mlx", {"PIN_EPSILON_FORM": False}, {}),
 }
 # Flax's epsilon pin (ports/flax/train.py PIN_EPSILON_FORM) is the same formula as torch's, whose
 # removal is tested above; a Flax variant would add an XLA compile (~20 s) to the suite.
@@ -72,7 +73,7 @@ def job(spec_name: str, pins: dict | None = None, recipe_changes: dict | None = 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
-    jobs: dict[str, dict[str, dict]] = {fw: {s: job(s) for s in SPECS} for fw in ("torch", "keras", "flax")}
+    jobs: dict[str, dict[str, dict]] = {fw: {s: job(s) for s in SPECS} for fw in FRAMEWORKS}
     for name, (fw, pins, changes) in VARIANTS.items():
         jobs[fw][name] = {**job(VARIANT_SPEC, pins, changes), "gradients": False}
     loop = {"kind": "loop", "spec": get_preset("quadrant").to_json(), "data": "quadrant",
@@ -94,20 +95,20 @@ def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key_bias: bool 
 @pytest.mark.parametrize("snapshot", ["1", str(STEPS)])
 def test_every_parameter_agrees_across_ports(runs: dict, spec_name: str, snapshot: str) -> None:
     torch_params = runs["torch"][spec_name][snapshot]
-    for other in ("keras", "flax"):
+    for other in FRAMEWORKS[1:]:
         params = runs[other][spec_name][snapshot]
         assert set(params) == set(torch_params)
         assert max_diff(torch_params, params) < TOL, other
         if get_preset(spec_name).qkv_bias:
             assert max_diff(torch_params, params, key_bias=True) <= KEY_BIAS_BOUND, other
     # The losses the steps report agree as well (fp32 CE of O(1) logits: measured <= 1e-6).
-    losses = [runs[fw][spec_name][f"loss{snapshot}"]["loss"][0] for fw in ("torch", "keras", "flax")]
+    losses = [runs[fw][spec_name][f"loss{snapshot}"]["loss"][0] for fw in FRAMEWORKS]
     assert max(losses) - min(losses) < 1e-5
 
 
 @pytest.mark.parametrize("spec_name", SPECS)
 def test_key_bias_gradient_is_only_roundoff(runs: dict, spec_name: str) -> None:
-    for fw in ("torch", "keras", "flax"):
+    for fw in FRAMEWORKS:
         grads = runs[fw][spec_name]["grad"]
         key = max(float(np.abs(g).max()) for n, g in grads.items() if ".attn.key.bias" in n)
         query = max(float(np.abs(g).max()) for n, g in grads.items() if ".attn.query.bias" in n)
@@ -140,7 +141,7 @@ def test_first_step_matches_a_float64_numpy_adamw(runs: dict, spec_name: str) ->
     checks the optimizer, not the backward pass). Measured: <= 1.2e-7 (1 ulp of |p| ~ 1)."""
     spec = get_preset(spec_name).replace(dropout_head=0.0)
     start = init_weights(spec, 0)
-    for fw in ("torch", "keras", "flax"):
+    for fw in FRAMEWORKS:
         expected = numpy_adamw_first_step(RECIPE, start, runs[fw][spec_name]["grad"])
         got = runs[fw][spec_name]["1"]
         assert max_diff(expected, got) < 1e-6, fw
@@ -178,10 +179,10 @@ def test_resumed_run_equals_uninterrupted_run(runs: dict, framework: str) -> Non
         np.testing.assert_array_equal(full[name], resumed[name], err_msg=f"{framework} {name}")
 
 
-def test_three_frameworks_end_at_the_same_weights(runs: dict) -> None:
+def test_every_framework_ends_at_the_same_weights(runs: dict) -> None:
     # 52 steps of the whole loop (data order, schedule, clipping, AdamW): measured <= 3e-6.
     torch = runs["torch"]["loop"]["full"]
-    for fw in ("keras", "flax"):
+    for fw in FRAMEWORKS[1:]:
         worst = max(float(np.abs(torch[n] - runs[fw]["loop"]["full"][n]).max())
                     for n in torch if ".attn.key.bias" not in n)
         assert worst < 1e-4, (fw, worst)

@@ -11,6 +11,7 @@ shapes, a measured call), never typed in. Loaded through `ports.load_port_part(n
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import jax
@@ -122,6 +123,31 @@ def layer_norm_variance() -> str:
     # LayerNorm's variance formula
     return f"nnx.LayerNorm use_fast_variance={default_of(nnx.LayerNorm, 'use_fast_variance')} " \
            "(E[x^2] - E[x]^2)"
+
+
+def attention_bias() -> str:
+    # whether attention's projections carry a bias by default
+    return f"nnx.MultiHeadAttention use_bias={default_of(nnx.MultiHeadAttention, 'use_bias')}"
+
+
+def gelu_names() -> str:
+    # what the GELU variants are called
+    value = default_of(jax.nn.gelu, "approximate")
+    return f"jax.nn.gelu approximate={value} (a bool: True tanh, False exact)"
+
+
+def adam_bias_correction() -> str:
+    # whether Adam divides by (1 - beta^t)
+    switch = "bias correction switchable" if "bias_correction" in inspect.signature(
+        optax.adamw).parameters else "bias correction always on"
+    return f"optax.adamw {switch}, weight_decay={default_of(optax.adamw, 'weight_decay'):g}"
+
+
+def float64_devices() -> str:
+    # where float64 runs
+    made = jax.numpy.zeros(1, dtype=jax.numpy.float64).dtype
+    return f"jax_enable_x64={jax.config.jax_enable_x64}: jnp.float64 makes {made} " \
+           f"(float64 only with x64 on; platform {jax.devices()[0].platform})"
 
 
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------

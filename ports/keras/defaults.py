@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 from typing import Any
@@ -160,6 +161,31 @@ def cpu_precision() -> str:
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
     return "LayerNormalization: moments (two-pass)"
+
+
+def attention_bias() -> str:
+    # whether attention's projections carry a bias by default
+    return f"MultiHeadAttention use_bias={default_of(keras.layers.MultiHeadAttention, 'use_bias')}"
+
+
+def gelu_names() -> str:
+    # what the GELU variants are called
+    return f"keras.activations.gelu approximate={default_of(keras.activations.gelu, 'approximate')} " \
+           "(a bool: False exact, True tanh)"
+
+
+def adam_bias_correction() -> str:
+    # whether Adam divides by (1 - beta^t)
+    a = keras.optimizers.AdamW
+    switch = "bias correction switchable" if "bias_correction" in inspect.signature(a).parameters \
+        else "bias correction always on"
+    return f"optimizers.AdamW {switch}, weight_decay={default_of(a, 'weight_decay'):g}"
+
+
+def float64_devices() -> str:
+    # where float64 runs
+    return f"floatx={keras.config.floatx()!r}: layers build float32 unless dtype='float64'; " \
+           f"backend {keras.backend.backend()} runs float64 on the CPU"
 
 
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------

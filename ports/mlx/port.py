@@ -57,6 +57,21 @@ def version_info() -> dict[str, str]:
     return {"mlx": mx.__version__}
 
 
+def device_name(device_class: str) -> str | None:
+    # An accelerator's name as the framework reports it; None where it gives none (the caller
+    # names CPUs from the operating system).
+    if device_class == "cpu":
+        return None
+    info = mx.device_info() if hasattr(mx, "device_info") else {}
+    return str(info.get("device_name") or "") or None
+
+
+def allocator_peak(device_class: str) -> tuple[int | None, str]:
+    # (bytes, source) from the framework's own allocator, or (None, why not): never estimated.
+    # MLX counts every allocation it makes, on the CPU too (its memory is unified on a Mac).
+    return int(mx.get_peak_memory()), "mx.get_peak_memory()"
+
+
 class Port:
     framework = FRAMEWORK
 

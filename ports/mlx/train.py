@@ -25,6 +25,8 @@ from shared.training.train_spec import TrainSpec, decayed
 # Pins a test may switch off to show that it matters (tests/test_ports_mlx.py).
 PIN_EPSILON_FORM = True  # MLX (bias_correction=True) adds eps to sqrt(v_hat): give it eps_at(t)
 CLIP_EPSILON = 0.0  # optim.clip_grad_norm divides by norm + 1e-6; the spec's form has none
+PIN_BIAS_CORRECTION = True  # MLX's AdamW default bias_correction=False is Adam without it
+PIN_WEIGHT_DECAY = True  # False: MLX's AdamW default weight_decay=0.01, on every parameter
 EVAL_BATCH = 1024  # evaluation batch: bounds memory, does not change the result
 
 
@@ -66,10 +68,12 @@ class Trainer:
         decay, _keep = native_groups(port, recipe)
         # Every argument given: MLX's defaults are eps 1e-8, weight_decay 1e-2 and
         # bias_correction=False (Adam without bias correction: a different update).
+        pinned = {"bias_correction": True} if PIN_BIAS_CORRECTION else {}
+        decays = [{"weight_decay": wd} for wd in (recipe.weight_decay, 0.0)] if PIN_WEIGHT_DECAY else [{}, {}]
         self.optimizers = [
             optim.AdamW(learning_rate=recipe.learning_rate, betas=[recipe.beta1, recipe.beta2],
-                        eps=recipe.eps_at(1), weight_decay=wd, bias_correction=True)
-            for wd in (recipe.weight_decay, 0.0)
+                        eps=recipe.eps_at(1), **decay, **pinned)
+            for decay in decays
         ]
         self.optimizer = optim.MultiOptimizer(self.optimizers, [lambda path, _: path in decay])
         self.loss_and_grad = nn.value_and_grad(self.model, _mean_cross_entropy)

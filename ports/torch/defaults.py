@@ -12,6 +12,7 @@ shapes, a measured call), never typed in. Loaded through `ports.load_port_part(n
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,29 @@ def layer_norm_variance() -> str:
     return "nn.LayerNorm: two-pass variance"
 
 
+def attention_bias() -> str:
+    # whether attention's projections carry a bias by default
+    return f"nn.MultiheadAttention bias={default_of(nn.MultiheadAttention, 'bias')} (in_proj and out_proj)"
+
+
+def gelu_names() -> str:
+    # what the GELU variants are called
+    return f"nn.GELU approximate={default_of(nn.GELU, 'approximate')!r}: 'none' (exact) or 'tanh'"
+
+
+def adam_bias_correction() -> str:
+    # whether Adam divides by (1 - beta^t)
+    a, on = torch.optim.AdamW, "switchable" if "bias_correction" in inspect.signature(
+        torch.optim.AdamW).parameters else "always on"
+    return f"optim.AdamW bias correction {on}, weight_decay={default_of(a, 'weight_decay'):g}"
+
+
+def float64_devices() -> str:
+    # where float64 runs
+    mps = torch.backends.mps.is_available()  # MPS has no float64
+    return f"torch.float64 runs on: cpu{', cuda' * torch.cuda.is_available()}{'; not on MPS' * mps}"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"torch": float(default_of(nn.LayerNorm, "eps"))}
@@ -209,9 +233,8 @@ def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weig
 
 def multihead_attention(spec: ModelSpec, weights: Tensors, h: np.ndarray,
                         batch_first: bool | None) -> np.ndarray:
-    """Block 0's canonical attention weights in nn.MultiheadAttention, float64 (head width
-    dim/heads, so only for specs where heads * head_dim == dim); batch_first=None keeps torch's
-    default."""
+    """Block 0's canonical attention weights in a float64 nn.MultiheadAttention (head width
+    dim/heads: heads * head_dim must equal dim); batch_first=None keeps torch's default."""
     kwargs = {} if batch_first is None else {"batch_first": batch_first}
     mha = nn.MultiheadAttention(spec.dim, spec.heads, **kwargs).double()
     p = "blocks.0.attn."
@@ -248,8 +271,7 @@ def linear(weight: np.ndarray, bias: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def dropout_logits(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dict[str, np.ndarray]:
-    """The torch port's logits with its module left in train mode (what a freshly built nn.Module
-    is in; seed 0) and after .eval()."""
+    """The torch port's logits left in train mode (a fresh nn.Module's; seed 0) and after .eval()."""
     from ports.torch.port import Port
 
     port = Port(spec)
@@ -262,8 +284,7 @@ def dropout_logits(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dic
 
 
 def precision_logits(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dict[str, np.ndarray]:
-    """The torch port's logits under its pinned 'highest' matmul precision, under 'medium', and
-    under bf16 autocast."""
+    """The torch port's logits under its pinned 'highest' matmul precision, 'medium' and bf16 autocast."""
     from ports.torch.port import Port
 
     port = Port(spec)  # pins 'highest'

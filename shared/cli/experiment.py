@@ -34,7 +34,7 @@ from shared.runtime.launch import launch, run_worker
 
 ORDER = 45
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
-FRAMEWORKS = ("torch", "keras", "flax")
+FRAMEWORKS = ("torch", "keras", "flax", "mlx")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

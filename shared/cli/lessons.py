@@ -17,9 +17,9 @@ ORDER = 64
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "lessons", help="the ports' code side by side where frameworks differ, with measured gaps",
-        description="Each lesson extracts the relevant code from ports/torch, ports/keras and "
-                    "ports/flax (with ast, when run: it cannot drift from the ports), and shows the "
-                    "catalogue's measured gap and the spec field that pins it.")
+        description="Each lesson extracts the relevant code from ports/torch, ports/keras, "
+                    "ports/flax and ports/mlx (with ast, when run: it cannot drift from the ports), "
+                    "and shows the catalogue's measured gap and the spec field that pins it.")
     p.add_argument("name", nargs="?", help="one lesson (default: all); `--list` shows the names")
     p.add_argument("--list", action="store_true", help="list the lessons and exit")
     p.add_argument("--no-measure", action="store_true", help="skip the gap measurements")

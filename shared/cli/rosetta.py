@@ -1,5 +1,5 @@
 """`compare.py rosetta`: generate (or check) docs/rosetta.md, every spec field mapped to the
-torch, Keras and Flax code that implements it (shared/teaching/rosetta.py)."""
+torch, Keras, Flax and MLX code that implements it (shared/teaching/rosetta.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ ORDER = 65
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "rosetta", help="docs/rosetta.md: spec fields -> torch / Keras / Flax code",
+        "rosetta", help="docs/rosetta.md: spec fields -> torch / Keras / Flax / MLX code",
         description="Print the Rosetta table generated from the ports' source; --write updates "
                     "docs/rosetta.md, --check exits 1 when the file is stale.")
     group = p.add_mutually_exclusive_group()

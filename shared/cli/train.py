@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="spec override")
     p.add_argument("--recipe", help="recipe name (archive, mnist, quick), file or JSON; default per preset")
     p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
-    p.add_argument("--framework", default="torch", help="torch | keras | flax (default torch)")
+    p.add_argument("--framework", default="torch", help="torch | keras | flax | mlx (default torch)")
     p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     p.add_argument("--data", help="quadrant | digits | mnist:PATH.npz (default per preset)")
     p.add_argument("--epochs", type=positive_int, help="shortcut for --rset max_epochs=N")

@@ -54,6 +54,8 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     "linear": (lambda p: W.dense_to_out_in(p[0]), lambda x, s: [W.dense_from_out_in(x)]),
     # HWIO <-> torch Conv2d OIHW
     "conv": (lambda p: W.conv_hwio_to_oihw(p[0]), lambda x, s: [W.conv_oihw_to_hwio(x)]),
+    # HWIO <-> MLX Conv2d OHWI
+    "conv_ohwi": (lambda p: W.conv_hwio_to_ohwi(p[0]), lambda x, s: [W.conv_ohwi_to_hwio(x)]),
     # per-head (D, H, hd) kernels <-> one Linear (n*H*hd, D): q, k, v packed, or one of them
     "heads_linear": (lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, *s[0][1:])),
     # per-head (H, hd) biases <-> (n*H*hd,)

@@ -236,6 +236,15 @@ def conv_oihw_to_hwio(weight: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(weight.transpose(2, 3, 1, 0))
 
 
+def conv_hwio_to_ohwi(kernel: np.ndarray) -> np.ndarray:
+    """(ph, pw, C, D) -> MLX Conv2d weight (D, ph, pw, C), for NHWC input. A reshape would be wrong."""
+    return np.ascontiguousarray(kernel.transpose(3, 0, 1, 2))
+
+
+def conv_ohwi_to_hwio(weight: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(weight.transpose(1, 2, 3, 0))
+
+
 def qkv_pack(*kernels: np.ndarray) -> np.ndarray:
     """n (D, H, hd) kernels -> one packed (n*H*hd, D) Linear weight, in the order given, heads
     head-major inside each block: q, k, v is torch's in_proj_weight / timm's qkv layout, one

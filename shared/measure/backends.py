@@ -16,7 +16,7 @@ KERAS_BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 
 
 def backend_of(framework: str, entry_env: dict[str, str]) -> str | None:
-    """The numerical runtime under a registry entry: torch, tensorflow, jax, onnxruntime or None.
+    """The numerical runtime under a registry entry: torch, tensorflow, jax, onnxruntime, mlx or None.
     Keras entries are resolved through their KERAS_BACKEND, so `keras-jax` reports JAX's memory."""
     if "KERAS_BACKEND" in entry_env or framework.startswith("keras"):
         return KERAS_BACKENDS.get(entry_env.get("KERAS_BACKEND", os.environ.get("KERAS_BACKEND", "")))
@@ -26,6 +26,8 @@ def backend_of(framework: str, entry_env: dict[str, str]) -> str | None:
         return "jax"
     if framework.startswith("onnx"):
         return "onnxruntime"
+    if framework.startswith("mlx"):
+        return "mlx"
     return None
 
 

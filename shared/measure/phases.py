@@ -32,6 +32,7 @@ from shared.measure import backends, gate
 from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.launch import cpu_record, print_progress
 from shared.runtime.worker import Output
 
@@ -95,6 +96,7 @@ def import_port(framework: str, config: dict[str, Any], row: dict[str, Any], tim
     row["threads_applied"]["framework"] = module.set_threads(int(config["threads"]))
     row["versions"] = {"numpy": np.__version__, **module.version_info()}
     row["backend"] = backends.backend_of(framework, ports.PORTS[framework].env)
+    row["devices"] = device_rows(framework, module, row["backend"] or framework, tried=False)
     return module
 
 
@@ -108,7 +110,9 @@ def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict
         row["status"] = "unavailable"
         row["user_error"] = (f"device {device!r} is not present for framework {framework!r} "
                              f"(available: {', '.join(available)})")
-        row["reason"] = row["user_error"]
+        why = next(r["reason"] for r in row["devices"] if r["device"] == device) if device in \
+            DEVICE_CLASSES else None
+        row["reason"] = f"{row['user_error']}: {framework}: {why}" if why else row["user_error"]
         return None
     row["conditions"]["device_class"] = device
     row["conditions"]["device_name"] = backends.device_name(module, device)

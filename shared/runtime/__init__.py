@@ -1,8 +1,9 @@
 """Running a port: the interface every `ports/<fw>/port.py` implements (`contract`), the one
 launcher that starts a framework in its own fresh process (`launch`), the one worker that runs
-there with its registry of job kinds (`worker`), the port-running kinds (`jobs`: logits, taps),
-the kind for a user's own model (`user_jobs`: `--model FILE.py:NAME`, imported only there) and
-verification against the reference (`verify`).
+there with its registry of job kinds (`worker`), the port-running kinds (`jobs`: logits, taps;
+`devices`: which device classes a port can use here, and why not), the kind for a user's own model
+(`user_jobs`: `--model FILE.py:NAME`, imported only there) and verification against the reference
+(`verify`).
 
 May import `shared.core` and `ports` (the registry); never a framework at module level, and never
 a tool package (training, teaching, measure, checkpoints, cli).

@@ -38,6 +38,7 @@ KINDS: dict[str, str] = {
     "logits": "shared.runtime.jobs:logits",
     "taps": "shared.runtime.jobs:taps",
     "user": "shared.runtime.user_jobs:user",  # a user's own model: bind, load, run, capture, time
+    "devices": "shared.runtime.devices:probe",
     "timing": "shared.measure.phases:run",
     "steps": "shared.training.parity:steps",
     "grad": "shared.training.parity:gradients",

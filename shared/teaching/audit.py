@@ -8,7 +8,7 @@ Two checks, usable on this project's ports and on a user's own model:
   nn.MultiheadAttention, optimizers, losses, ...) and name each call that omits the keyword that
   pins a divergent default. Nothing is imported or executed.
 - **built model** (`audit_model`, written per framework in `ports/<fw>/defaults.py`): walk the
-  layers of a built torch nn.Module, Keras model or flax.nnx module and compare what each layer
+  layers of a built torch nn.Module, Keras model, flax.nnx or mlx.nn module and compare what each layer
   actually holds (epsilon, GELU form measured by probing the activation, batch_first, head
   width, fast variance, dropout mask sharing, rates) with what the spec requires. `audit_ports`
   builds every port for two probe specs whose values differ from every framework default, so a
@@ -34,7 +34,7 @@ from shared.teaching.probes import Finding
 @dataclass(frozen=True)
 class CallRule:
     suffixes: tuple[str, ...]  # dotted-name endings that identify the callable
-    keywords: tuple[str, ...]  # each must be passed explicitly
+    keywords: tuple[str, ...]  # each must be passed explicitly ("a|b": either spelling)
     entry: str
     why: str
 
@@ -49,8 +49,8 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(("LayerNormalization",), ("epsilon",), "layer_norm_eps", "Keras' default epsilon is 1e-3"),
     CallRule(("ops.layer_normalization",), ("epsilon",), "layer_norm_eps",
              "keras.ops.layer_normalization defaults to backend.epsilon() = 1e-7"),
-    CallRule(("nn.GELU", "F.gelu", "functional.gelu"), ("approximate",), "gelu",
-             "torch's default is exact; say which form the spec wants"),
+    CallRule(("nn.GELU", "F.gelu", "functional.gelu"), ("approximate|approx",), "gelu",
+             "torch's and MLX's default is exact; say which form the spec wants"),
     CallRule(("ops.gelu",), ("approximate",), "gelu", "keras.ops.gelu defaults to the tanh approximation"),
     CallRule(("activations.gelu",), ("approximate",), "gelu", "keras.activations.gelu defaults to exact"),
     CallRule(("jax.nn.gelu", "nnx.gelu", "nn.gelu"), ("approximate",), "gelu",
@@ -60,6 +60,8 @@ CALL_RULES: tuple[CallRule, ...] = (
     CallRule(("nn.TransformerEncoderLayer",), ("norm_first", "activation", "layer_norm_eps", "batch_first",
                                                "dropout"), "norm_placement",
              "defaults: post-norm, ReLU, eps 1e-5, batch_first=False, dropout 0.1"),
+    CallRule(("nn.MultiHeadAttention",), ("bias",), "attention_bias",
+             "MLX's default bias=False: no q/k/v/output biases"),
     CallRule(("nnx.MultiHeadAttention",), ("broadcast_dropout",), "dropout_flags",
              "Flax shares one attention-dropout mask across batch and heads by default"),
     CallRule(("nnx.Conv", "linen.Conv"), ("padding",), "remainder", "Flax's Conv pads ('SAME') by default"),
@@ -104,7 +106,7 @@ def audit_source(text: str, filename: str = "<source>") -> list[Finding]:
         for rule in CALL_RULES:
             if splat or not _matches(name, rule.suffixes):
                 continue
-            missing = [k for k in rule.keywords if k not in passed]
+            missing = [k for k in rule.keywords if not set(k.split("|")) & passed]
             if missing:
                 findings.append(Finding(f"{filename}:{node.lineno}", rule.entry,
                                         f"{name}(...) without {', '.join(missing)}: {rule.why}"))
@@ -136,7 +138,7 @@ def audit_file(path: str | Path) -> list[Finding]:
 
 # ---- built-model audit ----------------------------------------------------------------------
 # Which port's defaults.py audits a model, by the module its class (or a base class) comes from.
-MODEL_FAMILIES = (("torch.", "torch"), ("keras", "keras"), ("flax.", "flax"))
+MODEL_FAMILIES = (("torch.", "torch"), ("keras", "keras"), ("flax.", "flax"), ("mlx.", "mlx"))
 
 
 def model_framework(model: Any) -> str:
@@ -145,11 +147,11 @@ def model_framework(model: Any) -> str:
         if any(k.startswith(prefix) for k in kinds):
             return framework
     raise TypeError(f"audit_model: {type(model).__module__}.{type(model).__name__} is not a torch, "
-                    "Keras or nnx model")
+                    "Keras, nnx or mlx.nn model")
 
 
 def audit_model(model: Any, spec: ModelSpec, label: str = "model") -> list[Finding]:
-    """Compare a built torch nn.Module, Keras model/layer or flax.nnx module with `spec`
+    """Compare a built torch nn.Module, Keras model/layer, flax.nnx or mlx.nn module with `spec`
     (`audit_model` of that framework's ports/<fw>/defaults.py)."""
     # The model exists, so its framework is imported already: no registry check to make.
     module = importlib.import_module(f"{PORTS[model_framework(model)].module}.defaults")

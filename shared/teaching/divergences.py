@@ -1,4 +1,4 @@
-"""The catalogue: every place where torch, Keras and Flax silently differ for this model, what the
+"""The catalogue: every place where torch, Keras, Flax and MLX silently differ for this model, what the
 spec (or the training recipe) pins, and a measured demonstration.
 
 Each entry states what differs, reads each framework's default from the installed framework
@@ -44,8 +44,9 @@ class Entry:
 
 CATALOGUE: tuple[Entry, ...] = (
     Entry("head_width", "What the integer in 'heads=4, dim 32' means",
-          "torch nn.MultiheadAttention's head width is embed_dim/num_heads; Keras' key_dim is the "
-          "width of each head, so passing the same integer gives heads four times wider",
+          "torch nn.MultiheadAttention's and MLX nn.MultiHeadAttention's head width is dims/num_heads; "
+          "Keras' key_dim is the width of each head, so passing the same integer gives heads four "
+          "times wider",
           "ModelSpec.head_dim", "forward", "4", fwd.demo_head_width,
           ("attention scaled by 1/sqrt(dim)", "heads merged into one")),
     Entry("remainder", "Trailing pixels: drop or pad",
@@ -57,7 +58,7 @@ CATALOGUE: tuple[Entry, ...] = (
           "and take NHWC", "convention: NHWC input, (ph, pw, C) flatten (shared/core/spec.py)", "forward",
           "16", fwd.demo_patch_layout, ("patches flattened (C, ph, pw)", "images reshaped to NCHW")),
     Entry("layer_norm_eps", "LayerNorm epsilon",
-          "torch 1e-5, Flax 1e-6, Keras 1e-3 by default", "ModelSpec.layer_norm_eps", "forward", "1",
+          "torch and MLX 1e-5, Flax 1e-6, Keras 1e-3 by default", "ModelSpec.layer_norm_eps", "forward", "1",
           fwd.demo_eps, tuple(f"layer_norm_eps={v:g}" for v in (1e-3, 1e-5, 1e-6, 1e-7, 1e-12))),
     Entry("gelu", "GELU: exact or tanh",
           "torch and keras.activations use exact erf; jax.nn.gelu, nnx.gelu and keras.ops.gelu "
@@ -86,10 +87,11 @@ CATALOGUE: tuple[Entry, ...] = (
           "width; a hand-written 1/sqrt(dim) or no scale changes the function",
           "ModelSpec.head_dim", "forward", "6", fwd.demo_attention_scale,
           ("attention scaled by 1/sqrt(dim)", "attention not scaled")),
-    Entry("conv_kernel_layout", "Conv2d kernel OIHW vs HWIO",
-          "torch stores (O, I, H, W), Keras and Flax (H, W, I, O); a reshape instead of "
-          "transpose(3, 2, 0, 1) keeps the shape and scrambles the values",
-          "canonical HWIO + shared.core.weights.conv_hwio_to_oihw", "forward", "14", fwd.demo_conv_layout,
+    Entry("conv_kernel_layout", "Conv2d kernel OIHW vs HWIO vs OHWI",
+          "torch stores (O, I, H, W) for NCHW input, Keras and Flax (H, W, I, O), MLX (O, H, W, I) "
+          "for NHWC input; a reshape instead of a transpose keeps the shape and scrambles the values",
+          "canonical HWIO + conv_hwio_to_oihw (torch) / conv_hwio_to_ohwi (MLX)", "forward", "14",
+          fwd.demo_conv_layout,
           ("patch kernel reshaped to OIHW",)),
     Entry("dense_kernel_layout", "Dense kernel (out, in) vs (in, out)",
           "torch Linear weights are (out, in), Keras/Flax kernels (in, out); a square layer with a "
@@ -101,11 +103,13 @@ CATALOGUE: tuple[Entry, ...] = (
           "training", "21, 22", train.demo_adamw_eps),
     Entry("weight_decay", "Weight-decay semantics",
           "torch Adam(weight_decay) is L2, AdamW decoupled; Keras and optax decay every variable "
-          "unless told otherwise; defaults 1e-2 / 4e-3 / 1e-4",
+          "unless told otherwise (so does MLX's AdamW); defaults torch 1e-2, Keras 4e-3, optax 1e-4, "
+          "MLX 1e-2",
           "TrainSpec.weight_decay / weight_decay_on", "training", "23, 24", train.demo_weight_decay),
     Entry("clipnorm", "Keras clipnorm (per variable) vs global-norm clipping",
           "clipnorm clips each variable on its own; global_clipnorm, optax.clip_by_global_norm and "
-          "torch clip_grad_norm_ clip the global norm (torch with a 1e-6 in the denominator)",
+          "torch clip_grad_norm_ and MLX optim.clip_grad_norm clip the global norm (torch and MLX "
+          "with a 1e-6 in the denominator)",
           "TrainSpec.clip_global_norm (global, no epsilon)", "training", "25, 26", train.demo_clipnorm),
     Entry("cross_entropy", "Cross-entropy reduction and from_logits",
           "torch takes logits and averages; Keras' sparse CE defaults to probabilities "
@@ -124,6 +128,26 @@ CATALOGUE: tuple[Entry, ...] = (
           "Flax computes E[x^2]-E[x]^2 by default (use_fast_variance=True): cancellation when "
           "tokens carry a large mean", "use_fast_variance=False in the Flax port", "numerics", "2",
           train.demo_variance),
+    Entry("attention_bias", "Attention projection bias: on or off by default",
+          "torch, Keras and Flax attention layers have q/k/v/output biases by default; MLX "
+          "nn.MultiHeadAttention has bias=False: canonical biases have nowhere to go",
+          "ModelSpec.qkv_bias, passed to MLX as bias= (a separate output bias when False)", "forward",
+          "-", fwd.demo_attention_bias, ("attention biases dropped",)),
+    Entry("gelu_names", "GELU variant names: 'tanh', 'precise', True, and MLX's 'fast'",
+          "torch says approximate='tanh', Keras and JAX approximate=True, MLX approx='precise' (alias "
+          "'tanh'); MLX's approx='fast' is x*sigmoid(1.702x), a third function 1e-2 away",
+          "ModelSpec.activation: gelu -> approx='none', gelu_tanh -> approx='precise' (MLX)", "forward",
+          "-", fwd.demo_gelu_names),
+    Entry("adam_bias_correction", "Adam bias correction: always, or off by default",
+          "torch, Keras and optax always divide by (1 - beta^t); MLX's Adam/AdamW default "
+          "bias_correction=False (and weight_decay=0.01), so its first steps are another update",
+          "bias_correction=True and every weight_decay given (ports/mlx/train.py)", "training", "-",
+          train.demo_bias_correction),
+    Entry("float64_devices", "Where float64 runs",
+          "MPS and MLX's GPU have no float64; JAX makes float32 unless jax_enable_x64; MLX makes a "
+          "float64 NumPy array float32 unless dtype= is given, and its float64 CPU convolution keeps "
+          "float32 precision", "the oracle is NumPy float64 (shared/core/reference.py), no framework's",
+          "numerics", "-", train.demo_float64),
 )
 
 

@@ -18,7 +18,7 @@ from shared.teaching.framework_defaults import layer_norm_eps_defaults
 from shared.teaching.variants import Case
 
 # The frameworks' documented LayerNorm epsilons, used where a framework is not installed.
-DOCUMENTED_EPS = {"torch": 1e-5, "keras": 1e-3, "flax": 1e-6}
+DOCUMENTED_EPS = {"torch": 1e-5, "keras": 1e-3, "flax": 1e-6, "mlx": 1e-5}
 
 
 def demo_eps() -> Demo:
@@ -152,6 +152,15 @@ def demo_conv_layout() -> Demo:
     demo.gap = max(demo.gap or 0.0, bad)
     demo.lines.append(f"torch Conv2d patch embedding: HWIO->OIHW by transpose {good:.3g}, by reshape "
                       f"{bad:.3g} (same shape, no error)")
+    mlx = framework("mlx")
+    if mlx is not None:  # MLX: (O, H, W, I), on NHWC images
+        good = gap(mlx.conv_patch_embed(spec, k.transpose(3, 0, 1, 2), b, case.images), taps["patch_embed"])
+        bad = gap(mlx.conv_patch_embed(spec, k.reshape(spec.dim, *k.shape[:3]), b, case.images),
+                  taps["patch_embed"])
+        demo.ran_with.append("mlx")
+        demo.gap = max(demo.gap, bad)
+        demo.lines.append(f"mlx nn.Conv2d patch embedding (float32): HWIO->OHWI by transpose {good:.3g}, "
+                          f"by reshape {bad:.3g}")
     return demo
 
 
@@ -171,4 +180,46 @@ def demo_dense_layout() -> Demo:
     demo.gap = max(demo.gap or 0.0, bad)
     demo.lines.append(f"torch nn.Linear{tuple(k.shape)[::-1]}: weight = k.T {good:.3g}, "
                       f"weight = k.reshape(out, in) {bad:.3g}")
+    return demo
+
+
+def demo_attention_bias() -> Demo:
+    spec = quadrant()
+    demo = variant_demo(spec, ("attention biases dropped",))
+    mlx = framework("mlx")
+    if mlx is None:
+        return demo
+    case, h, expected = _block0_attention_io(spec)
+    pinned = gap(mlx.attention_block(spec, case.weights, h, bias=True), expected)
+    default = gap(mlx.attention_block(spec, case.weights, h, bias=None), expected)
+    demo.ran_with.append("mlx")
+    demo.gap = max(demo.gap or 0.0, default)
+    demo.lines.append(f"block 0 attention in mlx nn.MultiHeadAttention vs reference: bias=True "
+                      f"{pinned:.3g}, MLX's default bias=False {default:.3g} (the biases are dropped)")
+    return demo
+
+
+def _gelu_forms(x: np.ndarray) -> dict[str, np.ndarray]:
+    erf = np.vectorize(math.erf)
+    return {"exact": 0.5 * x * (1 + erf(x / math.sqrt(2))),
+            "tanh": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+            "sigmoid(1.702x)": x / (1 + np.exp(-1.702 * x))}
+
+
+def demo_gelu_names() -> Demo:
+    x = np.linspace(-4, 4, 81)
+    forms = _gelu_forms(x)
+    demo = Demo(gap(forms["sigmoid(1.702x)"], forms["exact"]), ran_with=["numpy"])
+    demo.lines.append(f"x in [-4, 4]: x*sigmoid(1.702x) vs exact GELU {demo.gap:.3g}; tanh form vs "
+                      f"exact {gap(forms['tanh'], forms['exact']):.3g} (numpy formulas)")
+    mlx = framework("mlx")
+    if mlx is None:
+        return demo
+    names = {"none": "exact", "precise": "tanh", "tanh": "tanh", "fast": "sigmoid(1.702x)"}
+    measured = mlx.gelu_values(x)
+    demo.ran_with.append("mlx")
+    demo.lines += [f"mlx nn.GELU(approx={name!r}) matches the {form} form to "
+                   f"{gap(measured[name], forms[form]):.3g}, exact to "
+                   f"{gap(measured[name], forms['exact']):.3g}" for name, form in names.items()]
+    demo.gap = max(demo.gap, gap(measured["fast"], forms["exact"]))
     return demo

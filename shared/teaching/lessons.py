@@ -1,5 +1,5 @@
-"""Lessons: the three ports' own source, side by side, for each place the frameworks differ, with
-the catalogue's measured gap and pin.
+"""Lessons: the four ports' own source (torch, Keras, Flax, MLX), side by side, for each place the
+frameworks differ, with the catalogue's measured gap and pin.
 
 The code shown is extracted from ports/<fw>/*.py when the command runs
 (`shared.teaching.port_source`), so a lesson cannot drift from the ports.
@@ -27,12 +27,13 @@ LESSONS: tuple[Lesson, ...] = (
            (Select(unit="layer_norm"),)),
     Lesson("layer_norm_variance", "layer_norm_variance", "Flax alone needs use_fast_variance=False",
            (Select(unit="layer_norm"),)),
-    Lesson("gelu", "gelu", "the GELU form is passed explicitly in all three",
+    Lesson("gelu", "gelu", "the GELU form is passed explicitly in every port",
            (Select(unit="activation"),)),
-    Lesson("head_width", "head_width", "torch/Flax take the total width, Keras the per-head width",
+    Lesson("head_width", "head_width", "torch/Flax/MLX take the total width, Keras the per-head width",
            (Select(unit="Attention.__init__"),)),
     Lesson("attention_scale", "attention_scale", "the scale is 1/sqrt(head width) in every port",
-           (Select(unit="Attention.call", contains=("scale",)),)),
+           (Select(unit="Attention.call", contains=("scale",)),
+            Select(unit="Attention.explicit", contains=("scale",))),),
     Lesson("batch_first", "batch_first", "why torch does not use nn.MultiheadAttention",
            (Select(unit="Attention", docstring=True),)),
     Lesson("remainder", "remainder", "padding is explicit; the conv itself is 'valid'",
@@ -56,6 +57,10 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson("cross_entropy", "cross_entropy", "mean CE from logits in every port",
            (Select(unit="Port.loss_and_gradients", contains=("cross_entropy", "from_logits", "mean",
                                                              "CrossEntropy", "optax.")),)),
+    Lesson("attention_bias", "attention_bias", "every port passes the spec's qkv_bias; MLX's default is none",
+           (Select(unit="Attention.__init__"),)),
+    Lesson("gelu_names", "gelu_names", "four spellings of the same two forms; MLX's 'fast' is neither",
+           (Select(unit="activation"),)),
 )
 
 
@@ -95,7 +100,7 @@ def build_view(item: Lesson, measure: bool = True) -> LessonView:
 
 
 def side_by_side(code: dict[str, list[Excerpt]], width: int = 180) -> list[str]:
-    """Three columns, one per framework; long lines wrap inside their column."""
+    """One column per framework; long lines wrap inside their column."""
     column = max(30, (width - 2 * 3) // len(code))
     blocks: dict[str, list[str]] = {}
     for fw, excerpts in code.items():

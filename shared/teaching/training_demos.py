@@ -14,7 +14,7 @@ from shared.core.reference import forward, layer_norm
 from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant
 
 # What each framework's AdamW is called in the demonstration lines.
-OPTIMIZER_NAMES = {"torch": "torch", "keras": "keras", "flax": "optax"}
+OPTIMIZER_NAMES = {"torch": "torch", "keras": "keras", "flax": "optax", "mlx": "mlx"}
 
 
 def adam_numpy(p: np.ndarray, g: np.ndarray, lr: float, eps: float, eps_hat: bool,
@@ -107,6 +107,17 @@ def demo_clipnorm() -> Demo:
         vs_numpy = max(gap(a, b) for a, b in zip(glob, global_clipped, strict=True))
         demo.lines.append(f"keras SGD(lr=1): clipnorm vs global_clipnorm updates differ by {g_keras:.3g}; "
                           f"global_clipnorm vs numpy global {vs_numpy:.3g}")
+    mlx = framework("mlx")
+    if mlx is not None:  # its 1e-6 in the denominator: 1e-6 relative, unless the norm is that small
+        demo.ran_with.append("mlx")
+        for scale in (1.0, 1e-6):
+            small = [x * scale for x in grads]
+            exact = [x * min(1.0, clip * scale / (total * scale)) for x in small]
+            clipped = mlx.clip_grad_norm(small, clip * scale)
+            rel = max(gap(a, e) for a, e in zip(clipped, exact, strict=True)) / max(
+                float(np.max(np.abs(e))) for e in exact)
+            demo.lines.append(f"mlx optim.clip_grad_norm, norm {total * scale:.3g} clipped to "
+                              f"{clip * scale:g}: {rel:.3g} relative to the exact global clip")
     return demo
 
 
@@ -194,4 +205,50 @@ def demo_variance() -> Demo:
             if fast_flag:
                 demo.gap = max(demo.gap, err)
         demo.ran_with.append("flax")
+    return demo
+
+
+def demo_bias_correction() -> Demo:
+    lr = 1e-3
+    p, g = _synthetic(1e-2)
+    m, v = 0.1 * g, 0.001 * g * g  # Adam's moments after one step from zero
+    uncorrected = p - lr * m / (np.sqrt(v) + 1e-8)
+    corrected = adam_numpy(p, g, lr, 1e-8, eps_hat=False)
+    demo = Demo(gap(uncorrected, corrected), ran_with=["numpy"])
+    demo.lines.append(f"1 step, lr {lr:g}: Adam without bias correction vs with {demo.gap:.3g} "
+                      "(numpy formulas; the first update is ~0.32 of the corrected one)")
+    mlx = framework("mlx")
+    if mlx is None:
+        return demo
+    default = mlx.adam_step(p, g, lr, 1e-8, 0.0, bias_correction=False)
+    pinned = mlx.adam_step(p, g, lr, 1e-8, 0.0, bias_correction=True)
+    demo.ran_with.append("mlx")
+    demo.gap = max(demo.gap, gap(default, corrected))
+    demo.lines.append(f"mlx AdamW(bias_correction=False), its default: {gap(default, corrected):.3g} from "
+                      f"torch's update; bias_correction=True: {gap(pinned, corrected):.3g}")
+    bias = np.full(8, 0.5, np.float32)
+    decayed = mlx.adam_step(bias, np.zeros_like(bias), lr, 1e-8, 0.01)
+    demo.lines.append(f"mlx AdamW's default weight_decay 0.01 moves a bias with zero gradient by "
+                      f"{gap(decayed, bias):.3g} per step; pin: every weight_decay given")
+    return demo
+
+
+def demo_float64() -> Demo:
+    demo = Demo(None)
+    mlx = framework("mlx")
+    if mlx is None:
+        demo.lines.append("needs mlx")
+        return demo
+    spec = quadrant()
+    case = demo_case(spec)
+    reference = forward(spec, case.weights, case.images)
+    logits = mlx.float64_logits(spec, case.weights, case.images)
+    demo.ran_with.append("mlx")
+    demo.gap = gap(logits["float64"], reference)
+    as_given = gap(logits["float64, input left to mx.array"], reference)
+    demo.lines.append(f"quadrant, mlx vs the NumPy float64 reference: float32 "
+                      f"{gap(logits['float32'], reference):.3g}, float64 on the CPU {demo.gap:.3g} (its "
+                      f"float64 convolution keeps float32 precision), input left to mx.array {as_given:.3g}")
+    gpu = logits["gpu"]
+    demo.lines.append("mx.gpu: none on this machine" if gpu is None else f"mx.gpu with float64: {gpu}")
     return demo

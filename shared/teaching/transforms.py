@@ -170,6 +170,16 @@ def dense_reshaped(case: Case) -> Case | None:
     return _with_weights(case, **changed)
 
 
+def attention_biases_zeroed(case: Case) -> Case | None:
+    """Every attention bias (q, k, v and output) zero: what an MLX nn.MultiHeadAttention left at
+    its default bias=False computes with canonical weights."""
+    if not case.spec.qkv_bias:
+        return None
+    zeroed = {name: np.zeros_like(value) for name, value in case.weights.items()
+              if ".attn." in name and name.endswith(".bias")}
+    return _with_weights(case, **zeroed)
+
+
 def images_reshaped_nchw(case: Case) -> Case | None:
     """NHWC images turned into NCHW with reshape instead of a transpose."""
     b, h, w, c = case.images.shape

@@ -41,7 +41,7 @@ class Variant:
 # so diagnose can stay fast (no framework import) without drifting from the frameworks.
 EPSILON_SOURCES: tuple[tuple[float, str], ...] = (
     (1e-3, "Keras' LayerNormalization default epsilon"),
-    (1e-5, "torch's nn.LayerNorm default eps"),
+    (1e-5, "torch's and MLX's nn.LayerNorm default eps"),
     (1e-6, "Flax's nnx.LayerNorm default epsilon"),
     (1e-7, "keras.ops.layer_normalization's default (backend.epsilon())"),
     (1e-12, "the epsilon of BERT-style Hugging Face configs (layer_norm_eps=1e-12)"),
@@ -108,6 +108,9 @@ def all_variants() -> list[Variant]:
                 t.pos_last_rows),
         Variant("no position embedding", "pos_table_rows", "pos_embed",
                 "your port never adds the position table", t.no_positions),
+        Variant("attention biases dropped", "attention_bias", "attention_bias",
+                "your port's attention has no biases (MLX nn.MultiHeadAttention's default "
+                "bias=False)", t.attention_biases_zeroed),
     ]
     return out
 
