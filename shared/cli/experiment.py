@@ -31,6 +31,7 @@ import numpy as np
 
 from shared.errors import InputError
 from shared.runtime.launch import launch, run_worker
+from shared.teaching.attention_scale import attention_statistics
 
 ORDER = 45
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
@@ -140,20 +141,6 @@ def narrow(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
 
 
 # ---- why attention divides by sqrt(d_k) ------------------------------------------------------------
-def attention_statistics(dim: int, scaled: bool, keys: int = 16, queries: int = 2000,
-                         seed: int = 0) -> tuple[float, float]:
-    """Mean max weight and mean entropy (nats) of softmax(q.k [/ sqrt(d)]) for standard-normal q, k."""
-    rng = np.random.default_rng([seed, dim])
-    q = rng.standard_normal((queries, dim))
-    k = rng.standard_normal((queries, keys, dim))
-    scores = np.einsum("qd,qkd->qk", q, k) / (math.sqrt(dim) if scaled else 1.0)
-    scores -= scores.max(axis=-1, keepdims=True)
-    weights = np.exp(scores)
-    weights /= weights.sum(axis=-1, keepdims=True)
-    entropy = -np.sum(weights * np.log(np.maximum(weights, 1e-300)), axis=-1)
-    return float(weights.max(axis=-1).mean()), float(entropy.mean())
-
-
 def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     dims, keys = (1, 4, 512), 16
     print(f"random standard-normal queries and {keys} keys; uniform attention has max weight "

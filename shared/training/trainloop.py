@@ -120,12 +120,7 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
                 progress(_bar(framework, seed, epoch, k + 1, per_epoch, loss))
         result.wall_s["train"] += time.perf_counter() - t1
         t2 = time.perf_counter()
-        metrics = {"train_loss": float(np.mean(losses))}
-        metrics["val_loss"], metrics["val_accuracy"] = (
-            trainer.evaluate(data.val.images, data.val.labels) if len(data.val) else (math.nan, math.nan))
-        metrics["test_loss"], metrics["test_accuracy"] = trainer.evaluate(data.test.images, data.test.labels)
-        if "train_accuracy" in (recipe.plateau_metric, recipe.early_stop_metric):
-            _, metrics["train_accuracy"] = trainer.evaluate(data.train.images, data.train.labels)
+        metrics = _evaluate(trainer, data, recipe, losses)
         if epoch_hook is not None:
             epoch_hook(epoch, trainer)
         result.wall_s["evaluate"] += time.perf_counter() - t2
@@ -146,6 +141,18 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
             checkpoint.save(checkpoint_dir, spec, recipe, trainer, controller, result.to_dict())
             result.wall_s["checkpoint"] += time.perf_counter() - t3
     return result, trainer
+
+
+def _evaluate(trainer: Any, data: Dataset, recipe: TrainSpec, losses: list[float]) -> dict[str, float]:
+    """The epoch's metrics: mean training loss, validation and test loss and accuracy (and the
+    training accuracy when the schedule watches it)."""
+    metrics = {"train_loss": float(np.mean(losses))}
+    metrics["val_loss"], metrics["val_accuracy"] = (
+        trainer.evaluate(data.val.images, data.val.labels) if len(data.val) else (math.nan, math.nan))
+    metrics["test_loss"], metrics["test_accuracy"] = trainer.evaluate(data.test.images, data.test.labels)
+    if "train_accuracy" in (recipe.plateau_metric, recipe.early_stop_metric):
+        _, metrics["train_accuracy"] = trainer.evaluate(data.train.images, data.train.labels)
+    return metrics
 
 
 def _bar(framework: str, seed: int, epoch: int, done: int, total: int, loss: float) -> str:
