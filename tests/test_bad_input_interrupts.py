@@ -71,7 +71,7 @@ def test_an_interrupt_during_a_save_keeps_the_previous_unit(tmp_path: Path, mome
 
 def run_train(folder: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "compare.py"), "train", "--spec", "quadrant",
-                             "--framework", "torch", "--epochs", "6", "--quiet", "--checkpoints",
+                             "--framework", "torch", "--epochs", "10", "--quiet", "--checkpoints",
                              str(folder), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
