@@ -24,8 +24,8 @@ ISSUE_ENTRIES = {  # issue 5, "What to build" 1
     "adamw_epsilon", "weight_decay", "clipnorm", "cross_entropy", "dropout_flags", "cpu_precision",
 }
 
-# Smallest gap each demonstration must show (well below what it measures; divergences.md gives
-# the magnitudes): a demo reporting less has stopped demonstrating its divergence.
+# Smallest gap each demonstration must show (well below what it measures: `compare.py divergences`
+# prints the magnitudes): a demo reporting less has stopped demonstrating its divergence.
 MIN_GAP = {
     "layer_norm_eps": 1e-3, "gelu": 1e-4, "adamw_epsilon": 1e-4, "weight_decay": 1e-3,
     "cpu_precision": 1e-3, "remainder": 1e-2, "pos_table_rows": 1e-2,

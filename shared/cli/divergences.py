@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     payload = []
     for e in entries:
         defaults = e.defaults()
-        print(f"== {e.key}: {e.title}  [{e.kind}; divergences.md row {e.rows}]")
+        print(f"== {e.key}: {e.title}  [{e.kind}]")
         print(f"   differs: {e.differs}")
         for fw, value in defaults.items():
             print(f"   {fw:6s} default: {value}")

@@ -28,7 +28,7 @@ class Entry:
     differs: str
     pin: str  # the spec / train-spec field or fixed convention that pins it
     kind: str  # forward | training | numerics
-    rows: str  # the entry's rows in the project's divergence table (printed by `compare.py divergences`)
+    rows: str  # where the measurement came from in the project's first survey (kept for JSON readers)
     demo: Callable[[], Demo]
     variants: tuple[str, ...] = ()  # shared.teaching.variants keys that model the unpinned port
     framework_default: bool = True  # False: a convention of the model code, no framework API to read
