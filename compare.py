@@ -11,6 +11,7 @@ import sys
 
 from shared.cli import command_modules
 from shared.cli._options import OneLineParser
+from shared.cli._quiet import native_stderr_captured
 from shared.errors import PortbenchError
 
 
@@ -28,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["main"])  # the default job: verify, then time
     try:
-        return int(args.run(args) or 0)
+        with native_stderr_captured():  # TensorFlow's C++ start-up lines, unless it fails
+            return int(args.run(args) or 0)
     except PortbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.core.spec import ModelSpec
-from shared.measure import gate
+from shared.measure import backends, gate, roofline
 from shared.measure.stats import Budget, summarise
 from shared.runtime.launch import run_worker
 
@@ -74,9 +74,31 @@ def compile_cache_env(workdir: str, compile_cache: str = "cold") -> dict[str, st
     return {"TORCHINDUCTOR_CACHE_DIR": cold_dir if compile_cache == "cold" else str(WARM_CACHE_DIR)}
 
 
+def cache_entries(compile_cache: str) -> int:
+    """Files in the shared compile cache (0 for a cold run, whose cache is private)."""
+    if compile_cache != "warm" or not WARM_CACHE_DIR.is_dir():
+        return 0
+    return sum(len(files) for _, _, files in os.walk(WARM_CACHE_DIR))
+
+
+def compile_cache_state(row: dict[str, Any], compile_cache: str, before: int, after: int) -> None:
+    """Mark the compile phase cold or warm. Only inductor (torch.compile, also under Keras' torch
+    backend) keeps a cache across processes here; it was warm when the shared cache already had
+    entries and this worker added none (a miss writes the compiled graph and kernels)."""
+    phase = row.get("phases", {}).get("compile")
+    if not phase or phase.get("status") != "ok":
+        return
+    warm = row.get("backend") == "torch" and compile_cache == "warm" and before > 0 and after == before
+    phase["cache"] = "warm" if warm else "cold"
+    if row.get("backend") == "torch":
+        phase["note"] = backends.compile_note("torch", phase["cache"])
+
+
 def run_framework(framework: str, config: RunConfig, reference_npz: str,
-                  progress: Progress = print) -> dict[str, Any]:
-    """Run one timing worker and return its row; never raises for the worker's own failures."""
+                  progress: Progress = print, arrays: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one timing worker and return its row; never raises for the worker's own failures.
+    `arrays` receives the worker's arrays (the gated logits)."""
+    before = cache_entries(config.compile_cache)
     with tempfile.TemporaryDirectory(prefix=f"portbench-{framework}-") as workdir:
         job = {"kind": "timing", **config.worker_config(framework, reference_npz)}
         result = run_worker(framework, {"timing": job}, workdir, config.timeout_s,
@@ -84,6 +106,10 @@ def run_framework(framework: str, config: RunConfig, reference_npz: str,
                             env=compile_cache_env(workdir, config.compile_cache))
     finished, tail = result.process, result.process.tail
     row = result.reports.get("timing")
+    if arrays is not None:
+        arrays.update(result.arrays.get("timing", {}))
+    if row is not None:
+        compile_cache_state(row, config.compile_cache, before, cache_entries(config.compile_cache))
     if finished.timed_out:
         return _failed_row(framework, config, "timeout",
                            f"no result within --timeout {config.timeout_s:g}s; worker killed", tail)
@@ -114,20 +140,29 @@ def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tai
 
 
 def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print,
-            on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+            on_row: Callable[[dict[str, Any]], None] | None = None,
+            logits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every framework in turn, with the same spec, weights, batch, threads and budget. With
     `config.processes` > 1 the frameworks are interleaved (a b c a b c ...), so slow drift in the
-    machine's load hits each of them alike, and each framework's replicates become one row."""
+    machine's load hits each of them alike, and each framework's replicates become one row.
+    `logits` receives framework -> the eager logits its equivalence gate checked, and
+    "reference" -> the float64 reference's."""
     replicates: dict[str, list[dict[str, Any]]] = {f: [] for f in frameworks}
     with tempfile.TemporaryDirectory(prefix="portbench-ref-") as refdir:
         reference_npz = os.path.join(refdir, "reference.npz")
         progress(f"reference logits (float64 NumPy) for {config.spec.name}")
-        gate.write_reference(reference_npz, config.spec, config.batch, config.seed, config.weights_seed)
+        ref = gate.write_reference(reference_npz, config.spec, config.batch, config.seed,
+                                   config.weights_seed)
+        if logits is not None:
+            logits["reference"] = ref
         for rep in range(config.processes):
             for i, framework in enumerate(frameworks, 1):
                 suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
                 progress(f"[{i}/{len(frameworks)}] {framework}: fresh worker process{suffix}")
-                row = run_framework(framework, config, reference_npz, progress)
+                arrays: dict[str, Any] = {}
+                row = run_framework(framework, config, reference_npz, progress, arrays)
+                if logits is not None and "eager_logits" in arrays:
+                    logits.setdefault(framework, arrays["eager_logits"])
                 replicates[framework].append(row)
                 if on_row:
                     on_row(row)
@@ -158,6 +193,10 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
                         "cpu_util": _median([p.get("cpu_util") for p in parts]),
                         "foreign_cpu": max((p.get("foreign_cpu") or 0.0) for p in parts)}
     out["phases"] = phases
+    if out.get("roofline"):  # the pooled medians, against the first process's GEMM rate
+        record = out["roofline"]
+        out["roofline"] = {**record, "phases": roofline.achieved(record["forward_flops"], phases,
+                                                                 record["gemm"])}
     out["memory"] = {k: (max(vals) if (vals := [r["memory"].get(k) for r in rows
                                                  if isinstance(r["memory"].get(k), int)]) else
                          rows[0]["memory"].get(k))
