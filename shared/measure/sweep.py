@@ -79,9 +79,11 @@ def point_time(row: dict[str, Any]) -> float | None:
 
 
 def point_memory(row: dict[str, Any]) -> tuple[int | None, str]:
-    """(bytes, source): the framework allocator's peak where it keeps one, else peak RSS."""
+    """(bytes, source): the framework allocator's peak on an accelerator, else peak RSS (a CPU
+    allocator's counter, where a framework keeps one, misses most of what it holds)."""
     memory = row.get("memory") or {}
-    if isinstance(memory.get("allocator_peak_bytes"), int):
+    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
+    if not on_cpu and isinstance(memory.get("allocator_peak_bytes"), int):
         return memory["allocator_peak_bytes"], "allocator peak"
     return memory.get("peak_rss_bytes"), "peak RSS"
 

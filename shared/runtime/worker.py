@@ -38,6 +38,7 @@ KINDS: dict[str, str] = {
     "logits": "shared.runtime.jobs:logits",
     "taps": "shared.runtime.jobs:taps",
     "timing": "shared.measure.phases:run",
+    "peers": "shared.measure.peers:run",
     "steps": "shared.training.parity:steps",
     "grad": "shared.training.parity:gradients",
     "loop": "shared.training.parity:loop",
