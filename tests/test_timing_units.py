@@ -165,8 +165,8 @@ def test_roofline_rate_weights_each_shape_by_its_count_and_fraction_is_achieved_
     from shared.measure import roofline
 
     # 2 GFLOP at 1 s, counted once, and 1 GFLOP at 0.25 s, counted 4 times: 6 GFLOP in 2 s.
-    shapes = [{"m": 1000, "k": 1000, "n": 1000, "count": 1, "median": 1.0},
-              {"m": 500, "k": 1000, "n": 1000, "count": 4, "median": 0.25}]
+    shapes = [{"m": 1000, "k": 1000, "n": 1000, "count": 1, "seconds": 1.0},
+              {"m": 500, "k": 1000, "n": 1000, "count": 4, "seconds": 0.25}]
     assert roofline.weighted_rate(shapes) == pytest.approx(3.0)
     gemm = {"status": "ok", "gflops": 3.0}
     phases = {"forward_eager": {"status": "ok", "median": 2.0},

@@ -48,7 +48,8 @@ def compile_note(backend: str | None, cache: str = "cold") -> str:
     return {
         "torch": inductor,
         "tensorflow": "the port's tf.function: trace (+ XLA compile where it sets jit_compile)",
-        "jax": "jax.jit: trace + XLA compile; persistent compilation cache off",
+        "jax": ("jax.jit: trace + XLA compile; persistent compilation cache off" if cache == "cold" else
+                "jax.jit: trace, XLA executable from the persistent compilation cache"),
     }.get(backend or "", "the port's compiled_forward(), first call")
 
 
