@@ -5,7 +5,11 @@ threads and device (`gemm_call` in every ports/<fw>/port.py) on the spec's own d
 shapes (`flops.gemm_shapes`), each weighted by how often the forward pass runs it: the rate the
 model would reach if it did nothing but its GEMMs at the library's speed. A ceiling is what the
 library can do, so each shape counts its fastest call (on a shared CPU a median of a few calls
-would sink with the neighbours' load and put models above 100%). A row's achieved rate
+would sink with the neighbours' load and put models above 100%), and a small shape is timed with
+more rows, enough for MIN_GEMM_FLOPS per call: a 224x32 @ 32x96 product alone measures the cost
+of one call, not the GEMM, and a compiled model that runs all its GEMMs in one call would sit at
+several times such a "ceiling". On a tiny spec the roofline therefore says how far per-op
+overhead keeps the model from the machine's limit. A row's achieved rate
 is the analytic FLOPs (`flops.forward_flops`) over its median forward time; the roofline
 fraction is achieved / ceiling. Attention's small products, softmax, LayerNorm, GELU and
 dispatch are what keeps it below 1.
@@ -23,6 +27,7 @@ from shared.measure.stats import Budget, repeat, summarise
 # until 0.1 s so that their microsecond times are not one timer tick.
 GEMM_BUDGET = Budget(warmup=2, min_repeats=5, max_repeats=200, seconds=0.1)
 FORWARD_PHASES = ("forward_eager", "forward_compiled")
+MIN_GEMM_FLOPS = 2 * 10**8  # per timed product: milliseconds at tens of GFLOP/s, so the call is noise
 
 
 def gemm_rate(module: Any, spec: ModelSpec, batch: int, device: str,
@@ -32,11 +37,12 @@ def gemm_rate(module: Any, spec: ModelSpec, batch: int, device: str,
         return {"status": "n/a", "reason": "the port module has no gemm_call"}
     shapes = []
     for mm in flops.gemm_shapes(spec, batch):
-        call = module.gemm_call(mm.m, mm.k, mm.n, device)
-        stats = summarise(repeat(call, budget))
+        rows = max(mm.m, -(-MIN_GEMM_FLOPS // (2 * mm.k * mm.n)))
+        stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device), budget))
+        rate = 2 * rows * mm.k * mm.n / stats["min"] / 1e9
         shapes.append({"name": mm.name, "m": mm.m, "k": mm.k, "n": mm.n, "count": mm.count,
-                       "seconds": stats["min"], "median": stats["median"], "n_samples": stats["n"],
-                       "gflops": 2 * mm.m * mm.k * mm.n / stats["min"] / 1e9})
+                       "m_timed": rows, "n_samples": stats["n"], "gflops": rate,
+                       "seconds": 2 * mm.m * mm.k * mm.n / rate / 1e9})  # the spec's product at that rate
     return {"status": "ok", "gflops": weighted_rate(shapes), "shapes": shapes}
 
 

@@ -94,7 +94,8 @@ def compile_cache_state(row: dict[str, Any], compile_cache: str, before: dict[st
     """Mark the compile phase cold or warm. Inductor (torch.compile, also under Keras' torch
     backend) and JAX (jax.jit, also Keras on JAX) keep a cache across processes with
     `--compile-cache warm`; it was warm when the shared cache already had entries and this worker
-    added none (a miss writes the compiled graph). TensorFlow's graphs are always cold."""
+    added none (a miss writes the compiled graph): the cache held everything the worker compiled.
+    TensorFlow's graphs are always cold."""
     phase = row.get("phases", {}).get("compile")
     if not phase or phase.get("status") != "ok":
         return
