@@ -139,3 +139,11 @@ def test_main_job_verifies_in_its_one_timing_pass(runs) -> None:
     rows = rows_by_framework(path)
     assert set(rows) == {"torch", "flax"} and all(r["equivalence"]["eager"]["passed"] for r in rows.values())
     assert rows["torch"]["roofline"]["gemm"]["status"] == "ok"
+
+
+def test_tensorflow_start_up_lines_stay_out_of_an_in_process_command(tmp_path) -> None:
+    result = compare("logits", "--framework", "keras", "--spec", "quadrant", "--out", str(tmp_path / "k.npy"))
+    assert result.returncode == 0, result.stderr
+    for noise in ("absl::InitializeLog", "oneDNN custom operations", "cpu_feature_guard"):
+        assert noise not in result.stderr + result.stdout
+    assert result.stdout.startswith("wrote ")
