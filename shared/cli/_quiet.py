@@ -22,10 +22,13 @@ from shared.errors import PortbenchError
 
 @contextlib.contextmanager
 def native_stderr_captured() -> Iterator[None]:
+    if sys.stderr is not sys.__stderr__:  # a caller (pytest's capsys, an embedding host) owns it
+        yield
+        return
     try:
         sys.stderr.flush()
         terminal = os.dup(2)
-    except (OSError, ValueError):  # no real descriptor 2 (an embedding host): nothing to capture
+    except (OSError, ValueError):  # no real descriptor 2: nothing to capture
         yield
         return
     with tempfile.TemporaryFile() as captured:
