@@ -28,7 +28,10 @@ def run(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["main"])  # the default job: verify, then time
-    return int(args.run(args) or 0)
+    from shared.cli._quiet import native_stderr_captured
+
+    with native_stderr_captured():  # TensorFlow's C++ start-up lines, unless the command fails
+        return int(args.run(args) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:

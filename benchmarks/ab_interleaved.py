@@ -67,7 +67,7 @@ def keras_variants(spec: Any, batch: int) -> Variants:
                                             num_heads=12, hidden_dim=768, mlp_dim=3072)
     hub = keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=1000)
     hub_graph = tf.function(lambda t: hub(t, training=False), jit_compile=False)
-    return [("port tf.function(jit_compile=True) [port's compiled mode]", lambda: xla(x).numpy()),
+    return [("port compiled_forward (tf.function; XLA only off the CPU)", lambda: xla(x).numpy()),
             ("port tf.function(jit_compile=False)", lambda: graph(x).numpy()),
             ("port eager", lambda: port.to_numpy(port.forward(x))),
             ("keras-hub predict_on_batch", lambda: hub.predict_on_batch(x)),

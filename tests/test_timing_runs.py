@@ -14,13 +14,15 @@ from tests.timing_helpers import FAST, compare, finish, start_compare
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
-    """Two runs, started together:
+    """Three runs, started together:
+    - main: the bare job's one pass, on torch and flax;
     - isolation: flax crashes (SIGSEGV) and keras hangs on purpose; torch must still be timed
       (the 20 s timeout is about 3x a quadrant torch worker on a loaded 2-core CPU);
     - tampered: torch with a head bias 1e-3 off the reference's, on 2 threads."""
     root = tmp_path_factory.mktemp("timing")
-    iso, tampered = root / "run.json", root / "tampered.json"
+    iso, tampered, main = root / "run.json", root / "tampered.json", root / "main.json"
     procs = {
+        "main": (main, start_compare("main", *FAST, "--frameworks", "torch,flax", "--json", str(main))),
         "isolated": (iso, start_compare("time", *FAST, "--frameworks", "flax,keras,torch", "--threads", "1",
                                         "--timeout", "20", "--json", str(iso),
                                         fault="flax:crash,keras:hang")),
@@ -118,3 +120,30 @@ def test_report_merges_two_files_and_refuses_to_rank_them(isolated_run, tampered
     result = compare("report", str(isolated_run[0]), str(copy_path))
     assert result.returncode == 0, result.stderr
     assert "not ranking these runs: threads differs (torch@run=1, torch@two-threads=2)" in result.stdout
+
+
+def test_main_job_verifies_in_its_one_timing_pass(runs) -> None:
+    path, result = runs["main"]
+    assert result.returncode == 0, result.stderr
+    for framework in ("torch", "flax"):  # one worker each: no separate verification pass
+        assert result.stderr.count(f"{framework}: fresh worker process") == 1, result.stderr
+    assert "running torch" not in result.stderr  # `compare.py verify`'s own progress line
+    out = result.stdout
+    verdict, timing = out.index("framework | device | params"), out.index("rank  port")
+    assert verdict < timing  # the gate's verdict table first, in verify's format
+    assert out.lstrip().startswith("spec 'quadrant'")
+    assert "pairwise max abs: torch~flax" in out
+    assert "3 passed, 0 failed (the timing run's equivalence gate)" in out
+    table = [line for line in out[timing:].splitlines() if not line.startswith("wrote ")]
+    assert all(len(line) <= 100 for line in table), out
+    rows = rows_by_framework(path)
+    assert set(rows) == {"torch", "flax"} and all(r["equivalence"]["eager"]["passed"] for r in rows.values())
+    assert rows["torch"]["roofline"]["gemm"]["status"] == "ok"
+
+
+def test_tensorflow_start_up_lines_stay_out_of_an_in_process_command(tmp_path) -> None:
+    result = compare("logits", "--framework", "keras", "--spec", "quadrant", "--out", str(tmp_path / "k.npy"))
+    assert result.returncode == 0, result.stderr
+    for noise in ("absl::InitializeLog", "oneDNN custom operations", "cpu_feature_guard"):
+        assert noise not in result.stderr + result.stdout
+    assert result.stdout.startswith("wrote ")

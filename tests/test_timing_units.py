@@ -158,3 +158,74 @@ def test_process_replicates_pool_samples_and_keep_per_process_medians() -> None:
     second["status"], second["reason"] = "timeout", "killed"
     failed = combine([first, second])
     assert failed["status"] == "timeout" and failed["reason"] == "1 of 2 processes: killed"
+
+
+# ---- roofline and the 100-column table ---------------------------------------------------------
+def test_roofline_rate_weights_each_shape_by_its_count_and_fraction_is_achieved_over_it() -> None:
+    from shared.measure import roofline
+
+    # 2 GFLOP at 1 s, counted once, and 1 GFLOP at 0.25 s, counted 4 times: 6 GFLOP in 2 s.
+    shapes = [{"m": 1000, "k": 1000, "n": 1000, "count": 1, "seconds": 1.0},
+              {"m": 500, "k": 1000, "n": 1000, "count": 4, "seconds": 0.25}]
+    assert roofline.weighted_rate(shapes) == pytest.approx(3.0)
+    gemm = {"status": "ok", "gflops": 3.0}
+    phases = {"forward_eager": {"status": "ok", "median": 2.0},
+              "forward_compiled": {"status": "n/a", "reason": "not requested"}}
+    out = roofline.achieved(12 * 10**9, phases, gemm)
+    assert out == {"forward_eager": {"gflops": pytest.approx(6.0), "fraction": pytest.approx(2.0)}}
+    assert roofline.achieved(12 * 10**9, phases, {"status": "n/a"})["forward_eager"]["fraction"] is None
+
+
+def test_gemm_shapes_are_the_specs_dense_matmuls_and_flops_come_from_one_list() -> None:
+    from shared.core.presets import get_preset
+    from shared.measure import flops
+
+    spec = get_preset("vit-b16")
+    shapes = {(m.m, m.k, m.n): m.count for m in flops.gemm_shapes(spec, 8)}
+    tokens = 8 * 197
+    assert shapes[(tokens, 768, 3 * 768)] == 12 and shapes[(tokens, 3072, 768)] == 12
+    assert shapes[(8 * 196, 768, 768)] == 1  # the patch projection
+    assert flops.forward_flops(spec, 8) == 2 * sum(m.macs for m in flops.matmuls(spec, 8))
+
+
+def synthetic_rows() -> list[dict]:
+    """Every kind of row the table shows, with the longest labels and cells it may meet."""
+    ok = make_row("keras-torch", 0.123456)
+    slow = [1.5, 1.6, 1.7]
+    ok["phases"]["forward_compiled"] = {"status": "ok", "samples": slow, **summarise(slow)}
+    ok["phases"]["train_step"] = {"status": "ok", "samples": [12.3, 45.6], **summarise([12.3, 45.6]),
+                                  "foreign_cpu": 1.75}
+    ok["phases"]["compile"] = {"status": "ok", "samples": [27.1], **summarise([27.1]), "cache": "cold"}
+    ok["memory"]["peak_rss_bytes"] = 123 * 2**30
+    ok["threads_applied"] = {"affinity_note": "4 threads requested but only 2 CPUs usable: oversubscribed"}
+    ok["roofline"] = {"forward_flops": 10**9, "gemm": {"status": "ok", "gflops": 100.0},
+                      "phases": {"forward_eager": {"gflops": 8.1, "fraction": 0.081}}}
+    warm = make_row("torch", 0.001)
+    warm["phases"]["compile"] = {"status": "ok", "samples": [4.5], **summarise([4.5]), "cache": "warm"}
+    onnx = make_row("onnx", 0.002)
+    onnx["roofline"] = {"forward_flops": 1, "gemm": {"status": "n/a", "reason": "no GEMM here " * 12},
+                        "phases": {}}
+    crashed = make_row("flax", 0.5)
+    crashed.update(status="crashed", reason="worker killed by signal SIGSEGV " + "x" * 150)
+    return [ok, warm, onnx, crashed]
+
+
+def test_default_table_fits_100_columns_and_notes_name_their_row() -> None:
+    text = output.table(synthetic_rows())
+    assert all(len(line) <= 100 for line in text.splitlines()), max(text.splitlines(), key=len)
+    header = text.splitlines()[0].split()
+    assert header[:3] == ["rank", "port", "fwd"] and header[-3:] == ["mem", "roof", "status"]
+    assert "27.1s cold" in text and "4.5s warm" in text and "8%" in text
+    for expected in ("keras-torch: CONTENDED", "keras-torch: WARNING: 4 threads", "onnx: roofline n/a",
+                     "flax: CRASHED", "roof, best forward / fp32 GEMM GFLOP/s: keras-torch 8.1/100"):
+        assert expected in text
+    assert "CRASHED" in [line.split()[-1] for line in text.splitlines()[1:5]]
+
+
+def test_wide_table_restores_every_column() -> None:
+    text = output.table(synthetic_rows(), wide=True)
+    header = text.splitlines()[0]
+    for column in ("spec", "device", "import", "build+load", "1st eager", "prepare", "eval pass",
+                   "peak RSS", "alloc peak", "gate |err|", "GEMM GFLOP/s"):
+        assert column in header
+    assert max(len(line) for line in text.splitlines()[:5]) > 100

@@ -67,6 +67,32 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "ONNX Runtime exposes no allocator statistics"
 
 
+def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
+    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+    helper, f32 = onnx.helper, onnx.TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm",
+        [helper.make_tensor_value_info("a", f32, [m, k]),
+         helper.make_tensor_value_info("b", f32, [k, n])],
+        [helper.make_tensor_value_info("c", f32, [m, n])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", export.OPSET)])
+    options = ort.SessionOptions()
+    if _THREADS:
+        options.intra_op_num_threads = _THREADS["intra_op"]
+        options.inter_op_num_threads = _THREADS["inter_op"]
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=[_PROVIDERS[device_class]])
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((m, k), dtype=np.float32),
+             "b": rng.standard_normal((k, n), dtype=np.float32)}
+
+    def call() -> np.ndarray:
+        return session.run(["c"], feeds)[0]  # returns finished host arrays
+
+    return call
+
+
 class Port:
     framework = FRAMEWORK
 

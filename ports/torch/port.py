@@ -68,6 +68,19 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "torch keeps no allocator statistics on CPU"
 
 
+def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
+    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+    device = torch.device({"cpu": "cpu", "cuda": "cuda", "metal": "mps"}[device_class])
+    a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
+
+    def call() -> float:
+        with torch.no_grad():
+            return torch.mm(a, b)[0, 0].item()  # reading one value back waits for the product
+
+    return call
+
+
 class Port:
     framework = FRAMEWORK
 

@@ -1,7 +1,13 @@
-"""The bare `python compare.py`: verify every installed port against the reference, then time the
-default spec with every installed port on the best device and print one table. Sized to finish
-in about two minutes on a 2-core CPU: short per-phase budgets, and a reused torch.compile cache
-(the compile column is then a warm-cache time, which the results file records)."""
+"""The bare `python compare.py`: one pass over the parallel texts (`ports.NATIVE`, the installed
+ones) on the default spec. Each framework starts one fresh worker, whose equivalence gate (its
+logits against the float64 reference, shared/core/equivalence.py's verdict) is the verification:
+its verdict table prints first, as `compare.py verify` prints it, then the timing table. A port
+that fails the gate is INVALID and not ranked.
+
+Sized for about a minute on a 2-core CPU: 0.25 s of repeats per phase (at least 5 repeats, so
+the median and IQR stay robust), two evaluation batches, and the torch.compile cache reused
+across runs (`--compile-cache cold` for a first-compile time; the compile column says which).
+`--frameworks all` adds the other backends (keras-jax, keras-torch, onnx, ...)."""
 
 from __future__ import annotations
 
@@ -13,21 +19,18 @@ ORDER = 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("main", help="verify, then time the default spec with every installed port")
+    from ports import NATIVE
+
+    parser = sub.add_parser("main", help="verify and time the parallel texts in one pass",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
-    parser.add_argument("--skip-verify", action="store_true", help="time without verifying first")
-    add_timing_arguments(parser)
-    parser.set_defaults(run=run, overrides=[], factorial=None, budget=0.5, eval_batches=2,
-                        compile_cache="warm", max_repeats=50)
+    add_timing_arguments(parser, f"the installed ones of {','.join(NATIVE)}")
+    parser.set_defaults(run=run, overrides=[], factorial=None, budget=0.25, eval_batches=2,
+                        compile_cache="warm", max_repeats=50, default_frameworks=NATIVE,
+                        print_verdicts=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from shared.cli import time as time_cli
-    from shared.cli.verify import main_verify
 
-    if not args.skip_verify:
-        code = main_verify()
-        if code != 0:
-            print("verification failed: not timing (run `compare.py time` to time anyway)")
-            return code
     return time_cli.run(args)

@@ -21,9 +21,10 @@ MODES = ("eager", "compiled", "train")
 RESULTS_DIR = Path("results")
 
 
-def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
+def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "every installed one") -> None:
     """The options shared by `time` and the bare `compare.py`."""
-    parser.add_argument("--frameworks", help="comma-separated registry names (default: every installed one)")
+    parser.add_argument("--frameworks", help="comma-separated registry names, or 'all' for every "
+                                             f"installed one (default: {default_set})")
     add_batch(parser, 8)
     add_threads(parser, 1)
     add_device(parser, "auto")
@@ -51,6 +52,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rank even when frameworks ran on different device classes")
     parser.add_argument("--rank-by", default="forward",
                         help="phase to rank by (default 'forward': each port's best forward mode)")
+    parser.add_argument("--wide", action="store_true",
+                        help="every column (default: a table that fits 100 columns)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,12 +83,16 @@ def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...
     return items
 
 
-def choose_frameworks(text: str | None) -> tuple[list[str], list[dict[str, Any]]]:
-    """(runnable names, rows for named-but-not-installed ones). Unknown names are an error."""
+def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
+                      ) -> tuple[list[str], list[dict[str, Any]]]:
+    """(runnable names, rows for named-but-not-installed ones). Unknown names are an error.
+    Without names: the installed ones of `default` (None: every installed one); 'all': every
+    installed one."""
     from ports import PORTS, installed, missing_requirement
 
-    if text is None:
-        names = [name for name, why in installed().items() if why is None]
+    if text is None or text.strip() == "all":
+        usable = [name for name, why in installed().items() if why is None]
+        names = [n for n in usable if text is not None or default is None or n in default]
         if not names:
             raise FrameworkUnavailable("no framework is installed; install one of the extras, "
                                        "e.g. pip install -e '.[torch]'")
@@ -172,13 +179,26 @@ def raise_user_errors(rows: list[dict[str, Any]]) -> None:
 
 
 def time_spec(spec: Any, frameworks: list[str], missing: list[dict[str, Any]],
-              config: Any) -> list[dict[str, Any]]:
+              config: Any, logits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     from shared.measure.runner import run_all
 
     def stop_on_user_error(row: dict[str, Any]) -> None:
         raise_user_errors([row])
 
-    return run_all(frameworks, config, progress, on_row=stop_on_user_error) + missing
+    return run_all(frameworks, config, progress, on_row=stop_on_user_error, logits=logits) + missing
+
+
+def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: dict[str, Any]) -> bool:
+    """The timing run's equivalence gate as `compare.py verify` prints it; True when all pass."""
+    from shared.cli.verify import print_report
+    from shared.measure.gate import verdicts
+
+    case, entries, pairwise = verdicts(spec, config.batch, config.seed, rows, logits)
+    print_report([case], entries, pairwise)
+    failed = [e for e in entries if not e.passed] + [p for p in pairwise if not p["passed"]]
+    print(f"\n{len(entries) + len(pairwise) - len(failed)} passed, {len(failed)} failed "
+          "(the timing run's equivalence gate)")
+    return not failed and bool(entries)
 
 
 def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None],
@@ -206,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         specs = [resolve_spec(args.spec, args.overrides)]
     configs = [build_config(args, s) for s in specs]
-    frameworks, missing = choose_frameworks(args.frameworks)
+    frameworks, missing = choose_frameworks(args.frameworks, getattr(args, "default_frameworks", None))
     stem = "-vs-".join(s.name for s in specs)
     paths = output_paths(args, stem)
     host = host_record()
@@ -216,11 +236,14 @@ def run(args: argparse.Namespace) -> int:
     for spec, config in zip(specs, configs, strict=True):
         progress(f"timing {spec.name} (spec {spec.spec_hash}) batch {config.batch}, {config.threads} "
                  f"thread(s), device {config.device}, frameworks: {', '.join(frameworks) or 'none'}")
-        rows = time_spec(spec, frameworks, [dict(m) for m in missing], config)
+        logits: dict[str, Any] | None = {} if getattr(args, "print_verdicts", False) else None
+        rows = time_spec(spec, frameworks, [dict(m) for m in missing], config, logits)
         per_spec.append(rows)
         all_rows.extend(rows)
+        if logits is not None and not print_verdicts(spec, config, rows, logits):
+            print("verification failed: the failing ports are INVALID and not ranked")
         print(f"\n{spec.name} ({spec.spec_hash}), batch {config.batch}, {config.threads} thread(s)")
-        print(output.table(rows, args.rank_by, args.allow_mixed))
+        print(output.table(rows, args.rank_by, args.allow_mixed, wide=args.wide))
 
     extra: dict[str, Any] = {}
     if args.factorial:

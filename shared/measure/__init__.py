@@ -1,16 +1,22 @@
-"""Fair, phase-separated timing (`compare.py time`, `compare.py report`).
+"""Fair, phase-separated timing (`compare.py time`, `sweep`, `peers`, `report`, the main job).
 
-Framework-neutral, like the rest of `shared/`: the frameworks are only imported by
-`shared.measure.phases` (the worker's `timing` job kind), in its own process per framework.
+Framework-neutral, like the rest of `shared/`: the frameworks are only imported in worker
+processes, by the port modules that the worker's `timing` (`phases`) and `peers` (`peers`) job
+kinds load, one process per framework.
 
 - `stats`: warm-up then repeats until a time budget or a count; median, IQR, n.
 - `environment`: what a results file records about the machine and the run.
 - `schema`: the versioned JSON results file (documented in docs/results-schema.md).
 - `guard`: the confound guard (rank only like with like) and the ranking itself.
 - `factorial`: spec x framework attribution of a time difference.
+- `flops`: the spec's matrix products: analytic FLOPs and the roofline's GEMM shapes.
+- `roofline`: each framework's fp32 GEMM rate and a row's share of it.
 - `phases`: the timed phases of one framework, run in the worker process.
-- `gate`: the equivalence gate before timing (shared/core/equivalence.py's verdict).
+- `gate`: the equivalence gate before timing (shared/core/equivalence.py's verdict), also as
+  `compare.py verify`'s entries for the main job.
 - `backends`: which backend an entry runs on; device names and memory, asked of the port.
 - `runner`: one worker per framework through the one launcher, with a timeout; collects rows.
-- `output`: terminal table, CSV and the PNG chart.
+- `sweep`: every (batch, image size) point through the runner, and the log-log slope fits.
+- `peers`: each port against the public implementations (ports/peers.py builds them).
+- `output`: terminal table (100 columns, or `wide`), CSV and the PNG chart.
 """

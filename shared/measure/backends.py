@@ -43,11 +43,15 @@ def device_name(module: Any, device_class: str) -> str:
     return name or {"cuda": "CUDA GPU", "metal": "Apple GPU (Metal)"}.get(device_class, device_class)
 
 
-def compile_note(backend: str | None) -> str:
+def compile_note(backend: str | None, cache: str = "cold") -> str:
+    inductor = ("torch.compile (inductor), cold cache: a fresh TORCHINDUCTOR_CACHE_DIR per run"
+                if cache == "cold" else
+                "torch.compile (inductor), warm cache: compiled graphs reused from an earlier run")
     return {
-        "torch": "torch.compile (inductor), cold cache: a fresh TORCHINDUCTOR_CACHE_DIR per run",
+        "torch": inductor,
         "tensorflow": "the port's tf.function: trace (+ XLA compile where it sets jit_compile)",
-        "jax": "jax.jit: trace + XLA compile; persistent compilation cache off",
+        "jax": ("jax.jit: trace + XLA compile; persistent compilation cache off" if cache == "cold" else
+                "jax.jit: trace, XLA executable from the persistent compilation cache"),
     }.get(backend or "", "the port's compiled_forward(), first call")
 
 

@@ -1,26 +1,74 @@
-"""Analytic forward FLOPs of a spec: 2 x multiply-adds of every matmul and the patch projection,
-both attention products (Q·Kᵀ and A·V) included; softmax, GELU, LayerNorm and adds excluded
-(performance.md §D.18). ViT-B/16: 17.564 G multiply-adds = 35.13 GFLOP per 224² image."""
+"""Analytic forward FLOPs of a spec, and the matrix products they come from (one source for the
+FLOP count, the roofline's GEMM shapes and the peers' rates).
+
+FLOPs are 2 x multiply-adds of every matmul and the patch projection, both attention products
+(Q·Kᵀ and A·V) included; softmax, GELU, LayerNorm and adds are excluded. ViT-B/16: 17.564 G
+multiply-adds = 35.13 GFLOP per 224² image.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from shared.core.spec import ModelSpec
 
 
-def forward_macs_per_image(spec: ModelSpec) -> int:
+@dataclass(frozen=True)
+class Matmul:
+    """`count` products of (m, k) @ (k, n) in one forward pass over a batch."""
+
+    name: str
+    m: int
+    k: int
+    n: int
+    count: int = 1
+    dense: bool = True  # a weight matmul over every token (False: attention's per-head products)
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.k * self.n * self.count
+
+
+def matmuls(spec: ModelSpec, batch: int) -> list[Matmul]:
+    """Every matrix product of one forward pass, in the order the model runs them."""
     d = spec.derived
-    n, width, inner = d.seq_len, spec.dim, d.attn_inner
-    patch = d.num_patches * d.patch_features * width
-    per_block = (n * width * 3 * inner  # q, k, v projections
-                 + 2 * n * n * inner  # Q·Kᵀ and A·V over all heads
-                 + n * inner * width  # output projection
-                 + 2 * n * width * spec.mlp_dim)  # MLP in and out
-    head, features = 0, d.pooled_dim
-    for hidden in (*spec.head_hidden, spec.num_classes):
-        head += features * hidden
+    n, width, inner, tokens = d.seq_len, spec.dim, d.attn_inner, batch * d.seq_len
+    heads = batch * spec.heads
+    out = [
+        Matmul("patch", batch * d.num_patches, d.patch_features, width),
+        Matmul("qkv", tokens, width, 3 * inner, spec.depth),
+        Matmul("q·kᵀ", n, spec.head_dim, n, spec.depth * heads, dense=False),
+        Matmul("a·v", n, n, spec.head_dim, spec.depth * heads, dense=False),
+        Matmul("attn out", tokens, inner, width, spec.depth),
+        Matmul("mlp in", tokens, width, spec.mlp_dim, spec.depth),
+        Matmul("mlp out", tokens, spec.mlp_dim, width, spec.depth),
+    ]
+    features = d.pooled_dim
+    for i, hidden in enumerate((*spec.head_hidden, spec.num_classes)):
+        out.append(Matmul(f"head {i}", batch, features, hidden))
         features = hidden
-    return patch + spec.depth * per_block + head
+    return out
+
+
+def forward_macs_per_image(spec: ModelSpec) -> int:
+    return sum(m.macs for m in matmuls(spec, 1))
 
 
 def forward_flops(spec: ModelSpec, batch: int) -> int:
-    return 2 * forward_macs_per_image(spec) * batch
+    return 2 * sum(m.macs for m in matmuls(spec, batch))
+
+
+def gemm_shapes(spec: ModelSpec, batch: int) -> list[Matmul]:
+    """The roofline's fixed, short set: the spec's own dense matmuls over all tokens (patch
+    projection, q/k/v, attention output, MLP in and out), distinct shapes only, each counted as
+    often as the forward pass runs it. The head (m = batch) and attention's per-head products are
+    left out: they are the part of the model that cannot run at the GEMM rate."""
+    shapes: dict[tuple[int, int, int], Matmul] = {}
+    for mm in matmuls(spec, batch):
+        if not mm.dense or mm.name.startswith("head"):
+            continue
+        key = (mm.m, mm.k, mm.n)
+        seen = shapes.get(key)
+        shapes[key] = mm if seen is None else Matmul(f"{seen.name}+{mm.name}", *key,
+                                                     seen.count + mm.count)
+    return list(shapes.values())

@@ -16,6 +16,7 @@ from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
+from shared.runtime.verify import Case, Entry, pairwise_gaps
 
 GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough to catch errors
 
@@ -25,11 +26,17 @@ def tolerance(spec: ModelSpec, reference_logits: np.ndarray | None = None) -> fl
     return logit_atol(spec, reference_logits)
 
 
-def write_reference(path: str | Path, spec: ModelSpec, batch: int, seed: int, weights_seed: int) -> None:
-    """Reference logits for the first images of the timed batch, computed once by the parent."""
-    images = probe_batch(spec, batch=batch, seed=seed)[:GATE_IMAGES]
-    logits = reference.forward(spec, init_weights(spec, seed=weights_seed), images)
+def gate_images(spec: ModelSpec, batch: int, seed: int) -> np.ndarray:
+    """The images the gate checks: the first GATE_IMAGES of the timed batch."""
+    return probe_batch(spec, batch=batch, seed=seed)[:GATE_IMAGES]
+
+
+def write_reference(path: str | Path, spec: ModelSpec, batch: int, seed: int,
+                    weights_seed: int) -> np.ndarray:
+    """Reference logits for the gate's images, computed once by the parent; returned too."""
+    logits = reference.forward(spec, init_weights(spec, seed=weights_seed), gate_images(spec, batch, seed))
     np.savez(path, logits=logits)
+    return logits
 
 
 def reference_logits(path: str | Path) -> np.ndarray:
@@ -44,4 +51,30 @@ def compare(spec: ModelSpec, port_logits: np.ndarray, ref: np.ndarray,
     verdict = check_logits(spec, port_logits, ref, param_count)
     err = verdict.max_abs_diff
     return {"passed": verdict.passed, "max_abs_err": float("inf") if err is None else err,
-            "atol": verdict.tolerance, "images": int(ref.shape[0]), "reason": verdict.reason}
+            "max_rel_err": verdict.max_rel_diff, "atol": verdict.tolerance,
+            "images": int(ref.shape[0]), "reason": verdict.reason}
+
+
+def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
+             logits: dict[str, np.ndarray]) -> tuple[Case, list[Entry], list[dict[str, Any]]]:
+    """The timing run's gate as `compare.py verify` reports it: one entry per framework (every
+    compiled mode folded in: the worst error, the first failure), and the pairwise gaps between
+    the ports' gated logits. `logits` holds framework -> gated eager logits and "reference"."""
+    case = Case(spec, {}, gate_images(spec, batch, seed))
+    ref = logits["reference"]
+    entries = []
+    for row in rows:
+        checks = row.get("equivalence") or {}
+        failed = [(mode, c) for mode, c in checks.items() if not c["passed"]]
+        errors = [c["max_abs_err"] for c in checks.values()]
+        rel = [c["max_rel_err"] for c in checks.values() if c.get("max_rel_err") is not None]
+        reason = (f"{failed[0][0]} mode: {failed[0][1]['reason']}" if failed
+                  else None if checks else row.get("reason") or "the worker checked nothing")
+        entries.append(Entry(
+            spec.name, spec.spec_hash, row["framework"],
+            device=(row.get("conditions") or {}).get("device_class"), param_count=row.get("param_count"),
+            expected_params=spec.derived.params, max_abs_diff=max(errors) if errors else None,
+            max_rel_diff=max(rel) if rel else None, tolerance=tolerance(spec, ref),
+            passed=bool(checks) and not failed, error=reason, versions=row.get("versions") or {},
+            logits=logits.get(row["framework"])))
+    return case, entries, pairwise_gaps(case, entries, ref)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from shared.core.weights import atomic_write_bytes
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
 from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
+from shared.measure.roofline import best_fraction
 from shared.measure.schema import PHASES
 
 SHORT = {
@@ -33,6 +35,8 @@ def fmt_seconds(value: float | None) -> str:
 def fmt_bytes(value: int | None) -> str:
     if value is None:
         return "n/a"
+    if value >= 2**30:
+        return f"{value / 2**30:.3g}GiB"
     return f"{value / 2**20:.0f}MiB"
 
 
@@ -46,8 +50,24 @@ def phase_cell(phase: dict[str, Any] | None) -> str:
     return f"{fmt_seconds(phase['median'])} ±{fmt_seconds(phase['iqr'] / 2)}"
 
 
-def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool = False) -> str:
-    """Rows as an aligned text table with a rank column, then the guard's verdict and notes."""
+WIDTH = 100  # the default table and its notes fit a 100-column terminal
+COMPACT_PHASES = ("forward_eager", "forward_compiled", "train_step")
+MARKS = {"ok": "ok", "invalid": "INVALID", "crashed": "CRASHED", "timeout": "TIMEOUT",
+         "unavailable": "UNAVAIL"}
+LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); compile: one "
+          "measurement per fresh process, cold or warm compile cache; peak mem: the process's peak "
+          "RSS on a CPU, the framework allocator's peak on an accelerator; roof: the faster "
+          "forward's analytic GFLOP/s as a share of the framework's own fp32 GEMM rate on the "
+          "spec's matmul shapes; --wide shows every phase")
+WIDE_LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); single values "
+               "are one cold measurement per fresh process")
+
+
+def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool = False,
+          wide: bool = False) -> str:
+    """Rows as an aligned text table with a rank column, then the legend, the guard's verdict
+    and every row's notes. By default at most WIDTH columns (rank, port, the forward modes, the
+    train step, compile, peak memory, roofline, a status mark); `wide`: every column."""
     notes: list[str] = []
     ranks: dict[int, int] = {}
     try:
@@ -58,30 +78,86 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
     except IncomparableRunsError as exc:
         notes.insert(0, str(exc))
         ranks = {}
-    header = ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS",
-              "alloc peak", "gate |err|"]
-    lines = [header]
+    lines = [_wide_header()] if wide else [_compact_header()]
     for row in rows:
-        phases = row.get("phases", {})
-        eq = row.get("equivalence") or {}
-        err = max((c.get("max_abs_err", 0.0) for c in eq.values()), default=None)
-        mem = row.get("memory", {})
-        status = row.get("status", "?").upper() if row.get("status") != "ok" else "ok"
-        lines.append([
-            str(ranks.get(id(row), "-")), label(row),
-            str(row.get("conditions", {}).get("spec_name") or "-"), status,
-            str(row.get("conditions", {}).get("device_class") or "-"),
-            *[phase_cell(phases.get(p)) for p, _ in PHASES],
-            fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
-            "-" if err is None else f"{err:.1e}",
-        ])
+        position = str(ranks.get(id(row), "-"))
+        lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
         notes.extend(row_notes(row))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    roof = roof_line(rows)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
-    legend = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); single values are "
-              "one cold measurement per fresh process")
-    return "\n".join([text, legend, *notes])
+    legend = WIDE_LEGEND if wide else LEGEND
+    return "\n".join([text, *wrap(legend), *[w for n in [*roof, *notes] for w in wrap(n)]])
+
+
+def wrap(text: str) -> list[str]:
+    """One note in lines of at most WIDTH columns, continuations indented."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [""]
+
+
+def _compact_header() -> list[str]:
+    return ["rank", "port", *[SHORT[p] for p in COMPACT_PHASES], "compile", "peak mem", "roof", "status"]
+
+
+def _compact_cells(row: dict[str, Any], position: str) -> list[str]:
+    phases, mem = row.get("phases", {}), row.get("memory", {})
+    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
+    peak = None if on_cpu else mem.get("allocator_peak_bytes")
+    _, fraction = best_fraction(row)
+    return [position, label(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
+            compile_cell(phases.get("compile")),
+            fmt_bytes(peak if isinstance(peak, int) else mem.get("peak_rss_bytes")),
+            "-" if fraction is None else f"{100 * fraction:.0f}%", status_mark(row)]
+
+
+def _wide_header() -> list[str]:
+    return ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "cache",
+            "peak RSS", "alloc peak", "gate |err|", "GFLOP/s", "GEMM GFLOP/s", "roof"]
+
+
+def _wide_cells(row: dict[str, Any], position: str) -> list[str]:
+    phases, mem = row.get("phases", {}), row.get("memory", {})
+    eq = row.get("equivalence") or {}
+    err = max((c.get("max_abs_err", 0.0) for c in eq.values()), default=None)
+    status = row.get("status", "?").upper() if row.get("status") != "ok" else "ok"
+    achieved, fraction = best_fraction(row)
+    gemm = ((row.get("roofline") or {}).get("gemm") or {}).get("gflops")
+    return [position, label(row), str(row.get("conditions", {}).get("spec_name") or "-"), status,
+            str(row.get("conditions", {}).get("device_class") or "-"),
+            *[phase_cell(phases.get(p)) for p, _ in PHASES],
+            str((phases.get("compile") or {}).get("cache") or "-"),
+            fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
+            "-" if err is None else f"{err:.1e}", _gflops(achieved), _gflops(gemm),
+            "-" if fraction is None else f"{100 * fraction:.0f}%"]
+
+
+def _gflops(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def compile_cell(phase: dict[str, Any] | None) -> str:
+    """The compile time and whether the compile cache was cold or warm."""
+    cell = phase_cell(phase)
+    cache = (phase or {}).get("cache")
+    return f"{cell} {cache}" if cache and (phase or {}).get("status") == "ok" else cell
+
+
+def status_mark(row: dict[str, Any]) -> str:
+    """ok, or the failure in capitals; `*` when notes under the table qualify the row."""
+    mark = MARKS.get(row.get("status", ""), str(row.get("status", "?")).upper())
+    return mark + ("*" if row.get("status") == "ok" and row_notes(row) else "")
+
+
+def roof_line(rows: list[dict[str, Any]]) -> list[str]:
+    """The roofline column's numbers: achieved / ceiling GFLOP/s per row."""
+    parts = []
+    for row in rows:
+        achieved, _ = best_fraction(row)
+        gemm = ((row.get("roofline") or {}).get("gemm") or {}).get("gflops")
+        if achieved is not None and gemm is not None:
+            parts.append(f"{label(row)} {achieved:.3g}/{gemm:.3g}")
+    return [f"roof, best forward / fp32 GEMM GFLOP/s: {', '.join(parts)}"] if parts else []
 
 
 def row_notes(row: dict[str, Any]) -> list[str]:
@@ -105,13 +181,17 @@ def row_notes(row: dict[str, Any]) -> list[str]:
             missing.setdefault(phase["reason"], []).append(SHORT[name])
     for reason, names in missing.items():
         notes.append(f"{label(row)}: {', '.join(names)} n/a: {reason}")
+    gemm = (row.get("roofline") or {}).get("gemm") or {}
+    if gemm.get("status") == "n/a":
+        notes.append(f"{label(row)}: roofline n/a: {gemm.get('reason')}")
     return notes
 
 
 CSV_FIELDS = ("source", "framework", "status", "reason", "spec_name", "spec_hash", "batch", "dtype",
               "threads", "device_class", "device_name", "phase", "phase_status", "median_s", "q1_s",
               "q3_s", "iqr_s", "n", "cpu_util", "foreign_cpu", "phase_note", "peak_rss_bytes",
-              "allocator_peak_bytes", "gate_max_abs_err")
+              "allocator_peak_bytes", "gate_max_abs_err", "compile_cache", "gflops", "gemm_gflops",
+              "roof_fraction")
 
 
 def csv_text(rows: list[dict[str, Any]]) -> str:
@@ -123,10 +203,13 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
         cond, mem = row.get("conditions", {}), row.get("memory", {})
         eq = row.get("equivalence") or {}
         err = max((c.get("max_abs_err", 0.0) for c in eq.values()), default=None)
+        record = row.get("roofline") or {}
+        gemm = (record.get("gemm") or {}).get("gflops")
         for name, _ in PHASES:
             phase = row.get("phases", {}).get(name)
             if phase is None:
                 continue
+            achieved = (record.get("phases") or {}).get(name) or {}
             writer.writerow({
                 "source": row.get("source", ""), "framework": row["framework"], "status": row["status"],
                 "reason": row.get("reason") or "", **{k: cond.get(k) for k in (
@@ -138,6 +221,8 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
                 "phase_note": phase.get("note") or phase.get("reason") or "",
                 "peak_rss_bytes": mem.get("peak_rss_bytes"),
                 "allocator_peak_bytes": mem.get("allocator_peak_bytes"), "gate_max_abs_err": err,
+                "compile_cache": phase.get("cache") or "", "gflops": achieved.get("gflops"),
+                "gemm_gflops": gemm if achieved else None, "roof_fraction": achieved.get("fraction"),
             })
     return buffer.getvalue()
 

@@ -28,13 +28,13 @@ from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, PortbenchError
-from shared.measure import backends, gate
+from shared.measure import backends, gate, roofline
 from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.launch import cpu_record, print_progress
-from shared.runtime.worker import Output
+from shared.runtime.worker import Output, one_line
 
 
 class Phases:
@@ -147,15 +147,17 @@ def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any]
 
 
 def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str, Any],
-                timer: Phases) -> Callable[[Any], Any] | None:
-    """The first eager call and the compile, each doubling as a check of the equivalence gate.
+                timer: Phases, arrays: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """The first eager call and the compile, each doubling as a check of the equivalence gate
+    (the gated logits go to `arrays`: the main job compares the ports pairwise with them).
     Returns the compiled forward, or None when there is none."""
     timer.progress("first eager call")
     seconds, first_out = time_once(lambda: _synced(port, port.forward(prepared, train=False)))
     timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
     reference = gate.reference_logits(config["reference_npz"])
     rows = reference.shape[0]
-    row["equivalence"]["eager"] = gate.compare(port.spec, port.to_numpy(first_out)[:rows], reference,
+    arrays["eager_logits"] = port.to_numpy(first_out)[:rows]
+    row["equivalence"]["eager"] = gate.compare(port.spec, arrays["eager_logits"], reference,
                                                row["param_count"])
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
@@ -251,6 +253,19 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
     timer.phases["train_step"]["compiled"] = compiled
 
 
+def measure_roofline(module: Any, spec: ModelSpec, device: str, config: dict[str, Any],
+                     row: dict[str, Any], timer: Phases) -> None:
+    """The framework's GEMM rate at this run's threads and device, and each forward mode's share
+    of it (shared/measure/roofline.py); a failure here costs the roofline only."""
+    timer.progress("measuring the float32 GEMM rate")
+    batch = int(config["batch"])
+    try:
+        gemm = roofline.gemm_rate(module, spec, batch, device)
+    except Exception as exc:
+        gemm = {"status": "n/a", "reason": f"GEMM rate failed: {one_line(exc)}"}
+    row["roofline"] = roofline.roofline(spec, batch, row["phases"], gemm)
+
+
 def run(framework: str, config: dict[str, Any], out: Output) -> None:
     """The `timing` job: import, build, gate, then every phase, into the row `out.report`."""
     row = out.report
@@ -266,11 +281,12 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     images = probe_batch(spec, batch=int(config["batch"]), seed=int(config["seed"]))
     prepared = port.prepare(images)
     port.sync(prepared)
-    compiled = first_calls(port, prepared, config, row, timer)
+    compiled = first_calls(port, prepared, config, row, timer, out.arrays)
     failure = gate_failure(row)
     if failure is None:
         timed_phases(port, images, prepared, compiled, config, timer)
         train_phase(framework, port, images, config, timer)
+        measure_roofline(module, spec, device, config, row, timer)
     else:
         row["status"], row["reason"] = "invalid", failure
     row["memory"].update(backends.memory(module, row["backend"], device))

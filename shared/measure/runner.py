@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.core.spec import ModelSpec
-from shared.measure import gate
+from shared.measure import backends, gate, roofline
 from shared.measure.stats import Budget, summarise
 from shared.runtime.launch import run_worker
 
@@ -65,19 +65,53 @@ class RunConfig:
         }
 
 
-WARM_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "portbench" / "inductor"
+CACHE_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "portbench"
+WARM_CACHE_DIR = CACHE_ROOT / "inductor"
+WARM_JAX_CACHE_DIR = CACHE_ROOT / "jax"
+CACHED_BACKENDS = {"torch": WARM_CACHE_DIR, "jax": WARM_JAX_CACHE_DIR}  # compilers with a disk cache
 
 
 def compile_cache_env(workdir: str, compile_cache: str = "cold") -> dict[str, str]:
-    """cold: a private inductor cache, so compile time is a real compilation, not a previous
-    run's cache hit. warm: one cache reused across runs (recorded in the results)."""
-    cold_dir = os.path.join(workdir, "inductor-cache")
-    return {"TORCHINDUCTOR_CACHE_DIR": cold_dir if compile_cache == "cold" else str(WARM_CACHE_DIR)}
+    """cold: a private inductor cache and no JAX cache, so compile time is a real compilation,
+    not a previous run's cache hit. warm: one inductor cache and one JAX persistent compilation
+    cache (every compilation, however short) reused across runs (recorded in the results)."""
+    if compile_cache == "cold":
+        return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(workdir, "inductor-cache")}
+    return {"TORCHINDUCTOR_CACHE_DIR": str(WARM_CACHE_DIR),
+            "JAX_COMPILATION_CACHE_DIR": str(WARM_JAX_CACHE_DIR),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+def cache_entries(compile_cache: str) -> dict[str, int]:
+    """Files in each shared compile cache (none for a cold run, whose caches are private)."""
+    if compile_cache != "warm":
+        return {}
+    return {backend: sum(len(files) for _, _, files in os.walk(folder)) if folder.is_dir() else 0
+            for backend, folder in CACHED_BACKENDS.items()}
+
+
+def compile_cache_state(row: dict[str, Any], compile_cache: str, before: dict[str, int],
+                        after: dict[str, int]) -> None:
+    """Mark the compile phase cold or warm. Inductor (torch.compile, also under Keras' torch
+    backend) and JAX (jax.jit, also Keras on JAX) keep a cache across processes with
+    `--compile-cache warm`; it was warm when the shared cache already had entries and this worker
+    added none (a miss writes the compiled graph): the cache held everything the worker compiled.
+    TensorFlow's graphs are always cold."""
+    phase = row.get("phases", {}).get("compile")
+    if not phase or phase.get("status") != "ok":
+        return
+    backend = row.get("backend") or ""
+    warm = before.get(backend, 0) > 0 and after.get(backend) == before.get(backend)
+    phase["cache"] = "warm" if warm else "cold"
+    if backend in CACHED_BACKENDS:
+        phase["note"] = backends.compile_note(backend, phase["cache"])
 
 
 def run_framework(framework: str, config: RunConfig, reference_npz: str,
-                  progress: Progress = print) -> dict[str, Any]:
-    """Run one timing worker and return its row; never raises for the worker's own failures."""
+                  progress: Progress = print, arrays: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run one timing worker and return its row; never raises for the worker's own failures.
+    `arrays` receives the worker's arrays (the gated logits)."""
+    before = cache_entries(config.compile_cache)
     with tempfile.TemporaryDirectory(prefix=f"portbench-{framework}-") as workdir:
         job = {"kind": "timing", **config.worker_config(framework, reference_npz)}
         result = run_worker(framework, {"timing": job}, workdir, config.timeout_s,
@@ -85,6 +119,10 @@ def run_framework(framework: str, config: RunConfig, reference_npz: str,
                             env=compile_cache_env(workdir, config.compile_cache))
     finished, tail = result.process, result.process.tail
     row = result.reports.get("timing")
+    if arrays is not None:
+        arrays.update(result.arrays.get("timing", {}))
+    if row is not None:
+        compile_cache_state(row, config.compile_cache, before, cache_entries(config.compile_cache))
     if finished.timed_out:
         return _failed_row(framework, config, "timeout",
                            f"no result within --timeout {config.timeout_s:g}s; worker killed", tail)
@@ -115,23 +153,32 @@ def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tai
 
 
 def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print,
-            on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+            on_row: Callable[[dict[str, Any]], None] | None = None,
+            logits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every framework in turn, with the same spec, weights, batch, threads and budget. With
     `config.processes` > 1 the frameworks are interleaved (a b c a b c ...), so slow drift in the
-    machine's load hits each of them alike, and each framework's replicates become one row."""
-    # the user's model (`time --model`) is one more row, in a worker of its framework's entry
+    machine's load hits each of them alike, and each framework's replicates become one row.
+    `logits` receives framework -> the eager logits its equivalence gate checked, and
+    "reference" -> the float64 reference's. The user's model (`time --model`) is one more row,
+    "yours", in a worker of its framework's entry."""
     entries = {f: f for f in frameworks} | ({"yours": config.user["entry"]} if config.user else {})
     replicates: dict[str, list[dict[str, Any]]] = {f: [] for f in entries}
     with tempfile.TemporaryDirectory(prefix="portbench-ref-") as refdir:
         reference_npz = os.path.join(refdir, "reference.npz")
         progress(f"reference logits (float64 NumPy) for {config.spec.name}")
-        gate.write_reference(reference_npz, config.spec, config.batch, config.seed, config.weights_seed)
+        ref = gate.write_reference(reference_npz, config.spec, config.batch, config.seed,
+                                   config.weights_seed)
+        if logits is not None:
+            logits["reference"] = ref
         for rep in range(config.processes):
             for i, (name, framework) in enumerate(entries.items(), 1):
                 suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
                 progress(f"[{i}/{len(entries)}] {name}: fresh worker process{suffix}")
+                arrays: dict[str, Any] = {}
                 row = run_framework(framework, config if name == "yours" else replace(config, user=None),
-                                    reference_npz, progress)
+                                    reference_npz, progress, arrays)
+                if logits is not None and "eager_logits" in arrays:
+                    logits.setdefault(name, arrays["eager_logits"])
                 replicates[name].append(row)
                 if on_row:
                     on_row(row)
@@ -162,6 +209,10 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
                         "cpu_util": _median([p.get("cpu_util") for p in parts]),
                         "foreign_cpu": max((p.get("foreign_cpu") or 0.0) for p in parts)}
     out["phases"] = phases
+    if out.get("roofline"):  # the pooled medians, against the first process's GEMM rate
+        record = out["roofline"]
+        out["roofline"] = {**record, "phases": roofline.achieved(record["forward_flops"], phases,
+                                                                 record["gemm"])}
     out["memory"] = {k: (max(vals) if (vals := [r["memory"].get(k) for r in rows
                                                  if isinstance(r["memory"].get(k), int)]) else
                          rows[0]["memory"].get(k))

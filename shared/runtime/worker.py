@@ -40,6 +40,7 @@ KINDS: dict[str, str] = {
     "user": "shared.runtime.user_jobs:user",  # a user's own model: bind, load, run, capture, time
     "devices": "shared.runtime.devices:probe",
     "timing": "shared.measure.phases:run",
+    "peers": "shared.measure.peers:run",
     "steps": "shared.training.parity:steps",
     "grad": "shared.training.parity:gradients",
     "loop": "shared.training.parity:loop",

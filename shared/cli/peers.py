@@ -1,0 +1,110 @@
+"""`compare.py peers [--spec S] [--batch 8] [--threads 2] [--frameworks ...]`: each port against
+the public implementation a user would pick instead, in one run (shared/measure/peers.py):
+
+  torch eager    vs timm eager and Transformers' PyTorch ViT (eager)
+  torch compiled vs timm under torch.compile
+  flax compiled  vs Transformers' FlaxViT under jax.jit
+  keras compiled vs keras-hub's ViT (predict_on_batch, and in a tf.function) and Transformers'
+                 TFViT in a tf.function
+
+Every implementation is random-initialised on the model the spec describes (nothing is
+downloaded), in its own fresh, pinned worker, on the same images, batch and threads. Prints each
+one's median ± IQR/2, its analytic GFLOP/s (the ports: and its share of their framework's fp32
+GEMM rate), and port / peer ratios with the range the quartiles allow. keras-hub and Transformers'
+TF ViT need packages installed beside Keras 3 without their dependencies (see the one-line
+command printed when they are missing). A benchmark: on a shared CPU its numbers are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from shared.cli._options import add_batch, add_device, add_threads, add_timeout, positive_int
+
+ORDER = 44
+PORTED = ("torch", "keras", "flax")  # the ports that have peers
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("peers", help="each port against timm, Transformers and keras-hub, in one run",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", help="preset name, spec file or JSON (default: vit-b16)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override one spec field (repeatable)")
+    parser.add_argument("--frameworks", help="ports to compare, comma-separated (default: torch,keras,flax)")
+    parser.add_argument("--modes", default="eager,compiled", help="port modes: eager and/or compiled")
+    add_batch(parser, 8)
+    add_threads(parser, 2)
+    add_device(parser, "cpu")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls per process (default 5)")
+    parser.add_argument("--processes", type=positive_int, default=1,
+                        help="times the whole sequence runs, interleaved (default 1)")
+    add_timeout(parser, 900.0)
+    parser.add_argument("--json", dest="json_path", help="write every report and ratio here")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.cli.time import parse_list, progress
+    from shared.core.budget import check_fits
+    from shared.core.files import check_output, write_output
+    from shared.core.presets import resolve_spec
+    from shared.errors import FrameworkUnavailable
+    from shared.measure import peers
+    from shared.measure.stats import Budget
+
+    spec = resolve_spec(args.spec or "vit-b16", args.overrides)
+    peers.check_expressible(spec)
+    check_fits(spec, args.batch, "a peers run")
+    frameworks = list(parse_list(args.frameworks or ",".join(PORTED), PORTED, "framework"))
+    modes = parse_list(args.modes, ("eager", "compiled"), "mode")
+    if args.json_path:
+        check_output(args.json_path, args.force)
+    impls, missing = peers.plan(frameworks, modes)
+    if missing:
+        print(f"not installed: {'; '.join(missing)}; install with: {peers.INSTALL}", file=sys.stderr)
+    if not any(not i.name.startswith("port:") for i in impls):
+        raise FrameworkUnavailable(f"no peer implementation is installed; install with: {peers.INSTALL}")
+    job = peers.job_config(args.batch, args.threads, args.device,
+                           Budget(warmup=1, min_repeats=args.repeats, max_repeats=args.repeats, seconds=0.0))
+    progress(f"peers on {spec.name}, batch {args.batch}, {args.threads} thread(s), fp32: "
+             f"{', '.join(i.name for i in impls)}")
+    results = peers.run_peers(spec, impls, job, args.processes, args.timeout, progress)
+    found = peers.ratios(results)
+    print(report_text(spec, args, results, found))
+    if args.json_path:
+        document = {"spec": spec.to_dict(), "batch": args.batch, "threads": args.threads,
+                    "results": results, "ratios": found}
+        write_output(args.json_path, (json.dumps(document, indent=1, default=str) + "\n").encode(),
+                     force=args.force)
+        print(f"wrote {args.json_path}")
+    return 1 if any(r.get("error") for r in results.values()) else 0
+
+
+def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str, Any]],
+                found: list[dict[str, Any]]) -> str:
+    from shared.core.summary import format_table
+    from shared.measure.output import fmt_seconds, wrap
+
+    rows, notes = [], []
+    for name, r in results.items():
+        if r.get("error"):
+            rows.append([name, "-", "-", "-", "-", "-", "FAILED"])
+            notes.extend(wrap(f"{name}: {r['error']}"))
+            continue
+        gemm = (r.get("gemm") or {}).get("gflops")
+        roof = f"{100 * r['gflops'] / gemm:.0f}% of {gemm:.3g}" if gemm else "-"
+        rows.append([name, f"{fmt_seconds(r['median'])} ±{fmt_seconds(r['iqr'] / 2)}", str(r["n"]),
+                     f"{r['params']:,}", f"{r['gflops']:.3g}", roof, fmt_seconds(r["first_call_s"])])
+    head = (f"\n{spec.name} ({spec.spec_hash}), batch {args.batch}, {args.threads} thread(s), fp32, "
+            f"{args.processes} process(es) each, interleaved")
+    table = format_table(["implementation", "forward", "n", "params", "GFLOP/s", "fp32 GEMM roof",
+                          "1st call"], rows)
+    lines = [f"  {r['port']} / {r['peer']}: {r['ratio']:.2f}x ({r['low']:.2f}-{r['high']:.2f})"
+             for r in found]
+    return "\n".join([head, table, *notes, "\nport / peer, median ratio (quartile range; < 1: the port "
+                      "is faster):", *(lines or ["  none: no port and peer both finished"])])

@@ -1,0 +1,155 @@
+"""`compare.py sweep --spec S --batch 1,8,64 [--image 32,64,128] [--frameworks ...]`: how each
+port's forward time and peak memory grow with the batch and the token count.
+
+Every point runs in the same fair harness as `compare.py time` (one fresh, pinned worker per
+framework, the equivalence gate first, median ± IQR), is refused before anything runs when it
+cannot fit in memory, and the fitted log-log slopes per port are printed: a time slope against
+batch well below 1 means a fixed per-call cost (eager dispatch) still dominates, near 1 the work
+does; against tokens, near 1 the linear layers dominate, toward 2 attention's n² does. Writes a
+results JSON (readable by `compare.py report`), a CSV (one line per port and point) and a PNG
+(one line per port); never over an existing file without --force.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from shared.cli._options import add_device, add_threads, add_timeout, non_negative_float
+
+ORDER = 42
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("sweep", help="time and memory against batch and image size, with fitted slopes",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override one spec field (repeatable)")
+    parser.add_argument("--batch", dest="batches", required=True,
+                        help="comma-separated batch sizes, e.g. 1,8,64")
+    parser.add_argument("--image", dest="images", help="comma-separated square image sizes in pixels, "
+                                                       "e.g. 32,64,128 (default: the spec's)")
+    parser.add_argument("--frameworks", help="comma-separated registry names, or 'all' "
+                                             "(default: every installed one)")
+    add_threads(parser, 1)
+    add_device(parser, "auto")
+    parser.add_argument("--modes", default="eager,compiled", help="eager and/or compiled (default both)")
+    parser.add_argument("--budget", type=non_negative_float, default=0.25,
+                        help="seconds of repeats per phase after warm-up (default 0.25)")
+    parser.add_argument("--compile-cache", default="warm", choices=("cold", "warm"),
+                        help="warm (default): reuse one torch.compile cache; cold: a fresh one per worker")
+    add_timeout(parser, 900.0)
+    parser.add_argument("--json", dest="json_path", help="results file (default results/sweep-SPEC-UTC.json)")
+    parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
+    parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
+    parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    parser.set_defaults(run=run, min_repeats=5, max_repeats=50, warmup=2, eval_batches=1, processes=1,
+                        rank_by="forward", allow_tf32=False, batch=1)
+
+
+def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
+    from shared.core.files import check_output
+    from shared.measure.environment import utc_now
+
+    default = Path("results") / f"sweep-{stem}-{utc_now().replace(':', '').replace('-', '')}.json"
+    json_path = Path(args.json_path) if args.json_path else default
+    if not args.json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path | None] = {
+        "json": json_path,
+        "csv": Path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
+        "chart": None if args.no_chart else (Path(args.chart_path) if args.chart_path
+                                             else json_path.with_suffix(".png")),
+    }
+    for path in paths.values():
+        if path is not None:
+            check_output(path, args.force)
+    return paths
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.cli.time import build_config, choose_frameworks, progress
+    from shared.core.presets import resolve_spec
+    from shared.measure import sweep
+
+    if "train" in args.modes.split(","):
+        from shared.errors import InputError
+
+        raise InputError("--modes for a sweep is eager and/or compiled (it fits forward times)")
+    batches = sweep.parse_values(args.batches, "--batch")
+    images = sweep.parse_values(args.images, "--image") if args.images else None
+    spec = resolve_spec(args.spec, args.overrides)
+    points = sweep.plan(spec, batches, images)  # refuses a point that cannot fit, before any runs
+    config = build_config(args, spec)
+    frameworks, missing = choose_frameworks(args.frameworks)
+    paths = output_paths(args, spec.name)
+    progress(f"sweep {spec.name}: batch {','.join(map(str, batches))}"
+             + (f", image {','.join(map(str, images))}" if images else "")
+             + f"; {args.threads} thread(s); frameworks: {', '.join(frameworks) or 'none'}")
+    rows = sweep.run_sweep(points, frameworks, config, progress)
+    fitted = sweep.fits(rows)
+    print(points_table(rows))
+    print(fits_text(fitted))
+    write(args, paths, spec, config, rows + missing, fitted)
+    bad = [r for r in rows if r["status"] in ("invalid", "crashed", "timeout")]
+    return 1 if bad else 0
+
+
+def points_table(rows: list[dict[str, Any]]) -> str:
+    from shared.core.summary import format_table
+    from shared.measure.guard import metric_value
+    from shared.measure.output import fmt_bytes, phase_cell
+    from shared.measure.sweep import point_memory
+
+    lines = []
+    for row in rows:
+        point = row["sweep_point"]
+        found = metric_value(row, "forward") if row["status"] == "ok" else None
+        lines.append([row["framework"], str(point["batch"]), f"{point['image'][0]}x{point['image'][1]}",
+                      str(point["tokens"]), phase_cell(row["phases"].get(found[1])) if found else "-",
+                      found[1].removeprefix("forward_") if found else row["status"].upper(),
+                      fmt_bytes(point_memory(row)[0])])
+    return format_table(["port", "batch", "image", "tokens", "best forward", "mode", "peak mem"], lines)
+
+
+def fits_text(fitted: dict[str, dict[str, Any]]) -> str:
+    def slope(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    lines = ["\nlog-log slopes (least squares on log values; '-': that variable did not vary):"]
+    for framework, fit in fitted.items():
+        lines.append(f"  {framework}: time ~ batch^{slope(fit['time']['batch'])} "
+                     f"tokens^{slope(fit['time']['tokens'])}; {fit['memory_source'] or 'memory'} ~ "
+                     f"batch^{slope(fit['memory']['batch'])} tokens^{slope(fit['memory']['tokens'])} "
+                     f"({fit['points']} points)")
+    lines.append("  time vs batch well below 1: a fixed per-call cost (dispatch) dominates; near 1: "
+                 "the work does.\n  time vs tokens near 1: the linear layers dominate; toward 2: "
+                 "attention's n².")
+    return "\n".join(lines)
+
+
+def write(args: argparse.Namespace, paths: dict[str, Path | None], spec: Any, config: Any,
+          rows: list[dict[str, Any]], fitted: dict[str, Any]) -> None:
+    from shared.core.files import write_output
+    from shared.measure import schema, sweep
+    from shared.measure.environment import host_record, utc_now
+
+    conditions = {**config.conditions(), "batch": None, "input_shape": None}
+    extra = {"sweep": {"batches": sweep.parse_values(args.batches, "--batch"),
+                       "images": sweep.parse_values(args.images, "--image") if args.images else None,
+                       "fits": fitted}}
+    doc = schema.new_results(host_record(), conditions, rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
+    schema.validate(doc, "results being written")
+    write_output(paths["json"], schema.dumps(doc).encode(), force=args.force)
+    measured = [r for r in rows if "sweep_point" in r]
+    write_output(paths["csv"], sweep.csv_text(measured).encode(), force=args.force)
+    written = [str(paths["json"]), str(paths["csv"])]
+    if paths["chart"] is not None and any(sweep.point_time(r) is not None for r in measured):
+        write_output(paths["chart"], sweep.chart_png(measured, f"{spec.name}: {config.threads} thread(s)"),
+                     force=args.force)
+        written.append(str(paths["chart"]))
+    print("wrote " + ", ".join(written))

@@ -1,0 +1,179 @@
+"""Each port against the public implementation a user would pick instead (`compare.py peers`):
+timm eager and compiled, Transformers 4.x ViT in PyTorch / TensorFlow / Flax, keras-hub's ViT,
+each random-initialised (nothing downloaded) on the model the spec describes (ports/peers.py
+builds them), on the same seeded images, batch, threads and CPU pinning. Every implementation
+runs in its own fresh worker (the `peers` job kind), each port next to its peers, and with
+`processes` > 1 the whole sequence repeats (a b c a b c), so slow drift in the machine's load
+hits all alike. Ratios are port / peer medians, with the range the quartiles allow
+(q1/q3 .. q3/q1). Framework-neutral: the frameworks are imported only in the workers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import ports
+from shared.core.inputs import probe_batch
+from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
+from shared.errors import SpecError
+from shared.measure import flops, roofline
+from shared.measure.runner import compile_cache_env
+from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.runtime.launch import cpu_record, run_worker
+from shared.runtime.worker import Output
+
+INSTALL = ("pip install -e '.[peers]' && pip install --no-deps keras-hub==0.32.0 tf_keras==2.21.0")
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str  # "port:torch:compiled" or "<peer family>:<mode>"
+    entry: str  # the registry entry whose launch environment it gets
+    requires: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# Each port mode and the peers it is compared with, in running order (a port next to its peers).
+PLAN: dict[str, list[Impl]] = {
+    "port:torch:eager": [Impl("timm:eager", "torch", ("timm",)),
+                         Impl("hf-torch:eager", "torch", ("transformers",))],
+    "port:torch:compiled": [Impl("timm:compiled", "torch", ("timm",))],
+    "port:flax:compiled": [Impl("hf-flax:jit", "flax", ("transformers",))],
+    "port:keras:compiled": [Impl("keras-hub:predict", "keras", ("keras_hub",)),
+                            Impl("keras-hub:graph", "keras", ("keras_hub",)),
+                            Impl("hf-tf:graph", "keras", ("transformers", "tf_keras"),
+                                 {"TF_USE_LEGACY_KERAS": "1"})],
+}
+
+
+def check_expressible(spec: ModelSpec) -> None:
+    """The peers are standard ViTs: refuse a spec they cannot build, naming every field."""
+    wanted = {"class_token": True, "pooling": "cls", "pos_embed": "learned", "pos_embed_class_row": True,
+              "norm": "pre", "final_norm": "tokens", "head_hidden": (), "activation": "gelu",
+              "qkv_bias": True}
+    wrong = [f"{k}={getattr(spec, k)!r} (peers need {v!r})" for k, v in wanted.items()
+             if getattr(spec, k) != v]
+    if spec.heads * spec.head_dim != spec.dim:
+        wrong.append(f"heads*head_dim={spec.heads * spec.head_dim} (peers need dim={spec.dim})")
+    if spec.image_height != spec.image_width or spec.patch_height != spec.patch_width:
+        wrong.append("non-square image or patch (Transformers' ViT takes one size)")
+    seq_len = spec.derived.seq_len
+    if spec.image_height % spec.patch_height or (spec.pos_rows or seq_len) != seq_len:
+        wrong.append("image not a whole number of patches, or an explicit pos_rows")
+    if wrong:
+        raise SpecError(f"spec {spec.name!r} is not a standard ViT the peers can build: " + "; ".join(wrong))
+
+
+def plan(frameworks: list[str], modes: tuple[str, ...]) -> tuple[list[Impl], list[str]]:
+    """(implementations to run, one line per peer that is not installed)."""
+    impls: list[Impl] = []
+    missing: list[str] = []
+    for port_impl, peers in PLAN.items():
+        _, name, mode = port_impl.split(":")
+        if name not in frameworks or ("eager" if mode == "eager" else "compiled") not in modes:
+            continue
+        impls.append(Impl(port_impl, name))
+        for peer in peers:
+            absent = [m for m in peer.requires if importlib.util.find_spec(m) is None]
+            if absent:
+                missing.append(f"{peer.name} needs {', '.join(absent)}")
+            else:
+                impls.append(peer)
+    return impls, missing
+
+
+def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], processes: int, timeout: float,
+              progress: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """impl name -> its report (replicates pooled), every implementation in its own worker."""
+    results: dict[str, list[dict[str, Any]]] = {i.name: [] for i in impls}
+    with tempfile.TemporaryDirectory(prefix="portbench-peers-") as workdir:
+        for rep in range(processes):
+            for k, impl in enumerate(impls, 1):
+                progress(f"[{k}/{len(impls)}] {impl.name}: fresh worker process"
+                         + (f" (process {rep + 1}/{processes})" if processes > 1 else ""))
+                folder = os.path.join(workdir, impl.name.replace(":", "_"))
+                env = {**compile_cache_env(folder, "warm"), **impl.env}
+                jobs = {"peer": {**job, "kind": "peers", "impl": impl.name, "spec": spec.to_dict()}}
+                done = run_worker(impl.entry, jobs, folder, timeout, threads=job["threads"], pin=True,
+                                  progress=progress, env=env)
+                report = done.reports.get("peer") or {}
+                error = done.error("peer")
+                results[impl.name].append({**report, "error": error, "stderr_tail": done.process.tail[-8:]}
+                                          if error else report)
+    return {name: pooled(reports) for name, reports in results.items()}
+
+
+def pooled(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    failed = [r for r in reports if r.get("error")]
+    if failed:
+        return failed[0]
+    samples = [x for r in reports for x in r["samples"]]
+    return {**reports[0], "samples": samples, **summarise(samples),
+            "process_medians": [r["median"] for r in reports]}
+
+
+def ratios(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every port mode / each of its peers: the ratio of medians and the quartiles' range."""
+    out = []
+    for port_impl, peers in PLAN.items():
+        mine = results.get(port_impl)
+        for peer in peers:
+            other = results.get(peer.name)
+            if not mine or not other or mine.get("error") or other.get("error"):
+                continue
+            out.append({"port": port_impl, "peer": peer.name, "ratio": mine["median"] / other["median"],
+                        "low": mine["q1"] / other["q3"], "high": mine["q3"] / other["q1"]})
+    return out
+
+
+# ---- the worker side: the `peers` job kind (shared/runtime/worker.py) ---------------------------
+def run(framework: str, job: dict[str, Any], out: Output) -> None:
+    """Build one implementation, then time its forward: first call, warm-up, repeats."""
+    spec = ModelSpec.from_dict(job["spec"])
+    threads, impl = int(job["threads"]), str(job["impl"])
+    images = probe_batch(spec, batch=int(job["batch"]), seed=int(job["seed"]))
+    out.report.update({"impl": impl, "threads_applied": cpu_record(threads)})
+    if impl.startswith("port:"):
+        call, facts = _port_call(impl, spec, images, job)
+    else:
+        family, _, mode = impl.partition(":")
+        call, facts = importlib.import_module("ports.peers").BUILDERS[family](spec, images, mode, threads)
+    out.report.update(facts)
+    first, _ = time_once(call)
+    stats = summarise(samples := repeat(call, Budget(**job["budget"])))
+    out.report.update({"first_call_s": first, "samples": samples, **stats,
+                       "gflops": flops.forward_flops(spec, images.shape[0]) / stats["median"] / 1e9})
+    if impl.startswith("port:"):  # after the forward, as the timing job measures it
+        module = ports.load_port_module(impl.split(":")[1])
+        out.report["gemm"] = roofline.gemm_rate(module, spec, images.shape[0], job["device"])
+
+
+def _port_call(impl: str, spec: ModelSpec, images: Any,
+               job: dict[str, Any]) -> tuple[Callable[[], Any], dict[str, Any]]:
+    _, name, mode = impl.split(":")
+    module = ports.load_port_module(name)
+    module.pin_precision()
+    module.set_threads(int(job["threads"]))
+    port = module.Port(spec, device=job["device"])
+    port.load(init_weights(spec, seed=0))
+    prepared = port.prepare(images)
+    port.sync(prepared)
+    forward = port.compiled_forward() if mode == "compiled" else (lambda x: port.forward(x, train=False))
+
+    def call() -> Any:
+        result = forward(prepared)
+        port.sync(result)
+        return result
+
+    return call, {"params": port.param_count(), "mode": mode}
+
+
+def job_config(batch: int, threads: int, device: str, budget: Budget, seed: int = 1234) -> dict[str, Any]:
+    return {"batch": batch, "threads": threads, "device": device, "budget": asdict(budget), "seed": seed}
