@@ -182,10 +182,18 @@ def time_spec(spec: Any, frameworks: list[str], missing: list[dict[str, Any]],
               config: Any, logits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     from shared.measure.runner import run_all
 
-    def stop_on_user_error(row: dict[str, Any]) -> None:
-        raise_user_errors([row])
+    several = len(frameworks) + bool(config.user) > 1
 
-    return run_all(frameworks, config, progress, on_row=stop_on_user_error, logits=logits) + missing
+    def stop_on_user_error(row: dict[str, Any]) -> None:
+        # A device one framework cannot use is a row saying why when several are timed (never a
+        # silent CPU run); for a single framework it is the user's mistake, one line.
+        if not (several and row.get("status") == "unavailable"):
+            raise_user_errors([row])
+
+    rows = run_all(frameworks, config, progress, on_row=stop_on_user_error, logits=logits) + missing
+    if rows and all(r.get("status") == "unavailable" for r in rows):
+        raise PortbenchError(f"no framework could run here: {rows[0].get('reason')}")
+    return rows
 
 
 def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: dict[str, Any]) -> bool:
