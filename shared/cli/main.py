@@ -7,7 +7,8 @@ that fails the gate is INVALID and not ranked.
 Sized for about a minute on a 2-core CPU: 0.25 s of repeats per phase (at least 5 repeats, so
 the median and IQR stay robust), two evaluation batches, and the torch.compile cache reused
 across runs (`--compile-cache cold` for a first-compile time; the compile column says which).
-`--frameworks all` adds the other backends (keras-jax, keras-torch, onnx, ...)."""
+`--frameworks all` adds the other backends (keras-jax, keras-torch, onnx, ...). Besides the JSON,
+CSV and chart it writes results/index.html, one self-contained page of the run."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_timing_arguments(parser, f"the installed ones of {','.join(NATIVE)}")
     parser.set_defaults(run=run, overrides=[], factorial=None, budget=0.25, eval_batches=2,
                         compile_cache="warm", max_repeats=50, default_frameworks=NATIVE,
-                        print_verdicts=True)
+                        print_verdicts=True, html_index=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,6 +45,9 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
     parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
+    parser.add_argument("--html", dest="html_path",
+                        help="also write the run as one self-contained HTML page (the bare job: "
+                             "results/index.html, its own page, rewritten each run)")
     parser.add_argument("--allow-tf32", action="store_true",
                         help="let fp32 matmuls use TF32 on GPUs in every framework (default: pinned off)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
@@ -163,6 +166,10 @@ def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
     for path in paths.values():
         if path is not None:
             check_writable(path, args.force)
+    if args.html_path:
+        paths["html"] = check_writable(args.html_path, args.force)
+    elif getattr(args, "html_index", False):  # the main job's own page, not a user's file
+        paths["html"] = check_writable(RESULTS_DIR / "index.html", force=True)
     return paths
 
 
@@ -219,6 +226,15 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
     if paths["chart"] is not None and any(r.get("phases") for r in rows):
         output.write_chart(paths["chart"], rows, title)
         written.append(str(paths["chart"]))
+    if paths.get("html") is not None:
+        from shared.core.files import write_output
+        from shared.report.pages import results_page
+
+        source = {"file": str(paths["json"]), "source": Path(paths["json"]).stem, "created": doc["created"],
+                  "environment": doc["environment"], "conditions": doc["conditions"]}
+        page = results_page(rows, [source], f"portbench: {title}")
+        write_output(paths["html"], page.encode(), force=True)  # checked (and --force honoured) above
+        written.append(str(paths["html"]))
     print("wrote " + ", ".join(written))
 
 
@@ -259,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         parts = factorial.attribute(per_spec[0], per_spec[1], metric)
         extra["factorial"] = {"spec_a": specs[0].name, "spec_b": specs[1].name, "metric": metric,
                               "decompositions": parts}
-        print("\n" + factorial_text(specs[0].name, specs[1].name, parts))
+        print("\n" + factorial.describe(specs[0].name, specs[1].name, parts))
     conditions = configs[0].conditions() if len(configs) == 1 else {
         "factorial_specs": [c.conditions() for c in configs], **{
             k: configs[0].conditions()[k] for k in ("batch", "dtype", "threads", "device_request")}}
@@ -267,20 +283,3 @@ def run(args: argparse.Namespace) -> int:
     write_outputs(doc, all_rows, paths, f"{stem}: batch {configs[0].batch}, {configs[0].threads} thread(s)")
     bad = [r for r in all_rows if r["status"] in ("invalid", "crashed", "timeout")]
     return 1 if bad else 0
-
-
-def factorial_text(spec_a: str, spec_b: str, parts: list[dict[str, Any]]) -> str:
-    from shared.measure.output import fmt_seconds
-
-    if not parts:
-        return "factorial: needs at least two frameworks with valid times for both specs"
-    lines = [f"factorial attribution of {parts[0]['metric']} (A = {spec_a}, B = {spec_b}):"]
-    for p in parts:
-        f, g = p["framework_f"], p["framework_g"]
-        sign = lambda v: ("+" if v >= 0 else "-") + fmt_seconds(abs(v))  # noqa: E731
-        lines.append(
-            f"  {spec_a} on {f} ({fmt_seconds(p['t_A_f'])}) -> {spec_b} on {g} ({fmt_seconds(p['t_B_g'])}): "
-            f"gap {sign(p['gap'])} = spec effect {sign(p['spec_effect'])} + framework effect "
-            f"{sign(p['framework_effect'])}; interaction {sign(p['interaction'])} "
-            f"[{spec_b} on {f} {fmt_seconds(p['t_B_f'])}, {spec_a} on {g} {fmt_seconds(p['t_A_g'])}]")
-    return "\n".join(lines)

@@ -50,3 +50,20 @@ def attribute(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]],
         results.append({"framework_f": f, "framework_g": g, "metric": metric,
                         "t_A_f": ta[f], "t_A_g": ta[g], "t_B_f": tb[f], "t_B_g": tb[g], **parts})
     return results
+
+
+def describe(spec_a: str, spec_b: str, parts: list[dict[str, Any]]) -> str:
+    from shared.measure.output import fmt_seconds  # output imports guard, as this module does
+
+    if not parts:
+        return "factorial: needs at least two frameworks with valid times for both specs"
+    lines = [f"factorial attribution of {parts[0]['metric']} (A = {spec_a}, B = {spec_b}):"]
+    for p in parts:
+        f, g = p["framework_f"], p["framework_g"]
+        sign = lambda v: ("+" if v >= 0 else "-") + fmt_seconds(abs(v))  # noqa: E731
+        lines.append(
+            f"  {spec_a} on {f} ({fmt_seconds(p['t_A_f'])}) -> {spec_b} on {g} ({fmt_seconds(p['t_B_g'])}): "
+            f"gap {sign(p['gap'])} = spec effect {sign(p['spec_effect'])} + framework effect "
+            f"{sign(p['framework_effect'])}; interaction {sign(p['interaction'])} "
+            f"[{spec_b} on {f} {fmt_seconds(p['t_B_f'])}, {spec_a} on {g} {fmt_seconds(p['t_A_g'])}]")
+    return "\n".join(lines)
