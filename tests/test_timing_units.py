@@ -137,7 +137,7 @@ def test_analytic_flops_match_the_published_vit_b16_count() -> None:
     from shared.core.presets import get_preset
     from shared.measure.flops import forward_flops, forward_macs_per_image
 
-    # performance.md §3.3: 17.564 GMACs = 35.13 GFLOP per 224² image, 281.0 GFLOP per batch of 8.
+    # The published count: 17.564 GMACs = 35.13 GFLOP per 224² image, 281.0 GFLOP per batch of 8.
     # 12 blocks x 1,453,954,560 + patch projection 115,605,504 + head 768,000
     assert forward_macs_per_image(get_preset("vit-b16")) == 17_563_828_224
     assert round(forward_flops(get_preset("vit-b16"), 8) / 1e9, 1) == 281.0

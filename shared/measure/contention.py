@@ -1,7 +1,7 @@
 """How much CPU other processes used on this process's CPUs while it was being timed.
 
-performance.md §C.9: on a shared machine a co-tenant on one of two cores halved throughput and
-made a framework look 3x slower. `cpu_util` alone cannot tell that apart from a slow framework,
+On a shared machine a co-tenant on one of two cores was measured to halve throughput and make a
+framework look 3x slower. `cpu_util` alone cannot tell that apart from a slow framework,
 so each repeated phase also records `foreign_cpu`: busy CPU-seconds on the pinned CPUs
 (/proc/stat) minus this process's own, per wall second. Linux only; None elsewhere."""
 
@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-CONTENDED = 0.15  # cores' worth of foreign work above which a phase is flagged (performance.md)
+CONTENDED = 0.15  # cores' worth of foreign work above which a phase is flagged
 
 
 def _busy_seconds(cpus: list[int]) -> float | None:
