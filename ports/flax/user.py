@@ -18,6 +18,7 @@ import numpy as np
 from flax import nnx
 
 from shared.core.binding import Layer
+from shared.core.forward_io import native_layout, pick_logits, token_layout
 from shared.errors import InputError, WeightsError
 from shared.teaching.probes import gelu_form
 
@@ -91,14 +92,14 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
             raise InputError(f"nnx model {type(model).__name__} has no module {path!r} (its modules: "
                              f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
     # nnx.capture's method_outputs records every module's __call__ output, keyed by its path.
-    x = jnp.asarray(_native_layout(images, layout))
+    x = jnp.asarray(native_layout(images, layout))
     _, recorded = nnx.capture(_eval_view(model), nnx.Intermediate, method_outputs=nnx.Intermediate)(x)
     found = {".".join(str(k) for k in key[:-1]): value.get_value()
              for key, value in nnx.to_flat_state(recorded) if key[-1] == "__call__"}
     missing = [p for p in paths if p not in found]
     if missing:
         raise InputError(f"nnx module {missing[0]!r} was not called by the model's forward")
-    return {p: _token_layout(found[p][0]) for p in paths}  # its first call, when called twice
+    return {p: token_layout(found[p][0]) for p in paths}  # its first call, when called twice
 
 
 # ---- the walk ---------------------------------------------------------------------------------
@@ -203,58 +204,5 @@ def _eval_view(model: Any) -> Any:
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     """`forward` on the images in the model's layout (JAX records no gradients) -> the logits."""
-    x = _native_layout(images, layout)
-    return _pick_logits(jax.tree.map(np.asarray, forward(jnp.asarray(x))), output, len(x))
-
-
-def _native_layout(images: np.ndarray, layout: str) -> np.ndarray:
-    """Canonical NHWC float32 images in the layout the model's forward takes."""
-    x = np.asarray(images, dtype=np.float32)
-    if layout == "NHWC":
-        return x
-    if layout == "NCHW":
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    if layout == "NHW":
-        if x.shape[-1] != 1:
-            raise InputError(f"input layout 'NHW' drops the channel axis, but the images have "
-                             f"{x.shape[-1]} channels; expected 1")
-        return np.ascontiguousarray(x[..., 0])
-    raise InputError(f"input layout {layout!r} is not one of NHWC, NCHW, NHW")
-
-
-def _pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
-    """The logits among a forward's NumPy results: `output` (an index or key), or the one
-    (batch, classes) array."""
-    if isinstance(result, dict):
-        items = list(result.items())
-    elif isinstance(result, (list, tuple)):
-        items = [(str(i), v) for i, v in enumerate(result)]
-    else:
-        if output is not None:
-            raise InputError(f"--output {output!r} picks an element, but the model returns one array")
-        items = [("", result)]
-    if output is not None:
-        chosen = dict((str(k), v) for k, v in items).get(str(output))
-        if chosen is None:
-            raise InputError(f"--output {output!r} is not among the model's outputs "
-                             f"({', '.join(str(k) for k, _ in items)})")
-    else:
-        fits = [(k, v) for k, v in items if np.ndim(v) == 2 and np.shape(v)[0] == batch]
-        if len(fits) != 1:
-            shapes = ", ".join(f"{k or 'output'} {np.shape(v)}" for k, v in items)
-            why = "no array" if not fits else f"{len(fits)} arrays"
-            raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
-                             "pick the logits with --output INDEX|KEY")
-        chosen = fits[0][1]
-    if np.ndim(chosen) != 2 or np.shape(chosen)[0] != batch:
-        raise InputError(f"the model's logits have shape {np.shape(chosen)}, "
-                         f"expected (batch={batch}, classes)")
-    return np.asarray(chosen, dtype=np.float32)
-
-
-def _token_layout(value: Any) -> np.ndarray:
-    """(B, H, W, C) feature maps as (B, H*W, C) tokens; tokens and vectors as they are; of a tuple
-    (attention with its scores), the first element."""
-    value = value[0] if isinstance(value, (list, tuple)) else value
-    array = np.asarray(value, dtype=np.float32)
-    return array.reshape(array.shape[0], -1, array.shape[-1]) if array.ndim == 4 else array
+    x = native_layout(images, layout)
+    return pick_logits(jax.tree.map(np.asarray, forward(jnp.asarray(x))), output, len(x))

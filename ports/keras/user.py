@@ -20,6 +20,7 @@ from keras import layers as kl
 from keras import ops
 
 from shared.core.binding import Layer
+from shared.core.forward_io import native_layout, pick_logits, token_layout
 from shared.errors import InputError, WeightsError
 from shared.teaching.probes import gelu_form
 
@@ -103,7 +104,7 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
         if path not in nodes:
             raise InputError(f"keras model {model.name!r} has no layer {path!r} (its layers: "
                              f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
-    x = ops.convert_to_tensor(_native_layout(images, layout))
+    x = ops.convert_to_tensor(native_layout(images, layout))
     targets = [nodes[p] for p in paths]
     outputs = _functional_outputs(model, targets)
     with _no_grad():
@@ -112,7 +113,7 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
             found = dict(zip(paths, values if len(paths) > 1 else [values], strict=True))
         else:  # anything else: wrap each layer's call for one forward pass
             found = _wrapped_call(model, x, dict(zip(paths, targets, strict=True)))
-    return {p: _token_layout(found[p]) for p in paths}
+    return {p: token_layout(found[p]) for p in paths}
 
 
 # ---- the walk ---------------------------------------------------------------------------------
@@ -212,10 +213,10 @@ def _no_grad() -> contextlib.AbstractContextManager:
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     """`forward` on the images in the model's layout, without gradients -> the logits."""
-    x = _native_layout(images, layout)
+    x = native_layout(images, layout)
     with _no_grad():
         result = forward(ops.convert_to_tensor(x))
-    return _pick_logits(keras.tree.map_structure(ops.convert_to_numpy, result), output, len(x))
+    return pick_logits(keras.tree.map_structure(ops.convert_to_numpy, result), output, len(x))
 
 
 def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:
@@ -245,56 +246,3 @@ def _wrapped_call(model: Any, x: Any, targets: dict[str, Any]) -> dict[str, Any]
             with contextlib.suppress(AttributeError):
                 object.__delattr__(layer, "call")
     return found
-
-
-def _native_layout(images: np.ndarray, layout: str) -> np.ndarray:
-    """Canonical NHWC float32 images in the layout the model's forward takes."""
-    x = np.asarray(images, dtype=np.float32)
-    if layout == "NHWC":
-        return x
-    if layout == "NCHW":
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
-    if layout == "NHW":
-        if x.shape[-1] != 1:
-            raise InputError(f"input layout 'NHW' drops the channel axis, but the images have "
-                             f"{x.shape[-1]} channels; expected 1")
-        return np.ascontiguousarray(x[..., 0])
-    raise InputError(f"input layout {layout!r} is not one of NHWC, NCHW, NHW")
-
-
-def _pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
-    """The logits among a forward's NumPy results: `output` (an index or key), or the one
-    (batch, classes) array."""
-    if isinstance(result, dict):
-        items = list(result.items())
-    elif isinstance(result, (list, tuple)):
-        items = [(str(i), v) for i, v in enumerate(result)]
-    else:
-        if output is not None:
-            raise InputError(f"--output {output!r} picks an element, but the model returns one array")
-        items = [("", result)]
-    if output is not None:
-        chosen = dict((str(k), v) for k, v in items).get(str(output))
-        if chosen is None:
-            raise InputError(f"--output {output!r} is not among the model's outputs "
-                             f"({', '.join(str(k) for k, _ in items)})")
-    else:
-        fits = [(k, v) for k, v in items if np.ndim(v) == 2 and np.shape(v)[0] == batch]
-        if len(fits) != 1:
-            shapes = ", ".join(f"{k or 'output'} {np.shape(v)}" for k, v in items)
-            why = "no array" if not fits else f"{len(fits)} arrays"
-            raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
-                             "pick the logits with --output INDEX|KEY")
-        chosen = fits[0][1]
-    if np.ndim(chosen) != 2 or np.shape(chosen)[0] != batch:
-        raise InputError(f"the model's logits have shape {np.shape(chosen)}, "
-                         f"expected (batch={batch}, classes)")
-    return np.asarray(chosen, dtype=np.float32)
-
-
-def _token_layout(value: Any) -> np.ndarray:
-    """(B, H, W, C) feature maps as (B, H*W, C) tokens; tokens and vectors as they are; of a tuple
-    (attention with its scores), the first element."""
-    value = value[0] if isinstance(value, (list, tuple)) else value
-    array = np.asarray(ops.convert_to_numpy(value), dtype=np.float32)
-    return array.reshape(array.shape[0], -1, array.shape[-1]) if array.ndim == 4 else array

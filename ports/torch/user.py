@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from shared.core.binding import Layer
+from shared.core.forward_io import native_layout, pick_logits, token_layout
 from shared.errors import InputError, WeightsError
 
 
@@ -97,7 +98,7 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     finally:
         for handle in handles:
             handle.remove()
-    return {p: _token_layout(found[p], len(images)) for p in paths if p in found}
+    return {p: token_layout(_numpy(found[p]), len(images), channels_first=True) for p in paths if p in found}
 
 
 # ---- helpers ----------------------------------------------------------------------------------
@@ -136,54 +137,22 @@ def _check_device(model: nn.Module) -> torch.device:
     return device
 
 
-def _native_layout(images: np.ndarray, layout: str) -> np.ndarray:
-    if layout == "NHWC":
-        return images
-    if layout == "NCHW":
-        return np.ascontiguousarray(images.transpose(0, 3, 1, 2))
-    if images.shape[-1] != 1:
-        raise InputError(f"--input-layout NHW takes single-channel images; the spec's have "
-                         f"{images.shape[-1]} channels")
-    return np.ascontiguousarray(images[..., 0])
-
-
 def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray, layout: str,
             output: str | None, check: bool = True) -> np.ndarray:
     device = _check_device(model)
     model.eval()
-    x = torch.from_numpy(_native_layout(np.asarray(images, np.float32), layout)).to(device)
+    x = torch.from_numpy(native_layout(np.asarray(images, np.float32), layout)).to(device)
     with torch.no_grad():
         result = forward(x)
-    return _pick_logits(result, output, len(images)) if check else np.zeros(0)
+    return pick_logits(_numpy(result), output, len(images)) if check else np.zeros(0)
 
 
-def _pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
-    if isinstance(result, (dict, tuple, list)):
-        items = dict(result) if isinstance(result, dict) else dict(enumerate(result))
-        if output is not None:
-            key = int(output) if not isinstance(result, dict) and output.lstrip("-").isdigit() else output
-            if key not in items:
-                raise InputError(f"--output {output!r}: your model's forward returns {list(items)}")
-            return _array(items[key])
-        arrays = {k: v for k, v in items.items() if isinstance(v, torch.Tensor) and v.ndim == 2
-                  and v.shape[0] == batch}
-        if len(arrays) != 1:
-            raise InputError(f"your model's forward returns {len(items)} values, {len(arrays)} of shape "
-                             "(batch, classes); pick the logits with --output INDEX|KEY")
-        return _array(next(iter(arrays.values())))
-    if not isinstance(result, torch.Tensor):
-        raise InputError(f"your model's forward returns a {type(result).__name__}, expected a tensor "
-                         "of logits")
-    return _array(result)
-
-
-def _array(value: Any) -> np.ndarray:
-    return value.detach().cpu().numpy().astype(np.float32)
-
-
-def _token_layout(value: Any, batch: int) -> np.ndarray:
-    """A captured output as (B, N, D): a sequence-first (N, B, D) one is transposed."""
-    array = _array(value)
-    if array.ndim == 3 and array.shape[0] != batch and array.shape[1] == batch:
-        array = array.transpose(1, 0, 2)
-    return np.ascontiguousarray(array)
+def _numpy(result: Any) -> Any:
+    """A forward's tensors (alone, or in a tuple, list or dict) as NumPy arrays."""
+    if isinstance(result, torch.Tensor):
+        return result.detach().cpu().numpy().astype(np.float32)
+    if isinstance(result, dict):
+        return {k: _numpy(v) for k, v in result.items()}
+    if isinstance(result, (list, tuple)):
+        return [_numpy(v) for v in result]
+    raise InputError(f"your model's forward returns a {type(result).__name__}, expected a tensor of logits")

@@ -1,0 +1,74 @@
+"""What goes into a user's forward and what comes out of it, framework-neutral (NumPy only):
+canonical NHWC images in the layout the model takes (`--input-layout`), the logits picked from
+what it returns (`--output`), and captured intermediates in the canonical token layout. Every
+`ports/<fw>/user.py` converts its framework's tensors to NumPy and uses these, so the three
+frameworks cannot read a user's input or output differently."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shared.errors import InputError
+
+
+def native_layout(images: np.ndarray, layout: str) -> np.ndarray:
+    """Canonical NHWC float32 images in the layout the model's forward takes."""
+    x = np.asarray(images, dtype=np.float32)
+    if layout == "NHWC":
+        return x
+    if layout == "NCHW":
+        return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    if layout == "NHW":
+        if x.shape[-1] != 1:
+            raise InputError(f"input layout 'NHW' drops the channel axis, but the images have "
+                             f"{x.shape[-1]} channels; expected 1")
+        return np.ascontiguousarray(x[..., 0])
+    raise InputError(f"input layout {layout!r} is not one of NHWC, NCHW, NHW")
+
+
+def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
+    """The logits among a forward's NumPy results: `output` (an index or key), or the one
+    (batch, classes) array."""
+    if isinstance(result, dict):
+        items = list(result.items())
+    elif isinstance(result, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(result)]
+    else:
+        if output is not None:
+            raise InputError(f"--output {output!r} picks an element, but the model returns one array")
+        items = [("", result)]
+    if output is not None:
+        chosen = dict((str(k), v) for k, v in items).get(str(output))
+        if chosen is None:
+            raise InputError(f"--output {output!r} is not among the model's outputs "
+                             f"({', '.join(str(k) for k, _ in items)})")
+    else:
+        fits = [(k, v) for k, v in items if np.ndim(v) == 2 and np.shape(v)[0] == batch]
+        if len(fits) != 1:
+            shapes = ", ".join(f"{k or 'output'} {np.shape(v)}" for k, v in items)
+            why = "no array" if not fits else f"{len(fits)} arrays"
+            raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
+                             "pick the logits with --output INDEX|KEY")
+        chosen = fits[0][1]
+    if np.ndim(chosen) != 2 or np.shape(chosen)[0] != batch:
+        raise InputError(f"the model's logits have shape {np.shape(chosen)}, "
+                         f"expected (batch={batch}, classes)")
+    return np.asarray(chosen, dtype=np.float32)
+
+
+def token_layout(value: Any, batch: int | None = None, channels_first: bool = False) -> np.ndarray:
+    """A captured output as (B, N, D) tokens: of a tuple (attention with its scores) the first
+    element; feature maps, (B, H, W, C) or with `channels_first` torch's (B, C, H, W), flattened to
+    (B, H*W, C) row-major; a sequence-first (N, B, D) one (torch's MultiheadAttention without
+    batch_first) transposed; vectors as they are."""
+    value = value[0] if isinstance(value, (list, tuple)) else value
+    array = np.asarray(value, dtype=np.float32)
+    if array.ndim == 4 and channels_first:
+        array = array.transpose(0, 2, 3, 1)
+    if array.ndim == 4:
+        return array.reshape(array.shape[0], -1, array.shape[-1])
+    if batch is not None and array.ndim == 3 and array.shape[0] != batch and array.shape[1] == batch:
+        return np.ascontiguousarray(array.transpose(1, 0, 2))
+    return array
