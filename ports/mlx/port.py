@@ -72,6 +72,22 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return int(mx.get_peak_memory()), "mx.get_peak_memory()"
 
 
+def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
+    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+    device = mx.cpu if device_class == "cpu" else mx.gpu
+    a = mx.random.normal((m, k), dtype=mx.float32, stream=device)
+    b = mx.random.normal((k, n), dtype=mx.float32, stream=device)
+    mx.eval(a, b)
+
+    def call() -> float:
+        product = mx.matmul(a, b, stream=device)
+        mx.eval(product)  # MLX is lazy: evaluating is the synchronisation
+        return float(product[0, 0].item())
+
+    return call
+
+
 class Port:
     framework = FRAMEWORK
 
