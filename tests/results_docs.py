@@ -16,5 +16,7 @@ def results_doc(threads: int = 1, note: str | None = None) -> dict[str, Any]:
     row = {"framework": "torch", "status": "ok", "conditions": conditions,
            "phases": {"forward_eager": phase}, "memory": {"peak_rss_bytes": 1 << 20},
            "threads_applied": {"requested": threads, "affinity_note": note},
-           "equivalence": {"eager": {"passed": True, "max_abs_err": 2e-7, "atol": 5e-6, "images": 8}}}
+           "equivalence": {"eager": {"passed": True, "max_abs_err": 2e-7, "atol": 5e-6, "images": 8}},
+           "roofline": {"forward_flops": 2e8, "gemm": {"status": "ok", "gflops": 50.0},
+                        "phases": {"forward_eager": {"gflops": 10.0, "fraction": 0.2}}}}
     return schema.new_results({"hostname": "h"}, conditions, [row], "2026-12-01T00:00:00Z", ["compare.py"])

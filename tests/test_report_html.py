@@ -44,7 +44,8 @@ def test_results_page_renders_with_tables_charts_and_sorting(tmp_path: Path) -> 
     (tmp_path / "probe.html").write_text(probe)
     shown = render(page)
     assert shown.console == []
-    assert shown.dom.count("<table") >= 2 and "<svg" in shown.dom and "<td" in shown.dom
+    assert shown.dom.count("<table") >= 3 and "<svg" in shown.dom and "<td" in shown.dom
+    assert "Roofline" in shown.dom and "20%" in shown.dom
     assert not_blank(shown.screenshot)
     assert "<title>order:flax@slow</title>" in render(tmp_path / "probe.html").dom
 

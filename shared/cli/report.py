@@ -48,7 +48,8 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                                  f"read from {seen_runs[key]!r}; give each run once")
             seen_runs[key] = path
         sources.append({"file": str(path), "source": source, "created": doc["created"],
-                        "environment": doc["environment"], "conditions": doc["conditions"]})
+                        "environment": doc["environment"], "conditions": doc["conditions"],
+                        "sweep": doc.get("sweep")})
         for row in doc["runs"]:
             merged = dict(row)
             merged["source"] = source

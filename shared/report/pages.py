@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
+from shared.measure.guard import FORWARD, IncomparableRunsError, label, metric_value, rank
 from shared.measure.output import SHORT, fmt_bytes, fmt_seconds, row_notes
 from shared.measure.schema import PHASES
 from shared.report import html, svg
@@ -18,10 +18,14 @@ SINGLE = ("import", "build_load", "first_call_eager", "compile")
 def results_page(rows: list[dict[str, Any]], sources: list[dict[str, Any]], title: str) -> str:
     """Every run's rows: verification, timing with spread, charts, conditions, warnings beside
     the rows they concern, and what was refused as not comparable and why."""
+    if len(sources) <= 1:  # one run: a row's source file says nothing, so rows are named by port
+        rows = [{k: v for k, v in row.items() if k != "source"} for row in rows]
     parts = [
         html.section("Verification: each port against the float64 reference", verification_table(rows)),
         html.section("Timing", *timing_parts(rows)),
         html.section("Charts", *charts(rows)),
+        *roofline(rows),
+        *scaling(rows, sources),
         html.section("Conditions and environment", *[conditions(s) for s in sources]),
     ]
     return html.check_size(html.page(title, parts, subtitle=_sources_line(sources)))
@@ -92,6 +96,62 @@ def charts(rows: list[dict[str, Any]]) -> list[str]:
                            f"<figcaption>{caption}; the same numbers are in the table above"
                            "</figcaption></figure>")
     return figures or [html.paragraph("No phase was measured.", "muted")]
+
+
+def roofline(rows: list[dict[str, Any]]) -> list[str]:
+    """How close each forward came to the framework's own fp32 GEMM rate (where measured)."""
+    body, raw, labels, shares = [], [], [], []
+    for row in rows:
+        roof = row.get("roofline") or {}
+        gemm = (roof.get("gemm") or {}).get("gflops")
+        for phase, numbers in (roof.get("phases") or {}).items():
+            share = numbers.get("fraction")
+            body.append([label(row), SHORT[phase], _fixed(numbers.get("gflops")), _fixed(gemm),
+                         "-" if share is None else f"{100 * share:.0f}%"])
+            raw.append([None, None, numbers.get("gflops"), gemm, share])
+            if share:
+                labels.append(f"{label(row)} · {SHORT[phase]}")
+                shares.append(100 * share)
+    if not body:
+        return []
+    chart = svg.Chart("share of the framework's own fp32 GEMM rate (%)", "", "percent")
+    figure = f"<figure>{svg.bar_chart(chart, labels, shares)}</figure>" if shares else ""
+    return [html.section("Roofline: achieved GFLOP/s against the framework's GEMM rate",
+                         html.table(["port", "forward", "GFLOP/s", "GEMM GFLOP/s", "share"], body,
+                                    numeric=[False, False, True, True, True], sort_values=raw),
+                         figure)]
+
+
+def scaling(rows: list[dict[str, Any]], sources: list[dict[str, Any]]) -> list[str]:
+    """`compare.py sweep` runs: the best forward against batch, one line per port, and the fits."""
+    points: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        point = row.get("sweep_point")
+        value = metric_value(row, FORWARD) if row.get("status") == "ok" else None
+        if point and value:
+            points.setdefault(label(row), []).append((point["batch"] * point["tokens"], value[0]))
+    if not points:
+        return []
+    series = [svg.Series(name, [x for x, _ in sorted(p)], [y for _, y in sorted(p)])
+              for name, p in points.items()]
+    chart = svg.Chart("best forward time against the work (log-log)", "images x tokens per batch",
+                      "seconds", log_y=True, log_x=True)
+    parts = [f"<figure>{svg.line_chart(chart, series)}</figure>"]
+    for source in sources:
+        fits = (source.get("sweep") or {}).get("fits") or {}
+        body = [[fw, f.get("points"), _fixed((f.get("time") or {}).get("batch")),
+                 _fixed((f.get("time") or {}).get("tokens")), _fixed((f.get("memory") or {}).get("batch"))]
+                for fw, f in fits.items()]
+        if body:
+            parts.append(html.table(["port", "points", "time slope vs batch", "time slope vs tokens",
+                                     "memory slope vs batch"], body, numeric=[False, True, True, True, True],
+                                    caption="least-squares slopes of log values: ~1 grows with the work, "
+                                            "well below 1 a fixed cost per call dominates"))
+    return [html.section("Scaling", *parts)]
+
+
+def _fixed(value: Any) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def conditions(source: dict[str, Any]) -> str:

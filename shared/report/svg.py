@@ -118,7 +118,7 @@ def line_chart(chart: Chart, series: Sequence[Series]) -> str:
 def bar_chart(chart: Chart, labels: Sequence[str], values: Sequence[float],
               spread: Sequence[tuple[float, float]] | None = None) -> str:
     """Horizontal bars (log axis when `chart.log_y`: here the value axis), one per label."""
-    left, right, top, bottom = 190, 40, 34, 70
+    left, right, top, bottom = max(120, 7 * max((len(x) for x in labels), default=10) + 16), 40, 34, 70
     row = 22
     h = top + bottom + row * len(labels)
     chart = Chart(**{**chart.__dict__, "height": h, "x_label": chart.y_label, "y_label": ""})
