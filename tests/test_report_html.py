@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import copy
 import json
+from html import escape as html_escape
 from pathlib import Path
 
 from tests.adversarial import refused, run_cli
 from tests.browser import not_blank, render
 from tests.results_docs import results_doc
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def two_runs(folder: Path) -> list[str]:
@@ -96,3 +99,15 @@ def test_lessons_page_shows_each_ports_code(tmp_path: Path) -> None:
     for framework in ports.NATIVE:
         assert f"ports/{framework}/model.py" in shown.dom
     assert "Rosetta: every spec field in every port" in shown.dom and "<pre" in shown.dom
+
+
+def test_docs_lessons_page_shows_the_current_code() -> None:
+    """docs/lessons.html is generated (`python compare.py lessons --html docs/lessons.html
+    --force`); every excerpt it would show today, file, line and unit, must be in it."""
+    from shared.teaching.lessons import LESSONS, build_view
+
+    page = (ROOT / "docs" / "lessons.html").read_text()
+    shown = [f"{e['file']}:{e['start_line']} {html_escape(e['unit'])}" for item in LESSONS
+             for excerpts in build_view(item, measure=False).to_dict()["code"].values() for e in excerpts]
+    stale = [where for where in shown if where not in page]
+    assert not stale, f"docs/lessons.html is stale (first: {stale[0]}); regenerate it"

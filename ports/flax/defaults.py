@@ -12,6 +12,7 @@ shapes, a measured call), never typed in. Loaded through `ports.load_port_part(n
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import Any
 
 import jax
@@ -145,7 +146,9 @@ def adam_bias_correction() -> str:
 
 def float64_devices() -> str:
     # where float64 runs
-    made = jax.numpy.zeros(1, dtype=jax.numpy.float64).dtype
+    with warnings.catch_warnings():  # JAX warns that it truncates: that truncation is the finding
+        warnings.simplefilter("ignore", UserWarning)
+        made = jax.numpy.zeros(1, dtype=jax.numpy.float64).dtype
     return f"jax_enable_x64={jax.config.jax_enable_x64}: jnp.float64 makes {made} " \
            f"(float64 only with x64 on; platform {jax.devices()[0].platform})"
 
