@@ -51,28 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         rank_by="forward", allow_tf32=False, batch=1)
 
 
-def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
-    from shared.core.files import check_output
-    from shared.measure.environment import utc_now
-
-    default = Path("results") / f"sweep-{stem}-{utc_now().replace(':', '').replace('-', '')}.json"
-    json_path = Path(args.json_path) if args.json_path else default
-    if not args.json_path:
-        json_path.parent.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path | None] = {
-        "json": json_path,
-        "csv": Path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
-        "chart": None if args.no_chart else (Path(args.chart_path) if args.chart_path
-                                             else json_path.with_suffix(".png")),
-    }
-    for path in paths.values():
-        if path is not None:
-            check_output(path, args.force)
-    return paths
-
-
 def run(args: argparse.Namespace) -> int:
-    from shared.cli.time import build_config, choose_frameworks, progress
+    from shared.cli.time import build_config, choose_frameworks, output_paths, progress
     from shared.core.presets import resolve_spec
     from shared.measure import sweep
 
@@ -86,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     points = sweep.plan(spec, batches, images)  # refuses a point that cannot fit, before any runs
     config = build_config(args, spec)
     frameworks, missing = choose_frameworks(args.frameworks)
-    paths = output_paths(args, spec.name)
+    paths = output_paths(args, spec.name, kind="sweep")
     progress(f"sweep {spec.name}: batch {','.join(map(str, batches))}"
              + (f", image {','.join(map(str, images))}" if images else "")
              + f"; {args.threads} thread(s); frameworks: {', '.join(frameworks) or 'none'}")

@@ -148,7 +148,7 @@ def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
             "conventions": convention_texts(spec), "entry": worker_framework(model, args.framework)}
 
 
-def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
+def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dict[str, Path | None]:
     """JSON, CSV and chart paths, each checked writable and not clobbering without --force."""
     from shared.measure.environment import utc_now
     from shared.measure.schema import check_writable
@@ -156,7 +156,7 @@ def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
     if args.json_path:
         json_path = Path(args.json_path)
     else:
-        json_path = RESULTS_DIR / f"time-{stem}-{utc_now().replace(':', '').replace('-', '')}.json"
+        json_path = RESULTS_DIR / f"{kind}-{stem}-{utc_now().replace(':', '').replace('-', '')}.json"
     paths: dict[str, Path | None] = {
         "json": json_path,
         "csv": Path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
@@ -166,7 +166,7 @@ def output_paths(args: argparse.Namespace, stem: str) -> dict[str, Path | None]:
     for path in paths.values():
         if path is not None:
             check_writable(path, args.force)
-    if args.html_path:
+    if getattr(args, "html_path", None):
         paths["html"] = check_writable(args.html_path, args.force)
     elif getattr(args, "html_index", False):  # the main job's own page, not a user's file
         paths["html"] = check_writable(RESULTS_DIR / "index.html", force=True)
