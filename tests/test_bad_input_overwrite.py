@@ -63,3 +63,18 @@ def test_two_init_processes_to_one_path(tmp_path: Path) -> None:
                               text=True) for _ in range(2)]
     codes = sorted(p.wait(timeout=120) for p in procs)
     assert codes == [0, 2], [p.stderr.read() for p in procs if p.stderr]
+
+
+def test_train_keeps_checkpoints_and_outputs_without_resume_or_force(tmp_path: Path) -> None:
+    from shared.core.presets import get_preset
+    from shared.training.data import load_dataset
+    from shared.training.train_spec import get_recipe
+    from shared.training.trainloop import train_seed
+
+    spec, recipe = get_preset("quadrant"), get_recipe("quick").replace(max_epochs=1)
+    data = load_dataset("quadrant", spec, recipe.validation_fraction, 0)
+    train_seed("torch", spec, recipe, data, 0, checkpoint_dir=tmp_path / "ck" / "seed0", log=lambda s: None)
+    train = ["train", *Q, "--framework", "torch", "--epochs", "1", "--checkpoints", "ck"]
+    refused(tmp_path, *train, expect="already holds a checkpoint for seed 0; pass --resume")
+    (tmp_path / "t.json").write_text("{}")
+    refused(tmp_path, *train, "--resume", "--json", "t.json", expect="already exists; pass --force")

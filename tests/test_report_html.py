@@ -111,3 +111,11 @@ def test_docs_lessons_page_shows_the_current_code() -> None:
              for excerpts in build_view(item, measure=False).to_dict()["code"].values() for e in excerpts]
     stale = [where for where in shown if where not in page]
     assert not stale, f"docs/lessons.html is stale (first: {stale[0]}); regenerate it"
+
+
+def test_report_html_refuses_no_files_and_a_page_too_large_to_read(tmp_path: Path) -> None:
+    refused(tmp_path, "report", "--html", "x.html", expect="the following arguments are required")
+    doc = results_doc()
+    doc["runs"] = [{**copy.deepcopy(doc["runs"][0]), "framework": f"port{i}"} for i in range(2100)]
+    (tmp_path / "big.json").write_text(json.dumps(doc))
+    refused(tmp_path, "report", "big.json", "--html", "big.html", expect="over the page's bound of 2000")
