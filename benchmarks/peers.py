@@ -14,15 +14,18 @@ A benchmark, not a test: on a shared CPU its numbers are noisy.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere: compare.py and shared/ beside it
+
+import compare as cli  # noqa: E402  (after the path it needs)
 
 
 def compare(*args: str) -> int:
-    return subprocess.call([sys.executable, str(ROOT / "compare.py"), *args], cwd=ROOT)
+    """`python compare.py ARGS` in this process: its workers start through the one launcher."""
+    return cli.main(list(args))
 
 
 def main() -> int:

@@ -45,6 +45,7 @@ KINDS: dict[str, str] = {
     "grad": "shared.training.parity:gradients",
     "loop": "shared.training.parity:loop",
     "diverge": "shared.training.parity:diverge",
+    "plateau": "shared.training.plateau_runs:plateau",
 }
 FAULT_ENV = "PORTBENCH_TEST_FAULT"
 TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key bias would cancel)

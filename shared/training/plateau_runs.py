@@ -2,7 +2,8 @@
 
 A run is a JSON-able job: spec, recipe, data name (`quadrant[:noise=N,contrast=C]`), seed and
 step budget; with "probe": true it is not trained and `probe_one` reports what the port starts
-from. The worker (`python -m shared.training.plateau_runs FRAMEWORK FOLDER`) trains each job with
+from. The worker (the `plateau` job kind of `shared.runtime.worker`, started by the one launcher)
+trains each job with
 `shared.training.trainloop.train_seed` (record_steps on, no checkpoints), and after every epoch
 records the test-set confusion matrix from the port's logits. Each framework runs in its own
 process for the reason `shared.training.parity` gives (Keras' backend is fixed at import; torch's
@@ -14,18 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared import REPO_ROOT
 from shared.errors import PortbenchError
 
 
@@ -90,61 +85,31 @@ def run_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
             "wall_s": time.perf_counter() - started}
 
 
-def start(framework: str, jobs: list[dict[str, Any]]) -> subprocess.Popen:
-    """A worker for `framework` on `jobs`; `finish` waits for it and reads its results."""
-    from ports import PORTS
+def plateau(framework: str, job: dict[str, Any], out: Any) -> None:
+    """The worker's `plateau` job kind (shared/runtime/worker.py): train one run, or probe it."""
+    from ports import load_port_module
 
-    folder = Path(tempfile.mkdtemp(prefix=f"plateau-{framework}-"))
-    (folder / "jobs.json").write_text(json.dumps(jobs))
-    env = {**os.environ, **PORTS[framework].env, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "shared.training.plateau_runs", framework, str(folder)],
-                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    proc.folder = folder  # type: ignore[attr-defined]
-    return proc
-
-
-def finish(proc: subprocess.Popen, echo: bool = True) -> list[dict[str, Any]]:
-    lines = []
-    for line in proc.stdout:  # type: ignore[union-attr]
-        lines.append(line.rstrip())
-        if echo:
-            print(line.rstrip(), flush=True)
-    proc.wait()
-    folder: Path = proc.folder  # type: ignore[attr-defined]
-    if proc.returncode != 0:
-        raise PortbenchError(f"plateau worker failed (exit {proc.returncode}): {lines[-1:] or 'no output'}; "
-                             f"its jobs are in {str(folder)!r}")
-    results = json.loads((folder / "results.json").read_text())
-    shutil.rmtree(folder, ignore_errors=True)
-    return results
+    load_port_module(framework).set_threads(1)
+    item = job["item"]
+    out.report["result"] = probe_one(framework, item) if item.get("probe") else run_one(framework, item)
 
 
 def run_all(framework: str, jobs: list[dict[str, Any]], echo: bool = True) -> list[dict[str, Any]]:
-    return finish(start(framework, jobs), echo)
+    """Every run in one fresh worker of `framework` (the one launcher), results in job order."""
+    from shared.runtime.launch import run_worker
 
-
-def main(argv: list[str]) -> int:
-    framework, folder = argv[0], Path(argv[1])
-    from ports import load_port_module
-    from shared.core.weights import atomic_write_bytes
-
-    load_port_module(framework).set_threads(1)
-    jobs = json.loads((folder / "jobs.json").read_text())
+    named = {f"run{k:04d}": {"kind": "plateau", "item": item} for k, item in enumerate(jobs)}
+    with tempfile.TemporaryDirectory(prefix=f"plateau-{framework}-") as folder:
+        result = run_worker(framework, named, folder, None, echo=print if echo else None)
     results = []
-    for k, item in enumerate(jobs, start=1):
-        if item.get("probe"):
-            results.append(probe_one(framework, item))
-            continue
-        results.append(run_one(framework, item))
-        name = json.loads(item["spec"])["name"]
-        print(f"[{framework}] run {k}/{len(jobs)} {name} seed {item['seed']}: "
-              f"{results[-1]['steps']} steps, final test accuracy {results[-1]['test_accuracy'][-1]:.4f} "
-              f"({results[-1]['wall_s']:.1f} s)", flush=True)
-    atomic_write_bytes(folder / "results.json", json.dumps(results).encode())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    for name, item in zip(named, jobs, strict=True):
+        error = result.error(name)
+        if error:
+            raise PortbenchError(f"plateau run {name} ({framework}) failed: {error}")
+        results.append(result.reports[name]["result"])
+        if echo and not item.get("probe"):
+            done = results[-1]
+            print(f"[{framework}] {json.loads(item['spec'])['name']} seed {item['seed']}: {done['steps']} "
+                  f"steps, final test accuracy {done['test_accuracy'][-1]:.4f} ({done['wall_s']:.1f} s)",
+                  flush=True)
+    return results
