@@ -229,3 +229,16 @@ def test_wide_table_restores_every_column() -> None:
                    "peak RSS", "alloc peak", "gate |err|", "GEMM GFLOP/s"):
         assert column in header
     assert max(len(line) for line in text.splitlines()[:5]) > 100
+
+
+def test_foreign_cpu_is_not_claimed_from_a_window_too_short_to_resolve() -> None:
+    import time
+
+    from shared.measure.contention import MIN_WALL_S, ForeignCpu
+
+    with ForeignCpu([0]) as short:
+        pass
+    assert short.value is None  # a few microseconds: 10 ms ticks cannot tell
+    with ForeignCpu([0]) as long:
+        time.sleep(MIN_WALL_S + 0.05)
+    assert long.value is not None and 0.0 <= long.value <= 1.0  # never more than the pinned CPUs

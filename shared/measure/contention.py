@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 
 CONTENDED = 0.15  # cores' worth of foreign work above which a phase is flagged
+# /proc/stat counts whole clock ticks (10 ms): over a shorter window than this a single tick of
+# rounding would pass for 5% of a core, and a 13-microsecond phase was once "contended by 9 CPUs".
+MIN_WALL_S = 0.2
 
 
 def _busy_seconds(cpus: list[int]) -> float | None:
@@ -49,7 +52,8 @@ class ForeignCpu:
             return
         busy = _busy_seconds(self.cpus)
         wall = time.perf_counter() - self._wall
-        if busy is None or wall <= 0:
+        if busy is None or wall < MIN_WALL_S:  # too short a window to tell: not measured (None)
             return
         own = time.process_time() - self._own
-        self.value = max(0.0, (busy - self._busy - own) / wall)
+        # at most every pinned CPU busy: tick rounding cannot claim more
+        self.value = min(float(len(self.cpus)), max(0.0, (busy - self._busy - own) / wall))
