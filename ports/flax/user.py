@@ -18,8 +18,8 @@ import numpy as np
 from flax import nnx
 
 from shared.core.binding import Layer
-from shared.core.forward_io import native_layout, pick_logits, token_layout
-from shared.errors import InputError, WeightsError
+from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.errors import InputError
 from shared.teaching.probes import gelu_form
 
 
@@ -38,13 +38,8 @@ def parameters(model: Any) -> dict[str, np.ndarray]:
 def assign(model: Any, values: dict[str, np.ndarray]) -> None:
     # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
     variables = _variables(model)
-    for name, array in values.items():  # every check before the first write
-        if name not in variables:
-            raise WeightsError(f"nnx model {type(model).__name__} has no variable {name!r} "
-                               f"({len(variables)} variables, the first {next(iter(variables), None)!r})")
-        if tuple(np.shape(array)) != tuple(variables[name].shape):
-            raise WeightsError(f"nnx variable {name!r} has shape {tuple(variables[name].shape)}, "
-                               f"got an array of shape {tuple(np.shape(array))}")
+    check_assignment({n: v.shape for n, v in variables.items()}, values,  # every check before a write
+                     f"nnx model {type(model).__name__}", "variable")
     for name, array in values.items():
         variables[name].set_value(jnp.asarray(array, dtype=variables[name].dtype))
 

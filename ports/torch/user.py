@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from shared.core.binding import Layer
-from shared.core.forward_io import native_layout, pick_logits, token_layout
-from shared.errors import InputError, WeightsError
+from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.errors import InputError
 
 
 def owns(obj: Any) -> bool:
@@ -37,13 +37,8 @@ def parameters(model: Any) -> dict[str, np.ndarray]:
 def assign(model: Any, values: dict[str, np.ndarray]) -> None:
     # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
     state = model.state_dict()
-    for name, array in values.items():  # every check before the first write
-        if name not in state:
-            raise WeightsError(f"torch model {type(model).__name__} has no parameter {name!r} "
-                               f"({len(state)} in its state_dict)")
-        if tuple(np.shape(array)) != tuple(state[name].shape):
-            raise WeightsError(f"torch parameter {name!r} has shape {tuple(state[name].shape)}, "
-                               f"got an array of shape {tuple(np.shape(array))}")
+    check_assignment({n: v.shape for n, v in state.items()}, values,  # every check before a write
+                     f"torch model {type(model).__name__}", "parameter")
     with torch.no_grad():
         for name, array in values.items():
             state[name].copy_(torch.from_numpy(np.asarray(array, np.float32)))

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.errors import InputError
+from shared.errors import InputError, WeightsError
 
 
 def native_layout(images: np.ndarray, layout: str) -> np.ndarray:
@@ -72,3 +72,16 @@ def token_layout(value: Any, batch: int | None = None, channels_first: bool = Fa
     if batch is not None and array.ndim == 3 and array.shape[0] != batch and array.shape[1] == batch:
         return np.ascontiguousarray(array.transpose(1, 0, 2))
     return array
+
+
+def check_assignment(shapes: dict[str, tuple[int, ...]], values: dict[str, np.ndarray], model: str,
+                     what: str) -> None:
+    """Before the first write into a user's model: every name exists and every shape fits, or a
+    one-line WeightsError naming the first that does not (`what`: "variable", "parameter")."""
+    for name, array in values.items():
+        if name not in shapes:
+            raise WeightsError(f"{model} has no {what} {name!r} ({len(shapes)} {what}s, the first "
+                               f"{next(iter(shapes), None)!r})")
+        if tuple(np.shape(array)) != tuple(shapes[name]):
+            raise WeightsError(f"{what} {name!r} has shape {tuple(shapes[name])}, got an array of shape "
+                               f"{tuple(np.shape(array))}")
