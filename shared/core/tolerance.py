@@ -2,7 +2,7 @@
 
 Measured on this project's presets with its seeded weights (O(1) logits), pinned ports land at
 1e-7 .. 2e-6 from float64 on the small presets and ~4e-6 on ViT-B/16 (12 blocks of width 768:
-more accumulated rounding; MLX, whose Linux CPU build sums in another order, 5.3e-6 .. 5.9e-6).
+more accumulated rounding; the MLX port 5.3e-6 .. 5.9e-6).
 The bounds leave ~2.5x headroom (1.7x for MLX on ViT-B/16) and still catch every semantic
 difference the catalogue lists: LayerNorm eps 1e-5 vs 1e-6 moves small-model logits by ~2.6e-5,
 tanh vs exact GELU by ~4e-4, layout errors by O(1). A 1e-3 bound would hide the first two.
