@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol, max_abs_diff, max_rel_diff
+from shared.core.tolerance import logit_atol, max_abs_diff, max_rel_diff, rung_floor
 
 PAIRWISE_FACTOR = 2.0  # two ports, each within the tolerance of the reference, are within twice it
 
@@ -49,10 +50,16 @@ def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
 
 
 def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
-                 param_count: int | None = None) -> Verdict:
-    """A port's logits vs the float64 reference for the same weights and images, and (when
-    given) its own parameter count vs the spec's."""
-    verdict = compare_tensor(logits, reference, logit_atol(spec, reference))
+                 param_count: int | None = None, precision: Precision = FLOAT32) -> Verdict:
+    """A port's logits vs the float64 reference for the same weights and images at a precision
+    rung, and (when given) its own parameter count vs the spec's. Below float32 the gap must
+    also reach the rung's floor: a gap of float32's order means the rung did not run."""
+    verdict = compare_tensor(logits, reference, logit_atol(spec, reference, precision))
+    floor = rung_floor(spec, reference, precision)
+    if verdict.passed and verdict.max_abs_diff is not None and verdict.max_abs_diff < floor:
+        return Verdict(False, verdict.tolerance, verdict.max_abs_diff, verdict.max_rel_diff,
+                       f"max |logits - reference| {verdict.max_abs_diff:.3g} is below {precision.rung}'s "
+                       f"floor {floor:.2g}: the port did not compute at {precision.rung}")
     expected = spec.derived.params
     if verdict.passed and param_count is not None and param_count != expected:
         return Verdict(False, verdict.tolerance, verdict.max_abs_diff, verdict.max_rel_diff,
@@ -65,10 +72,10 @@ def check_pair(a: np.ndarray, b: np.ndarray, tolerance: float) -> Verdict:
     return compare_tensor(a, b, PAIRWISE_FACTOR * tolerance)
 
 
-def tap_budget(spec: ModelSpec, reference: np.ndarray) -> float:
-    """An intermediate tensor's tolerance: float32 rounding is relative, so the logit tolerance
-    scales with the tensor's magnitude, `logit_atol(spec) * max(1, max |reference|)`."""
-    return logit_atol(spec) * max(1.0, float(np.max(np.abs(reference))))
+def tap_budget(spec: ModelSpec, reference: np.ndarray, precision: Precision = FLOAT32) -> float:
+    """An intermediate tensor's tolerance: rounding is relative, so the logit tolerance scales
+    with the tensor's magnitude, `logit_atol(spec, precision) * max(1, max |reference|)`."""
+    return logit_atol(spec, None, precision) * max(1.0, float(np.max(np.abs(reference))))
 
 
 def first_nonfinite(taps: dict[str, np.ndarray]) -> str | None:

@@ -73,6 +73,11 @@ def _fan_in(name: str, shape: tuple[int, ...]) -> int:
 
 
 # ---- checking ----------------------------------------------------------------------------
+# A checkpoint saved at a lower rung cannot give float32 back: the rounding already happened.
+LOWER_PRECISION = ("a lower precision than the float32 canonical weights every rung starts from "
+                   "(the ports round to --dtype themselves); save or convert the float32 weights")
+
+
 def check_tensors(spec: ModelSpec, tensors: Tensors, source: str = "weights") -> None:
     """Names, shapes, dtype and finiteness against the spec; the first problem is the error."""
     expected = spec.derived.tensor_shapes
@@ -95,6 +100,8 @@ def check_tensors(spec: ModelSpec, tensors: Tensors, source: str = "weights") ->
                 f"{source}: tensor {name!r} has shape {tuple(array.shape)}, spec {spec.name!r} "
                 f"expects {shape}"
             )
+        if array.dtype.kind == "f" and array.dtype.itemsize < 4:
+            raise WeightsError(f"{source}: tensor {name!r} is stored as {array.dtype}, {LOWER_PRECISION}")
         if array.dtype != np.float32:
             raise WeightsError(f"{source}: tensor {name!r} has dtype {array.dtype}, expected float32")
         if not np.all(np.isfinite(array)):
@@ -170,8 +177,11 @@ def read_weight_file(path: str | Path) -> tuple[ModelSpec, Tensors, dict[str, st
         with safe_open(str(path), framework="numpy") as handle:
             metadata = dict(handle.metadata() or {})
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+    except (SafetensorError, OSError, ValueError, RuntimeError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "bfloat16" in first:  # NumPy has no bfloat16: safetensors cannot hand it over
+            where = f"weights file {str(path)!r}"
+            raise WeightsError(f"{where} stores bfloat16 tensors, {LOWER_PRECISION}") from None
         raise WeightsError(
             f"weights file {str(path)!r} is not a readable safetensors file ({first})"
         ) from None
