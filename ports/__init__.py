@@ -118,6 +118,14 @@ def resolve_device(name: str, module: ModuleType, requested: str) -> str:
     return requested
 
 
-def create_port(name: str, spec, device: str = "cpu"):
+def create_port(name: str, spec, device: str = "cpu", precision=None):
+    """A port of `spec` on `device` at a precision rung (`shared.core.precision`; float32 when
+    None). A rung the framework cannot run here raises a one-line FrameworkUnavailable."""
+    from shared.core.precision import FLOAT32
+
     module = load_port_module(name)
-    return module.Port(spec, device=resolve_device(name, module, device))
+    resolved = resolve_device(name, module, device)
+    if precision is not None and precision.tf32 and resolved != "cuda":
+        raise FrameworkUnavailable(f"{name}: TF32 is a CUDA tensor-core mode; on {resolved} float32 matmuls "
+                                   "stay float32, so a TF32 run here would be float32 by another name")
+    return module.Port(spec, device=resolved, precision=precision or FLOAT32)

@@ -34,10 +34,15 @@ class FixedTable(nnx.Variable):
     """A constant (sincos positions): state, but not a trainable nnx.Param."""
 
 
+# Precision (shared/core/precision.py): `dtype` is the compute dtype of the layers that compute
+# (Conv, Linear, MultiHeadAttention): bfloat16 under mixed precision, beside float32 parameters
+# (param_dtype); None elsewhere, where Flax computes in the inputs' and parameters' dtype.
+
+
 class PatchEmbed(nnx.Module):
     """Pad (or drop) the remainder, then one Conv with kernel = stride = patch size."""
 
-    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs) -> None:
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         d = spec.derived
         # jnp.pad takes (before, after) per axis of NHWC: zeros at the bottom and right only.
         self.padding = ((0, 0), (0, d.rows_padded), (0, d.cols_padded), (0, 0))
@@ -46,13 +51,14 @@ class PatchEmbed(nnx.Module):
         patch = (spec.patch_height, spec.patch_width)
         # padding="VALID": nnx.Conv defaults to "SAME", which would pad instead of drop.
         self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=patch, strides=patch,
-                             padding="VALID", rngs=rngs)
+                             padding="VALID", dtype=dtype, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if any(sum(self.padding, ())):
             x = jnp.pad(x, self.padding)
         x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        return x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
+        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
+        return x.astype(self.proj.kernel[...].dtype)  # the token stream is held in the parameter dtype
 
 
 class Attention(nnx.Module):
@@ -63,12 +69,12 @@ class Attention(nnx.Module):
     output together, so without qkv bias the output bias is a parameter of its own.
     broadcast_dropout=False: Flax would otherwise share one dropout mask across batch and heads."""
 
-    def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs) -> None:
+    def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
         self.mha = nnx.MultiHeadAttention(
             num_heads=spec.heads, in_features=spec.dim, qkv_features=spec.derived.attn_inner,
             out_features=spec.dim, use_bias=spec.qkv_bias, dropout_rate=spec.dropout_attn,
-            broadcast_dropout=False, decode=False, rngs=rngs,
+            broadcast_dropout=False, decode=False, dtype=dtype, rngs=rngs,
         )
         self.out_bias = None if spec.qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
 
@@ -76,16 +82,18 @@ class Attention(nnx.Module):
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         if taps is not NO_TAPS:  # the fused kernel does not return its weights: recompute them
             q, k = self.mha.query(x), self.mha.key(x)  # (B, N, H, hd)
-            taps[f"{self.tag}.attn_probs"] = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) * scale)
+            # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) * scale
+            taps[f"{self.tag}.attn_probs"] = jax.nn.softmax(scores).astype(q.dtype)
         y = self.mha(x)
-        return y if self.out_bias is None else y + self.out_bias
+        return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)
 
 
 class Mlp(nnx.Module):
-    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs) -> None:
-        self.fc1 = nnx.Linear(spec.dim, spec.mlp_dim, rngs=rngs)
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+        self.fc1 = nnx.Linear(spec.dim, spec.mlp_dim, dtype=dtype, rngs=rngs)
         self.act = activation(spec.activation)
-        self.fc2 = nnx.Linear(spec.mlp_dim, spec.dim, rngs=rngs)
+        self.fc2 = nnx.Linear(spec.mlp_dim, spec.dim, dtype=dtype, rngs=rngs)
         self.drop = nnx.Dropout(spec.dropout_mlp, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -93,12 +101,12 @@ class Mlp(nnx.Module):
 
 
 class Block(nnx.Module):
-    def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs) -> None:
+    def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim, rngs)
-        self.attn = Attention(spec, index, rngs)
+        self.attn = Attention(spec, index, rngs, dtype)
         self.norm2 = layer_norm(spec, spec.dim, rngs)
-        self.mlp = Mlp(spec, rngs)
+        self.mlp = Mlp(spec, rngs, dtype)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         t = taps
@@ -121,13 +129,13 @@ class Block(nnx.Module):
 class Head(nnx.Module):
     """Hidden Linear + activation + dropout layers, then the class logits."""
 
-    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs) -> None:
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         widths = [spec.derived.pooled_dim, *spec.head_hidden]
         # nnx.List: Flax 0.12 rejects a plain list of submodules.
-        self.hidden = nnx.List([nnx.Linear(a, b, rngs=rngs) for a, b in pairwise(widths)])
+        self.hidden = nnx.List([nnx.Linear(a, b, dtype=dtype, rngs=rngs) for a, b in pairwise(widths)])
         self.act = activation(spec.head_activation)
         self.drop = nnx.Dropout(spec.dropout_head, rngs=rngs)
-        self.out = nnx.Linear(widths[-1], spec.num_classes, rngs=rngs)
+        self.out = nnx.Linear(widths[-1], spec.num_classes, dtype=dtype, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         for layer in self.hidden:
@@ -136,10 +144,10 @@ class Head(nnx.Module):
 
 
 class VisionTransformer(nnx.Module):
-    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs) -> None:
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         d = spec.derived
         self.spec = spec
-        self.patch_embed = PatchEmbed(spec, rngs)
+        self.patch_embed = PatchEmbed(spec, rngs, dtype)
         self.cls_token = nnx.Param(jnp.zeros((spec.dim,))) if spec.class_token else None
         learned, sincos = spec.pos_embed == "learned", spec.pos_embed == "sincos"
         # The whole table is a parameter; only the first rows are used.
@@ -147,10 +155,10 @@ class VisionTransformer(nnx.Module):
         # sincos positions are fixed, not a parameter.
         self.pos_table = FixedTable(jnp.asarray(fixed_table(spec), jnp.float32)) if sincos else None
         self.pos_drop = nnx.Dropout(spec.dropout_embed, rngs=rngs)
-        self.blocks = nnx.List([Block(spec, i, rngs) for i in range(spec.depth)])
+        self.blocks = nnx.List([Block(spec, i, rngs, dtype) for i in range(spec.depth)])
         width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
         self.final_norm = layer_norm(spec, width, rngs) if spec.final_norm != "none" else None
-        self.head = Head(spec, rngs)
+        self.head = Head(spec, rngs, dtype)
 
     def positions(self) -> jax.Array | None:
         if self.pos_embed is not None:

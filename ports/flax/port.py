@@ -16,6 +16,7 @@ from flax import nnx
 from ports.flax import transfer
 from ports.flax.model import VisionTransformer
 from shared.core.inputs import check_images
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
@@ -83,13 +84,16 @@ def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
 class Port:
     framework = FRAMEWORK
 
-    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
-        pin_precision()
-        self.spec, self.device_class = spec, device
+    def __init__(self, spec: ModelSpec, device: str = "cpu", precision: Precision = FLOAT32) -> None:
+        self.settings = pin_precision(allow_tf32=precision.tf32)
+        self.spec, self.device_class, self.precision = spec, device, precision
         platform = {"cpu": "cpu", "cuda": "gpu", "metal": "METAL"}[device]
         self.device = jax.devices(platform)[0]
+        # Flax's mixed precision: a compute `dtype` on the layers beside float32 parameters.
+        compute = jnp.dtype(precision.dtype) if precision.mode == "mixed" else None
+        self.param_dtype = jnp.dtype(precision.param_dtype)
         with jax.default_device(self.device):
-            self.model = VisionTransformer(spec, nnx.Rngs(0, dropout=1))
+            self.model = VisionTransformer(spec, nnx.Rngs(0, dropout=1), dtype=compute)
         self.model.eval()
 
     # ---- weights ----------------------------------------------------------------------
@@ -97,6 +101,12 @@ class Port:
         check_tensors(self.spec, tensors)
         with jax.default_device(self.device):
             transfer.load_canonical(self.model, tensors)
+            if self.param_dtype != jnp.float32:  # pure: every floating state in the low dtype
+                state = nnx.state(self.model)
+                nnx.update(self.model, jax.tree.map(self._cast, state))
+
+    def _cast(self, value: jax.Array) -> jax.Array:
+        return value.astype(self.param_dtype) if jnp.issubdtype(value.dtype, jnp.floating) else value
 
     def export(self) -> Tensors:
         return transfer.export_canonical(self.model)
@@ -106,9 +116,10 @@ class Port:
 
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> jax.Array:
-        """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout)."""
+        """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout), in the
+        parameter dtype."""
         check_images(self.spec, images)
-        return jax.device_put(np.asarray(images, dtype=np.float32), self.device)
+        return jax.device_put(np.asarray(images, dtype=np.float32), self.device).astype(self.param_dtype)
 
     def forward(self, prepared: jax.Array, train: bool = False) -> jax.Array:
         if train:  # dropout is active only in train mode (nnx.Dropout is active by default)
@@ -134,16 +145,24 @@ class Port:
             jax.block_until_ready(result)
 
     def to_numpy(self, result: jax.Array) -> np.ndarray:
-        return np.asarray(result)
+        # NumPy has no bfloat16: low-precision results come out as float32 (exactly).
+        return np.asarray(result, dtype=np.float32)
 
     def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
         return self.to_numpy(self.forward(self.prepare(images), train=train))
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: self.to_numpy(t) for name, t in self.taps(images).items()}
+
+    def tap_dtypes(self, images: np.ndarray) -> dict[str, str]:
+        """The dtype each named intermediate was computed in, as the framework reports it."""
+        return {name: str(t.dtype) for name, t in self.taps(images).items()}
+
+    def taps(self, images: np.ndarray) -> dict[str, jax.Array]:
         taps = Taps()
         self.model.eval()
         self.model(self.prepare(images), taps)
-        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+        return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
@@ -153,7 +172,8 @@ class Port:
 
         def loss_fn(model: VisionTransformer) -> jax.Array:
             # optax returns per-example losses: the mean is explicit, as torch's default.
-            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+            logits = model(x).astype(jnp.float32)  # the loss in float32
+            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
         loss, grads = nnx.value_and_grad(loss_fn)(self.model)
         return float(loss), transfer.export_gradients(self.model, grads)

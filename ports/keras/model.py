@@ -15,38 +15,45 @@ from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 
 
-def activation(form: str) -> layers.Layer:
+def activation(form: str, dtype: str = "float32") -> layers.Layer:
     # Always pass the GELU form: keras.activations.gelu is exact, but keras.ops.gelu is tanh.
-    return layers.Activation(lambda x: keras.activations.gelu(x, approximate=form != "gelu"))
+    return layers.Activation(lambda x: keras.activations.gelu(x, approximate=form != "gelu"), dtype=dtype)
 
 
-def layer_norm(spec: ModelSpec, width: int) -> layers.LayerNormalization:
+def layer_norm(spec: ModelSpec, width: int, dtype: str = "float32") -> layers.LayerNormalization:
     # Always pass epsilon: torch 1e-5, Keras 1e-3 and Flax 1e-6 by default.
-    return layers.LayerNormalization(epsilon=spec.layer_norm_eps)
+    return layers.LayerNormalization(epsilon=spec.layer_norm_eps, dtype=dtype)
+
+
+# Dtype policies (shared/core/precision.py): each layer's own `dtype` is the token stream's
+# policy ("float32" under mixed precision, the low dtype under pure); `compute` is the policy of
+# the layers that compute (Conv2D, Dense, MultiHeadAttention, the activation, their dropout):
+# "mixed_bfloat16" under mixed. Keras' one global mixed policy would also cast the stream.
 
 
 class PatchEmbed(layers.Layer):
     """Pad (or drop) the remainder, then one Conv2D with kernel = stride = patch size."""
 
-    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         d = spec.derived
         # ZeroPadding2D takes ((top, bottom), (left, right)): zeros at the bottom and right only.
         self.padding = ((0, d.rows_padded), (0, d.cols_padded))
-        self.pad = layers.ZeroPadding2D(self.padding) if any(sum(self.padding, ())) else None
+        self.pad = layers.ZeroPadding2D(self.padding, dtype=compute) if any(sum(self.padding, ())) else None
         # `drop`: crop the remainder explicitly. TF's oneDNN Conv2D returned wrong values when a
         # valid, strided conv had to skip it (3x3 image, 1x2 patches: off by 2.3; found by the
         # property test), so no conv kernel ever sees a remainder.
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         patch = (spec.patch_height, spec.patch_width)
-        self.proj = layers.Conv2D(spec.dim, kernel_size=patch, strides=patch, padding="valid")
+        self.proj = layers.Conv2D(spec.dim, kernel_size=patch, strides=patch, padding="valid", dtype=compute)
         self.tokens, self.dim = d.num_patches, spec.dim
 
     def call(self, x):
         if self.pad is not None:
             x = self.pad(x)
         x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        return ops.reshape(x, (-1, self.tokens, self.dim))  # (B, rows, cols, D) -> (B, tokens, D)
+        x = ops.reshape(x, (-1, self.tokens, self.dim))  # (B, rows, cols, D) -> (B, tokens, D)
+        return ops.cast(x, self.compute_dtype)  # the token stream is held in the parameter dtype
 
 
 class Attention(layers.Layer):
@@ -57,12 +64,12 @@ class Attention(layers.Layer):
     embed_dim=32. Its use_bias covers q, k, v and the output together, so without qkv bias the
     output bias is a weight of its own."""
 
-    def __init__(self, spec: ModelSpec, index: int, **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, index: int, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
         self.mha = layers.MultiHeadAttention(
             num_heads=spec.heads, key_dim=spec.head_dim, value_dim=spec.head_dim,
-            dropout=spec.dropout_attn, use_bias=spec.qkv_bias,
+            dropout=spec.dropout_attn, use_bias=spec.qkv_bias, dtype=compute,
         )
         self.out_bias = None
         if not spec.qkv_bias:
@@ -72,46 +79,49 @@ class Attention(layers.Layer):
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         if taps is not NO_TAPS:  # the fused kernel does not return its weights: recompute them
             q, k = self.mha.query_dense(x), self.mha.key_dense(x)  # (B, N, H, hd)
-            taps[f"{self.tag}.attn_probs"] = ops.softmax(ops.einsum("bqhd,bkhd->bhqk", q, k) * scale, axis=-1)
+            # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
+            scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") * scale
+            taps[f"{self.tag}.attn_probs"] = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
         y = self.mha(x, x, training=training)
-        return y if self.out_bias is None else y + self.out_bias
+        return y if self.out_bias is None else y + ops.cast(self.out_bias, y.dtype)
 
 
 class Mlp(layers.Layer):
-    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
-        self.fc1 = layers.Dense(spec.mlp_dim)
-        self.act = activation(spec.activation)
-        self.fc2 = layers.Dense(spec.dim)
-        self.drop = layers.Dropout(spec.dropout_mlp)
+        self.fc1 = layers.Dense(spec.mlp_dim, dtype=compute)
+        self.act = activation(spec.activation, compute)
+        self.fc2 = layers.Dense(spec.dim, dtype=compute)
+        self.drop = layers.Dropout(spec.dropout_mlp, dtype=compute)
 
     def call(self, x, training=False):
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)), training=training)), training=training)
 
 
 class Block(layers.Layer):
-    def __init__(self, spec: ModelSpec, index: int, **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, index: int, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
-        self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
-        self.norm1 = layer_norm(spec, spec.dim)
-        self.attn = Attention(spec, index)
-        self.norm2 = layer_norm(spec, spec.dim)
-        self.mlp = Mlp(spec)
+        self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
+        self.norm1 = layer_norm(spec, spec.dim, stream)
+        self.attn = Attention(spec, index, compute, dtype=stream)
+        self.norm2 = layer_norm(spec, spec.dim, stream)
+        self.mlp = Mlp(spec, compute, dtype=compute)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         t = taps
+        # ops.add promotes a bfloat16 branch into a float32 stream; TF's `+` refuses mixed dtypes.
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.attn(h, training=training, taps=t))
+            x = ops.add(x, a := self.attn(h, training=training, taps=t))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
-            x = x + (m := self.mlp(h, training=training))
+            x = ops.add(x, m := self.mlp(h, training=training))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
             t[f"{self.tag}.attn"] = a = self.attn(x, training=training, taps=t)
-            x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
+            x = t[f"{self.tag}.norm1"] = self.norm1(ops.add(x, a))
             t[f"{self.tag}.mlp"] = m = self.mlp(x, training=training)
-            x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
+            x = t[f"{self.tag}.norm2"] = self.norm2(ops.add(x, m))
         t[f"{self.tag}.out"] = x
         return x
 
@@ -119,12 +129,12 @@ class Block(layers.Layer):
 class Head(layers.Layer):
     """Hidden Dense + activation + dropout layers, then the class logits."""
 
-    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
-        self.hidden = [layers.Dense(width) for width in spec.head_hidden]
-        self.act = activation(spec.head_activation)
-        self.drop = layers.Dropout(spec.dropout_head)
-        self.out = layers.Dense(spec.num_classes)
+        self.hidden = [layers.Dense(width, dtype=compute) for width in spec.head_hidden]
+        self.act = activation(spec.head_activation, compute)
+        self.drop = layers.Dropout(spec.dropout_head, dtype=compute)
+        self.out = layers.Dense(spec.num_classes, dtype=compute)
 
     def call(self, x, training=False):
         for layer in self.hidden:
@@ -133,11 +143,11 @@ class Head(layers.Layer):
 
 
 class VisionTransformer(keras.Model):
-    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
-        d = spec.derived
+        d, stream = spec.derived, self.dtype_policy
         self.spec = spec
-        self.patch_embed = PatchEmbed(spec)
+        self.patch_embed = PatchEmbed(spec, compute, dtype=stream)
         self.cls_token = None
         if spec.class_token:
             self.cls_token = self.add_weight(shape=(spec.dim,), initializer="zeros", name="cls_token")
@@ -148,18 +158,18 @@ class VisionTransformer(keras.Model):
             )
         elif spec.pos_embed == "sincos":  # fixed, not a weight
             self.pos_table = fixed_table(spec).astype(np.float32)
-        self.pos_drop = layers.Dropout(spec.dropout_embed)
-        self.blocks = [Block(spec, i) for i in range(spec.depth)]
+        self.pos_drop = layers.Dropout(spec.dropout_embed, dtype=stream)
+        self.blocks = [Block(spec, i, compute, dtype=stream) for i in range(spec.depth)]
         self.final_norm = None
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
-            self.final_norm = layer_norm(spec, width)
-        self.head = Head(spec)
+            self.final_norm = layer_norm(spec, width, stream)
+        self.head = Head(spec, compute, dtype=compute)
 
     def positions(self):
         if self.pos_embed is not None:
             return self.pos_embed[: self.spec.derived.pos_rows_used]
-        return None if self.pos_table is None else ops.convert_to_tensor(self.pos_table)
+        return None if self.pos_table is None else ops.convert_to_tensor(self.pos_table, self.compute_dtype)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         s, t = self.spec, taps

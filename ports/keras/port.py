@@ -13,6 +13,7 @@ from keras import ops
 from ports.keras import transfer
 from ports.keras.model import VisionTransformer
 from shared.core.inputs import check_images
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
@@ -175,14 +176,18 @@ def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
 class Port:
     framework = FRAMEWORK
 
-    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
-        pin_precision()
-        self.spec, self.device_class = spec, device
+    def __init__(self, spec: ModelSpec, device: str = "cpu", precision: Precision = FLOAT32) -> None:
+        self.settings = pin_precision(allow_tf32=precision.tf32)
+        self.spec, self.device_class, self.precision = spec, device, precision
         # "cpu", not "cpu:0": Keras' torch backend moves each new Parameter with .to("cpu:0"),
         # which copies it into a plain tensor (int seed states then fail to re-wrap).
         self.device = {"cpu": "cpu", "cuda": "gpu:0", "metal": "gpu:0"}[device]
+        # Keras' mixed precision: dtype policies, "mixed_bfloat16" on the layers that compute.
+        mixed = precision.mode == "mixed"
+        compute = f"mixed_{precision.dtype}" if mixed else precision.dtype
+        self.param_dtype = precision.param_dtype
         with keras.device(self.device):
-            self.model = VisionTransformer(spec)
+            self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
             self.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), "float32"))
 
     # ---- weights ----------------------------------------------------------------------
@@ -198,10 +203,11 @@ class Port:
 
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> Any:
-        """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout)."""
+        """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
+        parameter dtype."""
         check_images(self.spec, images)
         with keras.device(self.device):
-            return ops.convert_to_tensor(np.asarray(images, dtype=np.float32))
+            return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> Any:
         with keras.device(self.device):
@@ -248,16 +254,24 @@ class Port:
             ops.convert_to_numpy(result)
 
     def to_numpy(self, result: Any) -> np.ndarray:
-        return np.asarray(ops.convert_to_numpy(result))
+        # NumPy has no bfloat16: low-precision results come out as float32 (exactly).
+        return np.asarray(ops.convert_to_numpy(ops.cast(result, "float32")))
 
     def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
         return self.to_numpy(self.forward(self.prepare(images), train=train))
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: self.to_numpy(t) for name, t in self.taps(images).items()}
+
+    def tap_dtypes(self, images: np.ndarray) -> dict[str, str]:
+        """The dtype each named intermediate was computed in, as the framework reports it."""
+        return {name: keras.backend.standardize_dtype(t.dtype) for name, t in self.taps(images).items()}
+
+    def taps(self, images: np.ndarray) -> dict[str, Any]:
         taps = Taps()
         with keras.device(self.device):
             self.model(self.prepare(images), training=False, taps=taps)
-        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+        return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout (training=False:
@@ -274,7 +288,7 @@ class Port:
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, self.model(x, training=False))
+            loss = loss_fn(y, ops.cast(self.model(x, training=False), "float32"))  # the loss in float32
         grads = tape.gradient(loss, variables)
         by_id = {id(v): g for v, g in zip(variables, grads, strict=True)}
         return float(loss), transfer.export_gradients(self.model, by_id)

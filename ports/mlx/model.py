@@ -46,7 +46,8 @@ class PatchEmbed(nn.Module):
         if any(sum(self.padding, ())):
             x = mx.pad(x, self.padding)
         x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        return x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
+        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
+        return x.astype(self.proj.weight.dtype)  # the token stream is held in the parameter dtype
 
 
 class Attention(nn.Module):
@@ -74,7 +75,7 @@ class Attention(nn.Module):
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
         explicit = taps is not NO_TAPS or (self.training and self.dropout_rate > 0)
         y = self.explicit(x, taps) if explicit else self.mha(x, x, x)
-        return y if self.out_bias is None else y + self.out_bias
+        return y if self.out_bias is None else y + self.out_bias.astype(y.dtype)
 
     def explicit(self, x: mx.array, taps: Taps) -> mx.array:
         """softmax(q k^T) v through the module's own projections: it also yields the weights the
@@ -86,7 +87,8 @@ class Attention(nn.Module):
 
         q, k, v = heads(self.mha.query_proj(x)), heads(self.mha.key_proj(x)), heads(self.mha.value_proj(x))
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
-        probs = mx.softmax((q * scale) @ k.transpose(0, 1, 3, 2), axis=-1)
+        # The softmax in float32 (precise=True), its probabilities rounded to the compute dtype.
+        probs = mx.softmax((q * scale) @ k.transpose(0, 1, 3, 2), axis=-1, precise=True)
         taps[f"{self.tag}.attn_probs"] = probs
         context = self.dropout(probs) @ v
         return self.mha.out_proj(context.transpose(0, 2, 1, 3).reshape(b, n, -1))
@@ -174,7 +176,8 @@ class VisionTransformer(nn.Module):
     def positions(self) -> mx.array | None:
         if self.pos_embed is not None:
             return self.pos_embed[: self.spec.derived.pos_rows_used]
-        return self._pos_table
+        # set_dtype casts parameters only: the fixed table follows the patch embedding's dtype.
+        return None if self._pos_table is None else self._pos_table.astype(self.patch_embed.proj.weight.dtype)
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
         s, t = self.spec, taps

@@ -15,12 +15,14 @@ from mlx.utils import tree_flatten
 from ports.mlx import transfer
 from ports.mlx.model import VisionTransformer
 from shared.core.inputs import check_images
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import FrameworkUnavailable
 
 FRAMEWORK = "mlx"
+DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
 
 
 def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
@@ -91,12 +93,17 @@ def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
 class Port:
     framework = FRAMEWORK
 
-    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
-        pin_precision()
-        self.spec, self.device_class = spec, device
+    def __init__(self, spec: ModelSpec, device: str = "cpu", precision: Precision = FLOAT32) -> None:
+        self.settings = pin_precision(allow_tf32=precision.tf32)
+        self.spec, self.device_class, self.precision = spec, device, precision
         if device not in available_devices():
             raise FrameworkUnavailable(
                 f"mlx: device {device!r} is not available here (available: {', '.join(available_devices())})")
+        if precision.mode == "mixed":
+            raise FrameworkUnavailable(
+                f"mlx: rung {precision.rung} is not offered: MLX has no mixed precision (no autocast, "
+                "no dtype policy, no per-layer compute dtype); pass --precision pure")
+        self.param_dtype = DTYPES[precision.param_dtype]
         self.device = mx.cpu if device == "cpu" else mx.gpu
         # MLX arrays have no device: the default device decides where every op runs, process-wide
         # (each framework runs in its own process).
@@ -109,6 +116,8 @@ class Port:
     def load(self, tensors: Tensors) -> None:
         check_tensors(self.spec, tensors)
         transfer.load_canonical(self.model, tensors)
+        if self.param_dtype != mx.float32:  # pure: MLX's one way, every parameter in the low dtype
+            self.model.set_dtype(self.param_dtype)
 
     def export(self) -> Tensors:
         return transfer.export_canonical(self.model)
@@ -118,9 +127,10 @@ class Port:
 
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> mx.array:
-        """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified)."""
+        """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified), in the
+        parameter dtype."""
         check_images(self.spec, images)
-        x = mx.array(np.ascontiguousarray(images, dtype=np.float32))
+        x = mx.array(np.ascontiguousarray(images, dtype=np.float32)).astype(self.param_dtype)
         mx.eval(x)
         return x
 
@@ -147,16 +157,24 @@ class Port:
         mx.synchronize()
 
     def to_numpy(self, result: mx.array) -> np.ndarray:
-        return np.array(result, copy=True)
+        # NumPy has no bfloat16: low-precision results come out as float32 (exactly).
+        return np.array(result.astype(mx.float32), copy=True)
 
     def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
         return self.to_numpy(self.forward(self.prepare(images), train=train))
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: self.to_numpy(t) for name, t in self.taps(images).items()}
+
+    def tap_dtypes(self, images: np.ndarray) -> dict[str, str]:
+        """The dtype each named intermediate was computed in, as the framework reports it."""
+        return {name: str(t.dtype).removeprefix("mlx.core.") for name, t in self.taps(images).items()}
+
+    def taps(self, images: np.ndarray) -> dict[str, mx.array]:
         taps = Taps()
         self.model.eval()
         self.model(self.prepare(images), taps)
-        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+        return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
@@ -166,7 +184,8 @@ class Port:
 
         def loss_fn(model: VisionTransformer) -> mx.array:
             # nn.losses.cross_entropy defaults to reduction='none': the mean is explicit.
-            return nn.losses.cross_entropy(model(x), y, reduction="mean")
+            logits = model(x).astype(mx.float32)  # the loss in float32
+            return nn.losses.cross_entropy(logits, y, reduction="mean")
 
         loss, grads = nn.value_and_grad(self.model, loss_fn)(self.model)
         mx.eval(loss, grads)

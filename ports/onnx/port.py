@@ -21,6 +21,7 @@ import torch
 from ports.onnx import export, transfer
 from ports.torch.port import Port as TorchPort
 from shared.core.inputs import check_images
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable
@@ -96,7 +97,10 @@ def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
 class Port:
     framework = FRAMEWORK
 
-    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
+    def __init__(self, spec: ModelSpec, device: str = "cpu", precision: Precision = FLOAT32) -> None:
+        if precision != FLOAT32:
+            raise FrameworkUnavailable(f"onnx: rung {precision.rung} is not offered: the extra ONNX "
+                                       "backend exports the float32 torch port only")
         if device not in available_devices():
             raise FrameworkUnavailable(f"onnx: device {device!r} has no ONNX Runtime execution provider "
                                        f"here; available: {', '.join(available_devices())}")

@@ -46,7 +46,8 @@ class PatchEmbed(nn.Module):
         if any(self.padding):
             x = F.pad(x, self.padding)
         x = self.proj(x[:, :, : self.used[0], : self.used[1]])  # NCHW
-        return x.flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
+        x = x.flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
+        return x.to(self.proj.weight.dtype)  # the token stream is held in the parameter dtype
 
 
 class Attention(nn.Module):
@@ -74,7 +75,8 @@ class Attention(nn.Module):
         if taps is not NO_TAPS or self.head_dim <= NARROW_HEAD:
             # Explicit softmax(q k^T) v: it also yields the weights the fused kernel keeps to itself,
             # and for narrow heads SDPA's CPU flash kernel is 1.45x slower (archive-torch, 8-wide).
-            probs = torch.softmax((q * scale) @ k.transpose(-2, -1), dim=-1)
+            # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
+            probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
             taps[f"{self.tag}.attn_probs"] = probs
             context = F.dropout(probs, dropout) @ v
         else:

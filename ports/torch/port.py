@@ -13,11 +13,13 @@ import torch.nn.functional as F  # noqa: N812
 from ports.torch import transfer
 from ports.torch.model import VisionTransformer
 from shared.core.inputs import check_images
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
 
 FRAMEWORK = "torch"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def pin_precision(allow_tf32: bool = False) -> dict[str, Any]:
@@ -84,11 +86,20 @@ def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
 class Port:
     framework = FRAMEWORK
 
-    def __init__(self, spec: ModelSpec, device: str = "cpu") -> None:
-        pin_precision()
-        self.spec, self.device_class = spec, device
+    def __init__(self, spec: ModelSpec, device: str = "cpu", precision: Precision = FLOAT32) -> None:
+        self.settings = pin_precision(allow_tf32=precision.tf32)
+        self.spec, self.device_class, self.precision = spec, device, precision
         self.device = torch.device({"cpu": "cpu", "cuda": "cuda", "metal": "mps"}[device])
-        self.model = VisionTransformer(spec).to(self.device).eval()
+        self.dtype = DTYPES[precision.dtype]  # the compute dtype
+        # pure: parameters and buffers in the low dtype; mixed: float32, cast per op by autocast.
+        self.param_dtype = DTYPES[precision.param_dtype]
+        self.model = VisionTransformer(spec).to(self.device, self.param_dtype).eval()
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        # torch's mixed precision: matmuls and convolutions in the low dtype inside this context.
+        if self.precision.mode != "mixed":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
 
     # ---- weights ----------------------------------------------------------------------
     def load(self, tensors: Tensors) -> None:
@@ -103,14 +114,15 @@ class Port:
 
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> torch.Tensor:
-        """Canonical NHWC float32 -> NCHW on the device (torch's native layout)."""
+        """Canonical NHWC float32 -> NCHW on the device (torch's native layout), in the parameter
+        dtype."""
         check_images(self.spec, images)
         x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
-        return x.permute(0, 3, 1, 2).contiguous().to(self.device)
+        return x.permute(0, 3, 1, 2).contiguous().to(self.device, self.param_dtype)
 
     def forward(self, prepared: torch.Tensor, train: bool = False) -> torch.Tensor:
         self.model.train(train)  # dropout is active only in train mode
-        with torch.set_grad_enabled(train):
+        with torch.set_grad_enabled(train), self.autocast():
             return self.model(prepared)
 
     def compiled_forward(self) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -119,7 +131,7 @@ class Port:
         compiled = torch.compile(self.model)
 
         def run(prepared: torch.Tensor) -> torch.Tensor:
-            with torch.no_grad():
+            with torch.no_grad(), self.autocast():
                 return compiled(prepared)
 
         return run
@@ -131,25 +143,34 @@ class Port:
             torch.mps.synchronize()
 
     def to_numpy(self, result: torch.Tensor) -> np.ndarray:
-        return result.detach().cpu().numpy()
+        # NumPy has no bfloat16: low-precision results come out as float32 (exactly).
+        return result.detach().float().cpu().numpy()
 
     def logits(self, images: np.ndarray, train: bool = False) -> np.ndarray:
         return self.to_numpy(self.forward(self.prepare(images), train=train))
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: self.to_numpy(t) for name, t in self.taps(images).items()}
+
+    def tap_dtypes(self, images: np.ndarray) -> dict[str, str]:
+        """The dtype each named intermediate was computed in, as the framework reports it."""
+        return {name: str(t.dtype).removeprefix("torch.") for name, t in self.taps(images).items()}
+
+    def taps(self, images: np.ndarray) -> dict[str, torch.Tensor]:
         taps = Taps()
         self.model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), self.autocast():
             self.model(self.prepare(images), taps)
-        return {name: self.to_numpy(t) for name, t in taps.tensors.items()}
+        return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
         dropout off, so the three ports are comparable)."""
         self.model.eval()
         self.model.zero_grad(set_to_none=True)
-        logits = self.model(self.prepare(images))
+        with self.autocast():
+            logits = self.model(self.prepare(images))
         target = torch.from_numpy(np.asarray(labels, dtype=np.int64)).to(self.device)
-        loss = F.cross_entropy(logits, target, reduction="mean")
+        loss = F.cross_entropy(logits.float(), target, reduction="mean")  # the loss in float32
         loss.backward()
         return float(loss.detach().cpu()), transfer.export_gradients(self.model)

@@ -63,10 +63,10 @@ def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
 
 def export_canonical(model: VisionTransformer) -> Tensors:
     # .copy(): on CPU .numpy() is a view of the live parameter, which training would change.
-    native = {n: p.detach().cpu().numpy().copy() for n, p in model.named_parameters()}
+    native = {n: p.detach().float().cpu().numpy().copy() for n, p in model.named_parameters()}
     return from_native(model.spec, native)
 
 
 def export_gradients(model: VisionTransformer) -> Tensors:
-    native = {n: p.grad.detach().cpu().numpy().copy() for n, p in model.named_parameters()}
+    native = {n: p.grad.detach().float().cpu().numpy().copy() for n, p in model.named_parameters()}
     return from_native(model.spec, native)
