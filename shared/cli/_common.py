@@ -15,6 +15,7 @@ from shared.core.files import check_output, write_output
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
+from shared.errors import SpecError
 
 
 def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None:
@@ -85,6 +86,12 @@ def add_user_model_args(parser: argparse.ArgumentParser) -> None:
 
 def user_spec(args: argparse.Namespace) -> ModelSpec:
     """The spec a user's model is checked against: --spec/--set, else the --weights file's."""
+    from shared.core.precision import from_args
+
+    rung = from_args(args).rung
+    if rung != "float32":  # a rung is a setting of portbench's ports, not of a model it imports
+        raise SpecError(f"--model runs your model in the dtype it was written in, not at {rung}: "
+                        "cast it yourself (or autocast inside it) and drop --dtype/--precision")
     if getattr(args, "weights", None) and not args.spec:
         return read_weight_file(args.weights)[0].with_overrides(args.set)
     return resolve_spec(args.spec, args.set)

@@ -56,3 +56,15 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def add_precision(parser: argparse.ArgumentParser) -> None:
+    """--dtype, --precision and --allow-tf32: one rung of the precision ladder
+    (shared/core/precision.py; `precision.from_args` reads them)."""
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                        help="the dtype the ports compute in (default float32)")
+    parser.add_argument("--precision", choices=("pure", "mixed"), default=None,
+                        help="pure: parameters and activations in --dtype; mixed: float32 parameters, "
+                             "matmuls in --dtype, LayerNorm/softmax/residual in float32 (default pure)")
+    parser.add_argument("--allow-tf32", action="store_true",
+                        help="let float32 matmuls use TF32 tensor cores (CUDA only; off by default)")

@@ -11,10 +11,11 @@ import numpy as np
 
 from ports import PORTS, create_port
 from shared.cli._common import add_spec_args, print_note, refuse_overwrite, resolve_model, save_npy
-from shared.cli._options import add_device
+from shared.cli._options import add_device, add_precision
 from shared.core import reference
 from shared.core.equivalence import first_nonfinite, nonfinite_message
 from shared.core.inputs import load_images, probe_batch
+from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, InputError
 
 ORDER = 30
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--framework", required=True, help=f"one of: reference, {', '.join(PORTS)}")
     parser.add_argument("--input", help="NHWC float32 .npy (default: the spec's seeded probe batch)")
     add_device(parser, "cpu")
+    add_precision(parser)
     parser.add_argument("--out", required=True, help="output .npy path")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
     parser.set_defaults(run=run)
@@ -36,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         raise FrameworkUnavailable(
             f"unknown framework {args.framework!r}; expected one of: reference, {', '.join(PORTS)}"
         )
+    precision = from_args(args)
+    if args.framework == "reference" and precision.rung != "float32":
+        raise FrameworkUnavailable(f"the reference computes in float64 only, not at {precision.rung}; "
+                                   "drop --dtype/--precision/--allow-tf32 for it")
     refuse_overwrite(args.out, args.force)
     model = resolve_model(args)
     print_note(model.note)
@@ -47,11 +53,13 @@ def run(args: argparse.Namespace) -> int:
                                        f"{args.device!r}; pass --device cpu")
         logits = reference.forward(model.spec, model.tensors, images)
     else:
-        port = create_port(args.framework, model.spec, device=args.device)
+        from shared.runtime.jobs import low_precision_logits
+
+        port = create_port(args.framework, model.spec, device=args.device, precision=precision)
         if args.device == "auto":
             print(f"device auto: {args.framework} runs on {port.device_class}", file=sys.stderr)
         port.load(model.tensors)
-        logits = port.logits(images)
+        logits = low_precision_logits(port, images)
     if not np.all(np.isfinite(logits)):  # never write a silently wrong result
         taps: dict = {}
         if args.framework == "reference":
@@ -61,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(nonfinite_message(f"{args.framework} logits for {source}", first_nonfinite(taps)))
     save_npy(args.out, np.asarray(logits), force=args.force)
     print(f"wrote {args.out}: {args.framework} logits {tuple(np.shape(logits))} for spec "
-          f"{model.spec.name!r} ({model.spec.spec_hash})")
+          f"{model.spec.name!r} ({model.spec.spec_hash}) at {precision.rung} (stored as float32)")
     return 0

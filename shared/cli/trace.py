@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ports import parse_frameworks
+from shared.cli._options import add_precision
 from shared.cli._teaching_args import (
     add_json_arg,
     add_model_args,
@@ -15,6 +16,7 @@ from shared.cli._teaching_args import (
     write_json,
 )
 from shared.core.files import check_output, write_output
+from shared.core.precision import from_args
 from shared.teaching.tracing import report_lines, trace
 
 ORDER = 61
@@ -30,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_model_args(p, user=True)
     p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
+    add_precision(p)
     add_json_arg(p, "the per-tap table")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the error of "
                    "every tensor along the depth of the network")
@@ -38,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_json(args)
+    precision = from_args(args)
     if args.html:
         check_output(args.html, args.force)
     from ports import installed
@@ -55,10 +59,11 @@ def run(args: argparse.Namespace) -> int:
         spec, tensors, images, notes = load_model(args)
         default = tuple(name for name, reason in installed().items() if reason is None)
         frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
-        _, traces = trace(spec, tensors, images, frameworks)
+        _, traces = trace(spec, tensors, images, frameworks, precision)
     for note in notes:
         print(note)
-    print(f"spec {spec.name!r}: {len(images)} images, budgets = tolerance x max(1, |reference tensor|)")
+    print(f"spec {spec.name!r}: {len(images)} images at {precision.rung}, "
+          "budgets = tolerance x max(1, |reference tensor|)")
     for line in report_lines(traces, args.verbose):
         print(line)
     if args.json:

@@ -16,9 +16,10 @@ from shared.cli._common import (
     user_options,
     user_spec,
 )
-from shared.cli._options import add_batch, add_device, add_timeout
+from shared.cli._options import add_batch, add_device, add_precision, add_timeout
 from shared.core.files import check_output, write_output
 from shared.core.inputs import probe_batch
+from shared.core.precision import from_args
 from shared.core.presets import DEFAULT_PRESET, PRESETS, get_preset
 from shared.core.summary import format_table
 from shared.core.tolerance import logit_atol
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--all-presets", action="store_true", help="verify every preset")
     add_batch(parser, 4, "probe batch size")
     add_device(parser, "cpu")
+    add_precision(parser)
     add_timeout(parser, 900.0)
     parser.add_argument("--json", help="write the results here (one entry per spec and framework)")
     parser.add_argument("--force", action="store_true", help="replace an existing --json file")
@@ -52,9 +54,11 @@ def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) 
     for case in cases:
         rows = []
         mine = [e for e in entries if e.spec == case.spec.name]
-        tol = mine[0].tolerance if mine else logit_atol(case.spec)
+        tol = mine[0].tolerance if mine else logit_atol(case.spec, None, case.precision)
+        floor = f", floor {mine[0].floor:.1e}" if mine and mine[0].floor else ""
         print(f"\nspec {case.spec.name!r} ({case.spec.spec_hash}): {case.spec.derived.params:,} parameters, "
-              f"probe batch {case.images.shape[0]}, tolerance {tol:.1e} (max abs vs float64 reference)")
+              f"probe batch {case.images.shape[0]}")
+        print(f"rung {case.precision.rung}: tolerance {tol:.1e}{floor} (max abs vs float64 reference)")
         print_note(case.note)
         for e in mine:
             status = e.status
@@ -103,12 +107,15 @@ def run(args: argparse.Namespace) -> int:
             reason = installed().get(name) if name != "reference" else None
             if reason:
                 raise FrameworkUnavailable(reason)
+    precision = from_args(args)
     if args.all_presets:
         specs = [get_preset(name) for name in PRESETS]
-        cases = [Case(s, init_weights(s, args.seed), probe_batch(s, args.batch)) for s in specs]
+        cases = [Case(s, init_weights(s, args.seed), probe_batch(s, args.batch), precision=precision)
+                 for s in specs]
     else:
         model = resolve_model(args)
-        cases = [Case(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note)]
+        cases = [Case(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note,
+                      precision)]
     return run_cases(cases, frameworks, args.device, args.timeout, args.json, args.force)
 
 

@@ -11,18 +11,39 @@ import numpy as np
 
 import ports
 from shared.core.equivalence import first_nonfinite
+from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
+from shared.errors import FrameworkUnavailable
 from shared.runtime.worker import Output
+
+# How frameworks say a dtype has no kernel on this device: torch "... not implemented for
+# 'Half'", TensorFlow "No registered ... kernel", XLA "UNIMPLEMENTED", MLX "not supported".
+NO_KERNEL = ("not implemented for", "no registered", "unimplemented", "not supported")
 
 
 def _loaded_port(framework: str, job: dict[str, Any]) -> Any:
-    """The port for `job`: its spec (the weight file's when the job gives none), weights loaded."""
+    """The port for `job`: its spec (the weight file's when the job gives none), weights loaded,
+    at the job's precision rung."""
     spec = ModelSpec.from_json(job["spec"]) if job.get("spec") else None
     loaded = load_weights(job["weights"], spec)
-    port = ports.create_port(framework, loaded.spec, device=job.get("device", "cpu"))
+    precision = Precision.from_dict(job.get("precision"))
+    port = ports.create_port(framework, loaded.spec, device=job.get("device", "cpu"), precision=precision)
     port.load(loaded.tensors)
     return port
+
+
+def low_precision_logits(port: Any, images: np.ndarray) -> np.ndarray:
+    """port.logits, where a framework without a kernel for the rung's dtype on this device is
+    `unavailable` with its own words, not a crash."""
+    try:
+        return np.asarray(port.logits(images))
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if port.precision.low and any(word in text.lower() for word in NO_KERNEL):
+            raise FrameworkUnavailable(f"{port.framework}: no {port.precision.dtype} kernel on "
+                                       f"{port.device_class} here: {text[:200]}") from None
+        raise
 
 
 def logits(framework: str, job: dict[str, Any], out: Output) -> None:
@@ -33,11 +54,14 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     out.report["import_s"] = time.perf_counter() - started
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
-    out.arrays["logits"] = np.asarray(port.logits(images))
+    out.arrays["logits"] = low_precision_logits(port, images)
     if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
         out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
+    if port.precision.low:  # the dtype of every named tensor, read from the framework
+        out.report["tap_dtypes"] = port.tap_dtypes(images[:1])
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
-                       "versions": module.version_info()})
+                       "versions": module.version_info(), "precision": port.precision.to_dict(),
+                       "precision_settings": port.settings})
 
 
 def taps(framework: str, job: dict[str, Any], out: Output) -> None:

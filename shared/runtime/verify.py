@@ -17,10 +17,11 @@ import numpy as np
 from ports import installed
 from shared.core import reference
 from shared.core.equivalence import check_logits, check_pair
+from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol
+from shared.core.tolerance import logit_atol, rung_floor
 from shared.core.weights import Tensors, save_weights
-from shared.runtime.launch import run_worker
+from shared.runtime.launch import Worker
 
 
 @dataclass
@@ -34,10 +35,13 @@ class Entry:
     max_abs_diff: float | None = None
     max_rel_diff: float | None = None
     tolerance: float = 0.0
+    rung: str = "float32"
+    floor: float = 0.0  # below this gap the port did not compute at the rung
     passed: bool = False
     error: str | None = None
     unavailable: bool = False  # the framework or the requested device is not here: not a failure
     versions: dict[str, str] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)  # named tensor -> dtype, as the framework ran it
     logits: np.ndarray | None = field(default=None, repr=False)
 
     @property
@@ -57,12 +61,14 @@ class Case:
     tensors: Tensors
     images: np.ndarray
     note: str | None = None
+    precision: Precision = FLOAT32
+    reference: np.ndarray | None = field(default=None, repr=False)  # filled by verify()
 
 
-def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
-               timeout: float) -> list[dict[str, Any]]:
-    """One fresh worker for `framework` on every case; one report per case, with its logits or
-    a one-line "error"."""
+def start_logits(framework: str, cases: list[Case], workdir: Path, device: str, **options: Any) -> Worker:
+    """Start one fresh worker for `framework` on every case (weights and images written to
+    `workdir` once, for every framework); `collect_logits` waits for it. `options` go to the
+    launcher (threads, pinning)."""
     jobs = {}
     for i, case in enumerate(cases):
         weights, inputs = workdir / f"w{i}.safetensors", workdir / f"x{i}.npy"
@@ -70,10 +76,16 @@ def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
             save_weights(weights, case.spec, case.tensors)
             np.save(inputs, case.images)
         jobs[f"case{i}"] = {"kind": "logits", "spec": case.spec.to_json(), "weights": str(weights),
-                            "input": str(inputs), "device": device}
-    result = run_worker(framework, jobs, workdir, timeout)
+                            "input": str(inputs), "device": device, "precision": case.precision.to_dict()}
+    return Worker(framework, jobs, workdir, **options)
+
+
+def collect_logits(worker: Worker, timeout: float) -> list[dict[str, Any]]:
+    """One report per case, with its logits or a one-line "error" (and whether the framework or
+    the rung is merely unavailable here)."""
+    result = worker.result(timeout)
     reports = []
-    for name in jobs:
+    for name in worker.jobs:
         error = result.error(name)
         if error:
             kind = (result.reports.get(name) or {}).get("error_kind")
@@ -83,20 +95,41 @@ def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
     return reports
 
 
+def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
+               timeout: float) -> list[dict[str, Any]]:
+    """One fresh worker for `framework` on every case; one report per case."""
+    return collect_logits(start_logits(framework, cases, workdir, device), timeout)
+
+
 def entry_for(case: Case, framework: str, report: dict[str, Any], ref: np.ndarray) -> Entry:
-    entry = Entry(case.spec.name, case.spec.spec_hash, framework, tolerance=logit_atol(case.spec, ref),
-                  expected_params=case.spec.derived.params)
+    entry = Entry(case.spec.name, case.spec.spec_hash, framework,
+                  tolerance=logit_atol(case.spec, ref, case.precision), rung=case.precision.rung,
+                  floor=rung_floor(case.spec, ref, case.precision), expected_params=case.spec.derived.params)
     if report.get("error"):
         entry.error, entry.unavailable = report["error"], bool(report.get("unavailable"))
         return entry
     entry.device, entry.param_count = report["device"], report["param_count"]
     entry.versions, entry.logits = report["versions"], report["logits"]
-    verdict = check_logits(case.spec, entry.logits, ref, entry.param_count)
+    verdict = check_logits(case.spec, entry.logits, ref, entry.param_count, case.precision)
     entry.passed, entry.error = verdict.passed, verdict.reason
+    entry.dtypes = dict(report.get("tap_dtypes") or {})
+    broken = contract_breach(entry.dtypes, case.precision)
+    if entry.passed and broken:
+        entry.passed, entry.error = False, broken
     if report.get("first_nonfinite"):
         entry.error = f"{verdict.reason}; the first non-finite tensor is {report['first_nonfinite']!r}"
     entry.max_abs_diff, entry.max_rel_diff = verdict.max_abs_diff, verdict.max_rel_diff
     return entry
+
+
+def contract_breach(tap_dtypes: dict[str, str], precision: Precision) -> str | None:
+    """The first named tensor the framework computed in another dtype than the precision
+    contract holds it in (shared/core/precision.py), as one line; None when all agree."""
+    for name, found in tap_dtypes.items():
+        wanted = expected_tap_dtype(name, precision)
+        if found != wanted:
+            return f"{name!r} was computed in {found}, the {precision.rung} contract holds it in {wanted}"
+    return None
 
 
 def pairwise_gaps(case: Case, entries: list[Entry], ref: np.ndarray) -> list[dict[str, Any]]:
@@ -106,15 +139,21 @@ def pairwise_gaps(case: Case, entries: list[Entry], ref: np.ndarray) -> list[dic
     for a, b in itertools.combinations(comparable, 2):
         verdict = check_pair(a.logits, b.logits, a.tolerance)
         gap = verdict.max_abs_diff if verdict.max_abs_diff is not None else float("nan")
-        gaps.append({"spec": case.spec.name, "a": a.framework, "b": b.framework,
-                     "max_abs_diff": gap, "passed": verdict.passed})
+        gaps.append({"spec": case.spec.name, "rung": case.precision.rung, "a": a.framework,
+                     "b": b.framework, "max_abs_diff": gap, "passed": verdict.passed})
     return gaps
 
 
 def verify(cases: list[Case], frameworks: list[str], device: str = "cpu",
            timeout: float = 900.0) -> tuple[list[Entry], list[dict[str, Any]]]:
     """Run every framework on every case; return per-framework entries and pairwise gaps."""
-    references = [reference.forward(c.spec, c.tensors, c.images) for c in cases]
+    known: dict[tuple[int, int], np.ndarray] = {}  # one float64 pass per weights and batch
+    for c in cases:
+        key = (id(c.tensors), id(c.images))
+        if key not in known:
+            known[key] = reference.forward(c.spec, c.tensors, c.images)
+        c.reference = known[key]
+    references = [c.reference for c in cases]
     by_framework: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="portbench-verify-") as tmp:
         for framework in frameworks:

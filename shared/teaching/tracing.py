@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.core.equivalence import compare_tensor, tap_budget
+from shared.core.precision import FLOAT32, Precision
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
@@ -74,11 +75,11 @@ class PortTrace:
 
 
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
-                 framework: str) -> PortTrace:
+                 framework: str, precision: Precision = FLOAT32) -> PortTrace:
     trace = PortTrace(framework)
     for name in tap_order(spec):
         ref = reference[name]
-        magnitude, budget = float(np.max(np.abs(ref))), tap_budget(spec, ref)
+        magnitude, budget = float(np.max(np.abs(ref))), tap_budget(spec, ref, precision)
         if name not in port_taps:
             trace.rows.append(TapRow(name, magnitude, None, budget, "missing in this port"))
             continue
@@ -91,18 +92,19 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
 
 # ---- collecting taps from ports, each framework in its own process ----------------------
 def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_file: Path,
-                 workdir: Path, timeout: float = 600.0) -> dict[str, np.ndarray] | str:
+                 workdir: Path, timeout: float = 600.0,
+                 precision: Precision = FLOAT32) -> dict[str, np.ndarray] | str:
     """`port.intermediates` in a fresh worker process (the `taps` job kind); the taps, or a
     one-line reason the port could not run."""
     job = {"kind": "taps", "spec": spec.to_json(), "weights": str(weights_file),
-           "input": str(images_file)}
+           "input": str(images_file), "precision": precision.to_dict()}
     result = run_worker(framework, {"taps": job}, workdir, timeout)
     error = result.error("taps")
     return error if error else result.arrays.get("taps", {})
 
 
-def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray,
-          frameworks: list[str]) -> tuple[dict[str, np.ndarray], list[PortTrace]]:
+def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: list[str],
+          precision: Precision = FLOAT32) -> tuple[dict[str, np.ndarray], list[PortTrace]]:
     reference = reference_taps(spec, weights, images)
     traces = []
     with tempfile.TemporaryDirectory(prefix="portbench-trace-") as tmp:
@@ -111,11 +113,11 @@ def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray,
         save_weights(weights_file, spec, weights)
         np.save(images_file, images)
         for fw in frameworks:
-            got = collect_taps(fw, spec, weights_file, images_file, workdir)
+            got = collect_taps(fw, spec, weights_file, images_file, workdir, precision=precision)
             if isinstance(got, str):
                 traces.append(PortTrace(fw, error=got))
             else:
-                traces.append(compare_taps(spec, reference, got, fw))
+                traces.append(compare_taps(spec, reference, got, fw, precision))
     return reference, traces
 
 
