@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # One command for a CUDA machine: say which devices every installed port can use, verify every
-# preset on CUDA in each port that can use it, and time vit-b16 at batch 64 there, within about
-# 8 minutes. Usage: benchmarks/gpu_check.sh OUT_DIR  (PYTHON=... to pick the interpreter).
-# Writes OUT_DIR/devices.json, verify-cuda.json, time-vit-b16-b64-cuda.json and summary.json.
+# preset on CUDA in each port that can use it at every rung of the precision ladder (float32,
+# TF32, bfloat16 and float16, pure and mixed: `compare.py tolerances`, which also prints the gaps
+# the CPU-measured bounds are checked against), and time vit-b16 at batch 64 there per rung,
+# within about 8 minutes. Usage: benchmarks/gpu_check.sh OUT_DIR  (PYTHON=... for the interpreter).
+# Writes OUT_DIR/devices.json, verify-cuda.json, ladder-cuda.json / .md,
+# time-vit-b16-b64-cuda-RUNG.json and summary.json.
 # On a machine without a CUDA device it prints the device table, says so, writes summary.json
 # with status "no-cuda" and exits 0: nothing was verified or timed on a GPU.
 set -euo pipefail
@@ -41,12 +44,21 @@ echo "gpu_check: CUDA ports: $cuda_ports"
 status=0
 # Every preset on CUDA; each framework's worker gets 180 s (vit-b16's float64 reference runs on
 # the CPU in this process first).
-timeout 240 "$python" compare.py verify --all-presets --device cuda --frameworks "$cuda_ports" \
-    --timeout 180 --json "$out/verify-cuda.json" || status=$?
-# vit-b16 at batch 64: short phase budgets so every port fits in the remaining 3 minutes.
-timeout 180 "$python" compare.py time --spec vit-b16 --batch 64 --device cuda \
-    --frameworks "$cuda_ports" --budget 0.5 --max-repeats 20 --eval-batches 2 --timeout 150 \
-    --no-chart --force --json "$out/time-vit-b16-b64-cuda.json" || status=$?
+timeout 150 "$python" compare.py verify --all-presets --device cuda --frameworks "$cuda_ports" \
+    --timeout 120 --json "$out/verify-cuda.json" || status=$?
+# The ladder: every preset, every port, every rung, one worker per framework.
+timeout 150 "$python" compare.py tolerances --device cuda --frameworks "$cuda_ports" \
+    --rungs tf32,bfloat16-pure,bfloat16-mixed,float16-pure,float16-mixed --timeout 120 \
+    --json "$out/ladder-cuda.json" --markdown "$out/ladder-cuda.md" --force || status=$?
+# vit-b16 at batch 64 per rung, the compiled forward only, short budgets: about 40 s a rung.
+for dtype_args in "float32" "float32 --allow-tf32" "bfloat16 --precision mixed" \
+                  "bfloat16 --precision pure" "float16 --precision mixed" "float16 --precision pure"; do
+    name=$(echo "$dtype_args" | tr -d -- '-' | tr ' ' '-')
+    # shellcheck disable=SC2086  # the rung's flags are words on purpose
+    timeout 45 "$python" compare.py time --spec vit-b16 --batch 64 --device cuda --dtype $dtype_args \
+        --frameworks "$cuda_ports" --modes compiled --budget 0.2 --max-repeats 10 --timeout 40 \
+        --no-chart --force --json "$out/time-vit-b16-b64-cuda-$name.json" || status=$?
+done
 
 if [[ $status -eq 0 ]]; then summary ok; else summary "failed ($status)"; fi
 echo "gpu_check: finished in $((SECONDS - start)) s with status $status; results in $out"

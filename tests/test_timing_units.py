@@ -68,7 +68,8 @@ def test_schema_refuses_other_version_and_foreign_files(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("field, value", [("spec_hash", "def"), ("batch", 16), ("dtype", "bfloat16"),
-                                          ("threads", 2), ("device_class", "cuda")])
+                                          ("precision", "bfloat16-mixed"), ("threads", 2),
+                                          ("device_class", "cuda")])
 def test_guard_refuses_a_mismatch_and_names_the_field(field: str, value: object) -> None:
     rows = [make_row("torch", 0.01), make_row("flax", 0.02, **{field: value})]
     with pytest.raises(guard.IncomparableRunsError, match=f"{field} differs") as info:
@@ -77,6 +78,17 @@ def test_guard_refuses_a_mismatch_and_names_the_field(field: str, value: object)
     text = output.table(rows)
     assert f"{field} differs" in text
     assert all(line.split()[0] == "-" for line in text.splitlines()[1:3])  # no ranks shown
+
+
+def test_rows_from_before_the_precision_ladder_read_as_float32() -> None:
+    """A row without conditions.precision (every run before the ladder was float32) ranks beside
+    a float32 row, and is refused beside a bfloat16-pure one: pure vs mixed is not the dtype."""
+    old, new = make_row("torch", 0.01), make_row("flax", 0.02, precision="float32")
+    assert [r["framework"] for _, r, _, _ in guard.rank([old, new])] == ["torch", "flax"]
+    pure = make_row("flax", 0.02, dtype="bfloat16", precision="bfloat16-pure")
+    mixed = make_row("torch", 0.01, dtype="bfloat16", precision="bfloat16-mixed")
+    with pytest.raises(guard.IncomparableRunsError, match="precision differs"):
+        guard.rank([mixed, pure])
 
 
 def test_guard_sees_rows_with_the_same_label() -> None:

@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.set_defaults(run=run, min_repeats=5, max_repeats=50, warmup=2, eval_batches=1, processes=1,
-                        rank_by="forward", allow_tf32=False, batch=1)
+                        rank_by="forward", dtype="float32", precision=None, allow_tf32=False, batch=1)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.cli._options import add_batch, add_device, add_threads, add_timeout
+from shared.cli._options import add_batch, add_device, add_precision, add_threads, add_timeout
+from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
@@ -48,8 +49,7 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     parser.add_argument("--html", dest="html_path",
                         help="also write the run as one self-contained HTML page (the bare job: "
                              "results/index.html, its own page, rewritten each run)")
-    parser.add_argument("--allow-tf32", action="store_true",
-                        help="let fp32 matmuls use TF32 on GPUs in every framework (default: pinned off)")
+    add_precision(parser)
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--allow-mixed", action="store_true",
                         help="rank even when frameworks ran on different device classes")
@@ -132,7 +132,7 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
                      modes=tuple(m for m in modes if m != "train"), train="train" in modes, budget=budget,
                      eval_batches=args.eval_batches, timeout_s=args.timeout,
                      compile_cache=args.compile_cache, processes=args.processes,
-                     allow_tf32=args.allow_tf32, user=user_job(args, spec))
+                     precision=from_args(args), user=user_job(args, spec))
 
 
 def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
@@ -208,7 +208,7 @@ def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: d
     from shared.cli.verify import print_report
     from shared.measure.gate import verdicts
 
-    case, entries, pairwise = verdicts(spec, config.batch, config.seed, rows, logits)
+    case, entries, pairwise = verdicts(spec, config.batch, config.seed, rows, logits, config.precision)
     print_report([case], entries, pairwise)
     failed = [e for e in entries if not e.passed] + [p for p in pairwise if not p["passed"]]
     print(f"\n{len(entries) + len(pairwise) - len(failed)} passed, {len(failed)} failed "
@@ -266,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
         all_rows.extend(rows)
         if logits is not None and not print_verdicts(spec, config, rows, logits):
             print("verification failed: the failing ports are INVALID and not ranked")
-        print(f"\n{spec.name} ({spec.spec_hash}), batch {config.batch}, {config.threads} thread(s)")
+        print(f"\n{spec.name} ({spec.spec_hash}), batch {config.batch}, {config.threads} thread(s), "
+              f"{config.precision.rung}")
         print(output.table(rows, args.rank_by, args.allow_mixed, wide=args.wide))
 
     extra: dict[str, Any] = {}
@@ -278,7 +279,8 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + factorial.describe(specs[0].name, specs[1].name, parts))
     conditions = configs[0].conditions() if len(configs) == 1 else {
         "factorial_specs": [c.conditions() for c in configs], **{
-            k: configs[0].conditions()[k] for k in ("batch", "dtype", "threads", "device_request")}}
+            k: configs[0].conditions()[k]
+            for k in ("batch", "dtype", "precision", "threads", "device_request")}}
     doc = schema.new_results(host, conditions, all_rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
     write_outputs(doc, all_rows, paths, f"{stem}: batch {configs[0].batch}, {configs[0].threads} thread(s)")
     bad = [r for r in all_rows if r["status"] in ("invalid", "crashed", "timeout")]

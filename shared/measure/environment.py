@@ -47,6 +47,48 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+# CPU features that run bfloat16 / float16 arithmetic natively (Linux /proc/cpuinfo flags; on
+# arm64 Macs, sysctl's FEAT_BF16 / FEAT_FP16). Without them a framework converts to float32 and
+# back around every op, so a low-precision row on such a CPU is slower, not faster, than float32.
+LOW_PRECISION_FLAGS = {
+    "bfloat16": ("amx_bf16", "avx512_bf16", "bf16"),  # bf16: arm64 Linux
+    "float16": ("amx_fp16", "avx512_fp16", "fphp"),  # f16c only converts, it does not compute
+}
+MAC_FEATURES = {"bfloat16": "hw.optional.arm.FEAT_BF16", "float16": "hw.optional.arm.FEAT_FP16"}
+
+
+def low_precision_support() -> dict[str, Any]:
+    """{"flags": [...], "bfloat16": flag or None, "float16": flag or None}: which of the CPU's
+    features compute in each low dtype, or None where the CPU emulates it."""
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags |= set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    if sys.platform == "darwin":
+        for name in MAC_FEATURES.values():
+            out = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5)
+            if out.stdout.strip() == "1":
+                flags.add(name)
+    known = {*MAC_FEATURES.values(), *(f for names in LOW_PRECISION_FLAGS.values() for f in names)}
+    record: dict[str, Any] = {"flags": sorted(flags & known)}
+    for dtype, names in LOW_PRECISION_FLAGS.items():
+        found = [f for f in (*names, MAC_FEATURES[dtype]) if f in flags]
+        record[dtype] = found[0] if found else None
+    return record
+
+
+def emulation_note(dtype: str) -> str | None:
+    """A row's note when the CPU has no native arithmetic for `dtype` (None when it has)."""
+    if dtype == "float32" or low_precision_support().get(dtype):
+        return None
+    names = "/".join(LOW_PRECISION_FLAGS[dtype][:2])
+    return (f"this CPU has no native {dtype} arithmetic (no {names}): frameworks convert to float32 "
+            "and back around each op, so this rung is expected to be slower than float32 here")
+
+
 def usable_cpus() -> list[int]:
     """CPUs this process may run on (its affinity mask where the OS has one)."""
     if hasattr(os, "sched_getaffinity"):
@@ -80,6 +122,7 @@ def host_record() -> dict[str, Any]:
         "hostname": platform.node(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_low_precision": low_precision_support(),
         "usable_cpus": usable_cpus(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         **git_state(),

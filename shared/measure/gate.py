@@ -13,6 +13,7 @@ import numpy as np
 from shared.core import reference
 from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
@@ -21,9 +22,23 @@ from shared.runtime.verify import Case, Entry, pairwise_gaps
 GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough to catch errors
 
 
-def tolerance(spec: ModelSpec, reference_logits: np.ndarray | None = None) -> float:
-    """The project's logit tolerance (shared/core/tolerance.py, the one source of truth for it)."""
-    return logit_atol(spec, reference_logits)
+def tolerance(spec: ModelSpec, reference_logits: np.ndarray | None = None,
+              precision: Precision = FLOAT32) -> float:
+    """The project's logit tolerance at a rung (shared/core/tolerance.py, the one source of truth)."""
+    return logit_atol(spec, reference_logits, precision)
+
+
+def rung(config: dict[str, Any]) -> Precision:
+    """The precision rung the run computes at (float32 unless the parent asked for another)."""
+    return Precision.from_dict(config.get("precision"))
+
+
+def gate_failure(row: dict[str, Any]) -> str | None:
+    failed = [mode for mode, check in row["equivalence"].items() if not check["passed"]]
+    if not failed:
+        return None
+    return (f"equivalence gate failed in {', '.join(failed)} mode: "
+            f"{row['equivalence'][failed[0]]['reason']}")
 
 
 def gate_images(spec: ModelSpec, batch: int, seed: int) -> np.ndarray:
@@ -45,10 +60,10 @@ def reference_logits(path: str | Path) -> np.ndarray:
 
 
 def compare(spec: ModelSpec, port_logits: np.ndarray, ref: np.ndarray,
-            param_count: int | None = None) -> dict[str, Any]:
-    """One mode's gate check, as the results file records it (`max_abs_err` is infinite when
-    the logits cannot be compared: wrong shape or non-finite values)."""
-    verdict = check_logits(spec, port_logits, ref, param_count)
+            param_count: int | None = None, precision: Precision = FLOAT32) -> dict[str, Any]:
+    """One mode's gate check at the run's rung, as the results file records it (`max_abs_err`
+    is infinite when the logits cannot be compared: wrong shape or non-finite values)."""
+    verdict = check_logits(spec, port_logits, ref, param_count, precision)
     err = verdict.max_abs_diff
     return {"passed": verdict.passed, "max_abs_err": float("inf") if err is None else err,
             "max_rel_err": verdict.max_rel_diff, "atol": verdict.tolerance,
@@ -56,11 +71,12 @@ def compare(spec: ModelSpec, port_logits: np.ndarray, ref: np.ndarray,
 
 
 def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
-             logits: dict[str, np.ndarray]) -> tuple[Case, list[Entry], list[dict[str, Any]]]:
+             logits: dict[str, np.ndarray],
+             precision: Precision = FLOAT32) -> tuple[Case, list[Entry], list[dict[str, Any]]]:
     """The timing run's gate as `compare.py verify` reports it: one entry per framework (every
     compiled mode folded in: the worst error, the first failure), and the pairwise gaps between
     the ports' gated logits. `logits` holds framework -> gated eager logits and "reference"."""
-    case = Case(spec, {}, gate_images(spec, batch, seed))
+    case = Case(spec, {}, gate_images(spec, batch, seed), precision=precision)
     ref = logits["reference"]
     entries = []
     for row in rows:
@@ -74,7 +90,8 @@ def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
             spec.name, spec.spec_hash, row["framework"],
             device=(row.get("conditions") or {}).get("device_class"), param_count=row.get("param_count"),
             expected_params=spec.derived.params, max_abs_diff=max(errors) if errors else None,
-            max_rel_diff=max(rel) if rel else None, tolerance=tolerance(spec, ref),
+            max_rel_diff=max(rel) if rel else None, tolerance=tolerance(spec, ref, precision),
+            rung=precision.rung,
             passed=bool(checks) and not failed, error=reason, versions=row.get("versions") or {},
             logits=logits.get(row["framework"])))
     return case, entries, pairwise_gaps(case, entries, ref)

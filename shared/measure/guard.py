@@ -1,13 +1,14 @@
 """The confound guard: two timings are ranked together only when they measured the same model
-(spec hash) on the same batch, dtype, thread count and device. Otherwise the difference could be
-the condition, not the framework, and `compare.py` names the field that differs instead."""
+(spec hash) on the same batch, precision rung (dtype; pure or mixed; TF32), thread count and
+device. Otherwise the difference could be the condition, not the framework, and `compare.py`
+names the field that differs instead."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shared.errors import PortbenchError
-from shared.measure.schema import COMPARABILITY_FIELDS
+from shared.measure.schema import COMPARABILITY_FIELDS, CONDITION_DEFAULTS
 
 DEVICE_FIELDS = ("device_class", "device_name")  # the ones --allow-mixed lets differ
 FORWARD = "forward"  # the best (lowest-median) of the eager and compiled forward phases
@@ -31,7 +32,7 @@ def differing_fields(rows: list[dict[str, Any]],
     fields = [f for f in COMPARABILITY_FIELDS if not (allow_mixed and f in DEVICE_FIELDS)]
     out: dict[str, list[tuple[str, Any]]] = {}
     for name in fields:
-        values = [(label(r), r.get("conditions", {}).get(name)) for r in rows]
+        values = [(label(r), r.get("conditions", {}).get(name, CONDITION_DEFAULTS.get(name))) for r in rows]
         if len({repr(v) for _, v in values}) > 1:
             out[name] = list(dict.fromkeys((who, _hashable(v)) for who, v in values))
     return out

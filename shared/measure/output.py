@@ -188,8 +188,8 @@ def row_notes(row: dict[str, Any]) -> list[str]:
 
 
 CSV_FIELDS = ("source", "framework", "status", "reason", "spec_name", "spec_hash", "batch", "dtype",
-              "threads", "device_class", "device_name", "phase", "phase_status", "median_s", "q1_s",
-              "q3_s", "iqr_s", "n", "cpu_util", "foreign_cpu", "phase_note", "peak_rss_bytes",
+              "precision", "threads", "device_class", "device_name", "phase", "phase_status", "median_s",
+              "q1_s", "q3_s", "iqr_s", "n", "cpu_util", "foreign_cpu", "phase_note", "peak_rss_bytes",
               "allocator_peak_bytes", "gate_max_abs_err", "compile_cache", "gflops", "gemm_gflops",
               "roof_fraction")
 
@@ -214,6 +214,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
                 "source": row.get("source", ""), "framework": row["framework"], "status": row["status"],
                 "reason": row.get("reason") or "", **{k: cond.get(k) for k in (
                     "spec_name", "spec_hash", "batch", "dtype", "threads", "device_class", "device_name")},
+                "precision": cond.get("precision", "float32"),
                 "phase": name, "phase_status": phase.get("status"), "median_s": phase.get("median"),
                 "q1_s": phase.get("q1"), "q3_s": phase.get("q3"), "iqr_s": phase.get("iqr"),
                 "n": phase.get("n"), "cpu_util": phase.get("cpu_util"),

@@ -30,7 +30,7 @@ from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, PortbenchError
 from shared.measure import backends, gate, roofline
 from shared.measure.contention import CONTENDED, ForeignCpu
-from shared.measure.environment import recorded_env
+from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.launch import cpu_record, print_progress
@@ -74,7 +74,8 @@ def start_row(framework: str, config: dict[str, Any], row: dict[str, Any]) -> Mo
     row.update({
         "framework": framework, "status": "ok", "reason": None,
         "conditions": {
-            "spec_name": spec.name, "spec_hash": spec.spec_hash, "batch": batch, "dtype": "float32",
+            "spec_name": spec.name, "spec_hash": spec.spec_hash, "batch": batch,
+            "dtype": gate.rung(config).dtype, "precision": gate.rung(config).rung,
             "threads": threads, "device_request": config["device"], "device_class": None,
             "device_name": None, "seed": config["seed"], "weights_seed": config["weights_seed"],
             "input_shape": [batch, spec.image_height, spec.image_width, spec.channels],
@@ -92,7 +93,7 @@ def import_port(framework: str, config: dict[str, Any], row: dict[str, Any], tim
     timer.progress("importing")
     seconds, module = time_once(lambda: ports.load_port_module(framework))
     timer.single("import", seconds, "one cold import in a fresh process")
-    row["precision"] = module.pin_precision(allow_tf32=bool(config.get("allow_tf32", False)))
+    row["precision"] = module.pin_precision(allow_tf32=gate.rung(config).tf32)
     row["threads_applied"]["framework"] = module.set_threads(int(config["threads"]))
     row["versions"] = {"numpy": np.__version__, **module.version_info()}
     row["backend"] = backends.backend_of(framework, ports.PORTS[framework].env)
@@ -116,6 +117,9 @@ def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict
         return None
     row["conditions"]["device_class"] = device
     row["conditions"]["device_name"] = backends.device_name(module, device)
+    note = emulation_note(gate.rung(config).dtype) if device == "cpu" else None
+    if note:
+        row["notes"].append(note)
     row["memory"]["rss_after_import_bytes"] = backends.current_rss()
     return device
 
@@ -134,7 +138,7 @@ def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any]
             except PortbenchError as exc:  # the user's file, factory or binding: their input
                 row["user_error"] = str(exc)
                 raise
-        port = module.Port(spec, device=device)
+        port = ports.create_port(config["framework"], spec, device=device, precision=gate.rung(config))
         port.load(tensors)
         port.sync()
         return port
@@ -158,7 +162,7 @@ def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str,
     rows = reference.shape[0]
     arrays["eager_logits"] = port.to_numpy(first_out)[:rows]
     row["equivalence"]["eager"] = gate.compare(port.spec, arrays["eager_logits"], reference,
-                                               row["param_count"])
+                                               row["param_count"], gate.rung(config))
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
         timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
@@ -180,16 +184,8 @@ def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str,
         return None
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
     row["equivalence"]["compiled"] = gate.compare(port.spec, port.to_numpy(compiled_out)[:rows],
-                                                  reference, row["param_count"])
+                                                  reference, row["param_count"], gate.rung(config))
     return compiled
-
-
-def gate_failure(row: dict[str, Any]) -> str | None:
-    failed = [mode for mode, check in row["equivalence"].items() if not check["passed"]]
-    if not failed:
-        return None
-    return (f"equivalence gate failed in {', '.join(failed)} mode: "
-            f"{row['equivalence'][failed[0]]['reason']}")
 
 
 def timed_phases(port: Any, images: np.ndarray, prepared: Any, compiled: Callable[[Any], Any] | None,
@@ -282,7 +278,7 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     prepared = port.prepare(images)
     port.sync(prepared)
     compiled = first_calls(port, prepared, config, row, timer, out.arrays)
-    failure = gate_failure(row)
+    failure = gate.gate_failure(row)
     if failure is None:
         timed_phases(port, images, prepared, compiled, config, timer)
         train_phase(framework, port, images, config, timer)

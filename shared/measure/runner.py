@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.measure import backends, gate, roofline
 from shared.measure.stats import Budget, summarise
@@ -39,7 +40,7 @@ class RunConfig:
     train_recipe: str = "archive"
     processes: int = 1  # fresh-process replicates per framework, interleaved
     compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
-    allow_tf32: bool = False  # fp32 matmuls stay fp32 unless asked (TF32 only matters on GPUs)
+    precision: Precision = FLOAT32  # the rung every port computes at (TF32 only if asked, CUDA only)
     user: dict[str, Any] | None = None  # `time --model`: the user's model, one more row
 
     def worker_config(self, framework: str, reference_npz: str) -> dict[str, Any]:
@@ -48,20 +49,22 @@ class RunConfig:
             "threads": self.threads, "device": self.device, "modes": list(self.modes),
             "train": self.train, "budget": asdict(self.budget), "eval_batches": self.eval_batches,
             "seed": self.seed, "weights_seed": self.weights_seed, "reference_npz": reference_npz,
-            "train_recipe": self.train_recipe, "allow_tf32": self.allow_tf32, "user": self.user,
+            "train_recipe": self.train_recipe, "precision": self.precision.to_dict(), "user": self.user,
         }
 
     def conditions(self) -> dict[str, Any]:
         s = self.spec
         return {
             "spec_name": s.name, "spec_hash": s.spec_hash, "spec": s.to_dict(), "batch": self.batch,
-            "dtype": "float32", "threads": self.threads, "device_request": self.device,
+            "dtype": self.precision.dtype, "precision": self.precision.rung, "threads": self.threads,
+            "device_request": self.device,
             "modes": list(self.modes), "train": self.train, "budget": asdict(self.budget),
             "eval_batches": self.eval_batches, "seed": self.seed, "weights_seed": self.weights_seed,
             "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
             "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
-            "processes": self.processes, "allow_tf32": self.allow_tf32,
-            "gate_tolerance": {"atol": gate.tolerance(s), "note": "shared/core/tolerance.logit_atol"},
+            "processes": self.processes, "allow_tf32": self.precision.tf32,
+            "gate_tolerance": {"atol": gate.tolerance(s, None, self.precision), "rung": self.precision.rung,
+                               "note": "shared/core/tolerance.logit_atol"},
         }
 
 
@@ -140,7 +143,7 @@ def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tai
     """A row for a worker that did not finish: keeps whatever it measured, states why."""
     row = dict(partial or {})
     conditions = dict(row.get("conditions") or {})
-    for key in ("spec_name", "spec_hash", "batch", "dtype", "threads"):
+    for key in ("spec_name", "spec_hash", "batch", "dtype", "precision", "threads"):
         conditions.setdefault(key, config.conditions()[key])
     conditions.setdefault("device_request", config.device)
     conditions.setdefault("device_class", None)

@@ -34,7 +34,10 @@ PHASE_NAMES = tuple(name for name, _ in PHASES)
 SINGLE_SHOT_PHASES = ("import", "build_load", "first_call_eager", "compile")
 ROW_STATUSES = ("ok", "invalid", "crashed", "timeout", "unavailable")
 # The fields that must match before two rows may be ranked (see shared/measure/guard.py).
-COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "threads", "device_class", "device_name")
+COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "precision", "threads", "device_class", "device_name")
+# A field a results file written before it existed lacks: read as this value (the precision ladder
+# came later; every earlier run was float32).
+CONDITION_DEFAULTS = {"precision": "float32"}
 
 REQUIRED_TOP = ("schema", "schema_version", "created", "environment", "conditions", "runs")
 REQUIRED_ROW = ("framework", "status", "conditions", "phases", "memory")
@@ -86,7 +89,8 @@ TOP_TYPES: dict[str, Any] = {"created": str, "command": list, "environment": dic
                              "runs": list}
 ROW_TYPES: dict[str, Any] = {"framework": str, "status": str, "conditions": dict, "phases": dict,
                              "memory": dict}
-CONDITION_TYPES: dict[str, Any] = {"spec_hash": str, "batch": int, "dtype": str, "threads": int}
+CONDITION_TYPES: dict[str, Any] = {"spec_hash": str, "batch": int, "dtype": str, "precision": str,
+                                   "threads": int}
 NUMBER = (int, float)
 
 
