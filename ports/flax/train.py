@@ -5,6 +5,12 @@ the three frameworks disagree on pinned from the `TrainSpec` (shared/training/tr
 Parallel text: ports/torch/train.py and ports/keras/train.py have the same names in the same
 order. The step is one `nnx.jit` function (`compiled = True`); the learning rate lives in the
 optimizer state (`optax.inject_hyperparams`), so setting it does not retrace.
+
+Precision (shared/core/precision.py): the Port built the model at the rung (mixed: a compute
+`dtype` on the compute layers, float32 `param_dtype`); the loss is taken on float32 logits and
+optax updates the float32 parameters. float16-mixed is not offered: optax has no loss scaling
+(DeepMind's `jmp` has one, and is not a dependency here), and float16 gradients unscaled underflow.
+A pure rung is refused (shared.training.trainloop).
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from ports.flax import transfer
 from ports.flax.port import Port
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
+from shared.errors import FrameworkUnavailable
 from shared.training.train_spec import TrainSpec, decayed
+from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 PIN_EPSILON_FORM = True  # optax adds eps to sqrt(v_hat): give it Keras' eps / sqrt(1 - b2^t)
@@ -88,7 +96,8 @@ def transform(recipe: TrainSpec, decay: frozenset[Path]) -> optax.GradientTransf
 def train_step(model: nnx.Module, optimizer: nnx.Optimizer, x: jax.Array, y: jax.Array) -> jax.Array:
     def loss_fn(model: nnx.Module) -> jax.Array:
         # optax returns per-example losses: the mean is explicit, as torch's default.
-        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+        logits = model(x).astype(jnp.float32)  # the loss in float32
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
     loss, grads = nnx.value_and_grad(loss_fn)(model)
     optimizer.update(model, grads)  # clip, decay, Adam: one update
@@ -99,6 +108,12 @@ class Trainer:
     compiled = True  # nnx.jit; see the module docstring
 
     def __init__(self, port: Port, recipe: TrainSpec) -> None:
+        check_training_precision(port.precision)
+        if port.precision.dtype == "float16":
+            raise FrameworkUnavailable(
+                f"flax: training at {port.precision.rung} is not offered: optax has no loss scaling "
+                "(float16 gradients underflow without it; DeepMind's jmp has one, not a dependency "
+                "here); train at bfloat16-mixed, whose float32 exponent range needs none")
         self.port, self.recipe = port, recipe
         self.model = port.model
         decay, _keep = native_groups(port, recipe)
@@ -131,6 +146,10 @@ class Trainer:
     def loss_value(self, native_loss: jax.Array) -> float:
         return float(native_loss)
 
+    def loss_scale(self) -> float:
+        """The loss scale of the next step: 1.0 (float16, which needs one, is not offered)."""
+        return 1.0
+
     def set_learning_rate(self, lr: float) -> None:
         # device_put, not jnp.asarray: an uncommitted scalar would recompile the step.
         lr_array = jax.device_put(np.float32(lr), self.port.device)
@@ -142,7 +161,7 @@ class Trainer:
         total_loss, correct = 0.0, 0
         for start in range(0, len(labels), EVAL_BATCH):
             x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-            logits = self.model(x)
+            logits = self.model(x).astype(jnp.float32)
             total_loss += float(optax.softmax_cross_entropy_with_integer_labels(logits, y).sum())
             correct += int((logits.argmax(axis=-1) == y).sum())
         return total_loss / len(labels), correct / len(labels)

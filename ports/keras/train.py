@@ -6,6 +6,13 @@ Parallel text: ports/torch/train.py and ports/flax/train.py have the same names 
 order. The step is one `tf.function` (`compiled = True`): gradient tape, clipping, decay and
 the Adam update run as one graph; the learning rate is an optimizer variable, so setting it does
 not retrace. Needs the TensorFlow backend (Keras has no backend-neutral gradient API).
+
+Precision (shared/core/precision.py): the Port built the model at the rung (mixed: the
+`mixed_<dtype>` policy on the compute layers, float32 variables); the loss is taken on float32
+logits and AdamW updates the float32 variables. float16-mixed wraps AdamW in Keras' own
+`keras.optimizers.LossScaleOptimizer`, which takes no clipping option of its own: the clip stays
+on the inner AdamW, which applies it to the gradients the wrapper has already unscaled (the
+order torch's GradScaler.unscale_ gives). A pure rung is refused (shared.training.trainloop).
 """
 
 from __future__ import annotations
@@ -20,11 +27,15 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable
 from shared.training.train_spec import TrainSpec, decayed
+from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 FROM_LOGITS = True  # SparseCategoricalCrossentropy defaults to from_logits=False
 USE_GLOBAL_CLIPNORM = True  # `clipnorm` would clip each variable on its own
 EVAL_BATCH = 1024  # evaluation batch: bounds memory, does not change the result
+# float16 loss scaling: LossScaleOptimizer's own defaults, written out (torch's pins to these).
+LOSS_SCALE_INITIAL = 2.0**15
+LOSS_SCALE_GROWTH_STEPS = 2000
 
 
 def canonical_sources(spec: ModelSpec, model: keras.Model) -> dict[int, list[str]]:
@@ -53,6 +64,7 @@ class Trainer:
     compiled = True  # tf.function; see the module docstring
 
     def __init__(self, port: Port, recipe: TrainSpec) -> None:
+        check_training_precision(port.precision)
         if BACKEND != "tensorflow":
             raise FrameworkUnavailable(
                 f"training the Keras port needs KERAS_BACKEND=tensorflow, not {BACKEND!r}")
@@ -71,16 +83,25 @@ class Trainer:
         )
         self.optimizer.exclude_from_weight_decay(var_list=keep)  # before build, or it is ignored
         self.params = list(self.model.trainable_variables)
-        self.optimizer.build(self.params)
+        # The optimizer the step applies through: under float16 the loss-scaling wrapper, which
+        # unscales, skips a non-finite step (halving the scale) and else calls AdamW's apply.
+        self.applier = self.optimizer
+        if port.precision.dtype == "float16":
+            self.applier = keras.optimizers.LossScaleOptimizer(
+                self.optimizer, initial_scale=LOSS_SCALE_INITIAL,
+                dynamic_growth_steps=LOSS_SCALE_GROWTH_STEPS)
+        self.applier.build(self.params)  # the wrapper builds AdamW too
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(
             from_logits=FROM_LOGITS, reduction="sum_over_batch_size"  # the batch mean
         )
 
         def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
-                loss = self.loss_fn(y, self.model(x, training=True))
-            grads = tape.gradient(loss, self.params)
-            self.optimizer.apply(grads, self.params)  # clip, decay, Adam: one update
+                logits = ops.cast(self.model(x, training=True), "float32")  # the loss in float32
+                loss = self.loss_fn(y, logits)
+                scaled = self.applier.scale_loss(loss)  # the loss as it is without the wrapper
+            grads = tape.gradient(scaled, self.params)
+            self.applier.apply(grads, self.params)  # (unscale,) clip, decay, Adam: one update
             return loss
 
         self._step = tf.function(train_step, jit_compile=False)
@@ -105,6 +126,12 @@ class Trainer:
     def loss_value(self, native_loss: object) -> float:
         return float(ops.convert_to_numpy(native_loss))
 
+    def loss_scale(self) -> float:
+        """The loss scale of the next step (1.0 when the rung needs none)."""
+        if self.applier is self.optimizer:
+            return 1.0
+        return float(ops.convert_to_numpy(self.applier.dynamic_scale))
+
     def set_learning_rate(self, lr: float) -> None:
         self.optimizer.learning_rate = float(lr)  # assigns the optimizer's lr variable
 
@@ -113,7 +140,7 @@ class Trainer:
         total_loss, correct = 0.0, 0
         for start in range(0, len(labels), EVAL_BATCH):
             x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-            logits = self.model(x, training=False)
+            logits = ops.cast(self.model(x, training=False), "float32")
             per_example = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
             total_loss += float(ops.convert_to_numpy(ops.sum(per_example)))
             predicted = np.argmax(self.port.to_numpy(logits), axis=-1)

@@ -6,6 +6,10 @@ Parallel text: ports/torch/train.py, ports/keras/train.py and ports/flax/train.p
 names in the same order. The step runs eagerly (`compiled = False`): MLX's AdamW reads epsilon
 as a Python attribute, which mx.compile would freeze at the first trace, and the pinned epsilon
 changes at every update. (Eager in MLX still builds a lazy graph; mx.eval runs it.)
+
+Precision (shared/core/precision.py): MLX trains at float32 only. Its Port refuses the mixed
+rungs (MLX has no mixed precision), and a pure rung is refused for training in every port
+(shared.training.trainloop); the loss is taken on float32 logits all the same.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ports.mlx.port import Port
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.training.train_spec import TrainSpec, decayed
+from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_ports_mlx.py).
 PIN_EPSILON_FORM = True  # MLX (bias_correction=True) adds eps to sqrt(v_hat): give it eps_at(t)
@@ -62,6 +67,7 @@ class Trainer:
     compiled = False  # eager; see the module docstring
 
     def __init__(self, port: Port, recipe: TrainSpec) -> None:
+        check_training_precision(port.precision)
         self.port, self.recipe = port, recipe
         self.model = port.model
         self.updates = 0  # optimizer updates taken (Adam's t after the update)
@@ -101,6 +107,10 @@ class Trainer:
     def loss_value(self, native_loss: mx.array) -> float:
         return float(native_loss)
 
+    def loss_scale(self) -> float:
+        """The loss scale of the next step: 1.0 (MLX trains at float32 only)."""
+        return 1.0
+
     def set_learning_rate(self, lr: float) -> None:
         for opt in self.optimizers:
             opt.learning_rate = float(lr)
@@ -111,7 +121,7 @@ class Trainer:
         total_loss, correct = 0.0, 0
         for start in range(0, len(labels), EVAL_BATCH):
             x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-            logits = self.model(x)
+            logits = self.model(x).astype(mx.float32)
             total_loss += float(nn.losses.cross_entropy(logits, y, reduction="sum"))
             correct += int((logits.argmax(axis=-1) == y).sum())
         return total_loss / len(labels), correct / len(labels)
@@ -155,4 +165,4 @@ class Trainer:
 
 def _mean_cross_entropy(model: nn.Module, x: mx.array, y: mx.array) -> mx.array:
     # nn.losses.cross_entropy defaults to reduction='none': the mean is explicit.
-    return nn.losses.cross_entropy(model(x), y, reduction="mean")
+    return nn.losses.cross_entropy(model(x).astype(mx.float32), y, reduction="mean")  # in float32

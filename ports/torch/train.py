@@ -6,6 +6,11 @@ Parallel text: ports/keras/train.py and ports/flax/train.py have the same names 
 order. The step runs eagerly (`compiled = False`): torch.compile of a whole optimizer step is
 possible but recompiles whenever the learning rate or epsilon changes, and eager is what the
 archive ran.
+
+Precision (shared/core/precision.py): the forward runs under the port's autocast (float32 when
+the rung is float32), the loss is taken on float32 logits, and AdamW updates the float32 master
+parameters. float16-mixed scales the loss with torch's own `torch.amp.GradScaler` and unscales
+before the global-norm clip; a pure rung is refused (shared.training.trainloop).
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ from ports.torch.port import Port
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
 from shared.training.train_spec import TrainSpec, decayed
+from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 PIN_EPSILON_FORM = True  # torch adds eps to sqrt(v_hat): give it Keras' eps / sqrt(1 - b2^t)
 CLIP_EPSILON = 0.0  # torch's clip_grad_norm_ divides by norm + 1e-6; the spec's form has none
 EVAL_BATCH = 1024  # evaluation batch: bounds memory, does not change the result
+# float16 loss scaling, pinned to Keras' LossScaleOptimizer (torch's GradScaler starts at 2^16).
+LOSS_SCALE_INITIAL = 2.0**15
+LOSS_SCALE_GROWTH_STEPS = 2000  # both frameworks' default: double after 2000 finite steps
 
 
 def canonical_sources(spec: ModelSpec) -> dict[str, list[str]]:
@@ -60,6 +69,7 @@ class Trainer:
     compiled = False  # eager; see the module docstring
 
     def __init__(self, port: Port, recipe: TrainSpec) -> None:
+        check_training_precision(port.precision)
         self.port, self.recipe = port, recipe
         self.model = port.model
         self.updates = 0  # optimizer updates taken (Adam's t after the update)
@@ -73,6 +83,11 @@ class Trainer:
             weight_decay=recipe.weight_decay, amsgrad=False, maximize=False,
         )
         self.params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        # Halves the scale and skips the update on a non-finite gradient, as Keras' does.
+        self.scaler = torch.amp.GradScaler(
+            port.device.type, init_scale=LOSS_SCALE_INITIAL, growth_factor=2.0, backoff_factor=0.5,
+            growth_interval=LOSS_SCALE_GROWTH_STEPS, enabled=port.precision.dtype == "float16")
+        self._last_scale = self.loss_scale()
 
     # ---- the contract the training loop and the timing harness use -------------------------
     def prepare_batch(self, images: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -80,24 +95,36 @@ class Trainer:
         return self.port.prepare(images), target
 
     def step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """One update: forward in train mode, mean CE from logits, gradients, clipping, AdamW."""
+        """One update: forward in train mode (at the port's rung), mean CE from float32 logits,
+        gradients (of the scaled loss under float16), clipping, AdamW."""
         x, y = batch
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.model(x), y, reduction="mean")
-        loss.backward()
+        with self.port.autocast():
+            logits = self.model(x)
+        loss = F.cross_entropy(logits.float(), y, reduction="mean")  # the loss in float32
+        self.scaler.scale(loss).backward()  # the loss as it is when scaling is off
+        self.scaler.unscale_(self.optimizer)  # before the clip: it bounds the true gradient
         if self.recipe.clip_global_norm is not None:
             clip_global_norm([p.grad for p in self.params if p.grad is not None],
                              self.recipe.clip_global_norm)
         if PIN_EPSILON_FORM:  # Keras' epsilon hat, expressed in torch's placement
             for group in self.optimizer.param_groups:
                 group["eps"] = self.recipe.eps_at(self.updates + 1)
-        self.optimizer.step()
-        self.updates += 1
+        self.scaler.step(self.optimizer)  # skipped when a gradient is not finite
+        self.scaler.update()
+        scale = self.loss_scale()  # 1.0 and no device sync when scaling is off
+        if scale >= self._last_scale:  # a skipped step halved it and took no update: Adam's t stays
+            self.updates += 1
+        self._last_scale = scale
         return loss.detach()
 
     def loss_value(self, native_loss: torch.Tensor) -> float:
         return float(native_loss.cpu())
+
+    def loss_scale(self) -> float:
+        """The loss scale of the next step (1.0 when the rung needs none)."""
+        return float(self.scaler.get_scale()) if self.scaler.is_enabled() else 1.0
 
     def set_learning_rate(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -110,7 +137,8 @@ class Trainer:
         with torch.no_grad():
             for start in range(0, len(labels), EVAL_BATCH):
                 x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-                logits = self.model(x)
+                with self.port.autocast():
+                    logits = self.model(x).float()
                 total_loss += float(F.cross_entropy(logits, y, reduction="sum"))
                 correct += int((logits.argmax(dim=-1) == y).sum())
         return total_loss / len(labels), correct / len(labels)

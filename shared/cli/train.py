@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from shared.cli._options import add_threads, positive_int
+from shared.cli._options import add_precision, add_threads, positive_int
 from shared.core.files import check_output, write_output
+from shared.core.precision import FLOAT32
 from shared.errors import InputError, SpecError
 
 ORDER = 40
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace existing --json/--png files and start over existing checkpoints")
     add_threads(p, 1)
+    add_precision(p)  # mixed rungs only: a pure rung is refused (shared.training.trainloop)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -74,15 +76,18 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 def run(args: argparse.Namespace) -> int:
     from ports import PORTS
+    from shared.core.precision import from_args
     from shared.training.checkpoint import latest_unit
     from shared.training.data import check_batch_size, load_dataset
-    from shared.training.trainloop import stderr_progress, train_seed
+    from shared.training.trainloop import check_training_precision, stderr_progress, train_seed
 
     # SIGTERM unwinds like Ctrl-C, so a checkpoint being written is cleaned up, never half-left.
     signal.signal(signal.SIGTERM, _interrupt)
 
     spec, recipe, data_name = resolve(args)
     seeds = parse_seeds(args.seeds)
+    precision = from_args(args)  # one-line SpecError for a rung that does not exist
+    check_training_precision(precision)
     if args.framework not in PORTS:
         raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(PORTS)}")
     for key, value in PORTS[args.framework].env.items():
@@ -101,21 +106,23 @@ def run(args: argparse.Namespace) -> int:
         if kept:
             raise InputError(f"{folder} already holds a checkpoint for seed {kept[0]}; pass --resume to "
                              "continue it or --force to start over (the old one is replaced)")
-    print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework}, recipe "
-          f"{recipe.name}, seeds {','.join(map(str, seeds))}, checkpoints in {folder}")
+    print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework} at "
+          f"{precision.rung}, recipe {recipe.name}, seeds {','.join(map(str, seeds))}, "
+          f"checkpoints in {folder}")
     print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
     results, started = [], time.perf_counter()
     for seed in seeds:
         dataset = load_dataset(data_name, spec, recipe.validation_fraction, seed)
         result, _ = train_seed(args.framework, spec, recipe, dataset, seed,
                                checkpoint_dir=folder / f"seed{seed}", resume=args.resume,
-                               progress=None if args.quiet else stderr_progress)
+                               progress=None if args.quiet else stderr_progress, precision=precision)
         r = result.to_dict()
         print(f"[{args.framework} seed {seed}] final (last epoch, test set): loss {r['final_loss']:.4f} "
               f"accuracy {r['final_accuracy']:.4f} after {r['epochs']} epochs / {r['steps']} steps"
               + (f"; {r['stopped_because']}" if r["stopped_because"] else ""))
         results.append(r)
-    document = summarise(spec, recipe, args.framework, dataset, results, time.perf_counter() - started)
+    document = summarise(spec, recipe, args.framework, dataset, results, time.perf_counter() - started,
+                         precision.to_dict())
     print(f"summary: test accuracy mean {document['summary']['final_accuracy_mean']:.4f} "
           f"(min {document['summary']['final_accuracy_min']:.4f}, max "
           f"{document['summary']['final_accuracy_max']:.4f}) over {len(seeds)} seed(s)")
@@ -139,10 +146,11 @@ def _set_threads(framework: str, threads: int) -> None:
 
 
 def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: list[dict[str, Any]],
-              wall: float) -> dict[str, Any]:
+              wall: float, precision: dict[str, Any] | None = None) -> dict[str, Any]:
     finals = np.array([r["final_accuracy"] for r in results], dtype=float)
     return {
         "spec": spec.to_dict(), "spec_hash": spec.spec_hash, "recipe": recipe.to_dict(),
+        "precision": precision or FLOAT32.to_dict(),  # the rung the port trained at
         "framework": framework, "data": dataset.describe(), "data_name": dataset.name,
         "majority_baseline": dataset.majority_baseline(),
         "seeds": results,

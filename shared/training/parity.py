@@ -9,8 +9,10 @@ worker) and read its results with `collect`. The job kinds here (`steps`, `grad`
 
 A job: spec and recipe (JSON), initial-weight seed, batch seed and size, the steps after which to
 snapshot the parameters, and optional "pins" (module attributes of ports/<fw>/train.py to change,
-to show that a pin matters). Batches are generated in the worker from the batch seed, so every
-framework sees the same arrays.
+to show that a pin matters), and an optional "precision" (`Precision.to_dict()`: the rung the port
+computes at). Batches are generated in the worker from the batch seed, so every framework sees
+the same arrays. A rung a port does not train at fails its job with FrameworkUnavailable;
+`collect` tells such a refusal from a failure.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from shared.core.weights import Tensors
-from shared.errors import PortbenchError
+from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 from shared.runtime.launch import Worker
 from shared.runtime.worker import Output
 
@@ -50,10 +52,13 @@ def _single_thread(framework: str) -> None:
 
 def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     """Stores {"grad": canonical gradients at the start, "<step>": parameters after that many
-    updates, "loss<step>": loss as a 1-element tensor}."""
+    updates, "loss<step>": {"loss": that step's loss, "scale": the loss scale after it, "updates":
+    the optimizer updates taken (fewer where float16 loss scaling skipped a step)}}, at the job's
+    precision rung."""
     import importlib
 
     from ports import create_port
+    from shared.core.precision import Precision
     from shared.core.spec import ModelSpec
     from shared.core.weights import init_weights
     from shared.training.train_spec import TrainSpec
@@ -61,6 +66,7 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     _single_thread(framework)
     spec = ModelSpec.from_json(job["spec"])
     recipe = TrainSpec.from_json(job["recipe"])
+    precision = Precision.from_dict(job.get("precision"))
     module = importlib.import_module(f"ports.{framework}.train")
     saved = {name: getattr(module, name) for name in job.get("pins", {})}
     for name, value in job.get("pins", {}).items():
@@ -68,7 +74,7 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
             raise AttributeError(name)
         setattr(module, name, value)
     try:
-        port = create_port(framework, spec)
+        port = create_port(framework, spec, precision=precision)
         port.load(init_weights(spec, job["weights_seed"]))
         steps = max(job["snapshots"])
         data = job_batches(spec, job["batch_seed"], job["batch"], steps)
@@ -81,7 +87,8 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
             loss = trainer.loss_value(trainer.step(trainer.prepare_batch(x, y)))
             if k in job["snapshots"]:
                 results[str(k)] = {n: np.array(t, copy=True) for n, t in port.export().items()}
-                results[f"loss{k}"] = {"loss": np.array([loss])}
+                results[f"loss{k}"] = {"loss": np.array([loss]), "scale": np.array([trainer.loss_scale()]),
+                                       "updates": np.array([trainer.updates])}
         _store(out, results)
     finally:
         for name, value in saved.items():
@@ -176,12 +183,25 @@ def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any]]) -> Work
     return Worker(framework, {name: {"kind": "steps", **job} for name, job in jobs.items()}, folder)
 
 
-def collect(worker: Worker, timeout: float = 600) -> dict[str, dict[str, Tensors]]:
-    """{job: {snapshot: {tensor: array}}}; a failed job raises its one-line reason."""
+REFUSALS = {"FrameworkUnavailable": FrameworkUnavailable, "SpecError": SpecError}  # not offered
+
+
+def collect(worker: Worker, timeout: float = 600,
+            refused: dict[str, str] | None = None) -> dict[str, dict[str, Tensors]]:
+    """{job: {snapshot: {tensor: array}}}; a failed job raises its one-line reason. A job refused
+    as not offered (FrameworkUnavailable: e.g. a rung the port does not train at; SpecError: a job
+    asking for what cannot exist) raises that class, or, when `refused` is given, is recorded
+    there as "Kind: reason"."""
     result = worker.result(timeout)
     results: dict[str, dict[str, Tensors]] = {}
     for job in worker.jobs:
         error = result.error(job)
+        kind = (result.reports.get(job) or {}).get("error_kind")
+        if error and kind in REFUSALS:
+            if refused is None:
+                raise REFUSALS[kind](f"parity job {job!r} not offered: {error}")
+            refused[job] = f"{kind}: {error}"
+            continue
         if error:
             raise PortbenchError(f"parity job {job!r} failed: {error}")
         for key, value in result.arrays.get(job, {}).items():

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
-from shared.errors import PortbenchError
+from shared.errors import FrameworkUnavailable, PortbenchError
 from shared.training import checkpoint
 from shared.training.data import Dataset, batches, check_batch_size, steps_per_epoch
 from shared.training.init_schemes import recipe_weights
@@ -56,6 +57,22 @@ class SeedResult:
                 "stopped_because": self.stopped_because, "wall_s": self.wall_s}
 
 
+def check_training_precision(precision: Precision | None) -> None:
+    """Training is offered at float32, TF32 and the mixed rungs; a pure rung is unavailable, in one
+    line, the same in every port (each Trainer calls this; FrameworkUnavailable, so the timing
+    harness records its train_step as an unavailable row, as for any rung a port lacks). Under
+    pure the parameters and the Adam moments are held in the low dtype, so an update under half an
+    ulp of its parameter is rounded away (a step of 1e-3 on a weight of 0.5 in bfloat16, whose ulp
+    there is 2^-8 = 3.9e-3), and each optimizer rounds its moment arithmetic in its own order: what
+    trains, and what the ports could be compared on, is no longer one recipe. Mixed keeps float32
+    master parameters and moments, as every framework's own mixed-precision training does."""
+    if precision is not None and precision.low and precision.mode == "pure":
+        raise FrameworkUnavailable(
+            f"training at {precision.rung} is not offered: pure low-precision parameters round away "
+            "updates under half an ulp and each optimizer rounds its moments its own way; pass "
+            f"--precision mixed (float32 master weights, {precision.dtype} compute)")
+
+
 def load_trainer_module(framework: str):
     from ports import load_port_module
 
@@ -72,18 +89,22 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
                checkpoint_dir: Path | None = None, resume: bool = False, max_epochs: int | None = None,
                progress: Callable[[str], None] | None = None, log: Callable[[str], None] = print,
                trainer_hook: Callable[[Any], None] | None = None, record_steps: bool = False,
-               epoch_hook: Callable[[int, Any], None] | None = None) -> tuple[SeedResult, Any]:
+               epoch_hook: Callable[[int, Any], None] | None = None,
+               precision: Precision | None = None) -> tuple[SeedResult, Any]:
     """Train one seed; returns the result and the trainer (whose port holds the last weights).
     `max_epochs` stops this call early (a checkpoint stays resumable); the recipe's own limit
     is what the schedule counts. `record_steps` adds curves[STEP_CURVE], the training loss of
-    every update; `epoch_hook(epoch, trainer)` runs after each epoch's evaluation."""
+    every update; `epoch_hook(epoch, trainer)` runs after each epoch's evaluation. `precision` is
+    the rung the port computes at (float32 when None; a pure rung is refused, see
+    `check_training_precision`)."""
     t0 = time.perf_counter()
     recipe = recipe.replace(seed=seed)
     check_batch_size(data.train, recipe.batch_size)
+    check_training_precision(precision)
     module = load_trainer_module(framework)
     from ports import create_port
 
-    port = create_port(framework, spec)
+    port = create_port(framework, spec, precision=precision)
     port.load(recipe_weights(spec, recipe, seed))
     trainer = module.Trainer(port, recipe)
     if trainer_hook is not None:
