@@ -37,6 +37,11 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     ("flax", "model.py"): {"FixedTable"},
     # Keras alone can run on Metal (its JAX/TF backends on Apple silicon).
     ("keras", "port.py"): {"_is_apple"},
+    # Mixed precision: torch's is a context around each call (autocast); Keras' dtype policies and
+    # Flax's compute dtype are fixed when the model is built, and MLX has none. Flax's pure rung
+    # casts the loaded state (its set_value keeps the dtype of the value it is given).
+    ("torch", "port.py"): {"Port.autocast"},
+    ("flax", "port.py"): {"Port._cast"},
     # torch renames and transposes every tensor through its table's bound plan (to_native /
     # from_native); Keras and Flax hold the canonical layouts as they are, so they bind each
     # canonical name to a variable.
@@ -55,7 +60,10 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     # walk (torch named_modules, nnx.iter_graph), so its audit writes one.
     ("torch", "defaults.py"): {"multihead_attention", "conv_patch_embed", "linear", "dropout_logits",
                                "precision_logits"},
-    ("keras", "defaults.py"): {"_named_layers", "clipped_sgd_updates", "sparse_cross_entropy"},
+    # Keras' one global dtype policy (mixed_precision_stream): torch autocast and Flax's per-layer
+    # dtype have no global switch to build a model under, and MLX has no mixed precision.
+    ("keras", "defaults.py"): {"_named_layers", "clipped_sgd_updates", "sparse_cross_entropy",
+                               "global_policy_port"},
     ("flax", "defaults.py"): {"layer_norm"},
     # MLX: the explicit softmax(q k^T) v path for taps and attention dropout, which
     # nn.MultiHeadAttention lacks; plan / to_native / from_native as torch (MLX also renames

@@ -32,6 +32,10 @@ MIN_GAP = {
     # MLX's: 'fast' GELU 2e-2 from exact; no bias correction 2.2e-3 after one step; float64 on
     # MLX's CPU 6.9e-7 from the float64 reference (its convolution keeps float32 precision)
     "gelu_names": 1e-2, "adam_bias_correction": 1e-3, "float64_devices": 1e-7,
+    # bfloat16-mixed logits vs float64 on quadrant without position table or class token: 1.3e-2
+    # (Keras' global policy), 8.0e-3 (pinned), measured 2026-12-01; 1e-3 is below both and above
+    # float32's 1e-6: a run under it did not compute in bfloat16
+    "mixed_precision_stream": 1e-3,
 }
 
 
@@ -134,3 +138,21 @@ def test_adam_step_matches_its_formula(framework: str) -> None:
     assert np.max(np.abs(step(p, g, lr, eps, wd, decoupled=True) - decoupled)) < 1e-6
     assert np.max(np.abs(step(p, g, lr, eps, wd, decoupled=False) - l2)) < 1e-6
     assert np.max(np.abs(decoupled - l2)) > 1e-5  # the two semantics are told apart
+
+
+def test_mixed_precision_stream_dtypes() -> None:
+    """On a spec with no float32 term to promote the stream (no position table, no class token),
+    the Keras model built under the global mixed_bfloat16 policy computes every stream tap (block0.out
+    included) in bfloat16; the pinned port at bfloat16-mixed in float32. The global policy is restored."""
+    from shared.core.precision import COMPUTE_TAPS
+    from shared.teaching.framework_defaults import read_default
+    from shared.teaching.precision_demos import stream_runs, stream_spec
+
+    measured = stream_runs(stream_spec("quadrant"))
+    assert measured is not None
+    native, pinned = measured[0].values()
+    stream = [tap for tap in pinned.dtypes if tap.rsplit(".", 1)[-1] not in COMPUTE_TAPS]
+    assert "block0.out" in stream and "pooled" in stream
+    assert {tap: native.dtypes[tap] for tap in stream} == dict.fromkeys(stream, "bfloat16")
+    assert {tap: pinned.dtypes[tap] for tap in stream} == dict.fromkeys(stream, "float32")
+    assert read_default("mixed_precision_stream", "keras").startswith("global dtype policy 'float32'")

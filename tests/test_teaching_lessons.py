@@ -36,8 +36,8 @@ def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         for name in ("model.py", "transfer.py", "port.py"):
             text = (ROOT / "ports" / fw / name).read_text()
             if fw == "keras" and name == "model.py":
-                text = text.replace("layers.LayerNormalization(epsilon=spec.layer_norm_eps)",
-                                    "layers.LayerNormalization()")
+                text = text.replace("layers.LayerNormalization(epsilon=spec.layer_norm_eps, dtype=dtype)",
+                                    "layers.LayerNormalization(dtype=dtype)")
             (tmp_path / "ports" / fw / name).write_text(text)
     monkeypatch.setattr(port_source, "ROOT", tmp_path)
     port_source.port_units.cache_clear()
@@ -45,7 +45,7 @@ def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     try:
         view = build_view(lesson("layer_norm_eps"), measure=False)
         keras_code = "\n".join(view.code["keras"][0].lines)
-        assert "return layers.LayerNormalization()" in keras_code
+        assert "return layers.LayerNormalization(dtype=dtype)" in keras_code
         reads = field_excerpts("keras", ("layer_norm_eps",))
         assert all("LayerNormalization" not in line for e in reads for line in e.lines)
     finally:

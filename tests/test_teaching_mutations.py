@@ -326,5 +326,8 @@ def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
         "conv_kernel_layout", "dense_kernel_layout", "batch_first", "dropout_flags", "cpu_precision",
         "layer_norm_variance", "cross_entropy", "adamw_epsilon", "weight_decay", "clipnorm",
         # MLX's knobs: tests/test_teaching_mutations_mlx.py
-        "attention_bias", "gelu_names", "adam_bias_correction", "float64_devices"}
+        "attention_bias", "gelu_names", "adam_bias_correction", "float64_devices",
+        # the stream's dtype under each framework's native mixed precision:
+        # tests/test_teaching_catalogue.py::test_mixed_precision_stream_dtypes
+        "mixed_precision_stream"}
     assert {e.key for e in CATALOGUE} <= covered

@@ -153,6 +153,15 @@ def float64_devices() -> str:
            f"(float64 only with x64 on; platform {jax.devices()[0].platform})"
 
 
+def mixed_precision_stream() -> str:
+    # the dtype mixed precision holds the residual stream in
+    x, bf16 = jax.numpy.zeros((1, 2), jax.numpy.float32), jax.numpy.bfloat16
+    y = nnx.Linear(2, 2, dtype=bf16, param_dtype=jax.numpy.float32, rngs=nnx.Rngs(0))(x)
+    return f"compute dtype per layer: nnx.Linear dtype={default_of(nnx.Linear, 'dtype')} (inferred); " \
+           f"dtype=bfloat16 with float32 params gives {y.dtype}, + float32 gives {(x + y).dtype}: " \
+           "type promotion decides the stream"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"flax": float(default_of(nnx.LayerNorm, "epsilon"))}

@@ -29,22 +29,14 @@ import keras  # after the two set-up lines above, on purpose
 import numpy as np
 
 from shared.core.spec import ModelSpec
-from shared.teaching.probes import (
-    Finding,
-    close,
-    default_of,
-    expected_form,
-    gelu_form,
-    is_spec_rate,
-)
+from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
 def head_width() -> str:
     # what the integer in "heads=4, dim 32" becomes
     m = keras.layers.MultiHeadAttention(num_heads=4, key_dim=32)
-    x = np.zeros((1, 3, 32), np.float32)
-    m(x, x)
+    m(x := np.zeros((1, 3, 32), np.float32), x)
     shape = tuple(m._query_dense.kernel.shape)
     return f"MultiHeadAttention(num_heads=4, key_dim=32): head width {shape[-1]}, {m.count_params():,} params"
 
@@ -188,6 +180,14 @@ def float64_devices() -> str:
            f"backend {keras.backend.backend()} runs float64 on the CPU"
 
 
+def mixed_precision_stream() -> str:
+    # the dtype mixed precision holds the residual stream in
+    layer = keras.layers.Identity(dtype="mixed_bfloat16")
+    seen = keras.backend.standardize_dtype(layer(np.zeros((1, 2), np.float32)).dtype)
+    return f"global dtype policy {keras.config.dtype_policy().name!r}; a 'mixed_bfloat16' layer " \
+           f"(autocast={layer.autocast}) casts float32 inputs to {seen}: under the global one, the stream too"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"keras": float(default_of(keras.layers.LayerNormalization, "epsilon")),
@@ -229,32 +229,22 @@ def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
 
 
 def _named_layers(root: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(path, layer) for every sub-layer, named by the attribute that holds it (an unbuilt layer
-    has no `path` yet), else by its Keras name (Sequential): so an activation can be told
-    apart by where it sits."""
+    """(path, layer) for every sub-layer, named by the attribute holding it (an unbuilt layer has no
+    `path` yet), else by its Keras name (Sequential): so an activation can be told apart by where it sits."""
     out, seen = [(prefix, root)], {id(root)}
 
-    def names_of(obj: Any) -> dict[int, str]:
-        names: dict[int, str] = {}
-        for attr, value in vars(obj).items():
-            if attr.startswith("_"):
-                continue
-            if isinstance(value, (list, tuple)):
-                names.update({id(v): f"{attr}.{i}" for i, v in enumerate(value)})
-            else:
-                names[id(value)] = attr
-        return names
-
     def visit(obj: Any, path: str) -> None:
-        names = names_of(obj)
+        names: dict[int, str] = {}  # id(child) -> the public attribute (or list item) holding it
+        for attr, value in ((a, v) for a, v in vars(obj).items() if not a.startswith("_")):
+            listed = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
+            names.update({id(v): attr if i is None else f"{attr}.{i}" for i, v in listed})
         for child in obj._flatten_layers(include_self=False, recursive=False):
-            if not isinstance(child, keras.layers.Layer) or id(child) in seen:
-                continue
-            seen.add(id(child))
-            name = names.get(id(child), child.name)
-            child_path = f"{path}.{name}" if path else name
-            out.append((child_path, child))
-            visit(child, child_path)
+            if isinstance(child, keras.layers.Layer) and id(child) not in seen:
+                seen.add(id(child))
+                name = names.get(id(child), child.name)
+                child_path = f"{path}.{name}" if path else name
+                out.append((child_path, child))
+                visit(child, child_path)
 
     visit(root, prefix)
     return out
@@ -292,3 +282,19 @@ def sparse_cross_entropy(labels: np.ndarray, logits: np.ndarray, from_logits: bo
     kwargs = {} if from_logits is None else {"from_logits": from_logits}
     loss_fn = keras.losses.SparseCategoricalCrossentropy(**kwargs)
     return float(loss_fn(labels, logits.astype(np.float32)))
+
+
+def global_policy_port(spec: ModelSpec, precision: Any) -> Any:
+    """The Keras port at a mixed `precision`, its model rebuilt under Keras' global policy (restored after):
+    `compute=` is the computing layers' policy; with no `dtype=`, containers and LayerNorms take it too."""
+    from ports.keras.model import VisionTransformer
+    from ports.keras.port import Port
+
+    port, previous = Port(spec, precision=precision), keras.config.dtype_policy()
+    keras.config.set_dtype_policy(f"mixed_{precision.dtype}")
+    try:
+        port.model = VisionTransformer(spec, compute=keras.config.dtype_policy().name)
+        port.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), np.float32))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    return port

@@ -76,8 +76,7 @@ def batch_first() -> str:
 
 def attention_scale() -> str:
     # the score scale
-    source = inspect.getsource(nn.MultiHeadAttention.__call__)
-    found = "math.sqrt(1 / queries.shape[-1])" in source
+    found = "math.sqrt(1 / queries.shape[-1])" in inspect.getsource(nn.MultiHeadAttention.__call__)
     return "nn.MultiHeadAttention scale = 1/sqrt(head width)" + (" (read from its source)" if found else
                                                                    " (not found in its source)")
 
@@ -175,6 +174,13 @@ def float64_devices() -> str:
            "supported on the GPU')"
 
 
+def mixed_precision_stream() -> str:
+    # the dtype mixed precision holds the residual stream in
+    params = ", ".join(list(inspect.signature(nn.Module.set_dtype).parameters)[1:])
+    return f"no mixed precision: Module.set_dtype({params}) gives the model one dtype; bfloat16 + " \
+           f"float32 gives {(mx.zeros(1, mx.bfloat16) + mx.zeros(1, mx.float32)).dtype}"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"mlx": float(default_of(nn.LayerNorm, "eps"))}
@@ -208,9 +214,8 @@ def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
             if has_bias != spec.qkv_bias:
                 out.append(Finding(where, "attention_bias", f"projections bias={has_bias}, spec "
                                    f"qkv_bias={spec.qkv_bias} (MLX's default is bias=False)"))
-        if isinstance(m, nn.Dropout) and not is_spec_rate(1 - m._p_1, spec):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout p={1 - m._p_1:g} is none of the spec's rates"))
+        if isinstance(m, nn.Dropout) and not is_spec_rate(rate := 1 - m._p_1, spec):
+            out.append(Finding(where, "dropout_flags", f"Dropout p={rate:g} is none of the spec's rates"))
     return out
 
 

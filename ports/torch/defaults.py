@@ -1,6 +1,5 @@
-"""PyTorch's side of the divergence catalogue (shared/teaching/): the installed torch's default for
-each entry, the audit of a built nn.Module against a spec, and the demonstrations that run in
-torch.
+"""PyTorch's side of the divergence catalogue (shared/teaching/): the installed torch's default for each
+entry, the audit of a built nn.Module against a spec, and the demonstrations that run in torch.
 
 Parallel text with ports/keras/defaults.py and ports/flax/defaults.py: the same readers in the
 same order (one per catalogue entry, named by its key), the same numeric defaults, `audit_model`
@@ -58,12 +57,10 @@ def gelu() -> str:
 
 def norm_placement() -> str:
     # the framework's own encoder block, if it has one
-    first = default_of(nn.TransformerEncoderLayer, "norm_first")
-    eps = default_of(nn.TransformerEncoderLayer, "layer_norm_eps")
-    act = default_of(nn.TransformerEncoderLayer, "activation")
-    act_name = getattr(act, "__name__", act)
+    layer = nn.TransformerEncoderLayer
+    first, eps, act = (default_of(layer, k) for k in ("norm_first", "layer_norm_eps", "activation"))
     return f"TransformerEncoderLayer norm_first={first} ({'pre' if first else 'post'}-norm), " \
-           f"activation={act_name}, layer_norm_eps={eps:g}"
+           f"activation={getattr(act, '__name__', act)}, layer_norm_eps={eps:g}"
 
 
 def pooling() -> str:
@@ -85,8 +82,7 @@ def batch_first() -> str:
 
 
 def attention_scale() -> str:
-    # the score scale
-    # A builtin without a readable signature: measure which scale scale=None applies.
+    # the score scale (a builtin without a readable signature: measure which scale scale=None applies)
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 5, 8, generator=g, dtype=torch.float64) for _ in range(3))
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
@@ -171,6 +167,14 @@ def float64_devices() -> str:
     return f"torch.float64 runs on: cpu{', cuda' * torch.cuda.is_available()}{'; not on MPS' * mps}"
 
 
+def mixed_precision_stream() -> str:
+    # the dtype mixed precision holds the residual stream in
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        y = nn.Conv2d(1, 2, 2)(torch.zeros(1, 1, 2, 2))  # the patch embedding's conv
+        return f"autocast: the patch embedding's Conv2d gives {y.dtype}; + float32 gives " \
+               f"{(y + torch.zeros(y.shape)).dtype} (promotion); no float32 term: the stream stays {y.dtype}"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"torch": float(default_of(nn.LayerNorm, "eps"))}
@@ -213,12 +217,10 @@ def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
 def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
               decoupled: bool = True) -> np.ndarray:
     """One step of torch's AdamW (decoupled=False: Adam with L2 weight decay) from zero moments,
-    through torch.optim's functional implementation: the code the optimizer classes run.
-
-    Why not `torch.optim.AdamW(...)`: constructing a torch optimizer imports torch._dynamo and
-    triton, and importing triton after TensorFlow segfaults the process (measured here with torch
-    2.14 / TF 2.21). The functional path imports neither, so it is safe in a process that
-    already runs Keras."""
+    through torch.optim's functional implementation: the code the optimizer classes run. Why not
+    `torch.optim.AdamW(...)`: constructing a torch optimizer imports torch._dynamo and triton, and importing
+    triton after TensorFlow segfaults the process (measured here with torch 2.14 / TF 2.21). The
+    functional path imports neither, so it is safe in a process that already runs Keras."""
     from torch.optim.adam import adam
     from torch.optim.adamw import adamw
 
@@ -237,8 +239,7 @@ def multihead_attention(spec: ModelSpec, weights: Tensors, h: np.ndarray,
     dim/heads: heads * head_dim must equal dim); batch_first=None keeps torch's default."""
     kwargs = {} if batch_first is None else {"batch_first": batch_first}
     mha = nn.MultiheadAttention(spec.dim, spec.heads, **kwargs).double()
-    p = "blocks.0.attn."
-    names = ("query", "key", "value")
+    p, names = "blocks.0.attn.", ("query", "key", "value")
     with torch.no_grad():
         mha.in_proj_weight.copy_(torch.from_numpy(qkv_pack(*[weights[p + n + ".kernel"] for n in names])))
         mha.in_proj_bias.copy_(torch.from_numpy(qkv_bias_pack(*[weights[p + n + ".bias"] for n in names])))
@@ -277,9 +278,8 @@ def dropout_logits(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dic
     port = Port(spec)
     port.load(weights)
     torch.manual_seed(0)
-    fresh = port.model.train()
-    with torch.no_grad():
-        train = fresh(port.prepare(images)).numpy()
+    with torch.no_grad():  # in train mode, as a fresh nn.Module is
+        train = port.model.train()(port.prepare(images)).numpy()
     return {"train": train, "eval": port.logits(images)}
 
 

@@ -1,5 +1,7 @@
 """`compare.py lessons [NAME]`: the three ports' own code side by side for each divergence, with
-the measured gap and the pin (shared/teaching/lessons.py)."""
+the measured gap and the pin (shared/teaching/lessons.py); after them (or alone, `--rungs`) which
+forward divergences an equivalence test still catches at each precision rung
+(shared/teaching/detectability.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import shutil
 from shared.cli._teaching_args import add_json_arg, check_json, write_json
 from shared.core.files import check_output, write_output
 from shared.errors import SpecError
+from shared.teaching import detectability
 from shared.teaching.lessons import LESSONS, build_view, lesson, side_by_side
 
 ORDER = 64
@@ -23,6 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("name", nargs="?", help="one lesson (default: all); `--list` shows the names")
     p.add_argument("--list", action="store_true", help="list the lessons and exit")
     p.add_argument("--no-measure", action="store_true", help="skip the gap measurements")
+    p.add_argument("--rungs", action="store_true", help="only the table of which forward divergences "
+                   "an equivalence test still catches at each precision rung (NAME: that entry's rows)")
+    p.add_argument("--markdown", action="store_true", help="with --rungs: the table in Markdown, as "
+                   "docs/teaching.md shows it")
     p.add_argument("--width", type=int, help="output width (default: the terminal's, at least 150)")
     add_json_arg(p, "one object per lesson")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained page: the code side by "
@@ -38,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
         for item in LESSONS:
             print(f"{item.name:22s} {item.point}")
         return 0
+    if args.rungs:
+        return run_rungs(args)
     if args.name:
         try:
             chosen = [lesson(args.name)]
@@ -61,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"   pinned by: {view.pin}")
         print()
         payload.append(view.to_dict())
+    if not args.name and not args.no_measure:
+        print_rungs(detectability.rows())
     if args.json:
         write_json(args.json, payload, args.force)
     if args.html:
@@ -68,4 +79,29 @@ def run(args: argparse.Namespace) -> int:
         from shared.teaching.rosetta import rosetta_markdown
 
         write_output(args.html, lessons_page(payload, rosetta_markdown()).encode(), force=args.force)
+    return 0
+
+
+def print_rungs(measured: tuple[list[detectability.Row], list[str]]) -> None:
+    print("== what an equivalence test can still see at each rung")
+    print("   each forward divergence's float64 logit gap / max(1, max |logit|) against each rung's bound")
+    for line in detectability.text_table(*measured):
+        print(f"   {line}")
+    print()
+
+
+def run_rungs(args: argparse.Namespace) -> int:
+    table, same = detectability.rows(run_demos=not args.no_measure)
+    if args.name:
+        table = [r for r in table if r.entry == args.name]
+        if not table:
+            raise SpecError(f"{args.name!r} is not a forward divergence; expected one of: "
+                            f"{', '.join(dict.fromkeys(r.entry for r in detectability.rows(False)[0]))}")
+        same = []
+    if args.markdown:
+        print("\n".join(detectability.markdown_table(table)))
+    else:
+        print_rungs((table, same))
+    if args.json:
+        write_json(args.json, [r.to_dict() for r in table], args.force)
     return 0

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from shared.teaching import forward_demos as fwd
+from shared.teaching import precision_demos as prec
 from shared.teaching import training_demos as train
 from shared.teaching.demo import Demo
 from shared.teaching.framework_defaults import FRAMEWORKS, read_default
@@ -148,6 +149,18 @@ CATALOGUE: tuple[Entry, ...] = (
           "float64 NumPy array float32 unless dtype= is given, and its float64 CPU convolution keeps "
           "float32 precision", "the oracle is NumPy float64 (shared/core/reference.py), no framework's",
           "numerics", "-", train.demo_float64),
+    Entry("mixed_precision_stream", "Mixed precision: the dtype of the residual stream",
+          "torch autocast and Flax (dtype=bfloat16 beside float32 param_dtype) keep a float32 stream "
+          "only by type promotion, once a float32 tensor (position table, class token) enters the sum: "
+          "without one it stays bfloat16; Keras' global mixed_bfloat16 policy casts every layer's "
+          "inputs, so every block's input is bfloat16 whatever the spec; MLX has no mixed precision. "
+          "Measured 2026-12-01 without position table or class token: the logits' gap to float64 is "
+          "rounding either way (quadrant 1.3e-2 global policy, 8.0e-3 pinned; vit-ti16 2.5e-2, "
+          "2.4e-2); the stream's error grows faster over depth in bfloat16 (vit-ti16, relative rms "
+          "after block 0 / 11: 5.2e-3 / 1.1e-2 vs 4.6e-3 / 7.5e-3)",
+          "the stream in the parameter dtype (shared/core/precision.py, point 1): every port casts the "
+          "patch embedding to it; Keras gives mixed_<dtype> to computing layers only, float32 to "
+          "containers and LayerNorms", "numerics", "-", prec.demo_mixed_stream),
 )
 
 

@@ -1,0 +1,184 @@
+"""What an equivalence test can still see at each precision rung.
+
+Every forward entry of the catalogue (`shared.teaching.divergences`) moves the logits by a
+measured amount: the float64 gap between the pinned function and each unpinned variant
+(`shared.teaching.variants`) on a preset's seeded weights and probe batch. That gap is normalised
+the way the low-rung bounds are (divided by `logit_scale` = max(1, max |reference logit|)) and set
+beside each rung's bound (`logit_atol(spec, reference, rung) / logit_scale`, read from
+`shared.core.tolerance` when this runs, never copied): a test at that rung catches the difference
+when the gap is more than MARGIN x the bound, misses it when the gap is under the bound / MARGIN,
+and in between the verdict is decided by that run's rounding noise ("marginal": the port's own
+error, up to bound / SAFETY, adds to or cancels the gap).
+
+Entries whose demonstration lives in a framework API (no variant through the reference) are
+listed with their demonstration's headline gap, which is not a logit gap on a seeded case, and
+"not modelled" at every rung.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shared.core.precision import LOW_RUNGS, Precision
+from shared.core.presets import get_preset
+from shared.core.reference import forward
+from shared.core.tolerance import logit_atol, logit_scale
+from shared.teaching.demo import demo_case, gap
+from shared.teaching.divergences import CATALOGUE, Entry
+from shared.teaching.variants import Case, variant
+
+RUNG_COLUMNS = ("float32", *LOW_RUNGS)  # TF32 is unmeasured: it borrows float16-pure's bound
+MARGIN = 2.0  # within this factor of a bound either way, a verdict is rounding noise: "marginal"
+CAUGHT, MISSED, MARGINAL, NOT_MODELLED = "caught", "missed", "marginal", "not modelled"
+
+# The specs each entry's variants are measured on, tried in order until a variant applies: the
+# specs of the float32 mutation tests (tests/test_teaching_mutations.py), so the float32 column
+# is what those tests assert.
+DEFAULT_CASES: tuple[tuple[str, dict[str, object]], ...] = (("quadrant", {}),)
+ENTRY_CASES: dict[str, tuple[tuple[str, dict[str, object]], ...]] = {
+    "gelu": (("quadrant", {}), ("archive-torch", {})),  # quadrant has no head MLP
+    # pos_rows=32 fits both remainders (drop uses the first 28 rows)
+    "remainder": (("archive-keras", {"remainder": "drop", "pos_rows": 32}),),
+    "patch_layout": (("quadrant", {"channels": 3}),),  # one channel: both orders coincide
+    "pos_table_rows": (("archive-final", {}),),  # a position table larger than the sequence
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One variant on one case: the pinned case, the mutated one and the float64 gap."""
+
+    entry: str
+    variant: str
+    label: str  # the spec it ran on, as printed: "quadrant", "quadrant (channels=3)"
+    case: Case
+    mutated: Case
+    reference: np.ndarray  # float64 logits of the pinned case
+    gap: float  # max |mutated - pinned| float64 logits
+
+    @property
+    def scale(self) -> float:
+        return logit_scale(self.reference)
+
+    def bound(self, rung: str) -> float:
+        """The rung's logit bound on this case, normalised like the gap."""
+        return logit_atol(self.case.spec, self.reference, Precision.from_rung(rung)) / self.scale
+
+    def verdict(self, rung: str) -> str:
+        return classify(self.gap / self.scale, self.bound(rung))
+
+
+@dataclass
+class Row:
+    entry: str
+    variant: str  # "" for an entry without a variant
+    label: str  # the spec measured on, or where the demonstration's gap comes from
+    gap: float | None  # normalised logit gap; for a demonstration, its own headline
+    verdicts: dict[str, str] = field(default_factory=dict)  # rung -> caught | missed | ...
+    bounds: dict[str, float] = field(default_factory=dict)  # rung -> normalised bound
+
+    def to_dict(self) -> dict[str, object]:
+        return {"entry": self.entry, "variant": self.variant or None, "spec": self.label,
+                "gap": self.gap, "verdicts": self.verdicts, "bounds": self.bounds}
+
+
+def classify(gap_value: float, bound: float) -> str:
+    if gap_value > MARGIN * bound:
+        return CAUGHT
+    if gap_value < bound / MARGIN:
+        return MISSED
+    return MARGINAL
+
+
+def _label(preset: str, changes: dict[str, object]) -> str:
+    extra = ", ".join(f"{k}={v}" for k, v in changes.items())
+    return f"{preset} ({extra})" if extra else preset
+
+
+def measure(entry_key: str, variant_key: str) -> Measured | None:
+    """The variant on the first of the entry's cases it applies to, or None (it is the pinned
+    setting on every one of them)."""
+    for preset, changes in ENTRY_CASES.get(entry_key, DEFAULT_CASES):
+        spec = get_preset(preset)
+        case = demo_case(spec.replace(**changes) if changes else spec)
+        mutated = variant(variant_key).apply(case)
+        if mutated is None:
+            continue
+        reference = forward(case.spec, case.weights, case.images)
+        moved = gap(forward(mutated.spec, mutated.weights, mutated.images), reference)
+        return Measured(entry_key, variant_key, _label(preset, changes), case, mutated, reference, moved)
+    return None
+
+
+def _demo_row(e: Entry, run_demos: bool) -> Row:
+    demo = e.run_demo() if run_demos else None
+    label = "demo: " + (demo.lines[0] if demo and demo.lines else "not run")
+    return Row(e.key, "", label, demo.gap if demo else None, dict.fromkeys(RUNG_COLUMNS, NOT_MODELLED))
+
+
+def rows(run_demos: bool = True) -> tuple[list[Row], list[str]]:
+    """One row per forward variant (in catalogue order) and per variant-less forward entry; and
+    the variants left out because they compute the pinned function on every case tried."""
+    out: list[Row] = []
+    same: list[str] = []
+    for e in CATALOGUE:
+        if e.kind != "forward":
+            continue
+        if not e.variants:
+            out.append(_demo_row(e, run_demos))
+            continue
+        for key in e.variants:
+            m = measure(e.key, key)
+            if m is None or m.gap == 0.0:
+                same.append(key)
+                continue
+            out.append(Row(e.key, key, m.label, m.gap / m.scale,
+                           {r: m.verdict(r) for r in RUNG_COLUMNS},
+                           {r: m.bound(r) for r in RUNG_COLUMNS}))
+    return out, same
+
+
+def bounds_line(table: list[Row]) -> str:
+    """The bounds the verdicts were taken against (small models; each row's own is in Row)."""
+    first = next((r for r in table if r.bounds), None)
+    if first is None:
+        return ""
+    return "bounds / scale on " + first.label + ": " + ", ".join(
+        f"{r} {b:.2g}" for r, b in first.bounds.items())
+
+
+def _cells(row: Row) -> list[str]:
+    shown = "-" if row.gap is None else f"{row.gap:.2g}"
+    if not row.variant and row.gap is not None:  # the demonstration's own headline, not a logit gap
+        shown = f"demo {shown}"
+    return [row.entry, row.variant or "(no variant)", row.label if row.variant else "", shown,
+            *(row.verdicts[r] for r in RUNG_COLUMNS)]
+
+
+def text_table(table: list[Row], same: list[str]) -> list[str]:
+    head = ["entry", "variant", "spec", "gap/scale", *RUNG_COLUMNS]
+    body = [_cells(r) for r in table]
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(x, widths, strict=True)).rstrip() for x in [head, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += [bounds_line(table), f"caught: gap > {MARGIN:g} x bound; missed: gap < bound / {MARGIN:g}; "
+              "marginal: in between (decided by the run's rounding noise)"]
+    lines += [f"demo {r.entry}: {r.label.removeprefix('demo: ')}" for r in table if not r.variant]
+    if same:
+        lines.append("the pinned function on the specs tried (left out): " + "; ".join(same))
+    return lines
+
+
+def markdown_table(table: list[Row]) -> list[str]:
+    head = ["entry", "variant", "spec", "gap / scale", *RUNG_COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in table:
+        cells = _cells(r)
+        if r.variant:
+            cells[1] = f"`{cells[1]}`"
+        else:  # where the demonstration's headline comes from
+            cells[2] = r.label.removeprefix("demo: ")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines

@@ -1,0 +1,141 @@
+"""What a test can still see at each rung: a real port, run at each precision rung on a MUTATED
+case (a catalogue variant applied to its spec, weights or images), fails the equivalence check
+against the ORIGINAL case's float64 reference exactly where shared/teaching/detectability.py's
+table says "caught" and passes where it says "missed". Marginal verdicts (the gap within a factor
+MARGIN of the bound) are decided by rounding noise and asserted neither way; every case still
+decides float32 and at least two low rungs.
+
+The verdicts come from the bounds in shared/core/tolerance.py (LOW_RUNG_MEASURED) when the test
+runs. Measured 2026-12-01, as |port - float64| / max(1, max |logit|): the bounds on small models
+(largest measured x 2) bfloat16-pure 3.7e-2, bfloat16-mixed 3.2e-2, float16-pure 5.2e-3,
+float16-mixed 4.9e-3; the torch port pinned on quadrant (seed 0, probe batch) bfloat16-pure
+8.5e-3, bfloat16-mixed 9.3e-3, float16-pure 6.1e-4, float16-mixed 6.6e-4; the float64 gaps of the
+variants: dense kernels reshaped 1.28, remainder=pad (archive-keras) 3.9e-2, layer_norm_eps 1e-3
+(Keras' default) 8.4e-3, 1e-6 (Flax's) 7.8e-5, GELU tanh in the MLP 1.5e-4. So a layout slip is
+caught at every rung; epsilon 1e-6 and the tanh GELU sink below every low rung's rounding; Keras'
+epsilon is missed in bfloat16 and marginal in float16 (1.6-1.7x its bound), the padded remainder
+is caught in float16 and marginal in bfloat16 (1.1-1.2x its bound).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ports import create_port
+from shared.core.equivalence import check_logits
+from shared.core.precision import LOW_RUNGS, Precision
+from shared.teaching import detectability as dt
+from shared.teaching.detectability import Measured, measure
+from shared.teaching.variants import Case
+
+ROOT = Path(__file__).resolve().parent.parent
+BFLOAT16 = ("bfloat16-pure", "bfloat16-mixed")
+FLOAT16 = ("float16-pure", "float16-mixed")
+
+CASES = [
+    # (entry, variant, framework): one caught everywhere, two missed below float32, two where
+    # float16 sees more than bfloat16
+    ("dense_kernel_layout", "dense kernels reshaped to (out, in)", "torch"),
+    ("remainder", "remainder=pad", "torch"),
+    ("layer_norm_eps", "layer_norm_eps=1e-06", "torch"),
+    ("gelu", "gelu form flipped (MLP)", "torch"),
+    ("layer_norm_eps", "layer_norm_eps=0.001", "torch"),
+    ("layer_norm_eps", "layer_norm_eps=0.001", "flax"),
+]
+
+
+def _logits(framework: str, case: Case, rung: str) -> np.ndarray:
+    port = create_port(framework, case.spec, precision=Precision.from_rung(rung))
+    port.load(case.weights)
+    return port.logits(case.images)
+
+
+def _passes(m: Measured, logits: np.ndarray, rung: str) -> bool:
+    return check_logits(m.case.spec, logits, m.reference, param_count=None,
+                        precision=Precision.from_rung(rung)).passed
+
+
+@pytest.mark.parametrize(("entry", "key", "framework"), CASES, ids=[f"{c[2]}-{c[1]}" for c in CASES])
+def test_a_port_at_each_rung_sees_what_the_table_says(entry: str, key: str, framework: str) -> None:
+    m = measure(entry, key)
+    assert m is not None and m.entry == entry
+    decided = []
+    for rung in dt.RUNG_COLUMNS:
+        expected = m.verdict(rung)
+        if expected == dt.MARGINAL:
+            continue
+        assert _passes(m, _logits(framework, m.case, rung), rung), f"baseline {framework} at {rung}"
+        passed = _passes(m, _logits(framework, m.mutated, rung), rung)
+        assert passed == (expected == dt.MISSED), (
+            f"{framework} {key} at {rung}: table says {expected} (gap {m.gap / m.scale:.3g}, "
+            f"bound {m.bound(rung):.3g}), the check {'passed' if passed else 'failed'}")
+        decided.append(rung)
+    assert "float32" in decided and len(decided) >= 3, decided
+
+
+def test_the_table_spans_the_split() -> None:
+    """Read from the bounds: a layout slip is caught at every rung; epsilon 1e-6 and the tanh
+    GELU are caught in float32 only; float16 sees more than bfloat16 (Keras' epsilon: missed in
+    bfloat16, marginal in float16; the padded remainder: marginal in bfloat16, caught in float16).
+    No measured gap falls in the window between float16's caught and bfloat16's missed (1.0e-2 ..
+    1.6e-2): Keras' epsilon, 8.4e-3, is just under it (gaps in the module docstring)."""
+    def verdicts(entry: str, key: str) -> dict[str, str]:
+        m = measure(entry, key)
+        assert m is not None
+        return {r: m.verdict(r) for r in dt.RUNG_COLUMNS}
+
+    for entry, key in (("dense_kernel_layout", "dense kernels reshaped to (out, in)"),
+                       ("conv_kernel_layout", "patch kernel reshaped to OIHW"),
+                       ("head_width", "heads merged into one")):
+        assert set(verdicts(entry, key).values()) == {dt.CAUGHT}, key
+    for entry, key in (("layer_norm_eps", "layer_norm_eps=1e-06"), ("gelu", "gelu form flipped (MLP)")):
+        v = verdicts(entry, key)
+        assert v["float32"] == dt.CAUGHT and all(v[r] == dt.MISSED for r in LOW_RUNGS), (key, v)
+    keras_eps = verdicts("layer_norm_eps", "layer_norm_eps=0.001")
+    assert [keras_eps[r] for r in (*BFLOAT16, *FLOAT16)] == [dt.MISSED, dt.MISSED, dt.MARGINAL,
+                                                            dt.MARGINAL], keras_eps
+    pad = verdicts("remainder", "remainder=pad")
+    assert [pad[r] for r in (*BFLOAT16, *FLOAT16)] == [dt.MARGINAL, dt.MARGINAL, dt.CAUGHT,
+                                                      dt.CAUGHT], pad
+
+
+def test_float32_column_agrees_with_the_float32_mutation_tests() -> None:
+    """tests/test_teaching_mutations.py: every forward variant breaks a float32 port; the
+    variant-less entries (framework APIs) are not modelled at any rung."""
+    table, same = dt.rows(run_demos=False)
+    modelled = [r for r in table if r.variant]
+    assert len(modelled) >= 20 and all(r.verdicts["float32"] == dt.CAUGHT for r in modelled)
+    assert {r.entry for r in table if not r.variant} == {"batch_first", "dropout_flags", "gelu_names"}
+    assert all(set(r.verdicts.values()) == {dt.NOT_MODELLED} for r in table if not r.variant)
+    assert "layer_norm_eps=1e-05" in same  # quadrant's own epsilon: no difference to find
+
+
+def test_docs_show_the_table_as_generated() -> None:
+    """Regenerate docs/teaching.md's table with `python compare.py lessons --rungs --markdown`."""
+    docs = (ROOT / "docs" / "teaching.md").read_text()
+    table, _ = dt.rows(run_demos=False)
+    stale = [line for line in dt.markdown_table([r for r in table if r.variant]) if line not in docs]
+    assert not stale, f"docs/teaching.md is stale (first: {stale[0]})"
+
+
+def test_cli_rungs_json(tmp_path: Path) -> None:
+    out = tmp_path / "rungs.json"
+    proc = subprocess.run([sys.executable, "compare.py", "lessons", "gelu", "--rungs", "--no-measure",
+                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "gelu form flipped (MLP)" in proc.stdout and "bfloat16-mixed" in proc.stdout
+    payload = json.loads(out.read_text())
+    assert [p["variant"] for p in payload] == ["gelu form flipped (MLP)", "gelu form flipped (head)",
+                                                "gelu form flipped (MLP and head)"]
+    assert set(payload[0]["verdicts"]) == set(dt.RUNG_COLUMNS)
+    bad = subprocess.run([sys.executable, "compare.py", "lessons", "cross_entropy", "--rungs"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "is not a forward divergence" in bad.stderr
