@@ -4,7 +4,7 @@
 # TF32, bfloat16 and float16, pure and mixed: `compare.py tolerances`, which also prints the gaps
 # the CPU-measured bounds are checked against), and time vit-b16 at batch 64 there per rung,
 # within about 8 minutes. Usage: benchmarks/gpu_check.sh OUT_DIR  (PYTHON=... for the interpreter).
-# Writes OUT_DIR/devices.json, verify-cuda.json, ladder-cuda.json / .md,
+# Writes OUT_DIR/devices.json, ladder-cuda.json / .md,
 # time-vit-b16-b64-cuda-RUNG.json and summary.json.
 # On a machine without a CUDA device it prints the device table, says so, writes summary.json
 # with status "no-cuda" and exits 0: nothing was verified or timed on a GPU.
@@ -44,19 +44,18 @@ echo "gpu_check: CUDA ports: $cuda_ports"
 status=0
 # Every preset on CUDA; each framework's worker gets 180 s (vit-b16's float64 reference runs on
 # the CPU in this process first).
-timeout 150 "$python" compare.py verify --all-presets --device cuda --frameworks "$cuda_ports" \
-    --timeout 120 --json "$out/verify-cuda.json" || status=$?
-# The ladder: every preset, every port, every rung, one worker per framework.
-timeout 150 "$python" compare.py tolerances --device cuda --frameworks "$cuda_ports" \
-    --rungs tf32,bfloat16-pure,bfloat16-mixed,float16-pure,float16-mixed --timeout 120 \
+# The ladder: every preset, every port, every rung (float32 first: the verification), one worker
+# per framework; each entry is judged against the CPU-measured bounds and floors.
+timeout 210 "$python" compare.py tolerances --device cuda --frameworks "$cuda_ports" \
+    --rungs float32,tf32,bfloat16-pure,bfloat16-mixed,float16-pure,float16-mixed --timeout 180 \
     --json "$out/ladder-cuda.json" --markdown "$out/ladder-cuda.md" --force || status=$?
-# vit-b16 at batch 64 per rung, the compiled forward only, short budgets: about 40 s a rung.
+# vit-b16 at batch 64 per rung, the compiled forward only, short budgets: under 40 s a rung.
 for dtype_args in "float32" "float32 --allow-tf32" "bfloat16 --precision mixed" \
                   "bfloat16 --precision pure" "float16 --precision mixed" "float16 --precision pure"; do
     name=$(echo "$dtype_args" | tr -d -- '-' | tr ' ' '-')
     # shellcheck disable=SC2086  # the rung's flags are words on purpose
-    timeout 45 "$python" compare.py time --spec vit-b16 --batch 64 --device cuda --dtype $dtype_args \
-        --frameworks "$cuda_ports" --modes compiled --budget 0.2 --max-repeats 10 --timeout 40 \
+    timeout 40 "$python" compare.py time --spec vit-b16 --batch 64 --device cuda --dtype $dtype_args \
+        --frameworks "$cuda_ports" --modes compiled --budget 0.2 --max-repeats 10 --timeout 35 \
         --no-chart --force --json "$out/time-vit-b16-b64-cuda-$name.json" || status=$?
 done
 

@@ -255,3 +255,24 @@ def test_compare_train_names_an_unavailable_rung_in_one_line(runs: dict) -> None
 def test_compare_train_refuses_a_rung_it_does_not_train_at(tmp_path: Path, argv: list[str],
                                                           expect: str) -> None:
     refused_cli(tmp_path, "train", "--spec", "quadrant", "--framework", "torch", *argv, expect=expect)
+
+
+def test_a_checkpoint_resumes_only_at_the_rung_it_was_trained_at(tmp_path: Path) -> None:
+    """state.json records the rung; resuming a bfloat16-mixed run in float32 is refused (a float16
+    run's loss scale is not checkpointed: a resumed float16 run restarts it at 2^15)."""
+    from types import SimpleNamespace
+
+    from shared.core.precision import FLOAT32
+    from shared.core.presets import get_preset
+    from shared.training.checkpoint import CheckpointError, restore
+    from shared.training.train_spec import TrainSpec
+
+    spec, recipe = get_preset("quadrant"), TrainSpec()
+    unit = tmp_path / "epoch-000001"
+    unit.mkdir()
+    (unit / "state.json").write_text(json.dumps({"spec_hash": spec.spec_hash, "precision": "bfloat16-mixed",
+                                                 "recipe": recipe.to_dict()}))
+    (tmp_path / "LATEST").write_text(unit.name)
+    trainer = SimpleNamespace(port=SimpleNamespace(precision=FLOAT32))
+    with pytest.raises(CheckpointError, match="was trained at bfloat16-mixed, not float32"):
+        restore(tmp_path, spec, recipe, trainer)

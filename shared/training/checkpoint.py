@@ -55,7 +55,7 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
         for name, tensors in zip(MOMENTS, (trainer.port.export(), first, second), strict=True):
             save_weights(staging / name, spec, tensors, extra_metadata=meta)
         state = {"recipe": recipe.to_dict(), "spec_hash": spec.spec_hash, "updates": updates,
-                 "controller": controller.state(), "result": result}
+                 "precision": rung_of(trainer), "controller": controller.state(), "result": result}
         write_output(staging / "state.json", json.dumps(state, indent=1).encode())
         unit = folder / f"epoch-{controller.epoch:06d}"
         if unit.exists():  # a unit written before an interrupt, never named in LATEST
@@ -67,6 +67,12 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
         raise
     tidy(folder)
     return unit
+
+
+def rung_of(trainer: Any) -> str:
+    """The precision rung the trainer's port computes at (shared/core/precision.py)."""
+    precision = getattr(trainer.port, "precision", None)
+    return precision.rung if precision is not None else "float32"
 
 
 def tidy(folder: Path, *extra: Path) -> None:
@@ -94,6 +100,10 @@ def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any) -> t
         raise CheckpointError(f"checkpoint {str(unit)!r} is for another spec (hash "
                               f"{state.get('spec_hash')!r}, expected {spec.spec_hash!r}); use another "
                               "--checkpoints folder")
+    saved, current = state.get("precision", "float32"), rung_of(trainer)  # older units: float32
+    if saved != current:
+        raise CheckpointError(f"checkpoint {str(unit)!r} was trained at {saved}, not {current}; resume "
+                              "at the same rung (--dtype/--precision) or use another --checkpoints folder")
     saved_recipe = TrainSpec.from_dict(state["recipe"])
     if saved_recipe.replace(max_epochs=recipe.max_epochs) != recipe:  # extending a run is fine
         saved_fields = saved_recipe.to_dict()
