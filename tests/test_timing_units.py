@@ -229,7 +229,7 @@ def test_default_table_fits_100_columns_and_notes_name_their_row() -> None:
     assert header[:3] == ["rank", "port", "fwd"] and header[-3:] == ["mem", "roof", "status"]
     assert "27.1s cold" in text and "4.5s warm" in text and "8%" in text
     for expected in ("keras-torch: CONTENDED", "keras-torch: WARNING: 4 threads", "onnx: roofline n/a",
-                     "flax: CRASHED", "roof, best forward / fp32 GEMM GFLOP/s: keras-torch 8.1/100"):
+                     "flax: CRASHED", "roof, best forward / float32 GEMM GFLOP/s: keras-torch 8.1/100"):
         assert expected in text
     assert "CRASHED" in [line.split()[-1] for line in text.splitlines()[1:5]]
 

@@ -66,13 +66,13 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "jax Device.memory_stats() gives no peak on this device"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
-    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
     device = jax.devices({"cpu": "cpu", "cuda": "gpu", "metal": "METAL"}[device_class])[0]
     rng = np.random.default_rng(0)
-    a = jax.device_put(rng.standard_normal((m, k), dtype=np.float32), device)
-    b = jax.device_put(rng.standard_normal((k, n), dtype=np.float32), device)
+    a = jax.device_put(rng.standard_normal((m, k), dtype=np.float32), device).astype(dtype)
+    b = jax.device_put(rng.standard_normal((k, n), dtype=np.float32), device).astype(dtype)
     product = jax.jit(jnp.matmul)
 
     def call() -> jax.Array:

@@ -148,14 +148,14 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "torch keeps no allocator statistics on CPU"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
-    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
     device = {"cpu": "cpu", "cuda": "gpu:0", "metal": "gpu:0"}[device_class]
     rng = np.random.default_rng(0)
     with keras.device(device):
-        a = ops.convert_to_tensor(rng.standard_normal((m, k), dtype=np.float32))
-        b = ops.convert_to_tensor(rng.standard_normal((k, n), dtype=np.float32))
+        a = ops.convert_to_tensor(rng.standard_normal((m, k), dtype=np.float32), dtype)
+        b = ops.convert_to_tensor(rng.standard_normal((k, n), dtype=np.float32), dtype)
     product = ops.matmul
     if BACKEND == "tensorflow":  # in a graph, as the compiled forward runs it: no per-op dispatch
         import tensorflow as tf
@@ -168,7 +168,7 @@ def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
 
     def call() -> float:
         with keras.device(device):
-            return float(ops.convert_to_numpy(product(a, b)[0, 0]))  # read back: waits
+            return float(ops.convert_to_numpy(ops.cast(product(a, b)[0, 0], "float32")))  # read back: waits
 
     return call
 

@@ -74,18 +74,18 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return int(mx.get_peak_memory()), "mx.get_peak_memory()"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
-    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
     device = mx.cpu if device_class == "cpu" else mx.gpu
-    a = mx.random.normal((m, k), dtype=mx.float32, stream=device)
-    b = mx.random.normal((k, n), dtype=mx.float32, stream=device)
+    a = mx.random.normal((m, k), dtype=DTYPES[dtype], stream=device)
+    b = mx.random.normal((k, n), dtype=DTYPES[dtype], stream=device)
     mx.eval(a, b)
 
     def call() -> float:
         product = mx.matmul(a, b, stream=device)
         mx.eval(product)  # MLX is lazy: evaluating is the synchronisation
-        return float(product[0, 0].item())
+        return float(product[0, 0].astype(mx.float32).item())
 
     return call
 

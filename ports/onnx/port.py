@@ -68,9 +68,9 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "ONNX Runtime exposes no allocator statistics"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
     # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+    # shared/measure/roofline.py times it at the run's threads (this backend is float32 only).
     helper, f32 = onnx.helper, onnx.TensorProto.FLOAT
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm",

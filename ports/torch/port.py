@@ -70,11 +70,12 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "torch keeps no allocator statistics on CPU"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str) -> Callable[[], Any]:
-    # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads for the roofline's GEMM rate.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
+    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
     device = torch.device({"cpu": "cpu", "cuda": "cuda", "metal": "mps"}[device_class])
-    a, b = torch.randn(m, k, device=device), torch.randn(k, n, device=device)
+    a = torch.randn(m, k, device=device, dtype=DTYPES[dtype])
+    b = torch.randn(k, n, device=device, dtype=DTYPES[dtype])
 
     def call() -> float:
         with torch.no_grad():

@@ -10,7 +10,7 @@ kinds load, one process per framework.
 - `guard`: the confound guard (rank only like with like) and the ranking itself.
 - `factorial`: spec x framework attribution of a time difference.
 - `flops`: the spec's matrix products: analytic FLOPs and the roofline's GEMM shapes.
-- `roofline`: each framework's fp32 GEMM rate and a row's share of it.
+- `roofline`: each framework's GEMM rate (in the run's compute dtype) and a row's share of it.
 - `phases`: the timed phases of one framework, run in the worker process.
 - `gate`: the equivalence gate before timing (shared/core/equivalence.py's verdict), also as
   `compare.py verify`'s entries for the main job.

@@ -57,8 +57,8 @@ MARKS = {"ok": "ok", "invalid": "INVALID", "crashed": "CRASHED", "timeout": "TIM
 LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); compile: one "
           "measurement per fresh process, cold or warm compile cache; peak mem: the process's peak "
           "RSS on a CPU, the framework allocator's peak on an accelerator; roof: the faster "
-          "forward's analytic GFLOP/s as a share of the framework's own fp32 GEMM rate on the "
-          "spec's matmul shapes; --wide shows every phase")
+          "forward's analytic GFLOP/s as a share of the framework's own GEMM rate (in the run's "
+          "dtype) on the spec's matmul shapes; --wide shows every phase")
 WIDE_LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); single values "
                "are one cold measurement per fresh process")
 
@@ -151,13 +151,15 @@ def status_mark(row: dict[str, Any]) -> str:
 
 def roof_line(rows: list[dict[str, Any]]) -> list[str]:
     """The roofline column's numbers: achieved / ceiling GFLOP/s per row."""
-    parts = []
+    parts, dtypes = [], set()
     for row in rows:
         achieved, _ = best_fraction(row)
-        gemm = ((row.get("roofline") or {}).get("gemm") or {}).get("gflops")
-        if achieved is not None and gemm is not None:
-            parts.append(f"{label(row)} {achieved:.3g}/{gemm:.3g}")
-    return [f"roof, best forward / fp32 GEMM GFLOP/s: {', '.join(parts)}"] if parts else []
+        record = (row.get("roofline") or {}).get("gemm") or {}
+        if achieved is not None and record.get("gflops") is not None:
+            parts.append(f"{label(row)} {achieved:.3g}/{record['gflops']:.3g}")
+            dtypes.add(record.get("dtype", "float32"))  # files from before the ladder: float32
+    dtype = "/".join(sorted(dtypes))
+    return [f"roof, best forward / {dtype} GEMM GFLOP/s: {', '.join(parts)}"] if parts else []
 
 
 def row_notes(row: dict[str, Any]) -> list[str]:

@@ -253,10 +253,11 @@ def measure_roofline(module: Any, spec: ModelSpec, device: str, config: dict[str
                      row: dict[str, Any], timer: Phases) -> None:
     """The framework's GEMM rate at this run's threads and device, and each forward mode's share
     of it (shared/measure/roofline.py); a failure here costs the roofline only."""
-    timer.progress("measuring the float32 GEMM rate")
+    dtype = gate.rung(config).compute_dtype
+    timer.progress(f"measuring the {dtype} GEMM rate")
     batch = int(config["batch"])
     try:
-        gemm = roofline.gemm_rate(module, spec, batch, device)
+        gemm = roofline.gemm_rate(module, spec, batch, device, dtype=dtype)
     except Exception as exc:
         gemm = {"status": "n/a", "reason": f"GEMM rate failed: {one_line(exc)}"}
     row["roofline"] = roofline.roofline(spec, batch, row["phases"], gemm)

@@ -1,9 +1,10 @@
 """How close a port runs to what its own framework's matrix multiply can do on this machine.
 
-The ceiling is the framework's float32 GEMM rate, measured in the timing worker at the run's
-threads and device (`gemm_call` in every ports/<fw>/port.py) on the spec's own dense matmul
-shapes (`flops.gemm_shapes`), each weighted by how often the forward pass runs it: the rate the
-model would reach if it did nothing but its GEMMs at the library's speed. A ceiling is what the
+The ceiling is the framework's GEMM rate in the run's compute dtype (float32 unless the run is
+at a lower precision rung), measured in the timing worker at the run's threads and device
+(`gemm_call` in every ports/<fw>/port.py) on the spec's own dense matmul shapes
+(`flops.gemm_shapes`), each weighted by how often the forward pass runs it: the rate the model
+would reach if it did nothing but its GEMMs at the library's speed. A ceiling is what the
 library can do, so each shape counts its fastest call (on a shared CPU a median of a few calls
 would sink with the neighbours' load and put models above 100%), and a small shape is timed with
 more rows, enough for MIN_GEMM_FLOPS per call: a 224x32 @ 32x96 product alone measures the cost
@@ -31,19 +32,19 @@ MIN_GEMM_FLOPS = 2 * 10**8  # per timed product: milliseconds at tens of GFLOP/s
 
 
 def gemm_rate(module: Any, spec: ModelSpec, batch: int, device: str,
-              budget: Budget = GEMM_BUDGET) -> dict[str, Any]:
-    """The framework's float32 GEMM rate on the spec's shapes, or why there is none."""
+              budget: Budget = GEMM_BUDGET, dtype: str = "float32") -> dict[str, Any]:
+    """The framework's GEMM rate in `dtype` on the spec's shapes, or why there is none."""
     if not hasattr(module, "gemm_call"):
         return {"status": "n/a", "reason": "the port module has no gemm_call"}
     shapes = []
     for mm in flops.gemm_shapes(spec, batch):
         rows = max(mm.m, -(-MIN_GEMM_FLOPS // (2 * mm.k * mm.n)))
-        stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device), budget))
+        stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device, dtype), budget))
         rate = 2 * rows * mm.k * mm.n / stats["min"] / 1e9
         shapes.append({"name": mm.name, "m": mm.m, "k": mm.k, "n": mm.n, "count": mm.count,
                        "m_timed": rows, "n_samples": stats["n"], "gflops": rate,
                        "seconds": 2 * mm.m * mm.k * mm.n / rate / 1e9})  # the spec's product at that rate
-    return {"status": "ok", "gflops": weighted_rate(shapes), "shapes": shapes}
+    return {"status": "ok", "gflops": weighted_rate(shapes), "dtype": dtype, "shapes": shapes}
 
 
 def weighted_rate(shapes: list[dict[str, Any]]) -> float:

@@ -99,7 +99,7 @@ def charts(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def roofline(rows: list[dict[str, Any]]) -> list[str]:
-    """How close each forward came to the framework's own fp32 GEMM rate (where measured)."""
+    """How close each forward came to the framework's own GEMM rate in the run's dtype (where measured)."""
     body, raw, labels, shares = [], [], [], []
     for row in rows:
         roof = row.get("roofline") or {}
@@ -114,7 +114,7 @@ def roofline(rows: list[dict[str, Any]]) -> list[str]:
                 shares.append(100 * share)
     if not body:
         return []
-    chart = svg.Chart("share of the framework's own fp32 GEMM rate (%)", "", "percent")
+    chart = svg.Chart("share of the framework's own GEMM rate in the run's dtype (%)", "", "percent")
     figure = f"<figure>{svg.bar_chart(chart, labels, shares)}</figure>" if shares else ""
     return [html.section("Roofline: achieved GFLOP/s against the framework's GEMM rate",
                          html.table(["port", "forward", "GFLOP/s", "GEMM GFLOP/s", "share"], body,
