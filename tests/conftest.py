@@ -17,3 +17,21 @@ import importlib.util
 
 if importlib.util.find_spec("torch") is not None:
     import torch._dynamo  # noqa: F401
+
+
+# ---- the precision ladder runs in the background (tests/ladder_support.py) ------------------------
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Start the ladder's workers once its tests are collected, and run those tests last."""
+    import ladder_support
+
+    ladder_items = [item for item in items if item.path.name == ladder_support.MODULE]
+    if ladder_items:
+        items[:] = [item for item in items if item.path.name != ladder_support.MODULE] + ladder_items
+        ladder_support.start()
+
+
+def pytest_unconfigure(config) -> None:
+    import sys
+
+    if "ladder_support" in sys.modules:
+        sys.modules["ladder_support"].stop()

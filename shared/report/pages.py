@@ -52,7 +52,7 @@ def timing_parts(rows: list[dict[str, Any]]) -> list[str]:
         ranks = {id(row): position for position, row, _v, _p in rank(rows, FORWARD)}
     except IncomparableRunsError as exc:
         out.append(html.note(str(exc), "refused"))
-    headers = ["rank", "port", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS"]
+    headers = ["rank", "port", "spec", "rung", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS"]
     body, raw, css = [], [], []
     for row in rows:
         phases = row.get("phases", {})
@@ -65,11 +65,12 @@ def timing_parts(rows: list[dict[str, Any]]) -> list[str]:
             values.append(phase.get("median") if ok else None)
         peak = (row.get("memory") or {}).get("peak_rss_bytes")
         cond = row.get("conditions") or {}
-        body.append([ranks.get(id(row), "-"), label(row), cond.get("spec_name"), row.get("status"),
-                     cond.get("device_class"), *cells, fmt_bytes(peak)])
-        raw.append([ranks.get(id(row)), None, None, None, None, *values, peak])
+        body.append([ranks.get(id(row), "-"), label(row), cond.get("spec_name"),
+                     cond.get("precision", "float32"), row.get("status"), cond.get("device_class"), *cells,
+                     fmt_bytes(peak)])
+        raw.append([ranks.get(id(row)), None, None, None, None, None, *values, peak])
         css.append("" if row.get("status") == "ok" else "status-fail")
-    numeric = [True, False, False, False, False, *[True] * len(PHASES), True]
+    numeric = [True, False, False, False, False, False, *[True] * len(PHASES), True]
     out.append(html.table(headers, body, numeric=numeric, sort_values=raw, row_class=css,
                           caption="median ± IQR/2 of n repeats; single values: one cold measurement per "
                                   "fresh process; click a header to sort"))
@@ -156,8 +157,8 @@ def _fixed(value: Any) -> str:
 
 def conditions(source: dict[str, Any]) -> str:
     env, cond = source.get("environment") or {}, source.get("conditions") or {}
-    keep = ("cpu_model", "cpu_count", "usable_cpus", "load_average", "platform", "python", "numpy",
-            "git_revision", "git_dirty", "hostname")
+    keep = ("cpu_model", "cpu_count", "usable_cpus", "cpu_low_precision", "load_average", "platform",
+            "python", "numpy", "git_revision", "git_dirty", "hostname")
     shown = [(k, env.get(k)) for k in keep if k in env]
     shown += [(k, v) for k, v in cond.items() if k not in ("spec", "budget")]
     return html.section(f"{source.get('source', 'run')} ({source.get('created', '?')})",

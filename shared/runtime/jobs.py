@@ -47,8 +47,9 @@ def low_precision_logits(port: Any, images: np.ndarray) -> np.ndarray:
 
 
 def logits(framework: str, job: dict[str, Any], out: Output) -> None:
-    """{"spec", "weights", "input": .npy, "device"} -> arrays["logits"]; the report gives the
-    port's own parameter count, device, versions and the framework's import time."""
+    """{"spec", "weights", "input": .npy, "device", "precision", "dtypes"} -> arrays["logits"]; the
+    report gives the port's own parameter count, device, versions, the framework's import time
+    and, below float32 (unless "dtypes" is false), the dtype of every named tensor."""
     started = time.perf_counter()
     module = ports.load_port_module(framework)  # the first job of a process pays the import
     out.report["import_s"] = time.perf_counter() - started
@@ -57,7 +58,7 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     out.arrays["logits"] = low_precision_logits(port, images)
     if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
         out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
-    if port.precision.low:  # the dtype of every named tensor, read from the framework
+    if port.precision.low and job.get("dtypes", True):  # every named tensor's dtype, from the framework
         out.report["tap_dtypes"] = port.tap_dtypes(images[:1])
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
                        "versions": module.version_info(), "precision": port.precision.to_dict(),

@@ -63,6 +63,7 @@ class Case:
     note: str | None = None
     precision: Precision = FLOAT32
     reference: np.ndarray | None = field(default=None, repr=False)  # filled by verify()
+    read_dtypes: bool = True  # below float32: read every tensor's dtype (one more forward, with taps)
 
 
 def start_logits(framework: str, cases: list[Case], workdir: Path, device: str, **options: Any) -> Worker:
@@ -76,7 +77,8 @@ def start_logits(framework: str, cases: list[Case], workdir: Path, device: str, 
             save_weights(weights, case.spec, case.tensors)
             np.save(inputs, case.images)
         jobs[f"case{i}"] = {"kind": "logits", "spec": case.spec.to_json(), "weights": str(weights),
-                            "input": str(inputs), "device": device, "precision": case.precision.to_dict()}
+                            "input": str(inputs), "device": device, "precision": case.precision.to_dict(),
+                            "dtypes": case.read_dtypes}
     return Worker(framework, jobs, workdir, **options)
 
 
