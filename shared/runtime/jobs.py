@@ -59,7 +59,8 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
         out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
     if port.precision.low and job.get("dtypes", True):  # every named tensor's dtype, from the framework
-        out.report["tap_dtypes"] = port.tap_dtypes(images[:1])
+        # On the same batch: a new shape would make JAX compile every eager op again.
+        out.report["tap_dtypes"] = port.tap_dtypes(images)
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
                        "versions": module.version_info(), "precision": port.precision.to_dict(),
                        "precision_settings": port.settings})
