@@ -21,16 +21,14 @@ from ports_cache import case
 import ports
 from shared.core.inputs import probe_batch
 from shared.core.precision import LOW_RUNGS, Precision
-from shared.core.presets import PRESETS, get_preset
+from shared.core.presets import PRESETS
 from shared.core.reference import forward
 from shared.core.weights import init_weights
 from shared.runtime.verify import Case, collect_logits, start_logits
+from shared.teaching.precision_demos import stream_spec
 
 MODULE = "test_ports_precision.py"
 PRESET_KEYS = [*sorted(PRESETS), "no-positions"]
-# No float32 position table enters the stream here, so torch autocast and Flax would leave it in
-# bfloat16 by promotion alone: the ports' cast of the patch embedding keeps the contract.
-NO_POSITIONS = {"pos_embed": "none", "class_token": False, "pooling": "mean"}
 NICE = 10  # below the in-process tests: the ladder takes what they leave idle
 TIMEOUT_S = 900.0
 
@@ -40,7 +38,9 @@ def ladder_cases() -> list[tuple[str, Case]]:
     cases = []
     for preset in PRESET_KEYS:
         if preset == "no-positions":
-            spec = get_preset("quadrant").replace(**NO_POSITIONS)
+            # No float32 position table enters the stream, so torch autocast and Flax would leave it
+            # in bfloat16 by promotion alone: the ports' cast of the patch embedding keeps the contract.
+            spec = stream_spec("quadrant")
             tensors, images = init_weights(spec, 0), probe_batch(spec, 1)
             ref = forward(spec, tensors, images)
         else:
