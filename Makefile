@@ -1,13 +1,14 @@
-# The two front-door commands. Each creates .venv (Python 3.11) and installs the pinned set on first use.
-#   make compare   verify the default spec in torch, Keras and Flax, then time the ports
-#   make test      the whole test suite
+# The front-door commands. Each creates .venv (Python 3.11) and installs the pinned set on first use.
+#   make compare   verify the default spec in torch, Keras, Flax and MLX, then time the ports
+#   make test      ruff and the whole test suite (what CI runs); finds or installs headless Chromium
+#   make check     the fast tier for iteration: ruff, the core units and one preset in each port
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: compare test lint clean-venv
+.PHONY: compare test check lint clean-venv
 
 $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,9 +19,15 @@ $(STAMP): pyproject.toml constraints/ci.txt
 compare: $(STAMP)
 	$(BIN)/python compare.py
 
+# tools/chromium.sh prints a headless browser's path (installing Debian's chromium as root when
+# none is found) or stops with one line naming the command to run; the HTML tests use that path.
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest -q
+	browser="$$(tools/chromium.sh)" && PORTBENCH_CHROMIUM="$$browser" $(BIN)/python -m pytest -q
+
+check: $(STAMP)
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m pytest -q -m fast
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .

@@ -1,11 +1,13 @@
 """Headless Chromium for the HTML tests: load a page from disk (no server, no network), collect
 its console messages, the DOM after its scripts ran, and a screenshot.
 
-`.ci/run` installs Debian's `chromium` when it is missing; a machine without it fails these tests
-with a message saying how to install it (they are not skipped: the page is the product)."""
+`make test` finds the browser with tools/chromium.sh (installing Debian's `chromium` as root when it
+is missing) and passes its path in PORTBENCH_CHROMIUM; a machine without one fails these tests with
+a message saying how to get one (they are not skipped: the page is the product)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -28,8 +30,9 @@ class Rendered:
 
 
 def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    assert found, "headless Chromium is needed for the HTML tests: apt-get install chromium"
+    found = (os.environ.get("PORTBENCH_CHROMIUM") or shutil.which("chromium")
+             or shutil.which("chromium-browser") or shutil.which("google-chrome"))
+    assert found, "headless Chromium is needed for the HTML tests: run tools/chromium.sh (or make test)"
     return found
 
 

@@ -15,23 +15,70 @@ os.environ.setdefault("USE_FLAX", "0")
 # three frameworks in one process; compare.py never does (one framework per subprocess).
 import importlib.util
 
+import pytest
+
 if importlib.util.find_spec("torch") is not None:
     import torch._dynamo  # noqa: F401
 
 
-# ---- the precision ladder runs in the background (tests/ladder_support.py) ------------------------
+# ---- the checkout is left as found (tests/checkout_guard.py) ------------------------------------
+def pytest_sessionstart(session) -> None:
+    from tests import checkout_guard
+
+    checkout_guard.record()
+
+
+# ---- the fast tier (`make check`, `pytest -m fast`) --------------------------------------------
+# The core units (spec, records, weights, mapping, equivalence, timing statistics, schedules, the
+# layering and parallel-text rules, the one-line refusals that need no framework run) and one
+# preset in each port: under 3 minutes on 2 cores. CI runs everything.
+FAST_MODULES = {
+    "test_spec.py", "test_core_record.py", "test_core_mapping.py", "test_weights.py",
+    "test_layering.py", "test_ports_parallel.py", "test_runtime_equivalence.py",
+    "test_timing_units.py", "test_training_schedule.py", "test_training_spec_data.py",
+    "test_user_binding.py", "test_teaching_mutations.py", "test_teaching_lessons.py",
+    "test_teaching_diagnose.py", "test_bad_input_decoding.py", "test_bad_input_options.py",
+    "test_bad_input_allocation.py", "test_bad_input_reports.py", "test_bad_input_precision.py",
+    "test_bad_input_unwritable.py",
+}
+FAST_PRESET = "quadrant"  # test_ports.py's every-port tests at this one preset
+
+
+def is_fast(item) -> bool:
+    if item.path.name in FAST_MODULES:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.path.name == "test_ports.py" and params.get("preset") == FAST_PRESET
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m fast` deselects by the marker
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """Start the ladder's workers once its tests are collected, and run those tests last."""
+    for item in items:
+        if is_fast(item):
+            item.add_marker(pytest.mark.fast)
+
+
+# ---- worker runs in the background (tests/background.py, tests/ladder_support.py) ---------------
+def pytest_collection_finish(session) -> None:
+    """Once the tests to run are known (after deselection): start the background workers they
+    read, and run those tests last (the precision ladder's after the others), just before the
+    check that the checkout is unchanged."""
     import ladder_support
 
-    ladder_items = [item for item in items if item.path.name == ladder_support.MODULE]
-    if ladder_items:
-        items[:] = [item for item in items if item.path.name != ladder_support.MODULE] + ladder_items
+    from tests import background, checkout_guard
+
+    last = {**dict.fromkeys(background.modules(), 1), ladder_support.MODULE: 2, checkout_guard.MODULE: 3}
+    session.items.sort(key=lambda item: last.get(item.path.name, 0))  # stable: the rest keep their order
+    collected = {item.path.name for item in session.items}
+    background.start(collected)
+    if ladder_support.MODULE in collected:
         ladder_support.start()
 
 
 def pytest_unconfigure(config) -> None:
     import sys
 
+    if "tests.background" in sys.modules:
+        sys.modules["tests.background"].stop()
     if "ladder_support" in sys.modules:
         sys.modules["ladder_support"].stop()

@@ -1,12 +1,10 @@
 """Extra backends: ONNX Runtime running the exported torch port, and the Keras port on all
-three Keras backends (each in its own process, as verify and time run them)."""
+three Keras backends (JAX and PyTorch each in a worker of its own, as verify and time run them,
+in the background: tests/background.py)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +12,14 @@ import pytest
 
 from ports import PORTS, create_port
 from shared.core import reference
+from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
+from shared.runtime.verify import Case, collect_logits, start_logits
+from tests import background
 from tests.checkpoints_support import ATOL, assert_same_tensors, images_for
 
-ROOT = Path(__file__).resolve().parents[1]
 # Taps are compared with the logits' tolerance scaled by their size: block outputs and
 # pre-softmax activations reach |x| ~ 10, and fp32 keeps ~7 significant digits (measured max
 # relative error 2e-7 .. 1e-6 on these specs).
@@ -48,48 +48,26 @@ def test_onnx_runtime_reproduces_the_reference(preset: str) -> None:
         port.logits(images, train=True)
 
 
-KERAS_CHECK = """
-import json, sys
-import numpy as np
-from ports import create_port
-from shared.core import reference
-from shared.core.presets import get_preset
-from shared.core.inputs import probe_batch
-from shared.core.weights import init_weights
-out = {}
-for preset in sys.argv[2:]:
-    spec = get_preset(preset)
-    tensors, images = init_weights(spec, seed=3), probe_batch(spec, batch=2)
-    port = create_port(sys.argv[1], spec)
-    port.load(tensors)
-    exported = port.export()
-    out[preset] = {
-        "logits": float(np.abs(port.logits(images) - reference.forward(spec, tensors, images)).max()),
-        "exact_round_trip": all(np.array_equal(exported[k], tensors[k]) for k in tensors),
-        "params": port.param_count() == spec.derived.params,
-        "backend": __import__("keras").backend.backend(),
-    }
-print("RESULT " + json.dumps(out))
-"""
+@background.task("keras-backends", "test_checkpoints_backends.py")
+def keras_on_every_backend(start: background.Start) -> dict[str, dict]:
+    """The Keras port on its JAX and PyTorch backends, each in its own worker (Keras' backend is
+    fixed at import), through the launcher every command uses. One spec, the one where Keras
+    differs most from torch (pad remainder, head width 32 = 4x dim/heads, mean pooling, hidden
+    head); Keras on TensorFlow runs in-process in every other test."""
+    spec = get_preset("archive-keras")
+    case = Case(spec, init_weights(spec, seed=3), probe_batch(spec, batch=2))
+    workdir = Path(tempfile.mkdtemp(prefix="portbench-keras-backends-"))
+    reports = {name: collect_logits(start(start_logits(name, [case], workdir, "cpu")), 300)[0]
+               for name in ("keras-jax", "keras-torch")}
+    return {"reference": reference.forward(spec, case.tensors, case.images), **reports}
 
 
-def test_keras_port_on_three_backends() -> None:
-    # One spec, the one where Keras differs most from torch (pad remainder, head width 32 = 4x
-    # dim/heads, mean pooling, hidden head): Keras-on-JAX spends ~40 s compiling eager ops on a
-    # loaded 2-core machine; class-token specs run on Keras/TensorFlow in the library tests.
-    presets = ["archive-keras"]
-    entries = {"keras": "tensorflow", "keras-jax": "jax", "keras-torch": "torch"}
-    procs = {}
-    for name, backend in entries.items():
-        assert PORTS[name].env == {"KERAS_BACKEND": backend}
-        env = {**os.environ, **PORTS[name].env, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": str(ROOT)}
-        procs[name] = subprocess.Popen([sys.executable, "-c", KERAS_CHECK, name, *presets], cwd=ROOT,
-                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, stderr[-2000:]
-        result = json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[7:])
-        for preset, r in result.items():
-            assert r["backend"] == entries[name]
-            assert r["logits"] <= ATOL, (name, preset, r)
-            assert r["exact_round_trip"] and r["params"], (name, preset, r)
+@pytest.mark.parametrize(("name", "backend"), [("keras-jax", "jax"), ("keras-torch", "torch")])
+def test_keras_port_on_another_backend(name: str, backend: str) -> None:
+    assert PORTS[name].env == {"KERAS_BACKEND": backend}
+    runs = background.result("keras-backends")
+    report = runs[name]
+    assert not report.get("error"), report.get("error")
+    assert report["versions"]["keras_backend"] == backend
+    assert np.abs(report["logits"] - runs["reference"]).max() <= ATOL
+    assert report["param_count"] == get_preset("archive-keras").derived.params

@@ -109,7 +109,7 @@ def test_report_merges_two_files_and_refuses_to_rank_them(isolated_run, tampered
         ("run", "flax"), ("run", "keras"), ("run", "torch"), ("tampered", "torch")]
     assert len(doc["merged_from"]) == 2
     # Only one valid row remains (the tampered one is INVALID), so it may be ranked alone.
-    assert "torch@run ranked by fwd eager" in result.stdout
+    assert "ranked by fwd eager: torch@run\n" in result.stdout
 
     # The same file twice, once with its thread count edited: the guard names the field.
     other = json.loads(isolated_run[0].read_text())

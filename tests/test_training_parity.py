@@ -2,8 +2,9 @@
 
 Each framework runs in its own worker process (shared/training/parity.py: Keras' backend is fixed at
 import, and torch's optimizer segfaults if TensorFlow loaded before triton), on identical
-batches from identical canonical weights, dropout off. All workers start together in one
-fixture, so the module costs as much as its slowest framework (Flax: two XLA compiles).
+batches from identical canonical weights, dropout off. The workers run one after another in
+the background from the moment the tests are collected (tests/background.py), on the core the
+in-process tests leave idle; these tests run at the end of the session and read their results.
 
 Tolerances, measured on this machine (torch 2.14, Keras 3.15 on TF 2.21, flax 0.12.8, optax 0.2.8):
 - every parameter except the attention key bias, after 1 and after 10 AdamW steps at lr 1e-3:
@@ -28,6 +29,7 @@ from shared.core.presets import get_preset
 from shared.core.weights import init_weights
 from shared.training.parity import collect, job_batches, start_training_jobs
 from shared.training.train_spec import TrainSpec, decayed, get_recipe
+from tests import background
 
 SPECS = ("quadrant", "archive-torch")
 FRAMEWORKS = ("torch", "keras", "flax", "mlx")
@@ -71,8 +73,8 @@ def job(spec_name: str, pins: dict | None = None, recipe_changes: dict | None = 
             "pins": pins or {}}
 
 
-@pytest.fixture(scope="module")
-def runs() -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
+def parity_jobs() -> dict[str, dict[str, dict]]:
+    """framework -> job name -> job: both specs, the mutated variants, the loop, a divergence."""
     jobs: dict[str, dict[str, dict]] = {fw: {s: job(s) for s in SPECS} for fw in FRAMEWORKS}
     for name, (fw, pins, changes) in VARIANTS.items():
         jobs[fw][name] = {**job(VARIANT_SPEC, pins, changes), "gradients": False}
@@ -82,8 +84,18 @@ def runs() -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
         jobs[fw]["loop"] = loop
     jobs["torch"]["diverge"] = {**loop, "kind": "diverge",
                                 "recipe": get_recipe("quick").replace(max_epochs=3).to_json()}
-    workers = {fw: start_training_jobs(fw, js) for fw, js in jobs.items()}
-    return {fw: collect(worker, timeout=900) for fw, worker in workers.items()}
+    return jobs
+
+
+@background.task("training-parity", "test_training_parity.py")
+def parity_runs(start: background.Start) -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
+    """Each framework's worker in turn (the suite's idle core runs them, tests/background.py)."""
+    return {fw: collect(start(start_training_jobs(fw, js)), timeout=900) for fw, js in parity_jobs().items()}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
+    return background.result("training-parity")
 
 
 def max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key_bias: bool = False) -> float:

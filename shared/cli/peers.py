@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
 def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str, Any]],
                 found: list[dict[str, Any]]) -> str:
     from shared.core.summary import format_table
-    from shared.measure.output import fmt_seconds, wrap
+    from shared.core.terminal import wrap
+    from shared.measure.output import fmt_seconds
 
     rows, notes = [], []
     for name, r in results.items():

@@ -15,6 +15,7 @@ from typing import Any
 
 from shared.cli._options import add_batch, add_device, add_precision, add_threads, add_timeout
 from shared.core.precision import from_args
+from shared.core.terminal import wrapped
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
@@ -175,7 +176,7 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
 
 # ---- running ------------------------------------------------------------------------------------
 def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(wrapped(message), file=sys.stderr, flush=True)
 
 
 def raise_user_errors(rows: list[dict[str, Any]]) -> None:
@@ -235,7 +236,7 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
         page = results_page(rows, [source], f"portbench: {title}")
         write_output(paths["html"], page.encode(), force=True)  # checked (and --force honoured) above
         written.append(str(paths["html"]))
-    print("wrote " + ", ".join(written))
+    print(wrapped("wrote " + ", ".join(written)))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from shared.core.inputs import probe_batch
 from shared.core.precision import from_args
 from shared.core.presets import DEFAULT_PRESET, PRESETS, get_preset
 from shared.core.summary import format_table
+from shared.core.terminal import wrap, wrapped
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
@@ -56,21 +57,27 @@ def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) 
         mine = [e for e in entries if e.spec == case.spec.name]
         tol = mine[0].tolerance if mine else logit_atol(case.spec, None, case.precision)
         floor = f", floor {mine[0].floor:.1e}" if mine and mine[0].floor else ""
-        print(f"\nspec {case.spec.name!r} ({case.spec.spec_hash}): {case.spec.derived.params:,} parameters, "
-              f"probe batch {case.images.shape[0]}")
-        print(f"rung {case.precision.rung}: tolerance {tol:.1e}{floor} (max abs vs float64 reference)")
+        print()
+        print(wrapped(f"spec {case.spec.name!r} ({case.spec.spec_hash}): {case.spec.derived.params:,} "
+                      f"parameters, probe batch {case.images.shape[0]}"))
+        print(wrapped(f"rung {case.precision.rung}: tolerance {tol:.1e}{floor} (max abs vs float64 "
+                      "reference)"))
         print_note(case.note)
+        reasons = []  # why a row failed or could not run: under the table, so the table stays narrow
         for e in mine:
-            status = e.status
             rows.append([e.framework, e.device or "-", f"{e.param_count:,}" if e.param_count else "-",
                          f"{e.max_abs_diff:.2e}" if e.max_abs_diff is not None else "-",
                          f"{e.max_rel_diff:.2e}" if e.max_rel_diff is not None else "-",
-                         status + (f": {e.error}" if e.error else "")])
+                         e.status + ("*" if e.error else "")])
+            if e.error:
+                reasons += wrap(f"* {e.framework}: {e.status}: {e.error}")
         print(format_table(["framework", "device", "params", "max abs", "max rel", "status"], rows))
+        if reasons:
+            print("\n".join(reasons))
         pairs = [p for p in pairwise if p["spec"] == case.spec.name]
         if pairs:
             gaps = ", ".join(f"{p['a']}~{p['b']} {p['max_abs_diff']:.1e}" for p in pairs)
-            print(f"pairwise max abs: {gaps}")
+            print(wrapped(f"pairwise max abs: {gaps}"))
 
 
 def write_json(path: str, entries: list[Entry], pairwise: list[dict], force: bool = False) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import math
-import textwrap
 from pathlib import Path
 from typing import Any
 
+from shared.core.terminal import wrap
 from shared.core.weights import atomic_write_bytes
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
@@ -50,7 +50,6 @@ def phase_cell(phase: dict[str, Any] | None) -> str:
     return f"{fmt_seconds(phase['median'])} ±{fmt_seconds(phase['iqr'] / 2)}"
 
 
-WIDTH = 100  # the default table and its notes fit a 100-column terminal
 COMPACT_PHASES = ("forward_eager", "forward_compiled", "train_step")
 MARKS = {"ok": "ok", "invalid": "INVALID", "crashed": "CRASHED", "timeout": "TIMEOUT",
          "unavailable": "UNAVAIL"}
@@ -70,14 +69,16 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
     train step, compile, peak memory, roofline, a status mark); `wide`: every column."""
     notes: list[str] = []
     ranks: dict[int, int] = {}
+    ranked_by: dict[str, list[str]] = {}  # phase -> the rows ranked by it: one note per phase
     try:
         for position, row, _value, phase in rank(rows, metric, allow_mixed):
             ranks[id(row)] = position
-            if metric == FORWARD:
-                notes.append(f"{label(row)} ranked by {SHORT[phase]}")
+            ranked_by.setdefault(SHORT[phase], []).append(label(row))
     except IncomparableRunsError as exc:
         notes.insert(0, str(exc))
-        ranks = {}
+        ranks, ranked_by = {}, {}
+    if metric == FORWARD:  # each row's faster forward mode decides its rank
+        notes += [f"ranked by {phase}: {', '.join(names)}" for phase, names in ranked_by.items()]
     lines = [_wide_header()] if wide else [_compact_header()]
     for row in rows:
         position = str(ranks.get(id(row), "-"))
@@ -89,11 +90,6 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
                      for line in lines)
     legend = WIDE_LEGEND if wide else LEGEND
     return "\n".join([text, *wrap(legend), *[w for n in [*roof, *notes] for w in wrap(n)]])
-
-
-def wrap(text: str) -> list[str]:
-    """One note in lines of at most WIDTH columns, continuations indented."""
-    return textwrap.wrap(text, WIDTH, subsequent_indent="    ", break_on_hyphens=False) or [""]
 
 
 def _compact_header() -> list[str]:

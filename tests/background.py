@@ -1,0 +1,105 @@
+"""Worker runs that start in the background as soon as pytest has collected the tests that need
+them, one worker at a time at low CPU priority, while the in-process tests run.
+
+Why: the in-process tests keep about one of CI's two cores busy, and some modules' proofs are
+minutes of CPU in framework worker processes (training parity: four frameworks, ten AdamW steps
+on two specs, ten mutated runs, a training loop). Started at collection and niced, those workers
+use the core the rest of the suite leaves idle; `conftest.py` moves the tests that read them to
+the end of the session, so they find their results ready. Nothing in the suite asserts a time,
+so sharing the machine changes no result.
+
+A task is a function that starts its workers through `start` (so they can be reniced and, at
+the end of the session, killed) and returns what its tests read; `result(name)` waits for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from shared.runtime.launch import Worker
+
+NICE = 10  # below the in-process tests: the background takes what they leave idle
+Start = Callable[[Worker], Worker]
+Task = Callable[[Start], Any]
+
+TASKS: dict[str, tuple[str, Task]] = {}  # task name -> (the test module that reads it, the task)
+
+
+def task(name: str, module: str) -> Callable[[Task], Task]:
+    """Register `function` as the background task `name`, read by tests in `module`."""
+    def register(function: Task) -> Task:
+        TASKS[name] = (module, function)
+        return function
+    return register
+
+
+class Runner:
+    """The tasks, run one after another in one thread; each worker they start is niced."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.results: dict[str, Any] = {}
+        self.errors: dict[str, BaseException] = {}
+        self.done = {name: threading.Event() for name in names}
+        self.current: Worker | None = None
+        self.stopped = False
+        self.thread = threading.Thread(target=self._run, args=(names,), daemon=True)
+        self.thread.start()
+
+    def _start(self, worker: Worker) -> Worker:
+        if self.stopped:
+            worker.process.kill()
+            raise RuntimeError("the test session ended before this background worker ran")
+        os.setpriority(os.PRIO_PROCESS, worker.process.popen.pid, NICE)
+        self.current = worker
+        return worker
+
+    def _run(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                self.results[name] = TASKS[name][1](self._start)
+            except BaseException as exc:  # raised again in the test that reads it
+                self.errors[name] = exc
+            finally:
+                self.done[name].set()
+
+    def result(self, name: str) -> Any:
+        self.done[name].wait()
+        if name in self.errors:
+            raise self.errors[name]
+        return self.results[name]
+
+    def stop(self) -> None:
+        """At the end of the session (an -x stop, Ctrl-C): no orphaned worker."""
+        self.stopped = True
+        if self.thread.is_alive() and self.current is not None:
+            self.current.process.kill()
+
+
+_RUNNER: list[Runner] = []
+
+
+def modules() -> set[str]:
+    """The test modules whose tests read a background task (conftest runs them last)."""
+    return {module for module, _ in TASKS.values()}
+
+
+def start(collected_modules: set[str]) -> None:
+    """Called by conftest.py after collection: start the tasks the collected tests read."""
+    names = [name for name, (module, _) in TASKS.items() if module in collected_modules]
+    if names and not _RUNNER:
+        _RUNNER.append(Runner(names))
+
+
+def result(name: str) -> Any:
+    """A task's result, waiting for it (running it now if collection did not start it)."""
+    if not _RUNNER or name not in _RUNNER[0].done:
+        return TASKS[name][1](lambda worker: worker)  # e.g. a module run by path in another way
+    return _RUNNER[0].result(name)
+
+
+def stop() -> None:
+    for runner in _RUNNER:
+        runner.stop()
