@@ -236,7 +236,7 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
         page = results_page(rows, [source], f"portbench: {title}")
         write_output(paths["html"], page.encode(), force=True)  # checked (and --force honoured) above
         written.append(str(paths["html"]))
-    print(wrapped("wrote " + ", ".join(written)))
+    print(wrapped("wrote " + ", ".join(written), paths=True))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,12 +8,12 @@ import textwrap
 WIDTH = 100
 
 
-def wrap(text: str, width: int = WIDTH, indent: str = "    ") -> list[str]:
-    """One line of text as lines of at most `width` columns (a single word longer than that, such
-    as a long path, is kept whole rather than broken)."""
+def wrap(text: str, width: int = WIDTH, indent: str = "    ", paths: bool = False) -> list[str]:
+    """One line of text as lines of at most `width` columns. With `paths`, a word longer than
+    that (a long file name) is kept whole, so that it can still be copied."""
     return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
-                         break_long_words=False) or [""]
+                         break_long_words=not paths) or [""]
 
 
-def wrapped(text: str, width: int = WIDTH) -> str:
-    return "\n".join(wrap(text, width))
+def wrapped(text: str, width: int = WIDTH, paths: bool = False) -> str:
+    return "\n".join(wrap(text, width, paths=paths))
