@@ -39,7 +39,7 @@ FAST_MODULES = {
     "test_user_binding.py", "test_teaching_mutations.py", "test_teaching_lessons.py",
     "test_teaching_diagnose.py", "test_bad_input_decoding.py", "test_bad_input_options.py",
     "test_bad_input_allocation.py", "test_bad_input_reports.py", "test_bad_input_precision.py",
-    "test_bad_input_unwritable.py",
+    "test_bad_input_unwritable.py", "test_zz_checkout_unchanged.py",
 }
 FAST_PRESET = "quadrant"  # test_ports.py's every-port tests at this one preset
 

@@ -1,7 +1,9 @@
 """The Keras functional and flax.nnx examples (examples/*.py), written differently from ports/,
-through the commands a porter runs: their own parameters bind by structure and verify passes;
-canonical weights load into the mistaken model, whose planted mistake verify names from the
-modules and diagnose explains; trace finds it at the right tensor."""
+through the commands a porter runs: canonical weights load into the mistaken model, whose planted
+mistake verify names from the modules and diagnose explains; trace binds the model's own
+parameters by structure and finds the mistake at the right tensor. (That the correct example
+matches the reference is tests/test_user_keras.py's and test_user_flax.py's in-process proof; a
+CLI run of it would repeat it in a worker for 10-13 s each.)"""
 
 from __future__ import annotations
 
@@ -23,13 +25,6 @@ EXAMPLES = {  # framework -> (file, what the spec check says, where trace finds 
 
 def model(framework: str, factory: str) -> str:
     return f"{ROOT / 'examples' / EXAMPLES[framework][0]}:{factory}"
-
-
-@pytest.mark.parametrize("framework", EXAMPLES)
-def test_the_example_binds_by_structure_and_passes(framework: str) -> None:
-    outcome = run_cli("verify", "--model", model(framework, "build"), "--spec", SPEC)
-    assert outcome.code == 0, outcome.stdout + outcome.stderr
-    assert f"yours ({framework})" in outcome.stdout and "PASS" in outcome.stdout
 
 
 @pytest.mark.parametrize("framework", EXAMPLES)
