@@ -25,13 +25,15 @@ NICE = 10  # below the in-process tests: the background takes what they leave id
 Start = Callable[[Worker], Worker]
 Task = Callable[[Start], Any]
 
-TASKS: dict[str, tuple[str, Task]] = {}  # task name -> (the test module that reads it, the task)
+TASKS: dict[str, tuple[str, Task]] = {}  # task name -> (which tests read it, the task)
 
 
-def task(name: str, module: str) -> Callable[[Task], Task]:
-    """Register `function` as the background task `name`, read by tests in `module`."""
+def task(name: str, readers: str) -> Callable[[Task], Task]:
+    """Register `function` as the background task `name`, read by the tests whose node id
+    contains `readers`: a module ("test_x.py::") or a module and a test name prefix
+    ("test_x.py::test_large")."""
     def register(function: Task) -> Task:
-        TASKS[name] = (module, function)
+        TASKS[name] = (readers, function)
         return function
     return register
 
@@ -81,14 +83,14 @@ class Runner:
 _RUNNER: list[Runner] = []
 
 
-def modules() -> set[str]:
-    """The test modules whose tests read a background task (conftest runs them last)."""
-    return {module for module, _ in TASKS.values()}
+def reads_a_task(nodeid: str) -> bool:
+    """Whether a test reads a background task (conftest.py runs those tests last)."""
+    return any(readers in nodeid for readers, _ in TASKS.values())
 
 
-def start(collected_modules: set[str]) -> None:
-    """Called by conftest.py after collection: start the tasks the collected tests read."""
-    names = [name for name, (module, _) in TASKS.items() if module in collected_modules]
+def start(nodeids: list[str]) -> None:
+    """Called by conftest.py after collection: start the tasks that the tests to run read."""
+    names = [name for name, (readers, _) in TASKS.items() if any(readers in n for n in nodeids)]
     if names and not _RUNNER:
         _RUNNER.append(Runner(names))
 

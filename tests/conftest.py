@@ -67,11 +67,13 @@ def pytest_collection_finish(session) -> None:
 
     from tests import background, checkout_guard
 
-    last = {**dict.fromkeys(background.modules(), 1), ladder_support.MODULE: 2, checkout_guard.MODULE: 3}
-    session.items.sort(key=lambda item: last.get(item.path.name, 0))  # stable: the rest keep their order
-    collected = {item.path.name for item in session.items}
-    background.start(collected)
-    if ladder_support.MODULE in collected:
+    def position(item) -> int:
+        last = {ladder_support.MODULE: 2, checkout_guard.MODULE: 3}.get(item.path.name, 0)
+        return last or int(background.reads_a_task(item.nodeid))
+
+    session.items.sort(key=position)  # stable: the rest keep their order
+    background.start([item.nodeid for item in session.items])
+    if any(item.path.name == ladder_support.MODULE for item in session.items):
         ladder_support.start()
 
 

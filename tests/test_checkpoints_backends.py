@@ -48,7 +48,7 @@ def test_onnx_runtime_reproduces_the_reference(preset: str) -> None:
         port.logits(images, train=True)
 
 
-@background.task("keras-backends", "test_checkpoints_backends.py")
+@background.task("keras-backends", "test_checkpoints_backends.py::test_keras_port_on_another")
 def keras_on_every_backend(start: background.Start) -> dict[str, dict]:
     """The Keras port on its JAX and PyTorch backends, each in its own worker (Keras' backend is
     fixed at import), through the launcher every command uses. One spec, the one where Keras

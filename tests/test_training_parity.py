@@ -87,7 +87,7 @@ def parity_jobs() -> dict[str, dict[str, dict]]:
     return jobs
 
 
-@background.task("training-parity", "test_training_parity.py")
+@background.task("training-parity", "test_training_parity.py::")
 def parity_runs(start: background.Start) -> dict[str, dict[str, dict[str, dict[str, np.ndarray]]]]:
     """Each framework's worker in turn (the suite's idle core runs them, tests/background.py)."""
     return {fw: collect(start(start_training_jobs(fw, js)), timeout=900) for fw, js in parity_jobs().items()}
