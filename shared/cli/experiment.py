@@ -61,14 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shared.core.budget import check_work
+    from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
-    for name in ("steps", "window", "epochs"):  # refused before any folder or run is made
-        if getattr(args, name) is not None:
-            check_work(f"--{name}", getattr(args, name))
-    out = output_path(args.out, folder=True)
-    make_folders(out)
+    check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
+    make_folders(out := output_path(args.out, folder=True))
     plateau_sweep = args.name == "plateau" and args.sweep
     args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
     frameworks = [f.strip() for f in (args.frameworks or ("torch" if plateau_sweep else

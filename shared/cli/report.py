@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         if path:
             if any(Path(path).resolve() == Path(f).resolve() for f in args.files):
                 raise PortbenchError(f"output {path!r} is one of the input files; choose another name")
-            check_output(path, args.force)
+            check_output(path, args.force, creatable=True)
     check_distinct({f"--{name}": path for name, path in outputs.items()})
     rows, sources = merge(args.files)
     print(output.table(rows, args.rank_by, args.allow_mixed))
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
               f"git {str(env.get('git_revision'))[:10]}{'+dirty' if env.get('git_dirty') else ''})")
     from shared.core.files import Outputs
 
-    with Outputs(args.force) as staged:  # every output, or none
+    with Outputs(args.force, make_folders=True) as staged:  # every output, or none
         written = []
         if args.json_path:
             doc = schema.new_results(host_record(), {"merged": [s["conditions"] for s in sources]}, rows,

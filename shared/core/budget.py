@@ -91,6 +91,13 @@ def check_work(option: str, value: float, limit: str | None = None) -> None:
                         "start; split it into several runs)")
 
 
+def check_options(values: dict[str, float | None]) -> None:
+    """`check_work` on each option given (None: not given)."""
+    for option, value in values.items():
+        if value is not None:
+            check_work(option, value)
+
+
 def check_weights_file(s: ModelSpec, what: str = "writing its weights file") -> int:
     """Bytes a command that writes `s`'s weights file holds at once (the float32 tensors, the
     serialized file and the library's own copy while it builds it), refused when they cannot fit."""

@@ -54,6 +54,7 @@ def check_own_names(path: Path, reference: str) -> None:
     for name in OWN_PACKAGES:
         sibling = next((p for p in (path.parent / name, path.parent / f"{name}.py") if p.exists()), None)
         if sibling is not None and re.search(rf"^\s*(from|import)\s+{name}\b", text, re.M):
-            raise InputError(f"--model {reference!r}: it imports {name!r}, and its folder holds "
-                             f"{sibling.name!r}{'/' if sibling.is_dir() else ''}, but {name!r} is also "
-                             "portbench's own package, which Python would give it instead; rename yours")
+            shown = sibling.name + ("/" if sibling.is_dir() else "")
+            raise InputError(f"--model {reference!r}: it imports {name!r}, and its folder holds {shown!r}, "
+                             f"but {name!r} is also portbench's own package, which Python would give it "
+                             "instead; rename yours")

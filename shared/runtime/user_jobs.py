@@ -58,7 +58,7 @@ def load_factory(reference: str) -> Any:
         raise InputError(f"--model {reference!r}: syntax error at line {exc.lineno}: {exc.msg}") from None
     except PortbenchError:
         raise
-    except Exception as exc:  # the user's module raised while importing
+    except (Exception, KeyboardInterrupt) as exc:  # the user's module raised while importing
         raise InputError(f"--model {reference!r}: importing it raised {one_line(exc)}") from None
     if not hasattr(module, name):
         raise InputError(f"--model {reference!r}: the module has no {name!r}")
@@ -80,7 +80,7 @@ def build(reference: str, spec: ModelSpec) -> Any:
             return factory(spec) if takes else factory()
     except PortbenchError:
         raise
-    except Exception as exc:
+    except (Exception, KeyboardInterrupt) as exc:  # the worker gets no Ctrl-C: its own session
         raise InputError(f"--model {reference!r}: calling it raised {one_line(exc)}") from None
     finally:
         print_phase("user-run")

@@ -114,7 +114,7 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
     first, second, updates = trainer.export_state()
     meta = {"epoch": str(controller.epoch), "updates": str(updates)}
     staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folder))
-    unit, aside = folder / f"epoch-{controller.epoch:06d}", None
+    unit, aside, placed = folder / f"epoch-{controller.epoch:06d}", None, False
     try:
         staging.chmod(0o777 & ~UMASK)  # mkdtemp makes 0700; a published unit gets the usual mode
         for name, tensors in zip(MOMENTS, (trainer.port.export(), first, second), strict=True):
@@ -126,11 +126,13 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
             aside = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-old-", dir=folder))
             os.replace(unit, aside / unit.name)
         os.replace(staging, unit)
+        placed = True
         write_output(folder / LATEST, unit.name.encode(), force=True)
     except BaseException:  # interrupted or failed: the folder is as it was
+        if placed:  # this save's own unit, never named in LATEST: taken back
+            os.replace(unit, staging)
         shutil.rmtree(staging, ignore_errors=True)
         if aside is not None and (aside / unit.name).exists():
-            shutil.rmtree(unit, ignore_errors=True)
             os.replace(aside / unit.name, unit)
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
