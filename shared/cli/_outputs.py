@@ -77,7 +77,8 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
         for name in ("html", "main_page"):
             if paths.get(name) is not None:
                 page = run_page(doc, rows, paths, title)
-                if name == "main_page":  # marked as its own; replaced each run (checked before)
+                if name == "main_page":  # marked as its own; replaced each run
+                    check_main_page(paths[name], force)  # type: ignore[arg-type]  # again: made meanwhile?
                     page = page.replace("<head>", f"<head>{MAIN_PAGE_MARK}", 1)
                 written.append(outputs.add(paths[name], page.encode(),  # type: ignore[arg-type]
                                            force=True if name == "main_page" else None))
