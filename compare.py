@@ -6,8 +6,12 @@ same function, then time them fairly. `python compare.py --help` lists the subco
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 from shared.errors import PortbenchError
 
@@ -35,6 +39,29 @@ def run(argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with terminate_unwinds():
+        return _main(argv)
+
+
+@contextlib.contextmanager
+def terminate_unwinds() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C: every temporary is removed and every worker killed on the way
+    out (the `finally` clauses of shared/core/files.py and shared/runtime/launch.py)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except PortbenchError as exc:
@@ -46,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `compare.py spec ... | head`: the reader left; not an error
         sys.stderr.close()
         return 0
+    except MemoryError:  # an estimate (shared/core/budget.py) let through more than the machine has
+        print("error: out of memory: this machine cannot hold what the command needs; use a smaller "
+              "spec or batch", file=sys.stderr)
+        return 2
     except OSError as exc:  # an unwritable folder, a full disk: name the file, no traceback
         where = f" {exc.filename!r}" if exc.filename else ""
         print(f"error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)

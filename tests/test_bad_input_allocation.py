@@ -45,3 +45,71 @@ def test_the_estimate_counts_what_the_spec_derives() -> None:
     assert found.weight_bytes == 12 * spec.derived.params  # float32 + float64 copy
     # at least the attention matrices of one block in float64: 8 x 12 heads x 197^2
     assert found.activation_bytes >= 8 * 8 * 12 * 197 * 197
+
+
+# ---- every command and option that scales work or memory -----------------------------------------
+VIT_H = ["--spec", "vit-b16", "--set", "dim=1280", "--set", "depth=32", "--set", "heads=16", "--set",
+         "head_dim=80", "--set", "mlp_dim=5120", "--set", "patch_height=14", "--set", "patch_width=14"]
+
+
+@pytest.fixture
+def four_gib(monkeypatch) -> None:
+    """A machine with 4 GiB available: the refusals below do not depend on this one's memory."""
+    monkeypatch.setattr(budget, "available_bytes", lambda: 4 * 2**30)
+
+
+def test_init_of_a_vit_h_sized_spec_is_refused_before_a_tensor_is_made(tmp_path: Path, four_gib) -> None:
+    started = time.perf_counter()
+    line = refused(tmp_path, "init", *VIT_H, "--out", "w.safetensors")
+    assert " parameters)" in line
+    assert "needs about" in line and "writing its weights file" in line
+    assert time.perf_counter() - started < 5
+
+
+def test_a_million_image_input_batch_is_refused_before_the_reference(tmp_path: Path, four_gib) -> None:
+    import numpy as np
+
+    images = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float32,
+                                       shape=(10**6, 8, 8, 1))  # sparse: no 256 MB written
+    del images
+    line = refused(tmp_path, "logits", "--spec", "quadrant", "--framework", "reference", "--input", "x.npy",
+                   "--out", "y.npy")
+    assert "the 1,000,000 images of 'x.npy'" in line and "needs about" in line
+
+
+def test_a_million_image_timing_batch_is_refused(tmp_path: Path, four_gib) -> None:
+    refused(tmp_path, "time", "--spec", "quadrant", "--frameworks", "torch", "--batch", "1000000",
+            "--json", "r.json", expect="a timing run's batches at batch 3000000")
+
+
+@pytest.mark.parametrize("argv", [
+    ["init", "--spec", "quadrant", "--seed", "-1", "--out", "w.safetensors"],
+    ["logits", "--spec", "quadrant", "--framework", "reference", "--seed", "-5", "--out", "y.npy"],
+    ["verify", "--spec", "quadrant", "--frameworks", "torch", "--seed", "-1"],
+    ["trace", "--spec", "quadrant", "--frameworks", "reference", "--seed", "-1"],
+])
+def test_a_negative_seed_is_refused(tmp_path: Path, argv: list[str]) -> None:
+    refused(tmp_path, *argv, expect="is not a whole number >= 0")
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["experiment", "plateau", "--steps", "1000000000000", "--out", "exp"], "--steps 1,000,000,000,000: at"),
+    (["experiment", "plateau", "--window", "10000000000", "--out", "exp"], "--window 10,000,000,000: at"),
+    (["experiment", "pos-embed", "--epochs", "10000000", "--out", "exp"], "--epochs 10,000,000: at most"),
+    (["train", "--spec", "quadrant", "--epochs", "1000000000000"], "--epochs 1,000,000,000,000: at most"),
+    (["train", "--spec", "quadrant", "--rset", "max_epochs=1000000000"], "--epochs 1,000,000,000: at most"),
+    (["train", "--spec", "quadrant", "--seeds", ",".join(map(str, range(1001)))], "--seeds 1,001: at most"),
+    (["time", "--spec", "quadrant", "--frameworks", "torch", "--warmup", "1000000000000"], "--warmup"),
+    (["time", "--spec", "quadrant", "--frameworks", "torch", "--min-repeats", "1000000000000",
+      "--max-repeats", "1000000000000"], "--min-repeats 1,000,000,000,000: at most 100,000"),
+    (["time", "--spec", "quadrant", "--frameworks", "torch", "--processes", "100000"], "--processes"),
+    (["time", "--spec", "quadrant", "--frameworks", "torch", "--budget", "1e12"], "--budget"),
+    (["time", "--spec", "quadrant", "--frameworks", "torch", "--eval-batches", "10000000"], "--eval-batches"),
+    (["main", "--frameworks", "torch", "--max-repeats", "1000000000"], "--max-repeats"),
+    (["peers", "--spec", "quadrant", "--repeats", "1000000000"], "--repeats"),
+])
+def test_work_beyond_its_bound_is_refused_at_once(tmp_path: Path, argv: list[str], expect: str) -> None:
+    started = time.perf_counter()
+    refused(tmp_path, *argv, expect=expect)
+    assert time.perf_counter() - started < 10
+    assert not (tmp_path / "exp").exists() and not (tmp_path / "runs").exists()

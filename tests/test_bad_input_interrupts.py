@@ -100,3 +100,97 @@ def test_signals_at_several_moments_then_resume_equals_uninterrupted(tmp_path: P
     assert run_train(folder, "--resume").wait(timeout=300) == 0
     got = load_weights(consistent(folder / "seed0") / "weights.safetensors", SPEC).tensors
     assert all(np.array_equal(got[name], expected[name]) for name in expected)  # bit-identical
+
+
+# ---- workers die with portbench; a signal removes temporaries; a SIGKILL's are cleaned later ----
+def workers_of(parent: int) -> list[int]:
+    """Live processes started by the launcher of process `parent` (their PORTBENCH_PARENT_PID)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"PORTBENCH_PARENT_PID={parent}".encode() in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for(condition, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+BIG_INIT = ["init", "--spec", "vit-b16", "--out", "w.safetensors"]  # ~350 MB: seconds of writing
+FAST = ["--spec", "quadrant", "--modes", "eager", "--budget", "0.02", "--min-repeats", "3", "--max-repeats",
+        "5", "--warmup", "1", "--eval-batches", "1", "--batch", "4"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_signal_to_time_leaves_no_worker_running(tmp_path: Path, signum: int) -> None:
+    import os
+
+    command = [sys.executable, str(ROOT / "compare.py"), "time", *FAST, "--frameworks", "torch", "--json",
+               "r.json"]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PORTBENCH_TEST_FAULT": "torch:hang"})
+    wait_for(lambda: workers_of(proc.pid))
+    workers = workers_of(proc.pid)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == (-signal.SIGKILL if signum == signal.SIGKILL else 130), stderr
+    if signum != signal.SIGKILL:
+        assert stderr.strip().splitlines()[-1] == "error: interrupted" and "Traceback" not in stderr
+    wait_for(lambda: not any(Path(f"/proc/{w}").exists() and w in workers_of(proc.pid) for w in workers), 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no temporary
+
+
+def _stale(folder: Path, target: str) -> tuple[Path, Path, Path]:
+    """A temporary of `target` whose writer is dead, one whose writer lives, one of another file."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    import os
+
+    return (folder / f".{target}.{dead.pid}.k1ll3d_.tmp", folder / f".{target}.{os.getppid()}.alive1.tmp",
+            folder / f".other.{dead.pid}.k1ll3d_.tmp")
+
+
+def test_a_killed_writers_temporary_is_removed_when_the_same_output_is_written(tmp_path: Path) -> None:
+    from tests.adversarial import run_cli
+
+    dead, alive, other = _stale(tmp_path, "w.safetensors")
+    for path in (dead, alive, other):
+        path.write_bytes(b"partial")
+    assert run_cli("init", "--spec", "quadrant", "--out", "w.safetensors", cwd=tmp_path).code == 0
+    assert not dead.exists() and alive.exists() and other.exists()  # only that target's, writer dead
+
+
+def test_sigterm_during_init_removes_its_temporary(tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "compare.py"), *BIG_INIT]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: any(p.name.endswith(".tmp") for p in tmp_path.iterdir()) or proc.poll() is not None)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.fail("init finished before the signal: make the spec bigger")
+    assert proc.returncode == 130 and stderr.strip().splitlines()[-1] == "error: interrupted", stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_sigkill_during_init_leaves_a_temporary_the_next_init_removes(tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "compare.py"), *BIG_INIT]
+    proc = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: any(p.name.endswith(".tmp") for p in tmp_path.iterdir()) or proc.poll() is not None)
+    proc.kill()
+    proc.wait(timeout=60)
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f".w.safetensors.{proc.pid}."), left
+    from tests.adversarial import run_cli
+
+    assert run_cli("init", "--spec", "quadrant", "--out", "w.safetensors", cwd=tmp_path).code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.safetensors"]

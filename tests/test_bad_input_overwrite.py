@@ -78,3 +78,38 @@ def test_train_keeps_checkpoints_and_outputs_without_resume_or_force(tmp_path: P
     refused(tmp_path, *train, expect="already holds a checkpoint for seed 0; pass --resume")
     (tmp_path / "t.json").write_text("{}")
     refused(tmp_path, *train, "--resume", "--json", "t.json", expect="already exists; pass --force")
+
+
+# ---- exclusive at the moment of writing, for every output of a timing run ------------------------
+FAST = ["--spec", "quadrant", "--modes", "eager", "--budget", "0.02", "--min-repeats", "3", "--max-repeats",
+        "5", "--warmup", "1", "--eval-batches", "1", "--batch", "4", "--frameworks", "torch"]
+
+
+def test_a_file_created_at_the_json_path_during_the_run_is_kept(tmp_path: Path, monkeypatch) -> None:
+    from shared.cli import time as time_cli
+
+    real = time_cli.time_spec
+
+    def user_writes_meanwhile(*args, **kwargs):
+        (tmp_path / "r.json").write_text("the user's own file, made during the run")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(time_cli, "time_spec", user_writes_meanwhile)
+    outcome = run_cli("time", *FAST, "--json", "r.json", cwd=tmp_path)
+    assert outcome.code == 2 and "'r.json' already exists" in outcome.error, outcome.stderr
+    assert (tmp_path / "r.json").read_text() == "the user's own file, made during the run"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no CSV, chart or temporary
+
+
+def test_two_time_runs_given_the_same_json_one_wins(tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "compare.py"), "time", *FAST, "--json", "r.json"]
+    procs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    done = [(p.wait(timeout=300), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+    assert sorted(code for code, _ in done) == [0, 2], done
+    loser = next(err for code, err in done if code == 2)
+    assert "already exists" in loser.strip().splitlines()[-1] and "Traceback" not in loser
+    import json
+
+    json.loads((tmp_path / "r.json").read_text())  # whole, the winner's
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json", "r.png"]  # no temporary

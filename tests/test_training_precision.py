@@ -265,14 +265,15 @@ def test_a_checkpoint_resumes_only_at_the_rung_it_was_trained_at(tmp_path: Path)
     from shared.core.precision import FLOAT32
     from shared.core.presets import get_preset
     from shared.training.checkpoint import CheckpointError, restore
-    from shared.training.train_spec import TrainSpec
+    from shared.training.data import load_dataset
+    from shared.training.train_spec import get_recipe
+    from shared.training.trainloop import train_seed
 
-    spec, recipe = get_preset("quadrant"), TrainSpec()
-    unit = tmp_path / "epoch-000001"
-    unit.mkdir()
-    (unit / "state.json").write_text(json.dumps({"spec_hash": spec.spec_hash, "precision": "bfloat16-mixed",
-                                                 "recipe": recipe.to_dict()}))
-    (tmp_path / "LATEST").write_text(unit.name)
+    spec, recipe = get_preset("quadrant"), get_recipe("quick").replace(max_epochs=1)
+    data = load_dataset("quadrant", spec, recipe.validation_fraction, 0)
+    train_seed("torch", spec, recipe, data, 0, checkpoint_dir=tmp_path, log=lambda line: None)
+    state_file = tmp_path / "epoch-000001" / "state.json"  # a complete unit, its rung rewritten
+    state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "precision": "bfloat16-mixed"}))
     trainer = SimpleNamespace(port=SimpleNamespace(precision=FLOAT32))
     with pytest.raises(CheckpointError, match="was trained at bfloat16-mixed, not float32"):
-        restore(tmp_path, spec, recipe, trainer)
+        restore(tmp_path, spec, recipe.replace(seed=0), trainer)

@@ -63,7 +63,7 @@ def test_a_missing_file_and_a_malformed_reference_are_refused_before_any_worker(
 def test_a_factory_that_hangs_is_killed_at_the_timeout(tmp_path) -> None:
     (tmp_path / "slow.py").write_text("import time\n\ndef build():\n    time.sleep(600)\n")
     refused(tmp_path, "verify", "--model", "slow.py:build", *SPEC, "--timeout", "5",
-            expect="timed out after 5 s; worker killed")
+            expect="timed out after 5 s while building your model; worker killed")
 
 
 def test_a_bad_rename_file_and_an_existing_json_are_refused(tmp_path) -> None:

@@ -93,7 +93,9 @@ def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
     return plan(fmt, spec).to_native(tensors)
 
 
-def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Path) -> list[str]:
-    """Write the library's checkpoint; returns notes (what to build to load it)."""
+def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Path,
+                      force: bool = False) -> list[str]:
+    """Write the library's checkpoint (exclusively unless `force`; a folder output is always new);
+    returns notes (what to build to load it)."""
     raw = export_tensors(fmt, spec, tensors)
-    return format_module(fmt).write(fmt, spec, raw, Path(out))
+    return format_module(fmt).write(fmt, spec, raw, Path(out), force)

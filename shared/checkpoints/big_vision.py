@@ -34,9 +34,9 @@ from shared.checkpoints.common import (
     require_plain_blocks,
     square_grid,
 )
+from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import atomic_write_bytes
 from shared.errors import WeightsError
 
 DIALECTS = {
@@ -184,8 +184,8 @@ def table(fmt: str, s: ModelSpec) -> Table:
     return Table(ROWS, fmt, **DIALECTS[fmt])
 
 
-def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
-    atomic_write_bytes(out, encode_tensors(out, raw))
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    write_output(out, encode_tensors(out, raw), force=force)
     pool = "tok" if s.class_token else "gap"
     if fmt == "big_vision":
         posemb = "learn" if s.pos_embed == "learned" else "sincos2d"

@@ -26,9 +26,9 @@ from shared.checkpoints.common import (
     require_plain_blocks,
     width_per_head,
 )
+from shared.core.files import write_folder
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import atomic_write_bytes
 from shared.errors import SpecError, WeightsError
 
 TARGET = "Hugging Face ViTForImageClassification"
@@ -156,13 +156,13 @@ def table(fmt: str, s: ModelSpec) -> Table:
     return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
 
 
-def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
-    """A save_pretrained-style directory: config.json + model.safetensors."""
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    """A save_pretrained-style directory: config.json + model.safetensors, published whole (a new
+    folder: an existing one is never replaced, --force or not)."""
     if out.exists() and not out.is_dir():
         raise WeightsError(f"output {str(out)!r}: hf export writes a directory (config.json + "
                            "model.safetensors), and a file is in the way")
     weights = encode_tensors(out / "model.safetensors", raw, metadata={"format": "pt"})
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "model.safetensors", weights)
-    atomic_write_bytes(out / "config.json", (json.dumps(config_for(s), indent=2) + "\n").encode())
+    write_folder(out, {"model.safetensors": weights,
+                       "config.json": (json.dumps(config_for(s), indent=2) + "\n").encode()})
     return [f"load with transformers.ViTForImageClassification.from_pretrained({str(out)!r})"]

@@ -29,9 +29,9 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
+from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import atomic_write_bytes
 from shared.errors import SpecError, WeightsError
 
 TARGET = "timm VisionTransformer"
@@ -225,7 +225,7 @@ def table(fmt: str, s: ModelSpec) -> Table:
     return Table(ROWS, fmt, final="fc_norm" if s.final_norm == "pooled" else "norm")
 
 
-def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
-    atomic_write_bytes(out, encode_tensors(out, raw))
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    write_output(out, encode_tensors(out, raw), force=force)
     kwargs = ", ".join(f"{k}={v!r}" for k, v in model_kwargs(s).items())
     return [f"load with timm.models.vision_transformer.VisionTransformer({kwargs})"]

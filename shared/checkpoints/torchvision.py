@@ -24,9 +24,9 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
+from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.core.weights import atomic_write_bytes
 from shared.errors import WeightsError
 
 TARGET = "torchvision VisionTransformer"
@@ -121,8 +121,8 @@ def table(fmt: str, s: ModelSpec) -> Table:
     return Table(ROWS, fmt, block="encoder.layers.encoder_layer_{i}")
 
 
-def write(fmt: str, s: ModelSpec, raw: Raw, out: Path) -> list[str]:
-    atomic_write_bytes(out, encode_tensors(out, raw))
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    write_output(out, encode_tensors(out, raw), force=force)
     return [f"load with torchvision.models.VisionTransformer(image_size={s.image_height}, "
             f"patch_size={s.patch_height}, num_layers={s.depth}, num_heads={s.heads}, "
             f"hidden_dim={s.dim}, mlp_dim={s.mlp_dim}, num_classes={s.num_classes})"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.cli._options import non_negative_int
 from shared.core.files import check_output, write_output
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
@@ -25,7 +26,8 @@ def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None
                         help="change one spec field (repeatable)")
     if weights:
         parser.add_argument("--weights", help="canonical .safetensors file (default: seeded init)")
-        parser.add_argument("--seed", type=int, default=0, help="init seed when no --weights (default 0)")
+        parser.add_argument("--seed", type=non_negative_int, default=0,
+                            help="init seed when no --weights (default 0)")
 
 
 @dataclass

@@ -33,14 +33,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a spec field the checkpoint cannot tell, e.g. heads=12 (--from; repeatable)")
     parser.add_argument("--out", required=True, metavar="PATH",
                         help="--from: the canonical .safetensors; --to: the checkpoint (hf: a directory)")
-    parser.add_argument("--force", action="store_true", help="replace an existing output")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output file (a folder output, hf, is never replaced)")
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from shared.cli._common import refuse_overwrite
+FOLDER_FORMATS = ("hf",)  # written as a new folder (save_pretrained style), never replaced
 
-    refuse_overwrite(args.out, args.force)
+
+def run(args: argparse.Namespace) -> int:
+    from shared.core.paths import check_output
+
+    check_output(args.out, args.force, folder=args.target_format in FOLDER_FORMATS)
     if args.source_format is not None:
         return _import(args)
     return _export(args)
@@ -58,7 +62,7 @@ def _import(args: argparse.Namespace) -> int:
     base = resolve_spec(args.spec) if args.spec else None
     converted = import_checkpoint(args.source_format, args.input, args.config, base, args.overrides)
     spec = converted.spec
-    save_weights(out, spec, converted.tensors,
+    save_weights(out, spec, converted.tensors, force=args.force,
                  extra_metadata={"converted_from": args.source_format, "source": Path(args.input).name})
     for note in converted.notes:
         print(f"note: {note}")
@@ -76,7 +80,7 @@ def _export(args: argparse.Namespace) -> int:
         if value:
             raise SpecError(f"{flag} applies to --from; --to exports the canonical file's own spec")
     loaded = load_weights(args.input)
-    notes = export_checkpoint(args.target_format, loaded.spec, loaded.tensors, args.out)
+    notes = export_checkpoint(args.target_format, loaded.spec, loaded.tensors, args.out, args.force)
     for note in notes:
         print(f"note: {note}")
     print(f"wrote {args.out}: spec {loaded.spec.name!r} (hash {loaded.spec.spec_hash}) as a "

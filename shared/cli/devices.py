@@ -14,8 +14,8 @@ import sys
 import tempfile
 from typing import Any
 
+from shared.core.files import check_output, write_output
 from shared.core.summary import format_table
-from shared.core.weights import atomic_write_bytes
 
 ORDER = 45
 SCHEMA = "portbench.devices/1"
@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per framework")
     parser.add_argument("--json", help="write the table here")
+    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
     parser.set_defaults(run=run)
 
 
@@ -50,6 +51,8 @@ def launch_probe(framework: str, timeout: float) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from ports import installed, parse_frameworks
 
+    if args.json:
+        check_output(args.json, args.force)  # before the probes, not after
     available = installed()
     default = tuple(name for name, why in available.items() if why is None)
     rows: list[dict[str, Any]] = []
@@ -66,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(["framework", "device", "usable", "why not / note"], table))
     if args.json:
         document = {"schema": SCHEMA, "platform": platform.platform(), "entries": rows}
-        atomic_write_bytes(args.json, (json.dumps(document, indent=2) + "\n").encode())
+        write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
     return 0

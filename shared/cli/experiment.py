@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.cli._options import positive_int
 from shared.errors import InputError
 from shared.runtime.launch import launch, run_worker
 from shared.teaching.attention_scale import attention_statistics
@@ -42,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", help="the archive's experiments: " + ", ".join(NAMES))
     p.add_argument("name", choices=NAMES)
     p.add_argument("--out", default="runs/exp", help="folder for JSON, PNG and checkpoints")
-    p.add_argument("--epochs", type=int, help="epochs per run (default per experiment)")
+    p.add_argument("--epochs", type=positive_int, help="epochs per run (default per experiment)")
     p.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; plateau 0,1,2,3,4)")
     p.add_argument("--frameworks", help="default " + ",".join(FRAMEWORKS) + " (plateau --sweep: torch)")
     p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
@@ -60,8 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    from shared.core.budget import check_options
+    from shared.core.paths import make_folders, output_path
+
+    check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
+    make_folders(out := output_path(args.out, folder=True))
     plateau_sweep = args.name == "plateau" and args.sweep
     args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
     frameworks = [f.strip() for f in (args.frameworks or ("torch" if plateau_sweep else
@@ -290,6 +294,6 @@ def plateau_dwell(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
     document = run_experiment(settings, args.sweep)
     for line in summary_lines(document):
         print(line)
-    for path in write_outputs(document, stem):
+    for path in write_outputs(document, stem, args.force):
         print(f"wrote {path}")
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from shared.cli._common import add_spec_args, refuse_overwrite
+from shared.cli._options import non_negative_int
+from shared.core.budget import check_weights_file
 from shared.core.presets import resolve_spec
 from shared.core.weights import init_weights, save_weights
 
@@ -14,7 +16,7 @@ ORDER = 20
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("init", help="write seeded canonical weights for a spec")
     add_spec_args(parser, weights=False)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="init seed (default 0)")
     parser.add_argument("--out", required=True, help="output .safetensors path")
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     parser.set_defaults(run=run)
@@ -23,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     spec = resolve_spec(args.spec, args.set)
     refuse_overwrite(args.out, args.force)
+    check_weights_file(spec)  # before a tensor is made
     save_weights(args.out, spec, init_weights(spec, args.seed), extra_metadata={"seed": str(args.seed)},
                  force=args.force)
     print(f"wrote {args.out}: spec {spec.name!r} ({spec.spec_hash}), {spec.derived.params:,} parameters, "

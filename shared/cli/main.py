@@ -8,7 +8,9 @@ Sized for about a minute on a 2-core CPU: 0.25 s of repeats per phase (at least 
 the median and IQR stay robust), two evaluation batches, and the torch.compile cache reused
 across runs (`--compile-cache cold` for a first-compile time; the compile column says which).
 `--frameworks all` adds the other backends (keras-jax, keras-torch, onnx, ...). Besides the JSON,
-CSV and chart it writes results/index.html, one self-contained page of the run."""
+CSV and chart it writes index.html beside the JSON (results/ unless --json says otherwise), one
+self-contained page of the run: the main job's own file, replaced each run; a file of that name
+it did not write is kept (refused without --force)."""
 
 from __future__ import annotations
 

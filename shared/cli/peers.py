@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shared.cli.time import parse_list, progress
-    from shared.core.budget import check_fits
+    from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable
@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     spec = resolve_spec(args.spec or "vit-b16", args.overrides)
     peers.check_expressible(spec)
     check_fits(spec, args.batch, "a peers run")
+    check_work("--repeats", args.repeats)
+    check_work("--processes", args.processes)
     frameworks = list(parse_list(args.frameworks or ",".join(PORTED), PORTED, "framework"))
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     if args.json_path:

@@ -77,37 +77,41 @@ def run(args: argparse.Namespace) -> int:
                              f"{', '.join(RANK_METRICS)}")
     outputs = {"json": args.json_path, "csv": args.csv_path, "chart": args.chart_path,
                "html": args.html_path}
+    from shared.core.paths import check_distinct, check_output
+
     for path in outputs.values():
         if path:
             if any(Path(path).resolve() == Path(f).resolve() for f in args.files):
                 raise PortbenchError(f"output {path!r} is one of the input files; choose another name")
-            schema.check_writable(path, args.force)
+            check_output(path, args.force, creatable=True)
+    check_distinct({f"--{name}": path for name, path in outputs.items()})
     rows, sources = merge(args.files)
     print(output.table(rows, args.rank_by, args.allow_mixed))
     for s in sources:
         env = s["environment"]
         print(f"  {s['source']}: {s['file']} ({s['created']}; {env.get('cpu_model')}; "
               f"git {str(env.get('git_revision'))[:10]}{'+dirty' if env.get('git_dirty') else ''})")
-    written = []
-    if args.json_path:
-        doc = schema.new_results(host_record(), {"merged": [s["conditions"] for s in sources]}, rows,
-                                 utc_now(), ["compare.py", "report", *args.files],
-                                 {"merged_from": sources})
-        schema.save(args.json_path, doc)
-        written.append(args.json_path)
-    if args.csv_path:
-        output.write_csv(args.csv_path, rows)
-        written.append(args.csv_path)
-    if args.chart_path:
-        output.write_chart(args.chart_path, rows, f"merged: {', '.join(s['source'] for s in sources)}")
-        written.append(args.chart_path)
-    if args.html_path:
-        from shared.core.files import write_output
-        from shared.report.pages import results_page
+    from shared.core.files import Outputs
 
-        page = results_page(rows, sources, f"portbench timing: {', '.join(s['source'] for s in sources)}")
-        write_output(args.html_path, page.encode(), force=args.force)
-        written.append(args.html_path)
+    with Outputs(args.force, make_folders=True) as staged:  # every output, or none
+        written = []
+        if args.json_path:
+            doc = schema.new_results(host_record(), {"merged": [s["conditions"] for s in sources]}, rows,
+                                     utc_now(), ["compare.py", "report", *args.files],
+                                     {"merged_from": sources})
+            schema.validate(doc, "results being written")
+            written.append(staged.add(args.json_path, schema.dumps(doc).encode()))
+        if args.csv_path:
+            written.append(staged.add(args.csv_path, output.csv_text(rows).encode()))
+        if args.chart_path:
+            title = f"merged: {', '.join(s['source'] for s in sources)}"
+            written.append(staged.add(args.chart_path, output.chart_png(rows, title)))
+        if args.html_path:
+            from shared.report.pages import results_page
+
+            page = results_page(rows, sources, f"portbench timing: {', '.join(s['source'] for s in sources)}")
+            written.append(staged.add(args.html_path, page.encode()))
+        staged.publish()
     if written:
-        print("wrote " + ", ".join(written))
+        print("wrote " + ", ".join(str(p) for p in written))
     return 0

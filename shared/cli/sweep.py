@@ -114,7 +114,7 @@ def fits_text(fitted: dict[str, dict[str, Any]]) -> str:
 
 def write(args: argparse.Namespace, paths: dict[str, Path | None], spec: Any, config: Any,
           rows: list[dict[str, Any]], fitted: dict[str, Any]) -> None:
-    from shared.core.files import write_output
+    from shared.core.files import Outputs
     from shared.measure import schema, sweep
     from shared.measure.environment import host_record, utc_now
 
@@ -124,12 +124,12 @@ def write(args: argparse.Namespace, paths: dict[str, Path | None], spec: Any, co
                        "fits": fitted}}
     doc = schema.new_results(host_record(), conditions, rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
     schema.validate(doc, "results being written")
-    write_output(paths["json"], schema.dumps(doc).encode(), force=args.force)
     measured = [r for r in rows if "sweep_point" in r]
-    write_output(paths["csv"], sweep.csv_text(measured).encode(), force=args.force)
-    written = [str(paths["json"]), str(paths["csv"])]
-    if paths["chart"] is not None and any(sweep.point_time(r) is not None for r in measured):
-        write_output(paths["chart"], sweep.chart_png(measured, f"{spec.name}: {config.threads} thread(s)"),
-                     force=args.force)
-        written.append(str(paths["chart"]))
-    print("wrote " + ", ".join(written))
+    with Outputs(args.force, make_folders=True) as outputs:  # all of them, or none
+        written = [outputs.add(paths["json"], schema.dumps(doc).encode()),  # type: ignore[arg-type]
+                   outputs.add(paths["csv"], sweep.csv_text(measured).encode())]  # type: ignore[arg-type]
+        if paths["chart"] is not None and any(sweep.point_time(r) is not None for r in measured):
+            written.append(outputs.add(paths["chart"],
+                                       sweep.chart_png(measured, f"{spec.name}: {config.threads} thread(s)")))
+        outputs.publish()
+    print("wrote " + ", ".join(str(p) for p in written))

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from shared.cli._options import add_batch, add_device, add_precision, add_threads, add_timeout
+from shared.cli._outputs import output_paths, write_outputs
 from shared.core.precision import from_args
 from shared.core.terminal import wrapped
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
 MODES = ("eager", "compiled", "train")
-RESULTS_DIR = Path("results")
 
 
 def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "every installed one") -> None:
@@ -49,7 +48,7 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
     parser.add_argument("--html", dest="html_path",
                         help="also write the run as one self-contained HTML page (the bare job: "
-                             "results/index.html, its own page, rewritten each run)")
+                             "index.html beside its results JSON, its own page, replaced each run)")
     add_precision(parser)
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--allow-mixed", action="store_true",
@@ -125,6 +124,11 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
             raise PortbenchError(f"--{name.replace('_', '-')} is {getattr(args, name)}, expected >= 1")
     if args.warmup < 0 or args.budget < 0 or args.timeout <= 0:
         raise PortbenchError("--warmup and --budget must be >= 0 and --timeout > 0")
+    from shared.core.budget import check_fits, check_work
+
+    for name in ("min_repeats", "max_repeats", "warmup", "eval_batches", "processes", "budget"):
+        check_work(f"--{name.replace('_', '-')}", getattr(args, name))
+    check_fits(spec, args.batch * max(1, args.eval_batches), "a timing run's batches")
     if args.max_repeats < args.min_repeats:
         raise PortbenchError(f"--max-repeats {args.max_repeats} is below --min-repeats {args.min_repeats}")
     budget = Budget(warmup=args.warmup, min_repeats=args.min_repeats, max_repeats=args.max_repeats,
@@ -147,31 +151,6 @@ def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
     return {"model": model, "framework": args.framework, "layout": args.input_layout,
             "output": args.output, "rules": read_rules(args.map) if args.map else None,
             "conventions": convention_texts(spec), "entry": worker_framework(model, args.framework)}
-
-
-def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dict[str, Path | None]:
-    """JSON, CSV and chart paths, each checked writable and not clobbering without --force."""
-    from shared.measure.environment import utc_now
-    from shared.measure.schema import check_writable
-
-    if args.json_path:
-        json_path = Path(args.json_path)
-    else:
-        json_path = RESULTS_DIR / f"{kind}-{stem}-{utc_now().replace(':', '').replace('-', '')}.json"
-    paths: dict[str, Path | None] = {
-        "json": json_path,
-        "csv": Path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
-        "chart": None if args.no_chart else (Path(args.chart_path) if args.chart_path
-                                             else json_path.with_suffix(".png")),
-    }
-    for path in paths.values():
-        if path is not None:
-            check_writable(path, args.force)
-    if getattr(args, "html_path", None):
-        paths["html"] = check_writable(args.html_path, args.force)
-    elif getattr(args, "html_index", False):  # the main job's own page, not a user's file
-        paths["html"] = check_writable(RESULTS_DIR / "index.html", force=True)
-    return paths
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -215,28 +194,6 @@ def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: d
     print(f"\n{len(entries) + len(pairwise) - len(failed)} passed, {len(failed)} failed "
           "(the timing run's equivalence gate)")
     return not failed and bool(entries)
-
-
-def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None],
-                  title: str) -> None:
-    from shared.measure import output, schema
-
-    schema.save(paths["json"], doc)
-    output.write_csv(paths["csv"], rows)
-    written = [str(paths["json"]), str(paths["csv"])]
-    if paths["chart"] is not None and any(r.get("phases") for r in rows):
-        output.write_chart(paths["chart"], rows, title)
-        written.append(str(paths["chart"]))
-    if paths.get("html") is not None:
-        from shared.core.files import write_output
-        from shared.report.pages import results_page
-
-        source = {"file": str(paths["json"]), "source": Path(paths["json"]).stem, "created": doc["created"],
-                  "environment": doc["environment"], "conditions": doc["conditions"]}
-        page = results_page(rows, [source], f"portbench: {title}")
-        write_output(paths["html"], page.encode(), force=True)  # checked (and --force honoured) above
-        written.append(str(paths["html"]))
-    print(wrapped("wrote " + ", ".join(written), paths=True))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -283,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
             k: configs[0].conditions()[k]
             for k in ("batch", "dtype", "precision", "threads", "device_request")}}
     doc = schema.new_results(host, conditions, all_rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
-    write_outputs(doc, all_rows, paths, f"{stem}: batch {configs[0].batch}, {configs[0].threads} thread(s)")
+    write_outputs(doc, all_rows, paths, f"{stem}: batch {configs[0].batch}, {configs[0].threads} thread(s)",
+                  args.force)
     bad = [r for r in all_rows if r["status"] in ("invalid", "crashed", "timeout")]
     return 1 if bad else 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from shared.cli._options import add_precision, add_threads, positive_int
-from shared.core.files import check_output, write_output
+from shared.core.budget import check_fits, check_work
+from shared.core.files import Outputs
+from shared.core.paths import check_distinct, check_output, inside, output_path
 from shared.core.precision import FLOAT32
 from shared.errors import InputError, SpecError
 
@@ -56,6 +57,7 @@ def parse_seeds(text: str) -> list[int]:
         raise InputError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise InputError(f"--seeds {text!r}: expected distinct integers >= 0")
+    check_work("the number of --seeds", len(seeds), "seeds")
     return seeds
 
 
@@ -77,15 +79,14 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 def run(args: argparse.Namespace) -> int:
     from ports import PORTS
     from shared.core.precision import from_args
-    from shared.training.checkpoint import latest_unit
+    from shared.training.checkpoint import holds_checkpoint, resume_point
     from shared.training.data import check_batch_size, load_dataset
     from shared.training.trainloop import check_training_precision, stderr_progress, train_seed
 
-    # SIGTERM unwinds like Ctrl-C, so a checkpoint being written is cleaned up, never half-left.
-    signal.signal(signal.SIGTERM, _interrupt)
-
     spec, recipe, data_name = resolve(args)
     seeds = parse_seeds(args.seeds)
+    check_work("--epochs", recipe.max_epochs, "epochs")  # --epochs or --rset max_epochs
+    check_fits(spec, recipe.batch_size, "a training batch")
     precision = from_args(args)  # one-line SpecError for a rung that does not exist
     check_training_precision(precision)
     if args.framework not in PORTS:
@@ -96,13 +97,19 @@ def run(args: argparse.Namespace) -> int:
     dataset = load_dataset(data_name, spec, recipe.validation_fraction, seeds[0])
     check_batch_size(dataset.train, recipe.batch_size)
     _set_threads(args.framework, args.threads)
-    folder = Path(args.checkpoints or f"runs/{spec.name}-{args.framework}")
+    # The default folder is built from content (the spec's name): `inside` keeps it in runs/.
+    folder = output_path(args.checkpoints, folder=True) if args.checkpoints else \
+        inside("runs", f"{spec.name}-{args.framework}")
     png = args.png or (str(Path(args.json_path).with_suffix(".png")) if args.json_path else None)
     for path in (args.json_path, png):  # refused now, not after the training
         if path:
             check_output(path, args.force)
-    if not (args.resume or args.force):
-        kept = [s for s in seeds if latest_unit(folder / f"seed{s}") is not None]
+    check_distinct({"--json": args.json_path, "--png": png})
+    if args.resume:  # a resume that cannot continue says so now, before any framework starts
+        for s in seeds:
+            resume_point(folder / f"seed{s}")
+    elif not args.force:
+        kept = [s for s in seeds if holds_checkpoint(folder / f"seed{s}")]
         if kept:
             raise InputError(f"{folder} already holds a checkpoint for seed {kept[0]}; pass --resume to "
                              "continue it or --force to start over (the old one is replaced)")
@@ -126,17 +133,16 @@ def run(args: argparse.Namespace) -> int:
     print(f"summary: test accuracy mean {document['summary']['final_accuracy_mean']:.4f} "
           f"(min {document['summary']['final_accuracy_min']:.4f}, max "
           f"{document['summary']['final_accuracy_max']:.4f}) over {len(seeds)} seed(s)")
-    if args.json_path:
-        write_output(args.json_path, json.dumps(document, indent=1).encode(), force=args.force)
-        print(f"wrote {args.json_path}")
-    if png:
-        plot_curves(document, png, args.force)
-        print(f"wrote {png}")
+    with Outputs(args.force) as outputs:  # both, or neither (a full disk leaves no half)
+        if args.json_path:
+            outputs.add(args.json_path, json.dumps(document, indent=1).encode())
+        if png:
+            outputs.add(png, curves_png(document))
+        outputs.publish()
+    for path in (args.json_path, png):
+        if path:
+            print(f"wrote {path}")
     return 0
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _set_threads(framework: str, threads: int) -> None:
@@ -162,7 +168,7 @@ def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: lis
     }
 
 
-def plot_curves(document: dict[str, Any], path: str, force: bool = False) -> None:
+def curves_png(document: dict[str, Any]) -> bytes:
     """Loss and accuracy per epoch: mean over seeds, min-max band, majority-class baseline."""
     import matplotlib
 
@@ -197,4 +203,4 @@ def plot_curves(document: dict[str, Any], path: str, force: bool = False) -> Non
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    write_output(path, buffer.getvalue(), force=force)
+    return buffer.getvalue()

@@ -8,6 +8,11 @@ their float64 copy in the reference, and the reference's largest live activation
 (the token matrix a few times over, the MLP hidden layer, and the attention matrix of one block).
 A port's framework adds its own overhead on top; this is a lower bound that is never too small by
 orders of magnitude, which is what a refusal needs.
+
+Work that costs time rather than memory is bounded too (`check_work`): a count of steps,
+epochs, repeats, processes or seeds beyond WORK_LIMITS is refused in one line before anything
+runs (a typo such as --steps 1000000000000 would otherwise run for years). Writing a weights file
+(`check_weights_file`) holds the float32 tensors and two serialized copies at once.
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ from shared.errors import SpecError
 
 # What the estimate may take of the memory available now: leave room for the frameworks.
 USABLE_FRACTION = 0.8
+# The most any option that only scales work may ask for; each is far beyond a real use (the
+# largest recipe trains 200 epochs; the plateau experiment's default is 600 steps).
+WORK_LIMITS: dict[str, float] = {
+    "steps": 10**6, "epochs": 10**5, "window": 10**6, "repeats": 10**5, "warmup": 10**4,
+    "eval-batches": 10**4, "processes": 100, "seeds": 1000, "budget": 3600.0,
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,34 @@ def check_fits(s: ModelSpec, batch: int, what: str = "this command") -> Estimate
             "is available; use a smaller spec or batch"
         )
     return found
+
+
+def check_work(option: str, value: float, limit: str | None = None) -> None:
+    """A one-line SpecError when `value` of `option` (e.g. --steps) exceeds its WORK_LIMITS entry
+    (`limit`: the entry's key, when it differs from the option's name)."""
+    bound = WORK_LIMITS[limit or option.lstrip("-").removeprefix("min-").removeprefix("max-")]
+    if value > bound:
+        raise SpecError(f"{option} {value:,}: at most {bound:,} (a bound on the work one command may "
+                        "start; split it into several runs)")
+
+
+def check_options(values: dict[str, float | None]) -> None:
+    """`check_work` on each option given (None: not given)."""
+    for option, value in values.items():
+        if value is not None:
+            check_work(option, value)
+
+
+def check_weights_file(s: ModelSpec, what: str = "writing its weights file") -> int:
+    """Bytes a command that writes `s`'s weights file holds at once (the float32 tensors, the
+    serialized file and the library's own copy while it builds it), refused when they cannot fit."""
+    need = 3 * 4 * s.derived.params
+    available = available_bytes()
+    if available is not None and need > USABLE_FRACTION * available:
+        raise SpecError(f"spec {s.name!r} needs about {_gib(need)} for {what} ({s.derived.params:,} "
+                        f"parameters), but only {_gib(available)} of memory is available; use a "
+                        "smaller spec")
+    return need
 
 
 def _gib(n: int) -> str:

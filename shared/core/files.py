@@ -1,75 +1,206 @@
 """The one way portbench reads what a user hands over and writes what it produces.
 
-Writes are atomic (a temporary file beside the target, fsync, then a rename: a reader never sees
-half a file, and a failure leaves the target as it was) and, unless the user passed `--force`,
-exclusive: the temporary file is hard-linked to the target name, which fails if the name exists,
-so the existence check and the publication are one step and two writers started together cannot
-both succeed. Reads decode with one-line errors that name the file.
+Every output path goes through `shared.core.paths.output_path` (the one path-safety check) and
+is checked there before any work (`check_output`, re-exported here). Writes are atomic (a
+temporary file `.NAME.<pid>.<random>.tmp` beside the target, fsync, then publication: a reader
+never sees half a file, a failure leaves the target as it was) and, unless the user passed
+`--force`, exclusive: the temporary file is hard-linked to the target name, which fails if the
+name exists, so the existence check and the publication are one step, at the moment of
+writing, and two writers cannot both succeed. `--force` replaces a regular file and nothing
+else (a FIFO, a device, a symlink or a folder is refused). The outputs of one run are published
+together (`Outputs`): all of them or none. A temporary whose writer died (SIGKILL) is removed
+the next time the same target is written. Reads decode with one-line errors that name the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
+from shared.core.paths import (
+    article,
+    check_distinct,
+    check_output,
+    clean_stale,
+    existing_kind,
+    make_folders,
+    remove_empty,
+)
 from shared.errors import InputError
+
+__all__ = ["Outputs", "check_output", "read_text", "write_folder", "write_output"]
 
 UMASK = os.umask(0)  # read once (there is no way to read it without setting it) ...
 os.umask(UMASK)  # ... and put back at once
 
 
-def check_output(path: str | Path, force: bool) -> Path:
-    """Fail early, before any work, when `path` exists without --force, names a directory, or
-    sits in a folder that is missing or not writable. The write itself checks again."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"output {str(path)!r} is a directory; expected a file name")
-    if path.exists() and not force:
-        raise InputError(f"output {str(path)!r} already exists; pass --force to replace it")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"output {str(path)!r}: directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"output {str(path)!r}: directory {str(parent)!r} is not writable")
-    return path
+# ---- writing --------------------------------------------------------------------------------
+class Outputs:
+    """The outputs of one run, published together: each is staged as a temporary beside its
+    target (written and fsynced: a full disk fails here, before anything is published), then all
+    are published; if any fails, the ones already published by this run are taken back (a file
+    it replaced under --force is put back). Temporaries are removed on every way out, including
+    Ctrl-C and SIGTERM (compare.py turns SIGTERM into KeyboardInterrupt)."""
+
+    def __init__(self, force: bool = False, make_folders: bool = False) -> None:
+        self.force, self.make_folders = force, make_folders
+        self.staged: list[tuple[Path, Path, bool]] = []  # (temporary, target, force)
+        self.created: list[Path] = []  # folders made for the outputs: removed if none is published
+
+    def add(self, path: str | Path, data: bytes, force: bool | None = None) -> Path:
+        """Stage `data` for `path` (`force`: this output's own, else the run's); returns `path`."""
+        if self.make_folders:
+            self.created.extend(make_folders(Path(path).parent))
+        path = check_output(path, force=True)  # folder checks; existence is decided at publication
+        named = {f"output {str(target)!r}": target for _, target, _ in self.staged}
+        check_distinct({**named, f"output {str(path)!r}": path})
+        clean_stale(path)
+        self.staged.append((_stage(path, data), path, self.force if force is None else force))
+        return path
+
+    def publish(self) -> None:
+        done: list[tuple[Path, Path | None]] = []  # (target, the backup of what it replaced)
+        try:
+            for tmp, path, force in self.staged:
+                done.append((path, _publish(tmp, path, force)))
+        except BaseException:
+            for path, backup in reversed(done):
+                _take_back(path, backup)
+            self.discard()
+            raise
+        self.created = []  # published: the folders hold the outputs now
+        self.discard()
+        for _, backup in done:
+            if backup is not None:
+                backup.unlink(missing_ok=True)
+
+    def discard(self) -> None:
+        """Remove every temporary (and the folders made for them, when nothing was published)."""
+        for tmp, _, _ in self.staged:
+            tmp.unlink(missing_ok=True)
+        self.staged = []
+        remove_empty(self.created)
+        self.created = []
+
+    def __enter__(self) -> Outputs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
 
 
 def write_output(path: str | Path, data: bytes, *, force: bool = False) -> None:
     """Publish `data` at `path` atomically; without `force`, only if nothing is there yet."""
-    path = Path(path)
-    check_output(path, force=True)  # folder checks; existence is decided atomically below
+    with Outputs(force) as outputs:
+        outputs.add(path, data)
+        outputs.publish()
+
+
+def write_folder(path: str | Path, files: dict[str, bytes]) -> None:
+    """A new folder holding `files`, published whole: staged in `.NAME.<pid>.<random>.tmp`
+    beside it, then renamed onto the name, which must not exist (a folder is never replaced)."""
+    path = check_output(path, force=False, folder=True)
+    clean_stale(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                        dir=path.parent))
     except OSError as exc:
         raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    try:
+        staging.chmod(0o777 & ~UMASK)  # mkdtemp makes 0700; a published folder gets the usual mode
+        for name, data in files.items():
+            write_output(staging / name, data)
+        try:
+            os.mkdir(path)  # exclusive: fails when the name exists ...
+        except FileExistsError:
+            raise InputError(f"output {str(path)!r} already exists; choose another --out") from None
+        try:
+            os.rename(staging, path)  # ... and the rename replaces only that empty folder of ours
+        except OSError as exc:
+            _rmdir_quietly(path)
+            raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    except OSError as exc:
+        raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _rmdir_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.rmdir()
+
+
+def _stage(path: Path, data: bytes) -> Path:
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                    dir=path.parent if str(path.parent) else ".")
+    except OSError as exc:
+        raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    tmp = Path(name)
     try:
         os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; a published file gets the usual mode
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        _publish(Path(tmp), path, force)
-    except OSError as exc:
-        raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # e.g. ENOSPC: nothing is left under any name
+            raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+        raise
+    return tmp
 
 
-def _publish(tmp: Path, path: Path, force: bool) -> None:
-    if force:
-        os.replace(tmp, path)
-        return
+def _publish(tmp: Path, path: Path, force: bool) -> Path | None:
+    """Link `tmp` to `path` (exclusive); with `force`, replace a regular file and return a
+    backup link to it (so the run can take it back), refusing anything else."""
     try:
         os.link(tmp, path)  # atomic create-if-absent: fails when the name exists
+        return None
     except FileExistsError:
-        raise InputError(f"output {str(path)!r} already exists; pass --force to replace it") from None
+        if not force:
+            raise InputError(f"output {str(path)!r} already exists; pass --force to replace it") from None
     except OSError:  # a filesystem without hard links: reserve the name exclusively, then fill it
         try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         except FileExistsError:
-            raise InputError(f"output {str(path)!r} already exists; pass --force to replace it") from None
+            if not force:
+                raise InputError(f"output {str(path)!r} already exists; pass --force to replace it") from None
+        else:
+            _replace(tmp, path)
+            return None
+    kind = existing_kind(path)
+    if kind != "regular file":
+        raise InputError(f"output {str(path)!r} is {article(kind or 'missing file')}; --force replaces "
+                         "only a regular file")
+    backup = Path(f"{tmp}.old.tmp")
+    try:
+        os.link(path, backup)
+    except OSError:
+        backup = None  # type: ignore[assignment]
+    _replace(tmp, path)
+    return backup
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    try:
         os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+
+
+def _take_back(path: Path, backup: Path | None) -> None:
+    """Undo one publication of this run: restore what --force replaced, else remove ours."""
+    try:
+        if backup is not None:
+            os.replace(backup, path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def read_text(path: str | Path, what: str) -> str:

@@ -50,6 +50,7 @@ def load_images(path: str | Path, spec: ModelSpec) -> np.ndarray:
         why = "it holds pickled objects, which portbench never loads" if "pickle" in str(exc) else exc
         raise InputError(f"input file {str(path)!r} is not a readable .npy array ({why})") from None
     check_images(spec, images, source=f"input file {str(path)!r}")
+    check_fits(spec, len(images), f"the {len(images):,} images of {str(path)!r} through the reference")
     if images.dtype != np.float32:
         raise InputError(f"input file {str(path)!r}: dtype {images.dtype}, expected float32")
     return images

@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from shared.core.files import write_output
 from shared.core.terminal import wrap
-from shared.core.weights import atomic_write_bytes
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
 from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
@@ -226,11 +226,15 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def write_csv(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write_bytes(path, csv_text(rows).encode())
+def write_csv(path: str | Path, rows: list[dict[str, Any]], force: bool = False) -> None:
+    write_output(path, csv_text(rows).encode(), force=force)
 
 
-def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str) -> None:
+def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str, force: bool = False) -> None:
+    write_output(path, chart_png(rows, title), force=force)
+
+
+def chart_png(rows: list[dict[str, Any]], title: str) -> bytes:
     """Per-phase median times per run as grouped horizontal bars on a log axis (phases span
     microseconds to tens of seconds), with the interquartile range as error bars."""
     import matplotlib
@@ -269,4 +273,4 @@ def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str) -> Non
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()

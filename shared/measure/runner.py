@@ -126,9 +126,10 @@ def run_framework(framework: str, config: RunConfig, reference_npz: str,
         arrays.update(result.arrays.get("timing", {}))
     if row is not None:
         compile_cache_state(row, config.compile_cache, before, cache_entries(config.compile_cache))
-    if finished.timed_out:
-        return _failed_row(framework, config, "timeout",
-                           f"no result within --timeout {config.timeout_s:g}s; worker killed", tail)
+    if finished.timed_out:  # a phase with its own limit (a user model's import or build) says so
+        reason = finished.error if finished.phase else \
+            f"no result within --timeout {config.timeout_s:g}s; worker killed"
+        return _failed_row(framework, config, "timeout", reason, tail)
     if row is None:
         return _failed_row(framework, config, "crashed", f"worker {finished.exit} before reporting", tail)
     row["worker_wall_seconds"] = finished.wall_s

@@ -7,8 +7,16 @@ A framework process gets, before it imports anything:
 - with `threads`, every library's thread variable; with `pin`, a CPU affinity of that many CPUs,
   inherited from the launching thread at fork (affinity is the only cap JAX's CPU runtime obeys);
 - PYTHONPATH = the repository root, TF_CPP_MIN_LOG_LEVEL, PYTHONUNBUFFERED;
-- its own session, so a timeout kills the process and everything it started (compilers).
-Lines starting with PROGRESS_PREFIX are relayed; the last other lines are kept for the report.
+- its own session, so a timeout kills the process and everything it started (compilers);
+- `PORTBENCH_PARENT_PID`: the worker kills its own process group when this process is gone
+  (shared/runtime/worker.py), so a SIGKILL of portbench leaves no worker running.
+When the process ends, whatever is left in its group (a child a user's model started) is killed
+before the process is reaped; an interrupt (Ctrl-C, or SIGTERM, which compare.py turns into
+one) kills the group too. Lines starting with PROGRESS_PREFIX are relayed; PHASE_PREFIX lines
+name the phase the worker is in, some of which have their own, shorter time limit
+(PHASE_LIMITS_S: a user's model that hangs while importing or building is stopped after
+minutes, not at the run's --timeout); the last other lines are kept, each at most LINE_LIMIT
+characters, for the report.
 """
 
 from __future__ import annotations
@@ -28,7 +36,15 @@ from typing import Any
 from shared import REPO_ROOT
 
 PROGRESS_PREFIX = "portbench-progress:"
+PHASE_PREFIX = "portbench-phase:"
+PARENT_ENV = "PORTBENCH_PARENT_PID"
 TAIL_LINES = 20
+LINE_LIMIT = 400  # characters of one kept line: a 50 MB print is not a "line" of a message
+# Phases with their own default limit (the run's --timeout still applies when it is shorter),
+# and how a message names them.
+PHASE_LIMITS_S = {"user-import": 120.0, "user-build": 120.0}
+PHASE_WORDS = {"user-import": "while importing your model's file",
+               "user-build": "while building your model"}
 Lines = Callable[[str], None]
 
 
@@ -76,6 +92,16 @@ def print_progress(framework: str, message: str) -> None:
     print(f"{PROGRESS_PREFIX} {framework}: {message}", file=sys.stderr, flush=True)
 
 
+def print_phase(phase: str) -> None:
+    """In a framework process: the phase it enters now (a key of PHASE_LIMITS_S has a limit)."""
+    print(f"{PHASE_PREFIX} {phase}", file=sys.stderr, flush=True)
+
+
+def clip(line: str, limit: int = LINE_LIMIT) -> str:
+    """At most `limit` characters of `line`, saying how many were left out."""
+    return line if len(line) <= limit else f"{line[:limit]}... ({len(line) - limit:,} more characters)"
+
+
 # ---- the environment --------------------------------------------------------------------------
 def framework_env(framework: str | None, threads: int | None = None,
                   extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -95,6 +121,7 @@ def framework_env(framework: str | None, threads: int | None = None,
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env["PYTHONUNBUFFERED"] = "1"
+    env[PARENT_ENV] = str(os.getpid())
     env.update(extra or {})
     return env
 
@@ -107,6 +134,7 @@ class Finished:
     timeout_s: float | None
     wall_s: float
     tail: list[str] = field(default_factory=list)  # the last lines that were not progress
+    phase: str | None = None  # the phase whose own limit ran out, when that is why it timed out
 
     @property
     def exit(self) -> str:
@@ -120,7 +148,8 @@ class Finished:
     def error(self) -> str | None:
         """Why the process failed, in one line; None when it exited with status 0."""
         if self.timed_out:
-            return f"timed out after {self.timeout_s:g} s; worker killed"
+            during = f" {PHASE_WORDS.get(self.phase, 'in phase ' + repr(self.phase))}" if self.phase else ""
+            return f"timed out after {self.timeout_s:g} s{during}; worker killed"
         if self.returncode == 0:
             return None
         if self.returncode is not None and self.returncode < 0:
@@ -135,6 +164,7 @@ class Process:
                  pin: bool = False, env: dict[str, str] | None = None, progress: Lines | None = None,
                  echo: Lines | None = None) -> None:
         self.tail: list[str] = []
+        self.phase: tuple[str, float] | None = None  # (name, when it started)
         self.started = time.perf_counter()
         saved = os.sched_getaffinity(0) if pin and hasattr(os, "sched_getaffinity") else None
         try:
@@ -154,6 +184,9 @@ class Process:
         assert self.popen.stdout is not None
         for raw in self.popen.stdout:
             line = raw.rstrip("\n")
+            if line.startswith(PHASE_PREFIX):
+                self.phase = (line[len(PHASE_PREFIX):].strip(), time.perf_counter())
+                continue
             if line.startswith(PROGRESS_PREFIX):
                 if progress is not None:
                     progress("  " + line[len(PROGRESS_PREFIX):].strip())
@@ -161,26 +194,51 @@ class Process:
             if echo is not None:
                 echo(line)
             if line.strip():
-                self.tail.append(line)
+                self.tail.append(clip(line))
                 del self.tail[:-TAIL_LINES]
 
     def finish(self, timeout: float | None) -> Finished:
-        timed_out = False
+        """Wait for the process: until it exits, its `timeout` passes, or the phase it is in
+        outlasts its own limit. Whatever is left in its group is killed, also on an interrupt."""
+        limit, phase = timeout, None
         try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            while not self._exited():
+                now = time.perf_counter()
+                if timeout is not None and now - self.started > timeout:
+                    phase = self.phase[0] if self.phase and self.phase[0] in PHASE_WORDS else None
+                    break
+                if self.phase is not None and self.phase[0] in PHASE_LIMITS_S:
+                    own = PHASE_LIMITS_S[self.phase[0]]
+                    if (timeout is None or own < timeout) and now - self.phase[1] > own:
+                        limit, phase = own, self.phase[0]
+                        break
+                time.sleep(0.05)
+        finally:  # also on Ctrl-C / SIGTERM: nothing of the worker's is left running
+            timed_out = not self._exited()
             self.kill()
         self.reader.join(timeout=5)
-        return Finished(self.popen.returncode, timed_out, timeout,
-                        time.perf_counter() - self.started, list(self.tail))
+        return Finished(self.popen.returncode, timed_out, limit, time.perf_counter() - self.started,
+                        list(self.tail), phase if timed_out else None)
+
+    def _exited(self) -> bool:
+        """Whether the process has exited; it is not reaped yet, so its group id stays its own."""
+        if self.popen.returncode is not None:
+            return True
+        if not hasattr(os, "waitid"):
+            return self.popen.poll() is not None
+        try:
+            return os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
 
     def kill(self) -> None:
-        """The process leads its own session: kill it and every process it started."""
+        """The process leads its own session: kill it and every process left in its group (a
+        compiler, a child of a user's model), then reap it."""
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            self.popen.kill()
+            if self.popen.returncode is None:
+                self.popen.kill()
         self.popen.wait(timeout=30)
 
 
@@ -200,7 +258,8 @@ class WorkerResult:
         """Why job `name` failed (its own error, else the process's), or None."""
         report = self.reports.get(name)
         if report is None:
-            return self.process.error or "the worker wrote no report for this job"
+            return self.process.error or (f"the worker {self.process.exit} before writing its report "
+                                          "for this job")
         return report.get("error")
 
 

@@ -3,7 +3,12 @@
 never in the parent. One job builds the model once and, as asked: binds its parameters to the
 canonical tensors (the conventions arrive as table text from the parent, the port's own table is
 added here), returns them or loads canonical weights into it, runs it on the probe batch, captures
-the canonical taps and times it."""
+the canonical taps and times it.
+
+The user's code runs inside `user_guard.user_code` (sys.exit / os._exit are one-line errors), a
+file that imports a sibling named like a portbench package is refused before it is imported
+(`user_guard.check_own_names`), and the launcher is told the phase (`user-import`,
+`user-build`: each has its own, shorter time limit, shared.runtime.launch)."""
 
 from __future__ import annotations
 
@@ -24,7 +29,9 @@ from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, PortbenchError
-from shared.runtime.worker import Output
+from shared.runtime.launch import print_phase
+from shared.runtime.user_guard import check_own_names, user_code
+from shared.runtime.worker import Output, one_line
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
 
@@ -33,24 +40,26 @@ def load_factory(reference: str) -> Any:
     """`FILE.py:NAME` or `package.module:NAME` -> the object NAME (import errors are one line)."""
     where, _, name = reference.rpartition(":")
     try:
+        print_phase("user-import")
         if where.endswith(".py"):
             path = Path(where).resolve()
+            check_own_names(path, reference)
             spec = importlib.util.spec_from_file_location(f"portbench_user_{path.stem}", path)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.modules[spec.name] = module  # type: ignore[union-attr]
             sys.path.insert(0, str(path.parent))  # its own sibling imports
             sys.dont_write_bytecode = True  # nothing is written beside the user's file
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
+            with user_code(reference, "importing it"):
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
-            module = importlib.import_module(where)
+            with user_code(reference, "importing it"):
+                module = importlib.import_module(where)
     except SyntaxError as exc:
         raise InputError(f"--model {reference!r}: syntax error at line {exc.lineno}: {exc.msg}") from None
     except PortbenchError:
         raise
-    except BaseException as exc:  # the user's module raised while importing
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise InputError(f"--model {reference!r}: importing it raised {type(exc).__name__}: "
-                         f"{first}") from None
+    except (Exception, KeyboardInterrupt) as exc:  # the user's module raised while importing
+        raise InputError(f"--model {reference!r}: importing it raised {one_line(exc)}") from None
     if not hasattr(module, name):
         raise InputError(f"--model {reference!r}: the module has no {name!r}")
     return getattr(module, name)
@@ -65,13 +74,16 @@ def build(reference: str, spec: ModelSpec) -> Any:
                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         takes = []
+    print_phase("user-build")
     try:
-        return factory(spec) if takes else factory()
+        with user_code(reference, "building the model"):
+            return factory(spec) if takes else factory()
     except PortbenchError:
         raise
-    except Exception as exc:
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise InputError(f"--model {reference!r}: calling it raised {type(exc).__name__}: {first}") from None
+    except (Exception, KeyboardInterrupt) as exc:  # the worker gets no Ctrl-C: its own session
+        raise InputError(f"--model {reference!r}: calling it raised {one_line(exc)}") from None
+    finally:
+        print_phase("user-run")
 
 
 def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
@@ -142,7 +154,8 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params, consume=True).items()})
     del params
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
-    logits = forward(lambda: module.run(model, images, layout, job.get("output")))
+    with user_code(str(job.get("model")), "running the forward"):
+        logits = forward(lambda: module.run(model, images, layout, job.get("output")))
     check_logits(logits, spec, len(images))
     out.arrays["logits"] = logits
     if job.get("taps"):
@@ -170,8 +183,7 @@ def forward(call: Any) -> np.ndarray:
     except PortbenchError:
         raise
     except Exception as exc:
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise InputError(f"your model's forward raised {type(exc).__name__}: {first[:300]}") from None
+        raise InputError(f"your model's forward raised {one_line(exc)}") from None
 
 
 def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:

@@ -7,6 +7,11 @@ failure part-way keeps what was done. The worker writes JOB.report.json (job nam
 "error": a one-line reason or None) and JOB.npz ("<job>/<array>"). One job's failure does not stop
 the others.
 
+The worker dies with its parent: a thread watches the parent's pid (PORTBENCH_PARENT_PID, set
+by the launcher) and, when the parent is gone (even SIGKILLed), kills the worker's own process
+group, so nothing it or a user's model started keeps running. An error is at most
+MESSAGE_LIMIT characters; a job that calls sys.exit is a one-line error, not a missing report.
+
 Only the standard library is imported here: the launcher has set threads, CPU affinity and the
 registry environment before this process started, and each kind imports its framework itself
 (the timing kind times that import).
@@ -48,6 +53,8 @@ KINDS: dict[str, str] = {
     "plateau": "shared.training.plateau_runs:plateau",
 }
 FAULT_ENV = "PORTBENCH_TEST_FAULT"
+PARENT_ENV = "PORTBENCH_PARENT_PID"  # shared.runtime.launch sets it
+MESSAGE_LIMIT = 600  # characters of one error line
 TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key bias would cancel)
 
 
@@ -61,11 +68,52 @@ Kind = Callable[[str, dict[str, Any], Output], None]
 
 
 def one_line(exc: BaseException) -> str:
-    """A failure as a user reads it: the message of a PortbenchError, else type and first line."""
-    if isinstance(exc, PortbenchError):
-        return str(exc)
-    first = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {first}"
+    """A failure as a user reads it: the message of a PortbenchError, else type and first line;
+    at most MESSAGE_LIMIT characters either way."""
+    if isinstance(exc, SystemExit):
+        text = f"the job called sys.exit({exc.code!r}) instead of returning or raising"
+    elif isinstance(exc, PortbenchError):
+        text = str(exc)
+    else:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        text = f"{type(exc).__name__}: {first}"
+    if len(text) > MESSAGE_LIMIT:
+        text = f"{text[:MESSAGE_LIMIT]}... ({len(text) - MESSAGE_LIMIT:,} more characters)"
+    return " ".join(text.splitlines())
+
+
+# ---- dying with the parent --------------------------------------------------------------------
+def watch_parent(interval: float = 0.2) -> None:
+    """Start a daemon thread that kills this process's group once the launching process is gone."""
+    import threading
+
+    try:
+        parent = int(os.environ.get(PARENT_ENV, ""))
+    except ValueError:
+        return  # not started by the launcher (run by hand): nothing to watch
+
+    def watch() -> None:
+        import time
+
+        while _alive(parent) and os.getppid() == parent:
+            time.sleep(interval)
+        import signal
+
+        if os.getpgrp() == os.getpid():  # the launcher made this process lead its own group
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def kind_function(kind: str) -> Kind:
@@ -135,15 +183,16 @@ def run_job(framework: str, job: dict[str, Any]) -> Output:
         fault = fault_for(framework)
         (with_fault(function, fault) if fault else function)(framework, job, out)
         out.report.setdefault("error", None)
-    except Exception as exc:  # one job's failure is reported in one line, never fatal to the rest
+    except (Exception, SystemExit) as exc:  # one job's failure is one line, never fatal to the rest
         out.report["error"] = one_line(exc)
         out.report["error_kind"] = type(exc).__name__  # e.g. FrameworkUnavailable: a row, not a failure
-        if not isinstance(exc, PortbenchError):
-            out.report["traceback"] = traceback.format_exc(limit=8)
+        if not isinstance(exc, (PortbenchError, SystemExit)):
+            out.report["traceback"] = traceback.format_exc(limit=8)[-4000:]
     return out
 
 
 def main(argv: list[str]) -> int:
+    watch_parent()
     job_file = Path(argv[0])
     request = json.loads(job_file.read_text())
     framework = request["framework"]

@@ -1,70 +1,145 @@
 """Checkpoints as one unit: the weights, both Adam moments and `state.json` of one epoch appear
-together or not at all.
+together or not at all, and a unit is never deleted unless a newer one is complete.
 
-A unit is written into a `.staging-*` folder beside the others, renamed to `epoch-NNNNNN`, and
-only then named in `LATEST`, which is replaced atomically; older units and any staging folder an
-interrupted save left behind are removed afterwards. So an interrupt (Ctrl-C, SIGTERM, a crash)
-at any moment leaves `LATEST` naming a complete unit, and `--resume` continues from it. Files
-are canonical safetensors (`shared.core.weights`), nothing is pickled.
+A unit is written into a `.staging-<pid>-*` folder beside the others, renamed to
+`epoch-NNNNNN`, and only then named in `LATEST`, which is replaced atomically; units older than
+it are removed afterwards (and, when a run started over with --force, the previous run's). So
+an interrupt (Ctrl-C, SIGTERM, a crash) at any moment leaves a complete unit. `--resume`
+continues from the last unit it can prove complete (shared/training/checkpoint_proof.py), whatever
+`LATEST` says (missing, truncated, garbage), or refuses in one line; it never deletes a unit.
+A staging folder is removed by its own writer, or later once its writer's process is gone.
+Files are canonical safetensors (`shared.core.weights`), nothing is pickled.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from shared.core.files import UMASK, write_output
+from shared.core.paths import make_folders, output_path, remove_empty, writer_alive
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights, save_weights
 from shared.errors import PortbenchError, WeightsError
+from shared.training.checkpoint_proof import MOMENTS, STATE, CheckpointError, prove
 from shared.training.schedule import Controller
 from shared.training.train_spec import TrainSpec
 
+__all__ = ["LATEST", "MOMENTS", "CheckpointError", "holds_checkpoint", "latest_unit", "restore",
+           "resume_point", "save"]
+
 LATEST = "LATEST"
 STAGING = ".staging-"
-MOMENTS = ("weights.safetensors", "adam_m.safetensors", "adam_v.safetensors")
+UNIT = re.compile(r"^epoch-(\d{6,})$")
+STAGED = re.compile(rf"^{re.escape(STAGING)}(\d+)-")
 
 
-class CheckpointError(PortbenchError):
-    """A checkpoint that cannot be resumed; the message says which and why."""
+def units(folder: Path) -> list[Path]:
+    """The folder's `epoch-NNNNNN` folders, oldest first (complete or not)."""
+    try:
+        found = [p for p in folder.iterdir() if UNIT.match(p.name) and p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: int(UNIT.match(p.name).group(1)))  # type: ignore[union-attr]
+
+
+def named_unit(folder: Path) -> Path | None:
+    """The unit `LATEST` names, if `LATEST` is a short regular file naming a unit folder."""
+    pointer = folder / LATEST
+    try:
+        if not pointer.is_file() or pointer.is_symlink() or pointer.stat().st_size > 64:
+            return None
+        name = pointer.read_bytes().decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    unit = folder / name
+    return unit if UNIT.match(name) and unit.is_dir() else None
+
+
+def holds_checkpoint(folder: Path) -> bool:
+    """Whether a fresh run would replace something here: any unit, complete or not, or LATEST."""
+    return bool(units(folder)) or os.path.lexists(folder / LATEST)
 
 
 def latest_unit(folder: Path) -> Path | None:
-    """The complete unit `LATEST` names, or None when the folder holds no checkpoint."""
-    pointer = folder / LATEST
-    if pointer.is_file():
-        unit = folder / pointer.read_text().strip()
-        if unit.is_dir():
-            return unit
-    return None
+    """The unit a resume continues from (see `resume_point`), or None when there is none."""
+    try:
+        return resume_point(folder)
+    except CheckpointError:
+        return None
+
+
+def resume_point(folder: Path, log: Callable[[str], None] | None = None) -> Path | None:
+    """The last unit provably complete; None when the folder holds no checkpoint at all. When
+    units are there but none can be proven complete, or a later unit is not complete (a resume
+    from an earlier one would write over it), CheckpointError: nothing is changed."""
+    found = units(folder)
+    if not found:
+        if os.path.lexists(folder / LATEST):
+            raise CheckpointError(f"checkpoint folder {str(folder)!r} has a LATEST but no epoch-NNNNNN unit; "
+                                  "nothing to resume (remove LATEST, or pass --force to start over)")
+        return None
+    reasons: dict[Path, str] = {}
+    for unit in reversed(found):
+        try:
+            prove(unit)
+        except CheckpointError as exc:
+            reasons[unit] = str(exc)
+            continue
+        if reasons:
+            later = next(iter(reasons.items()))
+            raise CheckpointError(f"{later[1]}; it is newer than the complete {unit.name}, and a resume from "
+                                  "there would write over it: move it away to resume, or pass --force to "
+                                  "start over")
+        named = named_unit(folder)
+        if log is not None and named != unit:
+            log(f"note: {str(folder / LATEST)!r} does not name the last complete unit; resuming from "
+                f"{unit.name}")
+        return unit
+    newest = next(iter(reasons.items()))
+    raise CheckpointError(f"checkpoint folder {str(folder)!r} holds no unit that can be proven complete "
+                          f"({newest[1]}); nothing was changed; pass --force to start over")
 
 
 def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, controller: Controller,
          result: dict[str, Any]) -> Path:
-    """Write one epoch's unit and make it the one `LATEST` names."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write one epoch's unit, make it the one `LATEST` names, then remove the units it supersedes."""
+    created = make_folders(output_path(folder, folder=True))
     first, second, updates = trainer.export_state()
     meta = {"epoch": str(controller.epoch), "updates": str(updates)}
-    staging = Path(tempfile.mkdtemp(prefix=STAGING, dir=folder))
-    staging.chmod(0o777 & ~UMASK)  # mkdtemp makes 0700; a published unit gets the usual mode
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folder))
+    unit, aside, placed = folder / f"epoch-{controller.epoch:06d}", None, False
     try:
+        staging.chmod(0o777 & ~UMASK)  # mkdtemp makes 0700; a published unit gets the usual mode
         for name, tensors in zip(MOMENTS, (trainer.port.export(), first, second), strict=True):
             save_weights(staging / name, spec, tensors, extra_metadata=meta)
         state = {"recipe": recipe.to_dict(), "spec_hash": spec.spec_hash, "updates": updates,
                  "precision": rung_of(trainer), "controller": controller.state(), "result": result}
-        write_output(staging / "state.json", json.dumps(state, indent=1).encode())
-        unit = folder / f"epoch-{controller.epoch:06d}"
-        if unit.exists():  # a unit written before an interrupt, never named in LATEST
-            shutil.rmtree(unit)
+        write_output(staging / STATE, json.dumps(state, indent=1).encode())
+        if unit.exists():  # a run started over (--force) reaches an epoch the previous one saved
+            aside = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-old-", dir=folder))
+            os.replace(unit, aside / unit.name)
         os.replace(staging, unit)
+        placed = True
         write_output(folder / LATEST, unit.name.encode(), force=True)
-    except BaseException:  # interrupted: leave only what LATEST names
-        tidy(folder, staging)
+    except BaseException:  # interrupted or failed: the folder is as it was
+        if placed:  # this save's own unit, never named in LATEST: taken back
+            os.replace(unit, staging)
+        shutil.rmtree(staging, ignore_errors=True)
+        if aside is not None and (aside / unit.name).exists():
+            os.replace(aside / unit.name, unit)
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+        remove_empty(created)
         raise
+    for old in [p for p in units(folder) if p != unit] + ([aside] if aside else []):
+        shutil.rmtree(old, ignore_errors=True)  # superseded by `unit`, complete and named in LATEST
     tidy(folder)
     return unit
 
@@ -75,36 +150,38 @@ def rung_of(trainer: Any) -> str:
     return precision.rung if precision is not None else "float32"
 
 
-def tidy(folder: Path, *extra: Path) -> None:
-    """Remove staging folders and every unit `LATEST` does not name."""
-    for path in extra:
-        shutil.rmtree(path, ignore_errors=True)
-    keep = latest_unit(folder)
-    for path in folder.iterdir():
-        if path.is_dir() and path != keep and (path.name.startswith(STAGING)
-                                               or path.name.startswith("epoch-")):
+def tidy(folder: Path) -> None:
+    """Remove staging folders whose writing process is gone (a SIGKILL mid-save); never a unit."""
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for path in entries:
+        match = STAGED.match(path.name)
+        if match and path.is_dir() and not path.is_symlink() and not writer_alive(int(match.group(1))):
             shutil.rmtree(path, ignore_errors=True)
 
 
-def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any) -> tuple[Controller, dict]:
-    """Load the latest unit into `trainer`; (controller, the saved result as a dict)."""
-    tidy(folder)  # what an interrupted save may have left
-    unit = latest_unit(folder)
+def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
+            log: Callable[[str], None] | None = None) -> tuple[Controller, dict]:
+    """Load the last complete unit into `trainer`; (controller, the saved result as a dict)."""
+    tidy(folder)  # what a killed save may have left
+    unit = resume_point(folder, log)
     if unit is None:
         raise CheckpointError(f"checkpoint folder {str(folder)!r} holds no complete checkpoint")
-    try:
-        state = json.loads((unit / "state.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(f"checkpoint {str(unit / 'state.json')!r} is unreadable ({exc})") from None
-    if state.get("spec_hash") != spec.spec_hash:
+    state = prove(unit)
+    if state["spec_hash"] != spec.spec_hash:
         raise CheckpointError(f"checkpoint {str(unit)!r} is for another spec (hash "
-                              f"{state.get('spec_hash')!r}, expected {spec.spec_hash!r}); use another "
+                              f"{state['spec_hash']!r}, expected {spec.spec_hash!r}); use another "
                               "--checkpoints folder")
     saved, current = state.get("precision", "float32"), rung_of(trainer)  # older units: float32
     if saved != current:
         raise CheckpointError(f"checkpoint {str(unit)!r} was trained at {saved}, not {current}; resume "
                               "at the same rung (--dtype/--precision) or use another --checkpoints folder")
-    saved_recipe = TrainSpec.from_dict(state["recipe"])
+    try:
+        saved_recipe = TrainSpec.from_dict(state["recipe"])
+    except PortbenchError as exc:
+        raise CheckpointError(f"checkpoint {str(unit / STATE)!r}: its recipe is unusable ({exc})") from None
     if saved_recipe.replace(max_epochs=recipe.max_epochs) != recipe:  # extending a run is fine
         saved_fields = saved_recipe.to_dict()
         changed = [k for k, v in recipe.to_dict().items() if saved_fields[k] != v and k != "max_epochs"]

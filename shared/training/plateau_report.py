@@ -1,5 +1,6 @@
 """The plateau experiment's files: JSON (everything), CSV (one row per run), PNG (the curves),
-each written atomically; an existing file is kept unless the caller passes force."""
+published together (shared/core/files.py `Outputs`: all three or none, each exclusively unless
+the caller passes force)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.weights import atomic_write_bytes
-from shared.errors import InputError
+from shared.core.files import Outputs
+from shared.core.paths import check_output
 from shared.training import plateau
 
 
@@ -55,29 +56,28 @@ CSV_FIELDS = ("condition", "framework", "width", "heads", "seed", "data", "steps
 
 
 def check_outputs(paths: list[Path], force: bool) -> None:
-    """Refuse to overwrite an existing file unless --force."""
-    existing = [p for p in paths if p.exists()]
-    if existing and not force:
-        raise InputError(f"output {str(existing[0])!r} exists; pass --force to overwrite it "
-                         "or choose another --out")
+    """Refuse, before the experiment, an output that exists (unless --force) or cannot be made."""
+    for path in paths:
+        check_output(path, force, creatable=True)
 
 
-def write_outputs(document: dict[str, Any], stem: Path) -> list[Path]:
-    """`stem`.json (everything), `stem`.csv (one row per run) and `stem`.png, each atomically."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
+def write_outputs(document: dict[str, Any], stem: Path, force: bool = False) -> list[Path]:
+    """`stem`.json (everything), `stem`.csv (one row per run) and `stem`.png, together."""
     json_path, csv_path, png_path = (stem.with_suffix(s) for s in (".json", ".csv", ".png"))
-    atomic_write_bytes(json_path, json.dumps(document, indent=1).encode())
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, extrasaction="ignore")
     writer.writeheader()
     for row in document["runs"]:
         writer.writerow(row)
-    atomic_write_bytes(csv_path, buffer.getvalue().encode())
-    plot(document, png_path)
+    with Outputs(force, make_folders=True) as outputs:
+        outputs.add(json_path, json.dumps(document, indent=1).encode())
+        outputs.add(csv_path, buffer.getvalue().encode())
+        outputs.add(png_path, plot(document))
+        outputs.publish()
     return [json_path, csv_path, png_path]
 
 
-def plot(document: dict[str, Any], path: Path) -> None:
+def plot(document: dict[str, Any]) -> bytes:
     """Per-update training loss (smoothed) of every run, one panel per condition and shape."""
     import matplotlib
 
@@ -110,4 +110,4 @@ def plot(document: dict[str, Any], path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()

@@ -112,8 +112,8 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
     controller, result = Controller(recipe), SeedResult(seed)
     if record_steps:
         result.curves[STEP_CURVE] = []
-    if checkpoint_dir is not None and resume and checkpoint.latest_unit(checkpoint_dir) is not None:
-        controller, result = _restore(checkpoint_dir, spec, recipe, trainer)
+    if checkpoint_dir is not None and resume and checkpoint.resume_point(checkpoint_dir, log) is not None:
+        controller, result = _restore(checkpoint_dir, spec, recipe, trainer, log)
         log(f"[{framework} seed {seed}] resumed at epoch {controller.epoch} (step {result.steps})")
         if record_steps:
             result.curves.setdefault(STEP_CURVE, [])
@@ -189,8 +189,9 @@ def stderr_progress(line: str) -> None:
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
-def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any) -> tuple[Controller, SeedResult]:
-    controller, saved = checkpoint.restore(folder, spec, recipe, trainer)
+def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
+             log: Callable[[str], None] | None = None) -> tuple[Controller, SeedResult]:
+    controller, saved = checkpoint.restore(folder, spec, recipe, trainer, log)
     result = SeedResult(int(saved["seed"]), saved["curves"], int(saved["epochs"]), int(saved["steps"]),
                         saved["stopped_because"], saved["wall_s"])
     if controller.stopped and result.stopped_because.startswith("max_epochs"):

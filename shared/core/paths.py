@@ -1,0 +1,177 @@
+"""Where portbench may write, decided by one function: `output_path` is the path-safety check of
+every writer (results, checkpoints, HTML pages, converted files and folders), and `name_part`
+turns content (a spec name, a framework) into one safe path component, so that a default path
+built from it (`inside`) cannot leave the folder the user named. Also: the checks made before
+any work (`check_output`, `check_distinct`), the folders a run creates, and the removal of the
+temporaries a killed writer left (`clean_stale`). The writing itself is shared/core/files.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from pathlib import Path
+
+from shared.errors import InputError
+
+UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
+
+
+# ---- where an output may go ---------------------------------------------------------------
+def output_path(path: str | Path, *, folder: bool = False, what: str = "output") -> Path:
+    """The one path-safety check of every writer: `path` must name a file (`folder`: a folder)
+    by a last component that is a real name: not empty, `.`, `..`, nor, for a file, ending in a
+    separator (`newdir/` names a folder, and is never written as a file called `newdir`)."""
+    text = os.fspath(path)
+    if not text or "\0" in text:
+        raise InputError(f"{what} {text!r} is not a usable path")
+    if not folder and text.endswith((os.sep, "/")):
+        raise InputError(f"{what} {text!r} ends with {os.sep!r}: it names a folder; expected a file name")
+    if Path(text).name in ("", ".", ".."):
+        raise InputError(f"{what} {text!r} does not end in a file or folder name")
+    return Path(text)
+
+
+def name_part(text: str) -> str:
+    """Content (a spec name, a framework) as ONE safe path component: separators, `..` and
+    control characters cannot survive, so a default path built from it stays in its folder."""
+    part = UNSAFE.sub("_", str(text))[:100]
+    return "_" + part if part.startswith(".") or not part else part
+
+
+def inside(folder: str | Path, *parts: str) -> Path:
+    """`folder`/`part`/..., each part through `name_part`, checked to stay inside `folder`."""
+    base = Path(folder)
+    path = base.joinpath(*(name_part(p) for p in parts))
+    if os.path.commonpath([os.path.abspath(base), os.path.abspath(path)]) != os.path.abspath(base):
+        raise InputError(f"output {str(path)!r} would leave the folder {str(base)!r}")  # never, by name_part
+    return output_path(path)
+
+
+def check_output(path: str | Path, force: bool, *, folder: bool = False, creatable: bool = False) -> Path:
+    """Fail early, before any work, when `path` is unsafe, exists (without --force; with it,
+    when it is not a regular file), or sits in a folder that is missing (`creatable`: that
+    cannot be made) or not writable. The write itself checks again, atomically."""
+    path = output_path(path, folder=folder)
+    kind = existing_kind(path)
+    if kind is not None:
+        if folder:
+            raise InputError(f"output {str(path)!r} already exists ({article(kind)}); a folder output "
+                             "is never replaced, even with --force: choose a new name")
+        if kind != "regular file":
+            raise InputError(f"output {str(path)!r} is {article(kind)}; expected a file name (--force "
+                             "replaces only a regular file)")
+        if not force:
+            raise InputError(f"output {str(path)!r} already exists; pass --force to replace it")
+    parent = path.parent if str(path.parent) else Path(".")
+    if creatable and not parent.is_dir():
+        check_creatable(parent)
+        return path
+    if not parent.is_dir():
+        raise InputError(f"output {str(path)!r}: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"output {str(path)!r}: directory {str(parent)!r} is not writable")
+    return path
+
+
+def check_distinct(outputs: dict[str, str | Path | None]) -> None:
+    """Refuse, before any work, two outputs of one run that name the same file (--json == --csv)."""
+    seen: dict[str, str] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        key = os.path.normcase(os.path.realpath(path))
+        if key in seen:
+            raise InputError(f"{seen[key]} and {option} both name {str(path)!r}: one output of a run "
+                             "would replace another; give each its own file")
+        seen[key] = option
+
+
+def existing_kind(path: Path) -> str | None:
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # nothing there (a file is in the way above it)
+        return None
+    except OSError as exc:
+        raise InputError(f"output {str(path)!r} cannot be used: {exc.strerror}") from None
+    for test, kind in ((stat.S_ISREG, "regular file"), (stat.S_ISDIR, "directory"),
+                       (stat.S_ISLNK, "symbolic link"), (stat.S_ISFIFO, "FIFO"),
+                       (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return kind
+    return "special file"
+
+
+def article(kind: str) -> str:
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
+
+
+def check_creatable(folder: Path) -> None:
+    """`folder` can be made: its nearest existing ancestor is a writable folder."""
+    above = next((p for p in (folder, *folder.parents) if os.path.lexists(p)), Path("."))
+    why = ("Not a directory" if not above.is_dir() else
+           "Permission denied" if not os.access(above, os.W_OK | os.X_OK) else None)
+    if why:
+        raise InputError(f"output directory {str(folder)!r} cannot be created ({why}: {str(above)!r})")
+
+
+def make_folders(folder: Path) -> list[Path]:
+    """Create `folder` and its missing parents; the ones created, outermost first, so that a run
+    that writes nothing can remove exactly those (`remove_empty`)."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"output directory {str(folder)!r} cannot be created ({exc.strerror})") from None
+    return missing
+
+
+def remove_empty(created: list[Path]) -> None:
+    for path in reversed(created):
+        try:
+            path.rmdir()
+        except OSError:  # not empty: something was written there; keep it
+            return
+
+
+# ---- what a killed writer left ----------------------------------------------------------------
+def clean_stale(path: Path) -> list[Path]:
+    """Remove portbench's temporaries of this same target (`.NAME.<pid>.<random>.tmp`, files or
+    staging folders, ours by owner) whose writing process no longer exists; the ones removed."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.[A-Za-z0-9_]+\.tmp(\.old\.tmp)?$")
+    parent = path.parent if str(path.parent) else Path(".")
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if not match or writer_alive(int(match.group(1))):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_uid != os.geteuid() or entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+def writer_alive(pid: int) -> bool:
+    """Whether the process that named a temporary after itself may still be writing it."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # exists (another user's) or not a pid we can judge: keep its files
+    return True

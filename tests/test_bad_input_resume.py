@@ -1,0 +1,152 @@
+"""Class 9, a saved training run is never lost: `train --resume` continues from the last unit it
+can prove complete (shared/training/checkpoint_proof.py), whatever `LATEST` says, or refuses in
+one line; it never deletes a unit, and a fresh run without --force never replaces one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from shared.training import checkpoint
+from tests.adversarial import refused, run_cli, snapshot
+
+TRAIN = ["train", "--spec", "quadrant", "--framework", "torch", "--quiet", "--checkpoints", "ck"]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> Path:
+    """A folder holding one complete unit (epoch 1 of quadrant/quick/torch) named in LATEST."""
+    root = tmp_path_factory.mktemp("saved")
+    outcome = run_cli(*TRAIN, "--epochs", "1", cwd=root)
+    assert outcome.code == 0, outcome.stderr
+    assert (root / "ck" / "seed0" / "LATEST").read_text() == "epoch-000001"
+    return root / "ck"
+
+
+@pytest.fixture
+def folder(tmp_path: Path, saved: Path) -> Path:
+    shutil.copytree(saved, tmp_path / "ck")
+    return tmp_path
+
+
+LATEST_DAMAGE = {
+    "missing": None,
+    "truncated": b"epoch-00",
+    "garbage": b"\xff\xfe\x00../../etc/passwd",
+    "empty": b"",
+    "outside": b"../../victim",  # names a folder outside: never followed
+}
+
+
+@pytest.mark.parametrize("case", list(LATEST_DAMAGE))
+def test_a_damaged_latest_resumes_from_the_last_complete_unit(folder: Path, case: str) -> None:
+    pointer = folder / "ck" / "seed0" / "LATEST"
+    if LATEST_DAMAGE[case] is None:
+        pointer.unlink()
+    else:
+        pointer.write_bytes(LATEST_DAMAGE[case])
+    before = snapshot(folder)
+    outcome = run_cli(*TRAIN, "--epochs", "1", "--resume", cwd=folder)
+    assert outcome.code == 0, outcome.stderr
+    assert "resumed at epoch 1" in outcome.stdout  # not a restart from epoch 0
+    assert "after 1 epochs" in outcome.stdout
+    assert snapshot(folder) == before  # nothing to train: every file, the unit included, kept
+
+
+def test_a_resume_that_trains_on_continues_the_unit(folder: Path) -> None:
+    (folder / "ck" / "seed0" / "LATEST").unlink()
+    outcome = run_cli(*TRAIN, "--epochs", "2", "--resume", cwd=folder)
+    assert outcome.code == 0, outcome.stderr
+    assert "resumed at epoch 1" in outcome.stdout and "after 2 epochs" in outcome.stdout
+    assert checkpoint.latest_unit(folder / "ck" / "seed0").name == "epoch-000002"
+
+
+@pytest.mark.parametrize("damage", ["none", "missing", "garbage"])
+def test_a_fresh_run_never_replaces_a_unit_without_force(folder: Path, damage: str) -> None:
+    pointer = folder / "ck" / "seed0" / "LATEST"
+    if damage == "missing":
+        pointer.unlink()
+    elif damage == "garbage":
+        pointer.write_bytes(b"\x00\x01")
+    refused(folder, *TRAIN, "--epochs", "1", expect="already holds a checkpoint for seed 0")
+
+
+def _state(folder: Path) -> Path:
+    return folder / "ck" / "seed0" / "epoch-000001" / "state.json"
+
+
+def _edit_state(folder: Path, change) -> None:
+    state = json.loads(_state(folder).read_text())
+    change(state)
+    _state(folder).write_text(json.dumps(state))
+
+
+UNIT_DAMAGE = {
+    "state missing key": (lambda f: _edit_state(f, lambda s: s.pop("updates")), "lacks the field 'updates'"),
+    "count as a string": (lambda f: _edit_state(f, lambda s: s.update(updates="7")),
+                          "field 'updates' is a string, expected a whole number"),
+    "epoch as a string": (lambda f: _edit_state(f, lambda s: s["controller"].update(epoch="1")),
+                          "field 'controller.epoch' is a string"),
+    "negative count": (lambda f: _edit_state(f, lambda s: s["result"].update(steps=-3)),
+                       "field 'result.steps' is -3, expected >= 0"),
+    "unknown controller field": (lambda f: _edit_state(f, lambda s: s["controller"].update(port=1)),
+                                 "unknown field 'controller.port'"),
+    "deep nesting": (lambda f: _state(f).write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
+    "state not json": (lambda f: _state(f).write_bytes(b"\x00garbage"), "state.json"),
+    "state removed": (lambda f: _state(f).unlink(), "has no state.json"),
+    "weights truncated": (lambda f: _truncate(f / "ck" / "seed0" / "epoch-000001" / "adam_v.safetensors"),
+                          "truncated"),
+    "weights from another epoch": (lambda f: _edit_state(f, lambda s: s["controller"].update(epoch=7)),
+                                   "is from epoch '1', state.json from epoch '7'"),
+}
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-10])
+
+
+@pytest.mark.parametrize("case", list(UNIT_DAMAGE))
+def test_a_unit_that_cannot_be_proven_complete_is_refused_and_kept(folder: Path, case: str) -> None:
+    damage, expect = UNIT_DAMAGE[case]
+    damage(folder)
+    line = refused(folder, *TRAIN, "--epochs", "2", "--resume", expect=expect)
+    assert "holds no unit that can be proven complete" in line and "nothing was changed" in line
+
+
+def test_a_later_incomplete_unit_is_not_written_over(folder: Path) -> None:
+    later = folder / "ck" / "seed0" / "epoch-000002"
+    later.mkdir()
+    shutil.copy(folder / "ck" / "seed0" / "epoch-000001" / "weights.safetensors", later)
+    refused(folder, *TRAIN, "--epochs", "3", "--resume", expect="epoch-000002' has no adam_m.safetensors")
+
+
+def test_latest_without_any_unit_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ck" / "seed0").mkdir(parents=True)
+    (tmp_path / "ck" / "seed0" / "LATEST").write_text("epoch-000004")
+    refused(tmp_path, *TRAIN, "--epochs", "1", "--resume", expect="has a LATEST but no epoch-NNNNNN unit")
+    refused(tmp_path, *TRAIN, "--epochs", "1", expect="already holds a checkpoint")
+
+
+def test_force_starts_over_and_leaves_only_the_new_run(folder: Path) -> None:
+    outcome = run_cli(*TRAIN, "--epochs", "1", "--force", "--seeds", "0", cwd=folder)
+    assert outcome.code == 0, outcome.stderr
+    assert "resumed" not in outcome.stdout
+    assert sorted(p.name for p in (folder / "ck" / "seed0").iterdir()) == ["LATEST", "epoch-000001"]
+
+
+def test_a_staging_folder_of_a_dead_writer_is_removed_and_a_live_ones_kept(folder: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    seed = folder / "ck" / "seed0"
+    (seed / f".staging-{dead.pid}-abc").mkdir()
+    (seed / f".staging-{os.getpid()}-abc").mkdir()  # a writer still running (this process)
+    checkpoint.tidy(seed)
+    assert not (seed / f".staging-{dead.pid}-abc").exists()
+    assert (seed / f".staging-{os.getpid()}-abc").exists() and (seed / "epoch-000001").is_dir()
