@@ -27,10 +27,16 @@ SPEC = get_preset("quadrant")
 
 
 def consistent(folder: Path) -> Path:
-    """The folder holds exactly one complete unit, named by LATEST, and nothing temporary."""
+    """The folder holds the complete unit a resume continues from and nothing temporary: after a
+    finished save that unit alone, named by LATEST; after an interrupt between placing a unit and
+    naming it, also the unit before it, which LATEST still names (or no LATEST, on the first)."""
     unit = checkpoint.latest_unit(folder)
     assert unit is not None
-    assert sorted(p.name for p in folder.iterdir()) == sorted([checkpoint.LATEST, unit.name])
+    names = {p.name for p in folder.iterdir()}
+    pointer = (folder / checkpoint.LATEST).read_text() if checkpoint.LATEST in names else None
+    older = names - {checkpoint.LATEST, unit.name}
+    assert older == ({pointer} if pointer not in (None, unit.name) else set()), names
+    assert pointer is not None or not older
     assert sorted(p.name for p in unit.iterdir()) == sorted([*checkpoint.MOMENTS, "state.json"])
     return unit
 
@@ -63,7 +69,9 @@ def test_an_interrupt_during_a_save_keeps_the_previous_unit(tmp_path: Path, mome
     monkeypatch.setattr(checkpoint, "write_output", counted(real_write))
     with pytest.raises(KeyboardInterrupt):
         train(folder, 2, resume=True)
-    assert consistent(folder) == before  # epoch 1 is still the unit, nothing half-written
+    # During a file of the unit: epoch 1 is still the unit, nothing half-written. During the
+    # pointer: epoch 2 is complete and in place, so it is kept and a resume continues from it.
+    assert consistent(folder) == (before if moment < 5 else folder / "epoch-000002")
     monkeypatch.undo()
     result, _ = train(folder, 2, resume=True)
     assert result.epochs == 2 and consistent(folder).name == "epoch-000002"

@@ -128,10 +128,14 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
         os.replace(staging, unit)
         placed = True
         write_output(folder / LATEST, unit.name.encode(), force=True)
-    except BaseException:  # interrupted or failed: the folder is as it was
-        if placed:  # this save's own unit, never named in LATEST: taken back
-            os.replace(unit, staging)
-        shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:  # interrupted or failed
+        if placed:  # complete and in place, only not yet named in LATEST: kept, since a resume
+            # proves it complete whatever LATEST says (taking it back would lose a unit that a
+            # reader may already have seen); what it replaced under --force is superseded
+            if aside is not None:
+                shutil.rmtree(aside, ignore_errors=True)
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # not placed: the folder is as it was
         if aside is not None and (aside / unit.name).exists():
             os.replace(aside / unit.name, unit)
         if aside is not None:
