@@ -144,7 +144,7 @@ def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
 
     model = check_model_argument(args.model)
     return {"model": model, "framework": args.framework, "layout": args.input_layout,
-            "output": args.output, "rules": read_rules(args.map) if args.map else None,
+            "output": args.output, "rules": read_rules(args.map, spec) if args.map else None,
             "conventions": convention_texts(spec), "entry": worker_framework(model, args.framework)}
 
 

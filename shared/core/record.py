@@ -27,7 +27,7 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, ClassVar, Literal, NoReturn, Self, TypeVar, get_args, get_origin, get_type_hints
 
-from shared.core.documents import decode_json, decode_toml, is_file, read_text
+from shared.core.documents import check_regular, decode_json, decode_toml, names_a_path, read_text
 from shared.errors import SpecError
 
 TRUE_WORDS = ("true", "1", "yes", "on")
@@ -91,6 +91,7 @@ class Record:
     def from_file(cls, path: str | Path) -> Self:
         path = Path(path)
         where = f"{cls.KIND} file {str(path)!r}"
+        check_regular(path, where)  # a directory, FIFO or device named as one, before its suffix
         suffix = path.suffix.lower()
         if suffix not in FILE_SUFFIXES:
             raise SpecError(f"{where} is neither .json nor .toml (its suffix is {suffix or 'empty'!r})")
@@ -106,7 +107,7 @@ class Record:
             return named[text]
         if text.startswith("{"):
             return cls.from_json(text)
-        if is_file(text):
+        if names_a_path(text):
             return cls.from_file(text)
         raise SpecError(f"{flag} {shown(value)} is neither a {noun} ({', '.join(named)}) nor a "
                         f"{cls.KIND} file nor a JSON document")

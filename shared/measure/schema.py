@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.core.files import read_text
 from shared.core.weights import atomic_write_bytes
 from shared.errors import InputError, PortbenchError
 
@@ -136,12 +137,7 @@ def _validate_row(row: Any, where: str) -> None:
 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"results file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"results file {str(path)!r} is not readable ({exc})") from None
+    text = read_text(path, "results file")  # a regular file only: a FIFO or /dev/zero never hangs
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
