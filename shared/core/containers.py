@@ -69,7 +69,7 @@ def npy_from_stream(stream: IO[bytes], size: int, where: str, error: Error,
     if declared != left:
         raise error(f"{where}: its header declares a {dtype} array of shape {shape} ({declared:,} bytes) "
                     f"but {left:,} bytes follow the header; the file is truncated or not an np.save file")
-    if expect is not None:
+    if expect is not None:  # the caller's shape, dtype and budget, on what the file truly holds
         expect(shape, dtype)
     check_bytes_fit(declared, f"{where} declares", error)
     data = _read_exactly(stream, declared, where, error)
