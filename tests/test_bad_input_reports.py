@@ -88,7 +88,8 @@ REFUSED_FIELDS = [
     ((*EAGER, "q1"), 0.0025, "median 0.002 lies outside its quartiles q1 0.0025 .. q3 0.0025"),
     ((*EAGER, "n"), 0, "forward_eager.n is 0, expected an integer >= 1"),
     ((*EAGER, "samples"), [0.001, "0.002"], "forward_eager.samples[1] is '0.002'"),
-    ((*CHECK, "max_abs_err"), "2e-7", "equivalence.eager.max_abs_err is '2e-7', expected a non-negative number"),
+    ((*CHECK, "max_abs_err"), "2e-7",
+     "equivalence.eager.max_abs_err is '2e-7', expected a non-negative number"),
     ((*CHECK, "atol"), "5e-6", "equivalence.eager.atol is '5e-6'"),
     ((*CHECK, "passed"), "no", "equivalence.eager.passed is 'no', expected a boolean"),
     ((*CHECK, "passed"), 0, "equivalence.eager.passed is 0, expected a boolean"),
@@ -131,8 +132,8 @@ def test_a_missing_spec_hash_is_refused_not_ranked_with_another_spec(tmp_path: P
 def test_an_unranked_row_may_lack_the_ranking_conditions(tmp_path: Path) -> None:
     """An `unavailable` row (a framework not installed) states no spec: it is shown, not ranked."""
     doc = results_doc()
-    doc["runs"].append({"framework": "onnx", "status": "unavailable", "reason": "onnxruntime is not installed",
-                        "conditions": {}, "phases": {}, "memory": {}})
+    doc["runs"].append({"framework": "onnx", "status": "unavailable", "conditions": {}, "phases": {},
+                        "memory": {}, "reason": "onnxruntime is not installed"})
     write(tmp_path, "r.json", doc)
     outcome = run_cli("report", "r.json", "--html", "page.html", cwd=tmp_path)
     assert outcome.code == 0, outcome.stderr
