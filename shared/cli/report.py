@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.core.terminal import printable
 from shared.errors import InputError, PortbenchError
 
 ORDER = 45
@@ -84,10 +85,10 @@ def run(args: argparse.Namespace) -> int:
             schema.check_writable(path, args.force)
     rows, sources = merge(args.files)
     print(output.table(rows, args.rank_by, args.allow_mixed))
-    for s in sources:
-        env = s["environment"]
-        print(f"  {s['source']}: {s['file']} ({s['created']}; {env.get('cpu_model')}; "
-              f"git {str(env.get('git_revision'))[:10]}{'+dirty' if env.get('git_dirty') else ''})")
+    for s in sources:  # every field is the file's text: printed escaped (shared/core/terminal.py)
+        env, dirty = s["environment"], "+dirty" if s["environment"].get("git_dirty") else ""
+        print(printable(f"  {s['source']}: {s['file']} ({s['created']}; {env.get('cpu_model')}; "
+                        f"git {str(env.get('git_revision'))[:10]}{dirty})"))
     written = []
     if args.json_path:
         doc = schema.new_results(host_record(), {"merged": [s["conditions"] for s in sources]}, rows,
@@ -109,5 +110,5 @@ def run(args: argparse.Namespace) -> int:
         write_output(args.html_path, page.encode(), force=args.force)
         written.append(args.html_path)
     if written:
-        print("wrote " + ", ".join(written))
+        print(printable("wrote " + ", ".join(written)))
     return 0

@@ -28,6 +28,7 @@ from types import NoneType, UnionType
 from typing import Any, ClassVar, Literal, NoReturn, Self, TypeVar, get_args, get_origin, get_type_hints
 
 from shared.core.documents import check_regular, decode_json, decode_toml, names_a_path, read_text
+from shared.core.terminal import has_control
 from shared.errors import SpecError
 
 TRUE_WORDS = ("true", "1", "yes", "on")
@@ -259,6 +260,8 @@ def _mismatch(value: Any, declared: Any) -> str | None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             return "text without unpaired surrogates"
+        if has_control(value):  # a name is printed: an escape sequence would act on the terminal
+            return "text without control characters (escape sequences, newlines, tabs)"
     return None
 
 

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from shared.core.terminal import printable
 from shared.core.weights import atomic_write_bytes
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
@@ -84,6 +85,8 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
         notes.extend(row_notes(row))
     roof = roof_line(rows)
+    lines = [[printable(cell) for cell in line] for line in lines]  # a results file's text, escaped
+    notes = [printable(note) for note in notes]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
