@@ -27,5 +27,4 @@ def has_control(text: str) -> bool:
 
 
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match[0])
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return repr(match[0])[1:-1]  # Python's own escape: \n, \r, \t, \x1b, \x9b, \u202e
