@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
 from tests.refusals import refused_promptly
 
@@ -24,6 +26,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "map": (("verify", "--spec", "quadrant", "--model", "mine.py:build", "--map"), "map file"),
     "checkpoint": (("convert", "--from", "big_vision", "--out", "w.safetensors", "--in"), "checkpoint"),
     "source": (("audit", "--source"), "source file"),
+    "config": (("convert", "--from", "hf", "--in", "m.safetensors", "--out", "w.safetensors", "--config"),
+               "config"),
 }
 KINDS = {"directory": "is a directory", "fifo": "is a FIFO (named pipe)", "device": "is a character device"}
 
@@ -44,6 +48,7 @@ def make(folder: Path, kind: str) -> str:
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_path_that_is_not_a_regular_file_is_named_not_read(tmp_path: Path, command: str, kind: str) -> None:
     (tmp_path / "mine.py").write_text(MODEL)
+    save_file({"x": np.zeros(2, np.float32)}, str(tmp_path / "m.safetensors"))  # for the config case
     given = make(tmp_path, kind)
     argv, what = COMMANDS[command]
     line = refused_promptly(tmp_path, *argv, given, seconds=60)

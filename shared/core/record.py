@@ -35,6 +35,9 @@ TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 NULL_WORDS = ("none", "null", "")
 FILE_SUFFIXES = (".json", ".toml")
+# A record's name is printed on every line that speaks of it (headers, progress, tables): an
+# escape sequence or a newline in it would act on the terminal, so it holds none.
+NAME_FIELD = "name"
 Named = TypeVar("Named")
 
 
@@ -235,11 +238,14 @@ def _parse(kind: str, name: str, text: str, declared: Any) -> Any:
 
 def check_declared(record: Record) -> None:
     """Refuse a field whose value is not among its `Literal` choices, a non-boolean for a
-    `bool` field or a non-text (or unpaired-surrogate) value for a `str` field. Numbers and
+    `bool` field, a non-text (or unpaired-surrogate) value for a `str` field or a `name` with a
+    control character. Numbers and
     tuples are left to each record, which states their ranges."""
     for name, declared in field_types(type(record)).items():
         value = getattr(record, name)
         expected = _mismatch(value, declared)
+        if not expected and name == NAME_FIELD and isinstance(value, str) and has_control(value):
+            expected = "text without control characters (escape sequences, newlines, tabs)"
         if expected:
             fail(record.KIND, name, value, expected)
 
@@ -260,8 +266,6 @@ def _mismatch(value: Any, declared: Any) -> str | None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             return "text without unpaired surrogates"
-        if has_control(value):  # a name is printed: an escape sequence would act on the terminal
-            return "text without control characters (escape sequences, newlines, tabs)"
     return None
 
 
