@@ -238,9 +238,8 @@ def _parse(kind: str, name: str, text: str, declared: Any) -> Any:
 
 def check_declared(record: Record) -> None:
     """Refuse a field whose value is not among its `Literal` choices, a non-boolean for a
-    `bool` field, a non-text (or unpaired-surrogate) value for a `str` field or a `name` with a
-    control character. Numbers and
-    tuples are left to each record, which states their ranges."""
+    `bool` field, a non-text (or unpaired-surrogate) value for a `str` field, or a `name` with a
+    control character. Numbers and tuples are left to each record, which states their ranges."""
     for name, declared in field_types(type(record)).items():
         value = getattr(record, name)
         expected = _mismatch(value, declared)
