@@ -138,3 +138,14 @@ def test_an_unranked_row_may_lack_the_ranking_conditions(tmp_path: Path) -> None
     outcome = run_cli("report", "r.json", "--html", "page.html", cwd=tmp_path)
     assert outcome.code == 0, outcome.stderr
     assert "onnx" in outcome.stdout and (tmp_path / "page.html").is_file()
+
+
+def test_a_sweep_fit_and_a_roofline_phase_are_checked_too(tmp_path: Path) -> None:
+    doc = results_doc()
+    doc["sweep"] = {"fits": {"torch": {"points": 3, "time": {"batch": "0.9", "tokens": None}}}}
+    write(tmp_path, "s.json", doc)
+    refused(tmp_path, "report", "s.json", "--html", "p.html", expect="'sweep'.fits.torch.time.batch is '0.9'")
+    doc = broken((*ROW, "roofline", "phases", "bogus"), {"gflops": 1.0, "fraction": 0.1})
+    write(tmp_path, "r.json", doc)
+    refused(tmp_path, "report", "r.json", "--html", "p.html",
+            expect="roofline has unknown phase(s) ['bogus']")

@@ -137,8 +137,20 @@ ROW = obj({"framework": typed(str, optional=False), "status": one_of(*ROW_STATUS
            "param_count_spec": COUNT, "worker_wall_seconds": SECONDS,
            "sweep_point": obj({"batch": typed(int, low=1), "tokens": COUNT, "image": items(COUNT)})},
           required=("framework", "status", "conditions", "phases", "memory"), optional=False)
+SLOPES = obj({"batch": typed(float), "tokens": typed(float)})  # fitted exponents: any sign
+FIT = obj({"points": COUNT, "time": SLOPES, "memory": SLOPES, "memory_source": TEXT}, optional=False)
 ENVIRONMENT = obj({"hostname": TEXT, "cpu_model": TEXT, "git_revision": TEXT, "git_dirty": typed(bool),
                    "cpu_count": COUNT}, optional=False)
+
+
+# the top-level fields (the required ones are checked present first, in schema.validate)
+TOP_TYPES: dict[str, Check] = {
+    "created": typed(str, optional=False), "command": items(TEXT, optional=False), "environment": ENVIRONMENT,
+    "conditions": obj(optional=False), "runs": items(obj(optional=False), optional=False),
+    "merged_from": items(obj({"file": TEXT, "source": TEXT, "created": TEXT, "environment": ENVIRONMENT,
+                              "conditions": obj(optional=False)}, optional=False)),
+    "sweep": obj({"fits": obj(each=FIT)}), "factorial": obj(),
+}
 
 
 def check_row(row: Any, where: str, phase_names: tuple[str, ...]) -> None:
@@ -150,6 +162,9 @@ def check_row(row: Any, where: str, phase_names: tuple[str, ...]) -> None:
                           f"{', '.join(phase_names)}")
     for name, phase in row["phases"].items():
         timed_phase(phase, f"{where}.phases.{name}")
+    roofed = sorted(set((row.get("roofline") or {}).get("phases") or {}) - set(phase_names))
+    if roofed:
+        raise SchemaError(f"{where}.roofline has unknown phase(s) {roofed}")
     for key, value in row["memory"].items():
         if key.endswith("_bytes"):
             COUNT(value, f"{where}.memory.{key}")

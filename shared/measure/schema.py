@@ -15,7 +15,7 @@ from shared.core.documents import unique_keys
 from shared.core.files import read_text
 from shared.core.weights import atomic_write_bytes
 from shared.errors import PortbenchError
-from shared.measure.results_types import ENVIRONMENT, TEXT, Check, SchemaError, check_row, items, obj, typed
+from shared.measure.results_types import TOP_TYPES, SchemaError, check_row
 
 SCHEMA_NAME = "portbench-results"
 SCHEMA_VERSION = 1
@@ -80,15 +80,6 @@ def validate(doc: Any, source: str) -> dict[str, Any]:
     for i, row in enumerate(doc["runs"]):
         check_row(row, f"{source}: runs[{i}]", PHASE_NAMES)
     return doc
-
-
-TOP_TYPES: dict[str, Check] = {
-    "created": typed(str, optional=False), "command": items(TEXT, optional=False), "environment": ENVIRONMENT,
-    "conditions": obj(optional=False), "runs": items(obj(optional=False), optional=False),
-    "merged_from": items(obj({"file": TEXT, "source": TEXT, "created": TEXT, "environment": ENVIRONMENT,
-                              "conditions": obj(optional=False)}, optional=False)),
-    "sweep": obj({"fits": obj(each=obj(optional=False))}), "factorial": obj(),
-}
 
 
 def load(path: str | Path) -> dict[str, Any]:
