@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from adversarial import refused
 
+from tests.refusals import refused_promptly
+
 CASES = [
     (("verify", "--spec", "quadrant", "--frameworks", "torch", "--precision", "mixed"),
      "--precision mixed with --dtype float32"),
@@ -71,7 +73,7 @@ def test_a_rung_not_offered_is_the_same_refusal_for_time_and_verify(
     """Before, `time` wrote results with a CRASHED row and exited 1; now it refuses before any
     worker, as verify does: exit 2, one line, nothing written."""
     outputs = ("--json", "r.json") if command != "verify" else ()
-    line = refused(tmp_path, command, "--spec", "quadrant", *argv, *outputs, expect=expect)
+    line = refused_promptly(tmp_path, command, "--spec", "quadrant", *argv, *outputs, expect=expect)
     assert line.startswith("error: no framework could run here: "), line
     assert not (tmp_path / "results").exists()
 
@@ -79,9 +81,9 @@ def test_a_rung_not_offered_is_the_same_refusal_for_time_and_verify(
 def test_a_rung_refused_in_the_worker_is_unavailable_not_crashed(tmp_path: Path) -> None:
     """`--device auto` (time's default): only the worker knows the device it resolved to; its
     refusal is the same function's, and the row is `unavailable` as verify's would be."""
-    refused(tmp_path, "time", "--spec", "quadrant", "--frameworks", "torch", "--allow-tf32", "--json",
-            "r.json", "--modes", "eager",
-            expect="no framework could run here: torch: TF32 is a CUDA tensor-core mode")
+    refused_promptly(tmp_path, "time", "--spec", "quadrant", "--frameworks", "torch", "--allow-tf32",
+                     "--json", "r.json", "--modes", "eager", seconds=300,
+                     expect="no framework could run here: torch: TF32 is a CUDA tensor-core mode")
 
 
 def test_a_framework_without_the_rung_is_an_unavailable_row_beside_those_that_run() -> None:
