@@ -38,6 +38,15 @@ def run(argv: list[str] | None) -> int:
         return int(args.run(args) or 0)
 
 
+def print_error(message: object) -> None:
+    """The one place an `error:` line is printed: control characters in it (a spec name, a
+    model's own message, a file's contents) are escaped, so it is one line and changes nothing
+    on the terminal (shared/core/terminal.py)."""
+    from shared.core.terminal import printable
+
+    print(f"error: {printable(message)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     with terminate_unwinds():
         return _main(argv)
@@ -65,10 +74,10 @@ def _main(argv: list[str] | None) -> int:
     try:
         return run(argv)
     except PortbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print_error(exc)
         return 2
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        print_error("interrupted")
         return 130
     except BrokenPipeError:  # `compare.py spec ... | head`: the reader left; not an error
         sys.stderr.close()
@@ -79,13 +88,13 @@ def _main(argv: list[str] | None) -> int:
         return 2
     except OSError as exc:  # an unwritable folder, a full disk: name the file, no traceback
         where = f" {exc.filename!r}" if exc.filename else ""
-        print(f"error: cannot use{where}: {exc.strerror or exc}", file=sys.stderr)
+        print_error(f"cannot use{where}: {exc.strerror or exc}")
         return 2
     except Exception as exc:  # a portbench bug: one line that says so; the traceback on request
         if os.environ.get("PORTBENCH_DEBUG"):
             raise
-        print(f"error: internal error {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
-              "(a portbench bug; PORTBENCH_DEBUG=1 shows the traceback)", file=sys.stderr)
+        print_error(f"internal error {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+                    "(a portbench bug; PORTBENCH_DEBUG=1 shows the traceback)")
         return 3
 
 

@@ -20,10 +20,12 @@ first divergent tensor, default True), `frameworks` (our ports to run beside you
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
 from shared.core.spec import ModelSpec
+from shared.errors import InputError
 
 __all__ = ["Result", "assert_equivalent", "check"]
 
@@ -46,13 +48,31 @@ def _spec(spec: ModelSpec | str) -> ModelSpec:
     return spec if isinstance(spec, ModelSpec) else resolve_spec(spec, [])
 
 
+OPTIONS = ("framework", "layout", "output", "weights", "rules", "batch", "trace", "frameworks")
+
+
+def _batch(options: dict[str, Any]) -> int:
+    """The options, checked as `compare.py` checks its flags: an unknown name or a batch that is
+    not a positive integer is one InputError line, not a bare ValueError or TypeError."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InputError(f"portbench.check: unknown option {unknown[0]!r}; expected some of: "
+                         f"{', '.join(OPTIONS)}")
+    batch = options.pop("batch", 4)
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
+        raise InputError(f"portbench.check: batch is {batch!r:.40}, expected a positive integer (the probe "
+                         "batch size)")
+    return int(batch)
+
+
 def check(model: Any, spec: ModelSpec | str, **options: Any) -> Result:
     """Is `model` the function `spec` describes? See the module docstring for the options."""
     from shared.core.inputs import probe_batch
     from shared.teaching import user_model
 
+    batch = _batch(options)
     resolved = _spec(spec)
-    images = probe_batch(resolved, int(options.pop("batch", 4)))
+    images = probe_batch(resolved, batch)
     trace = bool(options.pop("trace", True))
     frameworks = options.pop("frameworks", None)
     if isinstance(model, str):

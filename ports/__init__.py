@@ -27,6 +27,9 @@ class PortEntry:
     install_hint: str
     env: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    # the rungs this entry does not offer: "mixed" (every mixed rung) or "float32-only" (every
+    # rung but float32), each with why; `rung_refusal` reads it
+    refuses: dict[str, str] = field(default_factory=dict)
 
 
 PORTS: dict[str, PortEntry] = {
@@ -45,11 +48,14 @@ PORTS: dict[str, PortEntry] = {
                              description="the same Keras 3 code on the PyTorch backend"),
     "onnx": PortEntry("onnx", "ports.onnx", ("torch", "onnx", "onnxruntime"),
                       "pip install -e '.[torch,onnx]'",
-                      description="the torch port exported to ONNX, run by ONNX Runtime (CPU)"),
+                      description="the torch port exported to ONNX, run by ONNX Runtime (CPU)",
+                      refuses={"float32-only": "the extra ONNX backend exports the float32 torch port only"}),
     # MLX_ENABLE_TF32=0 before import: MLX's default 1 runs fp32 matmuls in TF32 on CUDA.
     "mlx": PortEntry("mlx", "ports.mlx", ("mlx",), "pip install -e '.[mlx]'",
                      env={"MLX_ENABLE_TF32": "0"},
-                     description="mlx.nn modules, lazy; mx.compile when compiled"),
+                     description="mlx.nn modules, lazy; mx.compile when compiled",
+                     refuses={"mixed": "MLX has no mixed precision (no autocast, no dtype policy, no "
+                                       "per-layer compute dtype); pass --precision pure"}),
 }
 NATIVE = ("torch", "keras", "flax", "mlx")  # the four parallel texts
 ALL = tuple(PORTS)
@@ -118,6 +124,21 @@ def resolve_device(name: str, module: ModuleType, requested: str) -> str:
     return requested
 
 
+def rung_refusal(name: str, precision, device: str) -> str | None:
+    """Why entry `name` cannot compute at `precision` on `device` (None: it can, or, for
+    `device` "auto", it cannot be known before the framework says which device it chose). The
+    one decision every command takes: `create_port` in a worker, and `time` and `verify` before
+    starting any worker, so a rung that is not offered is the same refusal everywhere."""
+    entry = PORTS[name]
+    if precision.tf32 and device not in ("cuda", "auto"):
+        return (f"{name}: TF32 is a CUDA tensor-core mode; on {device} float32 matmuls stay float32, so a "
+                "TF32 run here would be float32 by another name")
+    why = entry.refuses.get("mixed") if precision.mode == "mixed" else None
+    if precision.rung != "float32":
+        why = why or entry.refuses.get("float32-only")
+    return f"{name}: rung {precision.rung} is not offered: {why}" if why else None
+
+
 def create_port(name: str, spec, device: str = "cpu", precision=None):
     """A port of `spec` on `device` at a precision rung (`shared.core.precision`; float32 when
     None). A rung the framework cannot run here raises a one-line FrameworkUnavailable."""
@@ -125,7 +146,7 @@ def create_port(name: str, spec, device: str = "cpu", precision=None):
 
     module = load_port_module(name)
     resolved = resolve_device(name, module, device)
-    if precision is not None and precision.tf32 and resolved != "cuda":
-        raise FrameworkUnavailable(f"{name}: TF32 is a CUDA tensor-core mode; on {resolved} float32 matmuls "
-                                   "stay float32, so a TF32 run here would be float32 by another name")
+    refusal = rung_refusal(name, precision or FLOAT32, resolved)
+    if refusal:
+        raise FrameworkUnavailable(refusal)
     return module.Port(spec, device=resolved, precision=precision or FLOAT32)

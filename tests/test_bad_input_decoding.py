@@ -38,7 +38,7 @@ def test_toml_syntax_error_names_the_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("content, expect", [
-    (b"", "No data left in file"),
+    (b"", "is empty (0 bytes); expected a .npy array"),
     (b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2, 8, 8, 1), }",
      "is not a readable .npy array"),
     (b"not an array at all", "is not a readable .npy array"),

@@ -53,3 +53,28 @@ def test_every_command_with_a_batch_or_threads_option_uses_the_shared_definition
             # sweep's --batch is a list of points (1,8,64), read by its own one-line parser
             if {"--batch", "--threads"} & set(action.option_strings) and action.dest != "batches":
                 assert action.type is _options.positive_int, f"{name} {action.option_strings}"
+
+
+@pytest.mark.parametrize("options, expect", [
+    ({"batch": 0}, "portbench.check: batch is 0, expected a positive integer"),
+    ({"batch": -3}, "batch is -3, expected a positive integer"),
+    ({"batch": 2.5}, "batch is 2.5, expected a positive integer"),
+    ({"batch": "4"}, "batch is '4', expected a positive integer"),
+    ({"batch": True}, "batch is True, expected a positive integer"),
+    ({"batchsize": 4}, "portbench.check: unknown option 'batchsize'; expected some of: framework, layout"),
+])
+@pytest.mark.parametrize("model", ["mine.py:build", "an object"])
+def test_the_python_api_refuses_bad_options_in_one_line(tmp_path, model: str, options: dict,
+                                                        expect: str) -> None:
+    """Before, batch 0 raised a bare ValueError from deep inside; now, as the CLI's flags, one
+    InputError line before anything is built or started."""
+    import portbench
+    from shared.errors import InputError
+    from tests.refusals import child_pids
+
+    before = child_pids()
+    with pytest.raises(InputError) as info:
+        given = str(tmp_path / model) if model.endswith(".py:build") else object()
+        portbench.check(given, "quadrant", **options)
+    assert expect in str(info.value) and "\n" not in str(info.value)
+    assert child_pids() == before

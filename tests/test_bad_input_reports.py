@@ -71,3 +71,81 @@ def test_a_valid_file_still_reads(tmp_path: Path) -> None:
     write(tmp_path, "r.json", results_doc())
     outcome = run_cli("report", "r.json", cwd=tmp_path)
     assert outcome.code == 0 and "torch" in outcome.stdout, outcome.stderr
+
+
+# ---- every field a reader uses, checked once on load for the text table and the HTML page alike
+INF, NAN = float("inf"), float("nan")
+ROW = ("runs", "0")
+EAGER = (*ROW, "phases", "forward_eager")
+CHECK = (*ROW, "equivalence", "eager")
+REFUSED_FIELDS = [
+    ((*ROW, "conditions", "spec_hash"), None, "conditions.spec_hash is None, expected a value"),
+    ((*ROW, "conditions", "spec_hash"), "", "conditions.spec_hash is '', expected a value"),
+    ((*ROW, "conditions", "batch"), None, "conditions.batch is None, expected a value"),
+    ((*EAGER, "median"), INF, "forward_eager.median is inf, expected a non-negative number or null (finite)"),
+    ((*EAGER, "median"), NAN, "forward_eager.median is nan"),
+    ((*EAGER, "iqr"), -0.001, "forward_eager.iqr is -0.001, expected a non-negative number"),
+    ((*EAGER, "q1"), 0.0025, "median 0.002 lies outside its quartiles q1 0.0025 .. q3 0.0025"),
+    ((*EAGER, "n"), 0, "forward_eager.n is 0, expected an integer >= 1"),
+    ((*EAGER, "samples"), [0.001, "0.002"], "forward_eager.samples[1] is '0.002'"),
+    ((*CHECK, "max_abs_err"), "2e-7",
+     "equivalence.eager.max_abs_err is '2e-7', expected a non-negative number"),
+    ((*CHECK, "atol"), "5e-6", "equivalence.eager.atol is '5e-6'"),
+    ((*CHECK, "passed"), "no", "equivalence.eager.passed is 'no', expected a boolean"),
+    ((*CHECK, "passed"), 0, "equivalence.eager.passed is 0, expected a boolean"),
+    ((*ROW, "equivalence"), [], "runs[0].equivalence is [], expected an object or null"),
+    ((*ROW, "equivalence", "eager"), [True], "equivalence.eager is [True], expected an object"),
+    ((*ROW, "roofline"), [], "runs[0].roofline is [], expected an object or null"),
+    ((*ROW, "roofline", "gemm", "gflops"), "50", "roofline.gemm.gflops is '50'"),
+    ((*ROW, "roofline", "phases", "forward_eager", "fraction"), "0.2", "forward_eager.fraction is '0.2'"),
+    ((*ROW, "threads_applied"), [1], "runs[0].threads_applied is [1], expected an object or null"),
+    ((*EAGER,), [0.002], "phases.forward_eager is [0.002], expected an object"),
+    ((*ROW, "memory"), [], "runs[0].memory is [], expected an object"),
+    ((*ROW, "notes"), "contended", "runs[0].notes is 'contended', expected a list"),
+    (("environment", "git_dirty"), "no", "'environment'.git_dirty is 'no', expected a boolean"),
+    (("created",), 20261201, "'created' is 20261201, expected a string"),
+    (("command",), "compare.py time", "'command' is 'compare.py time', expected a list"),
+]
+
+
+@pytest.mark.parametrize("output", ["text", "html"])
+@pytest.mark.parametrize("path, value, expect", REFUSED_FIELDS)
+def test_every_field_a_reader_uses_is_checked_on_load(tmp_path: Path, path: tuple[str, ...], value: Any,
+                                                      expect: str, output: str) -> None:
+    write(tmp_path, "r.json", broken(path, value))
+    html = ("--html", "page.html") if output == "html" else ()
+    refused(tmp_path, "report", "r.json", *html, expect=expect)
+
+
+def test_a_missing_spec_hash_is_refused_not_ranked_with_another_spec(tmp_path: Path) -> None:
+    """Before, two rows without a spec_hash compared equal (None == None) and were ranked."""
+    doc = broken((*ROW, "conditions", "spec_name"), "vit-b16")
+    del doc["runs"][0]["conditions"]["spec_hash"]
+    write(tmp_path, "a.json", doc)
+    other = broken((*ROW, "conditions", "spec_name"), "quadrant")
+    del other["runs"][0]["conditions"]["spec_hash"]
+    other["created"] = "2026-12-02T00:00:00Z"
+    write(tmp_path, "b.json", other)
+    refused(tmp_path, "report", "a.json", "b.json", expect="a.json': runs[0].conditions.spec_hash is None")
+
+
+def test_an_unranked_row_may_lack_the_ranking_conditions(tmp_path: Path) -> None:
+    """An `unavailable` row (a framework not installed) states no spec: it is shown, not ranked."""
+    doc = results_doc()
+    doc["runs"].append({"framework": "onnx", "status": "unavailable", "conditions": {}, "phases": {},
+                        "memory": {}, "reason": "onnxruntime is not installed"})
+    write(tmp_path, "r.json", doc)
+    outcome = run_cli("report", "r.json", "--html", "page.html", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    assert "onnx" in outcome.stdout and (tmp_path / "page.html").is_file()
+
+
+def test_a_sweep_fit_and_a_roofline_phase_are_checked_too(tmp_path: Path) -> None:
+    doc = results_doc()
+    doc["sweep"] = {"fits": {"torch": {"points": 3, "time": {"batch": "0.9", "tokens": None}}}}
+    write(tmp_path, "s.json", doc)
+    refused(tmp_path, "report", "s.json", "--html", "p.html", expect="'sweep'.fits.torch.time.batch is '0.9'")
+    doc = broken((*ROW, "roofline", "phases", "bogus"), {"gflops": 1.0, "fraction": 0.1})
+    write(tmp_path, "r.json", doc)
+    refused(tmp_path, "report", "r.json", "--html", "p.html",
+            expect="roofline has unknown phase(s) ['bogus']")

@@ -142,7 +142,7 @@ def test_missing_files_and_checkpoint_configs_decode_the_same_way(tmp_path) -> N
     missing = tmp_path / "nope.json"
     with pytest.raises(SpecError) as info:
         Lamp.from_file(missing)
-    assert str(info.value) == f"lamp file {str(missing)!r} cannot be read: No such file or directory"
+    assert str(info.value) == f"lamp file {str(missing)!r} does not exist"
     config = tmp_path / "config.json"
     for content, problem in [(b"\xff{}", "is not UTF-8 text: byte 0xff at offset 0 (invalid start byte)"),
                              (b'"text"', "holds a JSON string, expected an object of fields"),

@@ -10,14 +10,16 @@ misshapen tensors are derived, so each mapping is written once.
 from __future__ import annotations
 
 import io
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shared.core.budget import check_bytes_fit
+from shared.core.containers import read_npz, safetensors_header
 from shared.core.documents import decode_json, read_text
+from shared.core.files import open_user_file
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError, WeightsError
 
@@ -33,8 +35,7 @@ def read_tensors(path: str | Path) -> Raw:
     (loaded with weights_only=True: plain tensors only, never arbitrary objects) or an `.npz`
     (allow_pickle=False). Every failure is one line naming the file."""
     path = Path(path)
-    if not path.is_file():
-        raise WeightsError(f"checkpoint {str(path)!r} does not exist")
+    open_user_file(path, f"checkpoint {str(path)!r}", WeightsError).close()  # a FIFO, a directory: named
     suffix = path.suffix.lower()
     if suffix == ".safetensors":
         raw = _read_safetensors(path)
@@ -54,6 +55,9 @@ def _read_safetensors(path: Path) -> Raw:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
+    where = f"checkpoint {str(path)!r}"
+    declared, _ = safetensors_header(path, where, WeightsError)  # sizes and dtypes, before any data
+    check_bytes_fit(sum(d.nbytes for d in declared.values()), f"{where} declares", WeightsError)
     try:
         return dict(load_file(str(path)))
     except (SafetensorError, OSError, ValueError, TypeError) as exc:
@@ -103,12 +107,7 @@ def _state_dict_of(path: Path, obj: Any) -> Raw:
 
 
 def _read_npz(path: Path) -> Raw:
-    try:
-        with np.load(str(path), allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # BadZipFile: truncated
-        raise WeightsError(f"checkpoint {str(path)!r} is not a readable .npz of plain arrays "
-                           f"({_first_line(exc)[:160]})") from None
+    return read_npz(path, f"checkpoint {str(path)!r}", WeightsError)
 
 
 def _as_float32(path: Path, name: str, value: np.ndarray) -> np.ndarray:

@@ -52,7 +52,7 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
             raise WeightsError(f"hf checkpoint {str(path)!r}: no {' or '.join(WEIGHT_FILES)} in the "
                                "directory (sharded checkpoints are not supported)")
         path = found[0]
-    if config is None or not config.is_file():
+    if config is None or not config.exists():  # a directory or FIFO is named by read_config
         raise SpecError(f"hf checkpoint {str(path)!r}: config.json is needed (pass --config PATH); it "
                         "holds the head count and LayerNorm eps the tensors cannot tell")
     return read_tensors(path), read_config(config), repr(str(path))

@@ -55,7 +55,9 @@ class OneLineParser(argparse.ArgumentParser):
     error, instead of a usage block."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+        from shared.core.terminal import printable  # an argument is the user's text: escaped
+
+        self.exit(2, f"error: {self.prog}: {printable(message)} (see {self.prog} --help)\n")
 
 
 def add_precision(parser: argparse.ArgumentParser) -> None:

@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ports import installed, parse_frameworks
 from shared.core.presets import resolve_spec
-from shared.errors import InputError
 from shared.teaching.audit import audit_file, audit_ports
 
 ORDER = 63
@@ -34,10 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if args.source:
         findings = []
         for name in args.source:
-            path = Path(name)
-            if not path.is_file():
-                raise InputError(f"source file {name!r} does not exist")
-            findings += audit_file(path)
+            findings += audit_file(name)
         checked = [f"source of {', '.join(args.source)}"]
     else:
         default = tuple(n for n, reason in installed().items() if reason is None)

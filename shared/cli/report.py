@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.core.terminal import printable
 from shared.errors import InputError, PortbenchError
 
 ORDER = 45
@@ -87,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
     check_distinct({f"--{name}": path for name, path in outputs.items()})
     rows, sources = merge(args.files)
     print(output.table(rows, args.rank_by, args.allow_mixed))
-    for s in sources:
-        env = s["environment"]
-        print(f"  {s['source']}: {s['file']} ({s['created']}; {env.get('cpu_model')}; "
-              f"git {str(env.get('git_revision'))[:10]}{'+dirty' if env.get('git_dirty') else ''})")
+    for s in sources:  # every field is the file's text: printed escaped (shared/core/terminal.py)
+        env, dirty = s["environment"], "+dirty" if s["environment"].get("git_dirty") else ""
+        print(printable(f"  {s['source']}: {s['file']} ({s['created']}; {env.get('cpu_model')}; "
+                        f"git {str(env.get('git_revision'))[:10]}{dirty})"))
     from shared.core.files import Outputs
 
     with Outputs(args.force, make_folders=True) as staged:  # every output, or none
@@ -113,5 +114,5 @@ def run(args: argparse.Namespace) -> int:
             written.append(staged.add(args.html_path, page.encode()))
         staged.publish()
     if written:
-        print("wrote " + ", ".join(str(p) for p in written))
+        print(printable("wrote " + ", ".join(str(p) for p in written)))
     return 0

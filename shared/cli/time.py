@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from shared.cli._options import add_batch, add_device, add_precision, add_threads, add_timeout
@@ -87,10 +88,12 @@ def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...
 
 
 def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
+                      refusal: Callable[[str], str | None] | None = None,
                       ) -> tuple[list[str], list[dict[str, Any]]]:
-    """(runnable names, rows for named-but-not-installed ones). Unknown names are an error.
-    Without names: the installed ones of `default` (None: every installed one); 'all': every
-    installed one."""
+    """(runnable names, an `unavailable` row for each one that is not installed or that
+    `refusal` refuses: `ports.rung_refusal` at the run's rung, the decision `verify` and every
+    worker take, here before any worker starts). Unknown names are an error. Without names:
+    the installed ones of `default` (None: every installed one); 'all': every installed one."""
     from ports import PORTS, installed, missing_requirement
 
     if text is None or text.strip() == "all":
@@ -99,15 +102,15 @@ def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
         if not names:
             raise FrameworkUnavailable("no framework is installed; install one of the extras, "
                                        "e.g. pip install -e '.[torch]'")
-        return names, []
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    else:
+        names = [n.strip() for n in text.split(",") if n.strip()]
     for n in names:
         if n not in PORTS:
             raise FrameworkUnavailable(f"unknown framework {n!r}; expected one of: {', '.join(PORTS)}")
-    runnable = [n for n in names if missing_requirement(n) is None]
-    missing = [{"framework": n, "status": "unavailable", "reason": missing_requirement(n),
-                "conditions": {}, "phases": {}, "memory": {}} for n in names if n not in runnable]
-    return runnable, missing
+    why = {n: missing_requirement(n) or (refusal(n) if refusal else None) for n in names}
+    missing = [{"framework": n, "status": "unavailable", "reason": why[n], "conditions": {}, "phases": {},
+                "memory": {}} for n in names if why[n]]
+    return [n for n in names if not why[n]], missing
 
 
 def build_config(args: argparse.Namespace, spec: Any) -> Any:
@@ -149,7 +152,7 @@ def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
 
     model = check_model_argument(args.model)
     return {"model": model, "framework": args.framework, "layout": args.input_layout,
-            "output": args.output, "rules": read_rules(args.map) if args.map else None,
+            "output": args.output, "rules": read_rules(args.map, spec) if args.map else None,
             "conventions": convention_texts(spec), "entry": worker_framework(model, args.framework)}
 
 
@@ -197,6 +200,7 @@ def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: d
 
 
 def run(args: argparse.Namespace) -> int:
+    from ports import rung_refusal
     from shared.core.presets import resolve_spec
     from shared.measure import factorial, output, schema
     from shared.measure.environment import host_record, utc_now
@@ -208,7 +212,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         specs = [resolve_spec(args.spec, args.overrides)]
     configs = [build_config(args, s) for s in specs]
-    frameworks, missing = choose_frameworks(args.frameworks, getattr(args, "default_frameworks", None))
+    frameworks, missing = choose_frameworks(args.frameworks, getattr(args, "default_frameworks", None),
+                                            lambda n: rung_refusal(n, configs[0].precision, args.device))
+    if missing and not frameworks and not configs[0].user:  # as `verify` refuses it, before any worker
+        raise FrameworkUnavailable(f"no framework could run here: {missing[0]['reason']}")
     stem = "-vs-".join(s.name for s in specs)
     paths = output_paths(args, stem)
     host = host_record()

@@ -17,7 +17,10 @@
 - `tolerance`: the project's logit tolerance.
 - `equivalence`: the one verdict (vs the reference, pairwise, parameter count, finiteness).
 - `budget`: the memory a spec needs, refused before anything is allocated.
-- `files`: atomic, exclusive writes of what a user asked for; reads that name the file.
+- `files`: atomic, exclusive writes of what a user asked for; the one checked opener every read
+  of a user's file goes through (a directory, FIFO or device is named, never read).
+- `containers`: `.npy` / `.npz` / safetensors read without trusting their headers' sizes.
+- `terminal`: user text made printable (control characters escaped).
 - `summary`: the spec's layer table and plain-text tables.
 
 Imports only NumPy, the standard library and `shared.errors`; nothing here knows a framework,

@@ -148,9 +148,13 @@ def by_table(spec: ModelSpec, native: dict[str, Shape], table: Table) -> Binding
     return Binding(spec, plan.links, table.name, {link.native: f"{table.name} table" for link in plan.links})
 
 
-def read_rules(path: str) -> str:
+def read_rules(path: str, spec: ModelSpec | None = None) -> str:
     """`--map rules.toml`: a [map] table of "your-name-pattern" = "canonical-pattern" or
-    ["canonical-pattern", "layout"], patterns in the mapping tables' `{i}` syntax -> table rows."""
+    ["canonical-pattern", "layout"], patterns in the mapping tables' `{i}` syntax -> table rows.
+    Anything else in the file is refused by name: another top-level key, a row of another shape
+    (a number, a nested table, a list of three), an unknown layout and, given `spec`, a
+    canonical pattern that names none of its tensors (a row that silently bound nothing would
+    leave the binding to the conventions, and the verdict would not be about the user's rows)."""
     from pathlib import Path
 
     where = f"map file {path!r}"
@@ -158,13 +162,46 @@ def read_rules(path: str) -> str:
     rows = data.get("map")
     if not isinstance(rows, dict) or not rows:
         raise WeightsError(f"{where}: expected a [map] table of \"your-name\" = \"canonical-name\" rows")
-    lines = []
-    for native, target in rows.items():
-        canonical, lay = (target, "same") if isinstance(target, str) else (*tuple(target), "same")[:2]
-        if not isinstance(canonical, str) or not isinstance(lay, str) or " " in native + canonical:
-            raise WeightsError(f"{where}: row {native!r} must be a canonical name or [name, layout]")
-        lines.append(f"{canonical} {native} {lay}")
-    return "\n".join(lines)
+    extra = [key for key in data if key != "map"]
+    if extra:
+        raise WeightsError(f"{where}: top-level key {extra[0]!r} is not part of the format; expected only "
+                           "a [map] table of \"your-name\" = \"canonical-name\" rows")
+    return "\n".join(_rule_line(where, native, target, spec) for native, target in rows.items())
+
+
+def _rule_line(where: str, native: str, target: object, spec: ModelSpec | None) -> str:
+    """One `--map` row as a table line "canonical native layout", checked."""
+    parts = [target] if isinstance(target, str) else target if isinstance(target, list) else []
+    canonical, lay = (*parts, "same")[:2] if 1 <= len(parts) <= 2 else ("", "")
+    if not all(isinstance(t, str) and t and "#" not in t and not any(c.isspace() for c in t)
+               for t in (native, canonical, lay)):
+        raise WeightsError(f"{where}: row {native!r} = {target!r:.80} must be \"canonical-name\" or "
+                           "[\"canonical-name\", \"layout\"] (names without spaces or #)")
+    if lay not in mapping.LAYOUTS:
+        raise WeightsError(f"{where}: row {native!r} = {target!r:.80}: layout {lay!r} is unknown; expected "
+                           f"one of: {', '.join(mapping.LAYOUTS)}")
+    row = Table(f"{canonical} {native} {lay}", where).rows[0]
+    if spec is not None and not any(row.pattern.fullmatch(c) for c in spec.derived.tensor_shapes):
+        raise WeightsError(f"{where}: row {native!r} = {canonical!r} names no tensor of spec {spec.name!r} "
+                           f"(its tensors are e.g. {', '.join(list(spec.derived.tensor_shapes)[:3])})")
+    return f"{canonical} {native} {lay}"
+
+
+def check_rows_used(spec: ModelSpec, native: dict[str, Shape], rules: Table) -> None:
+    """Every `--map` row names parameters the model has: a row that matches nothing would be
+    ignored, and the binding (and a PASS) would come from a convention instead."""
+    for row in rules.rows:
+        names = {row.native_name(m.groupdict()) for c in spec.derived.tensor_shapes
+                 if (m := row.pattern.fullmatch(c))}
+        if not names:
+            raise WeightsError(f"map file row {row.native!r} = {row.canonical!r} names no tensor of spec "
+                               f"{spec.name!r}")
+        missing = sorted(names - set(native))
+        if missing:
+            count = f" ({len(missing)} of the {len(names)} it names missing)" if len(names) > 1 else ""
+            raise WeightsError(f"map file row {row.native!r} = {row.canonical!r}: your model has no "
+                               f"parameter {missing[0]!r}{count}; its parameters are e.g. "
+                               f"{', '.join(list(native)[:3])}")
 
 
 def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
@@ -172,6 +209,8 @@ def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framewo
     """The binding of a user's parameters: conventions, then structure, then the rename rows."""
     native = {n: tuple(int(d) for d in s) for n, s in native.items()}
     user = Table(rules, "map file") if rules else None
+    if user is not None:
+        check_rows_used(spec, native, user)
     # the rows alone first: when they name every tensor, that is what the user said
     tables = ([user] if user else []) + [Table(rules, f"map file over {t.name}", base=t) if rules else t
                                          for t in conventions]

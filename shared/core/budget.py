@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 
 from shared.core.spec import ModelSpec
-from shared.errors import SpecError
+from shared.errors import PortbenchError, SpecError
 
 # What the estimate may take of the memory available now: leave room for the frameworks.
 USABLE_FRACTION = 0.8
@@ -112,3 +112,12 @@ def check_weights_file(s: ModelSpec, what: str = "writing its weights file") -> 
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
+def check_bytes_fit(size: int, what: str, error: type[PortbenchError] = SpecError) -> None:
+    """Refuse, before allocating, `size` bytes (a file's, or what its header declares) that the
+    memory available now cannot hold; the message reads "<what> N GiB, more than ..."."""
+    available = available_bytes()
+    if available is not None and size > USABLE_FRACTION * available:
+        raise error(f"{what} {_gib(size)}, more than the {_gib(int(USABLE_FRACTION * available))} "
+                    "of memory usable now; refused before reading it")

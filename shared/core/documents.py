@@ -11,24 +11,30 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
+import re
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from types import NoneType
 from typing import Any
 
-from shared.errors import SpecError
+from shared.core.files import open_user_file, read_user_bytes
+from shared.errors import PortbenchError, SpecError
 
 JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
                    NoneType: "null"}
 
 
+def check_regular(path: Path, where: str) -> None:
+    """One `SpecError` line unless `path` is a regular file (a directory, FIFO or device is named)."""
+    open_user_file(path, where, SpecError).close()
+
+
 def read_text(path: Path, where: str) -> str:
     """A file's text as UTF-8 (a leading byte-order mark is skipped)."""
-    try:
-        blob = path.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{where} cannot be read: {exc.strerror or exc}") from None
+    blob = read_user_bytes(path, where, SpecError)  # a regular file only: a FIFO never hangs
     skip = len(codecs.BOM_UTF8) if blob.startswith(codecs.BOM_UTF8) else 0
     try:
         return blob[skip:].decode("utf-8")
@@ -41,7 +47,7 @@ def read_text(path: Path, where: str) -> str:
 def decode_json(text: str, where: str) -> dict[str, Any]:
     """A JSON object, or one line saying why the text is not one."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys(where, SpecError))
     except json.JSONDecodeError as exc:
         raise SpecError(f"{where} is malformed JSON: {exc.msg} at line {exc.lineno}") from None
     except (RecursionError, ValueError) as exc:
@@ -52,13 +58,38 @@ def decode_json(text: str, where: str) -> dict[str, Any]:
     return data
 
 
+def unique_keys(where: str, error: type[PortbenchError]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A `json.loads` object hook that refuses a key given twice in one object (JSON itself
+    lets the last one win silently: a spec would run with a value the user did not mean)."""
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise error(f"{where} gives the key {key!r:.80} twice in one object; give each field once")
+            out[key] = value
+        return out
+
+    return build
+
+
 def decode_toml(text: str, where: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{where} is malformed TOML: {exc}") from None
+        raise SpecError(f"{where} is malformed TOML: {_toml_problem(text, str(exc))}") from None
     except (RecursionError, ValueError) as exc:
         raise SpecError(f"{where} {_beyond_limits(exc)}") from None
+
+
+def _toml_problem(text: str, message: str) -> str:
+    """tomllib's message, with the key named where it says only "Cannot overwrite a value" (a
+    key given twice: TOML refuses it, and the user should see which one)."""
+    found = re.search(r"Cannot overwrite a value \(at line (\d+)", message)
+    lines = text.splitlines()
+    if found and 0 < int(found[1]) <= len(lines):
+        key = lines[int(found[1]) - 1].split("=", 1)[0].strip()
+        return f"the key {key!r:.80} is given twice (line {found[1]}); give each field once"
+    return message
 
 
 def _beyond_limits(exc: RecursionError | ValueError) -> str:
@@ -71,8 +102,10 @@ def _beyond_limits(exc: RecursionError | ValueError) -> str:
             "int-string conversion limit)")
 
 
-def is_file(text: str) -> bool:
+def names_a_path(text: str) -> bool:
+    """Whether `text` names anything on disk (a file, a directory, a FIFO, a device): the
+    reader then says what it is, instead of calling it neither a preset nor a file."""
     try:
-        return Path(text).is_file()
-    except OSError:  # e.g. a name longer than the file system allows: not a file
+        return os.path.lexists(text)
+    except (OSError, ValueError):  # a name longer than the file system allows, a NUL byte
         return False

@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 from shared.core.paths import (
     article,
@@ -29,7 +31,7 @@ from shared.core.paths import (
     make_folders,
     remove_empty,
 )
-from shared.errors import InputError
+from shared.errors import InputError, PortbenchError
 
 __all__ = ["Outputs", "check_output", "read_text", "write_folder", "write_output"]
 
@@ -205,17 +207,66 @@ def _take_back(path: Path, backup: Path | None) -> None:
 
 def read_text(path: str | Path, what: str) -> str:
     """A user's text file as UTF-8, or a one-line InputError naming it and the problem."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{what} {str(path)!r} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{what} {str(path)!r} is a directory; expected a file") from None
-    except OSError as exc:
-        raise InputError(f"{what} {str(path)!r} cannot be read: {exc.strerror}") from None
+    where = f"{what} {str(path)!r}"
+    data = read_user_bytes(path, where)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {str(path)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+        raise InputError(f"{where} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
                          f"offset {exc.start})") from None
+
+
+# ---- reading a user's file: the one checked opener -----------------------------------------
+# What a path can name besides a regular file, as a message says it. Reading any of them would
+# hang (a FIFO with no writer), never end (/dev/zero) or fail with an unrelated message.
+NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def open_user_file(path: str | Path, where: str,
+                   error: type[PortbenchError] = InputError) -> BinaryIO:
+    """`path` open for binary reading, if it is a regular file; otherwise one `error` line that
+    starts with `where` (e.g. "input file 'x.npy'") and says what the path is. The kind is
+    checked before opening (nothing is opened that is not a file) and again on the open
+    descriptor (what was checked is what is read); the open itself never blocks."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        _refuse_not_regular(os.stat(path), where, error)
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _unreadable(exc, where, error) from None
+    except ValueError:  # an embedded NUL byte
+        raise error(f"{where} is not a usable file name (it contains a NUL byte)") from None
+    try:
+        _refuse_not_regular(os.fstat(fd), where, error)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_user_bytes(path: str | Path, where: str, error: type[PortbenchError] = InputError) -> bytes:
+    """A user's whole (regular) file, refused first when it is larger than the memory left."""
+    with open_user_file(path, where, error) as handle:
+        from shared.core.budget import check_bytes_fit  # inside: budget -> spec -> ... -> files
+
+        check_bytes_fit(os.fstat(handle.fileno()).st_size, f"{where} holds", error)
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise _unreadable(exc, where, error) from None
+
+
+def _refuse_not_regular(found: os.stat_result, where: str, error: type[PortbenchError]) -> None:
+    if stat.S_ISREG(found.st_mode):
+        return
+    kind = next((name for test, name in NOT_REGULAR if test(found.st_mode)), "not a file")
+    raise error(f"{where} is {kind}, not a regular file; expected a file to read")
+
+
+def _unreadable(exc: OSError, where: str, error: type[PortbenchError]) -> PortbenchError:
+    if isinstance(exc, FileNotFoundError):
+        return error(f"{where} does not exist")
+    return error(f"{where} cannot be read: {exc.strerror or exc}")

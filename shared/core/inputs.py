@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.core.budget import check_fits
+from shared.core.containers import read_npy
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 
@@ -23,14 +24,9 @@ def probe_batch(spec: ModelSpec, batch: int = PROBE_BATCH, seed: int = PROBE_SEE
 
 
 def check_images(spec: ModelSpec, images: np.ndarray, source: str = "input") -> None:
-    expected = (spec.image_height, spec.image_width, spec.channels)
     if not isinstance(images, np.ndarray):
         raise InputError(f"{source}: expected a NumPy array, got {type(images).__name__}")
-    if images.ndim != 4 or tuple(images.shape[1:]) != expected:
-        raise InputError(
-            f"{source}: images have shape {tuple(images.shape)}, expected (batch, "
-            f"{expected[0]}, {expected[1]}, {expected[2]}) NHWC for spec {spec.name!r}"
-        )
+    _check_shape(spec, tuple(images.shape), source)
     if images.dtype not in (np.float32, np.float64):
         raise InputError(f"{source}: images have dtype {images.dtype}, expected float32")
     if images.shape[0] < 1:
@@ -39,18 +35,29 @@ def check_images(spec: ModelSpec, images: np.ndarray, source: str = "input") -> 
         raise InputError(f"{source}: images contain NaN or inf")
 
 
+def _check_shape(spec: ModelSpec, shape: tuple[int, ...], source: str) -> None:
+    expected = (spec.image_height, spec.image_width, spec.channels)
+    if len(shape) != 4 or shape[1:] != expected:
+        raise InputError(
+            f"{source}: images have shape {shape}, expected (batch, "
+            f"{expected[0]}, {expected[1]}, {expected[2]}) NHWC for spec {spec.name!r}"
+        )
+
+
 def load_images(path: str | Path, spec: ModelSpec) -> np.ndarray:
-    """Read a user's `.npy` batch without pickles, then check it against the spec."""
-    path = Path(path)
-    try:
-        images = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"input file {str(path)!r} does not exist") from None
-    except (ValueError, OSError, EOFError) as exc:  # EOFError: a zero-byte or truncated file
-        why = "it holds pickled objects, which portbench never loads" if "pickle" in str(exc) else exc
-        raise InputError(f"input file {str(path)!r} is not a readable .npy array ({why})") from None
-    check_images(spec, images, source=f"input file {str(path)!r}")
-    check_fits(spec, len(images), f"the {len(images):,} images of {str(path)!r} through the reference")
-    if images.dtype != np.float32:
-        raise InputError(f"input file {str(path)!r}: dtype {images.dtype}, expected float32")
+    """Read a user's `.npy` batch without pickles, then check it against the spec. Its header's
+    shape, dtype and batch are checked before the data is read (a header may lie); a
+    big-endian float32 array is converted to this machine's order."""
+    source = f"input file {str(path)!r}"
+
+    def expect(shape: tuple[int, ...], dtype: np.dtype) -> None:
+        _check_shape(spec, shape, source)
+        if dtype.kind != "f" or dtype.itemsize != 4:
+            raise InputError(f"{source}: dtype {dtype.newbyteorder('=')}, expected float32")
+        if shape[0] < 1:
+            raise InputError(f"{source}: the batch is empty")
+        check_fits(spec, shape[0], "this input batch and the float64 reference")
+
+    images = read_npy(path, source, InputError, expect)
+    check_images(spec, images, source=source)
     return images

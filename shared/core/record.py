@@ -27,13 +27,17 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, ClassVar, Literal, NoReturn, Self, TypeVar, get_args, get_origin, get_type_hints
 
-from shared.core.documents import decode_json, decode_toml, is_file, read_text
+from shared.core.documents import check_regular, decode_json, decode_toml, names_a_path, read_text
+from shared.core.terminal import has_control
 from shared.errors import SpecError
 
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 NULL_WORDS = ("none", "null", "")
 FILE_SUFFIXES = (".json", ".toml")
+# A record's name is printed on every line that speaks of it (headers, progress, tables): an
+# escape sequence or a newline in it would act on the terminal, so it holds none.
+NAME_FIELD = "name"
 Named = TypeVar("Named")
 
 
@@ -91,6 +95,7 @@ class Record:
     def from_file(cls, path: str | Path) -> Self:
         path = Path(path)
         where = f"{cls.KIND} file {str(path)!r}"
+        check_regular(path, where)  # a directory, FIFO or device named as one, before its suffix
         suffix = path.suffix.lower()
         if suffix not in FILE_SUFFIXES:
             raise SpecError(f"{where} is neither .json nor .toml (its suffix is {suffix or 'empty'!r})")
@@ -106,7 +111,7 @@ class Record:
             return named[text]
         if text.startswith("{"):
             return cls.from_json(text)
-        if is_file(text):
+        if names_a_path(text):
             return cls.from_file(text)
         raise SpecError(f"{flag} {shown(value)} is neither a {noun} ({', '.join(named)}) nor a "
                         f"{cls.KIND} file nor a JSON document")
@@ -233,11 +238,13 @@ def _parse(kind: str, name: str, text: str, declared: Any) -> Any:
 
 def check_declared(record: Record) -> None:
     """Refuse a field whose value is not among its `Literal` choices, a non-boolean for a
-    `bool` field or a non-text (or unpaired-surrogate) value for a `str` field. Numbers and
-    tuples are left to each record, which states their ranges."""
+    `bool` field, a non-text (or unpaired-surrogate) value for a `str` field, or a `name` with a
+    control character. Numbers and tuples are left to each record, which states their ranges."""
     for name, declared in field_types(type(record)).items():
         value = getattr(record, name)
         expected = _mismatch(value, declared)
+        if not expected and name == NAME_FIELD and isinstance(value, str) and has_control(value):
+            expected = "text without control characters (escape sequences, newlines, tabs)"
         if expected:
             fail(record.KIND, name, value, expected)
 

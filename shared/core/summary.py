@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from shared.core.spec import ModelSpec
+from shared.core.terminal import printable
 
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
 
@@ -98,6 +99,10 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Aligned columns; every cell printable (shared/core/terminal.py: a name from a user's
+    file or model cannot move the terminal or split a row)."""
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in r] for r in rows]
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
     line = " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))

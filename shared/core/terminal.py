@@ -1,17 +1,46 @@
-"""What portbench prints on a terminal fits WIDTH columns: tables are built to fit, and every
-free-text line (notes, lists of files, pairwise gaps) is wrapped here, continuations indented."""
+"""What portbench prints on a terminal: user-supplied text made safe to print, and every line
+fitting WIDTH columns.
+
+Escaping: a spec name, a framework field of a results file, a model's error message or a file's
+contents may hold control characters: an escape sequence would recolour, move or clear the
+terminal, a carriage return or a newline would forge a line of portbench's own, and a
+bidirectional override would show the text in another order than it is. Each such character is
+printed as its Python escape (`\\x1b`, `\\n`, `\\u202e`), so the line says exactly what was given
+and stays one line. Every `error:` line, table cell and results-file field goes through
+`printable`.
+
+Width: tables are built to fit; every free-text line (notes, lists of files, pairwise gaps) is
+wrapped by `wrap`, continuations indented.
+"""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 WIDTH = 100
+# C0 controls (newline and tab included: one cell, one line), DEL, C1 controls (0x9b is a CSI on
+# its own), and the bidirectional embedding / override / isolate marks
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """`str(text)` with every control character written as its escape."""
+    return UNSAFE.sub(_escape, str(text))
+
+
+def has_control(text: str) -> bool:
+    return UNSAFE.search(text) is not None
+
+
+def _escape(match: re.Match[str]) -> str:
+    return repr(match[0])[1:-1]  # Python's own escape: \n, \r, \t, \x1b, \x9b, \u202e
 
 
 def wrap(text: str, width: int = WIDTH, indent: str = "    ", paths: bool = False) -> list[str]:
-    """One line of text as lines of at most `width` columns. With `paths`, a word longer than
-    that (a long file name) is kept whole, so that it can still be copied."""
-    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False,
+    """One line of text, escaped, as lines of at most `width` columns. With `paths`, a word longer
+    than that (a long file name) is kept whole, so that it can still be copied."""
+    return textwrap.wrap(printable(text), width, subsequent_indent=indent, break_on_hyphens=False,
                          break_long_words=not paths) or [""]
 
 

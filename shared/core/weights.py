@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.core.budget import check_fits
+from shared.core.containers import safetensors_header
 from shared.core.files import write_output
 from shared.core.spec import ModelSpec, tensor_fields_differ
 from shared.errors import WeightsError
@@ -166,45 +167,55 @@ class LoadedWeights:
         return f"note: running the file's weights with changed settings: {changes}"
 
 
-def read_weight_file(path: str | Path) -> tuple[ModelSpec, Tensors, dict[str, str]]:
-    """Read a canonical file without unpickling anything; every failure is one line."""
+def read_weight_file(path: str | Path,
+                     spec: ModelSpec | None = None) -> tuple[ModelSpec, Tensors, dict[str, str]]:
+    """Read a canonical file without unpickling anything; every failure is one line. The header
+    is checked first (shared/core/containers.py: a directory or FIFO, an unknown dtype, sizes
+    the file does not hold), then the metadata and stored spec, then the declared tensors against
+    `spec` (default: the stored one) and the memory available: only then is data read."""
     from safetensors import SafetensorError, safe_open
 
-    path = Path(path)
-    if not path.is_file():
-        raise WeightsError(f"weights file {str(path)!r} does not exist")
+    where = f"weights file {str(path)!r}"
+    declared, metadata = safetensors_header(path, where, WeightsError)
+    if any(d.dtype == "BF16" for d in declared.values()):  # NumPy has no bfloat16 to hand it over as
+        raise WeightsError(f"{where} stores bfloat16 tensors, {LOWER_PRECISION}")
+    file_spec = _stored_spec(where, metadata)
+    target = spec or file_spec
+    placeholders = {n: np.broadcast_to(np.False_, d.shape) for n, d in declared.items()}  # no bytes
+    mismatch = first_shape_mismatch(target, placeholders)
+    if mismatch:
+        raise WeightsError(f"{where} (spec {file_spec.name!r}) does not fit spec {target.name!r}: {mismatch}")
+    check_fits(target, 1, f"the weights of {where} and one image through the reference")
     try:
         with safe_open(str(path), framework="numpy") as handle:
-            metadata = dict(handle.metadata() or {})
-            tensors = {name: handle.get_tensor(name) for name in handle.keys()}  # noqa: SIM118
+            tensors = {name: handle.get_tensor(name) for name in declared}
     except (SafetensorError, OSError, ValueError, RuntimeError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if "bfloat16" in first:  # NumPy has no bfloat16: safetensors cannot hand it over
-            where = f"weights file {str(path)!r}"
-            raise WeightsError(f"{where} stores bfloat16 tensors, {LOWER_PRECISION}") from None
-        raise WeightsError(
-            f"weights file {str(path)!r} is not a readable safetensors file ({first})"
-        ) from None
+        raise WeightsError(f"{where} is not a readable safetensors file ({first})") from None
+    return file_spec, tensors, metadata
+
+
+def _stored_spec(where: str, metadata: dict[str, str]) -> ModelSpec:
     if metadata.get("format") != FORMAT_NAME:
         raise WeightsError(
-            f"weights file {str(path)!r}: metadata 'format' is {metadata.get('format')!r}, "
+            f"{where}: metadata 'format' is {metadata.get('format')!r}, "
             f"expected {FORMAT_NAME!r} (convert other checkpoints with `compare.py convert`)"
         )
     if metadata.get("format_version") != FORMAT_VERSION:
         raise WeightsError(
-            f"weights file {str(path)!r}: format_version {metadata.get('format_version')!r}, "
+            f"{where}: format_version {metadata.get('format_version')!r}, "
             f"this version of portbench reads {FORMAT_VERSION!r}"
         )
     try:
         file_spec = ModelSpec.from_json(metadata.get("spec", ""))
     except Exception as exc:  # a SpecError, or garbage in the metadata
-        raise WeightsError(f"weights file {str(path)!r}: stored spec is invalid ({exc})") from None
+        raise WeightsError(f"{where}: stored spec is invalid ({exc})") from None
     if metadata.get("spec_hash") != file_spec.spec_hash:
         raise WeightsError(
-            f"weights file {str(path)!r}: spec_hash {metadata.get('spec_hash')!r} does not match "
+            f"{where}: spec_hash {metadata.get('spec_hash')!r} does not match "
             f"its stored spec ({file_spec.spec_hash!r}); the metadata was edited or corrupted"
         )
-    return file_spec, tensors, metadata
+    return file_spec
 
 
 def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeights:
@@ -213,14 +224,8 @@ def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeigh
     A file fits any spec whose canonical tensor names and shapes it matches; fields that leave
     the tensors unchanged (epsilon, GELU form, norm placement, ...) may differ and are reported
     in `differing_fields`. A tensor that does not fit is refused by name."""
-    file_spec, tensors, metadata = read_weight_file(path)
+    file_spec, tensors, metadata = read_weight_file(path, spec)
     target = spec or file_spec
-    mismatch = first_shape_mismatch(target, tensors)
-    if mismatch:
-        raise WeightsError(
-            f"weights file {str(path)!r} (spec {file_spec.name!r}) does not fit spec "
-            f"{target.name!r}: {mismatch}"
-        )
     check_tensors(target, tensors, source=f"weights file {str(path)!r}")
     tensors = {name: tensors[name] for name in target.derived.tensor_shapes}  # canonical order
     differing = tensor_fields_differ(target, file_spec) if spec is not None else []

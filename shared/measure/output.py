@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.core.files import write_output
-from shared.core.terminal import wrap
+from shared.core.terminal import printable, wrap
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
 from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
@@ -84,12 +84,13 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         position = str(ranks.get(id(row), "-"))
         lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
         notes.extend(row_notes(row))
-    roof = roof_line(rows)
+    lines = [[printable(cell) for cell in line] for line in lines]  # a results file's text, escaped
+    notes = [printable(note) for note in [*roof_line(rows), *notes]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
     legend = WIDE_LEGEND if wide else LEGEND
-    return "\n".join([text, *wrap(legend), *[w for n in [*roof, *notes] for w in wrap(n)]])
+    return "\n".join([text, *wrap(legend), *[w for n in notes for w in wrap(n)]])
 
 
 def _compact_header() -> list[str]:

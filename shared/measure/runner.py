@@ -134,8 +134,9 @@ def run_framework(framework: str, config: RunConfig, reference_npz: str,
         return _failed_row(framework, config, "crashed", f"worker {finished.exit} before reporting", tail)
     row["worker_wall_seconds"] = finished.wall_s
     error = row.pop("error", None)
-    if error:
-        row = _failed_row(framework, config, "crashed", error, tail, row)
+    if error:  # a rung or backend this framework does not offer is unavailable, as `verify` says
+        status = "unavailable" if row.pop("error_kind", None) == "FrameworkUnavailable" else "crashed"
+        row = _failed_row(framework, config, status, error, tail, row)
     return row
 
 

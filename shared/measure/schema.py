@@ -11,8 +11,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.core.documents import unique_keys
+from shared.core.files import read_text
 from shared.core.weights import atomic_write_bytes
-from shared.errors import InputError, PortbenchError
+from shared.errors import PortbenchError
+from shared.measure.results_types import TOP_TYPES, SchemaError, check_row
 
 SCHEMA_NAME = "portbench-results"
 SCHEMA_VERSION = 1
@@ -32,7 +35,6 @@ PHASES: tuple[tuple[str, str], ...] = (
 )
 PHASE_NAMES = tuple(name for name, _ in PHASES)
 SINGLE_SHOT_PHASES = ("import", "build_load", "first_call_eager", "compile")
-ROW_STATUSES = ("ok", "invalid", "crashed", "timeout", "unavailable")
 # The fields that must match before two rows may be ranked (see shared/measure/guard.py).
 COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "precision", "threads", "device_class", "device_name")
 # A field a results file written before it existed lacks: read as this value (the precision ladder
@@ -40,11 +42,6 @@ COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "precision", "threads", "
 CONDITION_DEFAULTS = {"precision": "float32"}
 
 REQUIRED_TOP = ("schema", "schema_version", "created", "environment", "conditions", "runs")
-REQUIRED_ROW = ("framework", "status", "conditions", "phases", "memory")
-
-
-class SchemaError(InputError):
-    """A results file that this version cannot read."""
 
 
 def new_results(environment: dict[str, Any], conditions: dict[str, Any], runs: list[dict[str, Any]],
@@ -78,75 +75,24 @@ def validate(doc: Any, source: str) -> dict[str, Any]:
     for key in REQUIRED_TOP:
         if key not in doc:
             raise SchemaError(f"{source}: results file lacks the field {key!r}")
-    for key, kind in TOP_TYPES.items():
-        _expect(doc[key], kind, f"{source}: {key!r}")
+    for key, check in TOP_TYPES.items():
+        check(doc.get(key), f"{source}: {key!r}")  # the optional ones may be absent: null
     for i, row in enumerate(doc["runs"]):
-        _validate_row(row, f"{source}: runs[{i}]")
+        check_row(row, f"{source}: runs[{i}]", PHASE_NAMES)
     return doc
-
-
-TOP_TYPES: dict[str, Any] = {"created": str, "command": list, "environment": dict, "conditions": dict,
-                             "runs": list}
-ROW_TYPES: dict[str, Any] = {"framework": str, "status": str, "conditions": dict, "phases": dict,
-                             "memory": dict}
-CONDITION_TYPES: dict[str, Any] = {"spec_hash": str, "batch": int, "dtype": str, "precision": str,
-                                   "threads": int}
-NUMBER = (int, float)
-
-
-def _expect(value: Any, kind: Any, where: str, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    ok = isinstance(value, kind) and not (isinstance(value, bool) and kind in (int, NUMBER))
-    if not ok:
-        names = "number" if kind is NUMBER else getattr(kind, "__name__", str(kind))
-        expected = {"dict": "an object", "list": "a list", "str": "a string", "int": "an integer"}
-        raise SchemaError(f"{where} is {value!r:.40}, expected {expected.get(names, 'a ' + names)}"
-                          + (" or null" if optional else ""))
-
-
-def _validate_row(row: Any, where: str) -> None:
-    _expect(row, dict, where)
-    for key in REQUIRED_ROW:
-        if key not in row:
-            raise SchemaError(f"{where} lacks the field {key!r}")
-    for key, kind in ROW_TYPES.items():
-        _expect(row[key], kind, f"{where}.{key}")
-    if row["status"] not in ROW_STATUSES:
-        raise SchemaError(f"{where}.status is {row['status']!r}, expected one of {', '.join(ROW_STATUSES)}")
-    for key, kind in CONDITION_TYPES.items():
-        if key in row["conditions"]:
-            _expect(row["conditions"][key], kind, f"{where}.conditions.{key}", optional=True)
-    unknown = set(row["phases"]) - set(PHASE_NAMES)
-    if unknown:
-        raise SchemaError(f"{where} has unknown phase(s) {sorted(unknown)}")
-    for name, phase in row["phases"].items():
-        _expect(phase, dict, f"{where}.phases.{name}")
-        if phase.get("status") == "ok":
-            for key in ("median", "q1", "q3", "iqr"):
-                if key in phase:
-                    _expect(phase[key], NUMBER, f"{where}.phases.{name}.{key}")
-            if not isinstance(phase.get("median"), NUMBER) or not phase["median"] >= 0:
-                raise SchemaError(f"{where}.phases.{name}.median is {phase.get('median')!r}, expected "
-                                  "a non-negative number of seconds")
-    for key, value in row["memory"].items():
-        if key.endswith("_bytes"):
-            _expect(value, int, f"{where}.memory.{key}", optional=True)
 
 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
+    text = read_text(path, "results file")  # a regular file only: a FIFO or /dev/zero never hangs
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(f"results file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"results file {str(path)!r} is not readable ({exc})") from None
-    try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=unique_keys(f"results file {str(path)!r}", SchemaError))
     except json.JSONDecodeError as exc:
         raise SchemaError(f"results file {str(path)!r} is not JSON ({exc.msg} at line "
                           f"{exc.lineno})") from None
+    except (RecursionError, ValueError):  # nesting beyond the recursion limit, a 5000-digit integer
+        raise SchemaError(f"results file {str(path)!r} is nested too deeply or holds an integer too long "
+                          "to read") from None
     return validate(doc, f"results file {str(path)!r}")
 
 

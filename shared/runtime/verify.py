@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ports import installed
+from ports import installed, rung_refusal
 from shared.core import reference
 from shared.core.equivalence import check_logits, check_pair
 from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
@@ -161,9 +161,10 @@ def verify(cases: list[Case], frameworks: list[str], device: str = "cpu",
         for framework in frameworks:
             if framework == "reference":
                 continue
-            reason = installed().get(framework)
-            if reason:
-                by_framework[framework] = [{"error": reason, "unavailable": True} for _ in cases]
+            reasons = [installed().get(framework) or rung_refusal(framework, c.precision, device)
+                       for c in cases]
+            if all(reasons):  # not installed, or no case's rung offered: no worker to start
+                by_framework[framework] = [{"error": reason, "unavailable": True} for reason in reasons]
                 continue
             print(f"  running {framework} ...", file=sys.stderr, flush=True)
             by_framework[framework] = run_logits(framework, cases, Path(tmp), device, timeout)

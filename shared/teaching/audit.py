@@ -132,8 +132,10 @@ def audit_source(text: str, filename: str = "<source>") -> list[Finding]:
 
 
 def audit_file(path: str | Path) -> list[Finding]:
-    path = Path(path)
-    return audit_source(path.read_text(), str(path))
+    """A user's source file, read as every user file is (a directory or FIFO is named, not read)."""
+    from shared.core.files import read_text
+
+    return audit_source(read_text(path, "source file"), str(path))
 
 
 # ---- built-model audit ----------------------------------------------------------------------

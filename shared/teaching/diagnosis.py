@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.containers import read_npy
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import logit_atol
@@ -105,14 +106,16 @@ def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: s
 
 
 def load_user_logits(path: str | Path) -> np.ndarray:
-    path = Path(path)
-    try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise InputError(f"logits file {str(path)!r} does not exist") from None
-    except (ValueError, OSError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"logits file {str(path)!r} is not a readable .npy array ({first})") from None
+    """A user's `.npy` logits, read as every user array is (shared/core/containers.py): the
+    header's dtype is checked before the data is read; the shape is checked against the batch
+    by `check_user_logits`."""
+    source = f"logits file {str(path)!r}"
+
+    def expect(shape: tuple[int, ...], dtype: np.dtype) -> None:
+        if dtype.kind not in "fc":
+            raise InputError(f"{source}: logits have dtype {dtype}, expected a float array")
+
+    return read_npy(path, source, InputError, expect)
 
 
 def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits: np.ndarray,

@@ -128,7 +128,7 @@ def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | Non
     """The `user` job's options (all but the model and its input)."""
     return {"kind": "user", "spec": spec.to_json(), "framework": framework, "layout": layout,
             "output": output, "weights": weights, "taps": taps, "timing": timing,
-            "rules": read_rules(rules) if rules else None, "conventions": convention_texts(spec)}
+            "rules": read_rules(rules, spec) if rules else None, "conventions": convention_texts(spec)}
 
 
 def user_run(spec: ModelSpec, report: dict[str, Any], arrays: dict[str, np.ndarray],

@@ -11,13 +11,14 @@ torch, Keras and Flax: the frameworks only ever receive finished batches.
 
 from __future__ import annotations
 
-import zipfile
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from shared.core.containers import read_npz
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 
@@ -124,22 +125,17 @@ def mnist(path: str | Path) -> tuple[Split, Split, int]:
     """A user-supplied MNIST `.npz` (as keras.datasets.mnist writes it): uint8 images (N, 28, 28)
     or (N, 28, 28, 1), integer labels. Read without pickles."""
     path = Path(path)
-    if not path.is_file():
+    where = f"MNIST file {str(path)!r}"
+    if not os.path.lexists(path):
         raise InputError(
-            f"MNIST file {str(path)!r} does not exist; supply a .npz with {', '.join(MNIST_KEYS)} "
+            f"{where} does not exist; supply a .npz with {', '.join(MNIST_KEYS)} "
             "(e.g. the mnist.npz that keras.datasets.mnist.load_data() downloads)"
         )
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [k for k in MNIST_KEYS if k not in npz.files]
-            if missing:
-                raise InputError(
-                    f"MNIST file {str(path)!r} lacks array {missing[0]!r}; expected {', '.join(MNIST_KEYS)}"
-                )
-            arrays = {k: npz[k] for k in MNIST_KEYS}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"MNIST file {str(path)!r} is not a readable .npz ({first})") from None
+    npz = read_npz(path, where, InputError)  # a directory or FIFO named; sizes checked before reading
+    missing = [k for k in MNIST_KEYS if k not in npz]
+    if missing:
+        raise InputError(f"{where} lacks array {missing[0]!r}; expected {', '.join(MNIST_KEYS)}")
+    arrays = {k: npz[k] for k in MNIST_KEYS}
     splits = []
     for part in ("train", "test"):
         x, y = arrays[f"x_{part}"], arrays[f"y_{part}"]
