@@ -56,7 +56,7 @@ def load_images(path: str | Path, spec: ModelSpec) -> np.ndarray:
             raise InputError(f"{source}: dtype {dtype.newbyteorder('=')}, expected float32")
         if shape[0] < 1:
             raise InputError(f"{source}: the batch is empty")
-        check_fits(spec, shape[0], "this input batch and the float64 reference")
+        check_fits(spec, shape[0], f"the {shape[0]:,} images of {str(path)!r} through the reference")
 
     images = read_npy(path, source, InputError, expect)
     check_images(spec, images, source=source)

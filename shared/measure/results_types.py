@@ -1,6 +1,6 @@
 """Every field of a results file that a reader uses, with its type and range: the one place a
 results document is checked, on load (`schema.load`, for `report`'s text table, CSV, chart and
-HTML page alike) and before a write (`schema.save`).
+HTML page alike) and before a write (`schema.validate`, called by every writer).
 
 A field a reader does not use is not checked (a newer writer may add one: docs/results-schema.md,
 "Versions"). A field it uses is refused in one line naming its path, its value and what was

@@ -13,8 +13,6 @@ from typing import Any
 
 from shared.core.documents import unique_keys
 from shared.core.files import read_text
-from shared.core.weights import atomic_write_bytes
-from shared.errors import PortbenchError
 from shared.measure.results_types import TOP_TYPES, SchemaError, check_row
 
 SCHEMA_NAME = "portbench-results"
@@ -106,29 +104,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (set, tuple)):
         return list(value)
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
-
-
-def check_writable(path: str | Path, force: bool) -> Path:
-    """Fail early (before any timing) when `path` exists without --force, or cannot be written."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise PortbenchError(f"output file {str(path)!r} already exists; pass --force to overwrite it")
-    if path.exists() and path.is_dir():
-        raise PortbenchError(f"output path {str(path)!r} is a directory, expected a file name")
-    parent = path.parent if str(path.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise PortbenchError(f"output directory {str(parent)!r} cannot be created ({exc.strerror})") from None
-    probe = parent / f".{path.name}.probe"
-    try:
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise PortbenchError(f"output directory {str(parent)!r} is not writable ({exc.strerror})") from None
-    return path
-
-
-def save(path: str | Path, doc: dict[str, Any]) -> None:
-    validate(doc, "results being written")  # never write a file this version cannot read back
-    atomic_write_bytes(path, dumps(doc).encode())
