@@ -65,3 +65,14 @@ def test_a_spec_that_names_a_directory_is_not_called_neither_preset_nor_file(tmp
     (tmp_path / "specs").mkdir()
     line = refused_promptly(tmp_path, "spec", "specs")
     assert line == "error: spec file 'specs' is a directory, not a regular file; expected a file to read"
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_a_model_file_that_is_not_a_regular_file_is_named(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "mine.py"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        os.mkfifo(path)
+    line = refused_promptly(tmp_path, "verify", "--spec", "quadrant", "--model", "mine.py:build")
+    assert f"--model 'mine.py:build': file 'mine.py' {KINDS[kind]}, not a regular file" in line, line

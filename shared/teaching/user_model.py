@@ -16,6 +16,7 @@ import numpy as np
 from shared.checkpoints import FORMATS, format_module
 from shared.core.binding import read_rules
 from shared.core.equivalence import check_logits
+from shared.core.files import open_user_file, read_text
 from shared.core.mapping import Table
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
@@ -41,8 +42,8 @@ def check_model_argument(text: str) -> str:
         raise InputError(f"--model {text!r}: expected FILE.py:NAME or package.module:NAME")
     if where.endswith(".py"):
         path = Path(where)
-        if not path.is_file():
-            raise InputError(f"--model {text!r}: file {where!r} does not exist")
+        with open_user_file(path, f"--model {text!r}: file {where!r}"):  # a regular file, or one line
+            pass
         return f"{path.resolve()}:{name}"
     if not MODULE_REFERENCE.match(where):
         raise InputError(f"--model {text!r}: {where!r} is neither a .py file nor a module name")
@@ -56,7 +57,7 @@ def worker_framework(reference: str, framework: str | None) -> str:
         return framework
     where = reference.rpartition(":")[0]
     if where.endswith(".py"):
-        text = Path(where).read_text(errors="replace")
+        text = read_text(where, "--model file")
         for name, pattern in GUESS:
             if pattern.search(text):
                 return name
