@@ -58,7 +58,7 @@ def _logits(framework: str, case: Case, rung: str) -> np.ndarray:
 
 def _passes(m: Measured, logits: np.ndarray, rung: str) -> bool:
     return check_logits(m.case.spec, logits, m.reference, param_count=None,
-                        precision=Precision.from_rung(rung)).passed
+                        precision=Precision.from_rung(rung), emulated_gap=m.emulated[rung]).passed
 
 
 @pytest.mark.parametrize(("entry", "key", "framework"), CASES, ids=[f"{c[2]}-{c[1]}" for c in CASES])
