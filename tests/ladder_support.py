@@ -24,7 +24,7 @@ from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.presets import PRESETS
 from shared.core.reference import forward
 from shared.core.weights import init_weights
-from shared.runtime.verify import Case, collect_logits, start_logits
+from shared.runtime.verify import Case, collect_logits, fill_reference, start_logits
 from shared.teaching.precision_demos import stream_spec
 
 MODULE = "test_ports_precision.py"
@@ -75,6 +75,8 @@ class Ladder:
                 self.current = start_logits(framework, [c for _, c in self.cases], workdir, "cpu",
                                             threads=1, pin=False)
                 os.setpriority(os.PRIO_PROCESS, self.current.process.popen.pid, NICE)
+                # Each case's emulated rounding gap (the bound's scale), while the first worker runs.
+                fill_reference([c for _, c in self.cases])
                 self.reports[framework] = collect_logits(self.current, TIMEOUT_S)
         except BaseException as exc:  # reported by result(), in the test that needs it
             self.error = exc

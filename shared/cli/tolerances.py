@@ -1,22 +1,34 @@
 """`compare.py tolerances`: measure the precision ladder (shared/runtime/ladder.py) — every
-preset in every native port at every low rung against float64 and pairwise — and print the
-bounds it implies for shared/core/tolerance.py; `--markdown` writes docs/tolerances.md."""
+preset in every native port at every low rung against float64, against the rung-emulating
+reference and pairwise — on this CPU's arithmetic path, and print the ratios port gap / emulated
+gap that the low-rung bounds in shared/core/tolerance.py are multiples of. `--json` keeps one
+path's run; `--from` (once per path) writes docs/tolerances.md from such runs with `--markdown`.
+
+The arithmetic path is the environment's: native (the CPU's bfloat16 / float16 instructions), or
+limited to AVX2 with `ONEDNN_MAX_CPU_ISA=AVX2` (torch, TensorFlow) and
+`XLA_FLAGS=--xla_cpu_max_isa=AVX2` (JAX), plus `TF_ENABLE_ONEDNN_OPTS=0`: with oneDNN limited to
+AVX2, TensorFlow's own CPU check still routes bfloat16 / float16 matmuls to oneDNN, which has no
+kernel for them there (a segfault); an AVX2 CPU routes them to Eigen, which that flag does."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import os
+from typing import Any
 
 from ports import NATIVE, installed, parse_frameworks
 from shared.cli._options import add_device, add_timeout
-from shared.core.files import check_output, write_output
+from shared.core.files import check_output, read_text, write_output
 from shared.core.precision import LOW_RUNGS, RUNGS
 from shared.core.presets import PRESETS
-from shared.core.tolerance import SAFETY
-from shared.errors import SpecError
+from shared.core.tolerance import FLOOR_FRACTION, MARGIN
+from shared.errors import InputError, SpecError
 
 ORDER = 45
+SCHEMA = "portbench.tolerances/2"
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         f"(default: {','.join(LOW_RUNGS)}; tf32 needs --device cuda)")
     add_device(parser, "cpu")
     add_timeout(parser, 3600.0)
+    parser.add_argument("--from", dest="sources", action="append", metavar="JSON",
+                        help="measure nothing: read a --json file of an earlier run (once per path)")
     parser.add_argument("--markdown", help="write the measurements as a Markdown page here")
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--force", action="store_true", help="replace existing output files")
@@ -41,30 +55,73 @@ def _names(text: str | None, allowed: tuple[str, ...], what: str) -> list[str]:
     return names
 
 
-def run(args: argparse.Namespace) -> int:
-    from shared.runtime.ladder import markdown, measure, summary
+def arithmetic_path() -> str:
+    """This environment's arithmetic path, as docs/tolerances.md labels it."""
+    from shared.measure.environment import low_precision_support
 
-    presets = _names(args.presets, tuple(PRESETS), "presets")
-    rungs = tuple(_names(args.rungs or ",".join(LOW_RUNGS), RUNGS, "rungs"))
-    native = tuple(n for n in NATIVE if installed()[n] is None)
-    frameworks = parse_frameworks(args.frameworks, native)
+    limited = os.environ.get("ONEDNN_MAX_CPU_ISA") or ("xla_cpu_max_isa" in os.environ.get("XLA_FLAGS", ""))
+    if limited:
+        return "AVX2-limited (" + ", ".join(f"{k}={os.environ[k].strip()}" for k in ISA_VARIABLES
+                                            if os.environ.get(k)) + ")"
+    flags = low_precision_support()["flags"]
+    return f"native ({', '.join(flags) or 'no bfloat16/float16 instructions'})"
+
+
+def _load(path: str) -> tuple[str, list[Any], list[dict[str, Any]]]:
+    from shared.runtime.ladder import from_dict
+
+    try:
+        document = json.loads(read_text(path, "--from file"))
+        if document.get("schema") != SCHEMA:
+            raise InputError(f"--from {path!r}: schema {document.get('schema')!r}, expected {SCHEMA!r} "
+                             "(written by `compare.py tolerances --json`)")
+        return str(document["path"]), [from_dict(e) for e in document["entries"]], list(document["pairwise"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(f"--from {path!r}: not a `compare.py tolerances --json` file ({exc})") from None
+
+
+def _print(label: str, measured: list[Any]) -> None:
+    from shared.runtime.ladder import ratio_summary
+
+    for m in measured:
+        gap = "-" if m.gap is None else f"{m.gap:.2e}"
+        ratio = "-" if m.ratio is None else f"{m.ratio:.2f}"
+        print(f"{m.spec:24} {m.rung:15} {m.framework:6} {gap:>9} {ratio:>6}  {m.status}"
+              + (f": {m.reason}" if m.status == "UNAVAILABLE" else ""))
+    print(f"\n{label}: (smallest, largest) port gap / emulated gap; bound = largest x {MARGIN:g}, "
+          f"floor = smallest x {FLOOR_FRACTION:g}:")
+    for rung, (low, high) in ratio_summary(measured).items():
+        print(f"  {rung!r}: ({low:.2f}, {high:.2f})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.runtime.ladder import markdown, measure
+
     for path in (args.markdown, args.json):
         if path:
             check_output(path, args.force)
-    measured, pairs = measure(presets, frameworks, rungs, args.timeout, args.device)
-    for m in measured:
-        gap = "-" if m.gap is None else f"{m.gap:.2e}"
-        print(f"{m.spec:24} {m.rung:15} {m.framework:6} {gap:>9}  {m.status}"
-              + (f": {m.reason}" if m.status == "UNAVAILABLE" else ""))
-    print(f"\nmeasured (smallest, largest) normalised gap; bound = largest x {SAFETY:g}:")
-    for rung, sizes in summary(measured).items():
-        print(f"  {rung!r}: " + ", ".join(f"{size!r}: ({low:.2e}, {high:.2e})" for size, (low, high)
-                                         in sorted(sizes.items())))
     today = datetime.date.today().isoformat()
+    if args.sources:
+        paths = {}
+        for source in args.sources:
+            label, measured, pairs = _load(source)
+            _print(label, measured)
+            paths[label] = (measured, pairs)
+    else:
+        presets = _names(args.presets, tuple(PRESETS), "presets")
+        rungs = tuple(_names(args.rungs or ",".join(LOW_RUNGS), RUNGS, "rungs"))
+        native = tuple(n for n in NATIVE if installed()[n] is None)
+        frameworks = parse_frameworks(args.frameworks, native)
+        label = arithmetic_path()
+        measured, pairs = measure(presets, frameworks, rungs, args.timeout, args.device)
+        _print(label, measured)
+        paths = {label: (measured, pairs)}
+        if args.json:
+            document = {"schema": SCHEMA, "date": today, "path": label,
+                        "entries": [{**vars(m), "ratio": m.ratio} for m in measured], "pairwise": pairs}
+            write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
     if args.markdown:
-        write_output(args.markdown, markdown(measured, pairs, today).encode(), force=args.force)
-    if args.json:
-        document = {"schema": "portbench.tolerances/1", "date": today,
-                    "entries": [vars(m) for m in measured], "pairwise": pairs}
-        write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
+        write_output(args.markdown, markdown(paths, today).encode(), force=args.force)
     return 0

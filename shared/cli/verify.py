@@ -55,13 +55,16 @@ def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) 
     for case in cases:
         rows = []
         mine = [e for e in entries if e.spec == case.spec.name]
-        tol = mine[0].tolerance if mine else logit_atol(case.spec, None, case.precision)
+        tol = mine[0].tolerance if mine else logit_atol(case.spec, case.reference, case.precision,
+                                                        case.emulated_gap)
         floor = f", floor {mine[0].floor:.1e}" if mine and mine[0].floor else ""
         print()
         print(wrapped(f"spec {case.spec.name!r} ({case.spec.spec_hash}): {case.spec.derived.params:,} "
                       f"parameters, probe batch {case.images.shape[0]}"))
         print(wrapped(f"rung {case.precision.rung}: tolerance {tol:.1e}{floor} (max abs vs float64 "
                       "reference)"))
+        if mine and mine[0].bound:  # below float32: what the bound is a multiple of
+            print(wrapped(f"bound: {mine[0].bound}"))
         print_note(case.note)
         reasons = []  # why a row failed or could not run: under the table, so the table stays narrow
         for e in mine:

@@ -50,12 +50,14 @@ def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
 
 
 def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
-                 param_count: int | None = None, precision: Precision = FLOAT32) -> Verdict:
+                 param_count: int | None = None, precision: Precision = FLOAT32,
+                 emulated_gap: float | None = None) -> Verdict:
     """A port's logits vs the float64 reference for the same weights and images at a precision
-    rung, and (when given) its own parameter count vs the spec's. Below float32 the gap must
-    also reach the rung's floor: a gap of float32's order means the rung did not run."""
-    verdict = compare_tensor(logits, reference, logit_atol(spec, reference, precision))
-    floor = rung_floor(spec, reference, precision)
+    rung, and (when given) its own parameter count vs the spec's. Below float32 the bound and the
+    floor are multiples of `emulated_gap` (shared/core/rounding.py, on the same case), and the gap
+    must reach the floor: a gap of float32's order means the rung did not run."""
+    verdict = compare_tensor(logits, reference, logit_atol(spec, reference, precision, emulated_gap))
+    floor = rung_floor(spec, reference, precision, emulated_gap)
     if verdict.passed and verdict.max_abs_diff is not None and verdict.max_abs_diff < floor:
         return Verdict(False, verdict.tolerance, verdict.max_abs_diff, verdict.max_rel_diff,
                        f"max |logits - reference| {verdict.max_abs_diff:.3g} is below {precision.rung}'s "
@@ -72,10 +74,17 @@ def check_pair(a: np.ndarray, b: np.ndarray, tolerance: float) -> Verdict:
     return compare_tensor(a, b, PAIRWISE_FACTOR * tolerance)
 
 
-def tap_budget(spec: ModelSpec, reference: np.ndarray, precision: Precision = FLOAT32) -> float:
+def tap_budget(spec: ModelSpec, reference: np.ndarray, precision: Precision = FLOAT32,
+               emulated: np.ndarray | None = None) -> float:
     """An intermediate tensor's tolerance: rounding is relative, so the logit tolerance scales
-    with the tensor's magnitude, `logit_atol(spec, precision) * max(1, max |reference|)`."""
-    return logit_atol(spec, None, precision) * max(1.0, float(np.max(np.abs(reference))))
+    with the tensor's magnitude, `logit_atol(spec) * max(1, max |reference|)`. Below float32,
+    the rung's multiple of that tensor's own emulated gap, max |`emulated` - reference| (the
+    rung-emulating reference's tap, shared/core/rounding.py), and never under float32's budget."""
+    scale = max(1.0, float(np.max(np.abs(reference))))
+    if precision.rung == "float32":
+        return logit_atol(spec) * scale
+    gap = None if emulated is None else max_abs_diff(emulated, reference)
+    return max(logit_atol(spec, None, precision, gap), logit_atol(spec) * scale)
 
 
 def first_nonfinite(taps: dict[str, np.ndarray]) -> str | None:

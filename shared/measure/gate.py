@@ -14,8 +14,9 @@ from shared.core import reference
 from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.precision import FLOAT32, Precision
+from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol
+from shared.core.tolerance import bound_multiple, derivation, logit_atol, rung_floor
 from shared.core.weights import init_weights
 from shared.runtime.verify import Case, Entry, pairwise_gaps
 
@@ -23,9 +24,19 @@ GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough 
 
 
 def tolerance(spec: ModelSpec, reference_logits: np.ndarray | None = None,
-              precision: Precision = FLOAT32) -> float:
+              precision: Precision = FLOAT32, emulated: float | None = None) -> float:
     """The project's logit tolerance at a rung (shared/core/tolerance.py, the one source of truth)."""
-    return logit_atol(spec, reference_logits, precision)
+    return logit_atol(spec, reference_logits, precision, emulated)
+
+
+def tolerance_rule(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
+    """The gate's tolerance as the results file's conditions state it before any case is run:
+    float32's number, or a low rung's multiple of each check's emulated gap."""
+    if precision.rung == "float32":
+        return {"atol": tolerance(spec, None, precision), "rung": precision.rung,
+                "note": "shared/core/tolerance.logit_atol"}
+    return {"atol": None, "multiple": bound_multiple(precision.rung), "rung": precision.rung,
+            "note": "shared/core/tolerance.logit_atol: multiple x each check's emulated_gap (its atol)"}
 
 
 def rung(config: dict[str, Any]) -> Precision:
@@ -47,10 +58,13 @@ def gate_images(spec: ModelSpec, batch: int, seed: int) -> np.ndarray:
 
 
 def write_reference(path: str | Path, spec: ModelSpec, batch: int, seed: int,
-                    weights_seed: int) -> np.ndarray:
-    """Reference logits for the gate's images, computed once by the parent; returned too."""
-    logits = reference.forward(spec, init_weights(spec, seed=weights_seed), gate_images(spec, batch, seed))
-    np.savez(path, logits=logits)
+                    weights_seed: int, precision: Precision = FLOAT32) -> np.ndarray:
+    """Reference logits for the gate's images, computed once by the parent, and below float32
+    the emulated rounding gap the bound is a multiple of (NaN at float32); the logits returned."""
+    weights, images = init_weights(spec, seed=weights_seed), gate_images(spec, batch, seed)
+    logits = reference.forward(spec, weights, images)
+    emulated = emulated_gap(spec, weights, images, precision, logits)
+    np.savez(path, logits=logits, emulated_gap=np.float64(np.nan if emulated is None else emulated))
     return logits
 
 
@@ -59,15 +73,28 @@ def reference_logits(path: str | Path) -> np.ndarray:
         return np.asarray(data["logits"], dtype=np.float64)
 
 
+def reference_emulated_gap(path: str | Path) -> float | None:
+    """The emulated rounding gap `write_reference` stored (None at float32)."""
+    with np.load(path, allow_pickle=False) as data:
+        value = float(data["emulated_gap"]) if "emulated_gap" in data.files else float("nan")
+    return None if np.isnan(value) else value
+
+
 def compare(spec: ModelSpec, port_logits: np.ndarray, ref: np.ndarray,
-            param_count: int | None = None, precision: Precision = FLOAT32) -> dict[str, Any]:
+            param_count: int | None = None, precision: Precision = FLOAT32,
+            emulated: float | None = None) -> dict[str, Any]:
     """One mode's gate check at the run's rung, as the results file records it (`max_abs_err`
-    is infinite when the logits cannot be compared: wrong shape or non-finite values)."""
-    verdict = check_logits(spec, port_logits, ref, param_count, precision)
+    is infinite when the logits cannot be compared: wrong shape or non-finite values); below
+    float32 with the emulated gap the bound was derived from, and how."""
+    verdict = check_logits(spec, port_logits, ref, param_count, precision, emulated)
     err = verdict.max_abs_diff
-    return {"passed": verdict.passed, "max_abs_err": float("inf") if err is None else err,
-            "max_rel_err": verdict.max_rel_diff, "atol": verdict.tolerance,
-            "images": int(ref.shape[0]), "reason": verdict.reason}
+    check = {"passed": verdict.passed, "max_abs_err": float("inf") if err is None else err,
+             "max_rel_err": verdict.max_rel_diff, "atol": verdict.tolerance,
+             "images": int(ref.shape[0]), "reason": verdict.reason}
+    if precision.rung != "float32":
+        check["emulated_gap"] = emulated
+        check["bound"] = derivation(spec, ref, precision, emulated)
+    return check
 
 
 def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
@@ -76,8 +103,15 @@ def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
     """The timing run's gate as `compare.py verify` reports it: one entry per framework (every
     compiled mode folded in: the worst error, the first failure), and the pairwise gaps between
     the ports' gated logits. `logits` holds framework -> gated eager logits and "reference"."""
-    case = Case(spec, {}, gate_images(spec, batch, seed), precision=precision)
     ref = logits["reference"]
+    # Below float32 each check carries the emulated gap its bound came from (the same for all).
+    emulated = next((c["emulated_gap"] for row in rows for c in (row.get("equivalence") or {}).values()
+                     if c.get("emulated_gap") is not None), None)
+    case = Case(spec, {}, gate_images(spec, batch, seed), precision=precision, reference=ref,
+                emulated_gap=emulated)
+    checked = precision.rung == "float32" or emulated is not None
+    atol = tolerance(spec, ref, precision, emulated) if checked else float("nan")
+    bound = derivation(spec, ref, precision, emulated) if checked else "no port's logits were checked"
     entries = []
     for row in rows:
         checks = row.get("equivalence") or {}
@@ -90,8 +124,9 @@ def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
             spec.name, spec.spec_hash, row["framework"],
             device=(row.get("conditions") or {}).get("device_class"), param_count=row.get("param_count"),
             expected_params=spec.derived.params, max_abs_diff=max(errors) if errors else None,
-            max_rel_diff=max(rel) if rel else None, tolerance=tolerance(spec, ref, precision),
-            rung=precision.rung,
+            max_rel_diff=max(rel) if rel else None, tolerance=atol, rung=precision.rung,
+            floor=rung_floor(spec, ref, precision, emulated) if checked else 0.0,
+            emulated_gap=emulated, bound=bound if precision.low else None,
             passed=bool(checks) and not failed, error=reason, versions=row.get("versions") or {},
             logits=logits.get(row["framework"])))
     return case, entries, pairwise_gaps(case, entries, ref)

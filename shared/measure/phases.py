@@ -159,10 +159,11 @@ def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str,
     seconds, first_out = time_once(lambda: _synced(port, port.forward(prepared, train=False)))
     timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
     reference = gate.reference_logits(config["reference_npz"])
+    emulated = gate.reference_emulated_gap(config["reference_npz"])  # below float32: the bound's scale
     rows = reference.shape[0]
     arrays["eager_logits"] = port.to_numpy(first_out)[:rows]
     row["equivalence"]["eager"] = gate.compare(port.spec, arrays["eager_logits"], reference,
-                                               row["param_count"], gate.rung(config))
+                                               row["param_count"], gate.rung(config), emulated)
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
         timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
@@ -184,7 +185,7 @@ def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str,
         return None
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
     row["equivalence"]["compiled"] = gate.compare(port.spec, port.to_numpy(compiled_out)[:rows],
-                                                  reference, row["param_count"], gate.rung(config))
+                                                  reference, row["param_count"], gate.rung(config), emulated)
     return compiled
 
 

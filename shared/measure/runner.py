@@ -63,8 +63,7 @@ class RunConfig:
             "input_shape": [self.batch, s.image_height, s.image_width, s.channels],
             "timeout_s": self.timeout_s, "compile_cache": self.compile_cache,
             "processes": self.processes, "allow_tf32": self.precision.tf32,
-            "gate_tolerance": {"atol": gate.tolerance(s, None, self.precision), "rung": self.precision.rung,
-                               "note": "shared/core/tolerance.logit_atol"},
+            "gate_tolerance": gate.tolerance_rule(s, self.precision),
         }
 
 
@@ -172,7 +171,7 @@ def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print
         reference_npz = os.path.join(refdir, "reference.npz")
         progress(f"reference logits (float64 NumPy) for {config.spec.name}")
         ref = gate.write_reference(reference_npz, config.spec, config.batch, config.seed,
-                                   config.weights_seed)
+                                   config.weights_seed, config.precision)
         if logits is not None:
             logits["reference"] = ref
         for rep in range(config.processes):

@@ -1,8 +1,11 @@
 """The precision ladder measured: every preset in every native port at every rung against the
-float64 reference and pairwise (`compare.py tolerances`). Its maxima, times a stated safety
-factor, are the low-rung bounds in shared/core/tolerance.py; its minima give each rung's floor.
+float64 reference, against the rung-emulating reference (shared/core/rounding.py) and pairwise
+(`compare.py tolerances`). The ratios port gap / emulated gap, measured on each arithmetic path
+of the CPU (native bfloat16 kernels, and the AVX2-limited emulation), are what the low-rung
+bounds in shared/core/tolerance.py are multiples of: the largest ratio x MARGIN is a rung's
+bound, the smallest x FLOOR_FRACTION its floor.
 
-Gaps are normalised by max(1, max |float64 logit|), as the bounds are (rounding is relative)."""
+Gaps are also shown normalised by max(1, max |float64 logit|), so presets can be compared."""
 
 from __future__ import annotations
 
@@ -14,7 +17,15 @@ import numpy as np
 from shared.core.inputs import probe_batch
 from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.presets import get_preset
-from shared.core.tolerance import FLOOR_FRACTION, LARGE_MODEL_PARAMS, SAFETY, logit_scale, size_class
+from shared.core.tolerance import (
+    FLOOR_FRACTION,
+    LARGE_MODEL_PARAMS,
+    MARGIN,
+    bound_multiple,
+    floor_multiple,
+    logit_scale,
+    size_class,
+)
 from shared.core.weights import init_weights
 from shared.runtime.verify import Case, Entry, verify
 
@@ -30,6 +41,14 @@ class Measured:
     gap: float | None  # normalised |port - float64|; None when unavailable or not comparable
     status: str
     reason: str | None = None
+    emulated: float | None = None  # normalised |emulated - float64| on the same case
+
+    @property
+    def ratio(self) -> float | None:
+        """port gap / emulated gap: what a low rung's bound is a multiple of."""
+        if self.gap is None or not self.emulated:
+            return None
+        return self.gap / self.emulated
 
 
 def ladder_cases(presets: list[str], rungs: tuple[str, ...] = LOW_RUNGS) -> list[Case]:
@@ -47,56 +66,104 @@ def measure(presets: list[str], frameworks: list[str], rungs: tuple[str, ...] = 
     """Every case in one worker per framework; normalised gaps per entry and per pair."""
     cases = ladder_cases(presets, rungs)
     entries, pairwise = verify(cases, frameworks, device, timeout)
-    scales = {(c.spec.name, c.precision.rung): logit_scale(c.reference) for c in cases}
-    measured = [_measured(e, scales[(e.spec, e.rung)], cases) for e in entries]
+    by_key = {(c.spec.name, c.precision.rung): c for c in cases}
+    measured = [_measured(e, by_key[(e.spec, e.rung)]) for e in entries]
     pairs = []
     for p in pairwise:
-        case = next(c for c in cases if c.spec.name == p["spec"] and c.precision.rung == p["rung"])
-        pairs.append({**p, "gap": p["max_abs_diff"] / scales[(case.spec.name, p["rung"])]})
+        case = by_key[(p["spec"], p["rung"])]
+        pairs.append({**p, "gap": p["max_abs_diff"] / logit_scale(case.reference)})
     return measured, pairs
 
 
-def _measured(entry: Entry, scale: float, cases: list[Case]) -> Measured:
-    spec = next(c.spec for c in cases if c.spec.name == entry.spec)
+def _measured(entry: Entry, case: Case) -> Measured:
+    scale = logit_scale(case.reference)
     gap = None if entry.max_abs_diff is None else entry.max_abs_diff / scale
-    return Measured(entry.spec, size_class(spec), entry.rung, entry.framework, gap, entry.status,
-                    entry.error)
+    emulated = None if case.emulated_gap is None else case.emulated_gap / scale
+    return Measured(entry.spec, size_class(case.spec), entry.rung, entry.framework, gap, entry.status,
+                    entry.error, emulated)
 
 
-def summary(measured: list[Measured]) -> dict[str, dict[str, tuple[float, float]]]:
-    """rung -> size class -> (smallest, largest) normalised gap over every port that ran."""
-    out: dict[str, dict[str, tuple[float, float]]] = {}
+def from_dict(data: dict[str, Any]) -> Measured:
+    """One entry of a `--json` file `compare.py tolerances` wrote."""
+    fields = ("spec", "size", "rung", "framework", "gap", "status", "reason", "emulated")
+    return Measured(**{k: data.get(k) for k in fields})
+
+
+def ratio_summary(measured: list[Measured]) -> dict[str, tuple[float, float]]:
+    """rung -> (smallest, largest) port gap / emulated gap over every port that ran."""
+    out: dict[str, tuple[float, float]] = {}
     for m in measured:
-        if m.gap is None:
+        if m.ratio is None:
             continue
-        low, high = out.setdefault(m.rung, {}).get(m.size, (np.inf, 0.0))
-        out[m.rung][m.size] = (min(low, m.gap), max(high, m.gap))
+        low, high = out.get(m.rung, (np.inf, 0.0))
+        out[m.rung] = (min(low, m.ratio), max(high, m.ratio))
     return out
 
 
-def markdown(measured: list[Measured], pairs: list[dict[str, Any]], date: str) -> str:
-    """docs/tolerances.md: the bounds, then every measurement they come from."""
-    table = summary(measured)
-    lines = [f"# Measured tolerances, {date}", "",
-             "Written by `python compare.py tolerances --markdown docs/tolerances.md --force`. Each gap is",
-             "max |port logits - float64 logits| / max(1, max |float64 logit|) on the preset's seeded",
-             f"weights and probe batch ({SMALL_BATCH} images; {LARGE_BATCH} for ViT-S/16 and ViT-B/16), on",
-             f"this machine's CPU. The bound is the largest gap x {SAFETY:g}; the floor (below it a port",
-             "did not compute at the rung) is a quarter of the smallest.", "",
-             "| rung | size | smallest gap | largest gap | bound | floor |", "|---|---|---|---|---|---|"]
-    for rung, sizes in table.items():
-        for size, (low, high) in sorted(sizes.items()):
-            bound, floor = high * SAFETY, low * FLOOR_FRACTION
-            lines.append(f"| {rung} | {size} | {low:.2e} | {high:.2e} | {bound:.2e} | {floor:.2e} |")
-    lines += ["", "## Every port, every preset", "", "| preset | rung | framework | gap | status |",
-              "|---|---|---|---|---|"]
+HEADER = """# Measured tolerances, {date}
+
+Written by `python compare.py tolerances --from A.json --from B.json --markdown docs/tolerances.md
+--force` from one `compare.py tolerances --json` run per arithmetic path. Each case is a preset's
+seeded weights and probe batch ({small} images; {large} for ViT-S/16 and ViT-B/16). *gap* is
+max |port logits - float64 logits| and *emulated* max |rung-emulating reference - float64 logits|
+on the same case (shared/core/rounding.py), both divided by max(1, max |float64 logit|); *ratio*
+is gap / emulated. A rung's bound is (its largest ratio on any path) x {margin:g} x the case's
+emulated gap; its floor, below which a port did not compute at the rung, is (its smallest ratio)
+x {fraction:g} x it (shared/core/tolerance.py, MEASURED_RATIOS)."""
+
+
+def _ratios_table(summaries: dict[str, dict[str, tuple[float, float]]]) -> list[str]:
+    """The measured ratio ranges per path beside the multiples shared/core/tolerance.py states
+    (from its MEASURED_RATIOS: these ranges, rounded outwards)."""
+    rungs = list(dict.fromkeys(r for s in summaries.values() for r in s))
+    heads = [label.split(" (")[0] for label in summaries]
+    lines = ["| rung | " + " | ".join(f"ratios, {h}" for h in heads) + " | bound multiple | floor multiple |",
+             "|---|" + "---|" * (len(summaries) + 2)]
+    for rung in rungs:
+        cells = [f"{s[rung][0]:.2f} .. {s[rung][1]:.2f}" if rung in s else "-" for s in summaries.values()]
+        lines.append(f"| {rung} | " + " | ".join(cells)
+                     + f" | {bound_multiple(rung):.3g} | {floor_multiple(rung):.3g} |")
+    return ["", *lines, "", *(f"- {label}" for label in summaries)]
+
+
+def _same_on_both(paths: dict[str, tuple[list[Measured], list[dict[str, Any]]]]) -> list[str]:
+    """Per framework, how many gaps were bit-identical on every path (its kernels ignore the ISA)."""
+    if len(paths) < 2:
+        return []
+    runs = [{(m.spec, m.rung, m.framework): m.gap for m in measured if m.gap is not None}
+            for measured, _ in paths.values()]
+    counts = []
+    for fw in dict.fromkeys(k[2] for k in runs[0]):
+        keys = [k for k in runs[0] if k[2] == fw]
+        same = sum(all(r.get(k) == runs[0][k] for r in runs[1:]) for k in keys)
+        counts.append(f"{fw} {same} of {len(keys)}")
+    return ["", "Gaps bit-identical on every path: " + ", ".join(counts) + "."]
+
+
+def _entries_table(label: str, measured: list[Measured], pairs: list[dict[str, Any]]) -> list[str]:
+    lines = ["", f"## Every port, every preset: {label}", "",
+             "| preset | rung | framework | gap | emulated | ratio | status |", "|---" * 7 + "|"]
     for m in measured:
         gap = "-" if m.gap is None else f"{m.gap:.2e}"
+        emulated = "-" if m.emulated is None else f"{m.emulated:.2e}"
+        ratio = "-" if m.ratio is None else f"{m.ratio:.2f}"
         status = m.status if m.status != "UNAVAILABLE" else f"unavailable: {m.reason}"
-        lines.append(f"| {m.spec} | {m.rung} | {m.framework} | {gap} | {status} |")
+        lines.append(f"| {m.spec} | {m.rung} | {m.framework} | {gap} | {emulated} | {ratio} | {status} |")
     worst: dict[str, float] = {}
     for p in pairs:
         worst[p["rung"]] = max(worst.get(p["rung"], 0.0), p["gap"])
-    lines += ["", "## Pairwise (two ports at one rung)", "", "| rung | largest gap between two ports |",
-              "|---|---|"] + [f"| {r} | {g:.2e} |" for r, g in worst.items()]
+    return [*lines, "", f"Pairwise (two ports at one rung), {label}:", "",
+            "| rung | largest gap between two ports |", "|---|---|",
+            *(f"| {r} | {g:.2e} |" for r, g in worst.items())]
+
+
+def markdown(paths: dict[str, tuple[list[Measured], list[dict[str, Any]]]], date: str) -> str:
+    """docs/tolerances.md: the ratios per rung and path, the multiples they give, then every
+    measurement they come from. `paths`: path label -> (entries, pairs) measured on it."""
+    lines = [HEADER.format(date=date, small=SMALL_BATCH, large=LARGE_BATCH, margin=MARGIN,
+                           fraction=FLOOR_FRACTION)]
+    lines += _ratios_table({label: ratio_summary(m) for label, (m, _) in paths.items()})
+    lines += _same_on_both(paths)
+    for label, (measured, pairs) in paths.items():
+        lines += _entries_table(label, measured, pairs)
     return "\n".join(lines) + "\n"

@@ -18,8 +18,9 @@ from ports import installed, rung_refusal
 from shared.core import reference
 from shared.core.equivalence import check_logits, check_pair
 from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
+from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol, rung_floor
+from shared.core.tolerance import derivation, logit_atol, rung_floor
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.launch import Worker
 
@@ -37,6 +38,8 @@ class Entry:
     tolerance: float = 0.0
     rung: str = "float32"
     floor: float = 0.0  # below this gap the port did not compute at the rung
+    emulated_gap: float | None = None  # below float32: |rung-emulating reference - float64|
+    bound: str | None = None  # how the tolerance and floor were derived
     passed: bool = False
     error: str | None = None
     unavailable: bool = False  # the framework or the requested device is not here: not a failure
@@ -63,6 +66,7 @@ class Case:
     note: str | None = None
     precision: Precision = FLOAT32
     reference: np.ndarray | None = field(default=None, repr=False)  # filled by verify()
+    emulated_gap: float | None = None  # below float32: filled by verify() (fill_reference)
     read_dtypes: bool = True  # below float32: read every tensor's dtype (one more forward, with taps)
 
 
@@ -103,16 +107,32 @@ def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
     return collect_logits(start_logits(framework, cases, workdir, device), timeout)
 
 
+def fill_reference(cases: list[Case]) -> None:
+    """Each case's float64 reference logits (one pass per weights and batch) and, below float32,
+    its emulated rounding gap (one rung-emulating pass per case), unless already filled."""
+    known: dict[tuple[int, int], np.ndarray] = {}
+    for c in cases:
+        key = (id(c.tensors), id(c.images))
+        if c.reference is None:
+            if key not in known:
+                known[key] = reference.forward(c.spec, c.tensors, c.images)
+            c.reference = known[key]
+        if c.emulated_gap is None:
+            c.emulated_gap = emulated_gap(c.spec, c.tensors, c.images, c.precision, c.reference)
+
+
 def entry_for(case: Case, framework: str, report: dict[str, Any], ref: np.ndarray) -> Entry:
-    entry = Entry(case.spec.name, case.spec.spec_hash, framework,
-                  tolerance=logit_atol(case.spec, ref, case.precision), rung=case.precision.rung,
-                  floor=rung_floor(case.spec, ref, case.precision), expected_params=case.spec.derived.params)
+    spec, precision, emulated = case.spec, case.precision, case.emulated_gap
+    entry = Entry(spec.name, spec.spec_hash, framework,
+                  tolerance=logit_atol(spec, ref, precision, emulated), rung=precision.rung,
+                  floor=rung_floor(spec, ref, precision, emulated), emulated_gap=emulated,
+                  bound=derivation(spec, ref, precision, emulated), expected_params=spec.derived.params)
     if report.get("error"):
         entry.error, entry.unavailable = report["error"], bool(report.get("unavailable"))
         return entry
     entry.device, entry.param_count = report["device"], report["param_count"]
     entry.versions, entry.logits = report["versions"], report["logits"]
-    verdict = check_logits(case.spec, entry.logits, ref, entry.param_count, case.precision)
+    verdict = check_logits(case.spec, entry.logits, ref, entry.param_count, case.precision, emulated)
     entry.passed, entry.error = verdict.passed, verdict.reason
     entry.dtypes = dict(report.get("tap_dtypes") or {})
     broken = contract_breach(entry.dtypes, case.precision)
@@ -149,12 +169,7 @@ def pairwise_gaps(case: Case, entries: list[Entry], ref: np.ndarray) -> list[dic
 def verify(cases: list[Case], frameworks: list[str], device: str = "cpu",
            timeout: float = 900.0) -> tuple[list[Entry], list[dict[str, Any]]]:
     """Run every framework on every case; return per-framework entries and pairwise gaps."""
-    known: dict[tuple[int, int], np.ndarray] = {}  # one float64 pass per weights and batch
-    for c in cases:
-        key = (id(c.tensors), id(c.images))
-        if key not in known:
-            known[key] = reference.forward(c.spec, c.tensors, c.images)
-        c.reference = known[key]
+    fill_reference(cases)
     references = [c.reference for c in cases]
     by_framework: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="portbench-verify-") as tmp:

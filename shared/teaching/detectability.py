@@ -3,12 +3,14 @@
 Every forward entry of the catalogue (`shared.teaching.divergences`) moves the logits by a
 measured amount: the float64 gap between the pinned function and each unpinned variant
 (`shared.teaching.variants`) on a preset's seeded weights and probe batch. That gap is normalised
-the way the low-rung bounds are (divided by `logit_scale` = max(1, max |reference logit|)) and set
-beside each rung's bound (`logit_atol(spec, reference, rung) / logit_scale`, read from
-`shared.core.tolerance` when this runs, never copied): a test at that rung catches the difference
-when the gap is more than MARGIN x the bound, misses it when the gap is under the bound / MARGIN,
-and in between the verdict is decided by that run's rounding noise ("marginal": the port's own
-error, up to bound / SAFETY, adds to or cancels the gap).
+by `logit_scale` = max(1, max |reference logit|) and set beside each rung's bound on that case
+(`logit_atol(spec, reference, rung, emulated gap) / logit_scale`: below float32 a multiple of the
+case's own emulated rounding gap, shared/core/rounding.py; read from `shared.core.tolerance` when
+this runs, never copied): a test at that rung catches the difference when the gap is more than
+MARGIN x the bound, misses it when the gap is under the bound / MARGIN, and in between the
+verdict is decided by that run's rounding noise ("marginal": the port's own error, up to
+bound / MARGIN, adds to or cancels the gap). MARGIN is tolerance.MARGIN, the factor between the
+largest port error measured and the bound, so both verdicts hold for any port within it.
 
 Entries whose demonstration lives in a framework API (no variant through the reference) are
 listed with their demonstration's headline gap, which is not a logit gap on a seeded case, and
@@ -24,13 +26,15 @@ import numpy as np
 from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.presets import get_preset
 from shared.core.reference import forward
-from shared.core.tolerance import logit_atol, logit_scale
+from shared.core.rounding import emulated_gap
+from shared.core.tolerance import MARGIN, logit_atol, logit_scale
 from shared.teaching.demo import demo_case, gap
 from shared.teaching.divergences import CATALOGUE, Entry
 from shared.teaching.variants import Case, variant
 
 RUNG_COLUMNS = ("float32", *LOW_RUNGS)  # TF32 is unmeasured: it borrows float16-pure's bound
-MARGIN = 2.0  # within this factor of a bound either way, a verdict is rounding noise: "marginal"
+# MARGIN (shared/core/tolerance.py): within this factor of a bound either way, a verdict is
+# rounding noise: "marginal"
 CAUGHT, MISSED, MARGINAL, NOT_MODELLED = "caught", "missed", "marginal", "not modelled"
 
 # The specs each entry's variants are measured on, tried in order until a variant applies: the
@@ -57,6 +61,7 @@ class Measured:
     mutated: Case
     reference: np.ndarray  # float64 logits of the pinned case
     gap: float  # max |mutated - pinned| float64 logits
+    emulated: dict[str, float | None]  # rung -> the pinned case's emulated rounding gap
 
     @property
     def scale(self) -> float:
@@ -64,7 +69,8 @@ class Measured:
 
     def bound(self, rung: str) -> float:
         """The rung's logit bound on this case, normalised like the gap."""
-        return logit_atol(self.case.spec, self.reference, Precision.from_rung(rung)) / self.scale
+        precision = Precision.from_rung(rung)
+        return logit_atol(self.case.spec, self.reference, precision, self.emulated[rung]) / self.scale
 
     def verdict(self, rung: str) -> str:
         return classify(self.gap / self.scale, self.bound(rung))
@@ -108,7 +114,10 @@ def measure(entry_key: str, variant_key: str) -> Measured | None:
             continue
         reference = forward(case.spec, case.weights, case.images)
         moved = gap(forward(mutated.spec, mutated.weights, mutated.images), reference)
-        return Measured(entry_key, variant_key, _label(preset, changes), case, mutated, reference, moved)
+        emulated = {r: emulated_gap(case.spec, case.weights, case.images, Precision.from_rung(r), reference)
+                    for r in RUNG_COLUMNS}
+        return Measured(entry_key, variant_key, _label(preset, changes), case, mutated, reference, moved,
+                        emulated)
     return None
 
 

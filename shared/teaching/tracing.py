@@ -4,7 +4,9 @@ reference and report the first tensor whose error exceeds its budget.
 The budget of a tensor scales with its magnitude, because float32 rounding is relative:
 ``budget = base * max(1, max|reference tensor|)``, with `base` the project's logit tolerance
 (shared/core/tolerance.py: 5e-6 small models, 1e-5 large); whether a tensor is within it is
-decided by shared/core/equivalence.py (shape, finiteness, max abs error), as for logits.
+decided by shared/core/equivalence.py (shape, finiteness, max abs error), as for logits. Below
+float32 a tensor's budget is the rung's multiple of that tensor's own emulated rounding gap
+(shared/core/rounding.py), as the logits' bound is.
 Taps are visited in the order the forward pass computes them, so the first tensor over budget
 is where the port stops computing the spec's function; everything after it inherits the error.
 """
@@ -20,6 +22,7 @@ import numpy as np
 from shared.core.equivalence import compare_tensor, tap_budget
 from shared.core.precision import FLOAT32, Precision
 from shared.core.reference import forward
+from shared.core.rounding import emulated_forward
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, save_weights
@@ -43,6 +46,16 @@ def tap_order(spec: ModelSpec) -> list[str]:
 def reference_taps(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dict[str, np.ndarray]:
     taps = Taps()
     forward(spec, weights, images, taps)
+    return dict(taps.tensors)
+
+
+def emulated_taps(spec: ModelSpec, weights: Tensors, images: np.ndarray,
+                  precision: Precision) -> dict[str, np.ndarray] | None:
+    """The rung-emulating reference's taps (None at float32): each tap's rounding scale."""
+    if precision.rung == "float32":
+        return None
+    taps = Taps()
+    emulated_forward(spec, weights, images, precision, taps)
     return dict(taps.tensors)
 
 
@@ -75,11 +88,13 @@ class PortTrace:
 
 
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
-                 framework: str, precision: Precision = FLOAT32) -> PortTrace:
+                 framework: str, precision: Precision = FLOAT32,
+                 emulated: dict[str, np.ndarray] | None = None) -> PortTrace:
     trace = PortTrace(framework)
     for name in tap_order(spec):
         ref = reference[name]
-        magnitude, budget = float(np.max(np.abs(ref))), tap_budget(spec, ref, precision)
+        budget = tap_budget(spec, ref, precision, None if emulated is None else emulated[name])
+        magnitude = float(np.max(np.abs(ref)))
         if name not in port_taps:
             trace.rows.append(TapRow(name, magnitude, None, budget, "missing in this port"))
             continue
@@ -106,6 +121,7 @@ def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_fil
 def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: list[str],
           precision: Precision = FLOAT32) -> tuple[dict[str, np.ndarray], list[PortTrace]]:
     reference = reference_taps(spec, weights, images)
+    emulated = emulated_taps(spec, weights, images, precision)
     traces = []
     with tempfile.TemporaryDirectory(prefix="portbench-trace-") as tmp:
         workdir = Path(tmp)
@@ -117,7 +133,7 @@ def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: lis
             if isinstance(got, str):
                 traces.append(PortTrace(fw, error=got))
             else:
-                traces.append(compare_taps(spec, reference, got, fw, precision))
+                traces.append(compare_taps(spec, reference, got, fw, precision, emulated))
     return reference, traces
 
 
