@@ -2,8 +2,9 @@
 them, one worker at a time at low CPU priority, while the in-process tests run.
 
 Why: the in-process tests keep about one of CI's two cores busy, and some modules' proofs are
-minutes of CPU in framework worker processes (training parity: four frameworks, ten AdamW steps
-on two specs, ten mutated runs, a training loop). Started at collection and niced, those workers
+minutes of CPU in framework worker processes (the precision ladder; training parity: four
+frameworks, ten AdamW steps on two specs, ten mutated runs, a training loop; ViT-S/B in every
+port). Started at collection and niced, those workers
 use the core the rest of the suite leaves idle; `conftest.py` moves the tests that read them to
 the end of the session, so they find their results ready. Nothing in the suite asserts a time,
 so sharing the machine changes no result.
@@ -39,27 +40,39 @@ def task(name: str, readers: str) -> Callable[[Task], Task]:
 
 
 class Runner:
-    """The tasks, run one after another in one thread; each worker they start is niced."""
+    """The tasks, taken in turn by LANES threads; each worker they start is niced. Two lanes:
+    while the in-process tests run, both share the core those leave idle (nice keeps them off the
+    tests' core); when the in-process tests are done, the rest of the background has both cores."""
+
+    LANES = 2
 
     def __init__(self, names: list[str]) -> None:
         self.results: dict[str, Any] = {}
         self.errors: dict[str, BaseException] = {}
         self.done = {name: threading.Event() for name in names}
-        self.current: Worker | None = None
+        self.queue = list(names)
+        self.lock = threading.Lock()
+        self.current: set[Worker] = set()  # the workers running now, so `stop` can kill them
         self.stopped = False
-        self.thread = threading.Thread(target=self._run, args=(names,), daemon=True)
-        self.thread.start()
+        self.threads = [threading.Thread(target=self._lane, daemon=True) for _ in range(self.LANES)]
+        for thread in self.threads:
+            thread.start()
 
     def _start(self, worker: Worker) -> Worker:
-        if self.stopped:
-            worker.process.kill()
-            raise RuntimeError("the test session ended before this background worker ran")
+        with self.lock:
+            if self.stopped:
+                worker.process.kill()
+                raise RuntimeError("the test session ended before this background worker ran")
+            self.current.add(worker)
         os.setpriority(os.PRIO_PROCESS, worker.process.popen.pid, NICE)
-        self.current = worker
         return worker
 
-    def _run(self, names: list[str]) -> None:
-        for name in names:
+    def _lane(self) -> None:
+        while True:
+            with self.lock:
+                if not self.queue:
+                    return
+                name = self.queue.pop(0)
             try:
                 self.results[name] = TASKS[name][1](self._start)
             except BaseException as exc:  # raised again in the test that reads it
@@ -75,9 +88,12 @@ class Runner:
 
     def stop(self) -> None:
         """At the end of the session (an -x stop, Ctrl-C): no orphaned worker."""
-        self.stopped = True
-        if self.thread.is_alive() and self.current is not None:
-            self.current.process.kill()
+        with self.lock:
+            self.stopped = True
+            running = list(self.current)
+        for worker in running:
+            if worker.process.popen.poll() is None:
+                worker.process.kill()
 
 
 _RUNNER: list[Runner] = []

@@ -58,23 +58,17 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             item.add_marker(pytest.mark.fast)
 
 
-# ---- worker runs in the background (tests/background.py, tests/ladder_support.py) ---------------
+# ---- worker runs in the background (tests/background.py) ------------------------------------------
 def pytest_collection_finish(session) -> None:
     """Once the tests to run are known (after deselection): start the background workers they
-    read, and run those tests last (the precision ladder's after the others), just before the
-    check that the checkout is unchanged."""
-    import ladder_support
-
+    read, and run those tests last, just before the check that the checkout is unchanged."""
     from tests import background, checkout_guard
 
     def position(item) -> int:
-        last = {ladder_support.MODULE: 2, checkout_guard.MODULE: 3}.get(item.path.name, 0)
-        return last or int(background.reads_a_task(item.nodeid))
+        return 2 if item.path.name == checkout_guard.MODULE else int(background.reads_a_task(item.nodeid))
 
     session.items.sort(key=position)  # stable: the rest keep their order
     background.start([item.nodeid for item in session.items])
-    if any(item.path.name == ladder_support.MODULE for item in session.items):
-        ladder_support.start()
 
 
 def pytest_unconfigure(config) -> None:
@@ -82,5 +76,3 @@ def pytest_unconfigure(config) -> None:
 
     if "tests.background" in sys.modules:
         sys.modules["tests.background"].stop()
-    if "ladder_support" in sys.modules:
-        sys.modules["ladder_support"].stop()

@@ -1,5 +1,6 @@
-"""The precision ladder (shared/core/precision.py): every preset in every native port at bfloat16
-and float16, pure and mixed, within the rung's bound of the float64 reference and above its floor
+"""The precision ladder (shared/core/precision.py): each preset that differs in a code path
+(tests/ladder_support.py says which and why) in every native port at bfloat16 and float16, pure
+and mixed, within the rung's bound of the float64 reference and above its floor
 (a run at float32's error did not run at the rung), both multiples of the case's emulated rounding
 gap (shared/core/rounding.py); every named intermediate in the dtype the pinned contract holds it
 in, read from the framework; and the one-line refusals.
@@ -48,8 +49,8 @@ def port_at(framework: str, spec, tensors, precision: Precision):
 
 @pytest.fixture(scope="module")
 def ladder() -> tuple[list[tuple[str, Case]], dict[str, list[dict]]]:
-    """Every preset (plus quadrant without positions) at every low rung, one worker per framework,
-    run in the background since collection (tests/ladder_support.py). Each report carries the
+    """The ladder's presets (plus quadrant without positions) at every low rung, one worker per
+    framework, run in the background since collection (tests/ladder_support.py). Each report carries the
     logits and, below float32, every named tensor's dtype as the framework ran it."""
     return result()
 
