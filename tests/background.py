@@ -9,21 +9,27 @@ use the core the rest of the suite leaves idle; `conftest.py` moves the tests th
 the end of the session, so they find their results ready. Nothing in the suite asserts a time,
 so sharing the machine changes no result.
 
-A task is a function that starts its workers through `start` (so they can be reniced and, at
-the end of the session, killed) and returns what its tests read; `result(name)` waits for it.
+A task is a function that starts its processes (framework workers, or `compare.py` runs)
+through `start`, so they can be reniced and, at the end of the session, killed, and returns what
+its tests read (or raises what they report); `result(name)` waits for it. The session's summary
+says when each task ran, so a task that outlasts the in-process tests shows.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from shared.runtime.launch import Worker
 
 NICE = 10  # below the in-process tests: the background takes what they leave idle
-Start = Callable[[Worker], Worker]
+Started = TypeVar("Started", Worker, subprocess.Popen)
+Start = Callable[[Started], Started]
 Task = Callable[[Start], Any]
 
 TASKS: dict[str, tuple[str, Task]] = {}  # task name -> (which tests read it, the task)
@@ -52,20 +58,24 @@ class Runner:
         self.done = {name: threading.Event() for name in names}
         self.queue = list(names)
         self.lock = threading.Lock()
-        self.current: set[Worker] = set()  # the workers running now, so `stop` can kill them
+        self.current: list[subprocess.Popen] = []  # the processes started, so `stop` can kill them
         self.stopped = False
+        self.began = time.monotonic()
+        self.spans: dict[str, tuple[float, float]] = {}  # task -> (start, end), s since the session began
         self.threads = [threading.Thread(target=self._lane, daemon=True) for _ in range(self.LANES)]
         for thread in self.threads:
             thread.start()
 
-    def _start(self, worker: Worker) -> Worker:
+    def _start(self, started: Started) -> Started:
+        popen = started.process.popen if isinstance(started, Worker) else started
         with self.lock:
-            if self.stopped:
-                worker.process.kill()
-                raise RuntimeError("the test session ended before this background worker ran")
-            self.current.add(worker)
-        os.setpriority(os.PRIO_PROCESS, worker.process.popen.pid, NICE)
-        return worker
+            self.current.append(popen)
+            stopped = self.stopped
+        if stopped:
+            kill(popen)
+            raise RuntimeError("the test session ended before this background process ran")
+        os.setpriority(os.PRIO_PROCESS, popen.pid, NICE)
+        return started
 
     def _lane(self) -> None:
         while True:
@@ -73,11 +83,13 @@ class Runner:
                 if not self.queue:
                     return
                 name = self.queue.pop(0)
+            began = time.monotonic() - self.began
             try:
                 self.results[name] = TASKS[name][1](self._start)
             except BaseException as exc:  # raised again in the test that reads it
                 self.errors[name] = exc
             finally:
+                self.spans[name] = (began, time.monotonic() - self.began)
                 self.done[name].set()
 
     def result(self, name: str) -> Any:
@@ -91,9 +103,21 @@ class Runner:
         with self.lock:
             self.stopped = True
             running = list(self.current)
-        for worker in running:
-            if worker.process.popen.poll() is None:
-                worker.process.kill()
+        for popen in running:
+            kill(popen)
+
+
+def kill(popen: subprocess.Popen) -> None:
+    """A process and, when it leads its own session (every framework worker does), its group."""
+    if popen.poll() is not None:
+        return
+    try:
+        if os.getpgid(popen.pid) == popen.pid:
+            os.killpg(popen.pid, signal.SIGKILL)
+        else:
+            popen.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 _RUNNER: list[Runner] = []
@@ -121,3 +145,11 @@ def result(name: str) -> Any:
 def stop() -> None:
     for runner in _RUNNER:
         runner.stop()
+
+
+def summary() -> list[str]:
+    """When each task ran, in seconds since the session began (for the session's last lines)."""
+    if not _RUNNER:
+        return []
+    spans = sorted(_RUNNER[0].spans.items(), key=lambda item: item[1])
+    return [f"background {name}: {a:.0f}-{b:.0f} s" for name, (a, b) in spans]

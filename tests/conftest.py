@@ -71,6 +71,13 @@ def pytest_collection_finish(session) -> None:
     background.start([item.nodeid for item in session.items])
 
 
+def pytest_terminal_summary(terminalreporter) -> None:
+    from tests import background
+
+    for line in background.summary():
+        terminalreporter.write_line(line)
+
+
 def pytest_unconfigure(config) -> None:
     import sys
 

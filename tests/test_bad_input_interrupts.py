@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from shared.training import checkpoint
 from shared.training.data import load_dataset
 from shared.training.train_spec import get_recipe
 from shared.training.trainloop import train_seed
+from tests import background
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = get_preset("quadrant")
@@ -83,16 +85,26 @@ def run_train(folder: Path, *extra: str) -> subprocess.Popen:
                              str(folder), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_signals_at_several_moments_then_resume_equals_uninterrupted(tmp_path: Path) -> None:
+@background.task("signals-then-resume", "test_bad_input_interrupts.py::test_signals_at_several")
+def signals_then_resume(start: background.Start) -> None:
+    """Three `train` runs interrupted at different moments after a save, then a resume: the end
+    is bit-identical to an uninterrupted run. In the background (tests/background.py): it is a
+    minute of training processes the test itself only waits for."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="portbench-signals-"))
     whole = tmp_path / "whole"
-    assert run_train(whole).wait(timeout=300) == 0
+    assert start(run_train(whole)).wait(timeout=300) == 0
     expected = load_weights(consistent(whole / "seed0") / "weights.safetensors", SPEC).tensors
     folder = tmp_path / "interrupted"
+
+    def newest() -> Path | None:  # a listing, not a proof: polled, it must not compete for the CPU
+        found = checkpoint.units(folder / "seed0")
+        return found[-1] if found else None
+
     for signum, delay in ((signal.SIGTERM, 0.0), (signal.SIGINT, 0.15), (signal.SIGTERM, 0.4)):
-        started_at = checkpoint.latest_unit(folder / "seed0")
-        proc = run_train(folder, "--resume")
+        started_at = newest()
+        proc = start(run_train(folder, "--resume"))
         deadline = time.monotonic() + 240
-        while checkpoint.latest_unit(folder / "seed0") in (None, started_at):  # until it saved anew
+        while newest() in (None, started_at):  # until it saved anew (a unit appears whole, by a rename)
             if proc.poll() is not None:
                 break
             assert time.monotonic() < deadline
@@ -105,9 +117,13 @@ def test_signals_at_several_moments_then_resume_equals_uninterrupted(tmp_path: P
         assert proc.returncode == 130 and "Traceback" not in stderr, stderr
         assert stderr.strip().splitlines()[-1] == "error: interrupted"
         consistent(folder / "seed0")
-    assert run_train(folder, "--resume").wait(timeout=300) == 0
+    assert start(run_train(folder, "--resume")).wait(timeout=300) == 0
     got = load_weights(consistent(folder / "seed0") / "weights.safetensors", SPEC).tensors
     assert all(np.array_equal(got[name], expected[name]) for name in expected)  # bit-identical
+
+
+def test_signals_at_several_moments_then_resume_equals_uninterrupted() -> None:
+    background.result("signals-then-resume")  # its assertions, raised here if one failed
 
 
 # ---- workers die with portbench; a signal removes temporaries; a SIGKILL's are cleaned later ----

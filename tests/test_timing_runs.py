@@ -4,32 +4,40 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from shared.measure import schema
+from tests import background
 from tests.timing_helpers import FAST, compare, finish, start_compare
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, tuple[Path, object]]:
-    """Three runs, started together:
+@background.task("timing-runs", "test_timing_runs.py::")
+def timing_runs(start: background.Start) -> dict[str, tuple[Path, object]]:
+    """Three runs, started together, in the background (tests/background.py):
     - main: the bare job's one pass, on torch and flax;
     - isolation: flax crashes (SIGSEGV) and keras hangs on purpose; torch must still be timed
       (the 20 s timeout is about 3x a quadrant torch worker on a loaded 2-core CPU);
     - tampered: torch with a head bias 1e-3 off the reference's, on 2 threads."""
-    root = tmp_path_factory.mktemp("timing")
+    root = Path(tempfile.mkdtemp(prefix="portbench-timing-"))
     iso, tampered, main = root / "run.json", root / "tampered.json", root / "main.json"
     procs = {
-        "main": (main, start_compare("main", *FAST, "--frameworks", "torch,flax", "--json", str(main))),
-        "isolated": (iso, start_compare("time", *FAST, "--frameworks", "flax,keras,torch", "--threads", "1",
-                                        "--timeout", "20", "--json", str(iso),
-                                        fault="flax:crash,keras:hang")),
-        "tampered": (tampered, start_compare("time", *FAST, "--frameworks", "torch", "--threads", "2",
-                                             "--json", str(tampered), fault="torch:tamper")),
+        "main": (main, start(start_compare("main", *FAST, "--frameworks", "torch,flax", "--json",
+                                           str(main)))),
+        "isolated": (iso, start(start_compare("time", *FAST, "--frameworks", "flax,keras,torch", "--threads",
+                                              "1", "--timeout", "20", "--json", str(iso),
+                                              fault="flax:crash,keras:hang"))),
+        "tampered": (tampered, start(start_compare("time", *FAST, "--frameworks", "torch", "--threads", "2",
+                                                   "--json", str(tampered), fault="torch:tamper"))),
     }
     return {name: (path, finish(proc)) for name, (path, proc) in procs.items()}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, tuple[Path, object]]:
+    return background.result("timing-runs")
 
 
 @pytest.fixture(scope="module")
