@@ -72,6 +72,7 @@ import itertools
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +87,7 @@ from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
 from shared.training.parity import collect, job_batches, start_training_jobs
 from shared.training.train_spec import TrainSpec
+from tests import background
 from tests.adversarial import refused as refused_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,30 +132,26 @@ def job(rung: str) -> dict:
             "precision": Precision.from_rung(rung).to_dict()}
 
 
-@pytest.fixture(scope="module")
-def tmp_module(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("precision-train")
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_module: Path) -> dict:
+@background.task("training-at-rungs", "test_training_precision.py::")
+def training_at_rungs(start: background.Start) -> dict:
     """{"runs": {fw: {rung: {snapshot: tensors}}}, "refused": {(fw, rung): "Kind: reason"},
-    "workers", "cli": {name: (exit code, stdout, stderr)}}: the four workers and two
-    `compare.py train` processes, all started together."""
+    "workers", "cli": {name: (exit code, stdout, stderr)}, "folder"}: the four workers and two
+    `compare.py train` processes, all started together, in the background (tests/background.py)."""
+    folder = Path(tempfile.mkdtemp(prefix="portbench-precision-train-"))
     jobs = {fw: {rung: job(rung) for rung in RUNGS} for fw in FRAMEWORKS}
     for fw in OFFERED["float16-mixed"]:
         jobs[fw][SKIP_JOB] = {**job("float16-mixed"), "pins": {"LOSS_SCALE_INITIAL": SKIP_START}}
-    workers = {fw: start_training_jobs(fw, js) for fw, js in jobs.items()}
+    workers = {fw: start(start_training_jobs(fw, js)) for fw, js in jobs.items()}
     cli = {
         "torch": ["--framework", "torch", "--json", "t.json", "--checkpoints", "ck-torch"],
         "mlx": ["--framework", "mlx", "--checkpoints", "ck-mlx"],
     }
-    procs = {name: subprocess.Popen(
+    procs = {name: start(subprocess.Popen(
         [sys.executable, str(ROOT / "compare.py"), "train", "--spec", "quadrant", "--epochs", "1",
          "--dtype", "bfloat16", "--precision", "mixed", "--quiet", *argv],
-        cwd=tmp_module, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         for name, argv in cli.items()}
-    out: dict = {"runs": {}, "refused": {}, "workers": workers, "cli": {}}
+    out: dict = {"runs": {}, "refused": {}, "workers": workers, "cli": {}, "folder": folder}
     for fw, worker in workers.items():
         refused: dict[str, str] = {}
         out["runs"][fw] = collect(worker, timeout=600, refused=refused)
@@ -162,6 +160,11 @@ def runs(tmp_module: Path) -> dict:
         stdout, stderr = proc.communicate(timeout=300)
         out["cli"][name] = (proc.returncode, stdout, stderr)
     return out
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict:
+    return background.result("training-at-rungs")
 
 
 def differences(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key_bias: bool = False) -> np.ndarray:
@@ -267,11 +270,11 @@ def test_an_overflowing_float16_step_is_skipped_the_same_way_in_both_scalers(run
     assert p99(d) <= C_P99[1] * lr_u("float16-mixed"), p99(d) / lr_u("float16-mixed")  # one first update
 
 
-def test_compare_train_records_the_rung(runs: dict, tmp_module: Path) -> None:
+def test_compare_train_records_the_rung(runs: dict) -> None:
     code, stdout, stderr = runs["cli"]["torch"]
     assert code == 0, stderr
     assert "with torch at bfloat16-mixed" in stdout
-    document = json.loads((tmp_module / "t.json").read_text())
+    document = json.loads((runs["folder"] / "t.json").read_text())
     assert document["precision"] == Precision("bfloat16", "mixed").to_dict()
     assert document["seeds"][0]["steps"] == CLI_EPOCH_STEPS
     assert np.isfinite(document["seeds"][0]["final_loss"])
