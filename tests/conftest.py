@@ -21,6 +21,27 @@ if importlib.util.find_spec("torch") is not None:
     import torch._dynamo  # noqa: F401
 
 
+# ---- ast.parse, one thread at a time -----------------------------------------------------------
+# CPython 3.11 keeps the AST converter's recursion counter per interpreter, not per thread, so two
+# threads inside `ast.parse` at once fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905). The background runner's threads parse too: NumPy reads every
+# .npy header with `ast.literal_eval`, which calls `ast.parse`. One lock around it keeps the suite's
+# own parsing (the parallel-text and layering tests, pytest's assertion rewriting) correct.
+import ast
+import threading
+
+_AST_LOCK = threading.RLock()
+_ast_parse = ast.parse
+
+
+def _parse_one_at_a_time(*args, **kwargs):
+    with _AST_LOCK:
+        return _ast_parse(*args, **kwargs)
+
+
+ast.parse = _parse_one_at_a_time
+
+
 # ---- the checkout is left as found (tests/checkout_guard.py) ------------------------------------
 def pytest_sessionstart(session) -> None:
     from tests import checkout_guard
