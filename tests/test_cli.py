@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from shared.core import reference
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights, load_weights
+from tests import background
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,9 +68,21 @@ def test_init_logits_and_spec_from_the_weight_file(tmp_path) -> None:
     assert np.abs(np.load(ref_out) - expected).max() > 1e-4
 
 
-def test_verify_passes_and_writes_json(tmp_path) -> None:
-    out = tmp_path / "verify.json"
-    proc = cli("verify", "--spec", "archive-keras", "--frameworks", "torch,keras,flax", "--json", str(out))
+@background.task("cli-verify", "test_cli.py::test_verify_passes")
+def cli_verify(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
+    """verify in three workers, in the background (tests/background.py)."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-verify-")) / "verify.json"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    argv = ["verify", "--spec", "archive-keras", "--frameworks", "torch,keras,flax", "--json", str(out)]
+    proc = start(subprocess.Popen([sys.executable, str(ROOT / "compare.py"), *argv], cwd=ROOT, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    stdout, stderr = proc.communicate(timeout=600)
+    return out, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def test_verify_passes_and_writes_json() -> None:
+    out, proc = background.result("cli-verify")
+    assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert {e["framework"] for e in doc["entries"]} >= {"torch", "keras", "flax"}
     assert all(e["passed"] and e["max_abs_diff"] < 5e-6 for e in doc["entries"])

@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 
 import compare
 from shared.measure import peers
+from tests import background
 from tests.timing_helpers import compare as run_compare
-from tests.timing_helpers import error_line
+from tests.timing_helpers import error_line, finish, start_compare
 
 
-def test_peers_on_quadrant_times_port_and_peers_and_prints_ratios(tmp_path: Path) -> None:
-    out = tmp_path / "peers.json"
-    result = run_compare("peers", "--spec", "quadrant", "--frameworks", "torch", "--modes", "eager",
-                         "--batch", "4", "--threads", "1", "--repeats", "3", "--json", str(out))
+@background.task("peers-on-quadrant", "test_timing_peers.py::test_peers_on_quadrant")
+def peers_on_quadrant(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
+    """The peers run (three workers, one after another) in the background (tests/background.py)."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-peers-")) / "peers.json"
+    return out, finish(start(start_compare("peers", "--spec", "quadrant", "--frameworks", "torch", "--modes",
+                                           "eager", "--batch", "4", "--threads", "1", "--repeats", "3",
+                                           "--json", str(out))))
+
+
+def test_peers_on_quadrant_times_port_and_peers_and_prints_ratios() -> None:
+    out, result = background.result("peers-on-quadrant")
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
     names = list(doc["results"])

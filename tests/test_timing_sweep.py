@@ -7,12 +7,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from shared.measure import schema, sweep
-from tests.timing_helpers import compare, error_line
+from tests import background
+from tests.timing_helpers import compare, error_line, finish, start_compare
 
 
 def test_slope_fit_recovers_known_exponents() -> None:
@@ -53,10 +56,17 @@ def test_a_point_that_cannot_fit_is_refused_before_running(tmp_path: Path) -> No
     assert not out.exists()
 
 
-def test_tiny_sweep_writes_fits_csv_and_chart(tmp_path: Path) -> None:
-    out = tmp_path / "sweep.json"
-    result = compare("sweep", "--spec", "quadrant", "--batch", "1,4", "--image", "8,16", "--frameworks",
-                     "torch", "--modes", "eager", "--budget", "0.02", "--json", str(out))
+@background.task("tiny-sweep", "test_timing_sweep.py::test_tiny_sweep")
+def tiny_sweep(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
+    """Four sweep points, a worker each, in the background (tests/background.py)."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-sweep-")) / "sweep.json"
+    return out, finish(start(start_compare("sweep", "--spec", "quadrant", "--batch", "1,4", "--image", "8,16",
+                                           "--frameworks", "torch", "--modes", "eager", "--budget", "0.02",
+                                           "--json", str(out))))
+
+
+def test_tiny_sweep_writes_fits_csv_and_chart() -> None:
+    out, result = background.result("tiny-sweep")
     assert result.returncode == 0, result.stderr
     assert "time ~ batch^" in result.stdout and "tokens^" in result.stdout
     doc = schema.load(out)  # a results file `compare.py report` can read
