@@ -5,6 +5,7 @@ failure) and leaves no process of portbench's running."""
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,11 +33,12 @@ def deadline(seconds: int) -> Iterator[None]:
 
 
 def child_pids() -> set[int]:
-    """This process's live children (Linux: /proc/self/task/*/children)."""
+    """The live children this process's main thread started (Linux: /proc/self/task/PID/children).
+    Only the main thread's: the background runner's threads (tests/background.py) start workers
+    of their own while a test runs, and those are not the test's to leave behind."""
     out: set[int] = set()
-    for task in Path("/proc/self/task").glob("*"):
-        with contextlib.suppress(OSError):
-            out |= {int(pid) for pid in (task / "children").read_text().split()}
+    with contextlib.suppress(OSError):
+        out = {int(pid) for pid in Path(f"/proc/self/task/{os.getpid()}/children").read_text().split()}
     return {pid for pid in out if _alive(pid)}
 
 

@@ -147,17 +147,41 @@ def numpy_adamw_first_step(recipe: TrainSpec, params: dict[str, np.ndarray],
     return out
 
 
+GRAD_RTOL = 2e-6  # two fp32 computations of one gradient, relative to the largest (tests/test_ports.py)
+
+
+def first_step_tolerance(recipe: TrainSpec, grads: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per element: 1e-6 (an ulp or so of |p| ~ 1), plus how far the first update moves when its
+    gradient moves by GRAD_RTOL x the largest gradient. The port's own gradients come from a
+    second computation (the `grad` job), and the first update u = alpha (1-b1) g / (sqrt(1-b2)|g| +
+    eps) moves by alpha (1-b1) eps / (sqrt(1-b2)|g| + eps)^2 per unit of g: nothing where |g| >> eps,
+    up to lr sqrt(1-b2) / eps where g ~ 0. Measured without the second term: <= 1.2e-7 where
+    TensorFlow runs oneDNN; 1.4e-6 on Keras' Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0)."""
+    norm = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads.values()))
+    scale = min(1.0, recipe.clip_global_norm / norm)  # the clipped gradient is what the update sees
+    delta = GRAD_RTOL * scale * max(float(np.abs(g).max()) for g in grads.values())
+    alpha = recipe.learning_rate * np.sqrt(1 - recipe.beta2) / (1 - recipe.beta1)
+    root = np.sqrt(1 - recipe.beta2)
+    return {n: 1e-6 + alpha * (1 - recipe.beta1) * recipe.epsilon * delta
+            / (root * scale * np.abs(g.astype(np.float64)) + recipe.epsilon) ** 2 for n, g in grads.items()}
+
+
 @pytest.mark.parametrize("spec_name", SPECS)
 def test_first_step_matches_a_float64_numpy_adamw(runs: dict, spec_name: str) -> None:
     """Each port's first update against NumPy's, fed that port's own fp32 gradients (so this
-    checks the optimizer, not the backward pass). Measured: <= 1.2e-7 (1 ulp of |p| ~ 1)."""
+    checks the optimizer, not the backward pass), within `first_step_tolerance`."""
     spec = get_preset(spec_name).replace(dropout_head=0.0)
     start = init_weights(spec, 0)
     for fw in FRAMEWORKS:
-        expected = numpy_adamw_first_step(RECIPE, start, runs[fw][spec_name]["grad"])
+        grads = runs[fw][spec_name]["grad"]
+        expected = numpy_adamw_first_step(RECIPE, start, grads)
         got = runs[fw][spec_name]["1"]
-        assert max_diff(expected, got) < 1e-6, fw
-        assert max_diff(expected, got, key_bias=True) <= 2 * LR, fw
+        tolerance = first_step_tolerance(RECIPE, grads)
+        for name in expected:
+            if ".attn.key.bias" in name:  # its gradient is round-off only: Adam turns it into +-lr
+                assert np.abs(expected[name] - got[name]).max() <= 2 * LR, (fw, name)
+            else:
+                assert np.all(np.abs(expected[name] - got[name]) <= tolerance[name]), (fw, name)
 
 
 def test_job_batches_are_identical_for_every_worker() -> None:
