@@ -158,7 +158,8 @@ def first_step_tolerance(recipe: TrainSpec, grads: dict[str, np.ndarray]) -> dic
     up to lr sqrt(1-b2) / eps where g ~ 0. Measured without the second term: <= 1.2e-7 where
     TensorFlow runs oneDNN; 1.4e-6 on Keras' Eigen kernels (TF_ENABLE_ONEDNN_OPTS=0)."""
     norm = np.sqrt(sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads.values()))
-    scale = min(1.0, recipe.clip_global_norm / norm)  # the clipped gradient is what the update sees
+    clip = recipe.clip_global_norm
+    scale = min(1.0, clip / norm) if clip else 1.0  # the clipped gradient is what the update sees
     delta = GRAD_RTOL * scale * max(float(np.abs(g).max()) for g in grads.values())
     alpha = recipe.learning_rate * np.sqrt(1 - recipe.beta2) / (1 - recipe.beta1)
     root = np.sqrt(1 - recipe.beta2)
