@@ -12,6 +12,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten
 
+from ports import rung_refusal
 from ports.mlx import transfer
 from ports.mlx.model import VisionTransformer
 from shared.core.inputs import check_images
@@ -99,10 +100,9 @@ class Port:
         if device not in available_devices():
             raise FrameworkUnavailable(
                 f"mlx: device {device!r} is not available here (available: {', '.join(available_devices())})")
-        if precision.mode == "mixed":
-            raise FrameworkUnavailable(
-                f"mlx: rung {precision.rung} is not offered: MLX has no mixed precision (no autocast, "
-                "no dtype policy, no per-layer compute dtype); pass --precision pure")
+        refusal = rung_refusal(FRAMEWORK, precision, device)  # MLX has no mixed precision (ports/__init__.py)
+        if refusal:
+            raise FrameworkUnavailable(refusal)
         self.param_dtype = DTYPES[precision.param_dtype]
         self.device = mx.cpu if device == "cpu" else mx.gpu
         # MLX arrays have no device: the default device decides where every op runs, process-wide

@@ -18,6 +18,7 @@ import onnx
 import onnxruntime as ort
 import torch
 
+from ports import rung_refusal
 from ports.onnx import export, transfer
 from ports.torch.port import Port as TorchPort
 from shared.core.inputs import check_images
@@ -98,9 +99,9 @@ class Port:
     framework = FRAMEWORK
 
     def __init__(self, spec: ModelSpec, device: str = "cpu", precision: Precision = FLOAT32) -> None:
-        if precision != FLOAT32:
-            raise FrameworkUnavailable(f"onnx: rung {precision.rung} is not offered: the extra ONNX "
-                                       "backend exports the float32 torch port only")
+        refusal = rung_refusal(FRAMEWORK, precision, device)  # float32 only (ports/__init__.py)
+        if refusal:
+            raise FrameworkUnavailable(refusal)
         if device not in available_devices():
             raise FrameworkUnavailable(f"onnx: device {device!r} has no ONNX Runtime execution provider "
                                        f"here; available: {', '.join(available_devices())}")
