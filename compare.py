@@ -17,12 +17,13 @@ from shared.errors import PortbenchError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from experiments import cli as experiment_command  # the research beside the product: last
     from shared.cli import command_modules  # inside main's handlers: Ctrl-C while loading is one line
     from shared.cli._options import OneLineParser
 
     parser = OneLineParser(prog="compare.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in command_modules():
+    for module in (*command_modules(), experiment_command):
         module.register(sub)
     return parser
 

@@ -50,7 +50,7 @@ KINDS: dict[str, str] = {
     "grad": "shared.training.parity:gradients",
     "loop": "shared.training.parity:loop",
     "diverge": "shared.training.parity:diverge",
-    "plateau": "shared.training.plateau_runs:plateau",
+    "plateau": "experiments.plateau.runs:plateau",  # research (experiments/), by string only
 }
 FAULT_ENV = "PORTBENCH_TEST_FAULT"
 PARENT_ENV = "PORTBENCH_PARENT_PID"  # shared.runtime.launch sets it

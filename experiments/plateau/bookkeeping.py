@@ -18,7 +18,7 @@ Bookkeeping, stated exactly:
   confusion matrix (rows: true quadrant, columns: predicted) names the unresolved pair, the
   unordered pair {i, j} with the most examples of i answered j or j answered i.
 
-Framework-neutral: the runs themselves are `plateau_runs.py` (a worker per framework).
+Framework-neutral: the runs themselves are `runs.py` (a worker per framework).
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ def probe_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
 
 def run_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
     """In this process: train one job, return its curves, confusion matrices and times."""
+    from experiments.plateau.bookkeeping import confusion
     from shared.core.spec import ModelSpec
     from shared.training.data import load_dataset
-    from shared.training.plateau import confusion
     from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import STEP_CURVE, train_seed
 

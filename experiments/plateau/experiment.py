@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from experiments.plateau import bookkeeping
+from experiments.plateau.runs import job, run_all
 from shared.errors import InputError
-from shared.training import plateau
 from shared.training.data import quadrant_name, quadrant_options
-from shared.training.plateau_runs import job, run_all
 from shared.training.train_spec import TrainSpec, get_recipe
 
 # The largest per-update loss difference between two ports that still counts as "the same run":
@@ -49,8 +49,8 @@ class Settings:
     recipe: TrainSpec
     data: str
     budget: int  # updates per run
-    band: float = plateau.BAND
-    window: int = plateau.WINDOW
+    band: float = bookkeeping.BAND
+    window: int = bookkeeping.WINDOW
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -93,9 +93,9 @@ def conditions(settings: Settings, sweep: bool) -> list[tuple[str, TrainSpec, st
 def summarise_run(run: dict[str, Any], band: float, window: int) -> dict[str, Any]:
     """Dwell, final accuracy, the plateau epoch and its confusion matrix for one run."""
     per_epoch = max(1, run["steps"] // max(1, run["epochs"]))
-    accuracy = plateau.per_step(run["test_accuracy"], per_epoch, len(run["step_loss"]))
-    dw = plateau.dwell(run["step_loss"], accuracy, band, window)
-    epoch = plateau.plateau_epoch(run["test_loss"], run["test_accuracy"], band)
+    accuracy = bookkeeping.per_step(run["test_accuracy"], per_epoch, len(run["step_loss"]))
+    dw = bookkeeping.dwell(run["step_loss"], accuracy, band, window)
+    epoch = bookkeeping.plateau_epoch(run["test_loss"], run["test_accuracy"], band)
     out: dict[str, Any] = {
         "steps": len(run["step_loss"]), "steps_in_band": dw.steps_in_band,
         "plateau_steps": dw.plateau_steps, "longest_plateau": dw.longest_plateau,
@@ -106,9 +106,9 @@ def summarise_run(run: dict[str, Any], band: float, window: int) -> dict[str, An
     }
     if epoch is not None:
         counts = np.asarray(run["confusion"][epoch])
-        i, j, mixed = plateau.unresolved_pair(counts)
+        i, j, mixed = bookkeeping.unresolved_pair(counts)
         out.update(plateau_confusion=counts.tolist(), plateau_accuracy=run["test_accuracy"][epoch],
-                   unresolved_pair=f"{plateau.pair_name(i, j)} ({mixed} of {int(counts.sum())} confused)")
+                   unresolved_pair=f"{bookkeeping.pair_name(i, j)} ({mixed} of {int(counts.sum())} confused)")
     return out
 
 
@@ -181,7 +181,7 @@ def settings_dict(settings: Settings, sweep: bool) -> dict[str, Any]:
     return {"shapes": [list(s) for s in settings.shapes], "seeds": settings.seeds,
             "frameworks": settings.frameworks, "recipe": settings.recipe.to_dict(),
             "data": settings.data, "budget": settings.budget, "band": settings.band,
-            "window": settings.window, "target": plateau.TARGET, "accuracy_tol": plateau.ACCURACY_TOL,
+            "window": settings.window, "target": bookkeeping.TARGET, "accuracy_tol": bookkeeping.ACCURACY_TOL,
             "parity_tol": PARITY_TOL, "sweep": sweep,
             "conditions": {name: {"recipe": recipe.to_dict(), "data": data}
                            for name, recipe, data in conditions(settings, sweep)}}

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from experiments.plateau import bookkeeping
 from shared.core.files import Outputs
 from shared.core.paths import check_output
-from shared.training import plateau
 
 
 # ---- the printed report -----------------------------------------------------------------------
@@ -33,7 +33,7 @@ def summary_lines(document: dict[str, Any]) -> list[str]:
                      f"{dwell:<30} {g['steps_in_band_mean']:7.1f} {g['stalled']:>4}/{g['seeds']:<3} "
                      f"{g['final_accuracy_mean']:9.4f}")
     for r in document["runs"]:
-        if r["unresolved_pair"] and r["plateau_accuracy"] < 1 - plateau.ACCURACY_TOL:
+        if r["unresolved_pair"] and r["plateau_accuracy"] < 1 - bookkeeping.ACCURACY_TOL:
             lines.append(f"  {r['condition']} {r['width']}/{r['heads']} {r['framework']} seed {r['seed']}: "
                          f"epoch {r['plateau_epoch'] + 1} test accuracy {r['plateau_accuracy']:.3f}, "
                          f"unresolved pair {r['unresolved_pair']}")
@@ -94,10 +94,10 @@ def plot(document: dict[str, Any]) -> bytes:
     for ax, (condition, width, heads) in zip(axes.flat, panels, strict=False):
         for r in document["runs"]:
             if (r["condition"], r["width"], r["heads"]) == (condition, width, heads):
-                curve = plateau.smoothed(r["step_loss"], window)
+                curve = bookkeeping.smoothed(r["step_loss"], window)
                 ax.plot(np.arange(1, len(curve) + 1), curve, styles.get(r["framework"], "-"),
                         color=f"C{r['seed'] % 10}", linewidth=1)
-        ax.axhline(plateau.TARGET, color="grey", linestyle="--", linewidth=1)
+        ax.axhline(bookkeeping.TARGET, color="grey", linestyle="--", linewidth=1)
         ax.set_yscale("log")
         ax.set_title(f"{condition}: width {width}, {heads} heads", fontsize=9)
         ax.set_xlabel("update")
