@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: compare.py and shared/ beside it
 
-import compare as cli  # noqa: E402  (after the path it needs)
+import compare as cli
 
 
 def compare(*args: str) -> int:
