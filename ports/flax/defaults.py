@@ -1,27 +1,24 @@
 """Flax's (flax.nnx on JAX, optax) side of the divergence catalogue (shared/teaching/): the installed
-Flax's default for each entry, the audit of a built nnx module against a spec, and the
-demonstrations that run in Flax.
+Flax's default for each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py and ports/keras/defaults.py: the same readers in the
-same order (one per catalogue entry, named by its key), the same numeric defaults, `audit_model`
-and `adam_step`; the other demonstrations exist only where the divergence lives in this
-framework's API. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter
-shapes, a measured call), never typed in. Loaded through `ports.load_port_part(name, "defaults")`.
+Parallel text with ports/torch/defaults.py, ports/keras/defaults.py, ports/mlx/defaults.py: the same
+readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
+Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
+call); where no attribute holds a value, one comment says where it comes from. A built model is read
+by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
+`ports.load_port_part(name, "defaults")`.
 """
 
 from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any
 
 import jax
-import numpy as np
 import optax
 from flax import nnx
 
-from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.teaching.probes import default_of
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
@@ -170,55 +167,3 @@ def layer_norm_eps_values() -> dict[str, float]:
 def gelu_tanh_values() -> dict[str, bool]:
     """API -> True when its default GELU is the tanh approximation."""
     return {"jax.nn.gelu": bool(default_of(jax.nn.gelu, "approximate"))}
-
-
-# ---- built-model audit ---------------------------------------------------------------------------
-def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    """What each node of a built nnx module holds, against what `spec` requires."""
-    out: list[Finding] = []
-    for path, node in nnx.iter_graph(model):
-        where = f"{label}:{'.'.join(str(p) for p in path) or '<root>'}"
-        if isinstance(node, nnx.LayerNorm):
-            if not close(node.epsilon, spec.layer_norm_eps):
-                out.append(Finding(where, "layer_norm_eps", f"LayerNorm epsilon={node.epsilon:g}, spec "
-                                   f"{spec.layer_norm_eps:g}"))
-            if node.use_fast_variance:
-                out.append(Finding(where, "layer_norm_variance", "use_fast_variance=True (Flax's default)"))
-        if isinstance(node, nnx.MultiHeadAttention):
-            if node.head_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"head width {node.head_dim}, spec {spec.head_dim}"))
-            if node.broadcast_dropout and node.dropout_rate:
-                out.append(Finding(where, "dropout_flags", "broadcast_dropout=True: one mask for every "
-                                   "batch item and head"))
-        if isinstance(node, nnx.Dropout) and not is_spec_rate(node.rate, spec):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout rate={node.rate:g} is none of the spec's rates"))
-        if isinstance(node, nnx.Module):
-            for attr, value in vars(node).items():
-                if callable(value) and not isinstance(value, nnx.Module) and attr.startswith("act"):
-                    form = gelu_form(value)
-                    expected = expected_form(where, spec)
-                    if form is not None and form != expected:
-                        out.append(Finding(f"{where}.{attr}", "gelu", f"activation computes {form}, "
-                                           f"spec {expected}"))
-    return out
-
-
-# ---- demonstrations -------------------------------------------------------------------------------
-def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
-              decoupled: bool = True) -> np.ndarray:
-    """One step of optax.adamw (decoupled=False: Adam with L2 weight decay, the decay added to the
-    gradient before the Adam scaling) from zero moments."""
-    if decoupled:
-        opt = optax.adamw(lr, eps=eps, weight_decay=weight_decay)
-    else:
-        opt = optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(lr, eps=eps))
-    p = jax.numpy.asarray(params)
-    updates, _ = opt.update(jax.numpy.asarray(grads), opt.init(p), p)
-    return np.asarray(optax.apply_updates(p, updates))
-
-
-def layer_norm(x: np.ndarray, epsilon: float, fast_variance: bool) -> np.ndarray:
-    """x through nnx.LayerNorm(use_fast_variance=fast_variance), unit scale and zero bias."""
-    ln = nnx.LayerNorm(x.shape[-1], epsilon=epsilon, use_fast_variance=fast_variance, rngs=nnx.Rngs(0))
-    return np.asarray(ln(jax.numpy.asarray(x)))

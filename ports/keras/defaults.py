@@ -1,12 +1,12 @@
-"""Keras 3's side of the divergence catalogue (shared/teaching/): the installed Keras' default for
-each entry, the audit of a built Keras model against a spec, and the demonstrations that run in
-Keras.
+"""Keras 3's side of the divergence catalogue (shared/teaching/): the installed Keras's default for
+each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py and ports/flax/defaults.py: the same readers in the
-same order (one per catalogue entry, named by its key), the same numeric defaults, `audit_model`
-and `adam_step`; the other demonstrations exist only where the divergence lives in this
-framework's API. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter
-shapes, a measured call), never typed in. Loaded through `ports.load_port_part(name, "defaults")`.
+Parallel text with ports/torch/defaults.py, ports/flax/defaults.py, ports/mlx/defaults.py: the same
+readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
+Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
+call); where no attribute holds a value, one comment says where it comes from. A built model is read
+by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
+`ports.load_port_part(name, "defaults")`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import importlib.util
 import inspect
 import os
 import sys
-from typing import Any
 
 # The teaching tools run every framework in one process. Measured here: once TensorFlow is
 # loaded, a later import of triton (pulled in by torch._dynamo, e.g. on a torch optimizer's first
@@ -28,8 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up log 
 import keras  # after the two set-up lines above, on purpose
 import numpy as np
 
-from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.teaching.probes import default_of
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
@@ -198,103 +196,3 @@ def gelu_tanh_values() -> dict[str, bool]:
     """API -> True when its default GELU is the tanh approximation."""
     return {"keras.ops.gelu": bool(default_of(keras.ops.gelu, "approximate")),
             "keras.activations.gelu": bool(default_of(keras.activations.gelu, "approximate"))}
-
-
-# ---- built-model audit ---------------------------------------------------------------------------
-def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    """What each layer of a built Keras model or layer holds, against what `spec` requires."""
-    out: list[Finding] = []
-    for path, layer in _named_layers(model):
-        where = f"{label}:{path or '<root>'}"
-        is_norm = isinstance(layer, keras.layers.LayerNormalization)
-        if is_norm and not close(layer.epsilon, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps",
-                               f"LayerNormalization epsilon={layer.epsilon:g}, spec {spec.layer_norm_eps:g}"))
-        if isinstance(layer, keras.layers.Activation):
-            form = gelu_form(layer)
-            expected = expected_form(where, spec)
-            if form is not None and form != expected:
-                out.append(Finding(where, "gelu", f"activation computes {form}, spec {expected}"))
-        if isinstance(layer, keras.layers.MultiHeadAttention):
-            if layer._key_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"key_dim={layer._key_dim} (per head), spec head_dim "
-                                   f"{spec.head_dim}"))
-            if not close(layer._dropout, spec.dropout_attn):
-                out.append(Finding(where, "dropout_flags", f"attention dropout {layer._dropout:g}, spec "
-                                   f"{spec.dropout_attn:g}"))
-        if isinstance(layer, keras.layers.Dropout) and not is_spec_rate(layer.rate, spec):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout rate={layer.rate:g} is none of the spec's rates"))
-    return out
-
-
-def _named_layers(root: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(path, layer) for every sub-layer, named by the attribute holding it (an unbuilt layer has no
-    `path` yet), else by its Keras name (Sequential): so an activation can be told apart by where it sits."""
-    out, seen = [(prefix, root)], {id(root)}
-
-    def visit(obj: Any, path: str) -> None:
-        names: dict[int, str] = {}  # id(child) -> the public attribute (or list item) holding it
-        for attr, value in ((a, v) for a, v in vars(obj).items() if not a.startswith("_")):
-            listed = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
-            names.update({id(v): attr if i is None else f"{attr}.{i}" for i, v in listed})
-        for child in obj._flatten_layers(include_self=False, recursive=False):
-            if isinstance(child, keras.layers.Layer) and id(child) not in seen:
-                seen.add(id(child))
-                name = names.get(id(child), child.name)
-                child_path = f"{path}.{name}" if path else name
-                out.append((child_path, child))
-                visit(child, child_path)
-
-    visit(root, prefix)
-    return out
-
-
-# ---- demonstrations -------------------------------------------------------------------------------
-def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
-              decoupled: bool = True) -> np.ndarray:
-    """One step of Keras' AdamW (decoupled=False: Adam with L2 weight decay, the decay added to
-    the gradient, as Keras has no such option) from zero moments."""
-    var = keras.Variable(np.array(params, copy=True))
-    if decoupled:
-        opt = keras.optimizers.AdamW(learning_rate=lr, epsilon=eps, weight_decay=weight_decay)
-        grad = np.asarray(grads)
-    else:
-        opt = keras.optimizers.Adam(learning_rate=lr, epsilon=eps)
-        grad = np.asarray(grads) + weight_decay * np.asarray(params)
-    opt.apply_gradients([(keras.ops.convert_to_tensor(grad.astype(np.asarray(params).dtype)), var)])
-    return np.asarray(keras.ops.convert_to_numpy(var))
-
-
-def clipped_sgd_updates(grads: list[np.ndarray], clip: float, per_variable: bool) -> list[np.ndarray]:
-    """The update SGD(learning_rate=1) applies to each variable with `clipnorm=clip`
-    (per_variable) or `global_clipnorm=clip`."""
-    variables = [keras.Variable(np.zeros_like(x, dtype=np.float32)) for x in grads]
-    option = "clipnorm" if per_variable else "global_clipnorm"
-    opt = keras.optimizers.SGD(learning_rate=1.0, **{option: clip})
-    opt.apply_gradients([(keras.ops.convert_to_tensor(x.astype(np.float32)), v)
-                         for x, v in zip(grads, variables, strict=True)])
-    return [-np.asarray(keras.ops.convert_to_numpy(v)) for v in variables]
-
-
-def sparse_cross_entropy(labels: np.ndarray, logits: np.ndarray, from_logits: bool | None) -> float:
-    """SparseCategoricalCrossentropy on float32 logits; from_logits=None keeps Keras' default."""
-    kwargs = {} if from_logits is None else {"from_logits": from_logits}
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(**kwargs)
-    return float(loss_fn(labels, logits.astype(np.float32)))
-
-
-def global_policy_port(spec: ModelSpec, precision: Any) -> Any:
-    """The Keras port at a mixed `precision`, its model rebuilt under Keras' global policy (restored after):
-    `compute=` is the computing layers' policy; with no `dtype=`, containers and LayerNorms take it too."""
-    from ports.keras.model import VisionTransformer
-    from ports.keras.port import Port
-
-    port, previous = Port(spec, precision=precision), keras.config.dtype_policy()
-    keras.config.set_dtype_policy(f"mixed_{precision.dtype}")
-    try:
-        port.model = VisionTransformer(spec, compute=keras.config.dtype_policy().name)
-        port.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), np.float32))
-    finally:
-        keras.config.set_dtype_policy(previous)
-    return port
