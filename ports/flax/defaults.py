@@ -15,6 +15,7 @@ import inspect
 import warnings
 
 import jax
+import numpy as np
 import optax
 from flax import nnx
 
@@ -53,22 +54,38 @@ def gelu() -> str:
 
 def norm_placement() -> str:
     # the framework's own encoder block, if it has one
-    return "no built-in encoder block: placement is whatever the model code writes"
+    blocks = [n for n in dir(nnx) if "Transformer" in n or "Encoder" in n]
+    return f"encoder blocks in flax.nnx: {blocks or 'none'}; placement is whatever the model code writes"
 
 
 def pooling() -> str:
     # the readout of the framework's (or its model zoo's) ViT
-    return "no built-in pooling layer (big_vision's ViT: pool_type='gap')"
+    pools = [n for n in dir(nnx) if n.endswith("_pool")]
+    # big_vision is a repository, not an installed package: pool_type='gap' is its ViT's default
+    # in big_vision/models/vit.py (_Model), read there, not here.
+    return f"nnx {', '.join(pools)} pool windows, no token readout (big_vision's ViT: pool_type='gap')"
 
 
 def batch_first() -> str:
     # the axis order attention takes
-    return "nnx.MultiHeadAttention takes (..., T, E): leading axes are batch"
+    m = nnx.MultiHeadAttention(num_heads=1, in_features=2, decode=False, rngs=nnx.Rngs(0))
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype(np.float32)
+    moved = x.copy()
+    moved[1] += 1  # change the second item of axis 0 only
+    alone = np.allclose(np.asarray(m(x))[0], np.asarray(m(moved))[0])
+    order = "(..., T, E): leading axes are batch" if alone else "(T, B, E)"
+    return f"nnx.MultiHeadAttention takes {order} (measured: axis 0 {'does not mix' if alone else 'mixes'})"
 
 
 def attention_scale() -> str:
     # the score scale
-    return "nnx.dot_product_attention: 1/sqrt(query.shape[-1]) (qkv_features / num_heads)"
+    q, k, v = (jax.random.normal(jax.random.key(i), (1, 5, 1, 8)) for i in range(3))  # (B, T, H, hd)
+    out = nnx.dot_product_attention(q, k, v)
+    for label, scale in (("1/sqrt(head width)", 8**-0.5), ("1/head width", 1 / 8), ("none", 1.0)):
+        probs = jax.nn.softmax(jax.numpy.einsum("bqhd,bkhd->bhqk", q, k) * scale)
+        if np.allclose(out, jax.numpy.einsum("bhqk,bkhd->bqhd", probs, v), atol=1e-6):
+            return f"nnx.dot_product_attention applies {label} (measured; qkv_features / num_heads wide)"
+    return "nnx.dot_product_attention: scale not recognised"
 
 
 def conv_kernel_layout() -> str:
@@ -101,7 +118,9 @@ def clipnorm() -> str:
 
 def cross_entropy() -> str:
     # the loss's reduction and input
-    return "optax.softmax_cross_entropy_with_integer_labels returns one loss per example (no reduction)"
+    losses = optax.softmax_cross_entropy_with_integer_labels(jax.numpy.zeros((2, 3)), jax.numpy.array([0, 1]))
+    return f"optax.softmax_cross_entropy_with_integer_labels on 2 examples returns shape {losses.shape} " \
+           f"({'no reduction' if losses.shape == (2,) else 'reduced'}), takes logits"
 
 
 def dropout_flags() -> str:

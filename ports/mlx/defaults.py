@@ -12,9 +12,11 @@ model is read by user.py (`layers()`), the demonstrations run in demos.py. Loade
 from __future__ import annotations
 
 import inspect
+import os
 
 import mlx.core as mx
 import mlx.optimizers as optim
+import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten
 
@@ -62,12 +64,24 @@ def norm_placement() -> str:
 
 def pooling() -> str:
     # the readout of the framework's (or its model zoo's) ViT
-    return "no built-in pooling layer (mlx-examples' ViTs read the class token)"
+    pools = [n for n in dir(nn) if "Pool" in n]
+    # mlx-examples is a repository, not an installed package: its ViTs read the class token
+    # (read in its source, not here).
+    return f"nn.{', nn.'.join(pools)} pool windows, no token readout (mlx-examples' ViTs read the " \
+           "class token)"
 
 
 def batch_first() -> str:
     # the axis order attention takes
-    return "nn.MultiHeadAttention takes (B, T, E): batch first, no flag"
+    m = nn.MultiHeadAttention(2, 1)
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype(np.float32)
+    moved = x.copy()
+    moved[1] += 1  # change the second item of axis 0 only
+    a, b = mx.array(x), mx.array(moved)
+    alone = np.allclose(np.array(m(a, a, a))[0], np.array(m(b, b, b))[0])
+    option = "batch_first" in inspect.signature(nn.MultiHeadAttention).parameters
+    return f"nn.MultiHeadAttention takes {'(B, T, E)' if alone else '(T, B, E)'} (measured: axis 0 " \
+           f"{'does not mix' if alone else 'mixes'}); batch_first option: {option}"
 
 
 def attention_scale() -> str:
@@ -121,12 +135,20 @@ def dropout_flags() -> str:
 
 def cpu_precision() -> str:
     # the float32 precision actually used on CPU
-    return "float32 matmuls on the CPU; MLX_ENABLE_TF32 (default 1) applies only to CUDA and M5 Metal"
+    kept = float((mx.array([[1 + 2**-20]]) @ mx.array([[1.0]]))[0, 0]) - 1  # TF32 keeps 10 mantissa bits
+    # MLX_ENABLE_TF32's default (1) is set in MLX's C++ CUDA and Metal backends; no Python attribute
+    # exposes it, so only the environment variable is read here.
+    flag = os.environ.get("MLX_ENABLE_TF32", "unset (1)")
+    return f"float32 matmul on the CPU keeps 2^-20: {kept == 2**-20} (full float32, measured); " \
+           f"MLX_ENABLE_TF32={flag} applies only to CUDA and M5 Metal"
 
 
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
-    return "nn.LayerNorm: mx.fast.layer_norm (two-pass variance)"
+    y = float(nn.LayerNorm(2)(mx.array([[1e4 + 1, 1e4 - 1]]))[0, 0])
+    form = "two-pass variance" if abs(y) > 0.5 else "E[x^2] - E[x]^2"
+    return f"nn.LayerNorm (mx.fast.layer_norm): {form} (measured: 1e4 +- 1 in float32 normalises to " \
+           f"{y:.3g}; one pass cancels to 0)"
 
 
 def attention_bias() -> str:

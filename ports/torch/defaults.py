@@ -138,7 +138,10 @@ def cpu_precision() -> str:
 
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
-    return "nn.LayerNorm: two-pass variance"
+    y = float(nn.LayerNorm(2)(torch.tensor([[1e4 + 1, 1e4 - 1]]))[0, 0])
+    form = "two-pass variance" if abs(y) > 0.5 else "E[x^2] - E[x]^2"
+    return f"nn.LayerNorm: {form} (measured: 1e4 +- 1 in float32 normalises to {y:.3g}; " \
+           "one pass cancels to 0)"
 
 
 def attention_bias() -> str:
