@@ -24,7 +24,7 @@ import pytest
 from ports import NATIVE, PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = ("model.py", "transfer.py", "port.py", "train.py", "defaults.py")
+FILES = ("model.py", "transfer.py", "port.py", "train.py", "defaults.py", "demos.py")
 USER_FILE = "user.py"  # compared among the ports that have it, public names only
 # Each framework's spelling of "run the layer": compared as one name.
 CALL_METHODS = {"forward": "<call>", "call": "<call>", "__call__": "<call>"}
@@ -56,15 +56,13 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
                            "Trainer._adam_state", "_plain", "_lookup"},
     # Demonstrations of a divergence that lives in one framework's API (shared/teaching/*_demos.py):
     # torch's nn.MultiheadAttention, OIHW / (out, in) weights, train-mode default and matmul
-    # precision; Keras' clipnorm and from_logits; Flax's fast variance. Keras has no named-layer
-    # walk (torch named_modules, nnx.iter_graph), so its audit writes one.
-    ("torch", "defaults.py"): {"multihead_attention", "conv_patch_embed", "linear", "dropout_logits",
-                               "precision_logits"},
+    # precision; Keras' clipnorm and from_logits; Flax's fast variance.
+    ("torch", "demos.py"): {"multihead_attention", "conv_patch_embed", "linear", "dropout_logits",
+                            "precision_logits"},
     # Keras' one global dtype policy (mixed_precision_stream): torch autocast and Flax's per-layer
     # dtype have no global switch to build a model under, and MLX has no mixed precision.
-    ("keras", "defaults.py"): {"_named_layers", "clipped_sgd_updates", "sparse_cross_entropy",
-                               "global_policy_port"},
-    ("flax", "defaults.py"): {"layer_norm"},
+    ("keras", "demos.py"): {"clipped_sgd_updates", "sparse_cross_entropy", "global_policy_port"},
+    ("flax", "demos.py"): {"layer_norm"},
     # MLX: the explicit softmax(q k^T) v path for taps and attention dropout, which
     # nn.MultiHeadAttention lacks; plan / to_native / from_native as torch (MLX also renames
     # and transposes); torch's hand clip (MLX's divides by
@@ -74,8 +72,8 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     ("mlx", "port.py"): {"gpu_backend"},  # one mx.gpu served by a CUDA or a Metal build
     ("mlx", "transfer.py"): {"plan", "to_native", "from_native"},
     ("mlx", "train.py"): {"clip_global_norm", "Trainer._moments", "_mean_cross_entropy"},
-    ("mlx", "defaults.py"): {"clip_grad_norm", "conv_patch_embed", "attention_block", "gelu_values",
-                             "float64_logits"},
+    ("mlx", "demos.py"): {"clip_grad_norm", "conv_patch_embed", "attention_block", "gelu_values",
+                          "float64_logits"},
 }
 
 

@@ -1,5 +1,6 @@
 """The defaults audit: the project's ports use no framework default where the spec gives a value;
-planted defaults are found in source text and in built torch, Keras, nnx and mlx.nn models."""
+planted defaults are found in source text and in built torch, Keras, nnx and mlx.nn models, read
+by each framework's user.py and compared by shared/teaching/spec_check.py."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from pathlib import Path
 import jax
 import pytest
 
-from ports import create_port
+from ports import create_port, load_port_part
 from shared.core.presets import get_preset
+from shared.errors import InputError
 from shared.teaching.audit import audit_model, audit_ports, audit_source, probe_specs
 from shared.teaching.framework_defaults import defaults_module
+from shared.teaching.spec_check import from_layers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,12 +50,21 @@ def test_source_audit_names_each_default() -> None:
 
 
 def test_built_torch_model_with_defaults() -> None:
+    """torch's defaults in a user's nn.Module: each finding is the spec check's one text."""
     from torch import nn
 
     spec = get_preset("quadrant").replace(activation="gelu_tanh")
     model = nn.Sequential(nn.LayerNorm(32), nn.GELU(), nn.MultiheadAttention(32, 2))
-    entries = sorted(f.entry for f in audit_model(model, spec, "user"))
-    assert entries == ["batch_first", "gelu", "head_width"]  # eps 1e-5 equals the spec's here
+    assert [f.line() for f in audit_model(model, spec, "user")] == [  # eps 1e-5 equals the spec's here
+        "user:1: [gelu] activation: your model gelu, spec gelu_tanh",
+        "user:2: [batch_first] batch_first: your model MultiheadAttention batch_first=False (torch's "
+        "default: a (B, T, D) input attends across the batch), spec batch-first tokens",
+        "user:2: [head_width] heads: your model 2, spec 4",
+        "user:2: [head_width] head_dim: your model 16, spec 8",
+        "user: [depth] depth: your model 1 attention layers, spec 2",
+    ]
+    layers = load_port_part("torch", "user").layers(model)  # verify --model's reader and comparison
+    assert [c.line() for c in from_layers(spec, layers)][1].startswith("batch_first: your model Multihead")
 
 
 def test_built_keras_and_nnx_models_with_defaults() -> None:
@@ -63,12 +75,12 @@ def test_built_keras_and_nnx_models_with_defaults() -> None:
     port = create_port("keras", spec)
     port.model.blocks[1].norm2.epsilon = 1e-3  # Keras' default
     found = {(f.where.split(":")[1], f.entry) for f in audit_model(port.model, spec, "keras")}
-    assert found == {("blocks.1.norm2", "layer_norm_eps")}
+    assert found == {("vision_transformer/block_1/layer_normalization_3", "layer_norm_eps")}
     user = keras.Sequential([keras.layers.LayerNormalization(name="ln"),
                              keras.layers.Activation(keras.ops.gelu, name="mlp_act")])
     exact = spec.replace(activation="gelu")
     found = {(f.where.split(":")[1], f.entry) for f in audit_model(user, exact, "u")}
-    assert found == {("ln", "layer_norm_eps"), ("mlp_act", "gelu")}  # Keras 1e-3; ops.gelu is tanh
+    assert found == {("sequential/ln", "layer_norm_eps"), ("sequential/mlp_act", "gelu")}  # 1e-3; tanh
 
     port = create_port("flax", spec)
     port.model.blocks[0].norm1.use_fast_variance = True
@@ -89,10 +101,16 @@ def test_built_mlx_model_with_defaults() -> None:
     assert found == {("blocks.1.norm2", "layer_norm_eps"), ("head.act", "gelu_names")}
     user = nn.Sequential(nn.MultiHeadAttention(32, 2), nn.GELU(approx="precise"))
     found = {f.entry for f in audit_model(user, spec.replace(activation="gelu"), "u")}
-    assert found == {"head_width", "attention_bias", "gelu"}  # width 16 vs 8; no bias; tanh form
+    # 2 heads of width 16 against 4 of 8; no bias; the tanh form; one attention layer of two
+    assert found == {"head_width", "attention_bias", "gelu", "depth"}
     text = "a = nn.MultiHeadAttention(32, 4)\nb = nn.GELU(approx='none')\nc = nn.GELU()"
     assert [(f.where, f.entry) for f in audit_source(text, "m.py")] == [("m.py:1", "attention_bias"),
                                                                       ("m.py:3", "gelu")]
+
+
+def test_audit_model_refuses_what_no_framework_owns_in_one_line() -> None:
+    with pytest.raises(InputError, match=r"^audit_model: a builtins\.object is not a torch nn\.Module"):
+        audit_model(object(), get_preset("quadrant"))
 
 
 def test_cli_source_mode(tmp_path: Path) -> None:

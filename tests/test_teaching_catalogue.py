@@ -124,7 +124,7 @@ def test_every_port_reads_every_entry_in_catalogue_order() -> None:
 def test_adam_step_matches_its_formula(framework: str) -> None:
     """Each port's one-step Adam (the demonstrations' and the mutation tests'), decoupled and L2,
     against the NumPy formula for its epsilon placement."""
-    from shared.teaching.framework_defaults import defaults_module
+    from shared.teaching.framework_defaults import demos_module
     from shared.teaching.training_demos import adam_numpy
 
     rng = np.random.default_rng(0)
@@ -132,7 +132,7 @@ def test_adam_step_matches_its_formula(framework: str) -> None:
     g = (1e-2 * rng.standard_normal(32)).astype(np.float32)
     lr, eps, wd = 1e-3, 1e-8, 0.05
     eps_hat = framework == "keras"
-    step = defaults_module(framework).adam_step
+    step = demos_module(framework).adam_step
     decoupled = adam_numpy(p * (1 - lr * wd), g, lr, eps, eps_hat)
     l2 = adam_numpy(p, g + wd * p, lr, eps, eps_hat)
     assert np.max(np.abs(step(p, g, lr, eps, wd, decoupled=True) - decoupled)) < 1e-6

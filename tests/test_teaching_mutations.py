@@ -28,7 +28,7 @@ from shared.core.spec import ModelSpec
 from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, init_weights
 from shared.teaching.divergences import CATALOGUE
-from shared.teaching.framework_defaults import defaults_module
+from shared.teaching.framework_defaults import defaults_module, demos_module
 from shared.teaching.variants import Case, variant
 
 
@@ -274,7 +274,7 @@ OPTIMIZER_ATOL = 2e-6  # optimizer-only parity after one step (measured 2.4e-7)
 def _torch_adamw_step(p: np.ndarray, g: np.ndarray, lr: float, eps: float, wd: float) -> np.ndarray:
     # torch.optim's functional AdamW: an optimizer object would import triton, which segfaults
     # once TensorFlow is loaded (ports/torch/defaults.py adam_step)
-    return defaults_module("torch").adam_step(p, g, lr, eps, wd, decoupled=True)
+    return demos_module("torch").adam_step(p, g, lr, eps, wd, decoupled=True)
 
 
 def test_adamw_epsilon_placement_breaks_optimizer_parity() -> None:
@@ -305,7 +305,7 @@ def test_weight_decay_semantics_break_optimizer_parity() -> None:
     expected = expected - 1e-3 * (m / 0.1) / (np.sqrt(v / 0.001) + 1e-8)
     assert max_abs_diff(decoupled, expected) <= OPTIMIZER_ATOL
     # torch Adam(weight_decay): L2
-    l2 = defaults_module("torch").adam_step(p, g, 1e-3, 1e-8, 0.05, decoupled=False)
+    l2 = demos_module("torch").adam_step(p, g, 1e-3, 1e-8, 0.05, decoupled=False)
     assert max_abs_diff(l2, expected) > OPTIMIZER_ATOL
 
 

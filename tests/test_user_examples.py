@@ -2,7 +2,7 @@
 through the commands a porter runs: canonical weights load into the mistaken model, whose planted
 mistake verify names from the modules and diagnose explains; trace binds the model's own
 parameters by structure and finds the mistake at the right tensor. (That the correct example
-matches the reference is tests/test_user_keras.py's and test_user_flax.py's in-process proof; a
+matches the reference is tests/test_user_models.py's in-process proof; a
 CLI run of it would repeat it in a worker for 10-13 s each.)"""
 
 from __future__ import annotations

@@ -1,27 +1,25 @@
 """Flax's (flax.nnx on JAX, optax) side of the divergence catalogue (shared/teaching/): the installed
-Flax's default for each entry, the audit of a built nnx module against a spec, and the
-demonstrations that run in Flax.
+Flax's default for each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py and ports/keras/defaults.py: the same readers in the
-same order (one per catalogue entry, named by its key), the same numeric defaults, `audit_model`
-and `adam_step`; the other demonstrations exist only where the divergence lives in this
-framework's API. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter
-shapes, a measured call), never typed in. Loaded through `ports.load_port_part(name, "defaults")`.
+Parallel text with ports/torch/defaults.py, ports/keras/defaults.py, ports/mlx/defaults.py: the same
+readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
+Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
+call); where no attribute holds a value, one comment says where it comes from. A built model is read
+by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
+`ports.load_port_part(name, "defaults")`.
 """
 
 from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any
 
 import jax
 import numpy as np
 import optax
 from flax import nnx
 
-from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.teaching.probes import default_of
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
@@ -56,22 +54,38 @@ def gelu() -> str:
 
 def norm_placement() -> str:
     # the framework's own encoder block, if it has one
-    return "no built-in encoder block: placement is whatever the model code writes"
+    blocks = [n for n in dir(nnx) if "Transformer" in n or "Encoder" in n]
+    return f"encoder blocks in flax.nnx: {blocks or 'none'}; placement is whatever the model code writes"
 
 
 def pooling() -> str:
     # the readout of the framework's (or its model zoo's) ViT
-    return "no built-in pooling layer (big_vision's ViT: pool_type='gap')"
+    pools = [n for n in dir(nnx) if n.endswith("_pool")]
+    # big_vision is a repository, not an installed package: pool_type='gap' is its ViT's default
+    # in big_vision/models/vit.py (_Model), read there, not here.
+    return f"nnx {', '.join(pools)} pool windows, no token readout (big_vision's ViT: pool_type='gap')"
 
 
 def batch_first() -> str:
     # the axis order attention takes
-    return "nnx.MultiHeadAttention takes (..., T, E): leading axes are batch"
+    m = nnx.MultiHeadAttention(num_heads=1, in_features=2, decode=False, rngs=nnx.Rngs(0))
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype(np.float32)
+    moved = x.copy()
+    moved[1] += 1  # change the second item of axis 0 only
+    alone = np.allclose(np.asarray(m(x))[0], np.asarray(m(moved))[0])
+    order = "(..., T, E): leading axes are batch" if alone else "(T, B, E)"
+    return f"nnx.MultiHeadAttention takes {order} (measured: axis 0 {'does not mix' if alone else 'mixes'})"
 
 
 def attention_scale() -> str:
     # the score scale
-    return "nnx.dot_product_attention: 1/sqrt(query.shape[-1]) (qkv_features / num_heads)"
+    q, k, v = (jax.random.normal(jax.random.key(i), (1, 5, 1, 8)) for i in range(3))  # (B, T, H, hd)
+    out = nnx.dot_product_attention(q, k, v)
+    for label, scale in (("1/sqrt(head width)", 8**-0.5), ("1/head width", 1 / 8), ("none", 1.0)):
+        probs = jax.nn.softmax(jax.numpy.einsum("bqhd,bkhd->bhqk", q, k) * scale)
+        if np.allclose(out, jax.numpy.einsum("bhqk,bkhd->bqhd", probs, v), atol=1e-6):
+            return f"nnx.dot_product_attention applies {label} (measured; qkv_features / num_heads wide)"
+    return "nnx.dot_product_attention: scale not recognised"
 
 
 def conv_kernel_layout() -> str:
@@ -104,7 +118,9 @@ def clipnorm() -> str:
 
 def cross_entropy() -> str:
     # the loss's reduction and input
-    return "optax.softmax_cross_entropy_with_integer_labels returns one loss per example (no reduction)"
+    losses = optax.softmax_cross_entropy_with_integer_labels(jax.numpy.zeros((2, 3)), jax.numpy.array([0, 1]))
+    return f"optax.softmax_cross_entropy_with_integer_labels on 2 examples returns shape {losses.shape} " \
+           f"({'no reduction' if losses.shape == (2,) else 'reduced'}), takes logits"
 
 
 def dropout_flags() -> str:
@@ -170,55 +186,3 @@ def layer_norm_eps_values() -> dict[str, float]:
 def gelu_tanh_values() -> dict[str, bool]:
     """API -> True when its default GELU is the tanh approximation."""
     return {"jax.nn.gelu": bool(default_of(jax.nn.gelu, "approximate"))}
-
-
-# ---- built-model audit ---------------------------------------------------------------------------
-def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    """What each node of a built nnx module holds, against what `spec` requires."""
-    out: list[Finding] = []
-    for path, node in nnx.iter_graph(model):
-        where = f"{label}:{'.'.join(str(p) for p in path) or '<root>'}"
-        if isinstance(node, nnx.LayerNorm):
-            if not close(node.epsilon, spec.layer_norm_eps):
-                out.append(Finding(where, "layer_norm_eps", f"LayerNorm epsilon={node.epsilon:g}, spec "
-                                   f"{spec.layer_norm_eps:g}"))
-            if node.use_fast_variance:
-                out.append(Finding(where, "layer_norm_variance", "use_fast_variance=True (Flax's default)"))
-        if isinstance(node, nnx.MultiHeadAttention):
-            if node.head_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"head width {node.head_dim}, spec {spec.head_dim}"))
-            if node.broadcast_dropout and node.dropout_rate:
-                out.append(Finding(where, "dropout_flags", "broadcast_dropout=True: one mask for every "
-                                   "batch item and head"))
-        if isinstance(node, nnx.Dropout) and not is_spec_rate(node.rate, spec):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout rate={node.rate:g} is none of the spec's rates"))
-        if isinstance(node, nnx.Module):
-            for attr, value in vars(node).items():
-                if callable(value) and not isinstance(value, nnx.Module) and attr.startswith("act"):
-                    form = gelu_form(value)
-                    expected = expected_form(where, spec)
-                    if form is not None and form != expected:
-                        out.append(Finding(f"{where}.{attr}", "gelu", f"activation computes {form}, "
-                                           f"spec {expected}"))
-    return out
-
-
-# ---- demonstrations -------------------------------------------------------------------------------
-def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
-              decoupled: bool = True) -> np.ndarray:
-    """One step of optax.adamw (decoupled=False: Adam with L2 weight decay, the decay added to the
-    gradient before the Adam scaling) from zero moments."""
-    if decoupled:
-        opt = optax.adamw(lr, eps=eps, weight_decay=weight_decay)
-    else:
-        opt = optax.chain(optax.add_decayed_weights(weight_decay), optax.adam(lr, eps=eps))
-    p = jax.numpy.asarray(params)
-    updates, _ = opt.update(jax.numpy.asarray(grads), opt.init(p), p)
-    return np.asarray(optax.apply_updates(p, updates))
-
-
-def layer_norm(x: np.ndarray, epsilon: float, fast_variance: bool) -> np.ndarray:
-    """x through nnx.LayerNorm(use_fast_variance=fast_variance), unit scale and zero bias."""
-    ln = nnx.LayerNorm(x.shape[-1], epsilon=epsilon, use_fast_variance=fast_variance, rngs=nnx.Rngs(0))
-    return np.asarray(ln(jax.numpy.asarray(x)))

@@ -1,12 +1,12 @@
-"""Keras 3's side of the divergence catalogue (shared/teaching/): the installed Keras' default for
-each entry, the audit of a built Keras model against a spec, and the demonstrations that run in
-Keras.
+"""Keras 3's side of the divergence catalogue (shared/teaching/): the installed Keras's default for
+each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py and ports/flax/defaults.py: the same readers in the
-same order (one per catalogue entry, named by its key), the same numeric defaults, `audit_model`
-and `adam_step`; the other demonstrations exist only where the divergence lives in this
-framework's API. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter
-shapes, a measured call), never typed in. Loaded through `ports.load_port_part(name, "defaults")`.
+Parallel text with ports/torch/defaults.py, ports/flax/defaults.py, ports/mlx/defaults.py: the same
+readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
+Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
+call); where no attribute holds a value, one comment says where it comes from. A built model is read
+by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
+`ports.load_port_part(name, "defaults")`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import importlib.util
 import inspect
 import os
 import sys
-from typing import Any
 
 # The teaching tools run every framework in one process. Measured here: once TensorFlow is
 # loaded, a later import of triton (pulled in by torch._dynamo, e.g. on a torch optimizer's first
@@ -28,8 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up log 
 import keras  # after the two set-up lines above, on purpose
 import numpy as np
 
-from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.teaching.probes import default_of
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
@@ -86,12 +84,24 @@ def pooling() -> str:
 
 def batch_first() -> str:
     # the axis order attention takes
-    return "MultiHeadAttention takes (B, T, E); no option"
+    m = keras.layers.MultiHeadAttention(num_heads=1, key_dim=2)
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype(np.float32)
+    moved = x.copy()
+    moved[1] += 1  # change the second item of axis 0 only
+    alone = np.allclose(np.asarray(m(x, x))[0], np.asarray(m(moved, moved))[0])
+    option = "batch_first" in inspect.signature(keras.layers.MultiHeadAttention).parameters
+    return f"MultiHeadAttention takes {'(B, T, E)' if alone else '(T, B, E)'} (measured: axis 0 " \
+           f"{'does not mix' if alone else 'mixes'}); batch_first option: {option}"
 
 
 def attention_scale() -> str:
     # the score scale
-    return "MultiHeadAttention: 1/sqrt(key_dim)"
+    m = keras.layers.MultiHeadAttention(num_heads=1, key_dim=8)
+    m(x := np.zeros((1, 3, 8), np.float32), x)  # the scale is set when the layer builds
+    # _inverse_sqrt_key_dim is the attribute _compute_attention multiplies the query by
+    scale = float(m._inverse_sqrt_key_dim)
+    label = "1/sqrt(key_dim)" if abs(scale - 8**-0.5) < 1e-12 else f"{scale:g} for key_dim 8"
+    return f"MultiHeadAttention: {label} (its _inverse_sqrt_key_dim)"
 
 
 def conv_kernel_layout() -> str:
@@ -152,7 +162,10 @@ def cpu_precision() -> str:
 
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
-    return "LayerNormalization: moments (two-pass)"
+    y = float(np.asarray(keras.layers.LayerNormalization()(np.array([[1e4 + 1, 1e4 - 1]], np.float32)))[0, 0])
+    form = "two-pass variance" if abs(y) > 0.5 else "E[x^2] - E[x]^2"
+    return f"LayerNormalization: {form} (measured: 1e4 +- 1 in float32 normalises to {y:.3g}; " \
+           "one pass cancels to 0)"
 
 
 def attention_bias() -> str:
@@ -198,103 +211,3 @@ def gelu_tanh_values() -> dict[str, bool]:
     """API -> True when its default GELU is the tanh approximation."""
     return {"keras.ops.gelu": bool(default_of(keras.ops.gelu, "approximate")),
             "keras.activations.gelu": bool(default_of(keras.activations.gelu, "approximate"))}
-
-
-# ---- built-model audit ---------------------------------------------------------------------------
-def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    """What each layer of a built Keras model or layer holds, against what `spec` requires."""
-    out: list[Finding] = []
-    for path, layer in _named_layers(model):
-        where = f"{label}:{path or '<root>'}"
-        is_norm = isinstance(layer, keras.layers.LayerNormalization)
-        if is_norm and not close(layer.epsilon, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps",
-                               f"LayerNormalization epsilon={layer.epsilon:g}, spec {spec.layer_norm_eps:g}"))
-        if isinstance(layer, keras.layers.Activation):
-            form = gelu_form(layer)
-            expected = expected_form(where, spec)
-            if form is not None and form != expected:
-                out.append(Finding(where, "gelu", f"activation computes {form}, spec {expected}"))
-        if isinstance(layer, keras.layers.MultiHeadAttention):
-            if layer._key_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"key_dim={layer._key_dim} (per head), spec head_dim "
-                                   f"{spec.head_dim}"))
-            if not close(layer._dropout, spec.dropout_attn):
-                out.append(Finding(where, "dropout_flags", f"attention dropout {layer._dropout:g}, spec "
-                                   f"{spec.dropout_attn:g}"))
-        if isinstance(layer, keras.layers.Dropout) and not is_spec_rate(layer.rate, spec):
-            out.append(Finding(where, "dropout_flags",
-                               f"Dropout rate={layer.rate:g} is none of the spec's rates"))
-    return out
-
-
-def _named_layers(root: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(path, layer) for every sub-layer, named by the attribute holding it (an unbuilt layer has no
-    `path` yet), else by its Keras name (Sequential): so an activation can be told apart by where it sits."""
-    out, seen = [(prefix, root)], {id(root)}
-
-    def visit(obj: Any, path: str) -> None:
-        names: dict[int, str] = {}  # id(child) -> the public attribute (or list item) holding it
-        for attr, value in ((a, v) for a, v in vars(obj).items() if not a.startswith("_")):
-            listed = enumerate(value) if isinstance(value, (list, tuple)) else [(None, value)]
-            names.update({id(v): attr if i is None else f"{attr}.{i}" for i, v in listed})
-        for child in obj._flatten_layers(include_self=False, recursive=False):
-            if isinstance(child, keras.layers.Layer) and id(child) not in seen:
-                seen.add(id(child))
-                name = names.get(id(child), child.name)
-                child_path = f"{path}.{name}" if path else name
-                out.append((child_path, child))
-                visit(child, child_path)
-
-    visit(root, prefix)
-    return out
-
-
-# ---- demonstrations -------------------------------------------------------------------------------
-def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
-              decoupled: bool = True) -> np.ndarray:
-    """One step of Keras' AdamW (decoupled=False: Adam with L2 weight decay, the decay added to
-    the gradient, as Keras has no such option) from zero moments."""
-    var = keras.Variable(np.array(params, copy=True))
-    if decoupled:
-        opt = keras.optimizers.AdamW(learning_rate=lr, epsilon=eps, weight_decay=weight_decay)
-        grad = np.asarray(grads)
-    else:
-        opt = keras.optimizers.Adam(learning_rate=lr, epsilon=eps)
-        grad = np.asarray(grads) + weight_decay * np.asarray(params)
-    opt.apply_gradients([(keras.ops.convert_to_tensor(grad.astype(np.asarray(params).dtype)), var)])
-    return np.asarray(keras.ops.convert_to_numpy(var))
-
-
-def clipped_sgd_updates(grads: list[np.ndarray], clip: float, per_variable: bool) -> list[np.ndarray]:
-    """The update SGD(learning_rate=1) applies to each variable with `clipnorm=clip`
-    (per_variable) or `global_clipnorm=clip`."""
-    variables = [keras.Variable(np.zeros_like(x, dtype=np.float32)) for x in grads]
-    option = "clipnorm" if per_variable else "global_clipnorm"
-    opt = keras.optimizers.SGD(learning_rate=1.0, **{option: clip})
-    opt.apply_gradients([(keras.ops.convert_to_tensor(x.astype(np.float32)), v)
-                         for x, v in zip(grads, variables, strict=True)])
-    return [-np.asarray(keras.ops.convert_to_numpy(v)) for v in variables]
-
-
-def sparse_cross_entropy(labels: np.ndarray, logits: np.ndarray, from_logits: bool | None) -> float:
-    """SparseCategoricalCrossentropy on float32 logits; from_logits=None keeps Keras' default."""
-    kwargs = {} if from_logits is None else {"from_logits": from_logits}
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(**kwargs)
-    return float(loss_fn(labels, logits.astype(np.float32)))
-
-
-def global_policy_port(spec: ModelSpec, precision: Any) -> Any:
-    """The Keras port at a mixed `precision`, its model rebuilt under Keras' global policy (restored after):
-    `compute=` is the computing layers' policy; with no `dtype=`, containers and LayerNorms take it too."""
-    from ports.keras.model import VisionTransformer
-    from ports.keras.port import Port
-
-    port, previous = Port(spec, precision=precision), keras.config.dtype_policy()
-    keras.config.set_dtype_policy(f"mixed_{precision.dtype}")
-    try:
-        port.model = VisionTransformer(spec, compute=keras.config.dtype_policy().name)
-        port.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), np.float32))
-    finally:
-        keras.config.set_dtype_policy(previous)
-    return port

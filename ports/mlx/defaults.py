@@ -1,28 +1,26 @@
 """MLX's (mlx.nn, mlx.optimizers) side of the divergence catalogue (shared/teaching/): the installed
-MLX's default for each entry, the audit of a built mlx.nn module against a spec, and the
-demonstrations that run in MLX.
+MLX's default for each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py, ports/keras/defaults.py and ports/flax/defaults.py:
-the same readers in the same order (one per catalogue entry, named by its key), the same numeric
-defaults, `audit_model` and `adam_step`; the other demonstrations exist only where the divergence
-lives in this framework's API. Defaults are read (`inspect.signature`, a fresh layer's attributes,
-parameter shapes, a measured call), never typed in. Loaded through
+Parallel text with ports/torch/defaults.py, ports/keras/defaults.py, ports/flax/defaults.py: the
+same readers in the same order (one per catalogue entry, named by its key) and the same numeric
+defaults. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a
+measured call); where no attribute holds a value, one comment says where it comes from. A built
+model is read by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
 `ports.load_port_part(name, "defaults")`.
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+import os
 
 import mlx.core as mx
 import mlx.optimizers as optim
 import numpy as np
 from mlx import nn
-from mlx.utils import tree_flatten, tree_map
+from mlx.utils import tree_flatten
 
-from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, is_spec_rate
+from shared.teaching.probes import default_of
 
 GELU_NAMES = ("none", "precise", "tanh", "fast")  # what nn.GELU(approx=) accepts (checked below)
 
@@ -66,12 +64,24 @@ def norm_placement() -> str:
 
 def pooling() -> str:
     # the readout of the framework's (or its model zoo's) ViT
-    return "no built-in pooling layer (mlx-examples' ViTs read the class token)"
+    pools = [n for n in dir(nn) if "Pool" in n]
+    # mlx-examples is a repository, not an installed package: its ViTs read the class token
+    # (read in its source, not here).
+    return f"nn.{', nn.'.join(pools)} pool windows, no token readout (mlx-examples' ViTs read the " \
+           "class token)"
 
 
 def batch_first() -> str:
     # the axis order attention takes
-    return "nn.MultiHeadAttention takes (B, T, E): batch first, no flag"
+    m = nn.MultiHeadAttention(2, 1)
+    x = np.random.default_rng(0).standard_normal((2, 3, 2)).astype(np.float32)
+    moved = x.copy()
+    moved[1] += 1  # change the second item of axis 0 only
+    a, b = mx.array(x), mx.array(moved)
+    alone = np.allclose(np.array(m(a, a, a))[0], np.array(m(b, b, b))[0])
+    option = "batch_first" in inspect.signature(nn.MultiHeadAttention).parameters
+    return f"nn.MultiHeadAttention takes {'(B, T, E)' if alone else '(T, B, E)'} (measured: axis 0 " \
+           f"{'does not mix' if alone else 'mixes'}); batch_first option: {option}"
 
 
 def attention_scale() -> str:
@@ -125,12 +135,20 @@ def dropout_flags() -> str:
 
 def cpu_precision() -> str:
     # the float32 precision actually used on CPU
-    return "float32 matmuls on the CPU; MLX_ENABLE_TF32 (default 1) applies only to CUDA and M5 Metal"
+    kept = float((mx.array([[1 + 2**-20]]) @ mx.array([[1.0]]))[0, 0]) - 1  # TF32 keeps 10 mantissa bits
+    # MLX_ENABLE_TF32's default (1) is set in MLX's C++ CUDA and Metal backends; no Python attribute
+    # exposes it, so only the environment variable is read here.
+    flag = os.environ.get("MLX_ENABLE_TF32", "unset (1)")
+    return f"float32 matmul on the CPU keeps 2^-20: {kept == 2**-20} (full float32, measured); " \
+           f"MLX_ENABLE_TF32={flag} applies only to CUDA and M5 Metal"
 
 
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
-    return "nn.LayerNorm: mx.fast.layer_norm (two-pass variance)"
+    y = float(nn.LayerNorm(2)(mx.array([[1e4 + 1, 1e4 - 1]]))[0, 0])
+    form = "two-pass variance" if abs(y) > 0.5 else "E[x^2] - E[x]^2"
+    return f"nn.LayerNorm (mx.fast.layer_norm): {form} (measured: 1e4 +- 1 in float32 normalises to " \
+           f"{y:.3g}; one pass cancels to 0)"
 
 
 def attention_bias() -> str:
@@ -189,112 +207,3 @@ def layer_norm_eps_values() -> dict[str, float]:
 def gelu_tanh_values() -> dict[str, bool]:
     """API -> True when its default GELU is the tanh approximation."""
     return {"mlx.nn.GELU": default_of(nn.GELU, "approx") in ("precise", "tanh")}
-
-
-# ---- built-model audit ---------------------------------------------------------------------------
-def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    """What each module of a built mlx.nn model holds, against what `spec` requires."""
-    out: list[Finding] = []
-    for path, m in model.named_modules():
-        where = f"{label}:{path or '<root>'}"
-        if isinstance(m, nn.LayerNorm) and not close(m.eps, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps",
-                               f"LayerNorm eps={m.eps:g}, spec {spec.layer_norm_eps:g}"))
-        if isinstance(m, nn.GELU):
-            form = {"none": "gelu", "precise": "gelu_tanh", "tanh": "gelu_tanh"}.get(m._approx, m._approx)
-            if form != expected_form(path, spec):
-                out.append(Finding(where, "gelu_names" if m._approx == "fast" else "gelu",
-                                   f"GELU approx={m._approx!r}, spec {expected_form(path, spec)}"))
-        if isinstance(m, nn.MultiHeadAttention):
-            width = m.query_proj.weight.shape[0] // m.num_heads
-            if width != spec.head_dim:
-                out.append(Finding(where, "head_width", f"head width {width} (dims/num_heads), "
-                                   f"spec head_dim {spec.head_dim}"))
-            has_bias = "bias" in m.query_proj
-            if has_bias != spec.qkv_bias:
-                out.append(Finding(where, "attention_bias", f"projections bias={has_bias}, spec "
-                                   f"qkv_bias={spec.qkv_bias} (MLX's default is bias=False)"))
-        if isinstance(m, nn.Dropout) and not is_spec_rate(rate := 1 - m._p_1, spec):
-            out.append(Finding(where, "dropout_flags", f"Dropout p={rate:g} is none of the spec's rates"))
-    return out
-
-
-# ---- demonstrations -------------------------------------------------------------------------------
-def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
-              decoupled: bool = True, bias_correction: bool = True) -> np.ndarray:
-    """One step of optim.AdamW (decoupled=False: optim.Adam with the L2 decay added to the
-    gradient) from zero moments. bias_correction=True is torch's update; MLX's default is False."""
-    p, g = mx.array(params), mx.array(grads)
-    if decoupled:
-        opt = optim.AdamW(lr, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
-    else:
-        opt, g = optim.Adam(lr, eps=eps, bias_correction=bias_correction), g + weight_decay * p
-    tree = {"p": p}
-    opt.init(tree)
-    out = opt.apply_gradients({"p": g}, tree)["p"]
-    return np.array(out, dtype=np.float32)
-
-
-def clip_grad_norm(grads: list[np.ndarray], max_norm: float) -> list[np.ndarray]:
-    """optim.clip_grad_norm on these gradients (it divides by norm + 1e-6)."""
-    clipped, _ = optim.clip_grad_norm({str(i): mx.array(g) for i, g in enumerate(grads)}, max_norm)
-    return [np.array(clipped[str(i)]) for i in range(len(grads))]
-
-
-def conv_patch_embed(spec: ModelSpec, weight: np.ndarray, bias: np.ndarray, images: np.ndarray) -> np.ndarray:
-    """NHWC images through an nn.Conv2d patch embedding holding `weight` as its (O, H, W, I)
-    weight: (B, tokens, dim), float32 (MLX's CPU convolution has no float64)."""
-    patch = (spec.patch_height, spec.patch_width)
-    conv = nn.Conv2d(spec.channels, spec.dim, patch, stride=patch)
-    conv.weight, conv.bias = mx.array(weight.astype(np.float32)), mx.array(bias.astype(np.float32))
-    y = conv(mx.array(images.astype(np.float32)))
-    return np.array(y.reshape(y.shape[0], -1, y.shape[-1]))
-
-
-def attention_block(spec: ModelSpec, weights: dict[str, np.ndarray], h: np.ndarray,
-                    bias: bool | None) -> np.ndarray:
-    """Block 0's canonical attention weights in nn.MultiHeadAttention (float32); bias=None keeps
-    MLX's default (no biases: the canonical biases have nowhere to go and are dropped)."""
-    kwargs = {} if bias is None else {"bias": bias}
-    dims = spec.heads * spec.head_dim
-    mha = nn.MultiHeadAttention(dims, spec.heads, query_input_dims=spec.dim, key_input_dims=spec.dim,
-                                value_input_dims=spec.dim, value_dims=dims, value_output_dims=spec.dim,
-                                **kwargs)
-    p = "blocks.0.attn."
-    for part, proj in (("query", mha.query_proj), ("key", mha.key_proj), ("value", mha.value_proj)):
-        proj.weight = mx.array(weights[p + part + ".kernel"].reshape(spec.dim, -1).T.astype(np.float32))
-        if "bias" in proj:
-            proj.bias = mx.array(weights[p + part + ".bias"].reshape(-1).astype(np.float32))
-    mha.out_proj.weight = mx.array(weights[p + "out.kernel"].reshape(dims, spec.dim).T.astype(np.float32))
-    if "bias" in mha.out_proj:
-        mha.out_proj.bias = mx.array(weights[p + "out.bias"].astype(np.float32))
-    x = mx.array(h.astype(np.float32))
-    return np.array(mha(x, x, x))
-
-
-def gelu_values(x: np.ndarray) -> dict[str, np.ndarray]:
-    """x through nn.GELU under every approx name it accepts."""
-    return {name: np.array(nn.GELU(approx=name)(mx.array(x.astype(np.float32)))) for name in GELU_NAMES}
-
-
-def float64_logits(spec: ModelSpec, weights: dict[str, np.ndarray], images: np.ndarray) -> dict[str, Any]:
-    """The MLX port's float32 logits; with its parameters and input cast to float64 on the CPU;
-    the same with the input handed to mx.array as a float64 NumPy array (which it makes
-    float32); and what mx.gpu says to float64 (None when there is no GPU)."""
-    from ports.mlx.port import Port
-
-    port = Port(spec)
-    port.load(weights)
-    out: dict[str, Any] = {"float32": port.logits(images)}
-    port.model.update(tree_map(lambda a: a.astype(mx.float64), port.model.parameters()))
-    # dtype= is needed: mx.array(a float64 NumPy array) makes a float32 array.
-    out["float64"] = np.array(port.model(mx.array(images, dtype=mx.float64)), dtype=np.float64)
-    out["float64, input left to mx.array"] = np.array(port.model(mx.array(images.astype(np.float64))))
-    out["gpu"] = None
-    if mx.is_available(mx.gpu):
-        try:
-            mx.eval(mx.multiply(mx.array([1.0], dtype=mx.float64), 2, stream=mx.gpu))
-            out["gpu"] = "ran"
-        except (RuntimeError, ValueError) as exc:
-            out["gpu"] = str(exc).splitlines()[0]
-    return out

@@ -1,11 +1,12 @@
-"""PyTorch's side of the divergence catalogue (shared/teaching/): the installed torch's default for each
-entry, the audit of a built nn.Module against a spec, and the demonstrations that run in torch.
+"""PyTorch's side of the divergence catalogue (shared/teaching/): the installed torch's default for
+each entry, read from the framework.
 
-Parallel text with ports/keras/defaults.py and ports/flax/defaults.py: the same readers in the
-same order (one per catalogue entry, named by its key), the same numeric defaults, `audit_model`
-and `adam_step`; the other demonstrations exist only where the divergence lives in this
-framework's API. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter
-shapes, a measured call), never typed in. Loaded through `ports.load_port_part(name, "defaults")`.
+Parallel text with ports/keras/defaults.py, ports/flax/defaults.py, ports/mlx/defaults.py: the same
+readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
+Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
+call); where no attribute holds a value, one comment says where it comes from. A built model is read
+by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
+`ports.load_port_part(name, "defaults")`.
 """
 
 from __future__ import annotations
@@ -13,15 +14,11 @@ from __future__ import annotations
 import importlib.util
 import inspect
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
-from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, attn_out_to_out_in, qkv_bias_pack, qkv_pack
-from shared.teaching.probes import Finding, close, default_of, expected_form, is_spec_rate, source_default
+from shared.teaching.probes import default_of, source_default
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------
@@ -141,7 +138,10 @@ def cpu_precision() -> str:
 
 def layer_norm_variance() -> str:
     # LayerNorm's variance formula
-    return "nn.LayerNorm: two-pass variance"
+    y = float(nn.LayerNorm(2)(torch.tensor([[1e4 + 1, 1e4 - 1]]))[0, 0])
+    form = "two-pass variance" if abs(y) > 0.5 else "E[x^2] - E[x]^2"
+    return f"nn.LayerNorm: {form} (measured: 1e4 +- 1 in float32 normalises to {y:.3g}; " \
+           "one pass cancels to 0)"
 
 
 def attention_bias() -> str:
@@ -183,118 +183,3 @@ def layer_norm_eps_values() -> dict[str, float]:
 def gelu_tanh_values() -> dict[str, bool]:
     """API -> True when its default GELU is the tanh approximation."""
     return {"torch.nn.GELU": default_of(nn.GELU, "approximate") == "tanh"}
-
-
-# ---- built-model audit ---------------------------------------------------------------------------
-def audit_model(model: Any, spec: ModelSpec, label: str) -> list[Finding]:
-    """What each layer of a built nn.Module holds, against what `spec` requires."""
-    out: list[Finding] = []
-    for path, m in model.named_modules():
-        where = f"{label}:{path or '<root>'}"
-        if isinstance(m, nn.LayerNorm) and not close(m.eps, spec.layer_norm_eps):
-            out.append(Finding(where, "layer_norm_eps",
-                               f"LayerNorm eps={m.eps:g}, spec {spec.layer_norm_eps:g}"))
-        if isinstance(m, nn.GELU):
-            form = "gelu" if m.approximate == "none" else "gelu_tanh"
-            if form != expected_form(path, spec):
-                out.append(Finding(where, "gelu", f"GELU approximate={m.approximate!r}, spec "
-                                   f"{expected_form(path, spec)}"))
-        if isinstance(m, nn.MultiheadAttention):
-            if not m.batch_first:
-                out.append(Finding(where, "batch_first", "MultiheadAttention batch_first=False (torch's "
-                                   "default): a (B, T, E) input attends across the batch"))
-            if m.head_dim != spec.head_dim:
-                out.append(Finding(where, "head_width", f"head width {m.head_dim} (embed_dim/num_heads), "
-                                   f"spec head_dim {spec.head_dim}"))
-        if isinstance(m, nn.TransformerEncoderLayer) and m.norm_first != (spec.norm == "pre"):
-            out.append(Finding(where, "norm_placement", f"norm_first={m.norm_first}, spec norm={spec.norm}"))
-        if isinstance(m, nn.Dropout) and not is_spec_rate(m.p, spec):
-            out.append(Finding(where, "dropout_flags", f"Dropout p={m.p:g} is none of the spec's rates"))
-    return out
-
-
-# ---- demonstrations -------------------------------------------------------------------------------
-def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
-              decoupled: bool = True) -> np.ndarray:
-    """One step of torch's AdamW (decoupled=False: Adam with L2 weight decay) from zero moments,
-    through torch.optim's functional implementation: the code the optimizer classes run. Why not
-    `torch.optim.AdamW(...)`: constructing a torch optimizer imports torch._dynamo and triton, and importing
-    triton after TensorFlow segfaults the process (measured here with torch 2.14 / TF 2.21). The
-    functional path imports neither, so it is safe in a process that already runs Keras."""
-    from torch.optim.adam import adam
-    from torch.optim.adamw import adamw
-
-    p = torch.from_numpy(np.array(params, copy=True))
-    g = torch.from_numpy(np.array(grads, copy=True))
-    state = ([torch.zeros_like(p)], [torch.zeros_like(p)], [], [torch.tensor(0.0)])
-    kwargs = {"foreach": False, "amsgrad": False, "beta1": 0.9, "beta2": 0.999, "lr": lr,
-              "weight_decay": weight_decay, "eps": eps, "maximize": False}
-    (adamw if decoupled else adam)([p], [g], *state, **kwargs)
-    return p.numpy()
-
-
-def multihead_attention(spec: ModelSpec, weights: Tensors, h: np.ndarray,
-                        batch_first: bool | None) -> np.ndarray:
-    """Block 0's canonical attention weights in a float64 nn.MultiheadAttention (head width
-    dim/heads: heads * head_dim must equal dim); batch_first=None keeps torch's default."""
-    kwargs = {} if batch_first is None else {"batch_first": batch_first}
-    mha = nn.MultiheadAttention(spec.dim, spec.heads, **kwargs).double()
-    p, names = "blocks.0.attn.", ("query", "key", "value")
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.from_numpy(qkv_pack(*[weights[p + n + ".kernel"] for n in names])))
-        mha.in_proj_bias.copy_(torch.from_numpy(qkv_bias_pack(*[weights[p + n + ".bias"] for n in names])))
-        mha.out_proj.weight.copy_(torch.from_numpy(attn_out_to_out_in(weights[p + "out.kernel"])))
-        mha.out_proj.bias.copy_(torch.from_numpy(weights[p + "out.bias"]))
-        x = torch.from_numpy(h)
-        out, _ = mha(x, x, x, need_weights=False)
-    return out.numpy()
-
-
-def conv_patch_embed(spec: ModelSpec, weight: np.ndarray, bias: np.ndarray, images: np.ndarray) -> np.ndarray:
-    """NHWC images through a float64 nn.Conv2d patch embedding holding `weight` as its (O, I, H, W)
-    weight: (B, tokens, dim)."""
-    patch = (spec.patch_height, spec.patch_width)
-    conv = nn.Conv2d(spec.channels, spec.dim, patch, stride=patch).double()
-    x = torch.from_numpy(images.astype(np.float64)).permute(0, 3, 1, 2)
-    with torch.no_grad():
-        conv.weight.copy_(torch.from_numpy(np.ascontiguousarray(weight)))
-        conv.bias.copy_(torch.from_numpy(bias))
-        return conv(x).flatten(2).transpose(1, 2).numpy()
-
-
-def linear(weight: np.ndarray, bias: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """x through a float64 nn.Linear holding `weight` as its (out, in) weight."""
-    lin = nn.Linear(weight.shape[1], weight.shape[0]).double()
-    with torch.no_grad():
-        lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(weight)))
-        lin.bias.copy_(torch.from_numpy(bias))
-        return lin(torch.from_numpy(x)).numpy()
-
-
-def dropout_logits(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dict[str, np.ndarray]:
-    """The torch port's logits left in train mode (a fresh nn.Module's; seed 0) and after .eval()."""
-    from ports.torch.port import Port
-
-    port = Port(spec)
-    port.load(weights)
-    torch.manual_seed(0)
-    with torch.no_grad():  # in train mode, as a fresh nn.Module is
-        train = port.model.train()(port.prepare(images)).numpy()
-    return {"train": train, "eval": port.logits(images)}
-
-
-def precision_logits(spec: ModelSpec, weights: Tensors, images: np.ndarray) -> dict[str, np.ndarray]:
-    """The torch port's logits under its pinned 'highest' matmul precision, 'medium' and bf16 autocast."""
-    from ports.torch.port import Port
-
-    port = Port(spec)  # pins 'highest'
-    port.load(weights)
-    out = {"highest": port.logits(images)}
-    try:
-        torch.set_float32_matmul_precision("medium")
-        out["medium"] = port.logits(images)
-    finally:
-        torch.set_float32_matmul_precision("highest")
-    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
-        out["autocast bf16"] = port.to_numpy(port.model(port.prepare(images)).float())
-    return out

@@ -6,5 +6,6 @@ ports stand, and what its layers contradict in the spec) and `lessons` / `rosett
 own code side by side, read by `port_source`).
 
 May import `shared.runtime`, `shared.core` and the `ports` registry; each framework's side of the
-catalogue is its port's `ports/<fw>/defaults.py`, loaded through `ports.load_port_part`.
+catalogue is its port's `ports/<fw>/defaults.py` (the defaults) and `demos.py` (the
+demonstrations), loaded through `ports.load_port_part`; a built model is read by its `user.py`.
 """

@@ -7,10 +7,11 @@ Two checks, usable on this project's ports and on a user's own model:
   and functions (nn.LayerNorm, layers.LayerNormalization, nnx.LayerNorm, GELU forms,
   nn.MultiheadAttention, optimizers, losses, ...) and name each call that omits the keyword that
   pins a divergent default. Nothing is imported or executed.
-- **built model** (`audit_model`, written per framework in `ports/<fw>/defaults.py`): walk the
-  layers of a built torch nn.Module, Keras model, flax.nnx or mlx.nn module and compare what each layer
-  actually holds (epsilon, GELU form measured by probing the activation, batch_first, head
-  width, fast variance, dropout mask sharing, rates) with what the spec requires. `audit_ports`
+- **built model** (`audit_model`): read the layers of a built torch nn.Module, Keras model,
+  flax.nnx or mlx.nn module with that framework's `ports/<fw>/user.py` `layers()` (the reader
+  `verify --model` uses) and compare what each layer actually holds (epsilon, GELU form measured
+  by probing the activation, batch_first, head width, fast variance, attention bias, dropout mask
+  sharing, rates) with the spec in `shared/teaching/spec_check.py`, the one comparison. `audit_ports`
   builds every port for two probe specs whose values differ from every framework default, so a
   default that happens to equal the spec's value cannot hide.
 """
@@ -18,16 +19,17 @@ Two checks, usable on this project's ports and on a user's own model:
 from __future__ import annotations
 
 import ast
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ports import PORTS
 from shared import REPO_ROOT
 from shared.core.spec import ModelSpec
+from shared.errors import InputError
+from shared.runtime.user_jobs import user_port
 from shared.teaching.framework_defaults import defaults_module
 from shared.teaching.probes import Finding
+from shared.teaching.spec_check import check_layers
 
 
 # ---- source audit ---------------------------------------------------------------------------
@@ -139,25 +141,17 @@ def audit_file(path: str | Path) -> list[Finding]:
 
 
 # ---- built-model audit ----------------------------------------------------------------------
-# Which port's defaults.py audits a model, by the module its class (or a base class) comes from.
-MODEL_FAMILIES = (("torch.", "torch"), ("keras", "keras"), ("flax.", "flax"), ("mlx.", "mlx"))
-
-
-def model_framework(model: Any) -> str:
-    kinds = [c.__module__ for c in type(model).__mro__]
-    for prefix, framework in MODEL_FAMILIES:
-        if any(k.startswith(prefix) for k in kinds):
-            return framework
-    raise TypeError(f"audit_model: {type(model).__module__}.{type(model).__name__} is not a torch, "
-                    "Keras, nnx or mlx.nn model")
-
-
 def audit_model(model: Any, spec: ModelSpec, label: str = "model") -> list[Finding]:
-    """Compare a built torch nn.Module, Keras model/layer, flax.nnx or mlx.nn module with `spec`
-    (`audit_model` of that framework's ports/<fw>/defaults.py)."""
-    # The model exists, so its framework is imported already: no registry check to make.
-    module = importlib.import_module(f"{PORTS[model_framework(model)].module}.defaults")
-    return module.audit_model(model, spec, label)
+    """Compare a built torch nn.Module, Keras model or layer, flax.nnx or mlx.nn module with `spec`:
+    its framework's structural reader (`layers()` of ports/<fw>/user.py) and the one comparison
+    (shared/teaching/spec_check.py), every contradicting layer."""
+    try:  # the model exists, so its framework is imported already
+        _, reader = user_port(model, None)
+    except InputError:
+        raise InputError(f"audit_model: a {type(model).__module__}.{type(model).__name__} is not a torch "
+                         "nn.Module, Keras layer or model, nnx.Module or mlx.nn.Module") from None
+    return [Finding(f"{label}:{c.where}" if c.where else label, c.entry or c.field, c.text())
+            for c in check_layers(spec, reader.layers(model))]
 
 
 # ---- the project's ports ------------------------------------------------------------------
@@ -175,8 +169,9 @@ def probe_specs(base: ModelSpec) -> list[ModelSpec]:
     ]
 
 
-# defaults.py builds layers with their defaults on purpose (it reads them): not the port's model.
-NOT_PORT_SOURCE = ("__init__.py", "defaults.py")
+# defaults.py and demos.py build layers with their defaults on purpose (they read and show them):
+# not the port's model.
+NOT_PORT_SOURCE = ("__init__.py", "defaults.py", "demos.py")
 
 
 def port_source_files(framework: str) -> list[Path]:
@@ -194,10 +189,10 @@ def audit_ports(frameworks: list[str], base: ModelSpec) -> tuple[list[Finding], 
         for path in port_source_files(fw):
             findings += audit_file(path)
         checked.append(f"{fw}: source of {', '.join(p.name for p in port_source_files(fw))}")
-        defaults = defaults_module(fw)  # before the port: it prepares the process (Keras)
+        defaults_module(fw)  # before the port: it prepares the process (Keras)
         for spec in probe_specs(base):
             port = create_port(fw, spec)
-            findings += defaults.audit_model(port.model, spec, f"{fw}[{spec.name}]")
+            findings += audit_model(port.model, spec, f"{fw}[{spec.name}]")
             checked.append(f"{fw}: layers built for {spec.name} (eps {spec.layer_norm_eps:g}, MLP "
                            f"{spec.activation}, head {spec.head_activation})")
     return findings, checked

@@ -14,7 +14,7 @@ from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
-from shared.teaching.framework_defaults import defaults_module
+from shared.teaching.framework_defaults import demos_module
 from shared.teaching.variants import Case, variant
 
 DEMO_SEED = 0  # canonical weights for every demonstration: init_weights(spec, DEMO_SEED)
@@ -40,10 +40,10 @@ def quadrant() -> ModelSpec:
 
 
 def framework(name: str) -> ModuleType | None:
-    """`ports.<name>.defaults` (its demonstration helpers), or None when it is not installed: a
+    """`ports.<name>.demos` (its demonstration helpers), or None when it is not installed: a
     demonstration then reports what the reference alone shows."""
     try:
-        return defaults_module(name)
+        return demos_module(name)
     except FrameworkUnavailable:
         return None
 

@@ -1,7 +1,7 @@
 """The catalogue's forward-pass demonstrations: the same canonical weights run with the pin and
 without it, through the float64 reference under a changed spec, weights or images
 (`shared.teaching.variants`), and where the divergence lives in a framework API (batch_first,
-kernel layouts) through that API (`ports/<fw>/defaults.py`)."""
+kernel layouts) through that API (`ports/<fw>/demos.py`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Each framework's default for every catalogue entry, read from the installed framework by that
-port's `ports/<fw>/defaults.py` (one reader per entry, named by the entry's key).
+port's `ports/<fw>/defaults.py` (one reader per entry, named by the entry's key), and the way to
+its demonstrations' framework calls (`ports/<fw>/demos.py`).
 
 Nothing here imports a framework: the per-framework code is reached through the port registry
 (`ports.load_port_part`), and a missing framework is reported, not raised.
@@ -20,6 +21,11 @@ FRAMEWORKS = NATIVE
 def defaults_module(framework: str) -> ModuleType:
     """`ports.<fw>.defaults`, or a one-line FrameworkUnavailable."""
     return load_port_part(framework, "defaults")
+
+
+def demos_module(framework: str) -> ModuleType:
+    """`ports.<fw>.demos` (the demonstrations' framework calls), or a one-line FrameworkUnavailable."""
+    return load_port_part(framework, "demos")
 
 
 def read_default(entry: str, framework: str) -> str:

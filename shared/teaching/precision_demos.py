@@ -3,7 +3,7 @@ the token stream in, against the pinned contract (shared/core/precision.py, poin
 against the float64 reference on a spec where type promotion cannot help: no position table and
 no class token, so no float32 tensor ever enters the residual sum.
 
-The framework calls live in `ports/keras/defaults.py` (`global_policy_port`); the pinned port is
+The framework calls live in `ports/keras/demos.py` (`global_policy_port`); the pinned port is
 the ordinary one at the rung (`ports.create_port`)."""
 
 from __future__ import annotations

@@ -1,71 +1,126 @@
-"""What a user's model says about itself, against `--spec`, before any logits are compared: the
-bound tensors' sizes (width, depth, heads where the layout has them, head width, MLP width,
-class token, position rows, qkv bias, head layers, classes, patch size and channels) and what its
-layers' settings say (LayerNorm epsilon, GELU form, `batch_first`, dropout rates, norm placement
-where a layer records it). Each contradiction is one line `field: your model X, spec Y`."""
+"""The one comparison of a built model with a spec. Each framework's `ports/<fw>/user.py` reads a
+model's layers (`layers()`: path, kind and the settings each layer object holds); this module says
+which of those settings the spec contradicts: LayerNorm epsilon and variance formula, GELU form,
+`batch_first`, heads, head width, attention bias and dropout (rate, mask sharing), dropout rates,
+norm placement where a layer records it, and depth. Each contradiction is one text,
+`field: your model X, spec Y (where)`, whichever tool reports it: `verify --model` /
+`portbench.check` (the worker's `user` report), `compare.py audit` and
+`shared.teaching.audit.audit_model`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.core.binding import Layer
 from shared.core.spec import ModelSpec
-from shared.teaching.probes import close, is_spec_rate
+from shared.teaching.probes import close, is_spec_rate, spec_rates
 
 
 @dataclass(frozen=True)
 class Contradiction:
-    field: str
+    field: str  # the spec field (or layer setting) the model contradicts
+    entry: str  # its divergence-catalogue entry (shared/teaching/divergences.py); "" when none
     yours: Any
     spec: Any
-    where: str = ""
+    where: str = ""  # the layer's path
+
+    def text(self) -> str:
+        return f"{self.field}: your model {self.yours}, spec {self.spec}"
 
     def line(self) -> str:
-        at = f" ({self.where})" if self.where else ""
-        return f"{self.field}: your model {self.yours}, spec {self.spec}{at}"
+        return f"{self.text()} ({self.where})" if self.where else self.text()
 
 
-def from_layers(spec: ModelSpec, layers: list[dict[str, Any]]) -> list[Contradiction]:
-    """Settings the layers record, against the spec (the first layer of each kind that disagrees)."""
+def check_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -> list[Contradiction]:
+    """Every contradiction of every layer, in layer order (depth last). `layers` are
+    `shared.core.binding.Layer`s or their dicts (the worker's `user` report)."""
     out: list[Contradiction] = []
-    seen: set[str] = set()
-
-    def add(c: Contradiction) -> None:
-        if c.field not in seen:
-            seen.add(c.field)
-            out.append(c)
-
-    blocks_mlp = spec.activation  # a head with hidden layers may use another form: not read here
-    attention = [la for la in layers if la["kind"] == "attention"]
-    if attention and len(attention) != spec.depth:
-        add(Contradiction("depth", f"{len(attention)} attention layers", spec.depth))
+    attention = 0
     for layer in layers:
-        kind, s, where = layer["kind"], layer["settings"], layer["path"] or "<root>"
-        if kind == "layer_norm" and "eps" in s and not close(float(s["eps"]), spec.layer_norm_eps):
-            add(Contradiction("layer_norm_eps", f"{s['eps']:g}", f"{spec.layer_norm_eps:g}", where))
-        if kind == "gelu" and s.get("form") and s["form"] != blocks_mlp and spec.head_hidden == ():
-            add(Contradiction("activation", s["form"], blocks_mlp, where))
-        if kind == "attention":
-            if s.get("batch_first") is False:
-                add(Contradiction("batch_first", "MultiheadAttention batch_first=False (torch's default: "
-                                  "a (B, T, D) input attends across the batch)", "batch-first tokens", where))
-            if s.get("num_heads") is not None and int(s["num_heads"]) != spec.heads:
-                add(Contradiction("heads", s["num_heads"], spec.heads, where))
-            if s.get("head_dim") is not None and int(s["head_dim"]) != spec.head_dim:
-                add(Contradiction("head_dim", s["head_dim"], spec.head_dim, where))
-        if kind == "dropout" and "rate" in s and not is_spec_rate(float(s["rate"]), spec):
-            add(Contradiction("dropout", f"p={s['rate']:g}", f"one of the spec's rates {_rates(spec)}",
-                              where))
+        kind, s, where = _unpack(layer)
+        if kind == "layer_norm":
+            out += _layer_norm(spec, s, where)
+        elif kind == "gelu":
+            out += _gelu(spec, s, where)
+        elif kind == "attention":
+            attention += 1
+            out += _attention(spec, s, where)
+        elif kind == "dropout" and "rate" in s and not is_spec_rate(float(s["rate"]), spec):
+            rates = "/".join(f"{r:g}" for r in sorted(spec_rates(spec)))
+            out.append(Contradiction("dropout", "dropout_flags", f"p={s['rate']:g}",
+                                     f"one of the spec's rates {rates}", where))
         if "norm_first" in s and bool(s["norm_first"]) != (spec.norm == "pre"):
-            add(Contradiction("norm", "pre" if s["norm_first"] else "post", spec.norm, where))
+            out.append(Contradiction("norm", "norm_placement", "pre" if s["norm_first"] else "post",
+                                     spec.norm, where))
+    if attention and attention != spec.depth:  # a model with no attention layer of a known kind says nothing
+        out.append(Contradiction("depth", "", f"{attention} attention layers", spec.depth))
     return out
 
 
-def _rates(spec: ModelSpec) -> str:
-    rates = {spec.dropout_embed, spec.dropout_attn, spec.dropout_mlp, spec.dropout_head}
-    return "/".join(f"{r:g}" for r in sorted(rates))
+def from_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -> list[Contradiction]:
+    """The first contradicting layer of each field: what `verify --model` prints."""
+    out: dict[str, Contradiction] = {}
+    for c in check_layers(spec, layers):
+        out.setdefault(c.field, c)
+    return list(out.values())
 
 
 def contradictions(spec: ModelSpec, report: dict[str, Any]) -> list[Contradiction]:
-    """Everything the worker's `user` report shows that the spec contradicts."""
+    """Everything the worker's `user` report shows that the spec contradicts (first of each field)."""
     return from_layers(spec, report.get("layers", []))
+
+
+# ---- one kind of layer each ------------------------------------------------------------------------
+def _unpack(layer: Layer | Mapping[str, Any]) -> tuple[str, Mapping[str, Any], str]:
+    if isinstance(layer, Layer):
+        return layer.kind, layer.settings, layer.path or "<root>"
+    return layer["kind"], layer["settings"], layer["path"] or "<root>"
+
+
+def _layer_norm(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradiction]:
+    out = []
+    if "eps" in s and not close(float(s["eps"]), spec.layer_norm_eps):
+        out.append(Contradiction("layer_norm_eps", "layer_norm_eps", f"{s['eps']:g}",
+                                 f"{spec.layer_norm_eps:g}", where))
+    if s.get("use_fast_variance"):
+        out.append(Contradiction("layer_norm_variance", "layer_norm_variance",
+                                 "use_fast_variance=True (Flax's default: E[x^2] - E[x]^2)",
+                                 "two-pass variance", where))
+    return out
+
+
+def _gelu(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradiction]:
+    # A head with hidden layers has its own form: a layer whose path names the head is held to it.
+    in_head = bool(spec.head_hidden) and "head" in where.lower()
+    field, wanted = ("head_activation", spec.head_activation) if in_head else ("activation", spec.activation)
+    form = s.get("form")
+    if not form or form == wanted:
+        return []
+    # a form that is neither GELU (MLX's approx='fast') is a naming divergence, not a flipped form
+    entry = "gelu" if form in ("gelu", "gelu_tanh") else "gelu_names"
+    return [Contradiction(field, entry, form, wanted, where)]
+
+
+def _attention(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradiction]:
+    out = []
+    if s.get("batch_first") is False:
+        yours = "MultiheadAttention batch_first=False (torch's default: a (B, T, D) input attends across " \
+                "the batch)"
+        out.append(Contradiction("batch_first", "batch_first", yours, "batch-first tokens", where))
+    if s.get("num_heads") is not None and int(s["num_heads"]) != spec.heads:
+        out.append(Contradiction("heads", "head_width", s["num_heads"], spec.heads, where))
+    if s.get("head_dim") is not None and int(s["head_dim"]) != spec.head_dim:
+        out.append(Contradiction("head_dim", "head_width", s["head_dim"], spec.head_dim, where))
+    if s.get("use_bias") is not None and bool(s["use_bias"]) != spec.qkv_bias:
+        out.append(Contradiction("qkv_bias", "attention_bias", f"projection bias={s['use_bias']}",
+                                 spec.qkv_bias, where))
+    if "rate" in s and not close(float(s["rate"]), spec.dropout_attn):
+        out.append(Contradiction("dropout_attn", "dropout_flags", f"p={s['rate']:g}",
+                                 f"{spec.dropout_attn:g}", where))
+    if s.get("broadcast_dropout") and float(s.get("rate", 0.0)) > 0:
+        yours = "broadcast_dropout=True (Flax's default: one mask for every batch item and head)"
+        out.append(Contradiction("broadcast_dropout", "dropout_flags", yours, "a mask per item and head",
+                                 where))
+    return out

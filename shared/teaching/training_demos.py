@@ -1,6 +1,6 @@
 """The catalogue's training-step and numerics demonstrations: NumPy formulas for what each
 framework's optimizer, clipping, loss and LayerNorm compute, checked against the frameworks
-themselves where they are installed (`ports/<fw>/defaults.py`)."""
+themselves where they are installed (`ports/<fw>/demos.py`)."""
 
 from __future__ import annotations
 
