@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from shared.core import reference
-from shared.core.equivalence import PortVerdict, not_run
+from shared.core.equivalence import PortVerdict, check_logits, not_run
 from shared.core.inputs import probe_batch
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rounding import emulated_gap
@@ -83,6 +83,18 @@ def reference_emulated_gap(path: str | Path) -> float | None:
     with np.load(path, allow_pickle=False) as data:
         value = float(data["emulated_gap"]) if "emulated_gap" in data.files else float("nan")
     return None if np.isnan(value) else value
+
+
+def check_mode(row: dict[str, Any], mode: str, spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
+               tap_dtypes: dict[str, str] | None = None) -> None:
+    """In the worker: one mode's logits (the gate's images) judged by `check_logits` against the
+    reference the parent wrote, with the port's parameter count and the dtypes the worker read,
+    recorded as the row's `equivalence[mode]`."""
+    verdict = check_logits(spec, logits, reference_logits(config["reference_npz"]), row["param_count"],
+                           rung(config), reference_emulated_gap(config["reference_npz"]),
+                           tap_dtypes=tap_dtypes, framework=row["framework"],
+                           device=row["conditions"]["device_class"], versions=row["versions"])
+    row["equivalence"][mode] = verdict.to_dict()
 
 
 def row_verdict(spec: ModelSpec, row: dict[str, Any], precision: Precision,

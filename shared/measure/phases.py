@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 import ports
-from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
@@ -163,20 +162,11 @@ def first_calls(port: Any, images: np.ndarray, prepared: Any, config: dict[str, 
     timer.progress("first eager call")
     seconds, first_out = time_once(lambda: _synced(port, port.forward(prepared, train=False)))
     timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
-    reference = gate.reference_logits(config["reference_npz"])
-    emulated = gate.reference_emulated_gap(config["reference_npz"])  # below float32: the bound's scale
-    rows = reference.shape[0]
-    arrays["eager_logits"] = port.to_numpy(first_out)[:rows]
+    arrays["eager_logits"] = port.to_numpy(first_out)[:gate.GATE_IMAGES]
     # The user's model has no precision contract to read; a port's dtypes are read on the timed
-    # batch (a new shape would make JAX compile every eager op again).
+    # batch (a new shape would make JAX compile every eager op again); they judge the eager mode.
     dtypes = {} if config.get("user") else contract_dtypes(port, images)
-
-    def check(logits: np.ndarray, tap_dtypes: dict[str, str]) -> dict[str, Any]:
-        return check_logits(port.spec, logits, reference, row["param_count"], gate.rung(config), emulated,
-                            tap_dtypes=tap_dtypes, framework=row["framework"],
-                            device=row["conditions"]["device_class"], versions=row["versions"]).to_dict()
-
-    row["equivalence"]["eager"] = check(arrays["eager_logits"], dtypes)  # the dtypes are the eager pass's
+    gate.check_mode(row, "eager", port.spec, arrays["eager_logits"], config, dtypes)
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
         timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
@@ -197,7 +187,7 @@ def first_calls(port: Any, images: np.ndarray, prepared: Any, config: dict[str, 
         row["notes"].append(reason)
         return None
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
-    row["equivalence"]["compiled"] = check(port.to_numpy(compiled_out)[:rows], {})
+    gate.check_mode(row, "compiled", port.spec, port.to_numpy(compiled_out)[:gate.GATE_IMAGES], config)
     return compiled
 
 
