@@ -165,7 +165,7 @@ class UserCheck:
             return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
         parts = [c.line() for c in self.run.contradictions]
         if not self.entry.passed:
-            parts.append(self.entry.error or "logits differ")
+            parts.append(self.entry.reason or "logits differ")
         if self.diagnosis is not None and self.diagnosis.explained:
             parts.append(self.diagnosis.lines()[0])
         if self.first_divergence:
