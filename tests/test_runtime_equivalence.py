@@ -131,3 +131,15 @@ def test_trace_decides_each_tap_with_the_same_rules() -> None:
     assert "not finite" in over["pos_embed"].note and "shape (3, 2)" in over["block0.mlp"].note
     assert trace.rows[0].budget == tap_budget(SPEC, reference["patch_embed"]) == 10 * logit_atol(SPEC)
     assert not compare_tensor(np.ones(2), np.ones(2), 0.0).reason
+
+
+def test_trace_judges_the_port_by_verify_s_verdict() -> None:
+    """No tap over its budget, but a parameter count that is not the spec's: trace fails the port
+    with the verdict `verify` gives, from its logits tap."""
+    reference = {name: np.ones((2, 3)) * 10.0 for name in tap_order(SPEC)}
+    count = SPEC.derived.params + 1
+    trace = compare_taps(SPEC, reference, dict(reference), "planted", param_count=count)
+    assert trace.first_divergence is None and not trace.passed
+    logits = reference["logits"]
+    assert trace.verdict == check_logits(SPEC, logits, logits, count, framework="planted")
+    assert trace.verdict.reason == f"{count:,} parameters, spec says {SPEC.derived.params:,}"
