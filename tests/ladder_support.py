@@ -28,17 +28,17 @@ from shared.core.inputs import probe_batch
 from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.reference import forward
 from shared.core.weights import init_weights
-from shared.runtime.verify import Case, collect_logits, fill_reference, start_logits
+from shared.runtime.verify import VerifyCase, collect_logits, fill_reference, start_logits
 from shared.teaching.precision_demos import stream_spec
 from tests import background
 
 PRESET_KEYS = ["archive-torch", "archive-keras", "archive-final", "mnist-vit-small", "quadrant", "digits",
                "vit-ti16", "vit-b16", "no-positions"]
 TIMEOUT_S = 900.0
-Ladder = tuple[list[tuple[str, Case]], dict[str, list[dict[str, Any]]]]
+Ladder = tuple[list[tuple[str, VerifyCase]], dict[str, list[dict[str, Any]]]]
 
 
-def ladder_cases() -> list[tuple[str, Case]]:
+def ladder_cases() -> list[tuple[str, VerifyCase]]:
     """(preset key, case) for each ladder preset, plus quadrant without positions, at every low rung."""
     cases = []
     for preset in PRESET_KEYS:
@@ -53,7 +53,7 @@ def ladder_cases() -> list[tuple[str, Case]]:
         # ViT-B shares every code path with the smaller presets: its tensors' dtypes are read there
         # (an eager forward with taps of ViT-B costs seconds in each port).
         small = spec.derived.params < 10_000_000
-        cases += [(preset, Case(spec, tensors, images, precision=Precision.from_rung(r), reference=ref,
+        cases += [(preset, VerifyCase(spec, tensors, images, precision=Precision.from_rung(r), reference=ref,
                                 read_dtypes=small)) for r in LOW_RUNGS]
     return cases
 

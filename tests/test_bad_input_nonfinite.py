@@ -27,14 +27,14 @@ def test_verify_fails_the_port_and_names_the_tensor(tmp_path: Path) -> None:
     from shared.core import reference
     from shared.core.presets import get_preset
     from shared.core.weights import init_weights
-    from shared.runtime.verify import Case, verify
+    from shared.runtime.verify import VerifyCase, verify
 
     spec = get_preset("quadrant")
     images = np.full((2, 8, 8, 1), 3e38, dtype=np.float32)
     assert np.all(np.isfinite(reference.forward(spec, init_weights(spec, 0), images)))  # float64 copes
-    entries, _ = verify([Case(spec, init_weights(spec, 0), images)], ["torch"])
-    assert not entries[0].passed
-    assert "not finite" in entries[0].error and "'patch_embed'" in entries[0].error
+    verdicts, _ = verify([VerifyCase(spec, init_weights(spec, 0), images)], ["torch"])
+    assert not verdicts[0].passed
+    assert "not finite" in verdicts[0].reason and "'patch_embed'" in verdicts[0].reason
 
 
 def test_finite_results_are_still_written(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
-from shared.runtime.verify import Case, collect_logits, start_logits
+from shared.runtime.verify import VerifyCase, collect_logits, start_logits
 from tests import background
 from tests.checkpoints_support import ATOL, assert_same_tensors, images_for
 
@@ -55,7 +55,7 @@ def keras_on_every_backend(start: background.Start) -> dict[str, dict]:
     differs most from torch (pad remainder, head width 32 = 4x dim/heads, mean pooling, hidden
     head); Keras on TensorFlow runs in-process in every other test."""
     spec = get_preset("archive-keras")
-    case = Case(spec, init_weights(spec, seed=3), probe_batch(spec, batch=2))
+    case = VerifyCase(spec, init_weights(spec, seed=3), probe_batch(spec, batch=2))
     workdir = Path(tempfile.mkdtemp(prefix="portbench-keras-backends-"))
     reports = {name: collect_logits(start(start_logits(name, [case], workdir, "cpu")), 300)[0]
                for name in ("keras-jax", "keras-torch")}

@@ -85,7 +85,7 @@ def test_verify_passes_and_writes_json() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert {e["framework"] for e in doc["entries"]} >= {"torch", "keras", "flax"}
-    assert all(e["passed"] and e["max_abs_diff"] < 5e-6 for e in doc["entries"])
+    assert all(e["passed"] and e["max_abs_err"] < 5e-6 for e in doc["entries"])
     assert len(doc["pairwise"]) >= 3 and "0 failed" in proc.stdout
 
 
@@ -93,12 +93,12 @@ def test_verify_fails_and_exits_nonzero_when_a_port_disagrees(monkeypatch, capsy
     """Shift the oracle by 1e-4 (twenty times the tolerance): every port must now FAIL, and
     verify must say so with exit status 1."""
     from shared.cli import verify as verify_cli
-    from shared.runtime.verify import Case
+    from shared.runtime.verify import VerifyCase
 
     true_forward = reference.forward
     monkeypatch.setattr(reference, "forward", lambda *a, **k: true_forward(*a, **k) + 1e-4)
     spec = get_preset("quadrant")
-    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
+    case = VerifyCase(spec, init_weights(spec, 0), probe_batch(spec))
     status = verify_cli.run_cases([case], ["torch"], "cpu", 300.0, None)
     out = capsys.readouterr().out
     assert status == 1 and "FAIL" in out and "1 failed" in out

@@ -19,7 +19,7 @@ from shared.core.presets import PRESETS, get_preset
 from shared.core.tolerance import LARGE_MODEL_PARAMS, logit_atol, max_abs_diff
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, InputError, WeightsError
-from shared.runtime.verify import Case, collect_logits, start_logits
+from shared.runtime.verify import VerifyCase, collect_logits, start_logits
 from tests import background
 
 FRAMEWORKS = ports.NATIVE
@@ -49,7 +49,7 @@ def test_ports_agree_pairwise(preset: str) -> None:
 @background.task("large-presets", "test_ports.py::test_large_preset")
 def large_preset_logits(start: background.Start) -> dict[str, list[dict]]:
     """framework -> one worker report per large preset (logits and the port's parameter count)."""
-    cases = [Case(*case(preset)[:3]) for preset in LARGE_PRESETS]
+    cases = [VerifyCase(*case(preset)[:3]) for preset in LARGE_PRESETS]
     workdir = Path(tempfile.mkdtemp(prefix="portbench-large-presets-"))
     return {fw: collect_logits(start(start_logits(fw, cases, workdir, "cpu")), 900) for fw in FRAMEWORKS}
 

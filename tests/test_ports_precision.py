@@ -31,7 +31,7 @@ from shared.core.tolerance import (
     rung_floor,
 )
 from shared.errors import FrameworkUnavailable, SpecError
-from shared.runtime.verify import Case, entry_for
+from shared.runtime.verify import VerifyCase, verdict_for
 
 FRAMEWORKS = ports.NATIVE
 
@@ -48,7 +48,7 @@ def port_at(framework: str, spec, tensors, precision: Precision):
 
 
 @pytest.fixture(scope="module")
-def ladder() -> tuple[list[tuple[str, Case]], dict[str, list[dict]]]:
+def ladder() -> tuple[list[tuple[str, VerifyCase]], dict[str, list[dict]]]:
     """The ladder's presets (plus quadrant without positions) at every low rung, one worker per
     framework, run in the background since collection (tests/ladder_support.py). Each report carries the
     logits and, below float32, every named tensor's dtype as the framework ran it."""
@@ -65,14 +65,14 @@ def test_every_low_rung_matches_the_reference_and_keeps_the_contract(
     for i, (key, item) in enumerate(cases):
         if key != preset:
             continue
-        entry = entry_for(item, framework, reports[framework][i], item.reference)
+        verdict = verdict_for(item, framework, reports[framework][i], item.reference)
         where = f"{framework} {preset} {item.precision.rung}"
         if not offered(framework, item.precision):
-            assert entry.unavailable and "MLX has no mixed precision" in str(entry.error), where
+            assert verdict.unavailable and "MLX has no mixed precision" in str(verdict.reason), where
             continue
-        assert entry.passed, f"{where}: {entry.error} (bound: {entry.bound})"
+        assert verdict.passed, f"{where}: {verdict.reason} (bound: {verdict.bound})"
         if item.read_dtypes:
-            assert entry.dtypes["block0.out"] == item.precision.param_dtype, where
+            assert verdict.dtypes["block0.out"] == item.precision.param_dtype, where
 
 
 def test_a_float32_run_fails_a_low_rung_check() -> None:

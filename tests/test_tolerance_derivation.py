@@ -13,6 +13,7 @@ import pytest
 from adversarial import refused, run_cli
 from ports_cache import case
 
+from shared.core.equivalence import check_logits
 from shared.core.precision import FLOAT32, LOW_RUNGS, Precision
 from shared.core.rounding import emulated_gap
 from shared.core.tolerance import (
@@ -58,13 +59,14 @@ def test_the_timing_gate_stores_and_applies_the_emulated_gap(tmp_path: Path) -> 
     ref = gate.write_reference(npz, spec, 4, 0, 0, precision)
     emulated = gate.reference_emulated_gap(npz)
     assert emulated == emulated_gap(spec, init_weights(spec, 0), gate.gate_images(spec, 4, 0), precision, ref)
-    check = gate.compare(spec, ref + 0.5 * emulated, ref, None, precision, emulated)
+    check = check_logits(spec, ref + 0.5 * emulated, ref, None, precision, emulated).to_dict()
     assert check["passed"] and check["emulated_gap"] == emulated
     assert check["atol"] == pytest.approx(bound_multiple(precision.rung) * emulated)
     assert check["bound"].startswith(f"{bound_multiple(precision.rung):.3g} x emulated")
     gate.write_reference(npz, spec, 4, 0, 0, FLOAT32)
     assert gate.reference_emulated_gap(npz) is None
-    assert "emulated_gap" not in gate.compare(spec, ref, ref, None, FLOAT32)
+    check = check_logits(spec, ref, ref, None, FLOAT32).to_dict()
+    assert check["emulated_gap"] is None and check["bound"] is None
 
 
 def _measured(path_ratio: float) -> list[Measured]:

@@ -187,16 +187,17 @@ def time_spec(spec: Any, frameworks: list[str], missing: list[dict[str, Any]],
 
 
 def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: dict[str, Any]) -> bool:
-    """The timing run's equivalence gate as `compare.py verify` prints it; True when all pass."""
-    from shared.cli.verify import print_report
+    """The timing run's equivalence gate in verify's table, made of the verdicts its workers
+    recorded (shared/measure/gate.py); True when all pass."""
+    from shared.cli._verdicts import print_verdicts as print_table
+    from shared.cli._verdicts import tally
     from shared.measure.gate import verdicts
 
-    case, entries, pairwise = verdicts(spec, config.batch, config.seed, rows, logits, config.precision)
-    print_report([case], entries, pairwise)
-    failed = [e for e in entries if not e.passed] + [p for p in pairwise if not p["passed"]]
-    print(f"\n{len(entries) + len(pairwise) - len(failed)} passed, {len(failed)} failed "
-          "(the timing run's equivalence gate)")
-    return not failed and bool(entries)
+    case, table, pairwise = verdicts(spec, config.batch, config.seed, rows, logits, config.precision)
+    print_table([case], table, pairwise)
+    line, failed = tally(table, pairwise)
+    print(f"\n{line} (the timing run's equivalence gate)")
+    return not failed and bool(table)
 
 
 def run(args: argparse.Namespace) -> int:

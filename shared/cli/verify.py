@@ -6,30 +6,23 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from ports import installed, parse_frameworks
-from shared.cli._common import (
-    add_spec_args,
-    add_user_model_args,
-    print_note,
-    resolve_model,
-    user_options,
-    user_spec,
-)
+from shared.cli._common import add_spec_args, add_user_model_args, resolve_model, user_options, user_spec
 from shared.cli._options import add_batch, add_device, add_precision, add_timeout
+from shared.cli._verdicts import print_verdicts, tally
+from shared.core.equivalence import PortVerdict
 from shared.core.files import check_output, write_output
 from shared.core.inputs import probe_batch
 from shared.core.precision import from_args
-from shared.core.presets import DEFAULT_PRESET, PRESETS, get_preset
-from shared.core.summary import format_table
-from shared.core.terminal import wrap, wrapped
-from shared.core.tolerance import logit_atol
+from shared.core.presets import PRESETS, get_preset
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
-from shared.runtime.verify import Case, Entry, verify
+from shared.runtime.verify import VerifyCase, verify
 
 ORDER = 40
-SCHEMA = "portbench.verify/1"
+SCHEMA = "portbench.verify/2"  # 2: entries are PortVerdict.to_dict (max_abs_err, atol, reason)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -51,60 +44,26 @@ def default_frameworks() -> list[str]:
     return [name for name, reason in installed().items() if reason is None]
 
 
-def print_report(cases: list[Case], entries: list[Entry], pairwise: list[dict]) -> None:
-    for case in cases:
-        rows = []
-        mine = [e for e in entries if e.spec == case.spec.name]
-        tol = mine[0].tolerance if mine else logit_atol(case.spec, case.reference, case.precision,
-                                                        case.emulated_gap)
-        floor = f", floor {mine[0].floor:.1e}" if mine and mine[0].floor else ""
-        print()
-        print(wrapped(f"spec {case.spec.name!r} ({case.spec.spec_hash}): {case.spec.derived.params:,} "
-                      f"parameters, probe batch {case.images.shape[0]}"))
-        print(wrapped(f"rung {case.precision.rung}: tolerance {tol:.1e}{floor} (max abs vs float64 "
-                      "reference)"))
-        if mine and mine[0].bound:  # below float32: what the bound is a multiple of
-            print(wrapped(f"bound: {mine[0].bound}"))
-        print_note(case.note)
-        reasons = []  # why a row failed or could not run: under the table, so the table stays narrow
-        for e in mine:
-            rows.append([e.framework, e.device or "-", f"{e.param_count:,}" if e.param_count else "-",
-                         f"{e.max_abs_diff:.2e}" if e.max_abs_diff is not None else "-",
-                         f"{e.max_rel_diff:.2e}" if e.max_rel_diff is not None else "-",
-                         e.status + ("*" if e.error else "")])
-            if e.error:
-                reasons += wrap(f"* {e.framework}: {e.status}: {e.error}")
-        print(format_table(["framework", "device", "params", "max abs", "max rel", "status"], rows))
-        if reasons:
-            print("\n".join(reasons))
-        pairs = [p for p in pairwise if p["spec"] == case.spec.name]
-        if pairs:
-            gaps = ", ".join(f"{p['a']}~{p['b']} {p['max_abs_diff']:.1e}" for p in pairs)
-            print(wrapped(f"pairwise max abs: {gaps}"))
-
-
-def write_json(path: str, entries: list[Entry], pairwise: list[dict], force: bool = False) -> None:
-    document = {"schema": SCHEMA, "entries": [e.to_dict() for e in entries], "pairwise": pairwise}
+def write_json(path: str, verdicts: list[PortVerdict], pairwise: list[dict[str, Any]], force: bool = False,
+               **extra: Any) -> None:
+    """The verdicts in their one JSON form (`PortVerdict.to_dict`), the pairwise gaps, and `extra`."""
+    document = {"schema": SCHEMA, "entries": [v.to_dict() for v in verdicts], "pairwise": pairwise, **extra}
     write_output(path, (json.dumps(document, indent=2) + "\n").encode(), force=force)
 
 
-def run_cases(cases: list[Case], frameworks: list[str], device: str, timeout: float,
+def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeout: float,
               json_path: str | None, force: bool = False) -> int:
     if json_path:
         check_output(json_path, force)  # before minutes of work, not after
-    entries, pairwise = verify(cases, frameworks, device, timeout)
-    print_report(cases, entries, pairwise)
+    verdicts, pairwise = verify(cases, frameworks, device, timeout)
+    print_verdicts(cases, verdicts, pairwise)
     if json_path:
-        write_json(json_path, entries, pairwise, force)
-    ran = [e for e in entries if not e.unavailable]
-    if not ran:
-        raise FrameworkUnavailable(f"no framework could run here: {entries[0].error}" if entries
+        write_json(json_path, verdicts, pairwise, force)
+    if all(v.unavailable for v in verdicts):
+        raise FrameworkUnavailable(f"no framework could run here: {verdicts[0].reason}" if verdicts
                                    else "no framework to verify")
-    failed = [e for e in ran if not e.passed] + [p for p in pairwise if not p["passed"]]
-    passed = len(ran) + len(pairwise) - len(failed)
-    unavailable = len(entries) - len(ran)
-    tail = f", {unavailable} unavailable" if unavailable else ""
-    print(f"\n{passed} passed, {len(failed)} failed{tail}")
+    line, failed = tally(verdicts, pairwise)
+    print(f"\n{line}")
     return 1 if failed else 0
 
 
@@ -120,20 +79,13 @@ def run(args: argparse.Namespace) -> int:
     precision = from_args(args)
     if args.all_presets:
         specs = [get_preset(name) for name in PRESETS]
-        cases = [Case(s, init_weights(s, args.seed), probe_batch(s, args.batch), precision=precision)
+        cases = [VerifyCase(s, init_weights(s, args.seed), probe_batch(s, args.batch), precision=precision)
                  for s in specs]
     else:
         model = resolve_model(args)
-        cases = [Case(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note,
-                      precision)]
+        cases = [VerifyCase(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note,
+                            precision)]
     return run_cases(cases, frameworks, args.device, args.timeout, args.json, args.force)
-
-
-def main_verify() -> int:
-    """The default job's verification: the default spec, seeded weights, every installed port."""
-    spec = get_preset(DEFAULT_PRESET)
-    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
-    return run_cases([case], default_frameworks(), "cpu", 900.0, None)
 
 
 def run_user_model(args: argparse.Namespace) -> int:
@@ -155,17 +107,15 @@ def run_user_model(args: argparse.Namespace) -> int:
     for c in run.contradictions:
         print(f"spec check: {c.line()}")
     how = "--weights loaded into your model" if args.weights else "your model's own parameters, bound"
-    case = Case(spec, run.tensors, images, f"weights: {how} by {run.binding['rule']}")
-    print_report([case], [result.entry, *result.ports], result.pairwise)
+    case = VerifyCase(spec, run.tensors, images, f"weights: {how} by {run.binding['rule']}")
+    print_verdicts([case], [result.entry, *result.ports], result.pairwise)
     if result.diagnosis is not None:
         print("diagnose: " + "\n  ".join(result.diagnosis.lines()))
     if args.json:
-        document = {"schema": SCHEMA, "entries": [e.to_dict() for e in [result.entry, *result.ports]],
-                    "pairwise": result.pairwise, "binding": run.binding,
-                    "contradictions": [c.line() for c in run.contradictions],
-                    "diagnosis": result.diagnosis.to_dict() if result.diagnosis else None}
-        write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
-    failed = [e for e in [result.entry, *result.ports] if not e.passed and not e.unavailable]
+        write_json(args.json, [result.entry, *result.ports], result.pairwise, args.force, binding=run.binding,
+                   contradictions=[c.line() for c in run.contradictions],
+                   diagnosis=result.diagnosis.to_dict() if result.diagnosis else None)
+    failed = [v for v in [result.entry, *result.ports] if not v.passed and not v.unavailable]
     ok = result.passed and not failed
     verdict = result.explanation() if ok else f"NOT equivalent: {result.explanation()}"
     print(f"\n{verdict}")

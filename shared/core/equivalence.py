@@ -1,28 +1,35 @@
 """The one equivalence verdict: is a port's output the spec's function?
 
-`compare_tensor` decides for any tensor against a reference and a tolerance: the shapes must be
+`compare_tensor` compares any tensor with a reference within a tolerance: the shapes must be
 equal, every value finite (a NaN or an infinity FAILS, never passes by comparing false), and the
-largest absolute difference within the tolerance. `check_logits` applies it to a port's logits
-against the float64 reference with the project's tolerance (`tolerance.logit_atol`) and adds the
-parameter count, which must equal `spec.derived.params`. `compare.py verify`, the timing gate
-and `compare.py trace` all decide through these, so they cannot disagree.
+largest absolute difference within the tolerance. `check_logits` is the one function that
+decides a port: its logits against the float64 reference within the rung's bound and above its
+floor (`shared/core/tolerance.py`), its own parameter count against `spec.derived.params`, and
+the precision contract (`shared/core/precision.py`) on the dtype of every named tensor the
+worker read from the framework. Its answer is one `PortVerdict`, the record that travels from
+worker to table: `compare.py verify`, the timing gate (per mode, in the results file, through
+`PortVerdict.to_dict` / `from_dict`) and `compare.py trace` all decide through it and print
+it, so they cannot disagree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from shared.core.precision import FLOAT32, Precision
+from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol, max_abs_diff, max_rel_diff, rung_floor
+from shared.core.tolerance import derivation, logit_atol, max_abs_diff, max_rel_diff, rung_floor
 
 PAIRWISE_FACTOR = 2.0  # two ports, each within the tolerance of the reference, are within twice it
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Comparison:
+    """One tensor against its reference (`compare_tensor`)."""
+
     passed: bool
     tolerance: float
     max_abs_diff: float | None = None  # None when not comparable (shape, non-finite values)
@@ -30,46 +37,143 @@ class Verdict:
     reason: str | None = None  # why it failed, one line; None when it passed
 
 
+@dataclass(frozen=True)
+class PortVerdict:
+    """One port on one case: whether it computes the spec's function, the numbers that decided
+    it, and why not, in one line. Made by `check_logits` (or `not_run`, for a port that gave no
+    logits); `to_dict` / `from_dict` are its one JSON form (verify's --json entries and the
+    results file's `equivalence` checks, docs/results-schema.md)."""
+
+    framework: str
+    spec: str
+    spec_hash: str
+    rung: str
+    passed: bool
+    reason: str | None = None  # why it failed or could not run, one line; None when it passed
+    unavailable: bool = False  # the framework, rung or device is not here: not a failure
+    tolerance: float | None = None  # the bound max |logits - reference| must stay within
+    floor: float | None = None  # below this gap the port did not compute at the rung (0 at float32)
+    bound: str | None = None  # below float32: how the tolerance and floor were derived
+    emulated_gap: float | None = None  # below float32: |rung-emulating reference - float64|
+    max_abs_diff: float | None = None  # None when not comparable (shape, non-finite) or not run
+    max_rel_diff: float | None = None
+    images: int | None = None  # how many images the logits were checked on
+    param_count: int | None = None  # the port's own count, when it reported one
+    expected_params: int | None = None  # spec.derived.params
+    device: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)  # named tensor -> dtype, as the framework ran it
+    logits: np.ndarray | None = field(default=None, repr=False, compare=False)  # never serialised
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.passed else "UNAVAILABLE" if self.unavailable else "FAIL"
+
+    @property
+    def checked(self) -> bool:
+        """Whether logits were compared (False for a port that could not run)."""
+        return self.tolerance is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON form. `max_abs_err` is infinite when logits were checked but could not be
+        compared (wrong shape, non-finite values) and null when none were checked."""
+        err = self.max_abs_diff if self.max_abs_diff is not None or not self.checked else float("inf")
+        return {"framework": self.framework, "spec": self.spec, "spec_hash": self.spec_hash,
+                "rung": self.rung, "status": self.status, "passed": self.passed, "reason": self.reason,
+                "unavailable": self.unavailable, "atol": self.tolerance, "floor": self.floor,
+                "bound": self.bound, "emulated_gap": self.emulated_gap, "max_abs_err": err,
+                "max_rel_err": self.max_rel_diff, "images": self.images, "param_count": self.param_count,
+                "expected_params": self.expected_params, "device": self.device,
+                "versions": dict(self.versions), "dtypes": dict(self.dtypes)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PortVerdict:
+        """`to_dict`'s inverse; a check written before this record (the results file's
+        `passed`, `max_abs_err`, `max_rel_err`, `atol`, `images`, `reason` only) reads too."""
+        err = data.get("max_abs_err")
+        return cls(str(data.get("framework") or ""), str(data.get("spec") or ""),
+                   str(data.get("spec_hash") or ""), str(data.get("rung") or "float32"),
+                   bool(data["passed"]), data.get("reason"), bool(data.get("unavailable", False)),
+                   data.get("atol"), data.get("floor"), data.get("bound"), data.get("emulated_gap"),
+                   None if err is None or err == float("inf") else float(err), data.get("max_rel_err"),
+                   data.get("images"), data.get("param_count"), data.get("expected_params"),
+                   data.get("device"), dict(data.get("versions") or {}), dict(data.get("dtypes") or {}))
+
+
 def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
-                   what: str = "logits") -> Verdict:
+                   what: str = "logits") -> Comparison:
     """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance."""
     got = np.asarray(got)
     reference = np.asarray(reference, dtype=np.float64)
     if got.shape != reference.shape:
-        return Verdict(False, tolerance, reason=f"{what} shape {got.shape}, expected {reference.shape}")
+        return Comparison(False, tolerance, reason=f"{what} shape {got.shape}, expected {reference.shape}")
     finite = np.isfinite(got)
     if not finite.all():
         bad = int(got.size - np.count_nonzero(finite))
-        return Verdict(False, tolerance, reason=f"{bad} of {got.size} values of the {what} are not "
-                                                "finite (NaN or infinity)")
+        return Comparison(False, tolerance, reason=f"{bad} of {got.size} values of the {what} are not "
+                                                   "finite (NaN or infinity)")
     err, rel = max_abs_diff(got, reference), max_rel_diff(got, reference)
     if not err <= tolerance:
-        return Verdict(False, tolerance, err, rel,
-                       f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}")
-    return Verdict(True, tolerance, err, rel)
+        return Comparison(False, tolerance, err, rel,
+                          f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}")
+    return Comparison(True, tolerance, err, rel)
 
 
 def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
                  param_count: int | None = None, precision: Precision = FLOAT32,
-                 emulated_gap: float | None = None) -> Verdict:
-    """A port's logits vs the float64 reference for the same weights and images at a precision
-    rung, and (when given) its own parameter count vs the spec's. Below float32 the bound and the
-    floor are multiples of `emulated_gap` (shared/core/rounding.py, on the same case), and the gap
-    must reach the floor: a gap of float32's order means the rung did not run."""
-    verdict = compare_tensor(logits, reference, logit_atol(spec, reference, precision, emulated_gap))
+                 emulated_gap: float | None = None, *, tap_dtypes: dict[str, str] | None = None,
+                 framework: str = "", device: str | None = None,
+                 versions: dict[str, str] | None = None, first_nonfinite: str | None = None) -> PortVerdict:
+    """THE verdict on a port: its logits vs the float64 reference for the same weights and
+    images at a precision rung, its own parameter count (when given) vs the spec's, and every
+    named tensor's dtype (`tap_dtypes`, when the worker read them) vs the rung's contract. Below
+    float32 the bound and the floor are multiples of `emulated_gap` (shared/core/rounding.py, on
+    the same case), and the gap must reach the floor: a gap of float32's order means the rung did
+    not run. `first_nonfinite` (the worker's `equivalence.first_nonfinite`) names where non-finite
+    logits began. The first failure found is the reason."""
+    tolerance = logit_atol(spec, reference, precision, emulated_gap)
     floor = rung_floor(spec, reference, precision, emulated_gap)
-    if verdict.passed and verdict.max_abs_diff is not None and verdict.max_abs_diff < floor:
-        return Verdict(False, verdict.tolerance, verdict.max_abs_diff, verdict.max_rel_diff,
-                       f"max |logits - reference| {verdict.max_abs_diff:.3g} is below {precision.rung}'s "
-                       f"floor {floor:.2g}: the port did not compute at {precision.rung}")
-    expected = spec.derived.params
-    if verdict.passed and param_count is not None and param_count != expected:
-        return Verdict(False, verdict.tolerance, verdict.max_abs_diff, verdict.max_rel_diff,
-                       f"{param_count:,} parameters, spec says {expected:,}")
-    return verdict
+    comparison = compare_tensor(logits, reference, tolerance)
+    err, expected = comparison.max_abs_diff, spec.derived.params
+    reason = comparison.reason
+    if reason and first_nonfinite:
+        reason = f"{reason}; the first non-finite tensor is {first_nonfinite!r}"
+    elif reason is None and err is not None and err < floor:
+        reason = (f"max |logits - reference| {err:.3g} is below {precision.rung}'s floor {floor:.2g}: "
+                  f"the port did not compute at {precision.rung}")
+    elif reason is None and param_count is not None and param_count != expected:
+        reason = f"{param_count:,} parameters, spec says {expected:,}"
+    elif reason is None:
+        reason = contract_breach(tap_dtypes or {}, precision)
+    return PortVerdict(
+        framework, spec.name, spec.spec_hash, precision.rung, reason is None, reason,
+        tolerance=tolerance, floor=floor,
+        bound=derivation(spec, reference, precision, emulated_gap) if precision.low else None,
+        emulated_gap=emulated_gap, max_abs_diff=err, max_rel_diff=comparison.max_rel_diff,
+        images=int(np.shape(reference)[0]) if np.ndim(reference) else None, param_count=param_count,
+        expected_params=expected, device=device, versions=dict(versions or {}),
+        dtypes=dict(tap_dtypes or {}), logits=np.asarray(logits))
 
 
-def check_pair(a: np.ndarray, b: np.ndarray, tolerance: float) -> Verdict:
+def not_run(spec: ModelSpec, framework: str, precision: Precision, reason: str,
+            unavailable: bool = False) -> PortVerdict:
+    """The verdict on a port that gave no logits: a failure, or `unavailable` (the framework,
+    the rung or the device is not here), with its one-line reason."""
+    return PortVerdict(framework, spec.name, spec.spec_hash, precision.rung, False, reason, unavailable,
+                       expected_params=spec.derived.params)
+
+
+def contract_breach(tap_dtypes: dict[str, str], precision: Precision) -> str | None:
+    """The first named tensor the framework computed in another dtype than the precision
+    contract holds it in (shared/core/precision.py), as one line; None when all agree."""
+    for name, found in tap_dtypes.items():
+        wanted = expected_tap_dtype(name, precision)
+        if found != wanted:
+            return f"{name!r} was computed in {found}, the {precision.rung} contract holds it in {wanted}"
+    return None
+
+
+def check_pair(a: np.ndarray, b: np.ndarray, tolerance: float) -> Comparison:
     """Two ports' logits against each other, within PAIRWISE_FACTOR x the logit tolerance."""
     return compare_tensor(a, b, PAIRWISE_FACTOR * tolerance)
 

@@ -1,39 +1,38 @@
 """The equivalence gate run before any timing: a port's logits vs the float64 NumPy reference
-for the same canonical weights and images, decided by shared/core/equivalence.py exactly as
-`compare.py verify` decides (tolerance, finiteness, shape, parameter count). A port that fails
-is INVALID and is never ranked: timing a different function would be a confound, not a result."""
+for the same canonical weights and images, decided in the worker by
+shared/core/equivalence.check_logits, the one function `compare.py verify` decides by
+(tolerance, floor, finiteness, shape, parameter count, and below float32 the precision contract
+on the dtypes the worker read). Each mode's `PortVerdict` is the row's `equivalence[mode]`
+(its `to_dict`); the verify table the timing run prints is made of the same records, never
+decided again. A port that fails is INVALID and is never ranked: timing a different function
+would be a confound, not a result."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from shared.core import reference
-from shared.core.equivalence import check_logits
+from shared.core.equivalence import PortVerdict, check_logits, not_run
 from shared.core.inputs import probe_batch
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import bound_multiple, derivation, logit_atol, rung_floor
+from shared.core.tolerance import bound_multiple, logit_atol
 from shared.core.weights import init_weights
-from shared.runtime.verify import Case, Entry, pairwise_gaps
+from shared.runtime.verify import VerifyCase, pairwise_gaps
 
 GATE_IMAGES = 4  # the reference runs in float64 NumPy: a few images are enough to catch errors
-
-
-def tolerance(spec: ModelSpec, reference_logits: np.ndarray | None = None,
-              precision: Precision = FLOAT32, emulated: float | None = None) -> float:
-    """The project's logit tolerance at a rung (shared/core/tolerance.py, the one source of truth)."""
-    return logit_atol(spec, reference_logits, precision, emulated)
 
 
 def tolerance_rule(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
     """The gate's tolerance as the results file's conditions state it before any case is run:
     float32's number, or a low rung's multiple of each check's emulated gap."""
     if precision.rung == "float32":
-        return {"atol": tolerance(spec, None, precision), "rung": precision.rung,
+        return {"atol": logit_atol(spec, None, precision), "rung": precision.rung,
                 "note": "shared/core/tolerance.logit_atol"}
     return {"atol": None, "multiple": bound_multiple(precision.rung), "rung": precision.rung,
             "note": "shared/core/tolerance.logit_atol: multiple x each check's emulated_gap (its atol)"}
@@ -44,12 +43,18 @@ def rung(config: dict[str, Any]) -> Precision:
     return Precision.from_dict(config.get("precision"))
 
 
+def mode_verdicts(row: dict[str, Any]) -> dict[str, PortVerdict]:
+    """The row's verdict per mode, read back from its `equivalence` checks."""
+    return {mode: PortVerdict.from_dict(check) for mode, check in (row.get("equivalence") or {}).items()}
+
+
 def gate_failure(row: dict[str, Any]) -> str | None:
-    failed = [mode for mode, check in row["equivalence"].items() if not check["passed"]]
+    """Why the row is INVALID (its first failing mode's verdict), or None when every mode passed."""
+    failed = [(mode, v) for mode, v in mode_verdicts(row).items() if not v.passed]
     if not failed:
         return None
-    return (f"equivalence gate failed in {', '.join(failed)} mode: "
-            f"{row['equivalence'][failed[0]]['reason']}")
+    return (f"equivalence gate failed in {', '.join(mode for mode, _ in failed)} mode: "
+            f"{failed[0][1].reason}")
 
 
 def gate_images(spec: ModelSpec, batch: int, seed: int) -> np.ndarray:
@@ -80,53 +85,43 @@ def reference_emulated_gap(path: str | Path) -> float | None:
     return None if np.isnan(value) else value
 
 
-def compare(spec: ModelSpec, port_logits: np.ndarray, ref: np.ndarray,
-            param_count: int | None = None, precision: Precision = FLOAT32,
-            emulated: float | None = None) -> dict[str, Any]:
-    """One mode's gate check at the run's rung, as the results file records it (`max_abs_err`
-    is infinite when the logits cannot be compared: wrong shape or non-finite values); below
-    float32 with the emulated gap the bound was derived from, and how."""
-    verdict = check_logits(spec, port_logits, ref, param_count, precision, emulated)
-    err = verdict.max_abs_diff
-    check = {"passed": verdict.passed, "max_abs_err": float("inf") if err is None else err,
-             "max_rel_err": verdict.max_rel_diff, "atol": verdict.tolerance,
-             "images": int(ref.shape[0]), "reason": verdict.reason}
-    if precision.rung != "float32":
-        check["emulated_gap"] = emulated
-        check["bound"] = derivation(spec, ref, precision, emulated)
-    return check
+def check_mode(row: dict[str, Any], mode: str, spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
+               tap_dtypes: dict[str, str] | None = None) -> None:
+    """In the worker: one mode's logits (the gate's images) judged by `check_logits` against the
+    reference the parent wrote, with the port's parameter count and the dtypes the worker read,
+    recorded as the row's `equivalence[mode]`."""
+    verdict = check_logits(spec, logits, reference_logits(config["reference_npz"]), row["param_count"],
+                           rung(config), reference_emulated_gap(config["reference_npz"]),
+                           tap_dtypes=tap_dtypes, framework=row["framework"],
+                           device=row["conditions"]["device_class"], versions=row["versions"])
+    row["equivalence"][mode] = verdict.to_dict()
+
+
+def row_verdict(spec: ModelSpec, row: dict[str, Any], precision: Precision,
+                logits: np.ndarray | None = None) -> PortVerdict:
+    """The row as one line of verify's table: its first failing mode's verdict (the reason names
+    the mode), else its worst mode's; a row the worker checked nothing for, as not run."""
+    verdicts = mode_verdicts(row)
+    if not verdicts:
+        reason = row.get("reason") or "the worker checked nothing"
+        return not_run(spec, row["framework"], precision, reason, row.get("status") == "unavailable")
+    failed = [(mode, v) for mode, v in verdicts.items() if not v.passed]
+    if failed:
+        mode, verdict = failed[0]
+        verdict = replace(verdict, reason=f"{mode} mode: {verdict.reason}")
+    else:
+        verdict = max(verdicts.values(), key=lambda v: v.max_abs_diff or 0.0)
+    return replace(verdict, framework=row["framework"], logits=logits)
 
 
 def verdicts(spec: ModelSpec, batch: int, seed: int, rows: list[dict[str, Any]],
              logits: dict[str, np.ndarray],
-             precision: Precision = FLOAT32) -> tuple[Case, list[Entry], list[dict[str, Any]]]:
-    """The timing run's gate as `compare.py verify` reports it: one entry per framework (every
-    compiled mode folded in: the worst error, the first failure), and the pairwise gaps between
-    the ports' gated logits. `logits` holds framework -> gated eager logits and "reference"."""
+             precision: Precision = FLOAT32) -> tuple[VerifyCase, list[PortVerdict], list[dict[str, Any]]]:
+    """The timing run's gate as `compare.py verify` reports it: one verdict per framework (the
+    records its worker made, every mode folded in by `row_verdict`), and the pairwise gaps
+    between the ports' gated logits. `logits` holds framework -> gated eager logits and
+    "reference"."""
     ref = logits["reference"]
-    # Below float32 each check carries the emulated gap its bound came from (the same for all).
-    emulated = next((c["emulated_gap"] for row in rows for c in (row.get("equivalence") or {}).values()
-                     if c.get("emulated_gap") is not None), None)
-    case = Case(spec, {}, gate_images(spec, batch, seed), precision=precision, reference=ref,
-                emulated_gap=emulated)
-    checked = precision.rung == "float32" or emulated is not None
-    atol = tolerance(spec, ref, precision, emulated) if checked else float("nan")
-    bound = derivation(spec, ref, precision, emulated) if checked else "no port's logits were checked"
-    entries = []
-    for row in rows:
-        checks = row.get("equivalence") or {}
-        failed = [(mode, c) for mode, c in checks.items() if not c["passed"]]
-        errors = [c["max_abs_err"] for c in checks.values()]
-        rel = [c["max_rel_err"] for c in checks.values() if c.get("max_rel_err") is not None]
-        reason = (f"{failed[0][0]} mode: {failed[0][1]['reason']}" if failed
-                  else None if checks else row.get("reason") or "the worker checked nothing")
-        entries.append(Entry(
-            spec.name, spec.spec_hash, row["framework"],
-            device=(row.get("conditions") or {}).get("device_class"), param_count=row.get("param_count"),
-            expected_params=spec.derived.params, max_abs_diff=max(errors) if errors else None,
-            max_rel_diff=max(rel) if rel else None, tolerance=atol, rung=precision.rung,
-            floor=rung_floor(spec, ref, precision, emulated) if checked else 0.0,
-            emulated_gap=emulated, bound=bound if precision.low else None,
-            passed=bool(checks) and not failed, error=reason, versions=row.get("versions") or {},
-            logits=logits.get(row["framework"])))
-    return case, entries, pairwise_gaps(case, entries, ref)
+    case = VerifyCase(spec, {}, gate_images(spec, batch, seed), precision=precision, reference=ref)
+    table = [row_verdict(spec, row, precision, logits.get(row["framework"])) for row in rows]
+    return case, table, pairwise_gaps(case, table, ref)

@@ -7,8 +7,9 @@ Order matters and is the point of this module:
 2. The framework is imported (timed: this is the import phase) with the registry's environment
    (e.g. KERAS_BACKEND), precision is pinned and threads are set and read back.
 3. The equivalence gate: eager (and compiled) logits vs the float64 reference for the same
-   canonical weights (shared/core/equivalence.py). A failing port is INVALID and is not timed
-   further.
+   canonical weights and, below float32, every named tensor's dtype vs the precision contract
+   (shared/core/equivalence.check_logits, as `verify`). A failing port is INVALID and is not
+   timed further.
 4. The phases, each synchronised with the framework's own mechanism (`port.sync`, or reading the
    result back to NumPy).
 The row is filled in place, so a failure part-way keeps the phases measured so far.
@@ -33,6 +34,7 @@ from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
+from shared.runtime.jobs import contract_dtypes
 from shared.runtime.launch import cpu_record, print_progress
 from shared.runtime.worker import Output, one_line
 
@@ -150,20 +152,21 @@ def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any]
     return port
 
 
-def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str, Any],
+def first_calls(port: Any, images: np.ndarray, prepared: Any, config: dict[str, Any], row: dict[str, Any],
                 timer: Phases, arrays: dict[str, Any]) -> Callable[[Any], Any] | None:
-    """The first eager call and the compile, each doubling as a check of the equivalence gate
-    (the gated logits go to `arrays`: the main job compares the ports pairwise with them).
-    Returns the compiled forward, or None when there is none."""
+    """The first eager call and the compile, each doubling as a check of the equivalence gate:
+    shared/core/equivalence.check_logits's verdict, below float32 with the precision contract on
+    the dtypes the eager pass computed every named tensor in (the gated logits go to `arrays`:
+    the main job compares the ports pairwise with them). Returns the compiled forward, or None
+    when there is none."""
     timer.progress("first eager call")
     seconds, first_out = time_once(lambda: _synced(port, port.forward(prepared, train=False)))
     timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
-    reference = gate.reference_logits(config["reference_npz"])
-    emulated = gate.reference_emulated_gap(config["reference_npz"])  # below float32: the bound's scale
-    rows = reference.shape[0]
-    arrays["eager_logits"] = port.to_numpy(first_out)[:rows]
-    row["equivalence"]["eager"] = gate.compare(port.spec, arrays["eager_logits"], reference,
-                                               row["param_count"], gate.rung(config), emulated)
+    arrays["eager_logits"] = port.to_numpy(first_out)[:gate.GATE_IMAGES]
+    # The user's model has no precision contract to read; a port's dtypes are read on the timed
+    # batch (a new shape would make JAX compile every eager op again); they judge the eager mode.
+    dtypes = {} if config.get("user") else contract_dtypes(port, images)
+    gate.check_mode(row, "eager", port.spec, arrays["eager_logits"], config, dtypes)
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
         timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
@@ -184,8 +187,7 @@ def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str,
         row["notes"].append(reason)
         return None
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
-    row["equivalence"]["compiled"] = gate.compare(port.spec, port.to_numpy(compiled_out)[:rows],
-                                                  reference, row["param_count"], gate.rung(config), emulated)
+    gate.check_mode(row, "compiled", port.spec, port.to_numpy(compiled_out)[:gate.GATE_IMAGES], config)
     return compiled
 
 
@@ -279,7 +281,7 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     images = probe_batch(spec, batch=int(config["batch"]), seed=int(config["seed"]))
     prepared = port.prepare(images)
     port.sync(prepared)
-    compiled = first_calls(port, prepared, config, row, timer, out.arrays)
+    compiled = first_calls(port, images, prepared, config, row, timer, out.arrays)
     failure = gate.gate_failure(row)
     if failure is None:
         timed_phases(port, images, prepared, compiled, config, timer)

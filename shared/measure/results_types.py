@@ -115,9 +115,15 @@ PHASE = obj({"status": one_of("ok", "n/a"), "reason": TEXT, "note": TEXT, "cache
              "q3": SECONDS, "iqr": SECONDS, "min": SECONDS, "mean": SECONDS, "cpu_util": SECONDS,
              "foreign_cpu": SECONDS, "process_medians": items(SECONDS), "first_step_seconds": SECONDS},
             required=("status",), optional=False)
+# One mode's verdict, `PortVerdict.to_dict` (shared/core/equivalence.py); files written before
+# that record hold only `passed`, `max_abs_err`, `max_rel_err`, `atol`, `images` and `reason`.
 CHECK = obj({"passed": typed(bool, optional=False), "max_abs_err": typed(float, low=0, infinite=True),
              "max_rel_err": typed(float, low=0, infinite=True), "atol": SECONDS, "images": COUNT,
-             "reason": TEXT}, required=("passed",), optional=False)
+             "reason": TEXT, "framework": TEXT, "spec": TEXT, "spec_hash": TEXT, "rung": TEXT,
+             "status": one_of("PASS", "FAIL", "UNAVAILABLE"), "unavailable": typed(bool), "floor": SECONDS,
+             "bound": TEXT, "emulated_gap": SECONDS, "param_count": COUNT, "expected_params": COUNT,
+             "device": TEXT, "versions": obj(), "dtypes": obj(each=TEXT)},
+            required=("passed",), optional=False)
 ROOFLINE = obj({"forward_flops": SECONDS,
                 "gemm": obj({"status": TEXT, "gflops": SECONDS, "reason": TEXT, "dtype": TEXT,
                              "shapes": items(obj(optional=False))}),

@@ -221,8 +221,9 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                                  if isinstance(r["memory"].get(k), int)]) else
                          rows[0]["memory"].get(k))
                      for k in rows[0].get("memory", {})}
+    # Per mode the worst replicate's verdict: a failing one before any passing one, then the largest error.
     out["equivalence"] = {m: max((r["equivalence"][m] for r in rows if m in r.get("equivalence", {})),
-                                 key=lambda c: c["max_abs_err"])
+                                 key=lambda c: (not c["passed"], c["max_abs_err"]))
                           for m in rows[0].get("equivalence", {})}
     return out
 

@@ -58,16 +58,26 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     out.arrays["logits"] = low_precision_logits(port, images)
     if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
         out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
-    if port.precision.low and job.get("dtypes", True):  # every named tensor's dtype, from the framework
-        # On the same batch: a new shape would make JAX compile every eager op again.
-        out.report["tap_dtypes"] = port.tap_dtypes(images)
+    if job.get("dtypes", True):  # on the same batch: a new shape would make JAX compile every eager op again
+        out.report["tap_dtypes"] = contract_dtypes(port, images)
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
                        "versions": module.version_info(), "precision": port.precision.to_dict(),
                        "precision_settings": port.settings})
 
 
 def taps(framework: str, job: dict[str, Any], out: Output) -> None:
-    """{"weights", "input": .npy, optional "spec"} -> arrays: every named intermediate, eval mode."""
+    """{"weights", "input": .npy, optional "spec"} -> arrays: every named intermediate, eval mode;
+    the report gives the port's own parameter count and, below float32, every named tensor's dtype
+    (what `check_logits` decides the port on, beside the logits tap)."""
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
     out.arrays.update({name: np.asarray(t) for name, t in port.intermediates(images).items()})
+    out.report.update({"param_count": int(port.param_count()), "tap_dtypes": contract_dtypes(port, images)})
+
+
+def contract_dtypes(port: Any, images: np.ndarray) -> dict[str, str]:
+    """Below float32, the dtype every named tensor was computed in, read from the framework (one
+    more forward, with taps), for the precision contract (shared/core/precision.py). At float32
+    the contract is float32 everywhere (`expected_tap_dtype`) and none is read: a tensor held in
+    a lower dtype shows in the logits, far beyond float32's bound."""
+    return port.tap_dtypes(images) if port.precision.low else {}

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.core.equivalence import PortVerdict
 from shared.core.inputs import probe_batch
 from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.presets import get_preset
@@ -27,7 +28,7 @@ from shared.core.tolerance import (
     size_class,
 )
 from shared.core.weights import init_weights
-from shared.runtime.verify import Case, Entry, verify
+from shared.runtime.verify import VerifyCase, verify
 
 SMALL_BATCH, LARGE_BATCH = 8, 2  # ViT-S/B-sized presets at batch 2: a reference pass is seconds
 
@@ -51,13 +52,13 @@ class Measured:
         return self.gap / self.emulated
 
 
-def ladder_cases(presets: list[str], rungs: tuple[str, ...] = LOW_RUNGS) -> list[Case]:
+def ladder_cases(presets: list[str], rungs: tuple[str, ...] = LOW_RUNGS) -> list[VerifyCase]:
     cases = []
     for name in presets:
         spec = get_preset(name)
         batch = LARGE_BATCH if spec.derived.params >= LARGE_MODEL_PARAMS else SMALL_BATCH
         tensors, images = init_weights(spec, 0), probe_batch(spec, batch)
-        cases += [Case(spec, tensors, images, precision=Precision.from_rung(r)) for r in rungs]
+        cases += [VerifyCase(spec, tensors, images, precision=Precision.from_rung(r)) for r in rungs]
     return cases
 
 
@@ -65,9 +66,9 @@ def measure(presets: list[str], frameworks: list[str], rungs: tuple[str, ...] = 
             timeout: float = 1800.0, device: str = "cpu") -> tuple[list[Measured], list[dict[str, Any]]]:
     """Every case in one worker per framework; normalised gaps per entry and per pair."""
     cases = ladder_cases(presets, rungs)
-    entries, pairwise = verify(cases, frameworks, device, timeout)
+    verdicts, pairwise = verify(cases, frameworks, device, timeout)
     by_key = {(c.spec.name, c.precision.rung): c for c in cases}
-    measured = [_measured(e, by_key[(e.spec, e.rung)]) for e in entries]
+    measured = [_measured(v, by_key[(v.spec, v.rung)]) for v in verdicts]
     pairs = []
     for p in pairwise:
         case = by_key[(p["spec"], p["rung"])]
@@ -75,12 +76,12 @@ def measure(presets: list[str], frameworks: list[str], rungs: tuple[str, ...] = 
     return measured, pairs
 
 
-def _measured(entry: Entry, case: Case) -> Measured:
+def _measured(verdict: PortVerdict, case: VerifyCase) -> Measured:
     scale = logit_scale(case.reference)
-    gap = None if entry.max_abs_diff is None else entry.max_abs_diff / scale
+    gap = None if verdict.max_abs_diff is None else verdict.max_abs_diff / scale
     emulated = None if case.emulated_gap is None else case.emulated_gap / scale
-    return Measured(entry.spec, size_class(case.spec), entry.rung, entry.framework, gap, entry.status,
-                    entry.error, emulated)
+    return Measured(verdict.spec, size_class(case.spec), verdict.rung, verdict.framework, gap, verdict.status,
+                    verdict.reason, emulated)
 
 
 def from_dict(data: dict[str, Any]) -> Measured:

@@ -1,14 +1,15 @@
 """Verification: every port against the float64 reference and against each other, on the same
 canonical weights and probe batch. Each framework runs every case in one fresh worker process
 (`shared.runtime.launch`), so ports cannot disturb each other and one crash does not stop the
-rest. The verdict is `shared.core.equivalence`'s."""
+rest. The verdict is `shared.core.equivalence.check_logits`'s, one `PortVerdict` per port and
+case."""
 
 from __future__ import annotations
 
 import itertools
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,50 +17,18 @@ import numpy as np
 
 from ports import installed, rung_refusal
 from shared.core import reference
-from shared.core.equivalence import check_logits, check_pair
-from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
+from shared.core.equivalence import PortVerdict, check_logits, check_pair, not_run
+from shared.core.precision import FLOAT32, Precision
 from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import derivation, logit_atol, rung_floor
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.launch import Worker
 
 
 @dataclass
-class Entry:
-    spec: str
-    spec_hash: str
-    framework: str
-    device: str | None = None
-    param_count: int | None = None
-    expected_params: int = 0
-    max_abs_diff: float | None = None
-    max_rel_diff: float | None = None
-    tolerance: float = 0.0
-    rung: str = "float32"
-    floor: float = 0.0  # below this gap the port did not compute at the rung
-    emulated_gap: float | None = None  # below float32: |rung-emulating reference - float64|
-    bound: str | None = None  # how the tolerance and floor were derived
-    passed: bool = False
-    error: str | None = None
-    unavailable: bool = False  # the framework or the requested device is not here: not a failure
-    versions: dict[str, str] = field(default_factory=dict)
-    dtypes: dict[str, str] = field(default_factory=dict)  # named tensor -> dtype, as the framework ran it
-    logits: np.ndarray | None = field(default=None, repr=False)
+class VerifyCase:
+    """One spec, its weights and probe batch at one rung: what `verify` runs every port on."""
 
-    @property
-    def status(self) -> str:
-        return "PASS" if self.passed else "UNAVAILABLE" if self.unavailable else "FAIL"
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("logits")
-        data["status"] = self.status
-        return data
-
-
-@dataclass
-class Case:
     spec: ModelSpec
     tensors: Tensors
     images: np.ndarray
@@ -70,7 +39,8 @@ class Case:
     read_dtypes: bool = True  # below float32: read every tensor's dtype (one more forward, with taps)
 
 
-def start_logits(framework: str, cases: list[Case], workdir: Path, device: str, **options: Any) -> Worker:
+def start_logits(framework: str, cases: list[VerifyCase], workdir: Path, device: str,
+                 **options: Any) -> Worker:
     """Start one fresh worker for `framework` on every case (weights and images written to
     `workdir` once, for every framework); `collect_logits` waits for it. `options` go to the
     launcher (threads, pinning)."""
@@ -101,13 +71,13 @@ def collect_logits(worker: Worker, timeout: float) -> list[dict[str, Any]]:
     return reports
 
 
-def run_logits(framework: str, cases: list[Case], workdir: Path, device: str,
+def run_logits(framework: str, cases: list[VerifyCase], workdir: Path, device: str,
                timeout: float) -> list[dict[str, Any]]:
     """One fresh worker for `framework` on every case; one report per case."""
     return collect_logits(start_logits(framework, cases, workdir, device), timeout)
 
 
-def fill_reference(cases: list[Case]) -> None:
+def fill_reference(cases: list[VerifyCase]) -> None:
     """Each case's float64 reference logits (one pass per weights and batch) and, below float32,
     its emulated rounding gap (one rung-emulating pass per case), unless already filled."""
     known: dict[tuple[int, int], np.ndarray] = {}
@@ -121,54 +91,32 @@ def fill_reference(cases: list[Case]) -> None:
             c.emulated_gap = emulated_gap(c.spec, c.tensors, c.images, c.precision, c.reference)
 
 
-def entry_for(case: Case, framework: str, report: dict[str, Any], ref: np.ndarray) -> Entry:
-    spec, precision, emulated = case.spec, case.precision, case.emulated_gap
-    entry = Entry(spec.name, spec.spec_hash, framework,
-                  tolerance=logit_atol(spec, ref, precision, emulated), rung=precision.rung,
-                  floor=rung_floor(spec, ref, precision, emulated), emulated_gap=emulated,
-                  bound=derivation(spec, ref, precision, emulated), expected_params=spec.derived.params)
+def verdict_for(case: VerifyCase, framework: str, report: dict[str, Any], ref: np.ndarray) -> PortVerdict:
+    """The one verdict on a worker's report for `case` (shared/core/equivalence.check_logits)."""
     if report.get("error"):
-        entry.error, entry.unavailable = report["error"], bool(report.get("unavailable"))
-        return entry
-    entry.device, entry.param_count = report["device"], report["param_count"]
-    entry.versions, entry.logits = report["versions"], report["logits"]
-    verdict = check_logits(case.spec, entry.logits, ref, entry.param_count, case.precision, emulated)
-    entry.passed, entry.error = verdict.passed, verdict.reason
-    entry.dtypes = dict(report.get("tap_dtypes") or {})
-    broken = contract_breach(entry.dtypes, case.precision)
-    if entry.passed and broken:
-        entry.passed, entry.error = False, broken
-    if report.get("first_nonfinite"):
-        entry.error = f"{verdict.reason}; the first non-finite tensor is {report['first_nonfinite']!r}"
-    entry.max_abs_diff, entry.max_rel_diff = verdict.max_abs_diff, verdict.max_rel_diff
-    return entry
+        return not_run(case.spec, framework, case.precision, report["error"], bool(report.get("unavailable")))
+    return check_logits(case.spec, report["logits"], ref, report["param_count"], case.precision,
+                        case.emulated_gap, tap_dtypes=report.get("tap_dtypes"), framework=framework,
+                        device=report["device"], versions=report["versions"],
+                        first_nonfinite=report.get("first_nonfinite"))
 
 
-def contract_breach(tap_dtypes: dict[str, str], precision: Precision) -> str | None:
-    """The first named tensor the framework computed in another dtype than the precision
-    contract holds it in (shared/core/precision.py), as one line; None when all agree."""
-    for name, found in tap_dtypes.items():
-        wanted = expected_tap_dtype(name, precision)
-        if found != wanted:
-            return f"{name!r} was computed in {found}, the {precision.rung} contract holds it in {wanted}"
-    return None
-
-
-def pairwise_gaps(case: Case, entries: list[Entry], ref: np.ndarray) -> list[dict[str, Any]]:
+def pairwise_gaps(case: VerifyCase, verdicts: list[PortVerdict], ref: np.ndarray) -> list[dict[str, Any]]:
     """Every pair of ports whose logits have the reference's shape, within twice the tolerance."""
-    comparable = [e for e in entries if e.logits is not None and e.logits.shape == ref.shape]
+    comparable = [v for v in verdicts if v.logits is not None and v.logits.shape == ref.shape]
     gaps = []
     for a, b in itertools.combinations(comparable, 2):
-        verdict = check_pair(a.logits, b.logits, a.tolerance)
-        gap = verdict.max_abs_diff if verdict.max_abs_diff is not None else float("nan")
+        comparison = check_pair(a.logits, b.logits, a.tolerance)
+        gap = comparison.max_abs_diff if comparison.max_abs_diff is not None else float("nan")
         gaps.append({"spec": case.spec.name, "rung": case.precision.rung, "a": a.framework,
-                     "b": b.framework, "max_abs_diff": gap, "passed": verdict.passed})
+                     "b": b.framework, "max_abs_diff": gap, "passed": comparison.passed})
     return gaps
 
 
-def verify(cases: list[Case], frameworks: list[str], device: str = "cpu",
-           timeout: float = 900.0) -> tuple[list[Entry], list[dict[str, Any]]]:
-    """Run every framework on every case; return per-framework entries and pairwise gaps."""
+def verify(cases: list[VerifyCase], frameworks: list[str], device: str = "cpu",
+           timeout: float = 900.0) -> tuple[list[PortVerdict], list[dict[str, Any]]]:
+    """Run every framework on every case; return one verdict per framework and case, and the
+    pairwise gaps."""
     fill_reference(cases)
     references = [c.reference for c in cases]
     by_framework: dict[str, list[dict[str, Any]]] = {}
@@ -183,10 +131,10 @@ def verify(cases: list[Case], frameworks: list[str], device: str = "cpu",
                 continue
             print(f"  running {framework} ...", file=sys.stderr, flush=True)
             by_framework[framework] = run_logits(framework, cases, Path(tmp), device, timeout)
-    entries: list[Entry] = []
+    verdicts: list[PortVerdict] = []
     pairwise: list[dict[str, Any]] = []
     for i, (case, ref) in enumerate(zip(cases, references, strict=True)):
-        case_entries = [entry_for(case, fw, reports[i], ref) for fw, reports in by_framework.items()]
-        pairwise.extend(pairwise_gaps(case, case_entries, ref))
-        entries.extend(case_entries)
-    return entries, pairwise
+        case_verdicts = [verdict_for(case, fw, reports[i], ref) for fw, reports in by_framework.items()]
+        pairwise.extend(pairwise_gaps(case, case_verdicts, ref))
+        verdicts.extend(case_verdicts)
+    return verdicts, pairwise

@@ -19,8 +19,10 @@ registry environment before this process started, and each kind imports its fram
 Test hook, at this one boundary: PORTBENCH_TEST_FAULT="<framework>:<fault>[,...]" wraps every job
 of that framework: `crash` (SIGSEGV before the job runs, so before any framework import), `hang`
 (sleep until killed), `tamper` (the port loads a head bias 1e-3 off the given weights: a port
-that silently computes another function) or `error` (raise once the job has run: its partial
-report is kept and the error is reported in one line).
+that silently computes another function), `breach` (the port reports BREACHED_TENSOR in
+another dtype than the precision contract holds it in: a port that breaks the contract) or
+`error` (raise once the job has run: its partial report is kept and the error is reported in
+one line).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ FAULT_ENV = "PORTBENCH_TEST_FAULT"
 PARENT_ENV = "PORTBENCH_PARENT_PID"  # shared.runtime.launch sets it
 MESSAGE_LIMIT = 600  # characters of one error line
 TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key bias would cancel)
+BREACHED_TENSOR = "block0.out"  # the token stream: the parameter dtype by contract
 
 
 @dataclass
@@ -144,6 +147,8 @@ def with_fault(function: Kind, fault: str) -> Kind:
             time.sleep(10**6)
         if fault == "tamper":
             _tamper_ports()
+        if fault == "breach":
+            _breach_ports()
         function(framework, job, out)
         if fault == "error":
             raise RuntimeError(f"injected failure after the job ran ({FAULT_ENV})")
@@ -155,22 +160,46 @@ def _tamper_ports() -> None:
     """Every port this process loads adds 1e-3 to TAMPERED_TENSOR in `load`."""
     import numpy as np
 
+    def tampered(port: type) -> type:
+        class TamperedPort(port):  # type: ignore[valid-type, misc]
+            def load(self, tensors: dict[str, Any]) -> None:
+                shifted = dict(tensors)
+                shifted[TAMPERED_TENSOR] = (tensors[TAMPERED_TENSOR] + np.float32(1e-3)).astype(np.float32)
+                super().load(shifted)
+
+        return TamperedPort
+
+    _replace_port(tampered)
+
+
+def _breach_ports() -> None:
+    """Every port this process loads reports BREACHED_TENSOR's dtype as the other one of its
+    rung's two (float32 <-> the low dtype): the stream held in the compute dtype under mixed
+    precision, or left in float32 under pure. Its values are untouched."""
+    def breached(port: type) -> type:
+        class BreachedPort(port):  # type: ignore[valid-type, misc]
+            def tap_dtypes(self, images: Any) -> dict[str, str]:
+                dtypes = super().tap_dtypes(images)
+                kept = dtypes[BREACHED_TENSOR]
+                dtypes[BREACHED_TENSOR] = self.precision.dtype if kept == "float32" else "float32"
+                return dtypes
+
+        return BreachedPort
+
+    _replace_port(breached)
+
+
+def _replace_port(subclass: Callable[[type], type]) -> None:
+    """Every port module this process loads holds `subclass(its Port)` as its `Port`."""
     import ports
 
     original = ports.load_port_module
 
     def load_port_module(name: str) -> Any:
         module = original(name)
-
-        class TamperedPort(module.Port):  # type: ignore[name-defined, misc]
-            def load(self, tensors: dict[str, Any]) -> None:
-                shifted = dict(tensors)
-                shifted[TAMPERED_TENSOR] = (tensors[TAMPERED_TENSOR] + np.float32(1e-3)).astype(np.float32)
-                super().load(shifted)
-
-        tampered = type(module)(module.__name__)
-        tampered.__dict__.update({**module.__dict__, "Port": TamperedPort})
-        return tampered
+        replaced = type(module)(module.__name__)
+        replaced.__dict__.update({**module.__dict__, "Port": subclass(module.Port)})
+        return replaced
 
     ports.load_port_module = load_port_module
 

@@ -16,15 +16,17 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from shared.core.equivalence import compare_tensor, tap_budget
+from shared.core.equivalence import PortVerdict, check_logits, compare_tensor, not_run, tap_budget
 from shared.core.precision import FLOAT32, Precision
 from shared.core.reference import forward
 from shared.core.rounding import emulated_forward
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
+from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.launch import run_worker
 
@@ -74,23 +76,38 @@ class PortTrace:
     framework: str
     rows: list[TapRow] = field(default_factory=list)
     error: str | None = None  # the port could not run
+    verdict: PortVerdict | None = None  # as `verify` decides it; None when the port could not run
 
     @property
     def first_divergence(self) -> TapRow | None:
         return next((r for r in self.rows if r.over), None)
 
+    @property
+    def passed(self) -> bool:
+        """The port ran, no tap is over its budget, and its verdict passed."""
+        return not self.error and self.first_divergence is None and bool(self.verdict and self.verdict.passed)
+
     def to_dict(self) -> dict[str, object]:
         first = self.first_divergence
         return {"framework": self.framework, "error": self.error,
                 "first_divergence": first.name if first else None,
+                "verdict": self.verdict.to_dict() if self.verdict else None,
                 "taps": [{"name": r.name, "magnitude": r.magnitude, "error": r.error,
                           "budget": r.budget, "over": r.over, "note": r.note} for r in self.rows]}
 
 
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
                  framework: str, precision: Precision = FLOAT32,
-                 emulated: dict[str, np.ndarray] | None = None) -> PortTrace:
-    trace = PortTrace(framework)
+                 emulated: dict[str, np.ndarray] | None = None, param_count: int | None = None,
+                 tap_dtypes: dict[str, str] | None = None) -> PortTrace:
+    """Every tap against the reference's within its budget (where the port leaves the spec's
+    function), and the port's verdict from its logits tap, `param_count` and `tap_dtypes` (when
+    the worker read them) by `check_logits`, the one function `verify` decides by."""
+    gap = None if emulated is None else max_abs_diff(emulated["logits"], reference["logits"])
+    verdict = check_logits(spec, port_taps["logits"], reference["logits"], param_count, precision, gap,
+                           tap_dtypes=tap_dtypes, framework=framework) if "logits" in port_taps else \
+        not_run(spec, framework, precision, "the port gave no logits tap")
+    trace = PortTrace(framework, verdict=verdict)
     for name in tap_order(spec):
         ref = reference[name]
         budget = tap_budget(spec, ref, precision, None if emulated is None else emulated[name])
@@ -108,14 +125,15 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
 # ---- collecting taps from ports, each framework in its own process ----------------------
 def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_file: Path,
                  workdir: Path, timeout: float = 600.0,
-                 precision: Precision = FLOAT32) -> dict[str, np.ndarray] | str:
-    """`port.intermediates` in a fresh worker process (the `taps` job kind); the taps, or a
+                 precision: Precision = FLOAT32) -> tuple[dict[str, np.ndarray], dict[str, Any]] | str:
+    """`port.intermediates` in a fresh worker process (the `taps` job kind); the taps and the
+    worker's report (the port's parameter count and, below float32, every tap's dtype), or a
     one-line reason the port could not run."""
     job = {"kind": "taps", "spec": spec.to_json(), "weights": str(weights_file),
            "input": str(images_file), "precision": precision.to_dict()}
     result = run_worker(framework, {"taps": job}, workdir, timeout)
     error = result.error("taps")
-    return error if error else result.arrays.get("taps", {})
+    return error if error else (result.arrays.get("taps", {}), result.reports["taps"])
 
 
 def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: list[str],
@@ -133,7 +151,9 @@ def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: lis
             if isinstance(got, str):
                 traces.append(PortTrace(fw, error=got))
             else:
-                traces.append(compare_taps(spec, reference, got, fw, precision, emulated))
+                taps, report = got
+                traces.append(compare_taps(spec, reference, taps, fw, precision, emulated,
+                                           report.get("param_count"), report.get("tap_dtypes")))
     return reference, traces
 
 
@@ -148,6 +168,8 @@ def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
             lines.append(f"{t.framework}: could not run ({t.error})")
             continue
         first = t.first_divergence
+        if first is None and t.verdict is not None and not t.verdict.passed:  # e.g. the contract, the floor
+            lines.append(f"{t.framework}: FAIL: {t.verdict.reason}")
         worst = max((r for r in t.rows if r.error is not None and np.isfinite(r.error)),
                     key=lambda r: r.error / r.budget, default=None)
         if first is None:

@@ -15,16 +15,15 @@ import numpy as np
 
 from shared.checkpoints import FORMATS, format_module
 from shared.core.binding import read_rules
-from shared.core.equivalence import check_logits
+from shared.core.equivalence import PortVerdict, check_logits
 from shared.core.files import open_user_file, read_text
 from shared.core.mapping import Table
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol
 from shared.core.weights import load_weights
 from shared.errors import InputError, WeightsError
 from shared.runtime.launch import run_worker
-from shared.runtime.verify import Case, Entry, pairwise_gaps, verify
+from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.teaching.diagnosis import Diagnosis, diagnose
 from shared.teaching.spec_check import Contradiction, contradictions
 from shared.teaching.tracing import PortTrace, compare_taps, reference_taps
@@ -150,8 +149,8 @@ class UserCheck:
     spec contradictions, and diagnose's finding (and trace's first divergence) when it failed."""
 
     run: UserRun
-    entry: Entry
-    ports: list[Entry] = field(default_factory=list)
+    entry: PortVerdict
+    ports: list[PortVerdict] = field(default_factory=list)
     pairwise: list[dict[str, Any]] = field(default_factory=list)
     diagnosis: Diagnosis | None = None
     first_divergence: str | None = None
@@ -166,7 +165,7 @@ class UserCheck:
             return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
         parts = [c.line() for c in self.run.contradictions]
         if not self.entry.passed:
-            parts.append(self.entry.error or "logits differ")
+            parts.append(self.entry.reason or "logits differ")
         if self.diagnosis is not None and self.diagnosis.explained:
             parts.append(self.diagnosis.lines()[0])
         if self.first_divergence:
@@ -187,18 +186,14 @@ def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = No
     """A finished `UserRun` against the reference, our ports, diagnose and trace."""
     spec = run.spec
     ref = forward(spec, run.tensors, images)
-    entry = Entry(spec.name, spec.spec_hash, run.label, device="cpu", tolerance=logit_atol(spec, ref),
-                  expected_params=spec.derived.params)
-    entry.param_count, entry.logits = int(run.report["param_count"]), run.logits
-    verdict = check_logits(spec, run.logits, ref, entry.param_count)
-    entry.passed, entry.error = verdict.passed, verdict.reason
-    entry.max_abs_diff, entry.max_rel_diff = verdict.max_abs_diff, verdict.max_rel_diff
+    entry = check_logits(spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
+                         device="cpu")
     result = UserCheck(run, entry)
+    case = VerifyCase(spec, run.tensors, images)
     if frameworks:
-        case = Case(spec, run.tensors, images)
         result.ports, _ = verify([case], frameworks, timeout=timeout)
-    result.pairwise = pairwise_gaps(Case(spec, run.tensors, images), [entry, *result.ports], ref)
-    if not entry.passed and verdict.max_abs_diff is not None:
+    result.pairwise = pairwise_gaps(case, [entry, *result.ports], ref)
+    if not entry.passed and entry.max_abs_diff is not None:
         result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
                                     source="your model")
     if trace:
