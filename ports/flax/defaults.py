@@ -21,7 +21,7 @@ import optax
 from flax import nnx
 
 from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.core.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

@@ -20,7 +20,7 @@ from flax import nnx
 from shared.core.binding import Layer
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
 from shared.errors import InputError
-from shared.teaching.probes import gelu_form
+from shared.core.probes import gelu_form
 
 
 def owns(obj: Any) -> bool:

@@ -22,7 +22,7 @@ from mlx import nn
 from mlx.utils import tree_flatten, tree_map
 
 from shared.core.spec import ModelSpec
-from shared.teaching.probes import Finding, close, default_of, expected_form, is_spec_rate
+from shared.core.probes import Finding, close, default_of, expected_form, is_spec_rate
 
 GELU_NAMES = ("none", "precise", "tanh", "fast")  # what nn.GELU(approx=) accepts (checked below)
 

@@ -27,7 +27,7 @@ from ports import PORTS
 from shared import REPO_ROOT
 from shared.core.spec import ModelSpec
 from shared.teaching.framework_defaults import defaults_module
-from shared.teaching.probes import Finding
+from shared.core.probes import Finding
 
 
 # ---- source audit ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.core.spec import ModelSpec
-from shared.teaching.probes import close, is_spec_rate
+from shared.core.probes import close, is_spec_rate
 
 
 @dataclass(frozen=True)
