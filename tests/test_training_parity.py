@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from shared.core.presets import get_preset
+from shared.core.train_spec import TrainSpec, decayed, get_recipe
 from shared.core.weights import init_weights
 from shared.training.parity import collect, job_batches, start_training_jobs
-from shared.training.train_spec import TrainSpec, decayed, get_recipe
 from tests import background
 
 SPECS = ("quadrant", "archive-torch")

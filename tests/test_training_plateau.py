@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from shared.core.presets import get_preset
+from shared.core.train_spec import TrainSpec, get_recipe
 from shared.core.weights import init_weights
 from shared.errors import InputError, SpecError
 from shared.training import plateau
@@ -27,7 +28,6 @@ from shared.training.plateau_experiment import (
 )
 from shared.training.plateau_report import check_outputs, write_outputs
 from shared.training.plateau_runs import job, run_all
-from shared.training.train_spec import TrainSpec, get_recipe
 
 T = plateau.TARGET
 

@@ -20,8 +20,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from shared.core.spec import ModelSpec
 from shared.core.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.core.spec import ModelSpec
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

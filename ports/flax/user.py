@@ -19,8 +19,8 @@ from flax import nnx
 
 from shared.core.binding import Layer
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
-from shared.errors import InputError
 from shared.core.probes import gelu_form
+from shared.errors import InputError
 
 
 def owns(obj: Any) -> bool:

@@ -28,8 +28,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up log 
 import keras  # after the two set-up lines above, on purpose
 import numpy as np
 
-from shared.core.spec import ModelSpec
 from shared.core.probes import Finding, close, default_of, expected_form, gelu_form, is_spec_rate
+from shared.core.spec import ModelSpec
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

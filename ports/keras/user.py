@@ -21,8 +21,8 @@ from keras import ops
 
 from shared.core.binding import Layer
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
-from shared.errors import InputError, WeightsError
 from shared.core.probes import gelu_form
+from shared.errors import InputError, WeightsError
 
 BACKEND = keras.backend.backend()
 

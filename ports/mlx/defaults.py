@@ -21,8 +21,8 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_map
 
-from shared.core.spec import ModelSpec
 from shared.core.probes import Finding, close, default_of, expected_form, is_spec_rate
+from shared.core.spec import ModelSpec
 
 GELU_NAMES = ("none", "precise", "tanh", "fast")  # what nn.GELU(approx=) accepts (checked below)
 

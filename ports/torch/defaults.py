@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from shared.core.probes import Finding, close, default_of, expected_form, is_spec_rate, source_default
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, attn_out_to_out_in, qkv_bias_pack, qkv_pack
-from shared.core.probes import Finding, close, default_of, expected_form, is_spec_rate, source_default
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

@@ -273,10 +273,10 @@ def _ranges(rows: list[int]) -> str:
 # ---- the quadrant plateau: dwell at ln(2)/2 per width / heads, seeds and ports ---------------------
 def plateau_dwell(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.cli.train import parse_seeds
+    from shared.core.train_spec import resolve_recipe
     from shared.training.data import quadrant_options
     from shared.training.plateau_experiment import Settings, parse_shapes, run_experiment
     from shared.training.plateau_report import check_outputs, summary_lines, write_outputs
-    from shared.training.train_spec import resolve_recipe
 
     if args.data != "quadrant" and not args.data.startswith("quadrant:"):
         raise InputError(f"--data {args.data!r}: the plateau experiment needs quadrant[:noise=N,contrast=C]")

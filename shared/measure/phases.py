@@ -227,7 +227,7 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
         return
     try:
         trainer_module = importlib.import_module(ports.PORTS[framework].module + ".train")
-        train_spec = importlib.import_module("shared.training.train_spec")
+        train_spec = importlib.import_module("shared.core.train_spec")
     except ImportError as exc:
         timer.unavailable("train_step", f"train step not available ({exc})")
         return

@@ -25,9 +25,9 @@ from typing import Any
 
 from ports import PORTS
 from shared import REPO_ROOT
+from shared.core.probes import Finding
 from shared.core.spec import ModelSpec
 from shared.teaching.framework_defaults import defaults_module
-from shared.core.probes import Finding
 
 
 # ---- source audit ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.core.spec import ModelSpec
 from shared.core.probes import close, is_spec_rate
+from shared.core.spec import ModelSpec
 
 
 @dataclass(frozen=True)

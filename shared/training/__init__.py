@@ -1,8 +1,9 @@
-"""Training that means the same thing in every framework: `train_spec` (the pinned optimiser,
-loss and schedule), `schedule` (the one warm-up / plateau / early-stop controller), `data`
-(seeded NumPy batches), `init_schemes` (the initial weights a recipe names), `trainloop` (epochs,
-checkpoints, resume), `parity` (cross-framework job kinds for the parity tests) and the quadrant
-plateau experiment: `plateau` (bookkeeping), `plateau_runs` (a worker per framework),
+"""Training that means the same thing in every framework, by the recipe `shared.core.train_spec`
+pins (optimiser, loss, schedule: in the core because every port's train.py reads it): `schedule`
+(the one warm-up / plateau / early-stop controller), `data` (seeded NumPy batches),
+`init_schemes` (the initial weights a recipe names), `trainloop` (epochs, checkpoints, resume),
+`parity` (cross-framework job kinds for the parity tests) and the quadrant plateau experiment:
+`plateau` (bookkeeping), `plateau_runs` (a worker per framework),
 `plateau_experiment` (conditions, sweep, cross-port agreement), `plateau_report` (files).
 
 May import `shared.runtime` and `shared.core`; imports no framework.

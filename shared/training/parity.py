@@ -60,8 +60,8 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     from ports import create_port
     from shared.core.precision import Precision
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.core.weights import init_weights
-    from shared.training.train_spec import TrainSpec
 
     _single_thread(framework)
     spec = ModelSpec.from_json(job["spec"])
@@ -100,8 +100,8 @@ def loop(framework: str, job: dict[str, Any], out: Output) -> None:
     1 epoch, then resumed from its checkpoint to `epochs`. Stores both final weights and the
     uninterrupted run's test accuracy per epoch."""
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.training.data import load_dataset
-    from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import train_seed
 
     _single_thread(framework)
@@ -124,10 +124,10 @@ def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
     """Train with the learning rate forced to 1e30 from epoch 1 on; report the error message, the
     checkpoint's state.json and whether its weights still load."""
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.core.weights import load_weights
     from shared.training.checkpoint import latest_unit
     from shared.training.data import load_dataset
-    from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import TrainingError, train_seed
 
     _single_thread(framework)

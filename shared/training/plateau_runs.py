@@ -44,9 +44,9 @@ def probe_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
 
     from ports import create_port
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.training.data import batches, load_dataset
     from shared.training.init_schemes import recipe_weights
-    from shared.training.train_spec import TrainSpec
 
     spec, recipe = ModelSpec.from_json(item["spec"]), TrainSpec.from_json(item["recipe"])
     data = load_dataset(item["data"], spec, recipe.validation_fraction, item["seed"])
@@ -62,9 +62,9 @@ def probe_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
 def run_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
     """In this process: train one job, return its curves, confusion matrices and times."""
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.training.data import load_dataset
     from shared.training.plateau import confusion
-    from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import STEP_CURVE, train_seed
 
     spec, recipe = ModelSpec.from_json(item["spec"]), TrainSpec.from_json(item["recipe"])
