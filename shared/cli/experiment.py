@@ -183,6 +183,7 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
 # ---- class-token attention of the last block, in all three frameworks --------------------------
 def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
+    from shared.runtime.jobs import TAPS
     from shared.training.checkpoint import latest_unit
     from shared.training.data import digits
     spec = get_preset("digits")
@@ -196,7 +197,7 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
     images, labels = test.images[:4], test.labels[:4]
     images_file = (out / "attention-map-images.npy").resolve()
     np.save(images_file, images)
-    job = {"kind": "taps", "weights": str(weights.resolve()), "input": str(images_file)}
+    job = TAPS.job(weights=str(weights.resolve()), input=str(images_file))
     results = {fw: run_worker(fw, {"taps": job}, out / "workers", 600) for fw in frameworks}
     last = f"block{spec.depth - 1}.attn_probs"
     maps, grid = {}, spec.derived.grid_rows
@@ -242,9 +243,9 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
 # ---- archive-final's dead position rows ------------------------------------------------------------
 def dead_rows(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
-    from shared.training.parity import collect, start_training_jobs
+    from shared.training.parity import GRAD, collect, start_training_jobs
 
-    jobs = {name: {"kind": "grad", "spec": get_preset(name).replace(dropout_head=0.0).to_json()}
+    jobs = {name: GRAD.job(spec=get_preset(name).replace(dropout_head=0.0).to_json())
             for name in ("archive-final", "archive-final-repaired")}
     workers = {fw: start_training_jobs(fw, jobs) for fw in frameworks}
     results = {fw: collect(worker) for fw, worker in workers.items()}

@@ -1,4 +1,4 @@
-"""One framework's timing run: the worker's `timing` job kind (shared/runtime/worker.py), in its
+"""One framework's timing run: the worker's `timing` job kind (`TIMING`), in its
 own fresh process, started by `shared.measure.runner` through the one launcher.
 
 Order matters and is the point of this module:
@@ -33,8 +33,9 @@ from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
+from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import cpu_record, print_progress
-from shared.runtime.worker import Output, one_line
+from shared.runtime.worker import one_line
 
 
 class Phases:
@@ -288,6 +289,9 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     else:
         row["status"], row["reason"] = "invalid", failure
     row["memory"].update(backends.memory(module, row["backend"], device))
+
+
+TIMING = JobKind("timing", run)
 
 
 def _synced(port: Any, result: Any) -> Any:

@@ -1,4 +1,4 @@
-"""The worker's port-running job kinds (registered in `shared.runtime.worker.KINDS`): a port, a
+"""The worker's port-running job kinds (`LOGITS`, `TAPS`: shared/runtime/job_kinds.py): a port, a
 canonical weight file and an input batch in; its logits (`compare.py verify`) or its named
 intermediates (`compare.py trace`, experiments) out. Run in the worker process only."""
 
@@ -15,7 +15,7 @@ from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import FrameworkUnavailable
-from shared.runtime.worker import Output
+from shared.runtime.job_kinds import JobKind, Output
 
 # How frameworks say a dtype has no kernel on this device: torch "... not implemented for
 # 'Half'", TensorFlow "No registered ... kernel", XLA "UNIMPLEMENTED", MLX "not supported".
@@ -71,3 +71,7 @@ def taps(framework: str, job: dict[str, Any], out: Output) -> None:
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
     out.arrays.update({name: np.asarray(t) for name, t in port.intermediates(images).items()})
+
+
+LOGITS = JobKind("logits", logits)
+TAPS = JobKind("taps", taps)

@@ -25,8 +25,8 @@ import numpy as np
 
 from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
+from shared.runtime.job_kinds import Job, JobKind, Output
 from shared.runtime.launch import Worker
-from shared.runtime.worker import Output
 
 
 def job_batches(spec: Any, seed: int, batch: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -176,11 +176,16 @@ def gradients(framework: str, job: dict[str, Any], out: Output) -> None:
     _store(out, {"grad": grads})
 
 
-def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any]]) -> Worker:
-    """Start one worker for `framework` on `jobs` (name -> job; kind `steps` unless it names
-    another); `collect` waits for it and reads its results."""
+STEPS, LOOP, DIVERGE = JobKind("steps", steps), JobKind("loop", loop), JobKind("diverge", diverge)
+GRAD = JobKind("grad", gradients)
+
+
+def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any] | Job]) -> Worker:
+    """Start one worker for `framework` on `jobs` (name -> a Job, or a `steps` job's fields);
+    `collect` waits for it and reads its results."""
     folder = Path(tempfile.mkdtemp(prefix=f"parity-{framework}-"))
-    return Worker(framework, {name: {"kind": "steps", **job} for name, job in jobs.items()}, folder)
+    typed = {name: job if isinstance(job, Job) else STEPS.job(**job) for name, job in jobs.items()}
+    return Worker(framework, typed, folder)
 
 
 REFUSALS = {"FrameworkUnavailable": FrameworkUnavailable, "SpecError": SpecError}  # not offered
