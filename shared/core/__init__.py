@@ -22,7 +22,8 @@
 - `reference`: the float64 NumPy oracle.
 - `tolerance`: the project's logit tolerance.
 - `equivalence`: the one verdict (vs the reference, pairwise, parameter count, finiteness).
-- `budget`: the memory a spec needs, refused before anything is allocated.
+- `budget`: the memory a spec needs, refused before anything is allocated; `memory`: the memory
+  available now and the refusal of a size (a file's) that cannot fit.
 - `files`: atomic, exclusive writes of what a user asked for; the one checked opener every read
   of a user's file goes through (a directory, FIFO or device is named, never read).
 - `containers`: `.npy` / `.npz` / safetensors read without trusting their headers' sizes.
