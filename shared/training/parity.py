@@ -4,8 +4,9 @@ Why a subprocess: each framework needs its own environment (Keras' backend is fi
 and in one process torch's optimizer segfaults when TensorFlow was imported before triton
 (torch.optim imports torch._dynamo, which loads triton's native library). The parity tests and
 the experiments start one worker per framework with `start_training_jobs` (the one launcher's
-worker) and read its results with `collect`. The job kinds here (`steps`, `grad`, `loop`,
-`diverge`) are registered in shared/runtime/worker.py; each runs single-threaded.
+worker) and read its results with `collect`. The job kinds here (`STEPS`, `GRAD`, `LOOP`,
+`DIVERGE`) are declared below their functions (shared/runtime/job_kinds.py); each runs
+single-threaded.
 
 A job: spec and recipe (JSON), initial-weight seed, batch seed and size, the steps after which to
 snapshot the parameters, and optional "pins" (module attributes of ports/<fw>/train.py to change,
