@@ -26,6 +26,7 @@ import numpy as np
 import ports
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import get_recipe
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, PortbenchError
 from shared.measure import backends, gate, roofline
@@ -228,13 +229,12 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
         return
     try:
         trainer_module = importlib.import_module(ports.PORTS[framework].module + ".train")
-        train_spec = importlib.import_module("shared.core.train_spec")
     except ImportError as exc:
         timer.unavailable("train_step", f"train step not available ({exc})")
         return
     recipe_name = config.get("train_recipe", "archive")
     try:
-        trainer = trainer_module.Trainer(port, train_spec.get_recipe(recipe_name))
+        trainer = trainer_module.Trainer(port, get_recipe(recipe_name))
     except FrameworkUnavailable as exc:  # e.g. the Keras trainer on a non-TensorFlow backend
         timer.unavailable("train_step", f"train step not available ({exc})")
         return
