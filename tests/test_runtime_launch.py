@@ -18,7 +18,8 @@ from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights, save_weights
-from shared.runtime.job_kinds import Job
+from shared.errors import PortbenchError
+from shared.runtime.job_kinds import DECLARED, Job, JobKind, read_job_file, write_job_file
 from shared.runtime.jobs import LOGITS, TAPS
 from shared.runtime.launch import PROGRESS_PREFIX, launch, run_worker
 from shared.runtime.worker import FAULT_ENV
@@ -137,3 +138,19 @@ def test_an_injected_failure_keeps_the_partial_report(tmp_path: Path, monkeypatc
     assert result.error("one") == f"RuntimeError: injected failure after the job ran ({FAULT_ENV})"
     assert result.reports["one"]["param_count"] == spec.derived.params  # measured before the failure
     assert "Traceback" in result.reports["one"]["traceback"]
+
+
+def test_a_job_file_round_trips_and_a_malformed_job_is_one_line(tmp_path: Path) -> None:
+    jobs = {"a": LOGITS.job(spec="{}", dtypes=False), "b": TAPS.job()}
+    write_job_file(tmp_path / "j.json", "torch", jobs)
+    assert read_job_file(tmp_path / "j.json") == ("torch", jobs)
+    assert jobs["a"] == Job("logits", "shared.runtime.jobs:logits", {"spec": "{}", "dtypes": False})
+    with pytest.raises(PortbenchError) as refused:
+        Job.from_dict("x", {"kind": "logits"})
+    assert str(refused.value) == ("job 'x': {'kind': 'logits'} is not a job; expected {\"kind\": str, "
+                                  "\"handler\": \"module:function\", \"fields\": {...}}")
+    with pytest.raises(RuntimeError) as twice:
+        JobKind("logits", child_record)  # another function under a taken name
+    assert str(twice.value) == ("job kind 'logits' declared twice: shared.runtime.jobs:logits and "
+                                f"{child_record.__module__}:child_record")
+    assert DECLARED["logits"] is LOGITS
