@@ -88,8 +88,8 @@ def check(model: Any, spec: ModelSpec | str, **options: Any) -> Result:
 
 def _in_process(model: Any, spec: ModelSpec, images: Any, trace: bool, options: dict[str, Any]) -> Any:
     from shared.core.weights import load_weights
+    from shared.runtime.job_kinds import Output
     from shared.runtime.user_jobs import evaluate
-    from shared.runtime.worker import Output
     from shared.teaching.user_model import user_job, user_run
 
     out = Output()

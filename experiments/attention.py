@@ -14,6 +14,7 @@ import numpy as np
 
 from experiments.training_runs import train_json
 from shared.errors import InputError
+from shared.runtime.jobs import TAPS
 from shared.runtime.launch import run_worker
 
 
@@ -83,7 +84,7 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
     images, labels = test.images[:4], test.labels[:4]
     images_file = (out / "attention-map-images.npy").resolve()
     np.save(images_file, images)
-    job = {"kind": "taps", "weights": str(weights.resolve()), "input": str(images_file)}
+    job = TAPS.job(weights=str(weights.resolve()), input=str(images_file))
     results = {fw: run_worker(fw, {"taps": job}, out / "workers", 600) for fw in frameworks}
     last = f"block{spec.depth - 1}.attn_probs"
     maps, grid = {}, spec.derived.grid_rows

@@ -39,9 +39,9 @@ def pos_embed(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int
 # ---- archive-final's dead position rows ------------------------------------------------------------
 def dead_rows(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
-    from shared.training.parity import collect, start_training_jobs
+    from shared.training.parity import GRAD, collect, start_training_jobs
 
-    jobs = {name: {"kind": "grad", "spec": get_preset(name).replace(dropout_head=0.0).to_json()}
+    jobs = {name: GRAD.job(spec=get_preset(name).replace(dropout_head=0.0).to_json())
             for name in ("archive-final", "archive-final-repaired")}
     workers = {fw: start_training_jobs(fw, jobs) for fw in frameworks}
     results = {fw: collect(worker) for fw, worker in workers.items()}

@@ -35,8 +35,8 @@ def plateau_dwell(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
     from experiments.plateau.experiment import Settings, parse_shapes, run_experiment
     from experiments.plateau.report import check_outputs, summary_lines, write_outputs
     from shared.cli.train import parse_seeds
+    from shared.core.train_spec import resolve_recipe
     from shared.training.data import quadrant_options
-    from shared.training.train_spec import resolve_recipe
 
     if args.data != "quadrant" and not args.data.startswith("quadrant:"):
         raise InputError(f"--data {args.data!r}: the plateau experiment needs quadrant[:noise=N,contrast=C]")

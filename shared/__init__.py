@@ -15,7 +15,12 @@
 - `errors.py`: the one error family every message a user sees comes from.
 
 Framework code lives in `ports/<fw>/`; nothing in `shared/` outside `checkpoints/` imports a
-framework.
+framework. The ports stand on the core alone: they import `core`, `errors` and
+`runtime/contract.py`, never a tool. The worker's job kinds are declared where they are
+implemented (`runtime/job_kinds.py`), so the runtime imports no tool. `experiments/` beside the
+product may import it, never the reverse (but for `compare.py experiment`'s one dispatch in
+`cli`). No two modules import each other, even inside functions. `tests/test_layering.py`
+checks every rule on the source.
 """
 
 from pathlib import Path

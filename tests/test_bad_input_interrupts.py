@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from shared.core.presets import get_preset
+from shared.core.train_spec import get_recipe
 from shared.core.weights import load_weights
 from shared.training import checkpoint
 from shared.training.data import load_dataset
-from shared.training.train_spec import get_recipe
 from shared.training.trainloop import train_seed
 from tests import background
 

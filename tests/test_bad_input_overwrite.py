@@ -67,8 +67,8 @@ def test_two_init_processes_to_one_path(tmp_path: Path) -> None:
 
 def test_train_keeps_checkpoints_and_outputs_without_resume_or_force(tmp_path: Path) -> None:
     from shared.core.presets import get_preset
+    from shared.core.train_spec import get_recipe
     from shared.training.data import load_dataset
-    from shared.training.train_spec import get_recipe
     from shared.training.trainloop import train_seed
 
     spec, recipe = get_preset("quadrant"), get_recipe("quick").replace(max_epochs=1)

@@ -27,9 +27,9 @@ from experiments.plateau import bookkeeping
 from experiments.plateau.experiment import agreement, parse_shapes, shape_spec, summarise_run
 from experiments.plateau.runs import job, run_all
 from shared.core.presets import get_preset
+from shared.core.train_spec import get_recipe
 from shared.errors import InputError
 from shared.training.data import quadrant_name
-from shared.training.train_spec import get_recipe
 from tests import background
 from tests.adversarial import run_cli
 

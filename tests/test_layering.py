@@ -3,10 +3,16 @@
 (a) no module in `shared/` outside `shared/checkpoints/` imports a framework, anywhere in the
     file (inside functions too): framework code lives in `ports/<fw>/`;
 (b) imports run one way: `cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`,
-    `report`) ->
-    `runtime` -> `core`;
-(c) modules stay under ~300 lines and functions under ~60 statements, with the few current
+    `report`) -> `runtime` -> `core`; `experiments/` may import the product, never the reverse;
+(c) `ports/` stands on the core alone: `shared.core`, `shared.errors`, `shared.runtime.contract`,
+    `ports`, the frameworks and other libraries, never a tool, the CLI or the rest of the runtime;
+(d) the worker's job table: every `JobKind(NAME, function)` names a function of the module that
+    declares it, in a package that may import the runtime, each name once; the runtime names no
+    tool module in a string (the way a table of "module:function" strings used to reach up);
+(e) no import circle in `shared/` and `ports/`, at module level or inside functions;
+(f) modules stay under ~300 lines and functions under ~60 statements, with the few current
     exceptions listed below, each with its reason.
+Each rule is a function of source text, and a planted violation of each is shown to fail.
 """
 
 from __future__ import annotations
@@ -20,12 +26,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "shared"
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "optax", "onnx", "onnxruntime")
 TOOLS = ("shared.training", "shared.teaching", "shared.measure", "shared.checkpoints", "shared.report")
+EXPERIMENTS = "experiments"  # research beside the product: it may import the product, never the reverse
 # package -> the imports it must never make (module prefixes)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "shared.core": ("shared.runtime", *TOOLS, "shared.cli", "ports"),
-    "shared.runtime": (*TOOLS, "shared.cli"),
-    **{tool: ("shared.cli",) for tool in TOOLS},
-}
+    "shared.core": ("shared.runtime", *TOOLS, "shared.cli", "ports", EXPERIMENTS),
+    "shared.runtime": (*TOOLS, "shared.cli", EXPERIMENTS),
+    **{tool: ("shared.cli", EXPERIMENTS) for tool in TOOLS},
+}  # shared.cli may reach experiments/: `compare.py experiment` dispatches there, at the one entry
+# What ports/ may import from this repository (everything else of it is refused; a library is not).
+PORTS_MAY_IMPORT = ("shared.core", "shared.errors", "shared.runtime.contract", "ports")
+OWN_PACKAGES = ("shared", "ports", EXPERIMENTS, "compare", "portbench", "tests", "benchmarks")
+# Packages whose modules may declare a job kind: those that may import the runtime.
+JOB_KIND_PACKAGES = ("shared.runtime", *TOOLS, EXPERIMENTS)
 MAX_LINES = 300
 MAX_STATEMENTS = 60
 # Current exceptions to (c): module path -> why it is one piece.
@@ -34,7 +46,12 @@ LONG_FUNCTIONS: dict[str, str] = {}  # "path::function" -> why
 
 
 def python_files(*roots: Path) -> list[Path]:
-    return sorted(p for root in roots for p in root.rglob("*.py"))
+    return sorted(p for root in roots if root.is_dir() for p in root.rglob("*.py"))
+
+
+def code_roots() -> tuple[Path, ...]:
+    """The product and what stands beside it: shared/, ports/ and experiments/ when present."""
+    return SHARED, ROOT / "ports", ROOT / EXPERIMENTS
 
 
 def module_name(path: Path) -> str:
@@ -109,6 +126,201 @@ def test_imports_run_one_way(package: str) -> None:
     assert not found, f"{package} must not import {', '.join(FORBIDDEN[package])}:\n" + "\n".join(found)
 
 
+# ---- (c) ports/ stands on the core alone --------------------------------------------------------
+def port_violations(found: list[tuple[int, str]], where: str) -> list[str]:
+    """The imports of a ports/ module that reach this repository above the core."""
+    own = [(line, name) for line, name in found if any(_under(name, p) for p in OWN_PACKAGES)]
+    return [f"{where}:{line}: imports {name}" for line, name in own
+            if name != "shared" and not any(_under(name, p) for p in PORTS_MAY_IMPORT)]
+
+
+def test_ports_import_only_the_core() -> None:
+    found = []
+    for path in python_files(ROOT / "ports"):
+        found += port_violations(imported(path), path.relative_to(ROOT).as_posix())
+    assert not found, (f"ports/ may import only {', '.join(PORTS_MAY_IMPORT)} of this repository: move "
+                       "what it needs into shared/core:\n" + "\n".join(found))
+
+
+def test_a_planted_port_import_of_a_tool_fails() -> None:
+    text = "\n".join([
+        "import numpy as np",
+        "import torch",
+        "from shared.core.train_spec import TrainSpec",
+        "from shared.errors import InputError",
+        "from shared.runtime.contract import PortLike",
+        "from ports.torch.model import VisionTransformer",
+        "from shared import REPO_ROOT",
+        "def f():",
+        "    from shared.training.trainloop import train_seed",
+        "from shared.runtime.launch import run_worker",
+        "from ..teaching import probes",
+        "import experiments.plateau",
+    ])
+    assert port_violations(imports_in(text, "ports.torch.train", is_package=False), "t.py") == [
+        "t.py:10: imports shared.runtime.launch", "t.py:12: imports experiments.plateau",
+        "t.py:9: imports shared.training.trainloop"]
+    relative = imports_in("from ...shared.teaching import probes", "ports.torch.defaults", is_package=False)
+    assert relative == [(1, "shared.teaching")]  # a relative import cannot hide the package it reaches
+
+
+# ---- (d) the worker's job table -----------------------------------------------------------------
+def job_kinds_in(text: str, module: str) -> tuple[list[tuple[int, str]], list[str]]:
+    """([(line, kind name)], problems) for every `JobKind(...)` call in `text`."""
+    tree = ast.parse(text)
+    functions = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    kinds, problems = [], []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "JobKind"):
+            continue
+        where = f"{module}:{node.lineno}"
+        name, handler = [*node.args, None, None][:2]
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)) or node.keywords:
+            problems.append(f"{where}: JobKind takes a literal name and a function, positionally")
+            continue
+        kinds.append((node.lineno, name.value))
+        if not (isinstance(handler, ast.Name) and handler.id in functions):
+            target = ast.unparse(handler) if handler is not None else "nothing"
+            problems.append(f"{where}: job kind {name.value!r} runs {target}, not a function this module "
+                            "defines (a kind is declared beside its handler)")
+        if not any(_under(module, p) for p in JOB_KIND_PACKAGES):
+            problems.append(f"{where}: job kind {name.value!r} declared in {module}; only "
+                            f"{', '.join(JOB_KIND_PACKAGES)} may declare job kinds")
+    return kinds, problems
+
+
+def runtime_names_up(text: str, module: str) -> list[str]:
+    """String constants (docstrings aside) of a runtime module that name a module it may not import."""
+    tree = ast.parse(text)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    return [f"{module}:{n.lineno}: names {n.value!r}" for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+            and any(_under(n.value.partition(":")[0], p) for p in FORBIDDEN["shared.runtime"])]
+
+
+def job_table(paths: list[tuple[str, str]]) -> tuple[dict[str, list[str]], list[str]]:
+    """(kind -> the modules declaring it, problems) over (module, text) pairs."""
+    declared: dict[str, list[str]] = {}
+    problems = []
+    for module, text in paths:
+        kinds, found = job_kinds_in(text, module)
+        problems += found
+        for _, name in kinds:
+            declared.setdefault(name, []).append(module)
+        if _under(module, "shared.runtime"):
+            problems += runtime_names_up(text, module)
+    problems += [f"job kind {name!r} declared {len(where)} times: {', '.join(where)}"
+                 for name, where in declared.items() if len(where) > 1]
+    return declared, problems
+
+
+def test_every_job_kind_is_declared_beside_its_handler() -> None:
+    sources = [(module_name(p), p.read_text()) for p in python_files(*code_roots())]
+    declared, problems = job_table(sources)
+    assert not problems, "the worker's job table:\n" + "\n".join(problems)
+    # the kinds the product's commands hand the worker; experiments/ may add its own
+    product = {name for name, where in declared.items() if not _under(where[0], EXPERIMENTS)}
+    assert product >= {"logits", "taps", "user", "devices", "timing", "peers", "steps", "grad", "loop",
+                       "diverge"}, sorted(product)
+
+
+def test_a_planted_job_table_violation_fails() -> None:
+    good = "def steps(framework, job, out):\n    pass\nSTEPS = JobKind('steps', steps)\n"
+    assert job_table([("shared.training.parity", good)]) == ({"steps": ["shared.training.parity"]}, [])
+    by_string = "K = JobKind('warp', 'shared.training.parity:steps')\n"
+    imported_handler = "from shared.training.parity import steps\nK = job_kinds.JobKind('warp', steps)\n"
+    in_core = "def f(framework, job, out):\n    pass\nK = JobKind('core', f)\n"
+    table_up = "KINDS = {'steps': 'shared.training.parity:steps'}\n"
+    _, problems = job_table([("shared.runtime.worker", by_string + table_up),
+                             ("shared.runtime.jobs", imported_handler),
+                             ("shared.core.spec", in_core),
+                             ("shared.measure.phases", good), ("experiments.plateau", good)])
+    assert problems == [
+        "shared.runtime.worker:1: job kind 'warp' runs 'shared.training.parity:steps', not a function this "
+        "module defines (a kind is declared beside its handler)",
+        "shared.runtime.worker:1: names 'shared.training.parity:steps'",
+        "shared.runtime.worker:2: names 'shared.training.parity:steps'",
+        "shared.runtime.jobs:2: job kind 'warp' runs steps, not a function this module defines (a kind is "
+        "declared beside its handler)",
+        f"shared.core.spec:3: job kind 'core' declared in shared.core.spec; only "
+        f"{', '.join(JOB_KIND_PACKAGES)} may declare job kinds",
+        "job kind 'warp' declared 2 times: shared.runtime.worker, shared.runtime.jobs",
+        "job kind 'steps' declared 2 times: shared.measure.phases, experiments.plateau"]
+
+
+# ---- (e) no import circle -----------------------------------------------------------------------
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """module -> the modules of `sources` it imports, at any depth. `sources`: module -> (text,
+    is_package). `from X import a` is an edge to X.a when that is a module, else to X."""
+    graph: dict[str, set[str]] = {m: set() for m in sources}
+    for module, (text, is_package) in sources.items():
+        tree = ast.parse(text)
+        names = {(n.lineno, n.module, tuple(a.name for a in n.names)) for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom)}
+        for line, name in imports_in(text, module, is_package):
+            members = next((m for ln, _, m in names if ln == line), ())
+            targets = [f"{name}.{m}" for m in members if f"{name}.{m}" in sources] or [name]
+            graph[module] |= {t for t in targets if t in sources and t != module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of two or more modules (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle_in_shared_and_ports() -> None:
+    sources = {module_name(p): (p.read_text(), p.name == "__init__.py")
+               for p in python_files(SHARED, ROOT / "ports")}
+    found = circles(import_graph(sources))
+    assert not found, "modules that import each other (move the shared piece down):\n" + \
+        "\n".join(" <-> ".join(group) for group in found)
+
+
+def test_a_planted_import_circle_fails() -> None:
+    sources = {
+        "shared.core.binding": ("from shared.core.mapping import Table\n"
+                                "def bind():\n    from shared.core.structure import links\n", False),
+        "shared.core.structure": ("from shared.core import binding\n", False),
+        "shared.core.mapping": ("import numpy as np\n", False),
+        "shared.core": ("", True),
+    }
+    graph = import_graph(sources)
+    assert graph["shared.core.structure"] == {"shared.core.binding"}  # the module, not the package
+    assert circles(graph) == [["shared.core.binding", "shared.core.structure"]]
+    del sources["shared.core.structure"]
+    sources["shared.core.structure"] = ("from shared.core.mapping import Table\n", False)
+    assert circles(import_graph(sources)) == []
+
+
+# ---- (f) size: a guide to splitting by concern ---------------------------------------------------
 def test_modules_stay_short() -> None:
     too_long = []
     for path in python_files(SHARED, ROOT / "ports"):

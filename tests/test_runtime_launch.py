@@ -18,8 +18,11 @@ from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights, save_weights
+from shared.errors import PortbenchError
+from shared.runtime.job_kinds import DECLARED, Job, JobKind, read_job_file, write_job_file
+from shared.runtime.jobs import LOGITS, TAPS
 from shared.runtime.launch import PROGRESS_PREFIX, launch, run_worker
-from shared.runtime.worker import FAULT_ENV, KINDS
+from shared.runtime.worker import FAULT_ENV
 
 SHOW_ENV = ("import json, os; print(json.dumps({'env': dict(os.environ), "
             "'affinity': sorted(os.sched_getaffinity(0))}))")
@@ -92,7 +95,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_crashing_worker_is_one_line_for_every_job(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(FAULT_ENV, "torch:crash")  # SIGSEGV before the framework import
-    jobs = {"a": {"kind": "logits"}, "b": {"kind": "taps"}}
+    jobs = {"a": LOGITS.job(), "b": TAPS.job()}
     result = run_worker("torch", jobs, tmp_path, 120)
     assert result.process.error == "worker killed by signal SIGSEGV"
     assert result.error("a") == result.error("b") == "worker killed by signal SIGSEGV"
@@ -106,15 +109,20 @@ def test_one_worker_runs_every_kind_and_a_failing_job_is_one_line(tmp_path: Path
     np.save(tmp_path / "x.npy", images)
     case = {"spec": spec.to_json(), "weights": str(tmp_path / "w.safetensors"),
             "input": str(tmp_path / "x.npy")}
-    jobs = {"logits": {"kind": "logits", **case}, "taps": {"kind": "taps", **case},
-            "unknown": {"kind": "warp"}, "missing": {"kind": "logits", **case, "weights": "/nope"}}
+    jobs = {"logits": LOGITS.job(**case), "taps": TAPS.job(**case),
+            "unknown": Job("warp", "shared.runtime.jobs:logits", {}),
+            "nowhere": Job("warp", "shared.runtime.no_such_module:warp", {}),
+            "missing": LOGITS.job(**{**case, "weights": "/nope"})}
     result = run_worker("torch", jobs, tmp_path, 300)
     assert result.process.error is None
     logits = result.arrays["logits"]["logits"]
     assert check_logits(spec, logits, reference.forward(spec, tensors, images),
                         result.reports["logits"]["param_count"]).passed
     np.testing.assert_array_equal(result.arrays["taps"]["logits"], logits)
-    assert result.error("unknown") == f"unknown job kind 'warp'; expected one of: {', '.join(KINDS)}"
+    assert result.error("unknown") == ("unknown job kind 'warp': shared.runtime.jobs declares no JobKind of "
+                                       "that name for 'shared.runtime.jobs:logits'")
+    assert result.error("nowhere") == ("job kind 'warp': its handler 'shared.runtime.no_such_module:warp' "
+                                       "names no module")
     assert "/nope" in result.error("missing") and "\n" not in result.error("missing")
     assert "traceback" not in result.reports["missing"]  # a user's mistake, not a port bug
 
@@ -124,9 +132,25 @@ def test_an_injected_failure_keeps_the_partial_report(tmp_path: Path, monkeypatc
     spec = get_preset("quadrant")
     save_weights(tmp_path / "w.safetensors", spec, init_weights(spec, 0))
     np.save(tmp_path / "x.npy", probe_batch(spec))
-    job = {"kind": "logits", "spec": spec.to_json(), "weights": str(tmp_path / "w.safetensors"),
-           "input": str(tmp_path / "x.npy")}
+    job = LOGITS.job(spec=spec.to_json(), weights=str(tmp_path / "w.safetensors"),
+                     input=str(tmp_path / "x.npy"))
     result = run_worker("torch", {"one": job}, tmp_path, 300)
     assert result.error("one") == f"RuntimeError: injected failure after the job ran ({FAULT_ENV})"
     assert result.reports["one"]["param_count"] == spec.derived.params  # measured before the failure
     assert "Traceback" in result.reports["one"]["traceback"]
+
+
+def test_a_job_file_round_trips_and_a_malformed_job_is_one_line(tmp_path: Path) -> None:
+    jobs = {"a": LOGITS.job(spec="{}", dtypes=False), "b": TAPS.job()}
+    write_job_file(tmp_path / "j.json", "torch", jobs)
+    assert read_job_file(tmp_path / "j.json") == ("torch", jobs)
+    assert jobs["a"] == Job("logits", "shared.runtime.jobs:logits", {"spec": "{}", "dtypes": False})
+    with pytest.raises(PortbenchError) as refused:
+        Job.from_dict("x", {"kind": "logits"})
+    assert str(refused.value) == ("job 'x': {'kind': 'logits'} is not a job; expected {\"kind\": str, "
+                                  "\"handler\": \"module:function\", \"fields\": {...}}")
+    with pytest.raises(RuntimeError) as twice:
+        JobKind("logits", child_record)  # another function under a taken name
+    assert str(twice.value) == ("job kind 'logits' declared twice: shared.runtime.jobs:logits and "
+                                f"{child_record.__module__}:child_record")
+    assert DECLARED["logits"] is LOGITS

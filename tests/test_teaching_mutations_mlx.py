@@ -26,9 +26,9 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import TrainSpec
 from shared.core.weights import init_weights
 from shared.training.parity import collect, start_training_jobs
-from shared.training.train_spec import TrainSpec
 
 TOL = 2e-5  # tests/test_training_parity.py
 LR, STEPS = 1e-3, 10

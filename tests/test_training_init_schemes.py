@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from shared.core.presets import get_preset
+from shared.core.train_spec import TrainSpec, get_recipe
 from shared.core.weights import init_weights
 from shared.errors import InputError, SpecError
 from shared.training.data import QUADRANT_NOISE, load_dataset, quadrant_images, quadrant_name
 from shared.training.init_schemes import TRUNCATED_STD, initial_weights, kernel_fans
-from shared.training.train_spec import TrainSpec, get_recipe
 
 WIDE = get_preset("quadrant").replace(name="wide", dim=256, heads=8, head_dim=32, mlp_dim=1024)
 

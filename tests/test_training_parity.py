@@ -26,9 +26,10 @@ import numpy as np
 import pytest
 
 from shared.core.presets import get_preset
+from shared.core.train_spec import TrainSpec, decayed, get_recipe
 from shared.core.weights import init_weights
-from shared.training.parity import collect, job_batches, start_training_jobs
-from shared.training.train_spec import TrainSpec, decayed, get_recipe
+from shared.runtime.job_kinds import Job
+from shared.training.parity import DIVERGE, LOOP, collect, job_batches, start_training_jobs
 from tests import background
 
 SPECS = ("quadrant", "archive-torch")
@@ -73,17 +74,18 @@ def job(spec_name: str, pins: dict | None = None, recipe_changes: dict | None = 
             "pins": pins or {}}
 
 
-def parity_jobs() -> dict[str, dict[str, dict]]:
-    """framework -> job name -> job: both specs, the mutated variants, the loop, a divergence."""
-    jobs: dict[str, dict[str, dict]] = {fw: {s: job(s) for s in SPECS} for fw in FRAMEWORKS}
+def parity_jobs() -> dict[str, dict[str, dict | Job]]:
+    """framework -> job name -> job (a `steps` job's fields, or a Job): both specs, the mutated
+    variants, the loop, a divergence."""
+    jobs: dict[str, dict[str, dict | Job]] = {fw: {s: job(s) for s in SPECS} for fw in FRAMEWORKS}
     for name, (fw, pins, changes) in VARIANTS.items():
         jobs[fw][name] = {**job(VARIANT_SPEC, pins, changes), "gradients": False}
-    loop = {"kind": "loop", "spec": get_preset("quadrant").to_json(), "data": "quadrant",
+    loop = {"spec": get_preset("quadrant").to_json(), "data": "quadrant",
             "recipe": get_recipe("quick").replace(max_epochs=EPOCHS).to_json()}
     for fw in jobs:
-        jobs[fw]["loop"] = loop
-    jobs["torch"]["diverge"] = {**loop, "kind": "diverge",
-                                "recipe": get_recipe("quick").replace(max_epochs=3).to_json()}
+        jobs[fw]["loop"] = LOOP.job(**loop)
+    jobs["torch"]["diverge"] = DIVERGE.job(**{**loop,
+                                              "recipe": get_recipe("quick").replace(max_epochs=3).to_json()})
     return jobs
 
 

@@ -10,7 +10,7 @@ tests/test_training_parity.py. What is offered (ports/<fw>/train.py, shared/trai
 - Flax trains at bfloat16-mixed; float16-mixed is FrameworkUnavailable (optax has no loss scaling);
 - MLX has no mixed precision at all (its Port refuses the mixed rungs);
 - a pure rung is refused for training in every port (FrameworkUnavailable, the reason in
-  shared/training/trainloop.py check_training_precision).
+  shared/core/train_spec.py check_training_precision).
 
 What the bounds bound, and why they hold on any CPU. The low-precision round-off is per port
 (each kernel accumulates in its own order, and a CPU without native bfloat16 rounds differently
@@ -83,10 +83,10 @@ from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.rounding import emulated_forward
 from shared.core.tolerance import bound_multiple
+from shared.core.train_spec import TrainSpec
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
 from shared.training.parity import collect, job_batches, start_training_jobs
-from shared.training.train_spec import TrainSpec
 from tests import background
 from tests.adversarial import refused as refused_cli
 
@@ -303,9 +303,9 @@ def test_a_checkpoint_resumes_only_at_the_rung_it_was_trained_at(tmp_path: Path)
 
     from shared.core.precision import FLOAT32
     from shared.core.presets import get_preset
+    from shared.core.train_spec import get_recipe
     from shared.training.checkpoint import CheckpointError, restore
     from shared.training.data import load_dataset
-    from shared.training.train_spec import get_recipe
     from shared.training.trainloop import train_seed
 
     spec, recipe = get_preset("quadrant"), get_recipe("quick").replace(max_epochs=1)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from shared.core.train_spec import TrainSpec
 from shared.errors import InputError, SpecError
 from shared.training.schedule import Controller
-from shared.training.train_spec import TrainSpec
 
 BASE = TrainSpec(learning_rate=1.0, warmup_epochs=0, plateau_metric="val_loss", plateau_factor=0.5,
                  plateau_patience=2, plateau_threshold=0.0, plateau_threshold_mode="abs",

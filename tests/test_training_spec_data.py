@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from shared.core.presets import get_preset
+from shared.core.train_spec import RECIPES, TrainSpec, decayed, get_recipe, resolve_recipe
 from shared.errors import InputError, SpecError
 from shared.training.data import batch_order, batches, digits, load_dataset, quadrant_images, split_validation
-from shared.training.train_spec import RECIPES, TrainSpec, decayed, get_recipe, resolve_recipe
 
 
 def test_archive_and_mnist_presets_are_as_the_archive_states() -> None:

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from shared.checkpoints import export_tensors, import_tensors
-from shared.core.binding import Binding, Layer, bind, read_rules
+from shared.core.binding import Binding, bind, read_rules
 from shared.core.presets import get_preset
+from shared.core.structure import Layer
 from shared.core.weights import init_weights
 from shared.errors import SpecError, WeightsError
 from shared.teaching.spec_check import from_layers

@@ -18,9 +18,9 @@ import numpy as np
 
 from experiments.plateau import bookkeeping
 from experiments.plateau.runs import job, run_all
+from shared.core.train_spec import TrainSpec, get_recipe
 from shared.errors import InputError
 from shared.training.data import quadrant_name, quadrant_options
-from shared.training.train_spec import TrainSpec, get_recipe
 
 # The largest per-update loss difference between two ports that still counts as "the same run":
 # the training-parity bound on every parameter after 10 AdamW steps (measured 1.6e-6).

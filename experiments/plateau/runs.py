@@ -2,7 +2,7 @@
 
 A run is a JSON-able job: spec, recipe, data name (`quadrant[:noise=N,contrast=C]`), seed and
 step budget; with "probe": true it is not trained and `probe_one` reports what the port starts
-from. The worker (the `plateau` job kind of `shared.runtime.worker`, started by the one launcher)
+from. The worker (the `plateau` job kind, `PLATEAU`, started by the one launcher)
 trains each job with
 `shared.training.trainloop.train_seed` (record_steps on, no checkpoints), and after every epoch
 records the test-set confusion matrix from the port's logits. Each framework runs in its own
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from shared.errors import PortbenchError
+from shared.runtime.job_kinds import JobKind
 
 
 def job(spec: Any, recipe: Any, data: str, seed: int, budget: int, probe: bool = False) -> dict[str, Any]:
@@ -44,9 +45,9 @@ def probe_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
 
     from ports import create_port
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.training.data import batches, load_dataset
     from shared.training.init_schemes import recipe_weights
-    from shared.training.train_spec import TrainSpec
 
     spec, recipe = ModelSpec.from_json(item["spec"]), TrainSpec.from_json(item["recipe"])
     data = load_dataset(item["data"], spec, recipe.validation_fraction, item["seed"])
@@ -63,8 +64,8 @@ def run_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
     """In this process: train one job, return its curves, confusion matrices and times."""
     from experiments.plateau.bookkeeping import confusion
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.training.data import load_dataset
-    from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import STEP_CURVE, train_seed
 
     spec, recipe = ModelSpec.from_json(item["spec"]), TrainSpec.from_json(item["recipe"])
@@ -86,7 +87,7 @@ def run_one(framework: str, item: dict[str, Any]) -> dict[str, Any]:
 
 
 def plateau(framework: str, job: dict[str, Any], out: Any) -> None:
-    """The worker's `plateau` job kind (shared/runtime/worker.py): train one run, or probe it."""
+    """The worker's `plateau` job kind (`PLATEAU`): train one run, or probe it."""
     from ports import load_port_module
 
     load_port_module(framework).set_threads(1)
@@ -94,11 +95,14 @@ def plateau(framework: str, job: dict[str, Any], out: Any) -> None:
     out.report["result"] = probe_one(framework, item) if item.get("probe") else run_one(framework, item)
 
 
+PLATEAU = JobKind("plateau", plateau)
+
+
 def run_all(framework: str, jobs: list[dict[str, Any]], echo: bool = True) -> list[dict[str, Any]]:
     """Every run in one fresh worker of `framework` (the one launcher), results in job order."""
     from shared.runtime.launch import run_worker
 
-    named = {f"run{k:04d}": {"kind": "plateau", "item": item} for k, item in enumerate(jobs)}
+    named = {f"run{k:04d}": PLATEAU.job(item=item) for k, item in enumerate(jobs)}
     with tempfile.TemporaryDirectory(prefix=f"plateau-{framework}-") as folder:
         result = run_worker(framework, named, folder, None, echo=print if echo else None)
     results = []

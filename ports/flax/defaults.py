@@ -19,7 +19,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from shared.teaching.probes import default_of
+from shared.core.probes import default_of
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

@@ -1,6 +1,6 @@
 """One training step in Flax (flax.nnx + optax): mean cross-entropy from logits, gradients,
 global-norm clipping, AdamW (`optax.adamw` after `optax.clip_by_global_norm`), with every default
-the three frameworks disagree on pinned from the `TrainSpec` (shared/training/train_spec.py).
+the three frameworks disagree on pinned from the `TrainSpec` (shared/core/train_spec.py).
 
 Parallel text: ports/torch/train.py and ports/keras/train.py have the same names in the same
 order. The step is one `nnx.jit` function (`compiled = True`); the learning rate lives in the
@@ -10,7 +10,7 @@ Precision (shared/core/precision.py): the Port built the model at the rung (mixe
 `dtype` on the compute layers, float32 `param_dtype`); the loss is taken on float32 logits and
 optax updates the float32 parameters. float16-mixed is not offered: optax has no loss scaling
 (DeepMind's `jmp` has one, and is not a dependency here), and float16 gradients unscaled underflow.
-A pure rung is refused (shared.training.trainloop).
+A pure rung is refused (shared.core.train_spec).
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from flax import nnx
 from ports.flax import transfer
 from ports.flax.port import Port
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable
-from shared.training.train_spec import TrainSpec, decayed
-from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 PIN_EPSILON_FORM = True  # optax adds eps to sqrt(v_hat): give it Keras' eps / sqrt(1 - b2^t)

@@ -27,7 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # TensorFlow's start-up log 
 import keras  # after the two set-up lines above, on purpose
 import numpy as np
 
-from shared.teaching.probes import default_of
+from shared.core.probes import default_of
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

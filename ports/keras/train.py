@@ -1,6 +1,6 @@
 """One training step in Keras 3: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`keras.optimizers.AdamW`), with every default the three frameworks disagree on pinned from
-the `TrainSpec` (shared/training/train_spec.py).
+the `TrainSpec` (shared/core/train_spec.py).
 
 Parallel text: ports/torch/train.py and ports/flax/train.py have the same names in the same
 order. The step is one `tf.function` (`compiled = True`): gradient tape, clipping, decay and
@@ -12,7 +12,7 @@ Precision (shared/core/precision.py): the Port built the model at the rung (mixe
 logits and AdamW updates the float32 variables. float16-mixed wraps AdamW in Keras' own
 `keras.optimizers.LossScaleOptimizer`, which takes no clipping option of its own: the clip stays
 on the inner AdamW, which applies it to the gradients the wrapper has already unscaled (the
-order torch's GradScaler.unscale_ gives). A pure rung is refused (shared.training.trainloop).
+order torch's GradScaler.unscale_ gives). A pure rung is refused (shared.core.train_spec).
 """
 
 from __future__ import annotations
@@ -24,10 +24,9 @@ from keras import ops
 from ports.keras import transfer
 from ports.keras.port import BACKEND, Port
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable
-from shared.training.train_spec import TrainSpec, decayed
-from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 FROM_LOGITS = True  # SparseCategoricalCrossentropy defaults to from_logits=False

@@ -20,7 +20,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten
 
-from shared.teaching.probes import default_of
+from shared.core.probes import default_of
 
 GELU_NAMES = ("none", "precise", "tanh", "fast")  # what nn.GELU(approx=) accepts (checked below)
 

@@ -1,6 +1,6 @@
 """One training step in MLX: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`mlx.optimizers.AdamW`), with every default the frameworks disagree on pinned from the
-`TrainSpec` (shared/training/train_spec.py).
+`TrainSpec` (shared/core/train_spec.py).
 
 Parallel text: ports/torch/train.py, ports/keras/train.py and ports/flax/train.py have the same
 names in the same order. The step runs eagerly (`compiled = False`): MLX's AdamW reads epsilon
@@ -9,7 +9,7 @@ changes at every update. (Eager in MLX still builds a lazy graph; mx.eval runs i
 
 Precision (shared/core/precision.py): MLX trains at float32 only. Its Port refuses the mixed
 rungs (MLX has no mixed precision), and a pure rung is refused for training in every port
-(shared.training.trainloop); the loss is taken on float32 logits all the same.
+(shared.core.train_spec); the loss is taken on float32 logits all the same.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from ports.mlx import transfer
 from ports.mlx.port import Port
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
-from shared.training.train_spec import TrainSpec, decayed
-from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_ports_mlx.py).
 PIN_EPSILON_FORM = True  # MLX (bias_correction=True) adds eps to sqrt(v_hat): give it eps_at(t)

@@ -18,8 +18,8 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
-from shared.core.binding import Layer
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.structure import Layer
 from shared.errors import InputError
 
 # nn.GELU(approx=...) -> the form it computes; 'fast' (x * sigmoid(1.702 x)) is neither GELU form.

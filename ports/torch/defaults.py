@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from shared.teaching.probes import default_of, source_default
+from shared.core.probes import default_of, source_default
 
 
 # ---- defaults, one reader per catalogue entry (catalogue order) ---------------------------------

@@ -1,6 +1,6 @@
 """One training step in PyTorch: mean cross-entropy from logits, gradients, global-norm clipping,
 AdamW (`torch.optim.AdamW`), with every default the three frameworks disagree on pinned from the
-`TrainSpec` (shared/training/train_spec.py).
+`TrainSpec` (shared/core/train_spec.py).
 
 Parallel text: ports/keras/train.py and ports/flax/train.py have the same names in the same
 order. The step runs eagerly (`compiled = False`): torch.compile of a whole optimizer step is
@@ -10,7 +10,7 @@ archive ran.
 Precision (shared/core/precision.py): the forward runs under the port's autocast (float32 when
 the rung is float32), the loss is taken on float32 logits, and AdamW updates the float32 master
 parameters. float16-mixed scales the loss with torch's own `torch.amp.GradScaler` and unscales
-before the global-norm clip; a pure rung is refused (shared.training.trainloop).
+before the global-norm clip; a pure rung is refused (shared.core.train_spec).
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ import torch.nn.functional as F  # noqa: N812
 from ports.torch import transfer
 from ports.torch.port import Port
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
-from shared.training.train_spec import TrainSpec, decayed
-from shared.training.trainloop import check_training_precision
 
 # Pins a test may switch off to show that it matters (tests/test_training_parity.py).
 PIN_EPSILON_FORM = True  # torch adds eps to sqrt(v_hat): give it Keras' eps / sqrt(1 - b2^t)

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from ports.torch.model import VisionTransformer
-from shared.checkpoints import timm
 from shared.core.mapping import Plan, Table
 from shared.core.spec import ModelSpec
+from shared.core.timm_names import timm_table
 from shared.core.weights import Tensors
 
 
@@ -32,7 +32,7 @@ def table(spec: ModelSpec) -> Table:
     head.hidden.{j}.bias              head.hidden.{j}.bias
     head.out.kernel                   head.out.weight               linear
     head.out.bias                     head.out.bias
-    """, "torch port", base=timm.table("timm", spec))
+    """, "torch port", base=timm_table("timm", spec))
 
 
 @cache

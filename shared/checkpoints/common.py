@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.budget import check_bytes_fit
 from shared.core.containers import read_npz, safetensors_header
 from shared.core.documents import decode_json, read_text
 from shared.core.files import open_user_file
+from shared.core.memory import check_bytes_fit
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError, WeightsError
 

@@ -32,6 +32,7 @@ from shared.checkpoints.common import (
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
+from shared.core.timm_names import timm_table
 from shared.errors import SpecError, WeightsError
 
 TARGET = "timm VisionTransformer"
@@ -202,27 +203,8 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     }
 
 
-ROWS = """
-cls_token                                         cls_token                    batch_token
-pos_embed                                         pos_embed                    batch
-patch_embed.kernel                                patch_embed.proj.weight      conv
-patch_embed.bias                                  patch_embed.proj.bias
-blocks.{i}.{n:norm1|norm2}.{w:scale=weight|bias}  blocks.{i}.{n}.{w}
-blocks.{i}.attn.{p:query|key|value}.kernel        blocks.{i}.attn.qkv.weight   heads_linear
-blocks.{i}.attn.{p:query|key|value}.bias          blocks.{i}.attn.qkv.bias     heads_bias
-blocks.{i}.attn.out.kernel                        blocks.{i}.attn.proj.weight  heads_out_linear
-blocks.{i}.attn.out.bias                          blocks.{i}.attn.proj.bias
-blocks.{i}.mlp.{fc}.kernel                        blocks.{i}.mlp.{fc}.weight   linear
-blocks.{i}.mlp.{fc}.bias                          blocks.{i}.mlp.{fc}.bias
-final_norm.{w:scale=weight|bias}                  {final}.{w}
-head.out.kernel                                   head.weight                  linear
-head.out.bias                                     head.bias
-"""
-
-
 def table(fmt: str, s: ModelSpec) -> Table:
-    # timm's final norm on the pooled vector is another module: fc_norm (the tokens' is norm).
-    return Table(ROWS, fmt, final="fc_norm" if s.final_norm == "pooled" else "norm")
+    return timm_table(fmt, s)
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:

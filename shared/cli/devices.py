@@ -36,11 +36,12 @@ def launch_probe(framework: str, timeout: float) -> list[dict[str, Any]]:
     device with its reason."""
     from ports import PORTS
     from shared.measure.backends import backend_of
+    from shared.runtime.devices import DEVICES
     from shared.runtime.launch import run_worker
 
     backend = backend_of(framework, PORTS[framework].env) or framework
     with tempfile.TemporaryDirectory(prefix="portbench-devices-") as tmp:
-        result = run_worker(framework, {"devices": {"kind": "devices", "backend": backend}}, tmp, timeout)
+        result = run_worker(framework, {"devices": DEVICES.job(backend=backend)}, tmp, timeout)
     error = result.error("devices")
     if error is None:
         return result.reports["devices"]["rows"]

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace existing --json/--png files and start over existing checkpoints")
     add_threads(p, 1)
-    add_precision(p)  # mixed rungs only: a pure rung is refused (shared.training.trainloop)
+    add_precision(p)  # mixed rungs only: a pure rung is refused (shared.core.train_spec)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
 
@@ -63,7 +63,7 @@ def parse_seeds(text: str) -> list[int]:
 
 def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from shared.core.presets import resolve_spec
-    from shared.training.train_spec import resolve_recipe
+    from shared.core.train_spec import resolve_recipe
 
     spec = resolve_spec(args.spec, args.set)
     default_recipe, default_data = DEFAULTS.get(spec.name, ("archive", None))
@@ -79,9 +79,10 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 def run(args: argparse.Namespace) -> int:
     from ports import PORTS
     from shared.core.precision import from_args
+    from shared.core.train_spec import check_training_precision
     from shared.training.checkpoint import holds_checkpoint, resume_point
     from shared.training.data import check_batch_size, load_dataset
-    from shared.training.trainloop import check_training_precision, stderr_progress, train_seed
+    from shared.training.trainloop import stderr_progress, train_seed
 
     spec, recipe, data_name = resolve(args)
     seeds = parse_seeds(args.seeds)

@@ -12,11 +12,18 @@
   engine that derives both directions from a table.
 - `binding`, `structure`: a user's own model's parameters bound to the canonical tensors (by a
   table, by the layers' structure, by the user's rename rows), both ways.
+- `train_spec`: `TrainSpec`, the training recipe every port's `train.py` reads (AdamW pinned,
+  schedule, data, initial weights), its presets, and the rungs training is offered at.
+- `probes`: the framework-neutral helpers of each port's `defaults.py` (signature and source
+  defaults, GELU form by probing, the audit's `Finding`).
+- `timm_names`: timm's VisionTransformer parameter names as a mapping table (the torch port's
+  names, and the `timm` checkpoint format's).
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
 - `reference`: the float64 NumPy oracle.
 - `tolerance`: the project's logit tolerance.
 - `equivalence`: the one verdict (vs the reference, pairwise, parameter count, finiteness).
-- `budget`: the memory a spec needs, refused before anything is allocated.
+- `budget`: the memory a spec needs, refused before anything is allocated; `memory`: the memory
+  available now and the refusal of a size (a file's) that cannot fit.
 - `files`: atomic, exclusive writes of what a user asked for; the one checked opener every read
   of a user's file goes through (a directory, FIFO or device is named, never read).
 - `containers`: `.npy` / `.npz` / safetensors read without trusting their headers' sizes.

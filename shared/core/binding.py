@@ -1,19 +1,22 @@
-"""A user's model bound to canonical tensors: what each framework's `ports/<fw>/user.py` reports
-about the model's layers."""
+"""A user's model bound to canonical tensors: `bind` (the order below), the `Binding` it returns
+(both directions), the `--map` rules file. Binding by structure is `shared/core/structure.py`,
+which owns the `Layer` record each framework's `ports/<fw>/user.py` reports; it imports nothing
+from here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 
-@dataclass(frozen=True)
-class Layer:
-    path: str
-    kind: str
-    params: tuple[str, ...]
-    settings: dict[str, Any]
-
+from shared.core import mapping
+from shared.core.documents import decode_toml, read_text
+from shared.core.mapping import Link, Table
+from shared.core.spec import ModelSpec
+from shared.core.structure import Layer, Shape, structural_links
+from shared.errors import WeightsError
 
 # ---- the binding --------------------------------------------------------------------------------
 # A user's parameters (native name -> shape, plus `layers()`) are bound to the spec's canonical
@@ -29,17 +32,6 @@ class Layer:
 # Every native tensor must land on exactly one canonical one and every canonical tensor must be
 # filled; otherwise the refusal names what is missing, unused or ambiguous in one line.
 
-from collections.abc import Callable  # noqa: E402  (the Layer dataclass above is shared text)
-
-import numpy as np  # noqa: E402
-
-from shared.core import mapping  # noqa: E402
-from shared.core.documents import decode_toml, read_text  # noqa: E402
-from shared.core.mapping import Link, Table  # noqa: E402
-from shared.core.spec import ModelSpec  # noqa: E402
-from shared.errors import WeightsError  # noqa: E402
-
-Shape = tuple[int, ...]
 # Layouts a framework's own layers need beyond the tables': a Keras / Flax Dense on the flat
 # q/k/v width (D, H*hd) and its output (H*hd, D), and a flat (H*hd,) bias.
 EXTRA_LAYOUTS: dict[str, tuple[Callable, Callable]] = {
@@ -52,16 +44,6 @@ EXTRA_LAYOUTS: dict[str, tuple[Callable, Callable]] = {
     "patch_linear": (lambda p: np.ascontiguousarray(p[0].reshape(-1, p[0].shape[-1]).T),
                      lambda x, s: [np.ascontiguousarray(x.T).reshape(s[0])]),
 }
-# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
-# a Linear patch embedding's weight)
-FRAMEWORK_LAYOUTS = {
-    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
-    "keras": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
-    "flax": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
-    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
-}
-
-
 def layout(name: str) -> tuple[Callable, Callable]:
     return mapping.LAYOUTS[name] if name in mapping.LAYOUTS else EXTRA_LAYOUTS[name]
 
@@ -224,6 +206,6 @@ def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framewo
                            "pass --map rules.toml to choose")
     if distinct:
         return next(iter(distinct.values()))
-    from shared.core.structure import by_structure
-
-    return by_structure(spec, native, layers, framework, user)
+    links, why = structural_links(spec, native, layers, framework, user)
+    check_complete(spec, native, links, "structure")
+    return Binding(spec, links, "structure", why)

@@ -17,14 +17,12 @@ runs (a typo such as --steps 1000000000000 would otherwise run for years). Writi
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
+from shared.core.memory import USABLE_FRACTION, available_bytes, gib
 from shared.core.spec import ModelSpec
-from shared.errors import PortbenchError, SpecError
+from shared.errors import SpecError
 
-# What the estimate may take of the memory available now: leave room for the frameworks.
-USABLE_FRACTION = 0.8
 # The most any option that only scales work may ask for; each is far beyond a real use (the
 # largest recipe trains 200 epochs; the plateau experiment's default is 600 steps).
 WORK_LIMITS: dict[str, float] = {
@@ -52,21 +50,6 @@ def estimate(s: ModelSpec, batch: int) -> Estimate:
     return Estimate(params=params, weight_bytes=params * (4 + 8), activation_bytes=8 * batch * per_image)
 
 
-def available_bytes() -> int | None:
-    """Memory available to this process now (Linux: MemAvailable), or None where unknown."""
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def check_fits(s: ModelSpec, batch: int, what: str = "this command") -> Estimate:
     """The estimate, or a one-line SpecError stating it and the memory available."""
     found = estimate(s, batch)
@@ -74,9 +57,9 @@ def check_fits(s: ModelSpec, batch: int, what: str = "this command") -> Estimate
     if available is not None and found.total_bytes > USABLE_FRACTION * available:
         at_batch = f" at batch {batch}" if batch > 1 else ""
         raise SpecError(
-            f"spec {s.name!r} needs about {_gib(found.total_bytes)} for {what}{at_batch} "
-            f"({found.params:,} parameters: {_gib(found.weight_bytes)} of weights, "
-            f"{_gib(found.activation_bytes)} of activations), but only {_gib(available)} of memory "
+            f"spec {s.name!r} needs about {gib(found.total_bytes)} for {what}{at_batch} "
+            f"({found.params:,} parameters: {gib(found.weight_bytes)} of weights, "
+            f"{gib(found.activation_bytes)} of activations), but only {gib(available)} of memory "
             "is available; use a smaller spec or batch"
         )
     return found
@@ -104,20 +87,7 @@ def check_weights_file(s: ModelSpec, what: str = "writing its weights file") -> 
     need = 3 * 4 * s.derived.params
     available = available_bytes()
     if available is not None and need > USABLE_FRACTION * available:
-        raise SpecError(f"spec {s.name!r} needs about {_gib(need)} for {what} ({s.derived.params:,} "
-                        f"parameters), but only {_gib(available)} of memory is available; use a "
+        raise SpecError(f"spec {s.name!r} needs about {gib(need)} for {what} ({s.derived.params:,} "
+                        f"parameters), but only {gib(available)} of memory is available; use a "
                         "smaller spec")
     return need
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
-
-
-def check_bytes_fit(size: int, what: str, error: type[PortbenchError] = SpecError) -> None:
-    """Refuse, before allocating, `size` bytes (a file's, or what its header declares) that the
-    memory available now cannot hold; the message reads "<what> N GiB, more than ..."."""
-    available = available_bytes()
-    if available is not None and size > USABLE_FRACTION * available:
-        raise error(f"{what} {_gib(size)}, more than the {_gib(int(USABLE_FRACTION * available))} "
-                    "of memory usable now; refused before reading it")

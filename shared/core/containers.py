@@ -25,8 +25,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from shared.core.budget import check_bytes_fit
 from shared.core.files import open_user_file
+from shared.core.memory import check_bytes_fit
 from shared.errors import InputError, PortbenchError
 
 Shape = tuple[int, ...]

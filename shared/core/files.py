@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from shared.core.memory import check_bytes_fit
 from shared.core.paths import (
     article,
     check_distinct,
@@ -250,8 +251,6 @@ def open_user_file(path: str | Path, where: str,
 def read_user_bytes(path: str | Path, where: str, error: type[PortbenchError] = InputError) -> bytes:
     """A user's whole (regular) file, refused first when it is larger than the memory left."""
     with open_user_file(path, where, error) as handle:
-        from shared.core.budget import check_bytes_fit  # inside: budget -> spec -> ... -> files
-
         check_bytes_fit(os.fstat(handle.fileno()).st_size, f"{where} holds", error)
         try:
             return handle.read()

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
-from shared.core.binding import FRAMEWORK_LAYOUTS, Binding, Layer, Shape, check_complete
 from shared.core.mapping import Link, Table
 from shared.core.spec import ModelSpec
 from shared.errors import WeightsError
@@ -17,6 +17,26 @@ from shared.errors import WeightsError
 KERNEL, BIAS = ("weight", "kernel", "scale", "gamma"), ("bias", "beta")
 PARTS = ("query", "key", "value")
 OUT_NAMES = ("out_proj", "attention_output", "out", "proj", "o_proj", "output")
+Shape = tuple[int, ...]
+# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
+# a Linear patch embedding's weight)
+FRAMEWORK_LAYOUTS = {
+    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
+    "keras": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
+    "flax": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
+    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
+}
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a user's model as its framework's `ports/<fw>/user.py` reports it, in
+    definition order: what structure binds by (and `shared.core.binding.bind` takes)."""
+
+    path: str
+    kind: str
+    params: tuple[str, ...]
+    settings: dict[str, Any]
 
 
 @dataclass
@@ -126,8 +146,10 @@ def fixed_links(spec: ModelSpec, native: dict[str, Shape], table: Table | None) 
     return [Link(name, tuple(parts[k] for k in sorted(parts)), lay) for name, (lay, parts) in found.items()]
 
 
-def by_structure(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
-                 rules: Table | None = None) -> Binding:
+def structural_links(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
+                     rules: Table | None = None) -> tuple[list[Link], dict[str, str]]:
+    """The links structure finds and why each (native name -> layer); `shared.core.binding.bind`
+    checks they are complete and makes them its Binding."""
     b = Builder(spec, framework)
     for link in fixed_links(spec, native, rules):
         b.add(link.native, link.canonical, link.layout, "map file")
@@ -149,8 +171,7 @@ def by_structure(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer],
     leftover = [n for u in units if u.kind not in ("layer_norm", "attention", "linear") for n in u.params]
     if leftover:
         raise WeightsError(f"your parameters {', '.join(leftover[:4])} fit no canonical tensor (structure)")
-    check_complete(spec, native, b.links, "structure")
-    return Binding(spec, b.links, "structure", b.why)
+    return b.links, b.why
 
 
 def patch_embedding(b: Builder, spec: ModelSpec, units: list[Unit]) -> None:

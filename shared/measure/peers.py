@@ -26,8 +26,8 @@ from shared.errors import SpecError
 from shared.measure import flops, roofline
 from shared.measure.runner import compile_cache_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import cpu_record, run_worker
-from shared.runtime.worker import Output
 
 INSTALL = ("pip install -e '.[peers]' && pip install --no-deps keras-hub==0.32.0 tf_keras==2.21.0")
 
@@ -100,7 +100,7 @@ def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], processes
                          + (f" (process {rep + 1}/{processes})" if processes > 1 else ""))
                 folder = os.path.join(workdir, impl.name.replace(":", "_"))
                 env = {**compile_cache_env(folder, "warm"), **impl.env}
-                jobs = {"peer": {**job, "kind": "peers", "impl": impl.name, "spec": spec.to_dict()}}
+                jobs = {"peer": PEERS.job(**job, impl=impl.name, spec=spec.to_dict())}
                 done = run_worker(impl.entry, jobs, folder, timeout, threads=job["threads"], pin=True,
                                   progress=progress, env=env)
                 report = done.reports.get("peer") or {}
@@ -133,7 +133,7 @@ def ratios(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-# ---- the worker side: the `peers` job kind (shared/runtime/worker.py) ---------------------------
+# ---- the worker side: the `peers` job kind (`PEERS`, declared below) ------------------------------
 def run(framework: str, job: dict[str, Any], out: Output) -> None:
     """Build one implementation, then time its forward: first call, warm-up, repeats."""
     spec = ModelSpec.from_dict(job["spec"])
@@ -153,6 +153,9 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
     if impl.startswith("port:"):  # after the forward, as the timing job measures it
         module = ports.load_port_module(impl.split(":")[1])
         out.report["gemm"] = roofline.gemm_rate(module, spec, images.shape[0], job["device"])
+
+
+PEERS = JobKind("peers", run)
 
 
 def _port_call(impl: str, spec: ModelSpec, images: Any,

@@ -1,4 +1,4 @@
-"""One framework's timing run: the worker's `timing` job kind (shared/runtime/worker.py), in its
+"""One framework's timing run: the worker's `timing` job kind (`TIMING`), in its
 own fresh process, started by `shared.measure.runner` through the one launcher.
 
 Order matters and is the point of this module:
@@ -27,6 +27,7 @@ import numpy as np
 import ports
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import get_recipe
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, PortbenchError
 from shared.measure import backends, gate, roofline
@@ -34,9 +35,10 @@ from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
+from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.jobs import contract_dtypes
 from shared.runtime.launch import cpu_record, print_progress
-from shared.runtime.worker import Output, one_line
+from shared.runtime.worker import one_line
 
 
 class Phases:
@@ -229,13 +231,12 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
         return
     try:
         trainer_module = importlib.import_module(ports.PORTS[framework].module + ".train")
-        train_spec = importlib.import_module("shared.training.train_spec")
     except ImportError as exc:
         timer.unavailable("train_step", f"train step not available ({exc})")
         return
     recipe_name = config.get("train_recipe", "archive")
     try:
-        trainer = trainer_module.Trainer(port, train_spec.get_recipe(recipe_name))
+        trainer = trainer_module.Trainer(port, get_recipe(recipe_name))
     except FrameworkUnavailable as exc:  # e.g. the Keras trainer on a non-TensorFlow backend
         timer.unavailable("train_step", f"train step not available ({exc})")
         return
@@ -290,6 +291,9 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     else:
         row["status"], row["reason"] = "invalid", failure
     row["memory"].update(backends.memory(module, row["backend"], device))
+
+
+TIMING = JobKind("timing", run)
 
 
 def _synced(port: Any, result: Any) -> Any:

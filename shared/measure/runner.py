@@ -16,6 +16,7 @@ from typing import Any
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.measure import backends, gate, roofline
+from shared.measure.phases import TIMING
 from shared.measure.stats import Budget, summarise
 from shared.runtime.launch import run_worker
 
@@ -115,7 +116,7 @@ def run_framework(framework: str, config: RunConfig, reference_npz: str,
     `arrays` receives the worker's arrays (the gated logits)."""
     before = cache_entries(config.compile_cache)
     with tempfile.TemporaryDirectory(prefix=f"portbench-{framework}-") as workdir:
-        job = {"kind": "timing", **config.worker_config(framework, reference_npz)}
+        job = TIMING.job(**config.worker_config(framework, reference_npz))
         result = run_worker(framework, {"timing": job}, workdir, config.timeout_s,
                             threads=config.threads, pin=True, progress=progress,
                             env=compile_cache_env(workdir, config.compile_cache))

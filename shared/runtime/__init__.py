@@ -1,6 +1,8 @@
 """Running a port: the interface every `ports/<fw>/port.py` implements (`contract`), the one
 launcher that starts a framework in its own fresh process (`launch`), the one worker that runs
-there with its registry of job kinds (`worker`), the port-running kinds (`jobs`: logits, taps;
+there (`worker`), the typed jobs it runs and JOB.json (`job_kinds`: each kind is declared beside
+its function, in whichever package implements it; the worker imports that module only when a job
+names it), the port-running kinds (`jobs`: logits, taps;
 `devices`: which device classes a port can use here, and why not), the kind for a user's own model
 (`user_jobs`: `--model FILE.py:NAME`, imported only there) and verification against the reference
 (`verify`).

@@ -17,7 +17,7 @@ from typing import Any
 
 import ports
 from shared.errors import PortbenchError
-from shared.runtime.worker import Output
+from shared.runtime.job_kinds import JobKind, Output
 
 DEVICE_CLASSES = ("cpu", "cuda", "metal")
 PROBE_SPEC = "quadrant"  # 8x8 images, 2 blocks: builds and runs in well under a second
@@ -95,3 +95,6 @@ def probe(framework: str, job: dict[str, Any], out: Output) -> None:
                                "reason": str(exc)} for d in DEVICE_CLASSES]
         return
     out.report["rows"] = device_rows(framework, module, backend, tried=True)
+
+
+DEVICES = JobKind("devices", probe)

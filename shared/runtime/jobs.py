@@ -1,4 +1,4 @@
-"""The worker's port-running job kinds (registered in `shared.runtime.worker.KINDS`): a port, a
+"""The worker's port-running job kinds (`LOGITS`, `TAPS`: shared/runtime/job_kinds.py): a port, a
 canonical weight file and an input batch in; its logits (`compare.py verify`) or its named
 intermediates (`compare.py trace`, experiments) out. Run in the worker process only."""
 
@@ -15,7 +15,7 @@ from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import FrameworkUnavailable
-from shared.runtime.worker import Output
+from shared.runtime.job_kinds import JobKind, Output
 
 # How frameworks say a dtype has no kernel on this device: torch "... not implemented for
 # 'Half'", TensorFlow "No registered ... kernel", XLA "UNIMPLEMENTED", MLX "not supported".
@@ -81,3 +81,7 @@ def contract_dtypes(port: Any, images: np.ndarray) -> dict[str, str]:
     the contract is float32 everywhere (`expected_tap_dtype`) and none is read: a tensor held in
     a lower dtype shows in the logits, far beyond float32's bound."""
     return port.tap_dtypes(images) if port.precision.low else {}
+
+
+LOGITS = JobKind("logits", logits)
+TAPS = JobKind("taps", taps)

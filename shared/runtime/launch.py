@@ -28,12 +28,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shared import REPO_ROOT
+from shared.runtime.job_kinds import Job, write_job_file
 
 PROGRESS_PREFIX = "portbench-progress:"
 PHASE_PREFIX = "portbench-phase:"
@@ -264,9 +265,9 @@ class WorkerResult:
 
 
 class Worker:
-    """`python -m shared.runtime.worker JOB.json` on `jobs` (name -> job with a "kind")."""
+    """`python -m shared.runtime.worker JOB.json` on `jobs` (name -> a `Job`: runtime/job_kinds.py)."""
 
-    def __init__(self, framework: str, jobs: dict[str, dict[str, Any]], workdir: str | Path,
+    def __init__(self, framework: str, jobs: Mapping[str, Job], workdir: str | Path,
                  **options: Any) -> None:
         self.jobs = list(jobs)
         folder = Path(workdir)
@@ -274,7 +275,7 @@ class Worker:
         self.job_file = folder / f"{framework}-jobs.json"
         for stale in (self.job_file.with_suffix(".report.json"), self.job_file.with_suffix(".npz")):
             stale.unlink(missing_ok=True)
-        self.job_file.write_text(json.dumps({"framework": framework, "jobs": jobs}))
+        write_job_file(self.job_file, framework, jobs)
         self.process = Process(["-m", "shared.runtime.worker", str(self.job_file)], framework, **options)
 
     def result(self, timeout: float | None) -> WorkerResult:
@@ -294,6 +295,6 @@ class Worker:
         return WorkerResult(reports, arrays, finished)
 
 
-def run_worker(framework: str, jobs: dict[str, dict[str, Any]], workdir: str | Path,
+def run_worker(framework: str, jobs: Mapping[str, Job], workdir: str | Path,
                timeout: float | None, **options: Any) -> WorkerResult:
     return Worker(framework, jobs, workdir, **options).result(timeout)

@@ -1,5 +1,5 @@
-"""The worker's job kind for a user's own model (`--model FILE.py:NAME`), registered in
-`shared.runtime.worker.KINDS` as `user`. The user's file is imported here, in the worker process,
+"""The worker's job kind for a user's own model (`--model FILE.py:NAME`), declared as
+`USER` (shared/runtime/job_kinds.py). The user's file is imported here, in the worker process,
 never in the parent. One job builds the model once and, as asked: binds its parameters to the
 canonical tensors (the conventions arrive as table text from the parent, the port's own table is
 added here), returns them or loads canonical weights into it, runs it on the probe batch, captures
@@ -29,9 +29,10 @@ from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, PortbenchError
+from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import print_phase
 from shared.runtime.user_guard import check_own_names, user_code
-from shared.runtime.worker import Output, one_line
+from shared.runtime.worker import one_line
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
 
@@ -133,6 +134,9 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
     model = build(job["model"], spec)
     out.report["build_s"] = time.perf_counter() - started
     evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
+
+
+USER = JobKind("user", user)
 
 
 def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:

@@ -22,6 +22,7 @@ from shared.core.precision import FLOAT32, Precision
 from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, save_weights
+from shared.runtime.jobs import LOGITS
 from shared.runtime.launch import Worker
 
 
@@ -50,9 +51,9 @@ def start_logits(framework: str, cases: list[VerifyCase], workdir: Path, device:
         if not weights.exists():
             save_weights(weights, case.spec, case.tensors)
             np.save(inputs, case.images)
-        jobs[f"case{i}"] = {"kind": "logits", "spec": case.spec.to_json(), "weights": str(weights),
-                            "input": str(inputs), "device": device, "precision": case.precision.to_dict(),
-                            "dtypes": case.read_dtypes}
+        jobs[f"case{i}"] = LOGITS.job(spec=case.spec.to_json(), weights=str(weights), input=str(inputs),
+                                      device=device, precision=case.precision.to_dict(),
+                                      dtypes=case.read_dtypes)
     return Worker(framework, jobs, workdir, **options)
 
 

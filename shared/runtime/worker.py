@@ -1,7 +1,10 @@
 """The one worker: `python -m shared.runtime.worker JOB.json`, started by `shared.runtime.launch`.
 
-JOB.json names a framework (a registry entry) and jobs, name -> {"kind": ..., ...}. Each kind is
-one function in KINDS, `function(framework, job, out)`: it reads its job, imports the port, builds,
+JOB.json (`shared.runtime.job_kinds`) names a framework (a registry entry) and jobs, each a typed
+`Job`: its kind, its handler ("module:function") and the fields the handler reads. The handler is
+declared beside its function (`JobKind`) in the package that implements it; the worker imports
+that module only when a job names it, so the runtime imports no tool, and runs the declared
+function, `function(framework, fields, out)`: it reads its fields, imports the port, builds,
 loads, computes, and fills `out.report` (JSON) and `out.arrays` (NumPy arrays) as it goes, so a
 failure part-way keeps what was done. The worker writes JOB.report.json (job name -> report, with
 "error": a one-line reason or None) and JOB.npz ("<job>/<array>"). One job's failure does not stop
@@ -12,9 +15,9 @@ by the launcher) and, when the parent is gone (even SIGKILLed), kills the worker
 group, so nothing it or a user's model started keeps running. An error is at most
 MESSAGE_LIMIT characters; a job that calls sys.exit is a one-line error, not a missing report.
 
-Only the standard library is imported here: the launcher has set threads, CPU affinity and the
-registry environment before this process started, and each kind imports its framework itself
-(the timing kind times that import).
+Only the standard library and the job format are imported here: the launcher has set threads,
+CPU affinity and the registry environment before this process started, and each kind imports
+its framework itself (the timing kind times that import).
 
 Test hook, at this one boundary: PORTBENCH_TEST_FAULT="<framework>:<fault>[,...]" wraps every job
 of that framework: `crash` (SIGSEGV before the job runs, so before any framework import), `hang`
@@ -33,27 +36,12 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shared.errors import PortbenchError
+from shared.runtime.job_kinds import DECLARED, Handler, Job, Output, read_job_file
 
-# The registry of job kinds: kind -> "module:function". Resolved only when a job asks for it, so
-# the runtime imports no tool package (training, teaching, measure) at module level.
-KINDS: dict[str, str] = {
-    "logits": "shared.runtime.jobs:logits",
-    "taps": "shared.runtime.jobs:taps",
-    "user": "shared.runtime.user_jobs:user",  # a user's own model: bind, load, run, capture, time
-    "devices": "shared.runtime.devices:probe",
-    "timing": "shared.measure.phases:run",
-    "peers": "shared.measure.peers:run",
-    "steps": "shared.training.parity:steps",
-    "grad": "shared.training.parity:gradients",
-    "loop": "shared.training.parity:loop",
-    "diverge": "shared.training.parity:diverge",
-    "plateau": "experiments.plateau.runs:plateau",  # research (experiments/), by string only
-}
 FAULT_ENV = "PORTBENCH_TEST_FAULT"
 PARENT_ENV = "PORTBENCH_PARENT_PID"  # shared.runtime.launch sets it
 MESSAGE_LIMIT = 600  # characters of one error line
@@ -61,13 +49,7 @@ TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key b
 BREACHED_TENSOR = "block0.out"  # the token stream: the parameter dtype by contract
 
 
-@dataclass
-class Output:
-    report: dict[str, Any] = field(default_factory=dict)
-    arrays: dict[str, Any] = field(default_factory=dict)
-
-
-Kind = Callable[[str, dict[str, Any], Output], None]
+Kind = Handler  # the test hook below wraps one
 
 
 def one_line(exc: BaseException) -> str:
@@ -119,11 +101,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def kind_function(kind: str) -> Kind:
-    if kind not in KINDS:
-        raise PortbenchError(f"unknown job kind {kind!r}; expected one of: {', '.join(KINDS)}")
-    module, _, name = KINDS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)
+def handler_of(job: Job) -> Handler:
+    """The function declared for `job.kind` in the module its handler names (imported here, in
+    the worker process, so the runtime imports no tool)."""
+    module = job.handler.partition(":")[0]
+    try:
+        importlib.import_module(module)  # declares its job kinds
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module.startswith(exc.name):
+            raise  # the module exists; something it imports does not
+        raise PortbenchError(f"job kind {job.kind!r}: its handler {job.handler!r} names no module") from None
+    kind = DECLARED.get(job.kind)
+    if kind is None or kind.handler != job.handler:
+        raise PortbenchError(f"unknown job kind {job.kind!r}: {module} declares no JobKind of that name "
+                             f"for {job.handler!r}")
+    return kind.function
 
 
 # ---- the test hook --------------------------------------------------------------------------
@@ -205,12 +197,12 @@ def _replace_port(subclass: Callable[[type], type]) -> None:
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def run_job(framework: str, job: dict[str, Any]) -> Output:
+def run_job(framework: str, job: Job) -> Output:
     out = Output()
     try:
-        function = kind_function(str(job.get("kind")))
+        function = handler_of(job)
         fault = fault_for(framework)
-        (with_fault(function, fault) if fault else function)(framework, job, out)
+        (with_fault(function, fault) if fault else function)(framework, job.fields, out)
         out.report.setdefault("error", None)
     except (Exception, SystemExit) as exc:  # one job's failure is one line, never fatal to the rest
         out.report["error"] = one_line(exc)
@@ -223,11 +215,10 @@ def run_job(framework: str, job: dict[str, Any]) -> Output:
 def main(argv: list[str]) -> int:
     watch_parent()
     job_file = Path(argv[0])
-    request = json.loads(job_file.read_text())
-    framework = request["framework"]
+    framework, jobs = read_job_file(job_file)
     reports: dict[str, Any] = {}
     arrays: dict[str, Any] = {}
-    for name, job in request["jobs"].items():
+    for name, job in jobs.items():
         out = run_job(framework, job)
         reports[name] = out.report
         arrays.update({f"{name}/{key}": value for key, value in out.arrays.items()})

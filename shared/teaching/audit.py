@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from shared import REPO_ROOT
+from shared.core.probes import Finding
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 from shared.runtime.user_jobs import user_port
 from shared.teaching.framework_defaults import defaults_module
-from shared.teaching.probes import Finding
 from shared.teaching.spec_check import check_layers
 
 

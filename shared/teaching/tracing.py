@@ -28,6 +28,7 @@ from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, save_weights
+from shared.runtime.jobs import TAPS
 from shared.runtime.launch import run_worker
 
 
@@ -129,8 +130,8 @@ def collect_taps(framework: str, spec: ModelSpec, weights_file: Path, images_fil
     """`port.intermediates` in a fresh worker process (the `taps` job kind); the taps and the
     worker's report (the port's parameter count and, below float32, every tap's dtype), or a
     one-line reason the port could not run."""
-    job = {"kind": "taps", "spec": spec.to_json(), "weights": str(weights_file),
-           "input": str(images_file), "precision": precision.to_dict()}
+    job = TAPS.job(spec=spec.to_json(), weights=str(weights_file), input=str(images_file),
+                   precision=precision.to_dict())
     result = run_worker(framework, {"taps": job}, workdir, timeout)
     error = result.error("taps")
     return error if error else (result.arrays.get("taps", {}), result.reports["taps"])

@@ -23,6 +23,7 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, WeightsError
 from shared.runtime.launch import run_worker
+from shared.runtime.user_jobs import USER
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.teaching.diagnosis import Diagnosis, diagnose
 from shared.teaching.spec_check import Contradiction, contradictions
@@ -113,7 +114,7 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
     with tempfile.TemporaryDirectory(prefix="portbench-user-") as tmp:
         np.save(Path(tmp) / "x.npy", images)
         job["input"] = str(Path(tmp) / "x.npy")
-        result = run_worker(entry, {"user": job}, tmp, timeout)
+        result = run_worker(entry, {"user": USER.job(**job)}, tmp, timeout)
     error = result.error("user")
     if error:
         kind = (result.reports.get("user") or {}).get("error_kind")
@@ -125,8 +126,8 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
 def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | None = None,
              output: str | None = None, weights: str | None = None, rules: str | None = None,
              taps: bool = False, timing: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The `user` job's options (all but the model and its input)."""
-    return {"kind": "user", "spec": spec.to_json(), "framework": framework, "layout": layout,
+    """The `user` job's fields (all but the model and its input)."""
+    return {"spec": spec.to_json(), "framework": framework, "layout": layout,
             "output": output, "weights": weights, "taps": taps, "timing": timing,
             "rules": read_rules(rules, spec) if rules else None, "conventions": convention_texts(spec)}
 

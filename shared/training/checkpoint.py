@@ -25,11 +25,11 @@ from typing import Any
 from shared.core.files import UMASK, write_output
 from shared.core.paths import make_folders, output_path, remove_empty, writer_alive
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import TrainSpec
 from shared.core.weights import load_weights, save_weights
 from shared.errors import PortbenchError, WeightsError
 from shared.training.checkpoint_proof import MOMENTS, STATE, CheckpointError, prove
 from shared.training.schedule import Controller
-from shared.training.train_spec import TrainSpec
 
 __all__ = ["LATEST", "MOMENTS", "CheckpointError", "holds_checkpoint", "latest_unit", "restore",
            "resume_point", "save"]

@@ -38,9 +38,9 @@ import zlib
 import numpy as np
 
 from shared.core.spec import ModelSpec
+from shared.core.train_spec import INIT_SCHEMES, TrainSpec
 from shared.core.weights import Tensors, _fan_in, init_weights
 from shared.errors import SpecError
-from shared.training.train_spec import INIT_SCHEMES, TrainSpec
 
 TRUNCATION = 2.0  # truncated normals are cut at +-2 of the underlying std
 TRUNCATED_STD = 0.87962566103423978  # std of a standard normal truncated to [-2, 2]

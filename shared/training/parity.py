@@ -4,8 +4,9 @@ Why a subprocess: each framework needs its own environment (Keras' backend is fi
 and in one process torch's optimizer segfaults when TensorFlow was imported before triton
 (torch.optim imports torch._dynamo, which loads triton's native library). The parity tests and
 the experiments start one worker per framework with `start_training_jobs` (the one launcher's
-worker) and read its results with `collect`. The job kinds here (`steps`, `grad`, `loop`,
-`diverge`) are registered in shared/runtime/worker.py; each runs single-threaded.
+worker) and read its results with `collect`. The job kinds here (`STEPS`, `GRAD`, `LOOP`,
+`DIVERGE`) are declared below their functions (shared/runtime/job_kinds.py); each runs
+single-threaded.
 
 A job: spec and recipe (JSON), initial-weight seed, batch seed and size, the steps after which to
 snapshot the parameters, and optional "pins" (module attributes of ports/<fw>/train.py to change,
@@ -25,8 +26,8 @@ import numpy as np
 
 from shared.core.weights import Tensors
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
+from shared.runtime.job_kinds import Job, JobKind, Output
 from shared.runtime.launch import Worker
-from shared.runtime.worker import Output
 
 
 def job_batches(spec: Any, seed: int, batch: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -60,8 +61,8 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     from ports import create_port
     from shared.core.precision import Precision
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.core.weights import init_weights
-    from shared.training.train_spec import TrainSpec
 
     _single_thread(framework)
     spec = ModelSpec.from_json(job["spec"])
@@ -100,8 +101,8 @@ def loop(framework: str, job: dict[str, Any], out: Output) -> None:
     1 epoch, then resumed from its checkpoint to `epochs`. Stores both final weights and the
     uninterrupted run's test accuracy per epoch."""
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.training.data import load_dataset
-    from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import train_seed
 
     _single_thread(framework)
@@ -124,10 +125,10 @@ def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
     """Train with the learning rate forced to 1e30 from epoch 1 on; report the error message, the
     checkpoint's state.json and whether its weights still load."""
     from shared.core.spec import ModelSpec
+    from shared.core.train_spec import TrainSpec
     from shared.core.weights import load_weights
     from shared.training.checkpoint import latest_unit
     from shared.training.data import load_dataset
-    from shared.training.train_spec import TrainSpec
     from shared.training.trainloop import TrainingError, train_seed
 
     _single_thread(framework)
@@ -176,11 +177,16 @@ def gradients(framework: str, job: dict[str, Any], out: Output) -> None:
     _store(out, {"grad": grads})
 
 
-def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any]]) -> Worker:
-    """Start one worker for `framework` on `jobs` (name -> job; kind `steps` unless it names
-    another); `collect` waits for it and reads its results."""
+STEPS, LOOP, DIVERGE = JobKind("steps", steps), JobKind("loop", loop), JobKind("diverge", diverge)
+GRAD = JobKind("grad", gradients)
+
+
+def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any] | Job]) -> Worker:
+    """Start one worker for `framework` on `jobs` (name -> a Job, or a `steps` job's fields);
+    `collect` waits for it and reads its results."""
     folder = Path(tempfile.mkdtemp(prefix=f"parity-{framework}-"))
-    return Worker(framework, {name: {"kind": "steps", **job} for name, job in jobs.items()}, folder)
+    typed = {name: job if isinstance(job, Job) else STEPS.job(**job) for name, job in jobs.items()}
+    return Worker(framework, typed, folder)
 
 
 REFUSALS = {"FrameworkUnavailable": FrameworkUnavailable, "SpecError": SpecError}  # not offered

@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from shared.core.train_spec import METRICS, TrainSpec
 from shared.errors import InputError
-from shared.training.train_spec import METRICS, TrainSpec
 
 MAXIMISE = ("val_accuracy", "train_accuracy")
 

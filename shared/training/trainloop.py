@@ -24,12 +24,12 @@ import numpy as np
 
 from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
-from shared.errors import FrameworkUnavailable, PortbenchError
+from shared.core.train_spec import TrainSpec, check_training_precision
+from shared.errors import PortbenchError
 from shared.training import checkpoint
 from shared.training.data import Dataset, batches, check_batch_size, steps_per_epoch
 from shared.training.init_schemes import recipe_weights
 from shared.training.schedule import Controller
-from shared.training.train_spec import TrainSpec
 
 CURVES = ("lr", "train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy")
 STEP_CURVE = "step_loss"  # per update, only when asked for: a plateau is a dwell in steps
@@ -55,22 +55,6 @@ class SeedResult:
                 "final_loss": self.curves["test_loss"][-1] if self.epochs else None,
                 "final_val_accuracy": self.curves["val_accuracy"][-1] if self.epochs else None,
                 "stopped_because": self.stopped_because, "wall_s": self.wall_s}
-
-
-def check_training_precision(precision: Precision | None) -> None:
-    """Training is offered at float32, TF32 and the mixed rungs; a pure rung is unavailable, in one
-    line, the same in every port (each Trainer calls this; FrameworkUnavailable, so the timing
-    harness records its train_step as an unavailable row, as for any rung a port lacks). Under
-    pure the parameters and the Adam moments are held in the low dtype, so an update under half an
-    ulp of its parameter is rounded away (a step of 1e-3 on a weight of 0.5 in bfloat16, whose ulp
-    there is 2^-8 = 3.9e-3), and each optimizer rounds its moment arithmetic in its own order: what
-    trains, and what the ports could be compared on, is no longer one recipe. Mixed keeps float32
-    master parameters and moments, as every framework's own mixed-precision training does."""
-    if precision is not None and precision.low and precision.mode == "pure":
-        raise FrameworkUnavailable(
-            f"training at {precision.rung} is not offered: pure low-precision parameters round away "
-            "updates under half an ulp and each optimizer rounds its moments its own way; pass "
-            f"--precision mixed (float32 master weights, {precision.dtype} compute)")
 
 
 def load_trainer_module(framework: str):

@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Literal, get_args
 
+from shared.core.precision import Precision
 from shared.core.record import Record, fail, pick
+from shared.errors import FrameworkUnavailable
 
 Metric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
 DecayTarget = Literal["all", "kernels"]
@@ -100,6 +102,22 @@ def decayed(recipe: TrainSpec, canonical_name: str) -> bool:
     if recipe.weight_decay_on == "all":
         return True
     return canonical_name.endswith(".kernel")
+
+
+def check_training_precision(precision: Precision | None) -> None:
+    """Training is offered at float32, TF32 and the mixed rungs; a pure rung is unavailable, in one
+    line, the same in every port (each Trainer calls this; FrameworkUnavailable, so the timing
+    harness records its train_step as an unavailable row, as for any rung a port lacks). Under
+    pure the parameters and the Adam moments are held in the low dtype, so an update under half an
+    ulp of its parameter is rounded away (a step of 1e-3 on a weight of 0.5 in bfloat16, whose ulp
+    there is 2^-8 = 3.9e-3), and each optimizer rounds its moment arithmetic in its own order: what
+    trains, and what the ports could be compared on, is no longer one recipe. Mixed keeps float32
+    master parameters and moments, as every framework's own mixed-precision training does."""
+    if precision is not None and precision.low and precision.mode == "pure":
+        raise FrameworkUnavailable(
+            f"training at {precision.rung} is not offered: pure low-precision parameters round away "
+            "updates under half an ulp and each optimizer rounds its moments its own way; pass "
+            f"--precision mixed (float32 master weights, {precision.dtype} compute)")
 
 
 def get_recipe(name: str) -> TrainSpec:

@@ -2,7 +2,8 @@
 keyword's default from a signature or from a source file, and the pieces of the built-model audit
 that do not depend on the framework (the finding, GELU form by probing, the spec's rates).
 
-Imports only the standard library, NumPy and `shared.core`, so the ports can import it.
+In `shared/core` because the ports use it and ports stand on the core alone; the teaching tools
+(`shared/teaching/audit.py`, `spec_check.py`) use it from here too.
 """
 
 from __future__ import annotations
