@@ -48,7 +48,7 @@ def assign(model: Any, values: dict[str, np.ndarray]) -> None:
 
 
 def layers(model: Any) -> list[Layer]:
-    # the model's layers in definition order, each a shared.core.binding.Layer(path, kind, params,
+    # the model's layers in definition order, each a shared.core.structure.Layer(path, kind, params,
     # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
     # "embedding", "other"; params the native parameter names it owns; settings what the module says
     # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object

@@ -38,7 +38,6 @@ from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.jobs import contract_dtypes
 from shared.runtime.launch import cpu_record, print_progress
-from shared.runtime.worker import one_line
 
 
 class Phases:
@@ -256,15 +255,10 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
 def measure_roofline(module: Any, spec: ModelSpec, device: str, config: dict[str, Any],
                      row: dict[str, Any], timer: Phases) -> None:
     """The framework's GEMM rate at this run's threads and device, and each forward mode's share
-    of it (shared/measure/roofline.py); a failure here costs the roofline only."""
+    of it (shared/measure/roofline.py)."""
     dtype = gate.rung(config).compute_dtype
     timer.progress(f"measuring the {dtype} GEMM rate")
-    batch = int(config["batch"])
-    try:
-        gemm = roofline.gemm_rate(module, spec, batch, device, dtype=dtype)
-    except Exception as exc:
-        gemm = {"status": "n/a", "reason": f"GEMM rate failed: {one_line(exc)}"}
-    row["roofline"] = roofline.roofline(spec, batch, row["phases"], gemm)
+    row["roofline"] = roofline.measured(module, spec, int(config["batch"]), device, dtype, row["phases"])
 
 
 def run(framework: str, config: dict[str, Any], out: Output) -> None:

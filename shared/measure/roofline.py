@@ -23,6 +23,7 @@ from typing import Any
 from shared.core.spec import ModelSpec
 from shared.measure import flops
 from shared.measure.stats import Budget, repeat, summarise
+from shared.runtime.worker import one_line
 
 # Short and fixed: every shape gets 2 warm-up calls and at least 5 timed ones; small shapes repeat
 # until 0.1 s so that their microsecond times are not one timer tick.
@@ -72,6 +73,17 @@ def roofline(spec: ModelSpec, batch: int, phases: dict[str, Any], gemm: dict[str
     """The row's `roofline` record (docs/results-schema.md)."""
     work = flops.forward_flops(spec, batch)
     return {"forward_flops": work, "gemm": gemm, "phases": achieved(work, phases, gemm)}
+
+
+def measured(module: Any, spec: ModelSpec, batch: int, device: str, dtype: str,
+             phases: dict[str, Any]) -> dict[str, Any]:
+    """`roofline` from a GEMM rate measured now; a failing measurement costs the roofline only
+    (its reason is the row's roofline entry), never the timing row."""
+    try:
+        gemm = gemm_rate(module, spec, batch, device, dtype=dtype)
+    except Exception as exc:
+        gemm = {"status": "n/a", "reason": f"GEMM rate failed: {one_line(exc)}"}
+    return roofline(spec, batch, phases, gemm)
 
 
 def best_fraction(row: dict[str, Any]) -> tuple[float | None, float | None]:
