@@ -31,15 +31,19 @@ SPEC = get_preset("quadrant")
 def consistent(folder: Path) -> Path:
     """The folder holds the complete unit a resume continues from and nothing temporary: after a
     finished save that unit alone, named by LATEST; after an interrupt between placing a unit and
-    naming it, also the unit before it, which LATEST still names (or no LATEST, on the first)."""
+    naming it, also the unit before it, which LATEST still names (or no LATEST, on the first);
+    after one between naming it and removing what it superseded, also that unit, whole."""
     unit = checkpoint.latest_unit(folder)
     assert unit is not None
     names = {p.name for p in folder.iterdir()}
     pointer = (folder / checkpoint.LATEST).read_text() if checkpoint.LATEST in names else None
     older = names - {checkpoint.LATEST, unit.name}
-    assert older == ({pointer} if pointer not in (None, unit.name) else set()), names
     assert pointer is not None or not older
-    assert sorted(p.name for p in unit.iterdir()) == sorted([*checkpoint.MOMENTS, "state.json"])
+    assert len(older) <= 1 and all(checkpoint.UNIT.match(name) for name in older), names
+    for kept in [unit, *(folder / name for name in older)]:
+        assert sorted(p.name for p in kept.iterdir()) == sorted([*checkpoint.MOMENTS, "state.json"])
+    if older and pointer != unit.name:  # not yet named: LATEST still names the one before
+        assert older == {pointer}, names
     return unit
 
 

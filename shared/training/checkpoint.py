@@ -3,8 +3,10 @@ together or not at all, and a unit is never deleted unless a newer one is comple
 
 A unit is written into a `.staging-<pid>-*` folder beside the others, renamed to
 `epoch-NNNNNN`, and only then named in `LATEST`, which is replaced atomically; units older than
-it are removed afterwards (and, when a run started over with --force, the previous run's). So
-an interrupt (Ctrl-C, SIGTERM, a crash) at any moment leaves a complete unit. `--resume`
+it are removed afterwards (and, when a run started over with --force, the previous run's), each
+renamed aside before it is deleted. So an interrupt (Ctrl-C, SIGTERM, a crash) at any moment
+leaves a complete unit; one landing after `LATEST` names the new unit may also leave the unit it
+superseded, whole, which the next save removes. `--resume`
 continues from the last unit it can prove complete (shared/training/checkpoint_proof.py), whatever
 `LATEST` says (missing, truncated, garbage), or refuses in one line; it never deletes a unit.
 A staging folder is removed by its own writer, or later once its writer's process is gone.
@@ -142,10 +144,21 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
             shutil.rmtree(aside, ignore_errors=True)
         remove_empty(created)
         raise
-    for old in [p for p in units(folder) if p != unit] + ([aside] if aside else []):
-        shutil.rmtree(old, ignore_errors=True)  # superseded by `unit`, complete and named in LATEST
+    for old in [p for p in units(folder) if p != unit]:
+        discard(old)  # superseded by `unit`, complete and named in LATEST
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
     tidy(folder)
     return unit
+
+
+def discard(old: Path) -> None:
+    """Remove a superseded unit: renamed into a staging name first, so an interrupt leaves it
+    whole under its own name (the next save removes it) or gone, never half deleted; a staging
+    folder left by an interrupted removal is tidied once its writer is gone."""
+    gone = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-old-", dir=old.parent))
+    os.replace(old, gone / old.name)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def rung_of(trainer: Any) -> str:
