@@ -113,7 +113,8 @@ def test_port_module_keeps_the_contract(module_name: str) -> None:
     if reason:
         pytest.skip(reason)
     module = load_port_module(entry)
-    assert breaches(module) == [], f"{module_name}.port breaks shared/runtime/contract.py"
+    found = breaches(module)
+    assert not found, f"{module_name}.port breaks shared/runtime/contract.py: " + "; ".join(found)
 
 
 class _Breaking:
