@@ -53,8 +53,8 @@ def incompatibility(wanted: Callable[..., Any], found: Callable[..., Any], drop_
         if (got.name, got.kind) != (param.name, param.kind):
             return f"parameter {i + 1} is {got.name!r} ({got.kind.description}), expected {param.name!r}"
         if param.default is not inspect.Parameter.empty and got.default != param.default:
-            default = "has no default" if got.default is inspect.Parameter.empty else f"defaults to {got.default!r}"
-            return f"{param.name!r} {default}, expected {param.default!r}"
+            has = "no default" if got.default is inspect.Parameter.empty else f"default {got.default!r}"
+            return f"{param.name!r} has {has}, expected {param.default!r}"
     for extra in have[len(want):]:
         optional = extra.default is not inspect.Parameter.empty or extra.kind in (
             inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
@@ -159,7 +159,7 @@ def test_a_breach_is_named() -> None:
     assert "pin_precision(): parameter 1 is 'tf32' (positional or keyword), expected 'allow_tf32'" in found
     assert "allocator_peak(): is missing" in found
     assert "gemm_call(): 'dtype' has no default, expected 'float32'" in found
-    assert f"Port.__init__(): 'precision' defaults to None, expected {FLOAT32!r}" in found
+    assert f"Port.__init__(): 'precision' has default None, expected {FLOAT32!r}" in found
     assert "Port.load(): is missing" in found
     assert "Port.__init__ never sets 'settings'" in found
     # those, and every other method of the contract missing from the synthetic Port
