@@ -7,7 +7,7 @@
 - `sqrt-dk`: attention weights of random queries/keys at widths 1, 4, 512 with and without the
   1/sqrt(d_k) scaling (max weight, entropy): table and figure;
 - `attention-map`: class-token attention of the last block on test digits, from the digits model
-  trained in torch and run in all three frameworks after weight transfer;
+  trained in torch and run in every framework after weight transfer;
 - `dead-rows`: archive-final (42-row position table, 35 used) vs archive-final-repaired: which
   rows receive a gradient, in every framework;
 - `plateau`: how long the quadrant model's loss dwells at ln(2)/2 per width / heads and seed, in
@@ -180,7 +180,7 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     return 0
 
 
-# ---- class-token attention of the last block, in all three frameworks --------------------------
+# ---- class-token attention of the last block, in every framework ------------------------------
 def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from shared.core.presets import get_preset
     from shared.training.checkpoint import latest_unit
