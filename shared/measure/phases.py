@@ -32,6 +32,7 @@ from shared.measure import backends, gate, roofline
 from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.launch import cpu_record, print_progress
 from shared.runtime.worker import Output, one_line
@@ -101,7 +102,8 @@ def import_port(framework: str, config: dict[str, Any], row: dict[str, Any], tim
     return module
 
 
-def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict[str, Any]) -> str | None:
+def choose_device(framework: str, module: PortModule, config: dict[str, Any],
+                  row: dict[str, Any]) -> str | None:
     """The device class to run on, or None (the row says why) when the request is not present."""
     available = list(module.available_devices())
     device = config["device"]
@@ -124,7 +126,7 @@ def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict
     return device
 
 
-def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any], row: dict[str, Any],
+def build_port(module: PortModule, spec: ModelSpec, device: str, config: dict[str, Any], row: dict[str, Any],
                timer: Phases) -> Any:
     tensors = init_weights(spec, seed=int(config["weights_seed"]))
     timer.progress("building and loading weights")
@@ -150,7 +152,7 @@ def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any]
     return port
 
 
-def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str, Any],
+def first_calls(port: PortInterface, prepared: Any, config: dict[str, Any], row: dict[str, Any],
                 timer: Phases, arrays: dict[str, Any]) -> Callable[[Any], Any] | None:
     """The first eager call and the compile, each doubling as a check of the equivalence gate
     (the gated logits go to `arrays`: the main job compares the ports pairwise with them).
@@ -189,8 +191,8 @@ def first_calls(port: Any, prepared: Any, config: dict[str, Any], row: dict[str,
     return compiled
 
 
-def timed_phases(port: Any, images: np.ndarray, prepared: Any, compiled: Callable[[Any], Any] | None,
-                 config: dict[str, Any], timer: Phases) -> None:
+def timed_phases(port: PortInterface, images: np.ndarray, prepared: Any,
+                 compiled: Callable[[Any], Any] | None, config: dict[str, Any], timer: Phases) -> None:
     spec, batch = port.spec, int(config["batch"])
     timer.repeated("prepare", lambda: _synced(port, port.prepare(images)))
     if "eager" in config["modes"]:
@@ -216,7 +218,7 @@ def timed_phases(port: Any, images: np.ndarray, prepared: Any, compiled: Callabl
                    note=f"{len(eval_batches)} batches of {batch}, {mode} forward, per pass")
 
 
-def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str, Any],
+def train_phase(framework: str, port: PortInterface, images: np.ndarray, config: dict[str, Any],
                 timer: Phases) -> None:
     """The training update (last: it changes the weights)."""
     if not config.get("train", True):
@@ -250,7 +252,7 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
     timer.phases["train_step"]["compiled"] = compiled
 
 
-def measure_roofline(module: Any, spec: ModelSpec, device: str, config: dict[str, Any],
+def measure_roofline(module: PortModule, spec: ModelSpec, device: str, config: dict[str, Any],
                      row: dict[str, Any], timer: Phases) -> None:
     """The framework's GEMM rate at this run's threads and device, and each forward mode's share
     of it (shared/measure/roofline.py); a failure here costs the roofline only."""
@@ -290,6 +292,6 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     row["memory"].update(backends.memory(module, row["backend"], device))
 
 
-def _synced(port: Any, result: Any) -> Any:
+def _synced(port: PortInterface, result: Any) -> Any:
     port.sync(result)
     return result
