@@ -80,6 +80,7 @@ class Attention(nnx.Module):
         self.out_bias = None if spec.qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
+        # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         y = self.explicit(x, taps) if taps is not NO_TAPS else self.mha(x)
         return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)

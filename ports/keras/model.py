@@ -79,6 +79,7 @@ class Attention(layers.Layer):
             self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
+        # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         y = self.explicit(x, training, taps) if taps is not NO_TAPS else self.mha(x, x, training=training)
         return y if self.out_bias is None else y + ops.cast(self.out_bias, y.dtype)

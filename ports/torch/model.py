@@ -70,21 +70,20 @@ class Attention(nn.Module):
         b, n, _ = x.shape
         qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
+        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         dropout = self.dropout if self.training else 0.0
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also for narrow heads, where SDPA's CPU flash kernel is 1.45x slower (archive-torch, 8-wide).
         if taps is not NO_TAPS or self.head_dim <= NARROW_HEAD:
-            context = self.explicit(q, k, v, dropout, taps)
+            context = self.explicit(q, k, v, scale, dropout, taps)
         else:
-            scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
             context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale)
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
 
-    def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout: float,
+    def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
                  taps: Taps) -> torch.Tensor:
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
-        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
         probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
         taps[f"{self.tag}.attn_probs"] = probs
