@@ -3,8 +3,11 @@ define the same top-level classes and functions, and each class the same methods
 order, in every port of `ports.NATIVE` (torch, Keras, Flax, and any native port added later), so
 a diff between two ports shows only the framework idiom.
 
-Read with `ast` (fast, no framework imported). Bodies are not compared: a branch inside a method
-(torch's narrow-head attention path in `Attention.forward`) is idiom, not structure.
+Read with `ast` and `tokenize` (fast, no framework imported). Code bodies are not compared: a
+branch inside a method (torch's narrow-head attention path in `Attention.forward`) is idiom, not
+structure. Their text is: the docstrings and `#` comments of model.py, transfer.py, port.py and
+train.py must read the same in every port, modulo the IDIOM table, except where FRAMEWORK_NOTES
+says why a definition's text is its framework's own; so a stale comment in one port fails.
 
 `ports/onnx` is not a parallel text and is not compared: it is an extra backend (the torch port
 exported to ONNX and run by ONNX Runtime), with its own export.py and no model of its own.

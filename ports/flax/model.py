@@ -89,10 +89,10 @@ class Attention(nnx.Module):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # sow_weights=True: MultiHeadAttention leaves jax.nn.dot_product_attention for its own
-        # einsum, softmax and einsum, and sows the probabilities it applied; popped at once, so
-        # the model's state holds parameters only.
-        y = self.mha(x, sow_weights=True)
-        (probs,) = nnx.pop(self.mha, nnx.Intermediate)["attention_weights"].get_value()
+        # einsum, softmax and einsum, and sows the probabilities it applied; nnx.capture collects
+        # them (the model's state keeps parameters only).
+        y, sown = nnx.capture(self.mha, nnx.Intermediate)(x, sow_weights=True)
+        (probs,) = sown["attention_weights"].get_value()
         taps[f"{self.tag}.attn_probs"] = probs
         return y
 
