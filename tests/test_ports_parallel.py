@@ -247,8 +247,9 @@ def normalised(text: str) -> str:
 
 
 def parallel_text(source: str) -> dict[str, list[str]]:
-    """Definition -> its normalised docstring ("X.__doc__") or `#` comments ("X"), in source order;
-    methods as "Class.method", the layer-call method under CALL_METHODS' one name."""
+    """Definition -> its normalised docstring ("X.__doc__") or `#` comment blocks ("X"; a block is
+    consecutive comment lines), in source order; methods as "Class.method", the layer-call method
+    under CALL_METHODS' one name."""
     tree = ast.parse(source)
     spans: list[tuple[int, int, str]] = []
     text: dict[str, list[str]] = {}
@@ -269,6 +270,7 @@ def parallel_text(source: str) -> dict[str, list[str]]:
     if module_doc:
         text["<module>.__doc__"] = [normalised(module_doc)]
     visit(tree.body, "")
+    previous = (0, "")  # (line, owner) of the last standalone comment line
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         comment = token.string.lstrip("#").strip()
         if token.type != tokenize.COMMENT or PRAGMA.match(comment):
@@ -276,12 +278,18 @@ def parallel_text(source: str) -> dict[str, list[str]]:
         line = token.start[0]
         inside = [(start, name) for start, end, name in spans if start <= line <= end]
         owner = max(inside)[1] if inside else "<module>"  # the innermost definition
-        text.setdefault(owner, []).append(normalised(comment))
+        standalone = token.line.strip().startswith("#")
+        blocks = text.setdefault(owner, [])
+        if standalone and previous == (line - 1, owner) and blocks:  # a block's next line: rewrapping
+            blocks[-1] = normalised(f"{blocks[-1]} {comment}")     # it is no difference
+        else:
+            blocks.append(normalised(comment))
+        previous = (line, owner) if standalone else (0, "")
     return text
 
 
 def compared(text: dict[str, list[str]], extras: set[str]) -> dict[str, list[str]]:
-    """`text` without one port's own definitions (EXTRAS) and the listed framework notes."""
+    """`text` without one port's own definitions (`extras`: its EXTRAS)."""
     def own(key: str) -> bool:
         name = key.removesuffix(".__doc__")
         return name in extras or name.split(".")[0] in extras
