@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""portbench: port one ViT-style classifier to torch, Keras and Flax, prove the ports compute the
+"""portbench: port one ViT-style classifier to torch, Keras, Flax and MLX (and run it on Keras'
+JAX and PyTorch backends and as the torch port exported to ONNX), prove the ports compute the
 same function, then time them fairly. `python compare.py --help` lists the subcommands; the bare
 `python compare.py` verifies and then times the default spec."""
 

@@ -15,8 +15,12 @@ import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 from shared.errors import FrameworkUnavailable
+
+if TYPE_CHECKING:
+    from shared.runtime.contract import PortInterface, PortModule
 
 
 @dataclass(frozen=True)
@@ -85,9 +89,9 @@ def parse_frameworks(text: str | None, default: tuple[str, ...] = NATIVE) -> lis
     return names
 
 
-def load_port_module(name: str) -> ModuleType:
+def load_port_module(name: str) -> PortModule:
     """Import `ports.<fw>.port` in this process, or raise a one-line FrameworkUnavailable."""
-    return load_port_part(name, "port")
+    return cast("PortModule", load_port_part(name, "port"))
 
 
 def load_port_part(name: str, part: str) -> ModuleType:
@@ -111,7 +115,7 @@ def load_port_part(name: str, part: str) -> ModuleType:
         raise FrameworkUnavailable(f"framework {name!r} failed to import: {exc}") from None
 
 
-def resolve_device(name: str, module: ModuleType, requested: str) -> str:
+def resolve_device(name: str, module: PortModule, requested: str) -> str:
     """The device class a port will run on. An explicit device that this framework cannot use
     here is an error (never a silent CPU run); only `auto` falls back, to the framework's first
     available device, and the caller says what it chose."""
@@ -139,7 +143,7 @@ def rung_refusal(name: str, precision, device: str) -> str | None:
     return f"{name}: rung {precision.rung} is not offered: {why}" if why else None
 
 
-def create_port(name: str, spec, device: str = "cpu", precision=None):
+def create_port(name: str, spec, device: str = "cpu", precision=None) -> PortInterface:
     """A port of `spec` on `device` at a precision rung (`shared.core.precision`; float32 when
     None). A rung the framework cannot run here raises a one-line FrameworkUnavailable."""
     from shared.core.precision import FLOAT32

@@ -12,7 +12,7 @@ os.environ.setdefault("USE_FLAX", "0")
 
 # Import torch's compiler stack before TensorFlow: once TensorFlow is loaded, importing triton
 # (which torch.compile and torch.optim import lazily) crashes the process. The tests load all
-# three frameworks in one process; compare.py never does (one framework per subprocess).
+# the frameworks in one process; compare.py never does (one framework per subprocess).
 import importlib.util
 
 import pytest

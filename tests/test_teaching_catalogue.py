@@ -89,7 +89,7 @@ def test_variants_and_entries_refer_to_each_other() -> None:
 
 def test_cli_lists_and_writes_json(tmp_path: Path) -> None:
     """Through compare.py, on the one entry that imports no framework (a subprocess importing
-    all three costs ~20 s; the defaults themselves are tested in-process above)."""
+    every framework costs ~20 s; the defaults themselves are tested in-process above)."""
     out = tmp_path / "cat.json"
     proc = subprocess.run([sys.executable, "compare.py", "divergences", "pos_table_rows", "--json",
                            str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)

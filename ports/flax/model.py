@@ -1,7 +1,7 @@
 """The spec's model in Flax (`flax.nnx`), NHWC input.
 
-Parallel text: ports/torch/model.py and ports/keras/model.py have the same classes in the same
-order; a diff between two of them shows only the framework idiom.
+Parallel text: every native port's model.py (ports/torch, keras, flax and mlx) has the same
+classes in the same order; a diff between two of them shows only the framework idiom.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ def activation(form: str) -> Callable[[jax.Array], jax.Array]:
 
 
 def layer_norm(spec: ModelSpec, width: int, rngs: nnx.Rngs) -> nnx.LayerNorm:
-    # Always pass epsilon: torch 1e-5, Keras 1e-3 and Flax 1e-6 by default. use_fast_variance=False:
-    # Flax's default E[x^2]-E[x]^2 loses precision when the residual stream has a large mean.
+    # Always pass epsilon: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6 by default.
+    # use_fast_variance=False: Flax's default E[x^2]-E[x]^2 loses precision when the residual
+    # stream has a large mean.
     return nnx.LayerNorm(width, epsilon=spec.layer_norm_eps, use_fast_variance=False, rngs=rngs)
 
 
@@ -57,7 +58,7 @@ class PatchEmbed(nnx.Module):
         if any(sum(self.padding, ())):
             x = jnp.pad(x, self.padding)
         x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
+        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
         return x.astype(self.proj.kernel[...].dtype)  # the token stream is held in the parameter dtype
 
 
@@ -79,14 +80,21 @@ class Attention(nnx.Module):
         self.out_bias = None if spec.qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
-        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
-        if taps is not NO_TAPS:  # the fused kernel does not return its weights: recompute them
-            q, k = self.mha.query(x), self.mha.key(x)  # (B, N, H, hd)
-            # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
-            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) * scale
-            taps[f"{self.tag}.attn_probs"] = jax.nn.softmax(scores).astype(q.dtype)
-        y = self.mha(x)
+        # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
+        # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
+        y = self.explicit(x, taps) if taps is not NO_TAPS else self.mha(x)
         return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)
+
+    def explicit(self, x: jax.Array, taps: Taps) -> jax.Array:
+        """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
+        tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
+        # sow_weights=True: MultiHeadAttention leaves jax.nn.dot_product_attention for its own
+        # einsum, softmax and einsum, and sows the probabilities it applied; nnx.capture collects
+        # them (the model's state keeps parameters only).
+        y, sown = nnx.capture(self.mha, nnx.Intermediate)(x, sow_weights=True)
+        (probs,) = sown["attention_weights"].get_value()
+        taps[f"{self.tag}.attn_probs"] = probs
+        return y
 
 
 class Mlp(nnx.Module):
@@ -150,9 +158,9 @@ class VisionTransformer(nnx.Module):
         self.patch_embed = PatchEmbed(spec, rngs, dtype)
         self.cls_token = nnx.Param(jnp.zeros((spec.dim,))) if spec.class_token else None
         learned, sincos = spec.pos_embed == "learned", spec.pos_embed == "sincos"
-        # The whole table is a parameter; only the first rows are used.
+        # the whole table; only the first rows are used
         self.pos_embed = nnx.Param(jnp.zeros((d.pos_rows_total, spec.dim))) if learned else None
-        # sincos positions are fixed, not a parameter.
+        # fixed, not a parameter
         self.pos_table = FixedTable(jnp.asarray(fixed_table(spec), jnp.float32)) if sincos else None
         self.pos_drop = nnx.Dropout(spec.dropout_embed, rngs=rngs)
         self.blocks = nnx.List([Block(spec, i, rngs, dtype) for i in range(spec.depth)])

@@ -166,7 +166,7 @@ class Port:
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
         """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
-        dropout off, so the three ports are comparable)."""
+        dropout off, so the ports are comparable)."""
         self.model.eval()
         x, y = self.prepare(images), jnp.asarray(labels, dtype=jnp.int32)
 

@@ -1,10 +1,10 @@
 """One training step in Flax (flax.nnx + optax): mean cross-entropy from logits, gradients,
 global-norm clipping, AdamW (`optax.adamw` after `optax.clip_by_global_norm`), with every default
-the three frameworks disagree on pinned from the `TrainSpec` (shared/core/train_spec.py).
+the frameworks disagree on pinned from the `TrainSpec` (shared/core/train_spec.py).
 
-Parallel text: ports/torch/train.py and ports/keras/train.py have the same names in the same
-order. The step is one `nnx.jit` function (`compiled = True`); the learning rate lives in the
-optimizer state (`optax.inject_hyperparams`), so setting it does not retrace.
+Parallel text: every native port's train.py has the same names in the same order. The step is one
+`nnx.jit` function (`compiled = True`); the learning rate lives in the optimizer state
+(`optax.inject_hyperparams`), so setting it does not retrace.
 
 Precision (shared/core/precision.py): the Port built the model at the rung (mixed: a compute
 `dtype` on the compute layers, float32 `param_dtype`); the loss is taken on float32 logits and
@@ -137,7 +137,8 @@ class Trainer:
         return self.port.prepare(images), target
 
     def step(self, batch: tuple[jax.Array, jax.Array]) -> jax.Array:
-        """One update: forward in train mode, mean CE from logits, gradients, clipping, AdamW."""
+        """One update: forward in train mode (at the port's rung), mean CE from float32 logits,
+        gradients (of the scaled loss under float16), clipping, AdamW."""
         x, y = batch
         self.model.train()  # dropout on
         return self._step(self.model, self.optimizer, x, y)
@@ -146,8 +147,8 @@ class Trainer:
         return float(native_loss)
 
     def loss_scale(self) -> float:
-        """The loss scale of the next step: 1.0 (float16, which needs one, is not offered)."""
-        return 1.0
+        """The loss scale of the next step (1.0 when the rung needs none)."""
+        return 1.0  # float16, the one rung that needs a scale, is not offered here
 
     def set_learning_rate(self, lr: float) -> None:
         # device_put, not jnp.asarray: an uncommitted scalar would recompile the step.

@@ -44,7 +44,7 @@ def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, nnx.Param]:
 
 def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
     bound = bindings(model, model.spec)
-    if len(bound) != len(jax.tree.leaves(nnx.state(model, nnx.Param))):  # a mapping bug
+    if len(bound) != len(jax.tree.leaves(nnx.state(model, nnx.Param))):  # a mapping bug, never a user error
         raise AssertionError("flax mapping does not cover every nnx.Param exactly once")
     for name, param in bound.items():
         param.set_value(jnp.asarray(tensors[name]))

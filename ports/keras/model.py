@@ -1,7 +1,7 @@
-"""The spec's model in Keras 3 (`keras.layers`), NHWC input, on any Keras backend.
+"""The spec's model in Keras 3 (`keras.layers`), NHWC input.
 
-Parallel text: ports/torch/model.py and ports/flax/model.py have the same classes in the same
-order; a diff between two of them shows only the framework idiom.
+Parallel text: every native port's model.py (ports/torch, keras, flax and mlx) has the same
+classes in the same order; a diff between two of them shows only the framework idiom.
 """
 
 from __future__ import annotations
@@ -21,14 +21,17 @@ def activation(form: str, dtype: str = "float32") -> layers.Layer:
 
 
 def layer_norm(spec: ModelSpec, width: int, dtype: str = "float32") -> layers.LayerNormalization:
-    # Always pass epsilon: torch 1e-5, Keras 1e-3 and Flax 1e-6 by default.
+    # Always pass epsilon: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6 by default.
     return layers.LayerNormalization(epsilon=spec.layer_norm_eps, dtype=dtype)
 
 
-# Dtype policies (shared/core/precision.py): each layer's own `dtype` is the token stream's
-# policy ("float32" under mixed precision, the low dtype under pure); `compute` is the policy of
-# the layers that compute (Conv2D, Dense, MultiHeadAttention, the activation, their dropout):
-# "mixed_bfloat16" under mixed. Keras' one global mixed policy would also cast the stream.
+# On every Keras backend alike. Dtype policies (shared/core/precision.py): each layer's own `dtype`
+# is the token stream's policy ("float32" under mixed precision, the low dtype under pure);
+# `compute` is the policy of the layers that compute (Conv2D, Dense, MultiHeadAttention, the
+# activation, their dropout): "mixed_bfloat16" under mixed. Keras' one global mixed policy would
+# also cast the stream.
+# Block adds its branches with ops.add, which promotes a bfloat16 branch into a float32 stream;
+# TF's `+` refuses mixed dtypes.
 
 
 class PatchEmbed(layers.Layer):
@@ -52,7 +55,7 @@ class PatchEmbed(layers.Layer):
         if self.pad is not None:
             x = self.pad(x)
         x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        x = ops.reshape(x, (-1, self.tokens, self.dim))  # (B, rows, cols, D) -> (B, tokens, D)
+        x = ops.reshape(x, (-1, self.tokens, self.dim))  # (B, rows, cols, D) -> (B, tokens, D), row-major
         return ops.cast(x, self.compute_dtype)  # the token stream is held in the parameter dtype
 
 
@@ -76,14 +79,19 @@ class Attention(layers.Layer):
             self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
-        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
-        if taps is not NO_TAPS:  # the fused kernel does not return its weights: recompute them
-            q, k = self.mha.query_dense(x), self.mha.key_dense(x)  # (B, N, H, hd)
-            # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
-            scores = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32") * scale
-            taps[f"{self.tag}.attn_probs"] = ops.cast(ops.softmax(scores, axis=-1), q.dtype)
-        y = self.mha(x, x, training=training)
+        # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
+        # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
+        y = self.explicit(x, training, taps) if taps is not NO_TAPS else self.mha(x, x, training=training)
         return y if self.out_bias is None else y + ops.cast(self.out_bias, y.dtype)
+
+    def explicit(self, x, training: bool, taps: Taps):
+        """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
+        tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
+        # return_attention_scores=True: MultiHeadAttention leaves its fused dot-product kernel for
+        # its own einsum, softmax and einsum, and returns the probabilities it applied.
+        y, probs = self.mha(x, x, training=training, return_attention_scores=True)
+        taps[f"{self.tag}.attn_probs"] = probs
+        return y
 
 
 class Mlp(layers.Layer):
@@ -109,7 +117,6 @@ class Block(layers.Layer):
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         t = taps
-        # ops.add promotes a bfloat16 branch into a float32 stream; TF's `+` refuses mixed dtypes.
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
             x = ops.add(x, a := self.attn(h, training=training, taps=t))

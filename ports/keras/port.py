@@ -274,9 +274,10 @@ class Port:
         return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
-        """Mean cross-entropy from logits and its gradients in the canonical layout (training=False:
-        dropout off, so the three ports are comparable). Keras has no backend-neutral gradient API,
-        so this is the one place the backend shows."""
+        """Mean cross-entropy from logits and its gradients in the canonical layout (eval mode:
+        dropout off, so the ports are comparable)."""
+        # training=False is Keras' eval mode. Keras has no backend-neutral gradient API, so this
+        # is the one place the backend shows.
         x, y = self.prepare(images), np.asarray(labels, dtype=np.int32)
         # from_logits=True: Keras' sparse cross-entropy defaults to probabilities (divergences #32).
         loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)

@@ -1,11 +1,11 @@
 """One training step in Keras 3: mean cross-entropy from logits, gradients, global-norm clipping,
-AdamW (`keras.optimizers.AdamW`), with every default the three frameworks disagree on pinned from
+AdamW (`keras.optimizers.AdamW`), with every default the frameworks disagree on pinned from
 the `TrainSpec` (shared/core/train_spec.py).
 
-Parallel text: ports/torch/train.py and ports/flax/train.py have the same names in the same
-order. The step is one `tf.function` (`compiled = True`): gradient tape, clipping, decay and
-the Adam update run as one graph; the learning rate is an optimizer variable, so setting it does
-not retrace. Needs the TensorFlow backend (Keras has no backend-neutral gradient API).
+Parallel text: every native port's train.py has the same names in the same order. The step is one
+`tf.function` (`compiled = True`): gradient tape, clipping, decay and the Adam update run as one
+graph; the learning rate is an optimizer variable, so setting it does not retrace. Needs the
+TensorFlow backend (Keras has no backend-neutral gradient API).
 
 Precision (shared/core/precision.py): the Port built the model at the rung (mixed: the
 `mixed_<dtype>` policy on the compute layers, float32 variables); the loss is taken on float32
@@ -117,7 +117,8 @@ class Trainer:
         return self.port.prepare(images), target
 
     def step(self, batch: tuple[object, object]) -> object:
-        """One update: forward in train mode, mean CE from logits, gradients, clipping, AdamW."""
+        """One update: forward in train mode (at the port's rung), mean CE from float32 logits,
+        gradients (of the scaled loss under float16), clipping, AdamW."""
         x, y = batch
         with keras.device(self.port.device):
             return self._step(x, y)

@@ -42,7 +42,8 @@ def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, object]:
 
 def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
     bound = bindings(model, model.spec)
-    if len({id(v) for v in bound.values()}) != len(model.trainable_variables):  # a mapping bug
+    # a mapping bug, never a user error
+    if len({id(v) for v in bound.values()}) != len(model.trainable_variables):
         raise AssertionError("keras mapping does not cover every trainable variable exactly once")
     for name, variable in bound.items():
         variable.assign(tensors[name])

@@ -1,6 +1,6 @@
 """The spec's model in MLX (`mlx.nn`), NHWC input.
 
-Parallel text: ports/torch/model.py, ports/keras/model.py and ports/flax/model.py have the same
+Parallel text: every native port's model.py (ports/torch, keras, flax and mlx) has the same
 classes in the same order; a diff between two of them shows only the framework idiom.
 """
 
@@ -46,7 +46,7 @@ class PatchEmbed(nn.Module):
         if any(sum(self.padding, ())):
             x = mx.pad(x, self.padding)
         x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D)
+        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
         return x.astype(self.proj.weight.dtype)  # the token stream is held in the parameter dtype
 
 
@@ -73,13 +73,15 @@ class Attention(nn.Module):
         self.dropout, self.dropout_rate = nn.Dropout(spec.dropout_attn), spec.dropout_attn
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
+        # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
+        # Also for attention dropout in train mode, which nn.MultiHeadAttention lacks.
         explicit = taps is not NO_TAPS or (self.training and self.dropout_rate > 0)
         y = self.explicit(x, taps) if explicit else self.mha(x, x, x)
         return y if self.out_bias is None else y + self.out_bias.astype(y.dtype)
 
     def explicit(self, x: mx.array, taps: Taps) -> mx.array:
-        """softmax(q k^T) v through the module's own projections: it also yields the weights the
-        fused kernel keeps to itself, and applies attention dropout, which the module lacks."""
+        """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
+        tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         b, n, _ = x.shape
 
         def heads(t: mx.array) -> mx.array:  # (B, N, H*hd) -> (B, H, N, hd)
@@ -160,7 +162,7 @@ class VisionTransformer(nn.Module):
         self.pos_embed = None
         if spec.pos_embed == "learned":  # the whole table; only the first rows are used
             self.pos_embed = mx.zeros((d.pos_rows_total, spec.dim))
-        # sincos positions are fixed, not a parameter: MLX leaves keys starting with "_" out of
+        # fixed, not a parameter: MLX leaves keys starting with "_" out of
         # parameters() (a frozen array would still be counted there).
         self._pos_table = None
         if spec.pos_embed == "sincos":

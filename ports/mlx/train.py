@@ -2,10 +2,10 @@
 AdamW (`mlx.optimizers.AdamW`), with every default the frameworks disagree on pinned from the
 `TrainSpec` (shared/core/train_spec.py).
 
-Parallel text: ports/torch/train.py, ports/keras/train.py and ports/flax/train.py have the same
-names in the same order. The step runs eagerly (`compiled = False`): MLX's AdamW reads epsilon
-as a Python attribute, which mx.compile would freeze at the first trace, and the pinned epsilon
-changes at every update. (Eager in MLX still builds a lazy graph; mx.eval runs it.)
+Parallel text: every native port's train.py has the same names in the same order. The step runs
+eagerly (`compiled = False`): MLX's AdamW reads epsilon as a Python attribute, which mx.compile
+would freeze at the first trace, and the pinned epsilon changes at every update. (Eager in MLX
+still builds a lazy graph; mx.eval runs it.)
 
 Precision (shared/core/precision.py): MLX trains at float32 only. Its Port refuses the mixed
 rungs (MLX has no mixed precision), and a pure rung is refused for training in every port
@@ -89,7 +89,8 @@ class Trainer:
         return self.port.prepare(images), target
 
     def step(self, batch: tuple[mx.array, mx.array]) -> mx.array:
-        """One update: forward in train mode, mean CE from logits, gradients, clipping, AdamW."""
+        """One update: forward in train mode (at the port's rung), mean CE from float32 logits,
+        gradients (of the scaled loss under float16), clipping, AdamW."""
         x, y = batch
         self.model.train()
         loss, grads = self.loss_and_grad(self.model, x, y)
@@ -107,8 +108,8 @@ class Trainer:
         return float(native_loss)
 
     def loss_scale(self) -> float:
-        """The loss scale of the next step: 1.0 (MLX trains at float32 only)."""
-        return 1.0
+        """The loss scale of the next step (1.0 when the rung needs none)."""
+        return 1.0  # MLX trains at float32 only
 
     def set_learning_rate(self, lr: float) -> None:
         for opt in self.optimizers:

@@ -105,8 +105,8 @@ class Port:
         if device not in available_devices():
             raise FrameworkUnavailable(f"onnx: device {device!r} has no ONNX Runtime execution provider "
                                        f"here; available: {', '.join(available_devices())}")
-        pin_precision()
-        self.spec, self.device_class = spec, device
+        self.settings = pin_precision(allow_tf32=precision.tf32)
+        self.spec, self.device_class, self.precision = spec, device, precision
         self.source = TorchPort(spec, device="cpu")  # exported from the CPU copy
         self._parameter_names = {name for name, _ in self.source.model.named_parameters()}
         self._graphs: dict[bool, tuple[bytes, list[str]]] = {}  # with_taps -> (graph, outputs)
@@ -175,6 +175,13 @@ class Port:
         return self.to_numpy(self.forward(self.prepare(images), train=train))
 
     def intermediates(self, images: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: self.to_numpy(t) for name, t in self.taps(images).items()}
+
+    def tap_dtypes(self, images: np.ndarray) -> dict[str, str]:
+        """The dtype each named intermediate was computed in, as the framework reports it."""
+        return {name: str(t.dtype) for name, t in self.taps(images).items()}
+
+    def taps(self, images: np.ndarray) -> dict[str, np.ndarray]:
         """Every tap, computed by ONNX Runtime: the taps are outputs of a second exported graph."""
         _, outputs = self._graph(with_taps=True)
         session = self._session(optimised=False, with_taps=True)

@@ -1,7 +1,7 @@
 """The spec's model in PyTorch (`torch.nn`), NCHW input.
 
-Parallel text: ports/keras/model.py and ports/flax/model.py have the same classes in the same
-order; a diff between two of them shows only the framework idiom.
+Parallel text: every native port's model.py (ports/torch, keras, flax and mlx) has the same
+classes in the same order; a diff between two of them shows only the framework idiom.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def activation(form: str) -> nn.Module:
 
 
 def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
-    # Always pass epsilon: torch 1e-5, Keras 1e-3 and Flax 1e-6 by default.
+    # Always pass epsilon: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6 by default.
     return nn.LayerNorm(width, eps=spec.layer_norm_eps)
 
 
@@ -72,16 +72,22 @@ class Attention(nn.Module):
         q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         dropout = self.dropout if self.training else 0.0
+        # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
+        # Also for narrow heads, where SDPA's CPU flash kernel is 1.45x slower (archive-torch, 8-wide).
         if taps is not NO_TAPS or self.head_dim <= NARROW_HEAD:
-            # Explicit softmax(q k^T) v: it also yields the weights the fused kernel keeps to itself,
-            # and for narrow heads SDPA's CPU flash kernel is 1.45x slower (archive-torch, 8-wide).
-            # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
-            probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
-            taps[f"{self.tag}.attn_probs"] = probs
-            context = F.dropout(probs, dropout) @ v
+            context = self.explicit(q, k, v, scale, dropout, taps)
         else:
             context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale)
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
+
+    def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
+                 taps: Taps) -> torch.Tensor:
+        """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
+        tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
+        # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
+        probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
+        taps[f"{self.tag}.attn_probs"] = probs
+        return F.dropout(probs, dropout) @ v
 
 
 class Mlp(nn.Module):

@@ -1,11 +1,10 @@
 """One training step in PyTorch: mean cross-entropy from logits, gradients, global-norm clipping,
-AdamW (`torch.optim.AdamW`), with every default the three frameworks disagree on pinned from the
+AdamW (`torch.optim.AdamW`), with every default the frameworks disagree on pinned from the
 `TrainSpec` (shared/core/train_spec.py).
 
-Parallel text: ports/keras/train.py and ports/flax/train.py have the same names in the same
-order. The step runs eagerly (`compiled = False`): torch.compile of a whole optimizer step is
-possible but recompiles whenever the learning rate or epsilon changes, and eager is what the
-archive ran.
+Parallel text: every native port's train.py has the same names in the same order. The step runs
+eagerly (`compiled = False`): torch.compile of a whole optimizer step is possible but recompiles
+whenever the learning rate or epsilon changes, and eager is what the archive ran.
 
 Precision (shared/core/precision.py): the forward runs under the port's autocast (float32 when
 the rung is float32), the loss is taken on float32 logits, and AdamW updates the float32 master

@@ -1,4 +1,4 @@
-"""`compare.py lessons [NAME]`: the three ports' own code side by side for each divergence, with
+"""`compare.py lessons [NAME]`: the four native ports' own code side by side for each divergence, with
 the measured gap and the pin (shared/teaching/lessons.py); after them (or alone, `--rungs`) which
 forward divergences an equivalence test still catches at each precision rung
 (shared/teaching/detectability.py)."""

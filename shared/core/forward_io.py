@@ -1,8 +1,8 @@
 """What goes into a user's forward and what comes out of it, framework-neutral (NumPy only):
 canonical NHWC images in the layout the model takes (`--input-layout`), the logits picked from
 what it returns (`--output`), and captured intermediates in the canonical token layout. Every
-`ports/<fw>/user.py` converts its framework's tensors to NumPy and uses these, so the three
-frameworks cannot read a user's input or output differently."""
+`ports/<fw>/user.py` converts its framework's tensors to NumPy and uses these, so no two
+frameworks can read a user's input or output differently."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`TrainSpec`: every setting that changes what one training run computes, framework-neutral.
 
-Three AdamW implementations agree only when every default they disagree on is pinned
-(`shared/teaching/divergences.py` catalogues each disagreement). This module pins them once:
+Four AdamW implementations (torch, Keras, optax, MLX) agree only when every default they
+disagree on is pinned (`shared/teaching/divergences.py` catalogues each disagreement). This
+module pins them once:
 
 - **Epsilon** is Keras' "epsilon hat" (Kingma & Ba, the formula before section 2.1):
   ``p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)``. torch and optax add epsilon to

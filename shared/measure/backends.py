@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from shared.measure.environment import cpu_model
+from shared.runtime.contract import PortModule
 
 KERAS_BACKENDS = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
 
@@ -31,7 +32,7 @@ def backend_of(framework: str, entry_env: dict[str, str]) -> str | None:
     return None
 
 
-def device_name(module: Any, device_class: str) -> str:
+def device_name(module: PortModule, device_class: str) -> str:
     """The device's name: the CPU model from the OS, an accelerator's from the port module's
     `device_name` (Keras asks its active backend)."""
     if device_class == "cpu":
@@ -70,7 +71,7 @@ def peak_rss() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def memory(module: Any, backend: str | None, device_class: str) -> dict[str, Any]:
+def memory(module: PortModule, backend: str | None, device_class: str) -> dict[str, Any]:
     """The process's peak RSS, and the peak the port module's `allocator_peak` reads from the
     framework's own allocator (or why there is none). Never estimated."""
     try:

@@ -34,6 +34,7 @@ from shared.measure import backends, gate, roofline
 from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.jobs import contract_dtypes
@@ -104,7 +105,8 @@ def import_port(framework: str, config: dict[str, Any], row: dict[str, Any], tim
     return module
 
 
-def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict[str, Any]) -> str | None:
+def choose_device(framework: str, module: PortModule, config: dict[str, Any],
+                  row: dict[str, Any]) -> str | None:
     """The device class to run on, or None (the row says why) when the request is not present."""
     available = list(module.available_devices())
     device = config["device"]
@@ -127,7 +129,7 @@ def choose_device(framework: str, module: Any, config: dict[str, Any], row: dict
     return device
 
 
-def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any], row: dict[str, Any],
+def build_port(module: PortModule, spec: ModelSpec, device: str, config: dict[str, Any], row: dict[str, Any],
                timer: Phases) -> Any:
     tensors = init_weights(spec, seed=int(config["weights_seed"]))
     timer.progress("building and loading weights")
@@ -153,8 +155,8 @@ def build_port(module: Any, spec: ModelSpec, device: str, config: dict[str, Any]
     return port
 
 
-def first_calls(port: Any, images: np.ndarray, prepared: Any, config: dict[str, Any], row: dict[str, Any],
-                timer: Phases, arrays: dict[str, Any]) -> Callable[[Any], Any] | None:
+def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: dict[str, Any],
+                row: dict[str, Any], timer: Phases, arrays: dict[str, Any]) -> Callable[[Any], Any] | None:
     """The first eager call and the compile, each doubling as a check of the equivalence gate:
     shared/core/equivalence.check_logits's verdict, below float32 with the precision contract on
     the dtypes the eager pass computed every named tensor in (the gated logits go to `arrays`:
@@ -192,8 +194,8 @@ def first_calls(port: Any, images: np.ndarray, prepared: Any, config: dict[str, 
     return compiled
 
 
-def timed_phases(port: Any, images: np.ndarray, prepared: Any, compiled: Callable[[Any], Any] | None,
-                 config: dict[str, Any], timer: Phases) -> None:
+def timed_phases(port: PortInterface, images: np.ndarray, prepared: Any,
+                 compiled: Callable[[Any], Any] | None, config: dict[str, Any], timer: Phases) -> None:
     spec, batch = port.spec, int(config["batch"])
     timer.repeated("prepare", lambda: _synced(port, port.prepare(images)))
     if "eager" in config["modes"]:
@@ -219,7 +221,7 @@ def timed_phases(port: Any, images: np.ndarray, prepared: Any, compiled: Callabl
                    note=f"{len(eval_batches)} batches of {batch}, {mode} forward, per pass")
 
 
-def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str, Any],
+def train_phase(framework: str, port: PortInterface, images: np.ndarray, config: dict[str, Any],
                 timer: Phases) -> None:
     """The training update (last: it changes the weights)."""
     if not config.get("train", True):
@@ -252,7 +254,7 @@ def train_phase(framework: str, port: Any, images: np.ndarray, config: dict[str,
     timer.phases["train_step"]["compiled"] = compiled
 
 
-def measure_roofline(module: Any, spec: ModelSpec, device: str, config: dict[str, Any],
+def measure_roofline(module: PortModule, spec: ModelSpec, device: str, config: dict[str, Any],
                      row: dict[str, Any], timer: Phases) -> None:
     """The framework's GEMM rate at this run's threads and device, and each forward mode's share
     of it (shared/measure/roofline.py)."""
@@ -290,6 +292,6 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
 TIMING = JobKind("timing", run)
 
 
-def _synced(port: Any, result: Any) -> Any:
+def _synced(port: PortInterface, result: Any) -> Any:
     port.sync(result)
     return result

@@ -23,6 +23,7 @@ from typing import Any
 from shared.core.spec import ModelSpec
 from shared.measure import flops
 from shared.measure.stats import Budget, repeat, summarise
+from shared.runtime.contract import PortModule
 from shared.runtime.worker import one_line
 
 # Short and fixed: every shape gets 2 warm-up calls and at least 5 timed ones; small shapes repeat
@@ -32,7 +33,7 @@ FORWARD_PHASES = ("forward_eager", "forward_compiled")
 MIN_GEMM_FLOPS = 2 * 10**8  # per timed product: milliseconds at tens of GFLOP/s, so the call is noise
 
 
-def gemm_rate(module: Any, spec: ModelSpec, batch: int, device: str,
+def gemm_rate(module: PortModule, spec: ModelSpec, batch: int, device: str,
               budget: Budget = GEMM_BUDGET, dtype: str = "float32") -> dict[str, Any]:
     """The framework's GEMM rate in `dtype` on the spec's shapes, or why there is none."""
     if not hasattr(module, "gemm_call"):

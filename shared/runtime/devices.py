@@ -17,6 +17,7 @@ from typing import Any
 
 import ports
 from shared.errors import PortbenchError
+from shared.runtime.contract import PortModule
 from shared.runtime.job_kinds import JobKind, Output
 
 DEVICE_CLASSES = ("cpu", "cuda", "metal")
@@ -51,7 +52,7 @@ def why_not(backend: str | None, device: str) -> str:
     return "the CPU could not run the port"
 
 
-def try_device(module: Any, device: str) -> str | None:
+def try_device(module: PortModule, device: str) -> str | None:
     """None when the port builds and computes logits on `device`, else the error in one line."""
     from shared.core.inputs import probe_batch
     from shared.core.presets import get_preset
@@ -67,7 +68,7 @@ def try_device(module: Any, device: str) -> str | None:
     return None
 
 
-def device_rows(framework: str, module: Any, backend: str | None, tried: bool) -> list[dict[str, Any]]:
+def device_rows(framework: str, module: PortModule, backend: str | None, tried: bool) -> list[dict[str, Any]]:
     """One row per device class; `tried`: build and run the port on each (else only the port's
     own list, as the timing job records it without disturbing its memory figures)."""
     listed = list(module.available_devices())

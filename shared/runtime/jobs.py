@@ -15,6 +15,7 @@ from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import FrameworkUnavailable
+from shared.runtime.contract import PortInterface
 from shared.runtime.job_kinds import JobKind, Output
 
 # How frameworks say a dtype has no kernel on this device: torch "... not implemented for
@@ -22,7 +23,7 @@ from shared.runtime.job_kinds import JobKind, Output
 NO_KERNEL = ("not implemented for", "no registered", "unimplemented", "not supported")
 
 
-def _loaded_port(framework: str, job: dict[str, Any]) -> Any:
+def _loaded_port(framework: str, job: dict[str, Any]) -> PortInterface:
     """The port for `job`: its spec (the weight file's when the job gives none), weights loaded,
     at the job's precision rung."""
     spec = ModelSpec.from_json(job["spec"]) if job.get("spec") else None
@@ -33,7 +34,7 @@ def _loaded_port(framework: str, job: dict[str, Any]) -> Any:
     return port
 
 
-def low_precision_logits(port: Any, images: np.ndarray) -> np.ndarray:
+def low_precision_logits(port: PortInterface, images: np.ndarray) -> np.ndarray:
     """port.logits, where a framework without a kernel for the rung's dtype on this device is
     `unavailable` with its own words, not a crash."""
     try:

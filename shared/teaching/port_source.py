@@ -4,7 +4,7 @@ every port (`Select`), and the lines that read each spec field (`field_excerpts`
 
 Nothing here is copied text, so what the lessons and docs/rosetta.md show cannot drift from the
 ports. The ports are parallel texts (same file, class and function names), which is what lets one
-selector find the same place in all three.
+selector find the same place in every port.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ local `.npz` the user supplies, with x_train, y_train, x_test, y_test; nothing i
 Images are NHWC float32 in [0, 1] (quadrant adds Gaussian noise); labels int64.
 
 Shuffling uses NumPy's PCG64 keyed by (seed, epoch), so batch k of epoch e is the same array in
-torch, Keras and Flax: the frameworks only ever receive finished batches.
+every framework: the frameworks only ever receive finished batches.
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ has fan_in H*hd; the patch kernel (ph, pw, C, D) has fan_in ph*pw*C.
   class token zero, biases zero. Truncation at +-2 std (jax.nn.initializers.truncated_normal(0.02),
   torch trunc_normal_(std=0.02, a=-0.04, b=0.04)), so the draw's std is 0.02 * 0.8796 = 0.0176.
 
-In `torch`, `keras` and `flax`, LayerNorm is scale 1 and bias 0 (all three libraries' default),
-and the class token and position table are zero: none of the three has a default for a bare
-parameter, and each port builds them with zeros (torch.zeros, add_weight("zeros"), jnp.zeros).
+In `torch`, `keras`, `flax` and `mlx`, LayerNorm is scale 1 and bias 0 (all four libraries'
+default), and the class token and position table are zero: none of the four has a default for a
+bare parameter, and each port builds them with zeros (torch.zeros, add_weight("zeros"), jnp.zeros,
+mx.zeros).
 
 Two knobs act on any scheme: `kernel_gain` multiplies every kernel, and `pos_std` (when not None)
 replaces the position table by N(0, pos_std^2), so scale can be varied without a new scheme.

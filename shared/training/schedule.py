@@ -3,8 +3,8 @@
 The ports never use a framework scheduler. Each epoch the training loop asks `lr_for_epoch()`,
 sets that float into its optimizer (`Trainer.set_learning_rate`), trains, and reports the epoch's
 metrics to `end_epoch()`, which decides about cuts and stopping. So the schedule exists once and
-the three frameworks cannot count differently (their own schedulers count warm-up, plateaus and
-cooldowns three different ways, below).
+the frameworks cannot count differently (torch's, Keras' and optax's own schedulers count
+warm-up, plateaus and cooldowns three different ways, below).
 
 Counting, stated exactly (and how it differs from the libraries):
 - **Warm-up**: epoch e (0-based) with e < warmup_epochs trains at lr * (e + 1) / warmup_epochs,
