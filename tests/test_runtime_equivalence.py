@@ -16,7 +16,7 @@ from shared.core.presets import get_preset
 from shared.core.tolerance import logit_atol
 from shared.measure import gate
 from shared.measure.results_types import CHECK
-from shared.teaching.tracing import compare_taps, tap_order
+from shared.teaching.first_divergence import compare_taps, tap_order
 
 SPEC = get_preset("quadrant")
 REF = np.random.default_rng(0).standard_normal((4, SPEC.num_classes))

@@ -16,7 +16,7 @@ from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.weights import init_weights, save_weights
 from shared.errors import InputError
-from shared.teaching.diagnosis import diagnose
+from shared.teaching.gap_explanation import diagnose
 from shared.teaching.variants import Case, variant
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from ports import create_port
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
-from shared.teaching.tracing import compare_taps, reference_taps, report_lines, tap_order
+from shared.teaching.first_divergence import compare_taps, reference_taps, report_lines, tap_order
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import compare
-from shared.measure import peers
+from shared.measure import peer_timing
 from tests import background
 from tests.timing_helpers import compare as run_compare
 from tests.timing_helpers import error_line, finish, start_compare
@@ -55,7 +55,7 @@ def test_missing_extra_names_the_install_command(monkeypatch, capsys) -> None:
     absent = {"keras_hub", "tf_keras"}
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in absent else real(name, *a))
-    impls, missing = peers.plan(["keras"], ("compiled",))
+    impls, missing = peer_timing.plan(["keras"], ("compiled",))
     assert [i.name for i in impls] == ["port:keras:compiled"]
     assert missing == ["keras-hub:predict needs keras_hub", "keras-hub:graph needs keras_hub",
                        "hf-tf:graph needs tf_keras"]

@@ -1,5 +1,5 @@
 """`compare.py diagnose`: which catalogue setting explains the gap between your logits and the
-reference (shared/teaching/diagnosis.py)."""
+reference (shared/teaching/gap_explanation.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from shared.cli._teaching_args import (
 )
 from shared.core.presets import resolve_spec
 from shared.errors import InputError, WeightsError
-from shared.teaching.diagnosis import diagnose, load_user_logits
+from shared.teaching.gap_explanation import diagnose, load_user_logits
 
 ORDER = 62
 

@@ -1,5 +1,5 @@
 """`compare.py peers [--spec S] [--batch 8] [--threads 2] [--frameworks ...]`: each port against
-the public implementation a user would pick instead, in one run (shared/measure/peers.py):
+the public implementation a user would pick instead, in one run (shared/measure/peer_timing.py):
 
   torch eager    vs timm eager and Transformers' PyTorch ViT (eager)
   torch compiled vs timm under torch.compile
@@ -54,11 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.files import check_output, write_output
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable
-    from shared.measure import peers
+    from shared.measure import peer_timing
     from shared.measure.stats import Budget
 
     spec = resolve_spec(args.spec or "vit-b16", args.overrides)
-    peers.check_expressible(spec)
+    peer_timing.check_expressible(spec)
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
     check_work("--processes", args.processes)
@@ -66,17 +66,18 @@ def run(args: argparse.Namespace) -> int:
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     if args.json_path:
         check_output(args.json_path, args.force)
-    impls, missing = peers.plan(frameworks, modes)
+    impls, missing = peer_timing.plan(frameworks, modes)
     if missing:
-        print(f"not installed: {'; '.join(missing)}; install with: {peers.INSTALL}", file=sys.stderr)
+        print(f"not installed: {'; '.join(missing)}; install with: {peer_timing.INSTALL}", file=sys.stderr)
     if not any(not i.name.startswith("port:") for i in impls):
-        raise FrameworkUnavailable(f"no peer implementation is installed; install with: {peers.INSTALL}")
-    job = peers.job_config(args.batch, args.threads, args.device,
+        raise FrameworkUnavailable("no peer implementation is installed; install with: "
+                                   f"{peer_timing.INSTALL}")
+    job = peer_timing.job_config(args.batch, args.threads, args.device,
                            Budget(warmup=1, min_repeats=args.repeats, max_repeats=args.repeats, seconds=0.0))
     progress(f"peers on {spec.name}, batch {args.batch}, {args.threads} thread(s), fp32: "
              f"{', '.join(i.name for i in impls)}")
-    results = peers.run_peers(spec, impls, job, args.processes, args.timeout, progress)
-    found = peers.ratios(results)
+    results = peer_timing.run_peers(spec, impls, job, args.processes, args.timeout, progress)
+    found = peer_timing.ratios(results)
     print(report_text(spec, args, results, found))
     if args.json_path:
         document = {"spec": spec.to_dict(), "batch": args.batch, "threads": args.threads,

@@ -1,5 +1,5 @@
 """`compare.py trace`: the first intermediate tensor where a port leaves the reference
-(shared/teaching/tracing.py)."""
+(shared/teaching/first_divergence.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from shared.cli._teaching_args import (
 )
 from shared.core.files import check_output, write_output
 from shared.core.precision import from_args
-from shared.teaching.tracing import report_lines, trace
+from shared.teaching.first_divergence import report_lines, trace
 
 ORDER = 61
 

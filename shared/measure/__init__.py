@@ -1,7 +1,7 @@
 """Fair, phase-separated timing (`compare.py time`, `sweep`, `peers`, `report`, the main job).
 
 Framework-neutral, like the rest of `shared/`: the frameworks are only imported in worker
-processes, by the port modules that the worker's `timing` (`phases`) and `peers` (`peers`) job
+processes, by the port modules that the worker's `timing` (`phases`) and `peers` (`peer_timing`) job
 kinds load, one process per framework.
 
 - `stats`: warm-up then repeats until a time budget or a count; median, IQR, n.
@@ -17,6 +17,6 @@ kinds load, one process per framework.
 - `backends`: which backend an entry runs on; device names and memory, asked of the port.
 - `runner`: one worker per framework through the one launcher, with a timeout; collects rows.
 - `sweep`: every (batch, image size) point through the runner, and the log-log slope fits.
-- `peers`: each port against the public implementations (ports/peers.py builds them).
+- `peer_timing`: each port against the public implementations (ports/public_models.py builds them).
 - `output`: terminal table (100 columns, or `wide`), CSV and the PNG chart.
 """

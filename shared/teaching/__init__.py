@@ -1,7 +1,8 @@
 """Where frameworks silently differ: the divergence catalogue (`divergences`, its demonstrations in
 `forward_demos` / `training_demos`, its reference variants in `variants` / `transforms`),
-`tracing` (first divergent tensor), `diagnosis` (which setting explains a gap), `audit` (framework
-defaults used instead of spec values), `user_model` / `spec_check` (a user's own model where the
+`first_divergence` (the first tensor where a port leaves the reference), `gap_explanation`
+(which setting explains a gap), `audit` (framework defaults used instead of spec values),
+`user_model` / `spec_check` (a user's own model where the
 ports stand, and what its layers contradict in the spec) and `lessons` / `rosetta` (the ports'
 own code side by side, read by `port_source`).
 

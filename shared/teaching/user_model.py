@@ -25,9 +25,9 @@ from shared.errors import InputError, WeightsError
 from shared.runtime.launch import run_worker
 from shared.runtime.user_jobs import USER
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
-from shared.teaching.diagnosis import Diagnosis, diagnose
+from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps
+from shared.teaching.gap_explanation import Diagnosis, diagnose
 from shared.teaching.spec_check import Contradiction, contradictions
-from shared.teaching.tracing import PortTrace, compare_taps, reference_taps
 
 MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
 GUESS = (("flax", re.compile(r"^\s*(from|import)\s+flax", re.M)),

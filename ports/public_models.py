@@ -1,7 +1,7 @@
 """The public implementations a user would pick instead of a port, for `compare.py peers`: timm's
 VisionTransformer, Transformers 4.x ViTForImageClassification in PyTorch, TensorFlow and Flax, and
 keras-hub's ViTImageClassifier. Each is built random-initialised (nothing is downloaded) on the
-model the spec describes (shared/measure/peers.py checks that the spec is one they can express),
+model the spec describes (shared/measure/peer_timing.py checks that the spec is one they can express),
 in its own worker process; each function imports its own framework and returns a synchronised
 forward call on the run's canonical NHWC images, and facts about it (parameter count, mode).
 """

@@ -1,8 +1,8 @@
 """The ports against the public implementations, then a small spec at a large batch:
 
-    python benchmarks/peers.py [--threads 2] [--repeats 5] [--processes 1] [--json FILE]
+    python benchmarks/peers_then_large_batch.py [--threads 2] [--repeats 5] [--processes 1] [--json FILE]
 
-1. `compare.py peers --spec vit-b16 --batch 8` (shared/measure/peers.py: timm eager and
+1. `compare.py peers --spec vit-b16 --batch 8` (shared/measure/peer_timing.py: timm eager and
    compiled, Transformers 4.x ViT in PyTorch / TensorFlow / Flax, keras-hub's ViT, each
    random-initialised on ViT-B/16 in its own pinned worker, ratios with the quartiles' range,
    the ports' share of their framework's fp32 GEMM rate);

@@ -1,6 +1,6 @@
 """Each port against the public implementation a user would pick instead (`compare.py peers`):
 timm eager and compiled, Transformers 4.x ViT in PyTorch / TensorFlow / Flax, keras-hub's ViT,
-each random-initialised (nothing downloaded) on the model the spec describes (ports/peers.py
+each random-initialised (nothing downloaded) on the model the spec describes (ports/public_models.py
 builds them), on the same seeded images, batch, threads and CPU pinning. Every implementation
 runs in its own fresh worker (the `peers` job kind), each port next to its peers, and with
 `processes` > 1 the whole sequence repeats (a b c a b c), so slow drift in the machine's load
@@ -144,7 +144,8 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
         call, facts = _port_call(impl, spec, images, job)
     else:
         family, _, mode = impl.partition(":")
-        call, facts = importlib.import_module("ports.peers").BUILDERS[family](spec, images, mode, threads)
+        builders = importlib.import_module("ports.public_models").BUILDERS
+        call, facts = builders[family](spec, images, mode, threads)
     out.report.update(facts)
     first, _ = time_once(call)
     stats = summarise(samples := repeat(call, Budget(**job["budget"])))
