@@ -89,10 +89,5 @@ def is_spec_rate(rate: float, spec: ModelSpec) -> bool:
     return any(close(rate, r) for r in spec_rates(spec))
 
 
-def expected_form(path: str, spec: ModelSpec) -> str:
-    """The GELU form the spec wants at a layer path: the head's or the MLP's."""
-    return spec.head_activation if "head" in path.lower() else spec.activation
-
-
 def close(a: float, b: float) -> bool:
     return math.isclose(float(a), float(b), rel_tol=1e-6)

@@ -50,10 +50,6 @@ def matmuls(spec: ModelSpec, batch: int) -> list[Matmul]:
     return out
 
 
-def forward_macs_per_image(spec: ModelSpec) -> int:
-    return sum(m.macs for m in matmuls(spec, 1))
-
-
 def forward_flops(spec: ModelSpec, batch: int) -> int:
     return 2 * sum(m.macs for m in matmuls(spec, batch))
 

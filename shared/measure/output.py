@@ -5,10 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from pathlib import Path
 from typing import Any
 
-from shared.core.files import write_output
 from shared.core.terminal import printable, wrap
 from shared.errors import PortbenchError
 from shared.measure.contention import CONTENDED
@@ -225,14 +223,6 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
                 "gemm_gflops": gemm if achieved else None, "roof_fraction": achieved.get("fraction"),
             })
     return buffer.getvalue()
-
-
-def write_csv(path: str | Path, rows: list[dict[str, Any]], force: bool = False) -> None:
-    write_output(path, csv_text(rows).encode(), force=force)
-
-
-def write_chart(path: str | Path, rows: list[dict[str, Any]], title: str, force: bool = False) -> None:
-    write_output(path, chart_png(rows, title), force=force)
 
 
 def chart_png(rows: list[dict[str, Any]], title: str) -> bytes:
