@@ -56,6 +56,7 @@ def pytest_sessionstart(session) -> None:
 FAST_MODULES = {
     "test_spec.py", "test_core_record.py", "test_core_mapping.py", "test_weights.py",
     "test_layering.py", "test_ports_parallel.py", "test_runtime_equivalence.py",
+    "test_ports_parallel_text.py",
     "test_timing_units.py", "test_training_schedule.py", "test_training_spec_data.py",
     "test_user_binding.py", "test_teaching_mutations.py", "test_teaching_lessons.py",
     "test_teaching_diagnose.py", "test_bad_input_decoding.py", "test_bad_input_options.py",

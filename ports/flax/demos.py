@@ -1,11 +1,10 @@
-"""Flax's (flax.nnx on JAX, optax) demonstrations for the divergence catalogue
-(shared/teaching/*_demos.py): the framework's own API run on the case a demonstration measures,
-so the gap it reports is the installed framework's.
+"""Flax's demonstrations for the divergence catalogue (shared/teaching/*_demos.py): the framework's
+own API run on the case a demonstration measures, so the gap it reports is the installed
+framework's.
 
-Parallel text with ports/torch/demos.py, ports/keras/demos.py and ports/mlx/demos.py: `adam_step`
-in every port; the other demonstrations exist only where the divergence lives in this framework's
-API. What the framework's defaults are is read in defaults.py. Loaded through
-`ports.load_port_part(name, "demos")`.
+Parallel text: every native port's demos.py (ports/torch, keras, flax and mlx) has `adam_step`; the
+other demonstrations exist only where the divergence lives in this framework's API. What the
+framework's defaults are is read in defaults.py. Loaded through `ports.load_port_part(name, "demos")`.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from flax import nnx
 
 def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
               decoupled: bool = True) -> np.ndarray:
-    """One step of optax.adamw (decoupled=False: Adam with L2 weight decay, the decay added to the
-    gradient before the Adam scaling) from zero moments."""
+    """One step of Flax's AdamW (decoupled=False: Adam with L2 weight decay, the decay added to the
+    gradient) from zero moments: optax.adamw, or optax.adam chained after add_decayed_weights."""
     if decoupled:
         opt = optax.adamw(lr, eps=eps, weight_decay=weight_decay)
     else:

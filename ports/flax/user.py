@@ -1,6 +1,6 @@
-"""A user's own Flax (flax.nnx) model where portbench's port stands: read and write its parameters,
-run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
-process only (the user's file is imported there, never in the parent).
+"""A user's own Flax (`flax.nnx`) model where portbench's port stands: read and write its
+parameters, run it on canonical inputs, capture its intermediates and read its settings. Runs in the
+worker process only (the user's file is imported there, never in the parent).
 
 Names are nnx paths joined by "." ("layers.0.self_attention.query.kernel"), as `nnx.state` spells
 them, but listed in definition order (nnx.state sorts them). Eval mode is `nnx.view(model,
@@ -24,14 +24,13 @@ from shared.errors import InputError
 
 
 def owns(obj: Any) -> bool:
-    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    # True when obj is a model of this framework
     return isinstance(obj, nnx.Module)
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
-    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
-    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
-    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    # every parameter (and every buffer that changes the function) by its native name (the module
+    # docstring's "Names"), float32 NumPy copies, in definition order
     return {name: np.array(v[...], dtype=np.float32) for name, v in _variables(model).items()}
 
 
@@ -70,7 +69,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
-    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    # the same under the framework's compiler
     graphdef, state = nnx.split(_eval_view(model))
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
     # in Python on every call, which a timing would count against the user's model.
@@ -79,8 +78,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
 
 
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
-    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
-    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    # outputs of the layers at `paths`, eval mode, as NumPy arrays in the canonical token layout
+    # (B, N, D)
     nodes = dict(_named_nodes(model))
     for path in paths:
         if not isinstance(nodes.get(path), nnx.Module):

@@ -1,7 +1,7 @@
 """Keras 3's side of the divergence catalogue (shared/teaching/): the installed Keras's default for
 each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py, ports/flax/defaults.py, ports/mlx/defaults.py: the same
+Parallel text: every native port's defaults.py (ports/torch, keras, flax and mlx) has the same
 readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
 Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
 call); where no attribute holds a value, one comment says where it comes from. A built model is read

@@ -1,11 +1,10 @@
 """Keras 3's demonstrations for the divergence catalogue (shared/teaching/*_demos.py): the
-framework's own API run on the case a demonstration measures, so the gap it reports is the
-installed framework's.
+framework's own API run on the case a demonstration measures, so the gap it reports is the installed
+framework's.
 
-Parallel text with ports/torch/demos.py, ports/flax/demos.py and ports/mlx/demos.py: `adam_step`
-in every port; the other demonstrations exist only where the divergence lives in this framework's
-API. What the framework's defaults are is read in defaults.py. Loaded through
-`ports.load_port_part(name, "demos")`.
+Parallel text: every native port's demos.py (ports/torch, keras, flax and mlx) has `adam_step`; the
+other demonstrations exist only where the divergence lives in this framework's API. What the
+framework's defaults are is read in defaults.py. Loaded through `ports.load_port_part(name, "demos")`.
 """
 
 from __future__ import annotations
@@ -23,8 +22,8 @@ from shared.core.spec import ModelSpec
 
 def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
               decoupled: bool = True) -> np.ndarray:
-    """One step of Keras' AdamW (decoupled=False: Adam with L2 weight decay, the decay added to
-    the gradient, as Keras has no such option) from zero moments."""
+    """One step of Keras 3's AdamW (decoupled=False: Adam with L2 weight decay, the decay added to
+    the gradient) from zero moments. Keras' Adam has no L2 option: the decay is added here."""
     var = keras.Variable(np.array(params, copy=True))
     if decoupled:
         opt = keras.optimizers.AdamW(learning_rate=lr, epsilon=eps, weight_decay=weight_decay)

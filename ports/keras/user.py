@@ -1,6 +1,6 @@
-"""A user's own Keras 3 model where portbench's port stands: read and write its parameters,
-run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
-process only (the user's file is imported there, never in the parent).
+"""A user's own Keras 3 (`keras.layers`) model where portbench's port stands: read and write its
+parameters, run it on canonical inputs, capture its intermediates and read its settings. Runs in the
+worker process only (the user's file is imported there, never in the parent).
 
 Functional, Sequential and subclassed models and bare layers, on any Keras backend. Names are
 variable paths ("encoder_0_attention/query/kernel"); a layer without variables has no path, so
@@ -28,14 +28,13 @@ BACKEND = keras.backend.backend()
 
 
 def owns(obj: Any) -> bool:
-    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    # True when obj is a model of this framework
     return isinstance(obj, keras.layers.Layer)
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
-    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
-    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
-    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    # every parameter (and every buffer that changes the function) by its native name (the module
+    # docstring's "Names"), float32 NumPy copies, in definition order
     return {name: np.array(ops.convert_to_numpy(v), np.float32) for name, v in _variables(model).items()}
 
 
@@ -72,7 +71,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
-    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    # the same under the framework's compiler
     if BACKEND == "tensorflow":
         import tensorflow as tf
 
@@ -92,8 +91,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
 
 
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
-    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
-    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    # outputs of the layers at `paths`, eval mode, as NumPy arrays in the canonical token layout
+    # (B, N, D)
     nodes = dict(_named_nodes(model))
     for path in paths:
         if path not in nodes:

@@ -1,11 +1,11 @@
-"""MLX's (mlx.nn, mlx.optimizers) side of the divergence catalogue (shared/teaching/): the installed
-MLX's default for each entry, read from the framework.
+"""MLX's side of the divergence catalogue (shared/teaching/): the installed MLX's default for
+each entry, read from the framework.
 
-Parallel text with ports/torch/defaults.py, ports/keras/defaults.py, ports/flax/defaults.py: the
-same readers in the same order (one per catalogue entry, named by its key) and the same numeric
-defaults. Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a
-measured call); where no attribute holds a value, one comment says where it comes from. A built
-model is read by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
+Parallel text: every native port's defaults.py (ports/torch, keras, flax and mlx) has the same
+readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
+Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
+call); where no attribute holds a value, one comment says where it comes from. A built model is read
+by user.py (`layers()`), the demonstrations run in demos.py. Loaded through
 `ports.load_port_part(name, "defaults")`.
 """
 

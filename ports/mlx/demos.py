@@ -1,11 +1,10 @@
-"""MLX's (mlx.nn, mlx.optimizers) demonstrations for the divergence catalogue
-(shared/teaching/*_demos.py): the framework's own API run on the case a demonstration measures,
-so the gap it reports is the installed framework's.
+"""MLX's demonstrations for the divergence catalogue (shared/teaching/*_demos.py): the framework's
+own API run on the case a demonstration measures, so the gap it reports is the installed
+framework's.
 
-Parallel text with ports/torch/demos.py, ports/keras/demos.py and ports/flax/demos.py: `adam_step`
-in every port; the other demonstrations exist only where the divergence lives in this framework's
-API. What the framework's defaults are is read in defaults.py. Loaded through
-`ports.load_port_part(name, "demos")`.
+Parallel text: every native port's demos.py (ports/torch, keras, flax and mlx) has `adam_step`; the
+other demonstrations exist only where the divergence lives in this framework's API. What the
+framework's defaults are is read in defaults.py. Loaded through `ports.load_port_part(name, "demos")`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from shared.core.spec import ModelSpec
 
 def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
               decoupled: bool = True, bias_correction: bool = True) -> np.ndarray:
-    """One step of optim.AdamW (decoupled=False: optim.Adam with the L2 decay added to the
+    """One step of MLX's AdamW (decoupled=False: Adam with L2 weight decay, the decay added to the
     gradient) from zero moments. bias_correction=True is torch's update; MLX's default is False."""
     p, g = mx.array(params), mx.array(grads)
     if decoupled:

@@ -1,4 +1,4 @@
-"""A user's own MLX (mlx.nn) model where portbench's port stands: read and write its parameters,
+"""A user's own MLX (`mlx.nn`) model where portbench's port stands: read and write its parameters,
 run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
 process only (the user's file is imported there, never in the parent).
 
@@ -27,14 +27,13 @@ GELU_FORMS = {"none": "gelu", "precise": "gelu_tanh", "tanh": "gelu_tanh", "fast
 
 
 def owns(obj: Any) -> bool:
-    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    # True when obj is a model of this framework
     return isinstance(obj, nn.Module)
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
-    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
-    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
-    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    # every parameter (and every buffer that changes the function) by its native name (the module
+    # docstring's "Names"), float32 NumPy copies, in definition order
     return {name: np.array(value.astype(mx.float32)) for name, value in _arrays(model).items()}
 
 
@@ -71,7 +70,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
-    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    # the same under the framework's compiler
     model.eval()
     # inputs=model.state, as the port: the parameters are inputs of the graph, not constants of
     # its first trace.
@@ -80,8 +79,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
 
 
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
-    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
-    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    # outputs of the layers at `paths`, eval mode, as NumPy arrays in the canonical token layout
+    # (B, N, D)
     modules = dict(_named_modules(model))
     missing = [p for p in paths if p not in modules]
     if missing:

@@ -1,7 +1,7 @@
 """PyTorch's side of the divergence catalogue (shared/teaching/): the installed torch's default for
 each entry, read from the framework.
 
-Parallel text with ports/keras/defaults.py, ports/flax/defaults.py, ports/mlx/defaults.py: the same
+Parallel text: every native port's defaults.py (ports/torch, keras, flax and mlx) has the same
 readers in the same order (one per catalogue entry, named by its key) and the same numeric defaults.
 Defaults are read (`inspect.signature`, a fresh layer's attributes, parameter shapes, a measured
 call); where no attribute holds a value, one comment says where it comes from. A built model is read
@@ -79,9 +79,10 @@ def batch_first() -> str:
 
 
 def attention_scale() -> str:
-    # the score scale (a builtin without a readable signature: measure which scale scale=None applies)
+    # the score scale
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 1, 5, 8, generator=g, dtype=torch.float64) for _ in range(3))
+    # a builtin without a readable signature: measure which scale scale=None applies
     out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     for label, scale in (("1/sqrt(head width)", 8**-0.5), ("1/head width", 1 / 8), ("none", 1.0)):
         ref = torch.softmax(q @ k.transpose(-1, -2) * scale, dim=-1) @ v
@@ -170,7 +171,7 @@ def float64_devices() -> str:
 def mixed_precision_stream() -> str:
     # the dtype mixed precision holds the residual stream in
     with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
-        y = nn.Conv2d(1, 2, 2)(torch.zeros(1, 1, 2, 2))  # the patch embedding's conv
+        y = nn.Conv2d(1, 2, 2)(torch.zeros(1, 1, 2, 2))
         return f"autocast: the patch embedding's Conv2d gives {y.dtype}; + float32 gives " \
                f"{(y + torch.zeros(y.shape)).dtype} (promotion); no float32 term: the stream stays {y.dtype}"
 

@@ -1,11 +1,10 @@
 """PyTorch's demonstrations for the divergence catalogue (shared/teaching/*_demos.py): the
-framework's own API run on the case a demonstration measures, so the gap it reports is the
-installed framework's.
+framework's own API run on the case a demonstration measures, so the gap it reports is the installed
+framework's.
 
-Parallel text with ports/keras/demos.py, ports/flax/demos.py and ports/mlx/demos.py: `adam_step`
-in every port; the other demonstrations exist only where the divergence lives in this framework's
-API. What the framework's defaults are is read in defaults.py. Loaded through
-`ports.load_port_part(name, "demos")`.
+Parallel text: every native port's demos.py (ports/torch, keras, flax and mlx) has `adam_step`; the
+other demonstrations exist only where the divergence lives in this framework's API. What the
+framework's defaults are is read in defaults.py. Loaded through `ports.load_port_part(name, "demos")`.
 """
 
 from __future__ import annotations
@@ -20,8 +19,9 @@ from shared.core.weights import Tensors, attn_out_to_out_in, qkv_bias_pack, qkv_
 
 def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
               decoupled: bool = True) -> np.ndarray:
-    """One step of torch's AdamW (decoupled=False: Adam with L2 weight decay) from zero moments,
-    through torch.optim's functional implementation: the code the optimizer classes run. Why not
+    """One step of PyTorch's AdamW (decoupled=False: Adam with L2 weight decay, the decay added to
+    the gradient) from zero moments, through torch.optim's functional implementation: the code the
+    optimizer classes run. Why not
     `torch.optim.AdamW(...)`: constructing a torch optimizer imports torch._dynamo and triton, and importing
     triton after TensorFlow segfaults the process (measured here with torch 2.14 / TF 2.21). The
     functional path imports neither, so it is safe in a process that already runs Keras."""

@@ -1,6 +1,6 @@
-"""A user's own torch model where portbench's port stands: read and write its parameters,
-run it on canonical inputs, capture its intermediates and read its settings. Runs in the worker
-process only (the user's file is imported there, never in the parent).
+"""A user's own PyTorch (`torch.nn`) model where portbench's port stands: read and write its
+parameters, run it on canonical inputs, capture its intermediates and read its settings. Runs in the
+worker process only (the user's file is imported there, never in the parent).
 
 Names are state_dict names ("blocks.0.attn.in_proj_weight"). A model whose parameters sit on a
 device this machine lacks is refused in one line; inputs go to the device its parameters are on.
@@ -21,14 +21,13 @@ from shared.errors import InputError
 
 
 def owns(obj: Any) -> bool:
-    # True when obj is a model of this framework: torch.nn.Module / a Keras Layer or Model / an nnx.Module
+    # True when obj is a model of this framework
     return isinstance(obj, nn.Module)
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
-    # every parameter (and every buffer that changes the function) by its native name, float32 NumPy
-    # copies, in definition order: torch state_dict names; Keras variable paths ("layer/kernel");
-    # nnx paths joined by "." ("blocks.0.attn.query.kernel")
+    # every parameter (and every buffer that changes the function) by its native name (the module
+    # docstring's "Names"), float32 NumPy copies, in definition order
     _check_device(model)
     return {name: value.detach().cpu().numpy().astype(np.float32, copy=True)
             for name, value in model.state_dict().items() if value.is_floating_point()}
@@ -52,7 +51,9 @@ def layers(model: Any) -> list[Layer]:
     out = []
     for path, module in model.named_modules():
         kind, settings = _describe(module)
-        recurse = kind != "other"  # MultiheadAttention owns its out_proj; a container only its own
+        # A module of a known kind owns every parameter under it (MultiheadAttention's out_proj); a
+        # container owns only the parameters it holds itself.
+        recurse = kind != "other"
         names = [n for n, _ in module.named_parameters(recurse=recurse)]
         names += [n for n, b in module.named_buffers(recurse=recurse) if b.is_floating_point()]
         prefix = f"{path}." if path else ""
@@ -68,14 +69,14 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
-    # the same under the framework's compiler (torch.compile / a tf.function graph / nnx.jit)
+    # the same under the framework's compiler
     forward = torch.compile(model)
     return lambda images: _logits(model, forward, images, layout, output)
 
 
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
-    # outputs of the layers at `paths` (torch forward hooks; Keras: a sub-model or layer-call wrapping;
-    # nnx: module interception), eval mode, as NumPy arrays in the canonical token layout (B, N, D)
+    # outputs of the layers at `paths`, eval mode, as NumPy arrays in the canonical token layout
+    # (B, N, D)
     modules = dict(model.named_modules())
     missing = [p for p in paths if p not in modules]
     if missing:
@@ -96,7 +97,7 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     return {p: token_layout(_numpy(found[p]), len(images), channels_first=True) for p in paths if p in found}
 
 
-# ---- helpers ----------------------------------------------------------------------------------
+# ---- the walk ---------------------------------------------------------------------------------
 def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
     if isinstance(module, nn.MultiheadAttention):
         return "attention", {"num_heads": module.num_heads, "head_dim": module.head_dim,
@@ -122,6 +123,7 @@ def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
     return "other", {}
 
 
+# ---- running ------------------------------------------------------------------------------------
 def _check_device(model: nn.Module) -> torch.device:
     devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
     device = next(iter(devices))
