@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shared.teaching.divergences import CATALOGUE, entry
-from shared.teaching.framework_defaults import FRAMEWORKS, gelu_tanh_defaults, layer_norm_eps_defaults
+from shared.teaching.framework_defaults import FRAMEWORKS, layer_norm_eps_defaults
 from shared.teaching.variants import EPSILON_SOURCES, all_variants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,12 +71,6 @@ def test_documented_epsilons_match_the_installed_frameworks() -> None:
     documented = {value for value, _ in EPSILON_SOURCES}
     assert read == {"torch": 1e-5, "keras": 1e-3, "keras.ops": 1e-7, "flax": 1e-6, "mlx": 1e-5}
     assert set(read.values()) <= documented
-
-
-def test_gelu_defaults_match_the_catalogue() -> None:
-    assert gelu_tanh_defaults() == {"torch.nn.GELU": False, "keras.ops.gelu": True,
-                                    "keras.activations.gelu": False, "jax.nn.gelu": True,
-                                    "mlx.nn.GELU": False}
 
 
 def test_variants_and_entries_refer_to_each_other() -> None:

@@ -181,8 +181,3 @@ def mixed_precision_stream() -> str:
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"flax": float(default_of(nnx.LayerNorm, "epsilon"))}
-
-
-def gelu_tanh_values() -> dict[str, bool]:
-    """API -> True when its default GELU is the tanh approximation."""
-    return {"jax.nn.gelu": bool(default_of(jax.nn.gelu, "approximate"))}

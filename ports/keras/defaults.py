@@ -205,9 +205,3 @@ def mixed_precision_stream() -> str:
 def layer_norm_eps_values() -> dict[str, float]:
     return {"keras": float(default_of(keras.layers.LayerNormalization, "epsilon")),
             "keras.ops": float(keras.config.epsilon())}
-
-
-def gelu_tanh_values() -> dict[str, bool]:
-    """API -> True when its default GELU is the tanh approximation."""
-    return {"keras.ops.gelu": bool(default_of(keras.ops.gelu, "approximate")),
-            "keras.activations.gelu": bool(default_of(keras.activations.gelu, "approximate"))}

@@ -202,8 +202,3 @@ def mixed_precision_stream() -> str:
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"mlx": float(default_of(nn.LayerNorm, "eps"))}
-
-
-def gelu_tanh_values() -> dict[str, bool]:
-    """API -> True when its default GELU is the tanh approximation."""
-    return {"mlx.nn.GELU": default_of(nn.GELU, "approx") in ("precise", "tanh")}

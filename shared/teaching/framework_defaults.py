@@ -54,7 +54,3 @@ def layer_norm_eps_defaults() -> dict[str, float]:
     """framework API -> its default LayerNorm epsilon ("torch", "keras", "keras.ops", "flax")."""
     return _installed_values("layer_norm_eps_values")
 
-
-def gelu_tanh_defaults() -> dict[str, bool]:
-    """framework API -> True when its default GELU is the tanh approximation."""
-    return _installed_values("gelu_tanh_values")
