@@ -57,3 +57,15 @@ class ForeignCpu:
         own = time.process_time() - self._own
         # at most every pinned CPU busy: tick rounding cannot claim more
         self.value = min(float(len(self.cpus)), max(0.0, (busy - self._busy - own) / wall))
+
+
+def pinned_cpus() -> list[int]:
+    """The CPUs this process may run on (a worker is pinned before import): what ForeignCpu
+    watches. Empty where the OS has no affinity API (ForeignCpu then measures nothing)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def is_contended(foreign: float | None) -> bool:
+    """Whether a measured span had more than CONTENDED cores of other processes' work on its
+    CPUs (None, not measured, is not a claim of contention)."""
+    return foreign is not None and foreign > CONTENDED
