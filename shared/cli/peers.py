@@ -43,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_batch(parser, 8)
     add_threads(parser, 2)
     add_device(parser, "cpu")
-    parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls per process (default 5)")
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="timed calls per process, at least (default 5; a fast forward repeats for "
+                             "0.25 s, so other processes' CPU use over it can be measured)")
     parser.add_argument("--processes", type=positive_int, default=3,
                         help="rounds: times the whole sequence runs, interleaved (default 3); a ratio "
                              "is printed only where no round was contended and the rounds agree")
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable
     from shared.measure import peer_timing
+    from shared.measure.contention import MIN_WALL_S
     from shared.measure.stats import Budget
 
     spec = resolve_spec(args.spec or "vit-b16", args.overrides)
@@ -77,8 +80,11 @@ def run(args: argparse.Namespace) -> int:
     if not any(not i.name.startswith("port:") for i in impls):
         raise FrameworkUnavailable("no peer implementation is installed; install with: "
                                    f"{peer_timing.INSTALL}")
-    job = peer_timing.job_config(args.batch, args.threads, args.device,
-                           Budget(warmup=1, min_repeats=args.repeats, max_repeats=args.repeats, seconds=0.0))
+    # At least --repeats calls, and on until the probe of other processes' CPU use can resolve the
+    # span (contention.MIN_WALL_S): a 1 ms forward timed 5 times would never be judged.
+    budget = Budget(warmup=1, min_repeats=args.repeats, max_repeats=max(args.repeats, 1000),
+                    seconds=MIN_WALL_S + 0.05)
+    job = peer_timing.job_config(args.batch, args.threads, args.device, budget)
     progress(f"peers on {spec.name}, batch {args.batch}, {args.threads} thread(s), fp32: "
              f"{', '.join(i.name for i in impls)}")
     results = peer_timing.run_peers(spec, impls, job, args.processes, args.timeout, progress)
