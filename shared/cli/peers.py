@@ -138,9 +138,10 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
     table = format_table(["implementation", "forward", "n", "params", "GFLOP/s", "fp32 GEMM roof",
                           "1st call"], rows)
     lines = [line for r in found for line in ratio_lines(r)]
-    return "\n".join([head, table, *notes, "\nport / peer, median ratio (quartile range; < 1: the port "
-                      "is faster), printed only where no round was contended and the rounds agree:",
-                      *(lines or ["  none: no port and peer both finished"])])
+    legend = wrap("port / peer, median ratio (quartile range; < 1: the port is faster), printed only where "
+                  "no round was contended and the rounds agree:")
+    lines = lines or ["  none: no port and peer both finished"]
+    return "\n".join([head, table, *notes, "", *legend, *lines])
 
 
 def ratio_lines(r: dict[str, Any]) -> list[str]:
