@@ -126,7 +126,8 @@ def pooled(reports: list[dict[str, Any]]) -> dict[str, Any]:
     if failed:
         return {**failed[0], "rounds": records}
     samples = [x for r in reports for x in r["samples"]]
-    out = {**reports[0], "samples": samples, **summarise(samples),
+    spans = [r["foreign_cpu"] for r in reports if r.get("foreign_cpu") is not None]
+    out = {**reports[0], "samples": samples, **summarise(samples), "foreign_cpu": max(spans, default=None),
            "process_medians": [r["median"] for r in reports], "rounds": records}
     if "gemm" in reports[0]:
         out["gemm"] = rounds_rule.ceiling([r["gemm"] for r in reports])
