@@ -177,7 +177,7 @@ def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print
             logits["reference"] = ref
         for rep in range(config.processes):
             for i, (name, framework) in enumerate(entries.items(), 1):
-                suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
+                suffix = f" (round {rep + 1}/{config.processes})" if config.processes > 1 else ""
                 progress(f"[{i}/{len(entries)}] {name}: fresh worker process{suffix}")
                 arrays: dict[str, Any] = {}
                 row = run_framework(framework, config if name == "yours" else replace(config, user=None),
