@@ -32,6 +32,7 @@ from shared.measure.runner import compile_cache_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import cpu_record, run_worker
+from shared.runtime.worker import one_line
 
 INSTALL = ("pip install -e '.[peers]' && pip install --no-deps keras-hub==0.32.0 tf_keras==2.21.0")
 
@@ -143,7 +144,7 @@ DIFFERS_ABOVE = 1.05  # a ratio above this, with its whole quartile range above 
 
 def ratios(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Every port mode / each of its peers: the ratio of pooled medians, the quartiles' range,
-    the rounds' decision (shared/measure/rounds.py: `comparable` and `why` not) and, for a
+    the rounds' decision (shared/measure/rounds.py: `comparable`, and `why` when not) and, for a
     printed ratio above DIFFERS_ABOVE whose range is above 1, what differs between the two."""
     out = []
     for port_impl, peers in PLAN.items():
@@ -208,6 +209,10 @@ RUNS_AS = {"port:torch:eager": "torch eager", "port:torch:compiled": "torch.comp
            "keras-hub:graph": "tf.function, XLA off", "hf-tf:graph": "tf.function, jit_compile unset"}
 
 
+# a tf.function's jit_compile, as "what differs" says it
+XLA_STATES = {True: "on", False: "off", None: "unset (off unless auto-clustering)"}
+
+
 def runs_as(impl: str, facts: dict[str, Any]) -> str:
     """RUNS_AS's line, with what the worker read back (attention kind, jit_compile, XLA)."""
     text = facts.get("runs_as") or RUNS_AS.get(impl, impl.partition(":")[2])
@@ -222,7 +227,7 @@ def threads_used(framework: str, threads: int) -> dict[str, Any]:
     try:
         record.update(ports.load_port_module(framework).set_threads(threads))
     except Exception as exc:  # a report, not a reason to lose the timing
-        record["error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        record["error"] = one_line(exc)
     return record
 
 
@@ -241,7 +246,7 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
     port.sync(prepared)
     forward = port.compiled_forward() if mode == "compiled" else (lambda x: port.forward(x, train=False))
     # A tf.function says whether XLA compiles it (read back, not assumed: the choice is the port's).
-    xla = getattr(forward, "_jit_compile", None) if name == "keras" and mode == "compiled" else None
+    xla = getattr(forward, "_jit_compile", "unknown")
 
     def call() -> Any:
         result = forward(prepared)
@@ -250,7 +255,7 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
 
     facts: dict[str, Any] = {"params": port.param_count(), "mode": mode}
     if name == "keras" and mode == "compiled":
-        facts["runs_as"] = f"tf.function, XLA {'on' if xla else 'off'}"
+        facts["runs_as"] = f"tf.function, XLA {XLA_STATES.get(xla, 'unknown')}"
     return call, facts
 
 
