@@ -3,7 +3,9 @@
 On a shared machine a co-tenant on one of two cores was measured to halve throughput and make a
 framework look 3x slower. `cpu_util` alone cannot tell that apart from a slow framework,
 so each repeated phase also records `foreign_cpu`: busy CPU-seconds on the pinned CPUs
-(/proc/stat) minus this process's own, per wall second. Linux only; None elsewhere."""
+(/proc/stat) minus this process's own, per wall second. Linux only; None elsewhere. The same
+probe covers a worker's whole timed span and its GEMM-rate measurement, which is what
+shared/measure/rounds.py judges a worker (and a roofline's ceiling) by."""
 
 from __future__ import annotations
 

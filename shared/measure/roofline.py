@@ -13,7 +13,9 @@ several times such a "ceiling". On a tiny spec the roofline therefore says how f
 overhead keeps the model from the machine's limit. A row's achieved rate
 is the analytic FLOPs (`flops.forward_flops`) over its median forward time; the roofline
 fraction is achieved / ceiling. Attention's small products, softmax, LayerNorm, GELU and
-dispatch are what keeps it below 1.
+dispatch are what keeps it below 1. The rate records other processes' CPU use while it was
+measured (`foreign_cpu`): a ceiling measured on a busy CPU is flagged, not silently divided by
+(shared/measure/rounds.py).
 """
 
 from __future__ import annotations
