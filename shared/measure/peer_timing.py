@@ -203,7 +203,7 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
 # How each implementation runs its forward, for "what differs" (the port's compiled mode is read
 # back from what its compiled_forward returned: `_port_call`).
 RUNS_AS = {"port:torch:eager": "torch eager", "port:torch:compiled": "torch.compile (inductor)",
-           "port:flax:compiled": "jax.jit (XLA)", "timm:eager": "torch eager, fused SDPA attention",
+           "port:flax:compiled": "jax.jit (XLA)", "timm:eager": "torch eager",
            "timm:compiled": "torch.compile (inductor)", "hf-torch:eager": "torch eager",
            "hf-flax:jit": "jax.jit (XLA)", "keras-hub:predict": "predict_on_batch",
            "keras-hub:graph": "tf.function, XLA off", "hf-tf:graph": "tf.function, jit_compile unset"}
