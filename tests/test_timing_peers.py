@@ -1,32 +1,70 @@
 """`compare.py peers` on `quadrant`: the torch port against the peers installed in CI (timm and
-Transformers' PyTorch ViT), each in its own worker; a spec the peers cannot build and a missing
-extra are one-line errors. No test asserts a speed."""
+Transformers' PyTorch ViT), each in its own worker, in rounds; with a busy loop on the workers'
+core every worker is flagged contended and no ratio is printed; a spec the peers cannot build and
+a missing extra are one-line errors. No test asserts a speed: they assert flags and decisions."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import compare
-from shared.measure import peer_timing
+from shared.measure import peer_timing, rounds
+from shared.measure.contention import CONTENDED
 from tests import background
 from tests.timing_helpers import compare as run_compare
 from tests.timing_helpers import error_line, finish, start_compare
 
+PEERS_ON_QUADRANT = ("peers", "--spec", "quadrant", "--frameworks", "torch", "--modes", "eager",
+                     "--batch", "4", "--threads", "1", "--repeats", "3")
+# A busy loop on one core: the CPU the launcher pins a one-thread worker to (launch.pin_cpus takes
+# the first of the parent's CPUs), so every worker shares its core with it. Bounded by its own
+# deadline, and killed in a finally.
+SPIN = ("import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\n"
+        "end = time.monotonic() + float(sys.argv[2])\nwhile time.monotonic() < end:\n    pass\n")
+SPIN_LIMIT_S = 300
+
 
 @background.task("peers-on-quadrant", "test_timing_peers.py::test_peers_on_quadrant")
 def peers_on_quadrant(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
-    """The peers run (three workers, one after another) in the background (tests/background.py)."""
+    """The peers run (three workers, two rounds) in the background (tests/background.py)."""
     out = Path(tempfile.mkdtemp(prefix="portbench-peers-")) / "peers.json"
-    return out, finish(start(start_compare("peers", "--spec", "quadrant", "--frameworks", "torch", "--modes",
-                                           "eager", "--batch", "4", "--threads", "1", "--repeats", "3",
-                                           "--json", str(out))))
+    return out, finish(start(start_compare(*PEERS_ON_QUADRANT, "--processes", "2", "--json", str(out))))
 
 
-def test_peers_on_quadrant_times_port_and_peers_and_prints_ratios() -> None:
+@background.task("peers-under-load", "test_timing_peers.py::test_a_busy_core")
+def peers_under_load(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
+    """One round of the same run while a busy loop spins on the workers' core."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-peers-load-")) / "peers.json"
+    core = sorted(os.sched_getaffinity(0))[0]
+    spinner = start(subprocess.Popen([sys.executable, "-c", SPIN, str(core), str(SPIN_LIMIT_S)]))
+    try:
+        return out, finish(start(start_compare(*PEERS_ON_QUADRANT, "--processes", "1", "--json", str(out))))
+    finally:
+        background.kill(spinner)
+        spinner.wait()
+
+
+def printed_decisions(doc: dict, stdout: str) -> None:
+    """Every pair's line says what its recorded decision says, and the decision is the rule's
+    on the rounds the file records (whatever the machine's load was)."""
+    for r in doc["ratios"]:
+        again = rounds.ratio_decision(r["port"], doc["results"][r["port"]]["rounds"], r["peer"],
+                                      doc["results"][r["peer"]]["rounds"])
+        assert (again["comparable"], again["why"]) == (r["comparable"], r["why"])
+        pair = f"{r['port']} / {r['peer']}: "
+        if r["comparable"]:
+            assert f"{pair}{r['ratio']:.2f}x (" in stdout
+        else:
+            assert f"{pair}not comparable: " in stdout and f"{pair}{r['ratio']:.2f}x" not in stdout
+
+
+def test_peers_on_quadrant_times_port_and_peers_in_rounds() -> None:
     out, result = background.result("peers-on-quadrant")
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
@@ -35,14 +73,31 @@ def test_peers_on_quadrant_times_port_and_peers_and_prints_ratios() -> None:
     params = {r["params"] for r in doc["results"].values()}
     assert params == {18020}  # the peers built the spec's model (quadrant: 18,020 parameters)
     for report in doc["results"].values():
-        assert report["n"] == 3 and report["q1"] <= report["median"] <= report["q3"]
-    assert doc["results"]["port:torch:eager"]["gemm"]["status"] == "ok"
-    found = {(r["port"], r["peer"]): r for r in doc["ratios"]}
-    ratio = found[("port:torch:eager", "timm:eager")]
-    assert ratio["low"] <= ratio["ratio"] <= ratio["high"]
-    assert "port:torch:eager / timm:eager:" in result.stdout
-    for name in names:  # one fresh worker each
-        assert result.stderr.count(f"{name}: fresh worker process") == 1
+        assert report["n"] >= 2 * 3 and report["q1"] <= report["median"] <= report["q3"]
+        assert [r["round"] for r in report["rounds"]] == [1, 2] and len(report["process_medians"]) == 2
+        # each timed span ran 0.25 s, long enough for the probe's 10 ms ticks: measured, not null
+        assert all(r["foreign_cpu"] is not None for r in report["rounds"])
+        assert report["threads_used"]["intra_op"] == 1 and len(report["threads_used"]["affinity"]) == 1
+    gemm = doc["results"]["port:torch:eager"]["gemm"]
+    assert gemm["status"] == "ok" and len(gemm["rounds_gflops"]) == 2 and gemm["foreign_cpu"] is not None
+    assert {(r["port"], r["peer"]) for r in doc["ratios"]} == {("port:torch:eager", "timm:eager"),
+                                                               ("port:torch:eager", "hf-torch:eager")}
+    printed_decisions(doc, result.stdout)
+    for name in names:  # one fresh worker each, per round
+        assert result.stderr.count(f"{name}: fresh worker process") == 2
+
+
+def test_a_busy_core_marks_every_worker_contended_and_prints_no_ratio() -> None:
+    out, result = background.result("peers-under-load")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(out.read_text())
+    for name, report in doc["results"].items():
+        # the loop had half the worker's core at least (same nice): far above the threshold
+        assert report["rounds"][0]["foreign_cpu"] > CONTENDED, (name, report["rounds"])
+        assert f"{name} CONTENDED" in result.stdout
+    assert doc["ratios"] and not any(r["comparable"] for r in doc["ratios"])
+    assert all(r["why"].startswith("contended: ") for r in doc["ratios"])
+    printed_decisions(doc, result.stdout)
 
 
 def test_a_spec_the_peers_cannot_build_is_refused() -> None:

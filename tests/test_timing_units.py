@@ -253,3 +253,124 @@ def test_foreign_cpu_is_not_claimed_from_a_window_too_short_to_resolve() -> None
     with ForeignCpu([0]) as long:
         time.sleep(MIN_WALL_S + 0.05)
     assert long.value is not None and 0.0 <= long.value <= 1.0  # never more than the pinned CPUs
+
+
+# ---- rounds: when a ratio or a rank may be printed (shared/measure/rounds.py) -------------------
+def rounds_of(medians: list[float], foreign: list[float | None] | None = None) -> list[dict]:
+    foreign = foreign or [0.0] * len(medians)
+    return [{"round": k, "median": m, "foreign_cpu": f}
+            for k, (m, f) in enumerate(zip(medians, foreign, strict=True), 1)]
+
+
+def test_a_ratio_is_comparable_only_when_no_round_was_contended_and_the_rounds_agree() -> None:
+    from shared.measure.rounds import SPREAD, ratio_decision
+
+    agree = ratio_decision("port", rounds_of([2.0, 2.1, 2.0]), "peer", rounds_of([2.0, 2.0, 1.9]))
+    assert agree["comparable"] and agree["checked"] and agree["why"] is None
+    assert agree["per_round"] == [1.0, 1.05, 2.0 / 1.9]
+    assert agree["spread"] == pytest.approx(2.0 / 1.9 - 1) and agree["spread"] <= SPREAD
+    # the busy run: one round of the port slowed by a co-tenant, its probe saw it
+    busy = ratio_decision("port", rounds_of([2.0, 4.3, 2.0], [0.02, 0.93, 0.0]), "peer",
+                          rounds_of([2.0, 2.0, 2.0]))
+    assert not busy["comparable"] and busy["why"] == "contended: port round 2 (0.93 CPUs)"
+    # no probe saw anything, but the rounds say a burst landed somewhere: 1.0 vs 1.25
+    drift = ratio_decision("port", rounds_of([2.0, 2.5]), "peer", rounds_of([2.0, 2.0]))
+    assert not drift["comparable"] and drift["spread"] == pytest.approx(0.25)
+    assert drift["why"] == "rounds disagree: per-round ratios 1.00, 1.25 differ by 25% > 10%"
+    single = ratio_decision("port", rounds_of([2.0]), "peer", rounds_of([1.0]))
+    assert single["comparable"] and not single["checked"] and single["per_round"] == [2.0]
+    unmeasured = ratio_decision("port", rounds_of([2.0, 2.0], [None, None]), "peer", rounds_of([2.0, 2.0]))
+    assert unmeasured["comparable"]  # a span too short to resolve is no claim of contention
+    failed = ratio_decision("port", rounds_of([2.0, 2.0]), "peer",
+                            [{"round": 1, "median": None}, {"round": 2}])
+    assert not failed["comparable"] and failed["why"] == "no time from peer round 1, peer round 2"
+
+
+def test_a_rank_is_kept_only_where_every_round_agrees_and_contended_rows_get_none() -> None:
+    from shared.measure.rounds import rank_decisions
+
+    decided = rank_decisions([("a", "a", [1.0, 2.0], [0.0, 0.0]), ("b", "b", [1.5, 1.5], [0.0, 0.0]),
+                              ("c", "c", [3.0, 3.0], [0.0, 0.1]), ("d", "d", [0.5, 0.5], [0.0, 0.6])])
+    assert decided["d"] == (None, "contended: d round 2 (0.60 CPUs)")
+    assert decided["c"] == (3, None)  # third of the calm rows in both rounds
+    assert decided["a"] == (None, "rank differs between rounds (round 1: 1, round 2: 2)")
+    assert decided["b"] == (None, "rank differs between rounds (round 1: 2, round 2: 1)")
+    assert rank_decisions([("x", "x", [1.0], [None]), ("y", "y", [2.0], [0.15])]) == {"x": (1, None),
+                                                                                     "y": (2, None)}
+
+
+def test_the_gemm_ceiling_is_the_fastest_calm_round_and_a_contended_one_is_flagged() -> None:
+    from shared.measure.rounds import ceiling, gemm_warning
+
+    calm, busy = {"status": "ok", "gflops": 137.0, "foreign_cpu": 0.01}, \
+        {"status": "ok", "gflops": 150.0, "foreign_cpu": 0.8}
+    chosen = ceiling([{"status": "ok", "gflops": 130.0, "foreign_cpu": 0.0}, busy, calm])
+    assert chosen["gflops"] == 137.0 and chosen["rounds_gflops"] == [130.0, 150.0, 137.0]
+    assert not chosen["rounds_disagree"] and gemm_warning("torch", chosen) is None
+    worst = ceiling([{"status": "ok", "gflops": 50.9, "foreign_cpu": 0.9}])
+    assert gemm_warning("keras", worst).startswith("keras: roof: its GEMM rate 50.9 GFLOP/s was measured "
+                                                   "while other processes used 0.90 of its CPUs")
+    apart = ceiling([{"status": "ok", "gflops": 50.9}, {"status": "ok", "gflops": 137.0}])
+    assert apart["gflops"] == 137.0 and apart["rounds_disagree"]
+    assert "GEMM rate differs between rounds (50.9, 137 GFLOP/s" in gemm_warning("keras", apart)
+
+
+def round_row(framework: str, medians: list[float], foreign: list[float | None]) -> dict:
+    row = make_row(framework, sum(medians) / len(medians))
+    row["phases"]["forward_eager"]["process_medians"] = medians
+    row["rounds"] = [{"round": k, "status": "ok", "foreign_cpu": f} for k, f in enumerate(foreign, 1)]
+    return row
+
+
+def test_time_table_ranks_only_rows_the_rounds_agree_on_and_the_file_records_why() -> None:
+    calm = round_row("torch", [0.01, 0.011], [0.0, 0.02])
+    busy = round_row("flax", [0.005, 0.02], [0.0, 0.7])
+    calm["roofline"] = {"forward_flops": 10**9, "gemm": {"status": "ok", "gflops": 50.0, "foreign_cpu": 0.5},
+                        "phases": {"forward_eager": {"gflops": 100.0, "fraction": 2.0}}}
+    text = output.table([calm, busy])
+    lines = text.splitlines()
+    assert lines[1].split()[:2] == ["1", "torch"] and lines[2].split()[:2] == ["-", "flax"]
+    assert "200%?" in lines[1]  # the share of a GEMM rate measured while contended
+    assert "flax: not comparable: contended: flax round 2 (0.70 CPUs)" in text
+    assert "torch: roof: its GEMM rate 50 GFLOP/s was measured while other processes used 0.50" in text
+    record = guard.ranking_record([calm, busy])
+    assert [(r["framework"], r["rank"], r["why"]) for r in record["rows"]] == [
+        ("torch", 1, None), ("flax", None, "contended: flax round 2 (0.70 CPUs)")]
+    doc = make_doc([calm, busy])
+    doc["ranking"] = [record]
+    schema.validate(json.loads(schema.dumps(doc)), "doc")
+    doc["runs"][0]["rounds"][1]["foreign_cpu"] = "0.02"
+    with pytest.raises(schema.SchemaError, match=r"runs\[0\]\.rounds\[1\]\.foreign_cpu is '0.02'"):
+        schema.validate(doc, "doc")
+
+
+def peer_report(medians: list[float], foreign: list[float]) -> dict:
+    samples = [m for m in medians for _ in range(3)]
+    return {"samples": samples, **summarise(samples), "params": 18020, "gflops": 1.0, "first_call_s": 0.1,
+            "runs_as": "torch eager", "threads_used": {"affinity": [0], "intra_op": 1, "inter_op": 1},
+            "rounds": rounds_of(medians, foreign)}
+
+
+def test_peers_print_a_ratio_only_where_the_rule_allows_and_say_what_differs() -> None:
+    import argparse
+
+    from shared.cli.peers import report_text
+    from shared.core.presets import get_preset
+    from shared.measure.peer_timing import ratios
+
+    results = {"port:torch:eager": peer_report([2.4, 2.4], [0.0, 0.0]),
+               "timm:eager": peer_report([2.0, 2.0], [0.0, 0.0]),
+               "hf-torch:eager": peer_report([2.0, 1.0], [0.0, 0.5])}
+    found = {(r["port"], r["peer"]): r for r in ratios(results)}
+    timm, hf = found[("port:torch:eager", "timm:eager")], found[("port:torch:eager", "hf-torch:eager")]
+    assert timm["comparable"] and timm["ratio"] == pytest.approx(1.2)
+    assert timm["differs"]["finding"] is None and timm["differs"]["peer"]["runs_as"] == "torch eager"
+    assert not hf["comparable"] and "differs" not in hf
+    args = argparse.Namespace(batch=4, threads=1, processes=2)
+    text = report_text(get_preset("quadrant"), args, results, list(found.values()))
+    assert "  port:torch:eager / timm:eager: 1.20x (1.20-1.20); rounds 1.20, 1.20" in text
+    assert "    port:torch:eager ran torch eager; threads: intra_op 1, inter_op 1, CPUs [0]" in text
+    assert "    finding: none measured yet for this pair" in text
+    assert ("  port:torch:eager / hf-torch:eager: not comparable: contended: hf-torch:eager round 2 "
+            "(0.50 CPUs)") in text
+    assert "hf-torch:eager CONTENDED" in text  # the row itself is flagged in the table

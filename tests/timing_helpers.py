@@ -11,8 +11,9 @@ from shared.runtime.worker import FAULT_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 # The smallest budgets that still exercise warm-up, repeats and the IQR: speed is never asserted.
+# One round (`time` defaults to two): the rounds' rule has its own tests.
 FAST = ["--spec", "quadrant", "--modes", "eager", "--budget", "0.02", "--min-repeats", "3",
-        "--max-repeats", "5", "--warmup", "1", "--eval-batches", "1", "--batch", "4"]
+        "--max-repeats", "5", "--warmup", "1", "--eval-batches", "1", "--batch", "4", "--processes", "1"]
 
 
 def _env(fault: str | None) -> dict[str, str]:

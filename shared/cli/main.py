@@ -6,7 +6,8 @@ that fails the gate is INVALID and not ranked.
 
 Sized for about a minute on a 2-core CPU: 0.25 s of repeats per phase (at least 5 repeats, so
 the median and IQR stay robust), two evaluation batches, and the torch.compile cache reused
-across runs (`--compile-cache cold` for a first-compile time; the compile column says which).
+across runs (`--compile-cache cold` for a first-compile time; the compile column says which),
+and one round (`--processes 2` checks the rank order across rounds, at twice the time).
 `--frameworks all` adds the other backends (keras-jax, keras-torch, onnx, ...). Besides the JSON,
 CSV and chart it writes index.html beside the JSON (results/ unless --json says otherwise), one
 self-contained page of the run: the main job's own file, replaced each run; a file of that name
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
     add_timing_arguments(parser, f"the installed ones of {','.join(NATIVE)}")
     parser.set_defaults(run=run, overrides=[], factorial=None, budget=0.25, eval_batches=2,
-                        compile_cache="warm", max_repeats=50, default_frameworks=NATIVE,
+                        compile_cache="warm", max_repeats=50, processes=1, default_frameworks=NATIVE,
                         print_verdicts=True, html_index=True)
 
 

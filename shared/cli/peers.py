@@ -10,7 +10,11 @@ the public implementation a user would pick instead, in one run (shared/measure/
 Every implementation is random-initialised on the model the spec describes (nothing is
 downloaded), in its own fresh, pinned worker, on the same images, batch and threads. Prints each
 one's median ± IQR/2, its analytic GFLOP/s (the ports: and its share of their framework's fp32
-GEMM rate), and port / peer ratios with the range the quartiles allow. keras-hub and Transformers'
+GEMM rate), and port / peer ratios with the range the quartiles allow. The sequence runs in
+several interleaved rounds (--processes, default 3) and a ratio is printed only where no round of
+either side was contended and the per-round ratios agree (docs/timing.md); otherwise the pair is
+"not comparable: <why>". Above 1.05, with its range above 1, it says what differs: each side's
+mode and threads, and the A/B finding where one was measured. keras-hub and Transformers'
 TF ViT need packages installed beside Keras 3 without their dependencies (see the one-line
 command printed when they are missing). A benchmark: on a shared CPU its numbers are noisy.
 """
@@ -39,9 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_batch(parser, 8)
     add_threads(parser, 2)
     add_device(parser, "cpu")
-    parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls per process (default 5)")
-    parser.add_argument("--processes", type=positive_int, default=1,
-                        help="times the whole sequence runs, interleaved (default 1)")
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="timed calls per process, at least (default 5; a fast forward repeats for "
+                             "0.25 s, so other processes' CPU use over it can be measured)")
+    parser.add_argument("--processes", type=positive_int, default=3,
+                        help="rounds: times the whole sequence runs, interleaved (default 3); a ratio "
+                             "is printed only where no round was contended and the rounds agree")
     add_timeout(parser, 900.0)
     parser.add_argument("--json", dest="json_path", help="write every report and ratio here")
     parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
@@ -55,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable
     from shared.measure import peer_timing
+    from shared.measure.contention import MIN_WALL_S
     from shared.measure.stats import Budget
 
     spec = resolve_spec(args.spec or "vit-b16", args.overrides)
@@ -72,8 +80,11 @@ def run(args: argparse.Namespace) -> int:
     if not any(not i.name.startswith("port:") for i in impls):
         raise FrameworkUnavailable("no peer implementation is installed; install with: "
                                    f"{peer_timing.INSTALL}")
-    job = peer_timing.job_config(args.batch, args.threads, args.device,
-                           Budget(warmup=1, min_repeats=args.repeats, max_repeats=args.repeats, seconds=0.0))
+    # At least --repeats calls, and on until the probe of other processes' CPU use can resolve the
+    # span (contention.MIN_WALL_S): a 1 ms forward timed 5 times would never be judged.
+    budget = Budget(warmup=1, min_repeats=args.repeats, max_repeats=max(args.repeats, 1000),
+                    seconds=MIN_WALL_S + 0.05)
+    job = peer_timing.job_config(args.batch, args.threads, args.device, budget)
     progress(f"peers on {spec.name}, batch {args.batch}, {args.threads} thread(s), fp32: "
              f"{', '.join(i.name for i in impls)}")
     results = peer_timing.run_peers(spec, impls, job, args.processes, args.timeout, progress)
@@ -81,11 +92,20 @@ def run(args: argparse.Namespace) -> int:
     print(report_text(spec, args, results, found))
     if args.json_path:
         document = {"spec": spec.to_dict(), "batch": args.batch, "threads": args.threads,
-                    "results": results, "ratios": found}
+                    "rounds": args.processes, "rule": rule(), "results": results, "ratios": found}
         write_output(args.json_path, (json.dumps(document, indent=1, default=str) + "\n").encode(),
                      force=args.force)
         print(f"wrote {args.json_path}")
     return 1 if any(r.get("error") for r in results.values()) else 0
+
+
+def rule() -> dict[str, float]:
+    """The thresholds the decisions in a peers JSON were taken with."""
+    from shared.measure.contention import CONTENDED
+    from shared.measure.peer_timing import DIFFERS_ABOVE
+    from shared.measure.rounds import SPREAD
+
+    return {"contended_above": CONTENDED, "spread": SPREAD, "differs_above": DIFFERS_ABOVE}
 
 
 def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str, Any]],
@@ -93,22 +113,53 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
     from shared.core.summary import format_table
     from shared.core.terminal import wrap
     from shared.measure.output import fmt_seconds
+    from shared.measure.rounds import contended_rounds, gemm_warning
 
     rows, notes = [], []
     for name, r in results.items():
+        busy = contended_rounds(name, r.get("rounds") or [])
+        if busy:
+            notes.extend(wrap(f"{name}: CONTENDED: other processes used its CPUs while it was timed: "
+                              f"{', '.join(busy)}"))
         if r.get("error"):
             rows.append([name, "-", "-", "-", "-", "-", "FAILED"])
             notes.extend(wrap(f"{name}: {r['error']}"))
             continue
-        gemm = (r.get("gemm") or {}).get("gflops")
-        roof = f"{100 * r['gflops'] / gemm:.0f}% of {gemm:.3g}" if gemm else "-"
-        rows.append([name, f"{fmt_seconds(r['median'])} ±{fmt_seconds(r['iqr'] / 2)}", str(r["n"]),
-                     f"{r['params']:,}", f"{r['gflops']:.3g}", roof, fmt_seconds(r["first_call_s"])])
+        gemm = r.get("gemm") or {}
+        rate = gemm.get("gflops")
+        warning = gemm_warning(name, gemm) if rate else None
+        roof = f"{100 * r['gflops'] / rate:.0f}%{'?' if warning else ''} of {rate:.3g}" if rate else "-"
+        notes.extend(wrap(warning) if warning else [])
+        rows.append([name + (" CONTENDED" if busy else ""), f"{fmt_seconds(r['median'])} ±"
+                     f"{fmt_seconds(r['iqr'] / 2)}", str(r["n"]), f"{r['params']:,}", f"{r['gflops']:.3g}",
+                     roof, fmt_seconds(r["first_call_s"])])
     head = (f"\n{spec.name} ({spec.spec_hash}), batch {args.batch}, {args.threads} thread(s), fp32, "
-            f"{args.processes} process(es) each, interleaved")
+            f"{args.processes} round(s), interleaved")
     table = format_table(["implementation", "forward", "n", "params", "GFLOP/s", "fp32 GEMM roof",
                           "1st call"], rows)
-    lines = [f"  {r['port']} / {r['peer']}: {r['ratio']:.2f}x ({r['low']:.2f}-{r['high']:.2f})"
-             for r in found]
-    return "\n".join([head, table, *notes, "\nport / peer, median ratio (quartile range; < 1: the port "
-                      "is faster):", *(lines or ["  none: no port and peer both finished"])])
+    lines = [line for r in found for line in ratio_lines(r)]
+    legend = wrap("port / peer, median ratio (quartile range; < 1: the port is faster), printed only where "
+                  "no round was contended and the rounds agree:")
+    lines = lines or ["  none: no port and peer both finished"]
+    return "\n".join([head, table, *notes, "", *legend, *lines])
+
+
+def ratio_lines(r: dict[str, Any]) -> list[str]:
+    """One ratio: the number where the rounds' rule allows it, else why not; then what differs."""
+    from shared.core.terminal import wrap
+
+    pair = f"{r['port']} / {r['peer']}"
+    if not r["comparable"]:
+        return wrap(f"  {pair}: not comparable: {r['why']}")
+    rounds = (f"; rounds {', '.join(f'{x:.2f}' for x in r['per_round'])}" if r["checked"]
+              else " (1 round: agreement not checked)")
+    lines = wrap(f"  {pair}: {r['ratio']:.2f}x ({r['low']:.2f}-{r['high']:.2f}){rounds}")
+    differs = r.get("differs")
+    if differs:
+        for side, name in (("port", r["port"]), ("peer", r["peer"])):
+            used = differs[side]["threads_used"] or {}
+            threads = ", ".join(f"{k} {v}" for k, v in used.items() if k != "affinity")
+            lines += wrap(f"    {name} ran {differs[side]['runs_as']}; threads: {threads or 'n/a'}, "
+                          f"CPUs {used.get('affinity')}")
+        lines += wrap(f"    finding: {differs['finding'] or 'none measured yet for this pair'}")
+    return lines

@@ -38,8 +38,10 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     parser.add_argument("--max-repeats", type=int, default=100, help="repeats per phase, at most (100)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls before repeats (default 2)")
     parser.add_argument("--eval-batches", type=int, default=3, help="batches per evaluation pass (3)")
-    parser.add_argument("--processes", type=int, default=1,
-                        help="fresh-process replicates per framework, interleaved (default 1)")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="rounds: fresh workers per framework, interleaved (a b c, a b c); a row is "
+                             "ranked only where every round puts it in the same place and no round "
+                             "was contended (default 2: the fewest that can disagree)")
     add_timeout(parser, 900.0)
     parser.add_argument("--compile-cache", default="cold", choices=("cold", "warm"),
                         help="cold: fresh torch.compile cache per run (default); warm: reuse one")
@@ -205,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.presets import resolve_spec
     from shared.measure import factorial, output, schema
     from shared.measure.environment import host_record, utc_now
+    from shared.measure.guard import ranking_record
 
     if args.factorial:
         if args.spec or args.overrides:
@@ -223,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
 
     all_rows: list[dict[str, Any]] = []
     per_spec: list[list[dict[str, Any]]] = []
+    rankings: list[dict[str, Any]] = []  # the rank decision of each table printed
     for spec, config in zip(specs, configs, strict=True):
         progress(f"timing {spec.name} (spec {spec.spec_hash}) batch {config.batch}, {config.threads} "
                  f"thread(s), device {config.device}, frameworks: {', '.join(frameworks) or 'none'}")
@@ -235,8 +239,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{spec.name} ({spec.spec_hash}), batch {config.batch}, {config.threads} thread(s), "
               f"{config.precision.rung}")
         print(output.table(rows, args.rank_by, args.allow_mixed, wide=args.wide))
+        rankings.append(ranking_record(rows, args.rank_by, args.allow_mixed))
 
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {"ranking": rankings}
     if args.factorial:
         metric = args.rank_by
         parts = factorial.attribute(per_spec[0], per_spec[1], metric)

@@ -17,6 +17,9 @@ kinds load, one process per framework.
 - `backends`: which backend an entry runs on; device names and memory, asked of the port.
 - `runner`: one worker per framework through the one launcher, with a timeout; collects rows.
 - `sweep`: every (batch, image size) point through the runner, and the log-log slope fits.
+- `contention`: other processes' CPU use on a worker's CPUs, per phase, span and GEMM measurement.
+- `rounds`: the rule deciding, from interleaved rounds of workers, whether a ratio or a rank is
+  printed (no round contended, the rounds agree) and which GEMM rate is the ceiling.
 - `peer_timing`: each port against the public implementations (ports/public_models.py builds them).
 - `output`: terminal table (100 columns, or `wide`), CSV and the PNG chart.
 """

@@ -3,7 +3,9 @@
 On a shared machine a co-tenant on one of two cores was measured to halve throughput and make a
 framework look 3x slower. `cpu_util` alone cannot tell that apart from a slow framework,
 so each repeated phase also records `foreign_cpu`: busy CPU-seconds on the pinned CPUs
-(/proc/stat) minus this process's own, per wall second. Linux only; None elsewhere."""
+(/proc/stat) minus this process's own, per wall second. Linux only; None elsewhere. The same
+probe covers a worker's whole timed span and its GEMM-rate measurement, which is what
+shared/measure/rounds.py judges a worker (and a roofline's ceiling) by."""
 
 from __future__ import annotations
 
@@ -57,3 +59,15 @@ class ForeignCpu:
         own = time.process_time() - self._own
         # at most every pinned CPU busy: tick rounding cannot claim more
         self.value = min(float(len(self.cpus)), max(0.0, (busy - self._busy - own) / wall))
+
+
+def pinned_cpus() -> list[int]:
+    """The CPUs this process may run on (a worker is pinned before import): what ForeignCpu
+    watches. Empty where the OS has no affinity API (ForeignCpu then measures nothing)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def is_contended(foreign: float | None) -> bool:
+    """Whether a measured span had more than CONTENDED cores of other processes' work on its
+    CPUs (None, not measured, is not a claim of contention)."""
+    return foreign is not None and foreign > CONTENDED

@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from shared.errors import PortbenchError
+from shared.measure import rounds
+from shared.measure.contention import CONTENDED
 from shared.measure.schema import COMPARABILITY_FIELDS, CONDITION_DEFAULTS
 
 DEVICE_FIELDS = ("device_class", "device_name")  # the ones --allow-mixed lets differ
@@ -75,3 +77,44 @@ def rank(rows: list[dict[str, Any]], metric: str = FORWARD,
     check_comparable(valid, allow_mixed)
     scored = sorted(((metric_value(r, metric), r) for r in valid), key=lambda item: item[0][0])
     return [(i + 1, r, value, phase) for i, ((value, phase), r) in enumerate(scored)]
+
+
+def worker_foreign(row: dict[str, Any]) -> list[float | None]:
+    """Each round's foreign CPU over the worker's timed span; a file from before rounds has one
+    round, judged by its most contended phase."""
+    if row.get("rounds"):
+        return [r.get("foreign_cpu") for r in row["rounds"]]
+    if "foreign_cpu" in row:
+        return [row["foreign_cpu"]]
+    phases = [p["foreign_cpu"] for p in row.get("phases", {}).values() if p.get("foreign_cpu") is not None]
+    return [max(phases) if phases else None]
+
+
+def decided_ranks(rows: list[dict[str, Any]], metric: str = FORWARD,
+                  allow_mixed: bool = False) -> list[dict[str, Any]]:
+    """`rank`'s rows, fastest pooled median first, each with the rank `rounds.rank_decisions`
+    allows it or why it has none: {"row", "phase", "rank" (None: not comparable), "why"}."""
+    ranked = rank(rows, metric, allow_mixed)
+    entries = []
+    for _, row, _, phase in ranked:
+        record = row["phases"][phase]
+        entries.append((id(row), label(row), record.get("process_medians") or [record["median"]],
+                        worker_foreign(row)))
+    decided = rounds.rank_decisions(entries)
+    return [{"row": row, "phase": phase, "rank": decided[id(row)][0], "why": decided[id(row)][1]}
+            for _, row, _, phase in ranked]
+
+
+def ranking_record(rows: list[dict[str, Any]], metric: str = FORWARD,
+                   allow_mixed: bool = False) -> dict[str, Any]:
+    """The decision a results file keeps (docs/results-schema.md, `ranking`)."""
+    record: dict[str, Any] = {"metric": metric, "spread": rounds.SPREAD, "contended_above": CONTENDED,
+                              "rows": [], "incomparable": None}
+    try:
+        decided = decided_ranks(rows, metric, allow_mixed)
+    except IncomparableRunsError as exc:
+        record["incomparable"] = str(exc)
+        return record
+    record["rows"] = [{"framework": label(d["row"]), "phase": d["phase"], "rank": d["rank"], "why": d["why"],
+                       "rounds": len(worker_foreign(d["row"]))} for d in decided]
+    return record

@@ -9,9 +9,10 @@ from typing import Any
 
 from shared.core.terminal import printable, wrap
 from shared.errors import PortbenchError
-from shared.measure.contention import CONTENDED
-from shared.measure.guard import FORWARD, IncomparableRunsError, label, rank
+from shared.measure.contention import CONTENDED, is_contended
+from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
 from shared.measure.roofline import best_fraction
+from shared.measure.rounds import gemm_warning
 from shared.measure.schema import PHASES
 
 SHORT = {
@@ -68,15 +69,26 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
     notes: list[str] = []
     ranks: dict[int, int] = {}
     ranked_by: dict[str, list[str]] = {}  # phase -> the rows ranked by it: one note per phase
+    refused: list[str] = []  # rows the rounds' rule leaves unranked (shared/measure/rounds.py)
+    single = False
     try:
-        for position, row, _value, phase in rank(rows, metric, allow_mixed):
-            ranks[id(row)] = position
-            ranked_by.setdefault(SHORT[phase], []).append(label(row))
+        for decided in decided_ranks(rows, metric, allow_mixed):
+            row = decided["row"]
+            if decided["rank"] is None:
+                refused.append(f"{label(row)}: not comparable: {decided['why']}")
+                continue
+            ranks[id(row)] = decided["rank"]
+            ranked_by.setdefault(SHORT[decided["phase"]], []).append(label(row))
+            single = single or len(worker_foreign(row)) == 1
     except IncomparableRunsError as exc:
         notes.insert(0, str(exc))
         ranks, ranked_by = {}, {}
     if metric == FORWARD:  # each row's faster forward mode decides its rank
         notes += [f"ranked by {phase}: {', '.join(names)}" for phase, names in ranked_by.items()]
+    if single:
+        notes.append("ranks: one round, so the order was not checked across rounds (--processes 2 "
+                     "checks it)")
+    notes += refused
     lines = [_wide_header()] if wide else [_compact_header()]
     for row in rows:
         position = str(ranks.get(id(row), "-"))
@@ -103,7 +115,7 @@ def _compact_cells(row: dict[str, Any], position: str) -> list[str]:
     return [position, label(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
             compile_cell(phases.get("compile")),
             fmt_bytes(peak if isinstance(peak, int) else mem.get("peak_rss_bytes")),
-            "-" if fraction is None else f"{100 * fraction:.0f}%", status_mark(row)]
+            roof_cell(row, fraction), status_mark(row)]
 
 
 def _wide_header() -> list[str]:
@@ -123,8 +135,15 @@ def _wide_cells(row: dict[str, Any], position: str) -> list[str]:
             *[phase_cell(phases.get(p)) for p, _ in PHASES],
             str((phases.get("compile") or {}).get("cache") or "-"),
             fmt_bytes(mem.get("peak_rss_bytes")), fmt_bytes(mem.get("allocator_peak_bytes")),
-            "-" if err is None else f"{err:.1e}", _gflops(achieved), _gflops(gemm),
-            "-" if fraction is None else f"{100 * fraction:.0f}%"]
+            "-" if err is None else f"{err:.1e}", _gflops(achieved), _gflops(gemm), roof_cell(row, fraction)]
+
+
+def roof_cell(row: dict[str, Any], fraction: float | None) -> str:
+    """The share, with `?` when its GEMM rate was measured while contended (a note says so)."""
+    if fraction is None:
+        return "-"
+    gemm = (row.get("roofline") or {}).get("gemm") or {}
+    return f"{100 * fraction:.0f}%" + ("?" if is_contended(gemm.get("foreign_cpu")) else "")
 
 
 def _gflops(value: float | None) -> str:
@@ -181,6 +200,8 @@ def row_notes(row: dict[str, Any]) -> list[str]:
     gemm = (row.get("roofline") or {}).get("gemm") or {}
     if gemm.get("status") == "n/a":
         notes.append(f"{label(row)}: roofline n/a: {gemm.get('reason')}")
+    elif gemm.get("gflops") is not None and (warning := gemm_warning(label(row), gemm)):
+        notes.append(warning)
     return notes
 
 

@@ -2,10 +2,12 @@
 timm eager and compiled, Transformers 4.x ViT in PyTorch / TensorFlow / Flax, keras-hub's ViT,
 each random-initialised (nothing downloaded) on the model the spec describes (ports/public_models.py
 builds them), on the same seeded images, batch, threads and CPU pinning. Every implementation
-runs in its own fresh worker (the `peers` job kind), each port next to its peers, and with
-`processes` > 1 the whole sequence repeats (a b c a b c), so slow drift in the machine's load
-hits all alike. Ratios are port / peer medians, with the range the quartiles allow
-(q1/q3 .. q3/q1). Framework-neutral: the frameworks are imported only in the workers.
+runs in its own fresh worker (the `peers` job kind), each port next to its peers, and the whole
+sequence runs in several rounds (a b c a b c), so a burst of load cannot land on one
+implementation only. Ratios are port / peer medians, with the range the quartiles allow
+(q1/q3 .. q3/q1), printed only where shared/measure/rounds.py's rule allows (no round contended,
+the per-round ratios within its spread); a printed ratio above 1.05 with its range above 1 says
+what differs. Framework-neutral: the frameworks are imported only in the workers.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
 from shared.errors import SpecError
 from shared.measure import flops, roofline
+from shared.measure import rounds as rounds_rule
+from shared.measure.contention import ForeignCpu, pinned_cpus
 from shared.measure.runner import compile_cache_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import cpu_record, run_worker
+from shared.runtime.worker import one_line
 
 INSTALL = ("pip install -e '.[peers]' && pip install --no-deps keras-hub==0.32.0 tf_keras==2.21.0")
 
@@ -89,15 +94,16 @@ def plan(frameworks: list[str], modes: tuple[str, ...]) -> tuple[list[Impl], lis
     return impls, missing
 
 
-def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], processes: int, timeout: float,
+def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], rounds: int, timeout: float,
               progress: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """impl name -> its report (replicates pooled), every implementation in its own worker."""
+    """impl name -> its report (rounds pooled), every implementation in its own worker, the whole
+    sequence `rounds` times (a b c, a b c)."""
     results: dict[str, list[dict[str, Any]]] = {i.name: [] for i in impls}
     with tempfile.TemporaryDirectory(prefix="portbench-peers-") as workdir:
-        for rep in range(processes):
+        for rep in range(rounds):
             for k, impl in enumerate(impls, 1):
                 progress(f"[{k}/{len(impls)}] {impl.name}: fresh worker process"
-                         + (f" (process {rep + 1}/{processes})" if processes > 1 else ""))
+                         + (f" (round {rep + 1}/{rounds})" if rounds > 1 else ""))
                 folder = os.path.join(workdir, impl.name.replace(":", "_"))
                 env = {**compile_cache_env(folder, "warm"), **impl.env}
                 jobs = {"peer": PEERS.job(**job, impl=impl.name, spec=spec.to_dict())}
@@ -111,26 +117,60 @@ def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], processes
 
 
 def pooled(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One implementation's rounds: samples pooled, each round's median, foreign CPU and GEMM
+    rate kept in `rounds`, the GEMM ceiling chosen by `rounds.ceiling`."""
+    records = [{"round": k, "median": r.get("median"), "foreign_cpu": r.get("foreign_cpu"),
+                "gemm_gflops": (r.get("gemm") or {}).get("gflops"),
+                "gemm_foreign_cpu": (r.get("gemm") or {}).get("foreign_cpu"), "error": r.get("error")}
+               for k, r in enumerate(reports, 1)]
     failed = [r for r in reports if r.get("error")]
     if failed:
-        return failed[0]
+        return {**failed[0], "rounds": records}
     samples = [x for r in reports for x in r["samples"]]
-    return {**reports[0], "samples": samples, **summarise(samples),
-            "process_medians": [r["median"] for r in reports]}
+    spans = [r["foreign_cpu"] for r in reports if r.get("foreign_cpu") is not None]
+    out = {**reports[0], "samples": samples, **summarise(samples), "foreign_cpu": max(spans, default=None),
+           "process_medians": [r["median"] for r in reports], "rounds": records}
+    if "gemm" in reports[0]:
+        out["gemm"] = rounds_rule.ceiling([r["gemm"] for r in reports])
+    return out
+
+
+# What was measured to explain a port / peer gap, keyed by (port, peer): the A/B finding in one
+# line, with the benchmark and commits that showed it. Only measured claims: empty until an A/B
+# run (benchmarks/ab_interleaved.py) has found a cause (docs/timing.md).
+FINDINGS: dict[tuple[str, str], str] = {}
+DIFFERS_ABOVE = 1.05  # a ratio above this, with its whole quartile range above 1, is explained
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every port mode / each of its peers: the ratio of medians and the quartiles' range."""
+    """Every port mode / each of its peers: the ratio of pooled medians, the quartiles' range,
+    the rounds' decision (shared/measure/rounds.py: `comparable`, and `why` when not) and, for a
+    printed ratio above DIFFERS_ABOVE whose range is above 1, what differs between the two."""
     out = []
     for port_impl, peers in PLAN.items():
         mine = results.get(port_impl)
         for peer in peers:
             other = results.get(peer.name)
-            if not mine or not other or mine.get("error") or other.get("error"):
+            if not mine or not other:
                 continue
-            out.append({"port": port_impl, "peer": peer.name, "ratio": mine["median"] / other["median"],
-                        "low": mine["q1"] / other["q3"], "high": mine["q3"] / other["q1"]})
+            decision = rounds_rule.ratio_decision(port_impl, mine.get("rounds") or [], peer.name,
+                                                  other.get("rounds") or [])
+            record: dict[str, Any] = {"port": port_impl, "peer": peer.name, **decision}
+            if not mine.get("error") and not other.get("error"):
+                record.update(ratio=mine["median"] / other["median"], low=mine["q1"] / other["q3"],
+                              high=mine["q3"] / other["q1"])
+                if decision["comparable"] and record["ratio"] > DIFFERS_ABOVE and record["low"] > 1:
+                    record["differs"] = differs(port_impl, mine, peer.name, other)
+            out.append(record)
     return out
+
+
+def differs(port: str, mine: dict[str, Any], peer: str, other: dict[str, Any]) -> dict[str, Any]:
+    """The mode each side ran and the threads each read back in its worker, and the A/B finding
+    for the pair where one is known (None: none measured)."""
+    return {"port": {"runs_as": mine.get("runs_as"), "threads_used": mine.get("threads_used")},
+            "peer": {"runs_as": other.get("runs_as"), "threads_used": other.get("threads_used")},
+            "finding": FINDINGS.get((port, peer))}
 
 
 # ---- the worker side: the `peers` job kind (`PEERS`, declared below) ------------------------------
@@ -147,13 +187,48 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
         builders = importlib.import_module("ports.public_models").BUILDERS
         call, facts = builders[family](spec, images, mode, threads)
     out.report.update(facts)
+    out.report["runs_as"] = runs_as(impl, facts)
     first, _ = time_once(call)
-    stats = summarise(samples := repeat(call, Budget(**job["budget"])))
-    out.report.update({"first_call_s": first, "samples": samples, **stats,
+    with ForeignCpu(pinned_cpus()) as span:  # the worker's timed span: what the rounds' rule reads
+        samples = repeat(call, Budget(**job["budget"]))
+    stats = summarise(samples)
+    out.report.update({"first_call_s": first, "samples": samples, **stats, "foreign_cpu": span.value,
                        "gflops": flops.forward_flops(spec, images.shape[0]) / stats["median"] / 1e9})
     if impl.startswith("port:"):  # after the forward, as the timing job measures it
         module = ports.load_port_module(impl.split(":")[1])
         out.report["gemm"] = roofline.gemm_rate(module, spec, images.shape[0], job["device"])
+    out.report["threads_used"] = threads_used(framework, threads)
+
+
+# How each implementation runs its forward, for "what differs" (the port's compiled mode is read
+# back from what its compiled_forward returned: `_port_call`).
+RUNS_AS = {"port:torch:eager": "torch eager", "port:torch:compiled": "torch.compile (inductor)",
+           "port:flax:compiled": "jax.jit (XLA)", "timm:eager": "torch eager",
+           "timm:compiled": "torch.compile (inductor)", "hf-torch:eager": "torch eager",
+           "hf-flax:jit": "jax.jit (XLA)", "keras-hub:predict": "predict_on_batch",
+           "keras-hub:graph": "tf.function, XLA off", "hf-tf:graph": "tf.function, jit_compile unset"}
+
+
+# a tf.function's jit_compile, as "what differs" says it
+XLA_STATES = {True: "on", False: "off", None: "unset (off unless auto-clustering)"}
+
+
+def runs_as(impl: str, facts: dict[str, Any]) -> str:
+    """RUNS_AS's line, with what the worker read back (attention kind, jit_compile, XLA)."""
+    text = facts.get("runs_as") or RUNS_AS.get(impl, impl.partition(":")[2])
+    extra = [f"{k} {facts[k]}" for k in ("attention", "jit_compile") if facts.get(k) is not None]
+    return ", ".join([text, *extra])
+
+
+def threads_used(framework: str, threads: int) -> dict[str, Any]:
+    """The threads the framework reports after the timing (its port module's `set_threads`, which
+    reads back what holds once the runtime has started) and the CPUs the process ran on."""
+    record: dict[str, Any] = {"affinity": pinned_cpus()}
+    try:
+        record.update(ports.load_port_module(framework).set_threads(threads))
+    except Exception as exc:  # a report, not a reason to lose the timing
+        record["error"] = one_line(exc)
+    return record
 
 
 PEERS = JobKind("peers", run)
@@ -170,13 +245,18 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
     prepared = port.prepare(images)
     port.sync(prepared)
     forward = port.compiled_forward() if mode == "compiled" else (lambda x: port.forward(x, train=False))
+    # A tf.function says whether XLA compiles it (read back, not assumed: the choice is the port's).
+    xla = getattr(forward, "_jit_compile", "unknown")
 
     def call() -> Any:
         result = forward(prepared)
         port.sync(result)
         return result
 
-    return call, {"params": port.param_count(), "mode": mode}
+    facts: dict[str, Any] = {"params": port.param_count(), "mode": mode}
+    if name == "keras" and mode == "compiled":
+        facts["runs_as"] = f"tf.function, XLA {XLA_STATES.get(xla, 'unknown')}"
+    return call, facts
 
 
 def job_config(batch: int, threads: int, device: str, budget: Budget, seed: int = 1234) -> dict[str, Any]:

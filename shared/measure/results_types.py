@@ -126,7 +126,8 @@ CHECK = obj({"passed": typed(bool, optional=False), "max_abs_err": typed(float, 
             required=("passed",), optional=False)
 ROOFLINE = obj({"forward_flops": SECONDS,
                 "gemm": obj({"status": TEXT, "gflops": SECONDS, "reason": TEXT, "dtype": TEXT,
-                             "shapes": items(obj(optional=False))}),
+                             "shapes": items(obj(optional=False)), "foreign_cpu": SECONDS,
+                             "rounds_gflops": items(SECONDS), "rounds_disagree": typed(bool)}),
                 "phases": obj(each=obj({"gflops": SECONDS, "fraction": SECONDS}, optional=False))})
 CONDITIONS = obj({"spec_name": TEXT, "spec_hash": TEXT, "batch": typed(int, low=1), "dtype": TEXT,
                   "precision": TEXT, "threads": typed(int, low=1), "device_class": TEXT,
@@ -134,13 +135,24 @@ CONDITIONS = obj({"spec_name": TEXT, "spec_hash": TEXT, "batch": typed(int, low=
 # what must be stated before an `ok` row is ranked against another (guard.COMPARABILITY_FIELDS)
 RANKED_CONDITIONS = ("spec_hash", "batch", "dtype", "threads")
 ROW_STATUSES = ("ok", "invalid", "crashed", "timeout", "unavailable")
+# One round's worker (shared/measure/runner.round_record): what the rounds' rule judges it by.
+ROUND = obj({"round": typed(int, optional=False, low=1), "status": one_of(*ROW_STATUSES),
+             "foreign_cpu": SECONDS, "gemm_gflops": SECONDS, "gemm_foreign_cpu": SECONDS,
+             "worker_wall_seconds": SECONDS}, required=("round",), optional=False)
+# The rank decision a `time` table printed (shared/measure/guard.ranking_record).
+RANKING = obj({"metric": TEXT, "spread": SECONDS, "contended_above": SECONDS, "incomparable": TEXT,
+               "rows": items(obj({"framework": typed(str, optional=False), "phase": TEXT,
+                                  "rank": typed(int, low=1), "why": TEXT, "rounds": typed(int, low=1)},
+                                 required=("framework", "rank", "why"), optional=False))},
+              optional=False)
 ROW = obj({"framework": typed(str, optional=False), "status": one_of(*ROW_STATUSES),
            "reason": TEXT, "source": TEXT, "backend": TEXT, "conditions": CONDITIONS,
            "phases": obj(optional=False), "memory": obj(optional=False),
            "equivalence": obj(each=CHECK), "roofline": ROOFLINE,
            "threads_applied": obj({"affinity_note": TEXT, "requested": COUNT}),
            "notes": items(TEXT), "stderr_tail": items(TEXT), "param_count": COUNT,
-           "param_count_spec": COUNT, "worker_wall_seconds": SECONDS,
+           "param_count_spec": COUNT, "worker_wall_seconds": SECONDS, "foreign_cpu": SECONDS,
+           "rounds": items(ROUND), "replicates": typed(int, low=1),
            "sweep_point": obj({"batch": typed(int, low=1), "tokens": COUNT, "image": items(COUNT)})},
           required=("framework", "status", "conditions", "phases", "memory"), optional=False)
 SLOPES = obj({"batch": typed(float), "tokens": typed(float)})  # fitted exponents: any sign
@@ -155,7 +167,7 @@ TOP_TYPES: dict[str, Check] = {
     "conditions": obj(optional=False), "runs": items(obj(optional=False), optional=False),
     "merged_from": items(obj({"file": TEXT, "source": TEXT, "created": TEXT, "environment": ENVIRONMENT,
                               "conditions": obj(optional=False)}, optional=False)),
-    "sweep": obj({"fits": obj(each=FIT)}), "factorial": obj(),
+    "sweep": obj({"fits": obj(each=FIT)}), "factorial": obj(), "ranking": items(RANKING),
 }
 
 

@@ -13,7 +13,9 @@ several times such a "ceiling". On a tiny spec the roofline therefore says how f
 overhead keeps the model from the machine's limit. A row's achieved rate
 is the analytic FLOPs (`flops.forward_flops`) over its median forward time; the roofline
 fraction is achieved / ceiling. Attention's small products, softmax, LayerNorm, GELU and
-dispatch are what keeps it below 1.
+dispatch are what keeps it below 1. The rate records other processes' CPU use while it was
+measured (`foreign_cpu`): a ceiling measured on a busy CPU is flagged, not silently divided by
+(shared/measure/rounds.py).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from shared.core.spec import ModelSpec
 from shared.measure import flops
+from shared.measure.contention import ForeignCpu, pinned_cpus
 from shared.measure.stats import Budget, repeat, summarise
 from shared.runtime.contract import PortModule
 from shared.runtime.worker import one_line
@@ -39,14 +42,16 @@ def gemm_rate(module: PortModule, spec: ModelSpec, batch: int, device: str,
     if not hasattr(module, "gemm_call"):
         return {"status": "n/a", "reason": "the port module has no gemm_call"}
     shapes = []
-    for mm in flops.gemm_shapes(spec, batch):
-        rows = max(mm.m, -(-MIN_GEMM_FLOPS // (2 * mm.k * mm.n)))
-        stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device, dtype), budget))
-        rate = 2 * rows * mm.k * mm.n / stats["min"] / 1e9
-        shapes.append({"name": mm.name, "m": mm.m, "k": mm.k, "n": mm.n, "count": mm.count,
-                       "m_timed": rows, "n_samples": stats["n"], "gflops": rate,
-                       "seconds": 2 * mm.m * mm.k * mm.n / rate / 1e9})  # the spec's product at that rate
-    return {"status": "ok", "gflops": weighted_rate(shapes), "dtype": dtype, "shapes": shapes}
+    with ForeignCpu(pinned_cpus()) as foreign:  # a rate measured on a busy CPU is no ceiling
+        for mm in flops.gemm_shapes(spec, batch):
+            rows = max(mm.m, -(-MIN_GEMM_FLOPS // (2 * mm.k * mm.n)))
+            stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device, dtype), budget))
+            rate = 2 * rows * mm.k * mm.n / stats["min"] / 1e9
+            shapes.append({"name": mm.name, "m": mm.m, "k": mm.k, "n": mm.n, "count": mm.count,
+                           "m_timed": rows, "n_samples": stats["n"], "gflops": rate,
+                           "seconds": 2 * mm.m * mm.k * mm.n / rate / 1e9})  # the spec's product at that rate
+    return {"status": "ok", "gflops": weighted_rate(shapes), "dtype": dtype, "shapes": shapes,
+            "foreign_cpu": foreign.value}
 
 
 def weighted_rate(shapes: list[dict[str, Any]]) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
-from shared.measure import backends, gate, roofline
+from shared.measure import backends, gate, roofline, rounds
 from shared.measure.phases import TIMING
 from shared.measure.stats import Budget, summarise
 from shared.runtime.launch import run_worker
@@ -39,7 +39,7 @@ class RunConfig:
     weights_seed: int = 0
     timeout_s: float = 600.0
     train_recipe: str = "archive"
-    processes: int = 1  # fresh-process replicates per framework, interleaved
+    processes: int = 1  # rounds: fresh-process replicates per framework, interleaved (a b c a b c)
     compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
     precision: Precision = FLOAT32  # the rung every port computes at (TF32 only if asked, CUDA only)
     user: dict[str, Any] | None = None  # `time --model`: the user's model, one more row
@@ -177,7 +177,7 @@ def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print
             logits["reference"] = ref
         for rep in range(config.processes):
             for i, (name, framework) in enumerate(entries.items(), 1):
-                suffix = f" (process {rep + 1}/{config.processes})" if config.processes > 1 else ""
+                suffix = f" (round {rep + 1}/{config.processes})" if config.processes > 1 else ""
                 progress(f"[{i}/{len(entries)}] {name}: fresh worker process{suffix}")
                 arrays: dict[str, Any] = {}
                 row = run_framework(framework, config if name == "yours" else replace(config, user=None),
@@ -190,15 +190,28 @@ def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print
     return [combine(replicates[f]) for f in entries]
 
 
+def round_record(number: int, row: dict[str, Any]) -> dict[str, Any]:
+    """What one round's worker says about the machine: its status, the foreign CPU over its
+    whole timed span and over its GEMM measurement, and the GEMM rate."""
+    gemm = (row.get("roofline") or {}).get("gemm") or {}
+    return {"round": number, "status": row.get("status"), "foreign_cpu": row.get("foreign_cpu"),
+            "gemm_gflops": gemm.get("gflops"), "gemm_foreign_cpu": gemm.get("foreign_cpu"),
+            "worker_wall_seconds": row.get("worker_wall_seconds")}
+
+
 def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """One row from a framework's process replicates: each phase pools every process's samples
-    (single-shot phases then have n = processes) and keeps the per-process medians; the row is
-    only `ok` when every replicate is."""
+    """One row from a framework's rounds (process replicates): each phase pools every process's
+    samples (single-shot phases then have n = processes) and keeps the per-process medians; the
+    row is only `ok` when every replicate is. `rounds` records each round's worker, `foreign_cpu`
+    the most any round's timed span saw, and the roofline divides by `rounds.ceiling`."""
+    spans = [r.get("foreign_cpu") for r in rows if r.get("foreign_cpu") is not None]
     if len(rows) == 1:
-        return rows[0]
+        return {**rows[0], "rounds": [round_record(1, rows[0])]}
     bad = [r for r in rows if r.get("status") != "ok"]
     out = dict(bad[0] if bad else rows[0])
     out["replicates"] = len(rows)
+    out["rounds"] = [round_record(k, r) for k, r in enumerate(rows, 1)]
+    out["foreign_cpu"] = max(spans) if spans else None
     if bad:
         out["reason"] = f"{len(bad)} of {len(rows)} processes: {bad[0].get('reason')}"
         return out
@@ -214,10 +227,11 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
                         "cpu_util": _median([p.get("cpu_util") for p in parts]),
                         "foreign_cpu": max((p.get("foreign_cpu") or 0.0) for p in parts)}
     out["phases"] = phases
-    if out.get("roofline"):  # the pooled medians, against the first process's GEMM rate
+    if out.get("roofline"):  # the pooled medians, against the fastest uncontended round's GEMM rate
         record = out["roofline"]
-        out["roofline"] = {**record, "phases": roofline.achieved(record["forward_flops"], phases,
-                                                                 record["gemm"])}
+        gemm = rounds.ceiling([(r.get("roofline") or {}).get("gemm") or {} for r in rows])
+        out["roofline"] = {**record, "gemm": gemm,
+                           "phases": roofline.achieved(record["forward_flops"], phases, gemm)}
     out["memory"] = {k: (max(vals) if (vals := [r["memory"].get(k) for r in rows
                                                  if isinstance(r["memory"].get(k), int)]) else
                          rows[0]["memory"].get(k))

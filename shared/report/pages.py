@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from shared.measure.guard import FORWARD, IncomparableRunsError, label, metric_value, rank
+from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, metric_value
 from shared.measure.output import SHORT, fmt_bytes, fmt_seconds, row_notes
 from shared.measure.schema import PHASES
 from shared.report import html, svg
@@ -49,7 +49,11 @@ def timing_parts(rows: list[dict[str, Any]]) -> list[str]:
     ranks: dict[int, int] = {}
     out: list[str] = []
     try:
-        ranks = {id(row): position for position, row, _v, _p in rank(rows, FORWARD)}
+        for decided in decided_ranks(rows, FORWARD):  # the text table's rule (shared/measure/rounds.py)
+            if decided["rank"] is None:
+                out.append(html.note(f"{label(decided['row'])}: not comparable: {decided['why']}", "refused"))
+            else:
+                ranks[id(decided["row"])] = decided["rank"]
     except IncomparableRunsError as exc:
         out.append(html.note(str(exc), "refused"))
     headers = ["rank", "port", "spec", "rung", "status", "device", *[SHORT[p] for p, _ in PHASES], "peak RSS"]
