@@ -41,7 +41,10 @@ JOB_KIND_PACKAGES = ("shared.runtime", *TOOLS, EXPERIMENTS)
 MAX_LINES = 300
 MAX_STATEMENTS = 60
 # Current exceptions to (c): module path -> why it is one piece.
-LONG_MODULES: dict[str, str] = {}  # "path" -> why it may exceed MAX_LINES
+LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
+    "ports/keras/port.py": "the parallel text's interface with a branch per Keras backend (TensorFlow, JAX, "
+                           "torch) in each runtime function: it cannot split alone",
+}
 LONG_FUNCTIONS: dict[str, str] = {}  # "path::function" -> why
 
 

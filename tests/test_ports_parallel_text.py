@@ -47,8 +47,8 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "PatchEmbed.__init__"): "each library's padding argument order; Keras' oneDNN conv bug; "
                                          "nnx.Conv's SAME default; MLX's OHWI kernel",
     ("model.py", "Attention.__doc__"): "how each library's attention module takes the head width and biases",
-    ("model.py", "Attention.<call>"): "when each port leaves its fused kernel besides taps: torch for narrow "
-                                      "heads, MLX for attention dropout",
+    ("model.py", "Attention.<call>"): "when each port leaves its fused kernel besides taps and the mode: MLX "
+                                      "for attention dropout",
     ("model.py", "Attention.explicit"): "the explicit path is torch's and MLX's own code, Keras' and Flax's "
                                         "module option that returns or sows the probabilities",
     ("model.py", "Head.__init__"): "how nnx and MLX hold a list of submodules",
@@ -61,11 +61,14 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("port.py", "available_devices"): "MLX's one GPU device class over CUDA or Metal builds",
     ("port.py", "allocator_peak"): "MLX counts CPU allocations too",
     ("port.py", "gemm_call"): "how each framework waits for one product",
+    ("port.py", "run_modes"): "the ways each framework offers to run the same function (attention paths, "
+                              "Keras' compilers) and the default each measured once",
     ("port.py", "Port.__init__"): "each framework's mixed precision and device placement",
     ("port.py", "Port.load"): "how a pure rung casts the loaded state (Flax, MLX)",
     ("port.py", "Port.prepare.__doc__"): "each framework's native layout and array type",
     ("port.py", "Port.<call>"): "nnx.Dropout is active by default",
-    ("port.py", "Port.compiled_forward"): "Keras keeps XLA off on CPU",
+    ("port.py", "Port.set_mode"): "Keras' mode is its compiler, the others' their attention path",
+    ("port.py", "Port.compiled_forward"): "Keras' mode decides XLA",
     ("port.py", "Port.compiled_forward.__doc__"): "each framework's compiler",
     ("port.py", "Port.sync"): "how TensorFlow and MLX synchronise",
     ("port.py", "Port.loss_and_gradients"): "each library's cross-entropy default (logits, reduction)",

@@ -18,6 +18,10 @@ from shared.core.positions import fixed_table
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 
+# The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
+# path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
+ATTENTION_PATHS = ("fused", "explicit")
+
 
 def activation(form: str) -> Callable[[jax.Array], jax.Array]:
     # Always pass the GELU form: jax.nn.gelu (and nnx.gelu) default to the tanh approximation.
@@ -78,11 +82,14 @@ class Attention(nnx.Module):
             broadcast_dropout=False, decode=False, dtype=dtype, rngs=rngs,
         )
         self.out_bias = None if spec.qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
+        self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
-        y = self.explicit(x, taps) if taps is not NO_TAPS else self.mha(x)
+        # Also when the mode asks for it (self.attention_path).
+        explicit = taps is not NO_TAPS or self.attention_path == "explicit"
+        y = self.explicit(x, taps) if explicit else self.mha(x)
         return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)
 
     def explicit(self, x: jax.Array, taps: Taps) -> jax.Array:

@@ -14,12 +14,13 @@ import optax
 from flax import nnx
 
 from ports.flax import transfer
-from ports.flax.model import VisionTransformer
+from ports.flax.model import ATTENTION_PATHS, VisionTransformer
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
+from shared.errors import InputError
 
 FRAMEWORK = "flax"
 
@@ -81,6 +82,16 @@ def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32")
     return call
 
 
+def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
+    # The named ways this port runs the same function, its default (what runs before a machine has
+    # measured) first: shared/measure/modes.py times each on this machine and spec and keeps the
+    # fastest that passes the equivalence gate.
+    # Flax: attention through jax.nn.dot_product_attention (`fused`: JAX picks the implementation,
+    # XLA's on a CPU, cuDNN's where it can; with attention dropout nnx takes its einsum path anyway)
+    # or nnx's einsum, softmax, einsum (`explicit`).
+    return ATTENTION_PATHS
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -95,6 +106,7 @@ class Port:
         with jax.default_device(self.device):
             self.model = VisionTransformer(spec, nnx.Rngs(0, dropout=1), dtype=compute)
         self.model.eval()
+        self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
     def load(self, tensors: Tensors) -> None:
@@ -127,6 +139,15 @@ class Port:
         else:
             self.model.eval()
         return self.model(prepared)
+
+    def set_mode(self, mode: str) -> None:
+        """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
+        modes = run_modes(self.spec, self.device_class)
+        if mode not in modes:
+            raise InputError(f"mode {mode!r} is not one of {self.framework}'s: {', '.join(modes)}")
+        self.mode = mode
+        for block in self.model.blocks:  # the attention path is the mode
+            block.attn.attention_path = mode
 
     def compiled_forward(self) -> Callable[[jax.Array], jax.Array]:
         """Eval-mode forward under jax.jit, on the split (graph, state) pair: nnx.jit would redo

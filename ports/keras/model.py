@@ -14,6 +14,10 @@ from shared.core.positions import fixed_table
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 
+# The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
+# path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
+ATTENTION_PATHS = ("fused", "explicit")
+
 
 def activation(form: str, dtype: str = "float32") -> layers.Layer:
     # Always pass the GELU form: keras.activations.gelu is exact, but keras.ops.gelu is tanh.
@@ -77,11 +81,14 @@ class Attention(layers.Layer):
         self.out_bias = None
         if not spec.qkv_bias:
             self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
+        self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
-        y = self.explicit(x, training, taps) if taps is not NO_TAPS else self.mha(x, x, training=training)
+        # Also when the mode asks for it (self.attention_path).
+        explicit = taps is not NO_TAPS or self.attention_path == "explicit"
+        y = self.explicit(x, training, taps) if explicit else self.mha(x, x, training=training)
         return y if self.out_bias is None else y + ops.cast(self.out_bias, y.dtype)
 
     def explicit(self, x, training: bool, taps: Taps):

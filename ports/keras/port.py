@@ -17,7 +17,7 @@ from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, InputError
 
 FRAMEWORK = "keras"
 BACKEND = keras.backend.backend()
@@ -173,6 +173,18 @@ def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32")
     return call
 
 
+def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
+    # The named ways this port runs the same function, its default (what runs before a machine has
+    # measured) first: shared/measure/modes.py times each on this machine and spec and keeps the
+    # fastest that passes the equivalence gate.
+    # Keras on TensorFlow: a tf.function graph (`graph`) or XLA (`xla`); graph first on a CPU, where
+    # XLA:CPU's own GEMMs were 2.7x slower than oneDNN's on ViT-B/16 (Keras' jit_compile="auto"
+    # chooses so too). On JAX (jax.jit) and torch (torch.compile) the port has one mode.
+    if BACKEND != "tensorflow":
+        return ("jit",) if BACKEND == "jax" else ("inductor",)
+    return ("graph", "xla") if device_class == "cpu" else ("xla", "graph")
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -189,6 +201,7 @@ class Port:
         with keras.device(self.device):
             self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
             self.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), "float32"))
+        self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
     def load(self, tensors: Tensors) -> None:
@@ -213,16 +226,21 @@ class Port:
         with keras.device(self.device):
             return self.model(prepared, training=train)  # dropout is active only in training
 
+    def set_mode(self, mode: str) -> None:
+        """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
+        modes = run_modes(self.spec, self.device_class)
+        if mode not in modes:
+            raise InputError(f"mode {mode!r} is not one of {self.framework}'s: {', '.join(modes)}")
+        self.mode = mode  # the compiler is the mode: compiled_forward reads it; attention stays fused
+
     def compiled_forward(self) -> Callable[[Any], Any]:
         """Eval-mode forward under the backend's compiler: a tf.function graph on TensorFlow (with
-        XLA on GPUs), jax.jit on JAX, torch.compile on torch."""
+        XLA in the `xla` mode), jax.jit on JAX, torch.compile on torch."""
         if BACKEND == "tensorflow":
             import tensorflow as tf
 
-            # XLA:CPU replaces TF's oneDNN GEMMs with its own, 2.7x slower on ViT-B/16 here
-            # (benchmarks/ab_interleaved.py); Keras' jit_compile="auto" makes the same choice.
-            xla = self.device_class != "cpu"
-            return tf.function(lambda x: self.model(x, training=False), jit_compile=xla)
+            # The mode decides XLA (run_modes: off by default on a CPU, measured per machine).
+            return tf.function(lambda x: self.model(x, training=False), jit_compile=self.mode == "xla")
         if BACKEND == "jax":
             import jax
 

@@ -16,6 +16,10 @@ from shared.core.positions import fixed_table
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 
+# The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
+# path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
+ATTENTION_PATHS = ("fused", "explicit")
+
 
 def activation(form: str) -> nn.Module:
     # Always pass the GELU form: MLX's default 'none' is exact (as torch); its tanh form is
@@ -71,11 +75,14 @@ class Attention(nn.Module):
         )
         self.out_bias = None if spec.qkv_bias else mx.zeros((spec.dim,))
         self.dropout, self.dropout_rate = nn.Dropout(spec.dropout_attn), spec.dropout_attn
+        self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
-        # Also for attention dropout in train mode, which nn.MultiHeadAttention lacks.
-        explicit = taps is not NO_TAPS or (self.training and self.dropout_rate > 0)
+        # Also when the mode asks for it (self.attention_path), and for attention dropout in train mode,
+        # which nn.MultiHeadAttention lacks.
+        dropout = self.training and self.dropout_rate > 0
+        explicit = taps is not NO_TAPS or self.attention_path == "explicit" or dropout
         y = self.explicit(x, taps) if explicit else self.mha(x, x, x)
         return y if self.out_bias is None else y + self.out_bias.astype(y.dtype)
 

@@ -14,13 +14,13 @@ from mlx.utils import tree_flatten
 
 from ports import rung_refusal
 from ports.mlx import transfer
-from ports.mlx.model import VisionTransformer
+from ports.mlx.model import ATTENTION_PATHS, VisionTransformer
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, InputError
 
 FRAMEWORK = "mlx"
 DTYPES = {"float32": mx.float32, "bfloat16": mx.bfloat16, "float16": mx.float16}
@@ -91,6 +91,15 @@ def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32")
     return call
 
 
+def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
+    # The named ways this port runs the same function, its default (what runs before a machine has
+    # measured) first: shared/measure/modes.py times each on this machine and spec and keeps the
+    # fastest that passes the equivalence gate.
+    # MLX: attention through mx.fast.scaled_dot_product_attention (`fused`) or softmax(q k^T) v
+    # (`explicit`).
+    return ATTENTION_PATHS
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -111,6 +120,7 @@ class Port:
         self.model = VisionTransformer(spec)
         self.model.eval()  # MLX modules start in training mode (dropout on)
         mx.eval(self.model.parameters())
+        self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
     def load(self, tensors: Tensors) -> None:
@@ -137,6 +147,15 @@ class Port:
     def forward(self, prepared: mx.array, train: bool = False) -> mx.array:
         self.model.train(train)  # dropout is active only in train mode
         return self.model(prepared)
+
+    def set_mode(self, mode: str) -> None:
+        """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
+        modes = run_modes(self.spec, self.device_class)
+        if mode not in modes:
+            raise InputError(f"mode {mode!r} is not one of {self.framework}'s: {', '.join(modes)}")
+        self.mode = mode
+        for block in self.model.blocks:  # the attention path is the mode
+            block.attn.attention_path = mode
 
     def compiled_forward(self) -> Callable[[mx.array], mx.array]:
         """Eval-mode forward under mx.compile. inputs=model.state: the parameters are inputs of

@@ -16,7 +16,11 @@ from shared.core.positions import fixed_table
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 
-NARROW_HEAD = 8  # head widths up to this take the explicit attention path (see Attention)
+NARROW_HEAD = 8  # the default for head widths up to this is the explicit path (port.py's run_modes)
+
+# The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
+# path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
+ATTENTION_PATHS = ("fused", "explicit")
 
 
 def activation(form: str) -> nn.Module:
@@ -65,6 +69,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(spec.dim, 3 * inner, bias=spec.qkv_bias)
         self.out = nn.Linear(inner, spec.dim, bias=True)
         self.dropout = spec.dropout_attn
+        self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
         b, n, _ = x.shape
@@ -73,8 +78,8 @@ class Attention(nn.Module):
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         dropout = self.dropout if self.training else 0.0
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
-        # Also for narrow heads, where SDPA's CPU flash kernel is 1.45x slower (archive-torch, 8-wide).
-        if taps is not NO_TAPS or self.head_dim <= NARROW_HEAD:
+        # Also when the mode asks for it (self.attention_path).
+        if taps is not NO_TAPS or self.attention_path == "explicit":
             context = self.explicit(q, k, v, scale, dropout, taps)
         else:
             context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale)

@@ -11,12 +11,13 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
-from ports.torch.model import VisionTransformer
+from ports.torch.model import ATTENTION_PATHS, NARROW_HEAD, VisionTransformer
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors, check_tensors
+from shared.errors import InputError
 
 FRAMEWORK = "torch"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -84,6 +85,16 @@ def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32")
     return call
 
 
+def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
+    # The named ways this port runs the same function, its default (what runs before a machine has
+    # measured) first: shared/measure/modes.py times each on this machine and spec and keeps the
+    # fastest that passes the equivalence gate.
+    # torch: attention through SDPA (`fused`) or softmax(q k^T) v (`explicit`); explicit first for
+    # narrow heads on a CPU, where SDPA's flash kernel was 1.45x slower (archive-torch, 8-wide).
+    narrow = spec.head_dim <= NARROW_HEAD and device_class == "cpu"
+    return ("explicit", "fused") if narrow else ATTENTION_PATHS
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -95,6 +106,7 @@ class Port:
         # pure: parameters and buffers in the low dtype; mixed: float32, cast per op by autocast.
         self.param_dtype = DTYPES[precision.param_dtype]
         self.model = VisionTransformer(spec).to(self.device, self.param_dtype).eval()
+        self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     def autocast(self) -> contextlib.AbstractContextManager:
         # torch's mixed precision: matmuls and convolutions in the low dtype inside this context.
@@ -125,6 +137,15 @@ class Port:
         self.model.train(train)  # dropout is active only in train mode
         with torch.set_grad_enabled(train), self.autocast():
             return self.model(prepared)
+
+    def set_mode(self, mode: str) -> None:
+        """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
+        modes = run_modes(self.spec, self.device_class)
+        if mode not in modes:
+            raise InputError(f"mode {mode!r} is not one of {self.framework}'s: {', '.join(modes)}")
+        self.mode = mode
+        for block in self.model.blocks:  # the attention path is the mode
+            block.attn.attention_path = mode
 
     def compiled_forward(self) -> Callable[[torch.Tensor], torch.Tensor]:
         """Eval-mode forward under torch.compile (inductor)."""

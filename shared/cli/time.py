@@ -60,6 +60,12 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
                         help="phase to rank by (default 'forward': each port's best forward mode)")
     parser.add_argument("--wide", action="store_true",
                         help="every column (default: a table that fits 100 columns)")
+    parser.add_argument("--mode", dest="force_modes", action="append", default=[],
+                        metavar="[FRAMEWORK=]NAME",
+                        help="run this port mode instead of measuring which is fastest (repeatable; "
+                             "a bare NAME: every port that offers it; docs/timing.md, 'Modes')")
+    parser.add_argument("--remeasure-modes", action="store_true",
+                        help="measure every port's modes again instead of reusing the cached choice")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -142,7 +148,22 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
                      modes=tuple(m for m in modes if m != "train"), train="train" in modes, budget=budget,
                      eval_batches=args.eval_batches, timeout_s=args.timeout,
                      compile_cache=args.compile_cache, processes=args.processes,
-                     precision=from_args(args), user=user_job(args, spec))
+                     precision=from_args(args), user=user_job(args, spec),
+                     mode_options={"force": mode_requests(getattr(args, "force_modes", [])),
+                                   "remeasure": getattr(args, "remeasure_modes", False)})
+
+
+def mode_requests(items: list[str]) -> list[str]:
+    """`--mode` values as given, each checked for its form ([FRAMEWORK=]NAME); whether a port
+    offers the mode is decided in its worker (shared/measure/modes.py), where its modes are known."""
+    from ports import PORTS
+
+    for item in items:
+        framework, _, name = item.rpartition("=")
+        if not name or (framework and framework not in PORTS) or "=" in framework:
+            raise PortbenchError(f"--mode {item!r}: expected NAME or FRAMEWORK=NAME with FRAMEWORK one of "
+                                 f"{', '.join(PORTS)}")
+    return list(items)
 
 
 def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:

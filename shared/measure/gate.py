@@ -85,16 +85,20 @@ def reference_emulated_gap(path: str | Path) -> float | None:
     return None if np.isnan(value) else value
 
 
+def judge(row: dict[str, Any], spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
+          tap_dtypes: dict[str, str] | None = None) -> PortVerdict:
+    """In the worker: logits (the gate's images) judged by `check_logits` against the reference
+    the parent wrote, with the port's parameter count and the dtypes the worker read."""
+    return check_logits(spec, logits, reference_logits(config["reference_npz"]), row["param_count"],
+                        rung(config), reference_emulated_gap(config["reference_npz"]),
+                        tap_dtypes=tap_dtypes, framework=row["framework"],
+                        device=row["conditions"]["device_class"], versions=row["versions"])
+
+
 def check_mode(row: dict[str, Any], mode: str, spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
                tap_dtypes: dict[str, str] | None = None) -> None:
-    """In the worker: one mode's logits (the gate's images) judged by `check_logits` against the
-    reference the parent wrote, with the port's parameter count and the dtypes the worker read,
-    recorded as the row's `equivalence[mode]`."""
-    verdict = check_logits(spec, logits, reference_logits(config["reference_npz"]), row["param_count"],
-                           rung(config), reference_emulated_gap(config["reference_npz"]),
-                           tap_dtypes=tap_dtypes, framework=row["framework"],
-                           device=row["conditions"]["device_class"], versions=row["versions"])
-    row["equivalence"][mode] = verdict.to_dict()
+    """One mode's verdict (`judge`), recorded as the row's `equivalence[mode]`."""
+    row["equivalence"][mode] = judge(row, spec, logits, config, tap_dtypes).to_dict()
 
 
 def row_verdict(spec: ModelSpec, row: dict[str, Any], precision: Precision,

@@ -95,7 +95,7 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
         notes.extend(row_notes(row))
     lines = [[printable(cell) for cell in line] for line in lines]  # a results file's text, escaped
-    notes = [printable(note) for note in [*roof_line(rows), *notes]]
+    notes = [printable(note) for note in [*roof_line(rows), *mode_line(rows), *notes]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
@@ -112,7 +112,7 @@ def _compact_cells(row: dict[str, Any], position: str) -> list[str]:
     on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
     peak = None if on_cpu else mem.get("allocator_peak_bytes")
     _, fraction = best_fraction(row)
-    return [position, label(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
+    return [position, port_cell(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
             compile_cell(phases.get("compile")),
             fmt_bytes(peak if isinstance(peak, int) else mem.get("peak_rss_bytes")),
             roof_cell(row, fraction), status_mark(row)]
@@ -130,7 +130,7 @@ def _wide_cells(row: dict[str, Any], position: str) -> list[str]:
     status = row.get("status", "?").upper() if row.get("status") != "ok" else "ok"
     achieved, fraction = best_fraction(row)
     gemm = ((row.get("roofline") or {}).get("gemm") or {}).get("gflops")
-    return [position, label(row), str(row.get("conditions", {}).get("spec_name") or "-"), status,
+    return [position, port_cell(row), str(row.get("conditions", {}).get("spec_name") or "-"), status,
             str(row.get("conditions", {}).get("device_class") or "-"),
             *[phase_cell(phases.get(p)) for p, _ in PHASES],
             str((phases.get("compile") or {}).get("cache") or "-"),
@@ -161,6 +161,31 @@ def status_mark(row: dict[str, Any]) -> str:
     """ok, or the failure in capitals; `*` when notes under the table qualify the row."""
     mark = MARKS.get(row.get("status", ""), str(row.get("status", "?")).upper())
     return mark + ("*" if row.get("status") == "ok" and row_notes(row) else "")
+
+
+def port_cell(row: dict[str, Any]) -> str:
+    """The row's label, and the mode it ran where its port offers several (`torch/explicit`)."""
+    choice = row.get("mode_choice") or {}
+    several = len(choice.get("offered") or []) > 1 and choice.get("chosen")
+    return f"{label(row)}/{choice['chosen']}" if several else label(row)
+
+
+def mode_line(rows: list[dict[str, Any]]) -> list[str]:
+    """How each mode in the port column was chosen (shared/measure/modes.py): forced, cached or
+    measured, with the measured candidates' medians and the ones that failed the gate."""
+    parts, notes = [], []
+    for row in rows:
+        choice = row.get("mode_choice") or {}
+        notes += [f"{label(row)}: {note}" for note in choice.get("notes") or []]
+        if len(choice.get("offered") or []) < 2 or not choice.get("chosen"):
+            continue
+        timed = [f"{c.get('mode')} {fmt_seconds(c['median'])}" if c.get("status") == "ok" else
+                 f"{c.get('mode')} FAILED ({str(c.get('reason') or 'no reason')[:60]})"
+                 for c in choice.get("candidates") or []]
+        parts.append(f"{label(row)} {choice['chosen']} ({choice.get('source')}"
+                     + (f": {', '.join(timed)}" if timed else "") + ")")
+    line = [f"mode, how each was chosen (--mode forces one): {'; '.join(parts)}"] if parts else []
+    return line + notes
 
 
 def roof_line(rows: list[dict[str, Any]]) -> list[str]:

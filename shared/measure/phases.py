@@ -6,6 +6,7 @@ Order matters and is the point of this module:
    (NumPy included: OpenBLAS reads its thread variable at load); both are read back here.
 2. The framework is imported (timed: this is the import phase) with the registry's environment
    (e.g. KERAS_BACKEND), precision is pinned and threads are set and read back.
+   Then the port's mode (shared/measure/modes.py): the only one, forced, cached or measured.
 3. The equivalence gate: eager (and compiled) logits vs the float64 reference for the same
    canonical weights and, below float32, every named tensor's dtype vs the precision contract
    (shared/core/equivalence.check_logits, as `verify`). A failing port is INVALID and is not
@@ -30,7 +31,7 @@ from shared.core.spec import ModelSpec
 from shared.core.train_spec import get_recipe
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, PortbenchError
-from shared.measure import backends, gate, roofline
+from shared.measure import backends, gate, modes, roofline
 from shared.measure.contention import CONTENDED, ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.stats import Budget, repeat, summarise, time_once
@@ -278,6 +279,7 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     images = probe_batch(spec, batch=int(config["batch"]), seed=int(config["seed"]))
     prepared = port.prepare(images)
     port.sync(prepared)
+    modes.choose(framework, module, port, prepared, config, row)  # the mode every phase then runs
     compiled = first_calls(port, images, prepared, config, row, timer, out.arrays)
     failure = gate.gate_failure(row)
     if failure is None:

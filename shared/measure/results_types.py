@@ -129,6 +129,17 @@ ROOFLINE = obj({"forward_flops": SECONDS,
                              "shapes": items(obj(optional=False)), "foreign_cpu": SECONDS,
                              "rounds_gflops": items(SECONDS), "rounds_disagree": typed(bool)}),
                 "phases": obj(each=obj({"gflops": SECONDS, "fraction": SECONDS}, optional=False))})
+# One candidate mode as shared/measure/modes.py measured it: its times, and the gate's verdict
+# on its first call's logits (null when it failed before the gate ran).
+CANDIDATE = obj({"mode": typed(str, optional=False), "status": one_of("ok", "failed"), "reason": TEXT,
+                 "first_call_s": SECONDS, "median": SECONDS, "iqr": SECONDS, "n": typed(int, low=1),
+                 "gate": lambda value, where: None if value is None else CHECK(value, where)},
+                required=("mode", "status"), optional=False)
+MODE_CHOICE = obj({"chosen": TEXT, "source": one_of("only", "forced", "cached", "measured"),
+                   "forward": one_of("eager", "compiled"), "offered": items(TEXT),
+                   "candidates": items(CANDIDATE),
+                   "notes": items(TEXT), "measured": TEXT, "compile_after_measurement": typed(bool),
+                   "budget": obj()}, required=("chosen", "source"))
 CONDITIONS = obj({"spec_name": TEXT, "spec_hash": TEXT, "batch": typed(int, low=1), "dtype": TEXT,
                   "precision": TEXT, "threads": typed(int, low=1), "device_class": TEXT,
                   "device_name": TEXT, "device_request": TEXT}, optional=False)
@@ -148,7 +159,7 @@ RANKING = obj({"metric": TEXT, "spread": SECONDS, "contended_above": SECONDS, "i
 ROW = obj({"framework": typed(str, optional=False), "status": one_of(*ROW_STATUSES),
            "reason": TEXT, "source": TEXT, "backend": TEXT, "conditions": CONDITIONS,
            "phases": obj(optional=False), "memory": obj(optional=False),
-           "equivalence": obj(each=CHECK), "roofline": ROOFLINE,
+           "equivalence": obj(each=CHECK), "roofline": ROOFLINE, "mode_choice": MODE_CHOICE,
            "threads_applied": obj({"affinity_note": TEXT, "requested": COUNT}),
            "notes": items(TEXT), "stderr_tail": items(TEXT), "param_count": COUNT,
            "param_count_spec": COUNT, "worker_wall_seconds": SECONDS, "foreign_cpu": SECONDS,

@@ -43,6 +43,7 @@ class RunConfig:
     compile_cache: str = "cold"  # cold: fresh inductor cache per worker; warm: reuse one on disk
     precision: Precision = FLOAT32  # the rung every port computes at (TF32 only if asked, CUDA only)
     user: dict[str, Any] | None = None  # `time --model`: the user's model, one more row
+    mode_options: dict[str, Any] | None = None  # `--mode`, `--remeasure-modes` (shared/measure/modes.py)
 
     def worker_config(self, framework: str, reference_npz: str) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class RunConfig:
             "train": self.train, "budget": asdict(self.budget), "eval_batches": self.eval_batches,
             "seed": self.seed, "weights_seed": self.weights_seed, "reference_npz": reference_npz,
             "train_recipe": self.train_recipe, "precision": self.precision.to_dict(), "user": self.user,
+            "mode_options": self.mode_options,
         }
 
     def conditions(self) -> dict[str, Any]:

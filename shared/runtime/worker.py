@@ -23,9 +23,10 @@ Test hook, at this one boundary: PORTBENCH_TEST_FAULT="<framework>:<fault>[,...]
 of that framework: `crash` (SIGSEGV before the job runs, so before any framework import), `hang`
 (sleep until killed), `tamper` (the port loads a head bias 1e-3 off the given weights: a port
 that silently computes another function), `breach` (the port reports BREACHED_TENSOR in
-another dtype than the precision contract holds it in: a port that breaks the contract) or
-`error` (raise once the job has run: its partial report is kept and the error is reported in
-one line).
+another dtype than the precision contract holds it in: a port that breaks the contract),
+`tamper-mode=NAME` (the logits the port hands back are 1e-3 off while it runs its mode NAME: one
+candidate mode that computes another function, shared/measure/modes.py) or `error` (raise once
+the job has run: its partial report is kept and the error is reported in one line).
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ def with_fault(function: Kind, fault: str) -> Kind:
             _tamper_ports()
         if fault == "breach":
             _breach_ports()
+        if fault.startswith("tamper-mode="):
+            _tamper_mode(fault.partition("=")[2])
         function(framework, job, out)
         if fault == "error":
             raise RuntimeError(f"injected failure after the job ran ({FAULT_ENV})")
@@ -179,6 +182,19 @@ def _breach_ports() -> None:
         return BreachedPort
 
     _replace_port(breached)
+
+
+def _tamper_mode(mode: str) -> None:
+    """Every port this process loads reads its results back 1e-3 off while it runs `mode`."""
+    def tampered(port: type) -> type:
+        class ModeTamperedPort(port):  # type: ignore[valid-type, misc]
+            def to_numpy(self, result: Any) -> Any:
+                values = super().to_numpy(result)
+                return values + 1e-3 if getattr(self, "mode", None) == mode else values
+
+        return ModeTamperedPort
+
+    _replace_port(tampered)
 
 
 def _replace_port(subclass: Callable[[type], type]) -> None:
