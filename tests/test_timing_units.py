@@ -10,7 +10,7 @@ import json
 import pytest
 
 from shared.errors import PortbenchError
-from shared.measure import factorial, guard, output, schema
+from shared.measure import exports, factorial, guard, output, schema
 from shared.measure.stats import Budget, repeat, summarise
 
 
@@ -133,15 +133,15 @@ def test_factorial_split_is_exact_and_symmetric() -> None:
 
 def test_csv_has_one_line_per_run_and_phase() -> None:
     rows = [make_row("torch", 0.01), make_row("flax", 0.02)]
-    lines = output.csv_text(rows).strip().splitlines()
-    assert lines[0].split(",") == list(output.CSV_FIELDS)
+    lines = exports.csv_text(rows).strip().splitlines()
+    assert lines[0].split(",") == list(exports.CSV_FIELDS)
     assert len(lines) == 1 + 2 * 2  # two phases recorded per row
     assert any(",n/a," in line and "eager only" in line for line in lines)
 
 
 def test_chart_is_a_png() -> None:
     rows = [make_row("torch", 0.01), copy.deepcopy(make_row("flax", 0.02))]
-    assert output.chart_png(rows, "t")[:8] == b"\x89PNG\r\n\x1a\n"
+    assert exports.chart_png(rows, "t")[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_analytic_flops_match_the_published_vit_b16_count() -> None:

@@ -68,14 +68,14 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
     """Every output of the run staged first (a full disk fails before anything is published),
     then published together, each exclusively unless --force: all of them or none."""
     from shared.core.files import Outputs
-    from shared.measure import output, schema
+    from shared.measure import exports, schema
 
     schema.validate(doc, "results being written")  # never write a file this version cannot read back
     with Outputs(force, make_folders=True) as outputs:
         written = [outputs.add(paths["json"], schema.dumps(doc).encode()),  # type: ignore[arg-type]
-                   outputs.add(paths["csv"], output.csv_text(rows).encode())]  # type: ignore[arg-type]
+                   outputs.add(paths["csv"], exports.csv_text(rows).encode())]  # type: ignore[arg-type]
         if paths["chart"] is not None and any(r.get("phases") for r in rows):
-            written.append(outputs.add(paths["chart"], output.chart_png(rows, title)))
+            written.append(outputs.add(paths["chart"], exports.chart_png(rows, title)))
         for name in ("html", "main_page"):
             if paths.get(name) is not None:
                 page = run_page(doc, rows, paths, title)

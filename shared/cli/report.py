@@ -69,7 +69,7 @@ def _labels(paths: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shared.measure import output, schema
+    from shared.measure import exports, output, schema
     from shared.measure.environment import host_record, utc_now
     from shared.measure.guard import RANK_METRICS
 
@@ -103,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
             schema.validate(doc, "results being written")
             written.append(staged.add(args.json_path, schema.dumps(doc).encode()))
         if args.csv_path:
-            written.append(staged.add(args.csv_path, output.csv_text(rows).encode()))
+            written.append(staged.add(args.csv_path, exports.csv_text(rows).encode()))
         if args.chart_path:
             title = f"merged: {', '.join(s['source'] for s in sources)}"
-            written.append(staged.add(args.chart_path, output.chart_png(rows, title)))
+            written.append(staged.add(args.chart_path, exports.chart_png(rows, title)))
         if args.html_path:
             from shared.report.pages import results_page
 

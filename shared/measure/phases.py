@@ -19,7 +19,6 @@ The row is filled in place, so a failure part-way keeps the phases measured so f
 from __future__ import annotations
 
 import importlib
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,45 +31,15 @@ from shared.core.train_spec import get_recipe
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, PortbenchError
 from shared.measure import backends, gate, modes, roofline
-from shared.measure.contention import CONTENDED, ForeignCpu
+from shared.measure.contention import ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
-from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.measure.phase_record import Phases
+from shared.measure.stats import Budget, time_once
 from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.jobs import contract_dtypes
-from shared.runtime.launch import cpu_record, print_progress
-
-
-class Phases:
-    """Records phases into `row["phases"]`: single-shot, repeated under a budget, or n/a."""
-
-    def __init__(self, framework: str, row: dict[str, Any], budget: Budget) -> None:
-        self.framework, self.row, self.budget = framework, row, budget
-        self.phases: dict[str, Any] = row["phases"]
-
-    def progress(self, message: str) -> None:
-        print_progress(self.framework, message)
-
-    def single(self, name: str, seconds: float, note: str | None = None) -> None:
-        self.phases[name] = {"status": "ok", "samples": [seconds], **summarise([seconds]), "note": note}
-
-    def repeated(self, name: str, call: Callable[[], Any], budget: Budget | None = None,
-                 note: str | None = None) -> None:
-        self.progress(f"timing {name}")
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        with ForeignCpu(self.row["threads_applied"]["affinity"]) as foreign:
-            samples = repeat(call, budget or self.budget)
-        wall = time.perf_counter() - wall0
-        util = (time.process_time() - cpu0) / wall if wall > 0 else None
-        self.phases[name] = {"status": "ok", "samples": samples, **summarise(samples),
-                             "cpu_util": util, "foreign_cpu": foreign.value, "note": note}
-        if foreign.value is not None and foreign.value > CONTENDED:
-            self.row["notes"].append(f"{name}: other processes used {foreign.value:.2f} CPUs on this "
-                                     "worker's CPUs while it was timed (contended)")
-
-    def unavailable(self, name: str, reason: str) -> None:
-        self.phases[name] = {"status": "n/a", "reason": reason}
+from shared.runtime.launch import cpu_record
 
 
 def start_row(framework: str, config: dict[str, Any], row: dict[str, Any]) -> ModelSpec:

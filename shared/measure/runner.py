@@ -159,6 +159,9 @@ def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tai
     return row
 
 
+SETTLED = ("unavailable", "invalid")  # a worker's verdict that the same process would repeat
+
+
 def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print,
             on_row: Callable[[dict[str, Any]], None] | None = None,
             logits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -179,6 +182,8 @@ def run_all(frameworks: list[str], config: RunConfig, progress: Progress = print
             logits["reference"] = ref
         for rep in range(config.processes):
             for i, (name, framework) in enumerate(entries.items(), 1):
+                if replicates[name] and replicates[name][-1].get("status") in SETTLED:
+                    continue  # another round cannot change a refusal or a failed gate
                 suffix = f" (round {rep + 1}/{config.processes})" if config.processes > 1 else ""
                 progress(f"[{i}/{len(entries)}] {name}: fresh worker process{suffix}")
                 arrays: dict[str, Any] = {}
