@@ -21,5 +21,6 @@ kinds load, one process per framework.
 - `rounds`: the rule deciding, from interleaved rounds of workers, whether a ratio or a rank is
   printed (no round contended, the rounds agree) and which GEMM rate is the ceiling.
 - `peer_timing`: each port against the public implementations (ports/public_models.py builds them).
-- `output`: terminal table (100 columns, or `wide`), CSV and the PNG chart.
+- `output`: the terminal table (100 columns, or `wide`); `exports`: the CSV and the PNG chart;
+  `phase_record`: how the worker records each phase.
 """
