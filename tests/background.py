@@ -7,7 +7,10 @@ frameworks, ten AdamW steps on two specs, ten mutated runs, a training loop; ViT
 port). Started at collection and niced, those workers
 use the core the rest of the suite leaves idle; `conftest.py` moves the tests that read them to
 the end of the session, so they find their results ready. Nothing in the suite asserts a time,
-so sharing the machine changes no result.
+so sharing the machine changes no result. A task's own Python code (references, emulated gaps)
+runs in a thread of the pytest process, so an in-process test must never patch a module's
+function that such code calls: a test that shifted `reference.forward` for a few seconds once
+made the ViT-S/16 reference computed meanwhile 1e-4 wrong. Pass the changed value in instead.
 
 A task is a function that starts its processes (framework workers, or `compare.py` runs)
 through `start`, so they can be reniced and, at the end of the session, killed, and returns what

@@ -89,16 +89,16 @@ def test_verify_passes_and_writes_json() -> None:
     assert len(doc["pairwise"]) >= 3 and "0 failed" in proc.stdout
 
 
-def test_verify_fails_and_exits_nonzero_when_a_port_disagrees(monkeypatch, capsys) -> None:
+def test_verify_fails_and_exits_nonzero_when_a_port_disagrees(capsys) -> None:
     """Shift the oracle by 1e-4 (twenty times the tolerance): every port must now FAIL, and
-    verify must say so with exit status 1."""
+    verify must say so with exit status 1. The shifted reference is the case's own (not a patched
+    `reference.forward`: the background tasks compute references in this process meanwhile)."""
     from shared.cli import verify as verify_cli
     from shared.runtime.verify import VerifyCase
 
-    true_forward = reference.forward
-    monkeypatch.setattr(reference, "forward", lambda *a, **k: true_forward(*a, **k) + 1e-4)
     spec = get_preset("quadrant")
-    case = VerifyCase(spec, init_weights(spec, 0), probe_batch(spec))
+    tensors, images = init_weights(spec, 0), probe_batch(spec)
+    case = VerifyCase(spec, tensors, images, reference=reference.forward(spec, tensors, images) + 1e-4)
     status = verify_cli.run_cases([case], ["torch"], "cpu", 300.0, None)
     out = capsys.readouterr().out
     assert status == 1 and "FAIL" in out and "1 failed" in out
