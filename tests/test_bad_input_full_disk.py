@@ -78,12 +78,13 @@ def test_init_on_a_full_disk(disk: Path, tmp_path: Path) -> None:
 
 
 def test_time_on_a_full_disk_writes_none_of_its_outputs(disk: Path, tmp_path: Path) -> None:
-    full_disk_refused(disk, "time", *FAST, "--json", str(disk / "r.json"), "--html",
+    full_disk_refused(disk, "time", *FAST, "--frameworks", "torch", "--json", str(disk / "r.json"), "--html",
                       str(disk / "r.html"), cwd=tmp_path)
 
 
 def test_the_main_job_on_a_full_disk(disk: Path, tmp_path: Path) -> None:
-    full_disk_refused(disk, "main", *FAST, "--json", str(disk / "sub" / "r.json"), cwd=tmp_path)
+    full_disk_refused(disk, "main", *FAST, "--frameworks", "torch", "--json", str(disk / "sub" / "r.json"),
+                      cwd=tmp_path)
 
 
 def test_train_checkpoints_on_a_full_disk(disk: Path, tmp_path: Path) -> None:
@@ -117,7 +118,7 @@ def test_when_the_second_output_fails_the_first_is_not_published(tmp_path: Path,
     monkeypatch.setattr(files, "_stage", second_fails)
     (tmp_path / "keep.txt").write_text("kept")
     before = snapshot(tmp_path)
-    outcome = run_cli("time", *FAST, "--json", "r.json", cwd=tmp_path)
+    outcome = run_cli("time", *FAST, "--frameworks", "torch", "--json", "r.json", cwd=tmp_path)
     assert outcome.code == 2 and "No space left on device" in outcome.error
     assert calls == ["r.json", "r.csv"] and snapshot(tmp_path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]

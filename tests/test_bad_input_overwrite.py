@@ -95,14 +95,15 @@ def test_a_file_created_at_the_json_path_during_the_run_is_kept(tmp_path: Path, 
         return real(*args, **kwargs)
 
     monkeypatch.setattr(time_cli, "time_spec", user_writes_meanwhile)
-    outcome = run_cli("time", *FAST, "--json", "r.json", cwd=tmp_path)
+    outcome = run_cli("time", *FAST, "--frameworks", "torch", "--json", "r.json", cwd=tmp_path)
     assert outcome.code == 2 and "'r.json' already exists" in outcome.error, outcome.stderr
     assert (tmp_path / "r.json").read_text() == "the user's own file, made during the run"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no CSV, chart or temporary
 
 
 def test_two_time_runs_given_the_same_json_one_wins(tmp_path: Path) -> None:
-    command = [sys.executable, str(ROOT / "compare.py"), "time", *FAST, "--json", "r.json"]
+    command = [sys.executable, str(ROOT / "compare.py"), "time", *FAST, "--frameworks", "torch", "--json",
+               "r.json"]
     procs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     done = [(p.wait(timeout=300), p.stderr.read()) for p in procs]  # type: ignore[union-attr]

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from experiments.attention import attention_statistics
-from experiments.plateau import bookkeeping
+from experiments.plateau import bookkeeping, runs
 from experiments.plateau.experiment import agreement, parse_shapes, shape_spec, summarise_run
-from experiments.plateau.runs import job, run_all
+from experiments.plateau.runs import job
 from shared.core.presets import get_preset
 from shared.core.train_spec import get_recipe
 from shared.errors import InputError
@@ -238,11 +238,22 @@ def test_shapes_are_parsed_and_checked() -> None:
 
 
 # ---- every port starts from the same batches and weights (no training) -------------------------
-def test_every_port_gets_identical_batches_and_initial_weights() -> None:
+@background.task("experiment-identical-starts", "test_experiments.py::test_every_port_gets_identical")
+def identical_starts(start: background.Start) -> tuple[list[dict], dict[str, list[dict]]]:
+    """Three framework workers probing the same two runs: in the background (tests/background.py)."""
     recipe = get_recipe("quick").replace(init="vit", batch_size=512)
     probes = [job(shape_spec(16, 2), recipe, quadrant_name(noise=0.3), seed, 16, probe=True)
               for seed in (0, 1)]
-    results = {fw: run_all(fw, probes, echo=False) for fw in ("torch", "keras", "flax")}
+    folder = tempfile.mkdtemp(prefix="portbench-identical-")
+    results = {}
+    for fw in ("torch", "keras", "flax"):
+        worker = start(runs.start(fw, probes, folder, echo=False))
+        results[fw] = runs.collect(fw, worker, probes, echo=False)
+    return probes, results
+
+
+def test_every_port_gets_identical_batches_and_initial_weights() -> None:
+    _, results = background.result("experiment-identical-starts")
     for fw in ("keras", "flax"):
         assert results[fw] == results["torch"], fw
     first, second = results["torch"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,7 @@ from shared.core.precision import LOW_RUNGS, Precision
 from shared.teaching import detectability as dt
 from shared.teaching.detectability import Measured, measure
 from shared.teaching.variants import Case
+from tests import background
 
 ROOT = Path(__file__).resolve().parent.parent
 BFLOAT16 = ("bfloat16-pure", "bfloat16-mixed")
@@ -124,18 +126,26 @@ def test_docs_show_the_table_as_generated() -> None:
     assert not stale, f"docs/teaching.md is stale (first: {stale[0]})"
 
 
-def test_cli_rungs_json(tmp_path: Path) -> None:
-    out = tmp_path / "rungs.json"
-    proc = subprocess.run([sys.executable, "compare.py", "lessons", "gelu", "--rungs", "--no-measure",
-                           "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert "gelu form flipped (MLP)" in proc.stdout and "bfloat16-mixed" in proc.stdout
+@background.task("lessons-rungs-cli", "test_teaching_detectability.py::test_cli_rungs_json")
+def lessons_rungs(start: background.Start) -> tuple[Path, tuple[int, str, str], tuple[int, str, str]]:
+    """Two `compare.py lessons` runs (half a minute of rung emulation): in the background."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-rungs-")) / "rungs.json"
+    runs = []
+    for argv in (["gelu", "--rungs", "--no-measure", "--json", str(out)], ["cross_entropy", "--rungs"]):
+        proc = start(subprocess.Popen([sys.executable, "compare.py", "lessons", *argv], cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        stdout, stderr = proc.communicate(timeout=300)
+        runs.append((proc.returncode, stdout, stderr))
+    return out, runs[0], runs[1]
+
+
+def test_cli_rungs_json() -> None:
+    out, (code, stdout, stderr), (bad_code, _, bad_stderr) = background.result("lessons-rungs-cli")
+    assert code == 0, stderr
+    assert "gelu form flipped (MLP)" in stdout and "bfloat16-mixed" in stdout
     payload = json.loads(out.read_text())
     assert [p["variant"] for p in payload] == ["gelu form flipped (MLP)", "gelu form flipped (head)",
                                                 "gelu form flipped (MLP and head)"]
     assert set(payload[0]["verdicts"]) == set(dt.RUNG_COLUMNS)
-    bad = subprocess.run([sys.executable, "compare.py", "lessons", "cross_entropy", "--rungs"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=False)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert "is not a forward divergence" in bad.stderr
+    assert bad_code == 2 and len(bad_stderr.strip().splitlines()) == 1
+    assert "is not a forward divergence" in bad_stderr

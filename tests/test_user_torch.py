@@ -74,7 +74,7 @@ def test_time_puts_the_users_model_in_the_same_harness_as_one_more_row(tmp_path)
     out = tmp_path / "t.json"
     outcome = run_cli("time", "--model", GOOD, "--spec", SPEC, "--frameworks", "torch", "--modes", "eager",
                       "--budget", "0.05", "--min-repeats", "2", "--max-repeats", "3", "--eval-batches", "1",
-                      "--json", out, "--csv", tmp_path / "t.csv", "--no-chart")
+                      "--processes", "1", "--json", out, "--csv", tmp_path / "t.csv", "--no-chart")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     rows = {r["framework"]: r for r in json.loads(out.read_text())["runs"]}
     mine = rows["yours (torch)"]

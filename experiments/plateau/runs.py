@@ -23,6 +23,7 @@ import numpy as np
 
 from shared.errors import PortbenchError
 from shared.runtime.job_kinds import JobKind
+from shared.runtime.launch import Worker
 
 
 def job(spec: Any, recipe: Any, data: str, seed: int, budget: int, probe: bool = False) -> dict[str, Any]:
@@ -100,20 +101,29 @@ PLATEAU = JobKind("plateau", plateau)
 
 def run_all(framework: str, jobs: list[dict[str, Any]], echo: bool = True) -> list[dict[str, Any]]:
     """Every run in one fresh worker of `framework` (the one launcher), results in job order."""
-    from shared.runtime.launch import run_worker
-
-    named = {f"run{k:04d}": PLATEAU.job(item=item) for k, item in enumerate(jobs)}
     with tempfile.TemporaryDirectory(prefix=f"plateau-{framework}-") as folder:
-        result = run_worker(framework, named, folder, None, echo=print if echo else None)
+        return collect(framework, start(framework, jobs, folder, echo), jobs, echo)
+
+
+def start(framework: str, jobs: list[dict[str, Any]], folder: str, echo: bool = True) -> Worker:
+    """The worker for `jobs`, started (`collect` waits for it)."""
+    named = {f"run{k:04d}": PLATEAU.job(item=item) for k, item in enumerate(jobs)}
+    return Worker(framework, named, folder, echo=print if echo else None)
+
+
+def collect(framework: str, worker: Worker, jobs: list[dict[str, Any]],
+            echo: bool = True) -> list[dict[str, Any]]:
+    """The results of `start`'s worker, in job order; a failed run is one line."""
+    result = worker.result(None)
     results = []
-    for name, item in zip(named, jobs, strict=True):
+    for name, item in zip(worker.jobs, jobs, strict=True):
         error = result.error(name)
         if error:
             raise PortbenchError(f"plateau run {name} ({framework}) failed: {error}")
         results.append(result.reports[name]["result"])
         if echo and not item.get("probe"):
             done = results[-1]
-            print(f"[{framework}] {json.loads(item['spec'])['name']} seed {item['seed']}: {done['steps']} "
-                  f"steps, final test accuracy {done['test_accuracy'][-1]:.4f} ({done['wall_s']:.1f} s)",
-                  flush=True)
+            print(f"[{framework}] {json.loads(item['spec'])['name']} seed {item['seed']}: "
+                  f"{done['steps']} steps, final test accuracy {done['test_accuracy'][-1]:.4f} "
+                  f"({done['wall_s']:.1f} s)", flush=True)
     return results
