@@ -60,18 +60,22 @@ def keras_variants(spec: Any, batch: int) -> Variants:
     import keras_hub
     import tensorflow as tf
 
+    from ports.public_models import hf_tf_vit
+
     port, x = port_and_input("keras", spec, batch)
-    xla = port.compiled_forward()
     graph = tf.function(lambda t: port.model(t, training=False), jit_compile=False)
+    xla = tf.function(lambda t: port.model(t, training=False), jit_compile=True)
     backbone = keras_hub.models.ViTBackbone(image_shape=(224, 224, 3), patch_size=16, num_layers=12,
                                             num_heads=12, hidden_dim=768, mlp_dim=3072)
     hub = keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=1000)
     hub_graph = tf.function(lambda t: hub(t, training=False), jit_compile=False)
-    return [("port compiled_forward (tf.function; XLA only off the CPU)", lambda: xla(x).numpy()),
-            ("port tf.function(jit_compile=False)", lambda: graph(x).numpy()),
+    hf_graph, _ = hf_tf_vit(spec, port.to_numpy(x), "graph", 0)
+    return [("port tf.function (graph)", lambda: graph(x).numpy()),
+            ("port tf.function (XLA)", lambda: xla(x).numpy()),
             ("port eager", lambda: port.to_numpy(port.forward(x))),
             ("keras-hub predict_on_batch", lambda: hub.predict_on_batch(x)),
-            ("keras-hub tf.function(jit_compile=False)", lambda: hub_graph(x).numpy())]
+            ("keras-hub tf.function(jit_compile=False)", lambda: hub_graph(x).numpy()),
+            ("Transformers TFViT tf.function", hf_graph)]
 
 
 def flax_variants(spec: Any, batch: int) -> Variants:
@@ -110,6 +114,7 @@ def main() -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if args.framework == "keras":
         os.environ["KERAS_BACKEND"] = "tensorflow"
+        os.environ.update(USE_TORCH="0", USE_FLAX="0")  # Transformers: TF only (torch after TF crashes)
     from shared.core.presets import get_preset
 
     spec = get_preset("vit-b16")

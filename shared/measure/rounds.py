@@ -4,7 +4,7 @@ whether a comparison between two of them may be printed (docs/timing.md, "When a
 rank is printed").
 
 A burst of load that lands on one worker makes that worker slow and nothing else: one process
-each, one after another, turned a 1.08x into a tight 2.16x on a busy machine (issue 26). So:
+each, one after another, turned a 1.08x into a tight 2.16x on a busy 2-core machine. So:
 
 - a worker is CONTENDED when other processes used more than `contention.CONTENDED` cores of its
   pinned CPUs over its whole timed span (`foreign_cpu` of the round);
