@@ -1,6 +1,6 @@
 """`compare.py peers` on `quadrant`: the torch port against the peers installed in CI (timm and
-Transformers' PyTorch ViT), each in its own worker, in rounds; with a busy loop on the workers'
-core every worker is flagged contended and no ratio is printed; a spec the peers cannot build and
+Transformers' PyTorch ViT), each in its own worker, in rounds; with busy loops on the workers'
+core the workers are flagged contended and no ratio is printed; a spec the peers cannot build and
 a missing extra are one-line errors. No test asserts a speed: they assert flags and decisions."""
 
 from __future__ import annotations
@@ -42,12 +42,16 @@ def peers_under_load(start: background.Start) -> tuple[Path, subprocess.Complete
     """One round of the same run while a busy loop spins on the workers' core."""
     out = Path(tempfile.mkdtemp(prefix="portbench-peers-load-")) / "peers.json"
     core = sorted(os.sched_getaffinity(0))[0]
-    spinner = start(subprocess.Popen([sys.executable, "-c", SPIN, str(core), str(SPIN_LIMIT_S)]))
+    # Two loops: with the rest of the suite also on the machine, one loop alone was once left a
+    # twentieth of the core during one worker's span
+    spinners = [start(subprocess.Popen([sys.executable, "-c", SPIN, str(core), str(SPIN_LIMIT_S)]))
+                for _ in range(2)]
     try:
         return out, finish(start(start_compare(*PEERS_ON_QUADRANT, "--processes", "1", "--json", str(out))))
     finally:
-        background.kill(spinner)
-        spinner.wait()
+        for spinner in spinners:
+            background.kill(spinner)
+            spinner.wait()
 
 
 def printed_decisions(doc: dict, stdout: str) -> None:
@@ -87,14 +91,18 @@ def test_peers_on_quadrant_times_port_and_peers_in_rounds() -> None:
         assert result.stderr.count(f"{name}: fresh worker process") == 2
 
 
-def test_a_busy_core_marks_every_worker_contended_and_prints_no_ratio() -> None:
+def test_a_busy_core_marks_the_workers_contended_and_prints_no_ratio() -> None:
     out, result = background.result("peers-under-load")
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
+    flagged = []
     for name, report in doc["results"].items():
-        # the loop had half the worker's core at least (same nice): far above the threshold
-        assert report["rounds"][0]["foreign_cpu"] > CONTENDED, (name, report["rounds"])
-        assert f"{name} CONTENDED" in result.stdout
+        contended = report["rounds"][0]["foreign_cpu"] > CONTENDED
+        assert (f"{name} CONTENDED" in result.stdout) == contended, (name, report["rounds"])
+        flagged += [name] * contended
+    # the loops held two thirds of the workers' core (same nice): the port's worker, which every
+    # pair includes, is contended, so no pair may print a ratio
+    assert "port:torch:eager" in flagged, doc["results"]
     assert doc["ratios"] and not any(r["comparable"] for r in doc["ratios"])
     assert all(r["why"].startswith("contended: ") for r in doc["ratios"])
     printed_decisions(doc, result.stdout)
