@@ -196,3 +196,26 @@ def choose(framework: str, module: PortModule, port: PortInterface, prepared: An
                                         "measured": utc_now()}, notes)
     port.set_mode(record["chosen"])
     print_progress(framework, f"mode: {record['chosen']} ({record['source']})")
+
+
+def choose_for(framework: str, module: PortModule, port: PortInterface, prepared: Any, forward: str,
+               batch: int, threads: int, reference_npz: str) -> dict[str, Any]:
+    """`choose` for a port that another command times (`peers`): the same row fields the timing
+    worker keys its cache by, so both commands share one choice per machine and spec shape, and
+    the same gate on each candidate (the parent's reference for the same weights and images).
+    Returns the record `choose` made."""
+    import numpy as np
+
+    from shared.measure.backends import device_name
+
+    device = port.device_class
+    row: dict[str, Any] = {
+        "framework": framework, "param_count": port.param_count(), "notes": [],
+        "versions": {"numpy": np.__version__, **module.version_info()},
+        "conditions": {"device_class": device, "device_name": device_name(module, device),
+                       "spec_hash": port.spec.spec_hash, "batch": batch, "threads": threads,
+                       "precision": port.precision.rung}}
+    config = {"modes": [forward], "mode_options": {}, "reference_npz": reference_npz,
+              "precision": port.precision.to_dict()}
+    choose(framework, module, port, prepared, config, row)
+    return row["mode_choice"]

@@ -25,7 +25,7 @@ from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
 from shared.errors import SpecError
-from shared.measure import flops, roofline
+from shared.measure import flops, gate, modes, roofline
 from shared.measure import rounds as rounds_rule
 from shared.measure.contention import ForeignCpu, pinned_cpus
 from shared.measure.runner import compile_cache_env
@@ -100,6 +100,9 @@ def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], rounds: i
     sequence `rounds` times (a b c, a b c)."""
     results: dict[str, list[dict[str, Any]]] = {i.name: [] for i in impls}
     with tempfile.TemporaryDirectory(prefix="portbench-peers-") as workdir:
+        # the gate's reference for the ports' mode choice: the same weights (seed 0) and images
+        job = {**job, "reference_npz": os.path.join(workdir, "reference.npz")}
+        gate.write_reference(job["reference_npz"], spec, job["batch"], job["seed"], 0)
         for rep in range(rounds):
             for k, impl in enumerate(impls, 1):
                 progress(f"[{k}/{len(impls)}] {impl.name}: fresh worker process"
@@ -244,6 +247,9 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
     port.load(init_weights(spec, seed=0))
     prepared = port.prepare(images)
     port.sync(prepared)
+    # The port runs the mode `time` chose for this machine and spec shape (measured now if none was)
+    choice = modes.choose_for(name, module, port, prepared, mode, images.shape[0], int(job["threads"]),
+                              job["reference_npz"])
     forward = port.compiled_forward() if mode == "compiled" else (lambda x: port.forward(x, train=False))
     # A tf.function says whether XLA compiles it (read back, not assumed: the choice is the port's).
     xla = getattr(forward, "_jit_compile", "unknown")
@@ -253,7 +259,7 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
         port.sync(result)
         return result
 
-    facts: dict[str, Any] = {"params": port.param_count(), "mode": mode}
+    facts: dict[str, Any] = {"params": port.param_count(), "mode": mode, "mode_choice": choice}
     if name == "keras" and mode == "compiled":
         facts["runs_as"] = f"tf.function, XLA {XLA_STATES.get(xla, 'unknown')}"
     return call, facts
