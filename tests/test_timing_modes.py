@@ -217,3 +217,13 @@ def test_bad_mode_option_is_one_line() -> None:
 
     line = error_line(compare("time", "--spec", "quadrant", "--mode", "nosuchfw=fast"))
     assert line.startswith("error: --mode 'nosuchfw=fast': expected NAME or FRAMEWORK=NAME")
+
+
+def test_the_compile_reported_after_a_measurement_is_the_chosen_candidates_first_call() -> None:
+    measured = {"source": "measured", "forward": "compiled", "chosen": "xla", "candidates": [
+        {"mode": "graph", "status": "ok", "first_call_s": 0.5},
+        {"mode": "xla", "status": "ok", "first_call_s": 1.25}]}
+    assert modes.first_compile({"mode_choice": measured}, 0.002) == 1.25
+    # cached, forced, eager-measured or one-mode rows: the compile phase measured a real compile
+    for record in ({**measured, "source": "cached"}, {**measured, "forward": "eager"}, {"source": "only"}):
+        assert modes.first_compile({"mode_choice": record}, 0.002) == 0.002
