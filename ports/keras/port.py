@@ -177,9 +177,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
     # The named ways this port runs the same function, its default (what runs before a machine has
     # measured) first: shared/measure/modes.py times each on this machine and spec and keeps the
     # fastest that passes the equivalence gate.
-    # Keras on TensorFlow: a tf.function graph (`graph`) or XLA (`xla`); graph first on a CPU, where
-    # XLA:CPU's own GEMMs were 2.7x slower than oneDNN's on ViT-B/16 (Keras' jit_compile="auto"
-    # chooses so too). On JAX (jax.jit) and torch (torch.compile) the port has one mode.
+    # Keras on TensorFlow: a tf.function graph (`graph`) or XLA (`xla`); graph first on a CPU, as
+    # Keras' jit_compile="auto" chooses. Which is faster depends on the CPU and TensorFlow: XLA was
+    # 2.7x slower on ViT-B/16 on one machine, 0.90x (0.54x with oneDNN limited to AVX2) on another.
+    # On JAX (jax.jit) and torch (torch.compile) the port has one mode.
     if BACKEND != "tensorflow":
         return ("jit",) if BACKEND == "jax" else ("inductor",)
     return ("graph", "xla") if device_class == "cpu" else ("xla", "graph")

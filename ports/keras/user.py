@@ -75,7 +75,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
     if BACKEND == "tensorflow":
         import tensorflow as tf
 
-        # XLA off on CPU, as the port: XLA:CPU's GEMMs are slower than TF's oneDNN ones.
+        # XLA off on CPU, as the port's default mode and Keras' jit_compile="auto" (one mode only:
+        # a user's model is not measured in several)
         forward = tf.function(lambda x: model(x, training=False), jit_compile=False)
     elif BACKEND == "jax":
         import jax
