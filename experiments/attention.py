@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,12 +61,7 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
         ax.legend()
     axes[1].axhline(math.log(keys), color="grey", linestyle="--")
     fig.suptitle("Without the scaling, score variance grows as d_k: softmax saturates to one key")
-    fig.tight_layout()
-    path = out / "sqrt-dk.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    print(f"wrote {path}")
-    return 0
+    return saved(fig, out / "sqrt-dk.png")
 
 
 # ---- class-token attention of the last block, in each framework -------------------------------
@@ -119,8 +115,14 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
             ax.set_yticks([])
             ax.set_title(f"{fw}: digit {labels[c]}", fontsize=9)
     fig.suptitle("class-token attention, last block (head mean); trained in torch")
+    return saved(fig, out / "attention-map.png")
+
+
+def saved(fig: Any, path: Path) -> int:
+    """Write a figure as the experiments do (PNG, 100 dpi), close it, say where; exit status 0."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    path = out / "attention-map.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     print(f"wrote {path}")
