@@ -32,6 +32,14 @@ def backend_of(framework: str, entry_env: dict[str, str]) -> str | None:
     return None
 
 
+def versions(module: PortModule) -> dict[str, str]:
+    """The library versions a timing row records (and a mode choice is cached by): NumPy's and
+    the port module's own."""
+    import numpy as np
+
+    return {"numpy": np.__version__, **module.version_info()}
+
+
 def device_name(module: PortModule, device_class: str) -> str:
     """The device's name: the CPU model from the OS, an accelerator's from the port module's
     `device_name` (Keras asks its active backend)."""

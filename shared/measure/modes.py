@@ -204,14 +204,12 @@ def choose_for(framework: str, module: PortModule, port: PortInterface, prepared
     worker keys its cache by, so both commands share one choice per machine and spec shape, and
     the same gate on each candidate (the parent's reference for the same weights and images).
     Returns the record `choose` made."""
-    import numpy as np
-
-    from shared.measure.backends import device_name
+    from shared.measure.backends import device_name, versions
 
     device = port.device_class
     row: dict[str, Any] = {
         "framework": framework, "param_count": port.param_count(), "notes": [],
-        "versions": {"numpy": np.__version__, **module.version_info()},
+        "versions": versions(module),
         "conditions": {"device_class": device, "device_name": device_name(module, device),
                        "spec_hash": port.spec.spec_hash, "batch": batch, "threads": threads,
                        "precision": port.precision.rung}}

@@ -69,7 +69,7 @@ def import_port(framework: str, config: dict[str, Any], row: dict[str, Any], tim
     timer.single("import", seconds, "one cold import in a fresh process")
     row["precision"] = module.pin_precision(allow_tf32=gate.rung(config).tf32)
     row["threads_applied"]["framework"] = module.set_threads(int(config["threads"]))
-    row["versions"] = {"numpy": np.__version__, **module.version_info()}
+    row["versions"] = backends.versions(module)
     row["backend"] = backends.backend_of(framework, ports.PORTS[framework].env)
     row["devices"] = device_rows(framework, module, row["backend"] or framework, tried=False)
     return module
