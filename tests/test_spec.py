@@ -96,7 +96,7 @@ def test_overrides_parse_types() -> None:
 BAD_SPECS = [
     ({"patch_height": 40}, "patch_height", "at most image_height"),
     ({"patch_width": 32}, "patch_width", "at most image_width"),
-    ({"class_token": False, "pos_embed_class_row": False}, "pooling", "mean or flatten"),
+    ({"class_token": False, "pos_embed_class_row": False}, "pooling", "mean, flatten or map"),
     ({"pos_rows": 3}, "pos_rows", "at least the 5 rows"),
     ({"remainder": "crop"}, "remainder", "drop | pad"),
     ({"activation": "relu"}, "activation", "gelu | gelu_tanh"),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.spec import ModelSpec
+from shared.core.spec import ModelSpec, positioned_prefix
 
 SINCOS_TEMPERATURE = 10_000.0
 
@@ -29,6 +29,22 @@ def fixed_table(spec: ModelSpec) -> np.ndarray | None:
         return None
     d = spec.derived
     table = sincos_2d(d.grid_rows, d.grid_cols, spec.dim)
-    if spec.class_token and spec.pos_embed_class_row:
-        table = np.concatenate([np.zeros((1, spec.dim)), table])
-    return table
+    return np.concatenate([np.zeros((positioned_prefix(spec), spec.dim)), table])
+
+
+def sequence_positions(spec: ModelSpec, learned: np.ndarray | None = None) -> np.ndarray | None:
+    """The (seq_len, D) table added to the whole sequence [prefix tokens, patches], or None:
+    the rows used (of `learned`, the stored table, or the fixed one), with zero rows inserted
+    for the prefix tokens the table has no row for. Adding a zero row is exact in every dtype,
+    so this one addition computes what timm (class row), big_vision (patches only) and DINOv2
+    (registers inserted after the positions) each compute in their own order."""
+    table = learned[: spec.derived.pos_rows_used] if spec.pos_embed == "learned" else fixed_table(spec)
+    if table is None:
+        return None
+    k, missing = positioned_prefix(spec), unpositioned(spec)
+    return np.concatenate([table[:k], np.zeros((missing, spec.dim)), table[k:]]) if missing else table
+
+
+def unpositioned(spec: ModelSpec) -> int:
+    """How many prefix tokens get no position row (they sit right after the positioned ones)."""
+    return spec.derived.prefix_tokens - positioned_prefix(spec)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
 from dataclasses import replace as dataclass_replace
 from functools import cache
@@ -146,10 +146,10 @@ class Record:
         changes = self.parse_assignments(assignments, flag)
         return self.replace(**changes) if changes else self
 
-    def stable_hash(self) -> str:
-        """sha256 (16 hex digits) of the sorted, compact JSON of every compared field: the same
-        over field order, formatting and free text (fields declared with compare=False)."""
-        compared = {f.name for f in fields(self) if f.compare}
+    def stable_hash(self, omit: Collection[str] = ()) -> str:
+        """sha256 (16 hex digits) of the sorted, compact JSON of every compared field (less those
+        in `omit`): the same over field order, formatting and free text (compare=False fields)."""
+        compared = {f.name for f in fields(self) if f.compare and f.name not in omit}
         body = {key: value for key, value in self.to_dict().items() if key in compared}
         blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

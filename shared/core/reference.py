@@ -14,7 +14,7 @@ import numpy as np
 from scipy.special import erf
 
 from shared.core.inputs import check_images
-from shared.core.positions import fixed_table
+from shared.core.positions import sequence_positions
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors
@@ -41,11 +41,14 @@ def dense(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, r: Roundin
     return r.compute(y if bias is None else y + r.compute(bias))
 
 
-def gelu(x: np.ndarray, form: str) -> np.ndarray:
+def activation(x: np.ndarray, form: str) -> np.ndarray:
     if form == "gelu":  # exact: x * Phi(x)
         return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
-    # tanh approximation (jax.nn.gelu's and keras.ops.gelu's default)
-    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    if form == "gelu_tanh":  # tanh approximation (jax.nn.gelu's and keras.ops.gelu's default)
+        return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+    if form == "quick_gelu":  # OpenAI CLIP's x * sigmoid(1.702 x)
+        return x / (1.0 + np.exp(-1.702 * x))
+    return x / (1.0 + np.exp(-x))  # silu: x * sigmoid(x)
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -72,30 +75,43 @@ def patchify(spec: ModelSpec, images: np.ndarray) -> np.ndarray:
     return x.transpose(0, 1, 3, 2, 4, 5).reshape(b, d.num_patches, d.patch_features)
 
 
-def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray,
-              taps: Taps | dict | None = None, r: Rounding = EXACT) -> np.ndarray:
-    """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim).
-    Kernels are (D, H, hd); the projections are matmuls on (D, H*hd) views of them."""
-    b, n, d = x.shape
-    heads, hd = spec.heads, spec.head_dim
+def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | dict | None = None,
+              r: Rounding = EXACT, queries: np.ndarray | None = None) -> np.ndarray:
+    """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim), under the
+    tensor prefix `p` (`blocks.i.attn.` or the map pool's `pool.attn.`). Kernels are (D, H, hd);
+    the projections are matmuls on (D, H*hd) views of them. `queries` (the map pool's probe)
+    attend over `x`; by default `x` attends over itself."""
+    queries = x if queries is None else queries
+    heads, hd, d = spec.heads, spec.head_dim, spec.dim
 
-    def project(name: str) -> np.ndarray:  # (B, N, D) -> (B, H, N, hd)
-        bias = w[f"{p}attn.{name}.bias"].reshape(-1) if spec.qkv_bias else None
-        y = dense(x, w[f"{p}attn.{name}.kernel"].reshape(d, heads * hd), bias, r)
-        return y.reshape(b, n, heads, hd).transpose(0, 2, 1, 3)
+    def project(name: str, y: np.ndarray) -> np.ndarray:  # (B, N, D) -> (B, H, N, hd)
+        bias = w.get(f"{p}{name}.bias")
+        y = dense(y, w[f"{p}{name}.kernel"].reshape(d, heads * hd), None if bias is None else bias.reshape(-1), r)
+        return y.reshape(y.shape[0], y.shape[1], heads, hd).transpose(0, 2, 1, 3)
 
-    q, k, v = project("query"), project("key"), project("value")
+    q, k, v = project("query", queries), project("key", x), project("value", x)
+    if f"{p}q_norm.scale" in w:  # qk-norm: LayerNorm over each head's width, before the scale
+        eps = spec.layer_norm_eps
+        q = r.compute(layer_norm(q, w[f"{p}q_norm.scale"], w[f"{p}q_norm.bias"], eps))
+        k = r.compute(layer_norm(k, w[f"{p}k_norm.scale"], w[f"{p}k_norm.bias"], eps))
     scores = r.compute(q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd))  # (B, H, queries, keys)
     probs = r.compute(softmax(scores))  # the softmax in float32 (here float64), rounded once
     if taps is not None:
-        taps[p.replace("blocks.", "block").rstrip(".") + ".attn_probs"] = probs
+        taps[p.replace("blocks.", "block").replace(".attn.", ".").rstrip(".") + ".attn_probs"] = probs
+    b, n = queries.shape[:2]
     context = r.compute(probs @ v).transpose(0, 2, 1, 3).reshape(b, n, heads * hd)  # heads concatenated
-    return dense(context, w[f"{p}attn.out.kernel"].reshape(heads * hd, d), w[f"{p}attn.out.bias"], r)
+    return dense(context, w[f"{p}out.kernel"].reshape(heads * hd, d), w[f"{p}out.bias"], r)
 
 
 def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, r: Rounding = EXACT) -> np.ndarray:
-    hidden = r.compute(gelu(dense(x, w[f"{p}mlp.fc1.kernel"], w[f"{p}mlp.fc1.bias"], r), spec.activation))
-    return dense(hidden, w[f"{p}mlp.fc2.kernel"], w[f"{p}mlp.fc2.bias"], r)
+    """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is silu)."""
+    hidden = dense(x, w[f"{p}fc1.kernel"], w[f"{p}fc1.bias"], r)
+    if f"{p}gate.kernel" in w:
+        gate = r.compute(activation(dense(x, w[f"{p}gate.kernel"], w[f"{p}gate.bias"], r), spec.activation))
+        hidden = r.compute(gate * hidden)
+    else:
+        hidden = r.compute(activation(hidden, spec.activation))
+    return dense(hidden, w[f"{p}fc2.kernel"], w[f"{p}fc2.bias"], r)
 
 
 def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
@@ -106,23 +122,26 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
     def norm(name: str, y: np.ndarray) -> np.ndarray:  # statistics unrounded, output in the stream
         return r.param(layer_norm(y, w[f"{p}{name}.scale"], w[f"{p}{name}.bias"], eps))
 
+    def scaled(name: str, branch: np.ndarray) -> np.ndarray:  # LayerScale: a per-channel gamma
+        return r.param(branch * w[f"{p}{name}.gamma"]) if spec.layer_scale else branch
+
     if spec.norm == "pre":  # x + f(LN(x))
         h = norm("norm1", x)
         taps[f"block{i}.norm1"] = h
-        a = attention(spec, w, p, h, taps, r)
+        a = scaled("ls1", attention(spec, w, p + "attn.", h, taps, r))
         taps[f"block{i}.attn"] = a
         x = r.param(x + a)
         h = norm("norm2", x)
         taps[f"block{i}.norm2"] = h
-        m = mlp(spec, w, p, h, r)
+        m = scaled("ls2", mlp(spec, w, p + "mlp.", h, r))
         taps[f"block{i}.mlp"] = m
         x = r.param(x + m)
     else:  # post: LN(x + f(x))
-        a = attention(spec, w, p, x, taps, r)
+        a = scaled("ls1", attention(spec, w, p + "attn.", x, taps, r))
         taps[f"block{i}.attn"] = a
         x = norm("norm1", r.param(x + a))
         taps[f"block{i}.norm1"] = x
-        m = mlp(spec, w, p, x, r)
+        m = scaled("ls2", mlp(spec, w, p + "mlp.", x, r))
         taps[f"block{i}.mlp"] = m
         x = norm("norm2", r.param(x + m))
         taps[f"block{i}.norm2"] = x
@@ -138,41 +157,66 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     taps = {} if taps is None else taps
     r = rounding
     w = {name: r.param(np.asarray(t, dtype=np.float64)) for name, t in weights.items()}  # held as stored
-    d = spec.derived
+    d, eps = spec.derived, spec.layer_norm_eps
+
+    def norm(name: str, y: np.ndarray) -> np.ndarray:
+        return r.param(layer_norm(y, w[f"{name}.scale"], w[f"{name}.bias"], eps))
+
     x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
+    if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
+        x = norm("patch_norm_in", x)
     kernel = w["patch_embed.kernel"].reshape(d.patch_features, spec.dim)
     x = r.param(dense(x, kernel, w["patch_embed.bias"], r))  # the conv, then cast to the stream
+    if spec.patch_norm_out:
+        x = norm("patch_norm_out", x)
     taps["patch_embed"] = x
-    table = w["pos_embed"][: d.pos_rows_used] if spec.pos_embed == "learned" else fixed_table(spec)
-    table = None if table is None else r.param(table)
-    if table is not None and not spec.pos_embed_class_row:
-        x = r.param(x + table)  # big_vision: positions cover the patches only, added before the class token
-    if spec.class_token:
-        cls = np.broadcast_to(w["cls_token"], (x.shape[0], 1, spec.dim))
-        x = np.concatenate([cls, x], axis=1)
-    if table is not None and spec.pos_embed_class_row:
-        x = r.param(x + table)  # timm/torchvision: the table has a row for the class token
+    prefix = [w[name][None] for name in ("cls_token", "dist_token") if name in w]
+    if spec.registers:
+        prefix.append(w["reg_tokens"])
+    if prefix:  # [class, distillation, registers] then the patches
+        tokens = np.concatenate(prefix)
+        x = np.concatenate([np.broadcast_to(tokens, (x.shape[0], *tokens.shape)), x], axis=1)
+    table = sequence_positions(spec, w.get("pos_embed"))
+    if table is not None:  # zero rows for the tokens the table does not cover: adding 0 is exact
+        x = r.param(x + r.param(table))
     taps["pos_embed"] = x
+    if spec.norm_before_blocks:  # CLIP's ln_pre
+        x = taps["norm_pre"] = norm("norm_pre", x)
     for i in range(spec.depth):
         x = block(spec, w, i, x, taps, r)
     if spec.final_norm == "tokens":
-        x = r.param(layer_norm(x, w["final_norm.scale"], w["final_norm.bias"], spec.layer_norm_eps))
-        taps["final_norm"] = x
-    if spec.pooling == "cls":
-        x = x[:, 0]
-    elif spec.pooling == "mean":
-        x = r.param(x[:, int(spec.class_token):].mean(axis=1))  # patch tokens only
-    else:
-        x = x.reshape(x.shape[0], -1)
+        x = taps["final_norm"] = norm("final_norm", x)
+    tokens = x
+    x = pool(spec, w, x, taps, r)
     if spec.final_norm == "pooled":
-        x = r.param(layer_norm(x, w["final_norm.scale"], w["final_norm.bias"], spec.layer_norm_eps))
+        x = norm("final_norm", x)
     taps["pooled"] = x
     for j in range(len(spec.head_hidden)):
         hidden = dense(x, w[f"head.hidden.{j}.kernel"], w[f"head.hidden.{j}.bias"], r)
-        x = r.compute(gelu(hidden, spec.head_activation))
-    logits = dense(x, w["head.out.kernel"], w["head.out.bias"], r)
+        x = r.compute(activation(hidden, spec.head_activation))
+    logits = x
+    if spec.num_classes:
+        logits = dense(x, w["head.out.kernel"], w["head.out.bias"], r)
+    if spec.distill_token:  # inference: the mean of the class head and the distillation head
+        distilled = dense(tokens[:, 1], w["head_dist.out.kernel"], w["head_dist.out.bias"], r)
+        logits = r.compute((logits + distilled) / 2)
     taps["logits"] = logits
     return logits
+
+
+def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Rounding = EXACT) -> np.ndarray:
+    """The token sequence -> one vector per image, as `spec.pooling` says."""
+    if spec.pooling == "cls":
+        return x[:, 0]
+    if spec.pooling == "mean":
+        return r.param(x[:, spec.derived.prefix_tokens:].mean(axis=1))  # patch tokens only
+    if spec.pooling == "flatten":
+        return x.reshape(x.shape[0], -1)
+    # map: a learned probe attends over every token, then x + MLP(LN(x)) (big_vision's MAPHead)
+    probe = np.broadcast_to(w["pool.probe"], (x.shape[0], 1, spec.dim))
+    y = attention(spec, w, "pool.attn.", x, taps, r, queries=probe)
+    h = r.param(layer_norm(y, w["pool.norm.scale"], w["pool.norm.bias"], spec.layer_norm_eps))
+    return r.param(y + mlp(spec, w, "pool.mlp.", h, r))[:, 0]
 
 
 def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:

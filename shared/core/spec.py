@@ -11,11 +11,27 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
 - inputs are NHWC float32; patches are flattened in (patch_row, patch_col, channel) order and
   tokens are numbered row-major over the patch grid;
 - `pad` zero-pads at the bottom and right only; `drop` discards trailing rows/columns;
-- a class token, when present, is token 0;
-- `mean` pooling averages the patch tokens only (the class token, if any, is excluded, as timm);
+- the sequence is [class token, distillation token, register tokens, patches], each part present
+  only when the spec has it (timm's and Transformers' order);
+- positions: with `pos_embed_class_row` the table's first rows are the class and distillation
+  tokens' and it is added after they are prepended; without it, it covers the patches only and is
+  added before. Register tokens get a row only with `pos_embed_register_rows` (timm without
+  `no_embed_class`); DINOv2 and Transformers insert them after the positions are added;
+- `mean` pooling averages the patch tokens only (class, distillation and register tokens are
+  excluded, as timm);
 - `flatten` pooling concatenates every token (class token included) in sequence order;
+- `map` pooling is big_vision's MAPHead (timm's `global_pool='map'`): a learned probe attends over
+  every token with the spec's heads, then LayerNorm and a residual fc1/fc2 MLP of width `mlp_dim`
+  with the spec's activation (never gated, never qk-normed, as both libraries);
+- with a distillation token the logits are the mean of the class head's and the distillation
+  head's (timm's and Transformers' inference output); `num_classes = 0` means no head at all: the
+  output is the pooled vector (a CLIP or SigLIP image tower's embedding);
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
   row for the class token when `pos_embed_class_row` is true.
+
+Fields that came after the first weight-file format (ADDED_FIELDS) enter the hash only when they
+differ from their default, so a spec that does not use them keeps the hash its files were saved
+with.
 """
 
 from __future__ import annotations
@@ -30,12 +46,13 @@ from shared.core.record import Record, fail
 
 Remainder = Literal["drop", "pad"]
 PosEmbed = Literal["learned", "sincos", "none"]
-Activation = Literal["gelu", "gelu_tanh"]
+Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "silu"]
 Norm = Literal["pre", "post"]
 FinalNorm = Literal["none", "tokens", "pooled"]
-Pooling = Literal["cls", "mean", "flatten"]
+Pooling = Literal["cls", "mean", "flatten", "map"]
+Mlp = Literal["standard", "gated"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
-NORMS, FINAL_NORMS, POOLINGS = get_args(Norm), get_args(FinalNorm), get_args(Pooling)
+NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)
 
 
 @dataclass(frozen=True)
@@ -44,6 +61,10 @@ class ModelSpec(Record):
     every field explicitly. Serialisation, `--set` overrides and the hash come from `Record`."""
 
     KIND: ClassVar[str] = "spec"
+    ADDED_FIELDS: ClassVar[frozenset[str]] = frozenset({
+        "patch_norm_in", "patch_norm_out", "distill_token", "registers", "pos_embed_register_rows",
+        "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
+    })
 
     # Input and patching.
     image_height: int = 224
@@ -52,24 +73,34 @@ class ModelSpec(Record):
     patch_height: int = 16
     patch_width: int = 16
     remainder: Remainder = "drop"  # drop: valid unfold; pad: zero-pad bottom/right to whole patches
+    patch_norm_in: bool = False  # LayerNorm on each flattened patch before the projection (vit-pytorch)
+    patch_norm_out: bool = False  # LayerNorm on each embedded patch token (vit-pytorch)
     # Tokens and positions.
     dim: int = 768
     class_token: bool = True
+    distill_token: bool = False  # DeiT distilled: token 1, with its own head (head_dist)
+    registers: int = 0  # learned register tokens after the class (and distillation) token
     pos_embed: PosEmbed = "learned"
     pos_embed_class_row: bool = True  # timm/torchvision: table has a class row; big_vision: not
+    pos_embed_register_rows: bool = False  # DINOv2 and Transformers: registers get no position
     pos_rows: int | None = None  # explicit table size; only the first rows are used
+    norm_before_blocks: bool = False  # LayerNorm on the sequence before block 0 (CLIP's ln_pre)
     # Encoder.
     depth: int = 12
     heads: int = 12
     head_dim: int = 64  # its own field: torch derives dim/heads, Keras' key_dim is per head
     mlp_dim: int = 3072
-    activation: Activation = "gelu"  # gelu: exact erf; gelu_tanh: tanh approximation
+    mlp: Mlp = "standard"  # standard: fc2(act(fc1 x)); gated: fc2(act(gate x) * fc1 x), SwiGLU with silu
+    activation: Activation = "gelu"  # gelu: exact erf; gelu_tanh: tanh; quick_gelu: x*sigmoid(1.702x)
     norm: Norm = "pre"  # pre: x + f(LN(x)); post: LN(x + f(x))
     layer_norm_eps: float = 1e-6
     qkv_bias: bool = True
+    qk_norm: bool = False  # LayerNorm over each head's queries and keys before the product (timm)
+    layer_scale: bool = False  # a learned per-channel gamma on each residual branch (DINOv2, DeiT-III)
     # Readout.
     final_norm: FinalNorm = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
     pooling: Pooling = "cls"
+    pool_qkv_bias: bool = True  # the map pool's query/key/value biases (big_vision: on)
     head_hidden: tuple[int, ...] = ()
     head_activation: Activation = "gelu"
     num_classes: int = 1000
@@ -87,7 +118,8 @@ class ModelSpec(Record):
     @property
     def spec_hash(self) -> str:
         """Stored in every weight file: the same over field order, formatting and the name."""
-        return self.stable_hash()
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.name in self.ADDED_FIELDS}
+        return self.stable_hash(omit={k for k, v in defaults.items() if getattr(self, k) == v})
 
     # ---- derived quantities (the one source of truth for every port) ----------------------
     @cached_property
@@ -108,7 +140,8 @@ class Derived:
     padded_height: int  # image size the patch layer actually sees
     padded_width: int
     num_patches: int
-    seq_len: int  # patches + class token
+    prefix_tokens: int  # class + distillation + register tokens, before the patches
+    seq_len: int  # prefix tokens + patches
     patch_features: int  # ph * pw * C, the length of one flattened patch
     attn_inner: int  # heads * head_dim: width of q, k, v
     pos_rows_used: int
@@ -128,10 +161,11 @@ class Derived:
             cols = math.ceil(s.image_width / s.patch_width)
         used_h, used_w = rows * s.patch_height, cols * s.patch_width
         num_patches = rows * cols
-        seq_len = num_patches + int(s.class_token)
+        prefix = int(s.class_token) + int(s.distill_token) + s.registers
+        seq_len = num_patches + prefix
         pos_used = 0
         if s.pos_embed != "none":
-            pos_used = seq_len if s.pos_embed_class_row else num_patches
+            pos_used = num_patches + positioned_prefix(s)
         pos_total = s.pos_rows if s.pos_rows is not None else pos_used
         pooled = seq_len * s.dim if s.pooling == "flatten" else s.dim
         shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled)
@@ -149,6 +183,7 @@ class Derived:
             padded_height=max(used_h, 0) if s.remainder == "pad" else s.image_height,
             padded_width=max(used_w, 0) if s.remainder == "pad" else s.image_width,
             num_patches=num_patches,
+            prefix_tokens=prefix,
             seq_len=seq_len,
             patch_features=s.patch_height * s.patch_width * s.channels,
             attn_inner=s.heads * s.head_dim,
@@ -167,55 +202,99 @@ class Derived:
         return out
 
 
+def positioned_prefix(s: ModelSpec) -> int:
+    """Prefix tokens that get a row of the position table (the class and distillation tokens with
+    `pos_embed_class_row`, the registers with `pos_embed_register_rows`)."""
+    rows = int(s.class_token) + int(s.distill_token) if s.pos_embed_class_row else 0
+    return rows + (s.registers if s.pos_embed_register_rows else 0)
+
+
 def canonical_shapes(
     s: ModelSpec, *, num_patches: int, pos_total: int, pooled: int
 ) -> dict[str, tuple[int, ...]]:
     """Canonical tensor names and shapes, in a fixed order. Layouts (documented in weights.py):
     dense kernels (in, out); patch kernel (ph, pw, C, D) = HWIO; q/k/v kernels (D, H, hd) and
     biases (H, hd); attention output kernel (H, hd, D); LayerNorm `scale`/`bias` (D,)."""
-    d, h, hd = s.dim, s.heads, s.head_dim
-    out: dict[str, tuple[int, ...]] = {
-        "patch_embed.kernel": (s.patch_height, s.patch_width, s.channels, d),
-        "patch_embed.bias": (d,),
-    }
+    d = s.dim
+    out: dict[str, tuple[int, ...]] = {}
+    features = s.patch_height * s.patch_width * s.channels
+    if s.patch_norm_in:
+        out |= _norm("patch_norm_in", features)
+    out["patch_embed.kernel"] = (s.patch_height, s.patch_width, s.channels, d)
+    out["patch_embed.bias"] = (d,)
+    if s.patch_norm_out:
+        out |= _norm("patch_norm_out", d)
     if s.class_token:
         out["cls_token"] = (d,)
+    if s.distill_token:
+        out["dist_token"] = (d,)
+    if s.registers:
+        out["reg_tokens"] = (s.registers, d)
     if s.pos_embed == "learned":
         out["pos_embed"] = (pos_total, d)
+    if s.norm_before_blocks:
+        out |= _norm("norm_pre", d)
     for i in range(s.depth):
         p = f"blocks.{i}."
-        out[p + "norm1.scale"] = (d,)
-        out[p + "norm1.bias"] = (d,)
-        for proj in ("query", "key", "value"):
-            out[p + f"attn.{proj}.kernel"] = (d, h, hd)
-            if s.qkv_bias:
-                out[p + f"attn.{proj}.bias"] = (h, hd)
-        out[p + "attn.out.kernel"] = (h, hd, d)
-        out[p + "attn.out.bias"] = (d,)
-        out[p + "norm2.scale"] = (d,)
-        out[p + "norm2.bias"] = (d,)
-        out[p + "mlp.fc1.kernel"] = (d, s.mlp_dim)
-        out[p + "mlp.fc1.bias"] = (s.mlp_dim,)
-        out[p + "mlp.fc2.kernel"] = (s.mlp_dim, d)
-        out[p + "mlp.fc2.bias"] = (d,)
+        out |= _norm(p + "norm1", d)
+        out |= _attention(s, p + "attn.", s.qkv_bias)
+        if s.qk_norm:
+            out |= _norm(p + "attn.q_norm", s.head_dim) | _norm(p + "attn.k_norm", s.head_dim)
+        if s.layer_scale:
+            out[p + "ls1.gamma"] = (d,)
+        out |= _norm(p + "norm2", d)
+        if s.mlp == "gated":
+            out[p + "mlp.gate.kernel"] = (d, s.mlp_dim)
+            out[p + "mlp.gate.bias"] = (s.mlp_dim,)
+        out |= _mlp(s, p + "mlp.")
+        if s.layer_scale:
+            out[p + "ls2.gamma"] = (d,)
     if s.final_norm != "none":
-        width = pooled if s.final_norm == "pooled" else d
-        out["final_norm.scale"] = (width,)
-        out["final_norm.bias"] = (width,)
+        out |= _norm("final_norm", pooled if s.final_norm == "pooled" else d)
+    if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
+        out["pool.probe"] = (d,)
+        out |= _attention(s, "pool.attn.", s.pool_qkv_bias)
+        out |= _norm("pool.norm", d) | _mlp(s, "pool.mlp.")
     width = pooled
     for j, hidden in enumerate(s.head_hidden):
         out[f"head.hidden.{j}.kernel"] = (width, hidden)
         out[f"head.hidden.{j}.bias"] = (hidden,)
         width = hidden
-    out["head.out.kernel"] = (width, s.num_classes)
-    out["head.out.bias"] = (s.num_classes,)
+    if s.num_classes:
+        out["head.out.kernel"] = (width, s.num_classes)
+        out["head.out.bias"] = (s.num_classes,)
+    if s.distill_token and s.num_classes:
+        out["head_dist.out.kernel"] = (d, s.num_classes)
+        out["head_dist.out.bias"] = (s.num_classes,)
     return out
+
+
+def _norm(prefix: str, width: int) -> dict[str, tuple[int, ...]]:
+    return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
+
+
+def _attention(s: ModelSpec, p: str, bias: bool) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
+    for proj in ("query", "key", "value"):
+        out[p + f"{proj}.kernel"] = (s.dim, s.heads, s.head_dim)
+        if bias:
+            out[p + f"{proj}.bias"] = (s.heads, s.head_dim)
+    out[p + "out.kernel"] = (s.heads, s.head_dim, s.dim)
+    out[p + "out.bias"] = (s.dim,)
+    return out
+
+
+def _mlp(s: ModelSpec, p: str) -> dict[str, tuple[int, ...]]:
+    return {p + "fc1.kernel": (s.dim, s.mlp_dim), p + "fc1.bias": (s.mlp_dim,),
+            p + "fc2.kernel": (s.mlp_dim, s.dim), p + "fc2.bias": (s.dim,)}
 
 
 def _param_group(name: str) -> str:
     if name.startswith("blocks."):
         part = name.split(".")[2]
-        return {"norm1": "blocks.norms", "norm2": "blocks.norms"}.get(part, f"blocks.{part}")
+        groups = {"norm1": "blocks.norms", "norm2": "blocks.norms", "ls1": "blocks.layer_scale",
+                  "ls2": "blocks.layer_scale"}
+        return groups.get(part, f"blocks.{part}")
     return name.split(".")[0]
 
 
@@ -228,7 +307,9 @@ _fail = partial(fail, ModelSpec.KIND)
 # Whether a spec within them fits this machine is shared/core/budget.py's question.
 FIELD_BOUNDS = {"image_height": 1 << 16, "image_width": 1 << 16, "channels": 1 << 12,
                 "patch_height": 1 << 12, "patch_width": 1 << 12, "dim": 1 << 16, "depth": 1 << 10,
-                "heads": 1 << 10, "head_dim": 1 << 13, "mlp_dim": 1 << 20, "num_classes": 1 << 20}
+                "heads": 1 << 10, "head_dim": 1 << 13, "mlp_dim": 1 << 20}
+# Fields where 0 means "none": no register tokens, no classifier head (the pooled vector is the output).
+COUNT_BOUNDS = {"registers": 1 << 10, "num_classes": 1 << 20}
 MAX_TOKENS = 1 << 20  # patches per image
 MAX_HEAD_LAYERS = 16
 
@@ -238,6 +319,10 @@ def _validate(s: ModelSpec) -> None:
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
             _fail(name, value, f"a positive integer of at most {bound:,}")
+    for name, bound in COUNT_BOUNDS.items():
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+            _fail(name, value, f"an integer from 0 to {bound:,}")
     if s.depth < 1:
         _fail("depth", s.depth, "at least one block")
     if s.patch_height > s.image_height:
@@ -265,7 +350,8 @@ def _validate(s: ModelSpec) -> None:
         _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
               f"(this image makes {rows * cols:,})")
     if s.pooling == "cls" and not s.class_token:
-        _fail("pooling", s.pooling, "mean or flatten when class_token is false (no class token)")
+        _fail("pooling", s.pooling, "mean, flatten or map when class_token is false (no class token)")
+    _validate_tokens_and_heads(s)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
@@ -275,9 +361,26 @@ def _validate(s: ModelSpec) -> None:
             _fail("pos_rows", s.pos_rows, f"null when pos_embed is {s.pos_embed!r}")
         if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int) or s.pos_rows > 4 * MAX_TOKENS:
             _fail("pos_rows", s.pos_rows, f"an integer of at most {4 * MAX_TOKENS:,}, or null")
-        needed = rows * cols + int(s.class_token and s.pos_embed_class_row)
+        needed = rows * cols + positioned_prefix(s)
         if s.pos_rows < needed:
             _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
+
+
+def _validate_tokens_and_heads(s: ModelSpec) -> None:
+    """The combinations no library builds, refused rather than given a meaning of our own."""
+    if s.distill_token:
+        if not s.class_token:
+            _fail("distill_token", True, "false when class_token is false (DeiT puts it after the class token)")
+        if s.pooling != "cls" or s.head_hidden or not s.num_classes:
+            _fail("distill_token", True, "false unless pooling is cls, head_hidden is empty and num_classes "
+                  "> 0 (the two heads read tokens 0 and 1)")
+    if s.pos_embed_register_rows and (not s.registers or s.pos_embed != "learned"):
+        _fail("pos_embed_register_rows", True, "false unless registers > 0 and pos_embed is learned")
+    if s.pos_embed_register_rows and s.class_token and not s.pos_embed_class_row:
+        _fail("pos_embed_register_rows", True, "false when the class token has no row (pos_embed_class_row "
+              "false): no library positions the registers and not the class token")
+    if not s.num_classes and s.head_hidden:
+        _fail("head_hidden", s.head_hidden, "empty when num_classes is 0 (no head)")
 
 
 def _grid(s: ModelSpec) -> tuple[int, int]:
