@@ -61,6 +61,12 @@ _VIT_B16 = ModelSpec(
     dropout_embed=0.0, dropout_attn=0.0, dropout_mlp=0.0, dropout_head=0.0,
 )
 
+# The families people port now, each at a tiny size for fast tests: the features that make the
+# family (and that its public ports got wrong) on a 16x16x3 image, 4x4 patches, width 32, 2 blocks.
+_ZOO_TINY = _QUADRANT.replace(
+    name="zoo-tiny", image_height=16, image_width=16, channels=3, layer_norm_eps=1e-6, num_classes=10,
+)
+
 PRESETS: dict[str, Preset] = {
     "archive-torch": Preset(_ARCHIVE_TORCH, (
         "The archive's PyTorch model. From the source: 1x32x31 input (channels-first there; NHWC "
@@ -146,6 +152,45 @@ PRESETS: dict[str, Preset] = {
         "embedding and attention-map experiments): 2x2 patches (16 tokens) plus a class token, "
         "learned positions, otherwise as quadrant (width 32, 4 heads of 8, 2 pre-norm blocks, MLP "
         "64, final LayerNorm, class-token pooling, no dropout), 10 classes.",
+    ),
+    "dinov2-reg-tiny": Preset(
+        _ZOO_TINY.replace(name="dinov2-reg-tiny", registers=2, layer_scale=True, mlp="gated",
+                          activation="silu", mlp_dim=48),
+        "DINOv2's features at a tiny size: 2 register tokens after the class token (no position "
+        "rows, as DINOv2 and Transformers), LayerScale on both branches, and the SwiGLU MLP of "
+        "ViT-g/14 (silu(gate x) * fc1 x, width 48). 16x16x3 input, 4x4 patches, width 32, 4 heads "
+        "of 8, 2 pre-norm blocks, eps 1e-6, final norm, class-token pooling, 10 classes.",
+    ),
+    "deit3-tiny": Preset(
+        _ZOO_TINY.replace(name="deit3-tiny", layer_scale=True, pos_embed_class_row=False, qk_norm=True),
+        "DeiT-III's features at a tiny size: LayerScale and a position table over the patches only "
+        "(timm's no_embed_class), plus timm's qk_norm option (LayerNorm over each head's queries "
+        "and keys). Otherwise as dinov2-reg-tiny without registers, with the plain GELU MLP (64).",
+    ),
+    "siglip-tiny": Preset(
+        _ZOO_TINY.replace(name="siglip-tiny", class_token=False, pos_embed_class_row=False,
+                          activation="gelu_tanh", pooling="map", num_classes=0),
+        "SigLIP's image tower at a tiny size: no class token, positions over the patches, tanh "
+        "GELU, final norm on every token, then the attention-pool (MAP) head, whose pooled vector "
+        "is the output (no classifier: num_classes 0, an embedding of width 32).",
+    ),
+    "clip-tiny": Preset(
+        _ZOO_TINY.replace(name="clip-tiny", norm_before_blocks=True, activation="quick_gelu",
+                          layer_norm_eps=1e-5, final_norm="pooled"),
+        "CLIP's image tower at a tiny size: a LayerNorm before the blocks (ln_pre), QuickGELU "
+        "(x * sigmoid(1.702 x), OpenAI's), eps 1e-5, and the final LayerNorm on the pooled class "
+        "token (post_layernorm), then a Linear to 10 (the projection's place, with a bias).",
+    ),
+    "deit-distilled-tiny": Preset(
+        _ZOO_TINY.replace(name="deit-distilled-tiny", distill_token=True),
+        "DeiT distilled at a tiny size: a distillation token after the class token (with a "
+        "position row), a second head on it, and logits that are the mean of the two heads "
+        "(timm's and Transformers' inference output).",
+    ),
+    "vit-pytorch-tiny": Preset(
+        _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
+        "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "
+        "patch, the projection, then LayerNorm on each token. Otherwise as the other tiny presets.",
     ),
 }
 
