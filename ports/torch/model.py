@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
-from shared.core.positions import fixed_table
-from shared.core.spec import ModelSpec
+from shared.core.positions import sequence_positions, unpositioned
+from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
 NARROW_HEAD = 8  # the default for head widths up to this is the explicit path (port.py's run_modes)
@@ -25,7 +25,15 @@ ATTENTION_PATHS = ("fused", "explicit")
 
 def activation(form: str) -> nn.Module:
     # Always pass the GELU form: torch's default is exact, Flax's and keras.ops' are tanh.
-    return nn.GELU(approximate="none" if form == "gelu" else "tanh")
+    if form in ("gelu", "gelu_tanh"):
+        return nn.GELU(approximate="none" if form == "gelu" else "tanh")
+    # QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x), no framework has it as a layer; SiLU: x * sigmoid(x).
+    return QuickGELU() if form == "quick_gelu" else nn.SiLU()
+
+
+class QuickGELU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
 
 
 def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
@@ -34,7 +42,8 @@ def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
 
 
 class PatchEmbed(nn.Module):
-    """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size."""
+    """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size; optional
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -43,15 +52,30 @@ class PatchEmbed(nn.Module):
         self.padding = (0, d.cols_padded, 0, d.rows_padded)
         # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
-        patch = (spec.patch_height, spec.patch_width)
-        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=patch, stride=patch, padding=0)
+        self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
+        self.norm_in = layer_norm(spec, d.patch_features) if spec.patch_norm_in else None
+        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0)
+        self.norm_out = layer_norm(spec, spec.dim) if spec.patch_norm_out else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if any(self.padding):
             x = F.pad(x, self.padding)
-        x = self.proj(x[:, :, : self.used[0], : self.used[1]])  # NCHW
-        x = x.flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
+        x = x[:, :, : self.used[0], : self.used[1]]  # NCHW
+        if self.norm_in is None:
+            x = self.proj(x).flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
+        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
+            x = self.norm_in(self.unfold(x))
+            kernel = self.proj.weight.permute(0, 2, 3, 1).flatten(1)  # OIHW -> (D, ph*pw*C)
+            x = F.linear(x, kernel, self.proj.bias)
+        if self.norm_out is not None:
+            x = self.norm_out(x)
         return x.to(self.proj.weight.dtype)  # the token stream is held in the parameter dtype
+
+    def unfold(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) -> (B, tokens, ph*pw*C): patches row-major, each flattened (ph, pw, C)."""
+        (rows, cols), (ph, pw) = self.grid, self.patch
+        x = x.reshape(x.shape[0], x.shape[1], rows, ph, cols, pw)
+        return x.permute(0, 2, 4, 3, 5, 1).reshape(x.shape[0], rows * cols, -1)
 
 
 class Attention(nn.Module):
@@ -62,19 +86,24 @@ class Attention(nn.Module):
     key_dim). This module packs q, k, v into one Linear (as timm does) and calls
     scaled_dot_product_attention, torch's fused kernel."""
 
-    def __init__(self, spec: ModelSpec, index: int) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool) -> None:
         super().__init__()
-        self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
-        inner = spec.derived.attn_inner
-        self.qkv = nn.Linear(spec.dim, 3 * inner, bias=spec.qkv_bias)
-        self.out = nn.Linear(inner, spec.dim, bias=True)
+        self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
+        self.inner = spec.derived.attn_inner
+        self.qkv = nn.Linear(spec.dim, 3 * self.inner, bias=qkv_bias)
+        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
+        self.q_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
+        self.k_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
+        self.out = nn.Linear(self.inner, spec.dim, bias=True)
         self.dropout = spec.dropout_attn
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
-        b, n, _ = x.shape
-        qkv = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv.unbind(0)  # each (B, H, N, hd)
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS,
+                queries: torch.Tensor | None = None) -> torch.Tensor:
+        q, k, v = self.project(x, queries)  # each (B, H, N, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         dropout = self.dropout if self.training else 0.0
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
@@ -84,6 +113,20 @@ class Attention(nn.Module):
         else:
             context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale)
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
+
+    def project(self, x: torch.Tensor, queries: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+        """q, k, v as (B, H, N, hd). `queries` (the attention pool's probe) attend over `x`: the
+        packed Linear's query rows project them, its key and value rows project `x`."""
+        def heads(y: torch.Tensor) -> torch.Tensor:  # (B, N, H*hd) -> (B, H, N, hd)
+            return y.reshape(y.shape[0], y.shape[1], -1, self.head_dim).transpose(1, 2)
+
+        if queries is None:
+            return tuple(heads(y) for y in self.qkv(x).chunk(3, dim=-1))
+        weight, bias = self.qkv.weight, self.qkv.bias
+        split = [None, None] if bias is None else [bias[: self.inner], bias[self.inner :]]
+        q = F.linear(queries, weight[: self.inner], split[0])
+        k, v = F.linear(x, weight[self.inner :], split[1]).chunk(2, dim=-1)
+        return heads(q), heads(k), heads(v)
 
     def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
                  taps: Taps) -> torch.Tensor:
@@ -96,15 +139,30 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    def __init__(self, spec: ModelSpec) -> None:
+    """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
+
+    def __init__(self, spec: ModelSpec, gated: bool) -> None:
         super().__init__()
+        self.gate = nn.Linear(spec.dim, spec.mlp_dim) if gated else None
         self.fc1 = nn.Linear(spec.dim, spec.mlp_dim)
         self.act = activation(spec.activation)
         self.fc2 = nn.Linear(spec.mlp_dim, spec.dim)
         self.drop = nn.Dropout(spec.dropout_mlp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+        h = self.act(self.fc1(x)) if self.gate is None else self.act(self.gate(x)) * self.fc1(x)
+        return self.drop(self.fc2(self.drop(h)))
+
+
+class LayerScale(nn.Module):
+    """A learned per-channel gamma on a residual branch (DINOv2, DeiT-III; timm's ls1 / ls2)."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(spec.dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
 
 
 class Block(nn.Module):
@@ -112,30 +170,48 @@ class Block(nn.Module):
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim)
-        self.attn = Attention(spec, index)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm)
+        self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = layer_norm(spec, spec.dim)
-        self.mlp = Mlp(spec)
+        self.mlp = Mlp(spec, spec.mlp == "gated")
+        self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.attn(h, t))
+            x = x + (a := self.ls1(self.attn(h, t)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
-            x = x + (m := self.mlp(h))
+            x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.attn(x, t)
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
-            t[f"{self.tag}.mlp"] = m = self.mlp(x)
+            t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
         t[f"{self.tag}.out"] = x
         return x
 
 
+class AttentionPool(nn.Module):
+    """big_vision's MAPHead (timm's attention pool, SigLIP's head): a learned probe attends over
+    every token, then y + MLP(LN(y)); the probe's row is the pooled vector."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.probe = nn.Parameter(torch.zeros(spec.dim))
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False)
+        self.norm = layer_norm(spec, spec.dim)
+        self.mlp = Mlp(spec, gated=False)
+
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
+        y = self.attn(x, taps, queries=self.probe.expand(x.shape[0], 1, -1))
+        return (y + self.mlp(self.norm(y)))[:, 0]
+
+
 class Head(nn.Module):
-    """Hidden Linear + activation + dropout layers, then the class logits."""
+    """Hidden Linear + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -143,12 +219,12 @@ class Head(nn.Module):
         self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in pairwise(widths))
         self.act = activation(spec.head_activation)
         self.drop = nn.Dropout(spec.dropout_head)
-        self.out = nn.Linear(widths[-1], spec.num_classes)
+        self.out = nn.Linear(widths[-1], spec.num_classes) if spec.num_classes else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.hidden:
             x = self.drop(self.act(layer(x)))
-        return self.out(x)
+        return x if self.out is None else self.out(x)
 
 
 class VisionTransformer(nn.Module):
@@ -158,48 +234,72 @@ class VisionTransformer(nn.Module):
         self.spec = spec
         self.patch_embed = PatchEmbed(spec)
         self.cls_token = nn.Parameter(torch.zeros(spec.dim)) if spec.class_token else None
+        self.dist_token = nn.Parameter(torch.zeros(spec.dim)) if spec.distill_token else None
+        self.reg_tokens = nn.Parameter(torch.zeros(spec.registers, spec.dim)) if spec.registers else None
         self.pos_embed = None
         if spec.pos_embed == "learned":  # the whole table; only the first rows are used
             self.pos_embed = nn.Parameter(torch.zeros(d.pos_rows_total, spec.dim))
         elif spec.pos_embed == "sincos":  # fixed, not a parameter
-            table = torch.tensor(fixed_table(spec), dtype=torch.float32)
+            table = torch.tensor(sequence_positions(spec), dtype=torch.float32)
             self.register_buffer("pos_table", table, persistent=False)
         self.pos_drop = nn.Dropout(spec.dropout_embed)
+        self.norm_pre = layer_norm(spec, spec.dim) if spec.norm_before_blocks else None
         self.blocks = nn.ModuleList(Block(spec, i) for i in range(spec.depth))
         self.final_norm = None
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = layer_norm(spec, width)
+        self.pool = AttentionPool(spec) if spec.pooling == "map" else None
         self.head = Head(spec)
+        self.head_dist = nn.Linear(spec.dim, spec.num_classes) if spec.distill_token else None
+
+    def prefix(self, batch: int) -> torch.Tensor | None:
+        """The class, distillation and register tokens, in that order, for every image."""
+        tokens = [t.reshape(-1, self.spec.dim) for t in (self.cls_token, self.dist_token, self.reg_tokens)
+                  if t is not None]
+        return torch.cat(tokens).expand(batch, -1, -1) if tokens else None
 
     def positions(self) -> torch.Tensor | None:
-        if self.pos_embed is not None:
-            return self.pos_embed[: self.spec.derived.pos_rows_used]
-        return getattr(self, "pos_table", None)
+        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
+        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        if self.pos_embed is None:
+            return getattr(self, "pos_table", None)
+        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        if not missing:
+            return table
+        k = positioned_prefix(self.spec)
+        return torch.cat([table[:k], table.new_zeros(missing, self.spec.dim), table[k:]])
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
+        prefix = self.prefix(x.shape[0])
+        if prefix is not None:  # [class, distillation, registers] then the patches
+            x = torch.cat([prefix.to(x.dtype), x], dim=1)
         table = self.positions()
-        if table is not None and not s.pos_embed_class_row:
-            x = x + table  # big_vision: patches only, before the class token
-        if self.cls_token is not None:
-            x = torch.cat([self.cls_token.expand(x.shape[0], 1, -1), x], dim=1)
-        if table is not None and s.pos_embed_class_row:
-            x = x + table  # timm/torchvision: the table has a class-token row
+        if table is not None:
+            x = x + table
         x = t["pos_embed"] = self.pos_drop(x)
+        if self.norm_pre is not None:  # CLIP's ln_pre
+            x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
             x = blk(x, t)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
+        tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling == "mean":
-            x = x[:, int(s.class_token):].mean(dim=1)  # patch tokens only
+            x = x[:, s.derived.prefix_tokens:].mean(dim=1)  # patch tokens only
+        elif s.pooling == "map":
+            x = self.pool(x, t)
         else:
             x = x.flatten(1)
         if s.final_norm == "pooled":
             x = self.final_norm(x)
         t["pooled"] = x
-        x = t["logits"] = self.head(x)
+        x = self.head(x)
+        if self.head_dist is not None:  # inference: the mean of the class and distillation heads
+            x = (x + self.head_dist(tokens[:, 1])) / 2
+        t["logits"] = x
         return x

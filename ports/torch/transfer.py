@@ -24,14 +24,31 @@ def table(spec: ModelSpec) -> Table:
     `attn.qkv` packed, `mlp.fc1` / `mlp.fc2` (out, in)), so its table is timm's but for these rows."""
     return Table("""
     cls_token                         cls_token                     # timm's has batch axes: (1, 1, D)
+    dist_token                        dist_token
+    reg_tokens                        reg_tokens
     pos_embed                         pos_embed
+    {n:patch_norm_in=patch_embed.norm_in|patch_norm_out=patch_embed.norm_out|norm_pre}.{w:scale=weight|bias}  {n}.{w}
     blocks.{i}.attn.out.kernel        blocks.{i}.attn.out.weight    heads_out_linear
     blocks.{i}.attn.out.bias          blocks.{i}.attn.out.bias
+    blocks.{i}.attn.{n:q_norm|k_norm}.{w:scale=weight|bias}  blocks.{i}.attn.{n}.{w}
+    blocks.{i}.{n:ls1|ls2}.gamma      blocks.{i}.{n}.gamma
+    blocks.{i}.mlp.{fc:gate|fc1|fc2}.kernel  blocks.{i}.mlp.{fc}.weight  linear
+    blocks.{i}.mlp.{fc:gate|fc1|fc2}.bias    blocks.{i}.mlp.{fc}.bias
+    pool.probe                        pool.probe
+    pool.attn.{p:query|key|value}.kernel  pool.attn.qkv.weight       heads_linear
+    pool.attn.{p:query|key|value}.bias    pool.attn.qkv.bias         heads_bias
+    pool.attn.out.kernel              pool.attn.out.weight          heads_out_linear
+    pool.attn.out.bias                pool.attn.out.bias
+    pool.norm.{w:scale=weight|bias}   pool.norm.{w}
+    pool.mlp.{fc:fc1|fc2}.kernel      pool.mlp.{fc}.weight          linear
+    pool.mlp.{fc:fc1|fc2}.bias        pool.mlp.{fc}.bias
     final_norm.{w:scale=weight|bias}  final_norm.{w}                # on tokens or pooled: one name
     head.hidden.{j}.kernel            head.hidden.{j}.weight        linear
     head.hidden.{j}.bias              head.hidden.{j}.bias
     head.out.kernel                   head.out.weight               linear
     head.out.bias                     head.out.bias
+    head_dist.out.kernel              head_dist.weight              linear
+    head_dist.out.bias                head_dist.bias
     """, "torch port", base=timm_table("timm", spec))
 
 
