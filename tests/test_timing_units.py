@@ -199,6 +199,25 @@ def test_gemm_shapes_are_the_specs_dense_matmuls_and_flops_come_from_one_list() 
     assert flops.forward_flops(spec, 8) == 2 * sum(m.macs for m in flops.matmuls(spec, 8))
 
 
+def test_flops_count_the_gate_the_attention_pool_and_both_heads() -> None:
+    from shared.core.presets import get_preset
+    from shared.measure import flops
+
+    gated = get_preset("dinov2-reg-tiny")  # 16 patches + class + 2 registers, width 32, MLP 48, 2 blocks
+    plain = gated.replace(mlp="standard")
+    assert flops.forward_flops(gated, 4) - flops.forward_flops(plain, 4) == 2 * (4 * 19) * 32 * 48 * 2
+    pooled = get_preset("siglip-tiny")  # 16 tokens, width 32, 4 heads of 8, MLP 64, no classifier
+    mean = pooled.replace(pooling="mean")
+    per_image = 32 * 32 + 8 * 16 * 4 + 16 * 8 * 4 + 32 * 32 + 32 * 64 * 2  # q, q·kᵀ, a·v, out, MLP
+    keys_values = 4 * 16 * 32 * 64  # every token's key and value
+    assert flops.forward_flops(pooled, 4) - flops.forward_flops(mean, 4) == 2 * (keys_values + 4 * per_image)
+    heads = {m.name: m.macs for m in flops.matmuls(get_preset("deit-distilled-tiny"), 4) if "head" in m.name}
+    assert heads == {"head 0": 4 * 32 * 10, "head dist": 4 * 32 * 10}
+    assert not [m for m in flops.matmuls(pooled, 4) if "head" in m.name]  # num_classes 0: no classifier
+    # pool and heads (m = batch) never join the roofline's GEMM shapes
+    assert all(m.m != 4 for m in flops.gemm_shapes(pooled, 4))
+
+
 def synthetic_rows() -> list[dict]:
     """Every kind of row the table shows, with the longest labels and cells it may meet."""
     ok = make_row("keras-torch", 0.123456)

@@ -22,7 +22,8 @@ class Matmul:
     k: int
     n: int
     count: int = 1
-    dense: bool = True  # a weight matmul over every token (False: attention's per-head products)
+    dense: bool = True  # a weight matmul over every token (False: attention's per-head products and
+    #                     the per-image products of the pool and the heads, m = batch)
 
     @property
     def macs(self) -> int:
@@ -41,12 +42,27 @@ def matmuls(spec: ModelSpec, batch: int) -> list[Matmul]:
         Matmul("a·v", n, n, spec.head_dim, spec.depth * heads, dense=False),
         Matmul("attn out", tokens, inner, width, spec.depth),
         Matmul("mlp in", tokens, width, spec.mlp_dim, spec.depth),
-        Matmul("mlp out", tokens, spec.mlp_dim, width, spec.depth),
     ]
+    if spec.mlp == "gated":  # the gate: a second product of the MLP's input width
+        out.append(Matmul("mlp gate", tokens, width, spec.mlp_dim, spec.depth))
+    out.append(Matmul("mlp out", tokens, spec.mlp_dim, width, spec.depth))
+    if spec.pooling == "map":  # one probe per image attends over every token
+        out += [
+            Matmul("pool q", batch, width, inner, dense=False),
+            Matmul("pool kv", tokens, width, 2 * inner),
+            Matmul("pool q·kᵀ", 1, spec.head_dim, n, heads, dense=False),
+            Matmul("pool a·v", 1, n, spec.head_dim, heads, dense=False),
+            Matmul("pool out", batch, inner, width, dense=False),
+            Matmul("pool mlp in", batch, width, spec.mlp_dim, dense=False),
+            Matmul("pool mlp out", batch, spec.mlp_dim, width, dense=False),
+        ]
     features = d.pooled_dim
     for i, hidden in enumerate((*spec.head_hidden, spec.num_classes)):
-        out.append(Matmul(f"head {i}", batch, features, hidden))
+        if hidden:  # num_classes 0: no classifier
+            out.append(Matmul(f"head {i}", batch, features, hidden, dense=False))
         features = hidden
+    if spec.distill_token:
+        out.append(Matmul("head dist", batch, width, spec.num_classes, dense=False))
     return out
 
 
@@ -57,11 +73,12 @@ def forward_flops(spec: ModelSpec, batch: int) -> int:
 def gemm_shapes(spec: ModelSpec, batch: int) -> list[Matmul]:
     """The roofline's fixed, short set: the spec's own dense matmuls over all tokens (patch
     projection, q/k/v, attention output, MLP in and out), distinct shapes only, each counted as
-    often as the forward pass runs it. The head (m = batch) and attention's per-head products are
-    left out: they are the part of the model that cannot run at the GEMM rate."""
+    often as the forward pass runs it. The heads and the pool's per-image products (m = batch) and
+    attention's per-head products are left out: they are the part of the model that cannot run at
+    the GEMM rate."""
     shapes: dict[tuple[int, int, int], Matmul] = {}
     for mm in matmuls(spec, batch):
-        if not mm.dense or mm.name.startswith("head"):
+        if not mm.dense:
             continue
         key = (mm.m, mm.k, mm.n)
         seen = shapes.get(key)
