@@ -49,33 +49,41 @@ def remainder_note(spec: ModelSpec) -> str:
     )
 
 
+ACTIVATIONS = {"gelu": "GELU (exact erf)", "gelu_tanh": "GELU (tanh)", "quick_gelu": "QuickGELU",
+               "silu": "SiLU"}
+
+
 def layer_table(spec: ModelSpec) -> list[LayerRow]:
+    """One row per layer or branch, in the order the forward pass runs them; the rows' parameter
+    counts add up to the spec's."""
     d, s = spec.derived, spec
-    gelu = {"gelu": "GELU (exact erf)", "gelu_tanh": "GELU (tanh)"}
     rows = [LayerRow("input", f"B × {s.image_height} × {s.image_width} × {s.channels}", 0,
                      "NHWC float32 (torch's port permutes to NCHW in prepare)")]
     kind = "Unfold without padding" if s.remainder == "drop" else "Zero-pad, then unfold"
+    before = "LayerNorm on each patch, then " if s.patch_norm_in else ""
     rows.append(LayerRow(
-        "patch_embed", f"B × {d.num_patches} × {s.dim}", _count(s, "patch_embed"),
-        f"{kind} | {remainder_note(s)}; Linear {d.patch_features}→{s.dim} on "
-        f"(ph, pw, C)-flattened {s.patch_height}×{s.patch_width} patches (= Conv, kernel = stride)",
+        "patch_embed", f"B × {d.num_patches} × {s.dim}", _count(s, "patch_embed") + _count(s, "patch_norm"),
+        f"{kind} | {remainder_note(s)}; {before}Linear {d.patch_features}→{s.dim} "
+        f"on (ph, pw, C)-flattened {s.patch_height}×{s.patch_width} patches (= Conv, kernel = stride)"
+        f"{'; LayerNorm on each token' if s.patch_norm_out else ''}",
     ))
-    if s.class_token:
-        rows.append(LayerRow("cls_token", f"B × {d.seq_len} × {s.dim}", s.dim, "prepended as token 0"))
+    rows += _prefix_rows(s)
     if s.pos_embed != "none":
-        where = "with a class-token row" if s.pos_embed_class_row else "patches only, before the class token"
+        owners = [name for name, on in (("class", s.class_token), ("distillation", s.distill_token),
+                                        ("register", s.pos_embed_register_rows)) if on]
+        owners = owners if s.pos_embed_class_row else owners[2:]
+        where = f"with rows for the {' and '.join(owners)} tokens" if owners else "patches only"
+        where = "with a class-token row" if owners == ["class"] else where
         unused = f", {d.pos_rows_unused} never used" if d.pos_rows_unused else ""
         note = (f"learned table of {d.pos_rows_total} rows, first {d.pos_rows_used} used{unused}; {where}"
                 if s.pos_embed == "learned" else f"fixed 2-D sincos, {d.pos_rows_used} rows; {where}")
         rows.append(LayerRow("pos_embed", f"B × {d.seq_len} × {s.dim}", _count(s, "pos_embed"), note))
+    if s.norm_before_blocks:
+        rows.append(LayerRow("norm_pre", f"B × {d.seq_len} × {s.dim}", _count(s, "norm_pre"),
+                             f"LayerNorm before the blocks (CLIP's ln_pre), eps {s.layer_norm_eps:g}"))
     for i in range(s.depth):
-        norm = "pre-norm: x + f(LN(x))" if s.norm == "pre" else "post-norm: LN(x + f(x))"
-        rows.append(LayerRow(
-            f"blocks.{i}", f"B × {d.seq_len} × {s.dim}", _count(s, f"blocks.{i}."),
-            f"{norm}; {s.heads} heads × {s.head_dim} = {d.attn_inner} inner"
-            f"{'' if s.qkv_bias else ' (no qkv bias)'}; MLP {s.dim}→{s.mlp_dim}→{s.dim} "
-            f"{gelu[s.activation]}; LN eps {s.layer_norm_eps:g}",
-        ))
+        rows.append(LayerRow(f"blocks.{i}", f"B × {d.seq_len} × {s.dim}", _count(s, f"blocks.{i}."),
+                             _block_note(s)))
     if s.final_norm == "tokens":
         rows.append(LayerRow("final_norm", f"B × {d.seq_len} × {s.dim}", _count(s, "final_norm"),
                              f"LayerNorm on every token, eps {s.layer_norm_eps:g}"))
@@ -83,18 +91,54 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
         "cls": "class token (token 0)",
         "mean": f"mean of the {d.num_patches} patch tokens",
         "flatten": f"flatten {d.seq_len}×{s.dim} = {d.pooled_dim}",
+        "map": f"a learned probe attends over the {d.seq_len} tokens ({s.heads} heads), then "
+               f"y + MLP {s.dim}→{s.mlp_dim}→{s.dim}(LN(y)) (big_vision's MAPHead)",
     }[s.pooling]
-    rows.append(LayerRow(f"pool ({s.pooling})", f"B × {d.pooled_dim}", 0, pool))
+    rows.append(LayerRow(f"pool ({s.pooling})", f"B × {d.pooled_dim}", _count(s, "pool."), pool))
     if s.final_norm == "pooled":
         rows.append(LayerRow("final_norm", f"B × {d.pooled_dim}", _count(s, "final_norm"),
                              f"LayerNorm on the pooled vector (timm fc_norm), eps {s.layer_norm_eps:g}"))
-    width = d.pooled_dim
+    return rows + _head_rows(s)
+
+
+def _prefix_rows(s: ModelSpec) -> list[LayerRow]:
+    shape = f"B × {s.derived.seq_len} × {s.dim}"
+    rows = []
+    if s.class_token:
+        rows.append(LayerRow("cls_token", shape, s.dim, "prepended as token 0"))
+    if s.distill_token:
+        rows.append(LayerRow("dist_token", shape, s.dim, "the distillation token, token 1"))
+    if s.registers:
+        rows.append(LayerRow("reg_tokens", shape, s.registers * s.dim,
+                             f"{_plural(s.registers, 'register token')} before the patches"))
+    return rows
+
+
+def _block_note(s: ModelSpec) -> str:
+    norm = "pre-norm: x + f(LN(x))" if s.norm == "pre" else "post-norm: LN(x + f(x))"
+    mlp = (f"MLP {s.dim}→{s.mlp_dim}→{s.dim}" if s.mlp == "standard"
+           else f"gated MLP {s.dim}→2×{s.mlp_dim}→{s.dim}")
+    extras = [text for text, on in (("qk-norm", s.qk_norm), ("LayerScale on both branches", s.layer_scale))
+              if on]
+    return (f"{norm}; {s.heads} heads × {s.head_dim} = {s.derived.attn_inner} inner"
+            f"{'' if s.qkv_bias else ' (no qkv bias)'}; {mlp} {ACTIVATIONS[s.activation]}; "
+            f"LN eps {s.layer_norm_eps:g}" + "".join(f"; {e}" for e in extras))
+
+
+def _head_rows(s: ModelSpec) -> list[LayerRow]:
+    rows, width = [], s.derived.pooled_dim
     for j, hidden in enumerate(s.head_hidden):
-        note = f"Linear {width}→{hidden}, {gelu[s.head_activation]}, dropout {s.dropout_head:g}"
+        note = f"Linear {width}→{hidden}, {ACTIVATIONS[s.head_activation]}, dropout {s.dropout_head:g}"
         rows.append(LayerRow(f"head.hidden.{j}", f"B × {hidden}", _count(s, f"head.hidden.{j}."), note))
         width = hidden
+    if not s.num_classes:
+        no_head = "no classifier: the pooled vector is the output (an embedding)"
+        return [*rows, LayerRow("output", f"B × {width}", 0, no_head)]
     rows.append(LayerRow("head.out", f"B × {s.num_classes}", _count(s, "head.out"),
                          f"Linear {width}→{s.num_classes}: logits"))
+    if s.distill_token:
+        rows.append(LayerRow("head_dist", f"B × {s.num_classes}", _count(s, "head_dist"),
+                             f"Linear {s.dim}→{s.num_classes} on token 1; logits = mean of both heads"))
     return rows
 
 
