@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pytest
 
+from shared.core.positions import sequence_positions
 from shared.core.presets import PRESETS, get_preset, resolve_spec
 from shared.core.spec import ModelSpec
+from shared.core.summary import layer_table
 from shared.errors import SpecError
 
 # The parameter counts the sources state (archive-torch, mnist-vit) and torchvision's ViT-B/16.
@@ -113,7 +116,40 @@ BAD_SPECS = [
     ({"pos_embed": "sincos", "dim": 30, "heads": 2, "head_dim": 15}, "dim", "multiple of 4"),
     ({"pos_embed": "none", "pos_rows": 10}, "pos_rows", "null"),
     ({"class_token": False, "pooling": "mean"}, "pos_embed_class_row", "false when class_token"),
+    ({"registers": -1}, "registers", "an integer from 0"),
+    ({"num_classes": True}, "num_classes", "an integer from 0"),
+    ({"mlp": "swiglu"}, "mlp", "standard | gated"),
+    ({"activation": "gelu_quick"}, "activation", "quick_gelu | silu"),
+    ({"distill_token": True, "pooling": "mean"}, "distill_token", "unless pooling is cls"),
+    ({"distill_token": True, "num_classes": 0}, "distill_token", "num_classes > 0"),
+    ({"pos_embed_register_rows": True}, "pos_embed_register_rows", "unless registers > 0"),
+    ({"registers": 2, "pos_embed_register_rows": True, "pos_embed_class_row": False},
+     "pos_embed_register_rows", "no library positions the registers and not the class token"),
+    ({"num_classes": 0, "head_hidden": (8,)}, "head_hidden", "empty when num_classes is 0"),
 ]
+
+
+def test_fields_added_later_keep_the_hash_of_a_spec_that_does_not_use_them() -> None:
+    spec = get_preset("archive-torch")
+    assert spec.replace(registers=0, layer_scale=False, mlp="standard").spec_hash == "b272c0e9d9c130bf"
+    assert len({spec.replace(**{name: value}).spec_hash for name, value in [
+        ("registers", 1), ("layer_scale", True), ("mlp", "gated"), ("qk_norm", True)]}) == 4
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_layer_table_rows_add_up_to_the_parameter_count(name: str) -> None:
+    spec = get_preset(name)
+    assert sum(row.params for row in layer_table(spec)) == spec.derived.params
+
+
+def test_sequence_table_has_zero_rows_where_a_prefix_token_gets_no_position() -> None:
+    spec = get_preset("dinov2-reg-tiny")  # class row, 2 registers without rows, 16 patches
+    learned = np.arange(17 * 32, dtype=np.float64).reshape(17, 32)
+    table = sequence_positions(spec, learned)
+    assert table.shape == (19, 32) and not table[1:3].any()
+    assert np.array_equal(table[0], learned[0]) and np.array_equal(table[3:], learned[1:])
+    both = spec.replace(pos_embed_register_rows=True, pos_rows=None)
+    assert np.array_equal(sequence_positions(both, np.ones((19, 32))), np.ones((19, 32)))
 
 
 @pytest.mark.parametrize(("changes", "field", "expected"), BAD_SPECS)
