@@ -26,7 +26,7 @@ from tests.checkpoints_support import ATOL, assert_same_tensors, images_for
 TAP_RTOL = 5e-6
 
 
-@pytest.mark.parametrize("preset", ["archive-keras", "mnist-vit-small"])
+@pytest.mark.parametrize("preset", ["archive-keras", "mnist-vit-small", "siglip-tiny", "dinov2-reg-tiny"])
 def test_onnx_runtime_reproduces_the_reference(preset: str) -> None:
     spec = get_preset(preset)  # pad + mean pooling + hidden head; post-norm + class token
     tensors, images = init_weights(spec, seed=3), images_for(spec, batch=3)
