@@ -151,7 +151,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
 
 def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
             taps: Taps | dict[str, np.ndarray] | None = None, rounding: Rounding = EXACT) -> np.ndarray:
-    """Logits (B, num_classes) in float64 for NHWC float32 images; fills `taps` (a Taps or a
+    """Logits (B, derived.outputs) in float64 for NHWC float32 images; fills `taps` (a Taps or a
     dict) if given. `rounding` says where to round to a rung's dtypes (EXACT: nowhere)."""
     check_images(spec, images)
     taps = {} if taps is None else taps

@@ -148,6 +148,7 @@ class Derived:
     pos_rows_total: int
     pos_rows_unused: int
     pooled_dim: int  # width of the vector entering the head
+    outputs: int  # width of the model's output: num_classes, or pooled_dim without a classifier
     tensor_shapes: dict[str, tuple[int, ...]]
     param_groups: dict[str, int]
     params: int
@@ -191,6 +192,7 @@ class Derived:
             pos_rows_total=pos_total,
             pos_rows_unused=pos_total - pos_used,
             pooled_dim=pooled,
+            outputs=s.num_classes or pooled,
             tensor_shapes=shapes,
             param_groups=groups,
             params=sum(groups.values()),
