@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.cli._options import non_negative_int
-from shared.core.files import check_output, write_output
+from shared.core.files import write_output
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
@@ -54,14 +54,16 @@ def resolve_model(args: argparse.Namespace) -> Model:
     return Model(spec, init_weights(spec, getattr(args, "seed", 0)))
 
 
+def installed_ports() -> tuple[str, ...]:
+    """Every registered port whose framework is installed here: a command's default set."""
+    from ports import installed
+
+    return tuple(name for name, reason in installed().items() if reason is None)
+
+
 def print_note(note: str | None) -> None:
     if note:
         print(note, file=sys.stderr)
-
-
-def refuse_overwrite(path: str | Path, force: bool) -> None:
-    """Fail before the work when an output cannot be written (the write checks again, atomically)."""
-    check_output(path, force)
 
 
 def save_npy(path: str | Path, array: np.ndarray, force: bool = False) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from ports import installed, parse_frameworks
+from ports import parse_frameworks
+from shared.cli._common import installed_ports
 from shared.core.presets import resolve_spec
 from shared.teaching.audit import audit_file, audit_ports
 
@@ -35,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
             findings += audit_file(name)
         checked = [f"source of {', '.join(args.source)}"]
     else:
-        default = tuple(n for n, reason in installed().items() if reason is None)
-        frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
+        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
         findings, checked = audit_ports(frameworks, resolve_spec(args.spec, args.set))
     for item in checked:
         print(f"checked {item}")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._common import add_spec_args, refuse_overwrite
+from shared.cli._common import add_spec_args
 from shared.cli._options import non_negative_int
 from shared.core.budget import check_weights_file
+from shared.core.files import check_output
 from shared.core.presets import resolve_spec
 from shared.core.weights import init_weights, save_weights
 
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = resolve_spec(args.spec, args.set)
-    refuse_overwrite(args.out, args.force)
+    check_output(args.out, args.force)  # before the work; the write checks again, atomically
     check_weights_file(spec)  # before a tensor is made
     save_weights(args.out, spec, init_weights(spec, args.seed), extra_metadata={"seed": str(args.seed)},
                  force=args.force)

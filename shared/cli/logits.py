@@ -10,10 +10,11 @@ import sys
 import numpy as np
 
 from ports import PORTS, create_port
-from shared.cli._common import add_spec_args, print_note, refuse_overwrite, resolve_model, save_npy
+from shared.cli._common import add_spec_args, print_note, resolve_model, save_npy
 from shared.cli._options import add_device, add_precision
 from shared.core import reference
 from shared.core.equivalence import first_nonfinite, nonfinite_message
+from shared.core.files import check_output
 from shared.core.inputs import load_images, probe_batch
 from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, InputError
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.framework == "reference" and precision.rung != "float32":
         raise FrameworkUnavailable(f"the reference computes in float64 only, not at {precision.rung}; "
                                    "drop --dtype/--precision/--allow-tf32 for it")
-    refuse_overwrite(args.out, args.force)
+    check_output(args.out, args.force)
     model = resolve_model(args)
     print_note(model.note)
     images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)

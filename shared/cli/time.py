@@ -102,11 +102,11 @@ def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
     `refusal` refuses: `ports.rung_refusal` at the run's rung, the decision `verify` and every
     worker take, here before any worker starts). Unknown names are an error. Without names:
     the installed ones of `default` (None: every installed one); 'all': every installed one."""
-    from ports import PORTS, installed, missing_requirement
+    from ports import PORTS, missing_requirement
+    from shared.cli._common import installed_ports
 
     if text is None or text.strip() == "all":
-        usable = [name for name, why in installed().items() if why is None]
-        names = [n for n in usable if text is not None or default is None or n in default]
+        names = [n for n in installed_ports() if text is not None or default is None or n in default]
         if not names:
             raise FrameworkUnavailable("no framework is installed; install one of the extras, "
                                        "e.g. pip install -e '.[torch]'")

@@ -18,13 +18,15 @@ import json
 import os
 from typing import Any
 
-from ports import NATIVE, installed, parse_frameworks
+from ports import NATIVE, parse_frameworks
+from shared.cli._common import installed_ports
 from shared.cli._options import add_device, add_timeout
+from shared.cli.time import parse_list
 from shared.core.files import check_output, read_text, write_output
 from shared.core.precision import LOW_RUNGS, RUNGS
 from shared.core.presets import PRESETS
 from shared.core.tolerance import FLOOR_FRACTION, MARGIN
-from shared.errors import InputError, SpecError
+from shared.errors import InputError
 
 ORDER = 45
 SCHEMA = "portbench.tolerances/2"
@@ -45,14 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", help="write every measurement here")
     parser.add_argument("--force", action="store_true", help="replace existing output files")
     parser.set_defaults(run=run)
-
-
-def _names(text: str | None, allowed: tuple[str, ...], what: str) -> list[str]:
-    names = [n.strip() for n in (text or ",".join(allowed)).split(",") if n.strip()]
-    for n in names:
-        if n not in allowed:
-            raise SpecError(f"--{what} {n!r}: expected one of {', '.join(allowed)}")
-    return names
 
 
 def arithmetic_path() -> str:
@@ -110,10 +104,9 @@ def run(args: argparse.Namespace) -> int:
             _print(label, measured)
             paths[label] = (measured, pairs)
     else:
-        presets = _names(args.presets, tuple(PRESETS), "presets")
-        rungs = tuple(_names(args.rungs or ",".join(LOW_RUNGS), RUNGS, "rungs"))
-        native = tuple(n for n in NATIVE if installed()[n] is None)
-        frameworks = parse_frameworks(args.frameworks, native)
+        presets = list(parse_list(args.presets or ",".join(PRESETS), tuple(PRESETS), "preset"))
+        rungs = parse_list(args.rungs or ",".join(LOW_RUNGS), RUNGS, "rung")
+        frameworks = parse_frameworks(args.frameworks, tuple(n for n in NATIVE if n in installed_ports()))
         label = arithmetic_path()
         measured, pairs = measure(presets, frameworks, rungs, args.timeout, args.device)
         _print(label, measured)

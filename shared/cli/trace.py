@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ports import parse_frameworks
+from shared.cli._common import installed_ports
 from shared.cli._options import add_precision
 from shared.cli._teaching_args import (
     add_json_arg,
@@ -44,8 +45,6 @@ def run(args: argparse.Namespace) -> int:
     precision = from_args(args)
     if args.html:
         check_output(args.html, args.force)
-    from ports import installed
-
     if args.model:
         from shared.teaching.user_model import user_trace
 
@@ -57,8 +56,7 @@ def run(args: argparse.Namespace) -> int:
         traces.insert(0, user_trace(run, images))
     else:
         spec, tensors, images, notes = load_model(args)
-        default = tuple(name for name, reason in installed().items() if reason is None)
-        frameworks = [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]
+        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
         _, traces = trace(spec, tensors, images, frameworks, precision)
     for note in notes:
         print(note)

@@ -9,7 +9,14 @@ import json
 from typing import Any
 
 from ports import installed, parse_frameworks
-from shared.cli._common import add_spec_args, add_user_model_args, resolve_model, user_options, user_spec
+from shared.cli._common import (
+    add_spec_args,
+    add_user_model_args,
+    installed_ports,
+    resolve_model,
+    user_options,
+    user_spec,
+)
 from shared.cli._options import add_batch, add_device, add_precision, add_timeout
 from shared.cli._verdicts import print_verdicts, tally
 from shared.core.equivalence import PortVerdict
@@ -40,10 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def default_frameworks() -> list[str]:
-    return [name for name, reason in installed().items() if reason is None]
-
-
 def write_json(path: str, verdicts: list[PortVerdict], pairwise: list[dict[str, Any]], force: bool = False,
                **extra: Any) -> None:
     """The verdicts in their one JSON form (`PortVerdict.to_dict`), the pairwise gaps, and `extra`."""
@@ -70,7 +73,7 @@ def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeo
 def run(args: argparse.Namespace) -> int:
     if args.model:
         return run_user_model(args)
-    frameworks = parse_frameworks(args.frameworks, tuple(default_frameworks()))
+    frameworks = parse_frameworks(args.frameworks, installed_ports())
     if args.frameworks:
         for name in frameworks:
             reason = installed().get(name) if name != "reference" else None
