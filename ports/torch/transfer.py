@@ -27,7 +27,8 @@ def table(spec: ModelSpec) -> Table:
     dist_token                        dist_token
     reg_tokens                        reg_tokens
     pos_embed                         pos_embed
-    {n:patch_norm_in=patch_embed.norm_in|patch_norm_out=patch_embed.norm_out|norm_pre}.{w:scale=weight|bias}  {n}.{w}
+    patch_norm_{n:in|out}.{w:scale=weight|bias}  patch_embed.norm_{n}.{w}
+    norm_pre.{w:scale=weight|bias}    norm_pre.{w}
     blocks.{i}.attn.out.kernel        blocks.{i}.attn.out.weight    heads_out_linear
     blocks.{i}.attn.out.bias          blocks.{i}.attn.out.bias
     blocks.{i}.attn.{n:q_norm|k_norm}.{w:scale=weight|bias}  blocks.{i}.attn.{n}.{w}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.spec import ModelSpec, positioned_prefix
+from shared.core.spec import ModelSpec
+from shared.core.tensor_shapes import positioned_prefix
 
 SINCOS_TEMPERATURE = 10_000.0
 

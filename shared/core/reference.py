@@ -85,8 +85,9 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     heads, hd, d = spec.heads, spec.head_dim, spec.dim
 
     def project(name: str, y: np.ndarray) -> np.ndarray:  # (B, N, D) -> (B, H, N, hd)
-        bias = w.get(f"{p}{name}.bias")
-        y = dense(y, w[f"{p}{name}.kernel"].reshape(d, heads * hd), None if bias is None else bias.reshape(-1), r)
+        bias = w.get(f"{p}{name}.bias")  # absent without qkv bias
+        bias = None if bias is None else bias.reshape(-1)
+        y = dense(y, w[f"{p}{name}.kernel"].reshape(d, heads * hd), bias, r)
         return y.reshape(y.shape[0], y.shape[1], heads, hd).transpose(0, 2, 1, 3)
 
     q, k, v = project("query", queries), project("key", x), project("value", x)

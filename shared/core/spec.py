@@ -39,10 +39,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any, ClassVar, Literal, get_args
 
-from shared.core.record import Record, fail
+from shared.core.record import Record
+from shared.core.spec_validation import validate_spec
+from shared.core.tensor_shapes import canonical_shapes, param_group, positioned_prefix
 
 Remainder = Literal["drop", "pad"]
 PosEmbed = Literal["learned", "sincos", "none"]
@@ -113,7 +115,7 @@ class ModelSpec(Record):
     name: str = field(default="custom", compare=False)
 
     def validate(self) -> None:
-        _validate(self)
+        validate_spec(self)
 
     @property
     def spec_hash(self) -> str:
@@ -172,7 +174,7 @@ class Derived:
         shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled)
         groups: dict[str, int] = {}
         for name, shape in shapes.items():
-            group = _param_group(name)
+            group = param_group(name)
             groups[group] = groups.get(group, 0) + math.prod(shape)
         return cls(
             grid_rows=rows,
@@ -202,193 +204,6 @@ class Derived:
         out = dataclasses.asdict(self)
         out["tensor_shapes"] = {k: list(v) for k, v in self.tensor_shapes.items()}
         return out
-
-
-def positioned_prefix(s: ModelSpec) -> int:
-    """Prefix tokens that get a row of the position table (the class and distillation tokens with
-    `pos_embed_class_row`, the registers with `pos_embed_register_rows`)."""
-    rows = int(s.class_token) + int(s.distill_token) if s.pos_embed_class_row else 0
-    return rows + (s.registers if s.pos_embed_register_rows else 0)
-
-
-def canonical_shapes(
-    s: ModelSpec, *, num_patches: int, pos_total: int, pooled: int
-) -> dict[str, tuple[int, ...]]:
-    """Canonical tensor names and shapes, in a fixed order. Layouts (documented in weights.py):
-    dense kernels (in, out); patch kernel (ph, pw, C, D) = HWIO; q/k/v kernels (D, H, hd) and
-    biases (H, hd); attention output kernel (H, hd, D); LayerNorm `scale`/`bias` (D,)."""
-    d = s.dim
-    out: dict[str, tuple[int, ...]] = {}
-    features = s.patch_height * s.patch_width * s.channels
-    if s.patch_norm_in:
-        out |= _norm("patch_norm_in", features)
-    out["patch_embed.kernel"] = (s.patch_height, s.patch_width, s.channels, d)
-    out["patch_embed.bias"] = (d,)
-    if s.patch_norm_out:
-        out |= _norm("patch_norm_out", d)
-    if s.class_token:
-        out["cls_token"] = (d,)
-    if s.distill_token:
-        out["dist_token"] = (d,)
-    if s.registers:
-        out["reg_tokens"] = (s.registers, d)
-    if s.pos_embed == "learned":
-        out["pos_embed"] = (pos_total, d)
-    if s.norm_before_blocks:
-        out |= _norm("norm_pre", d)
-    for i in range(s.depth):
-        p = f"blocks.{i}."
-        out |= _norm(p + "norm1", d)
-        out |= _attention(s, p + "attn.", s.qkv_bias)
-        if s.qk_norm:
-            out |= _norm(p + "attn.q_norm", s.head_dim) | _norm(p + "attn.k_norm", s.head_dim)
-        if s.layer_scale:
-            out[p + "ls1.gamma"] = (d,)
-        out |= _norm(p + "norm2", d)
-        if s.mlp == "gated":
-            out[p + "mlp.gate.kernel"] = (d, s.mlp_dim)
-            out[p + "mlp.gate.bias"] = (s.mlp_dim,)
-        out |= _mlp(s, p + "mlp.")
-        if s.layer_scale:
-            out[p + "ls2.gamma"] = (d,)
-    if s.final_norm != "none":
-        out |= _norm("final_norm", pooled if s.final_norm == "pooled" else d)
-    if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
-        out["pool.probe"] = (d,)
-        out |= _attention(s, "pool.attn.", s.pool_qkv_bias)
-        out |= _norm("pool.norm", d) | _mlp(s, "pool.mlp.")
-    width = pooled
-    for j, hidden in enumerate(s.head_hidden):
-        out[f"head.hidden.{j}.kernel"] = (width, hidden)
-        out[f"head.hidden.{j}.bias"] = (hidden,)
-        width = hidden
-    if s.num_classes:
-        out["head.out.kernel"] = (width, s.num_classes)
-        out["head.out.bias"] = (s.num_classes,)
-    if s.distill_token and s.num_classes:
-        out["head_dist.out.kernel"] = (d, s.num_classes)
-        out["head_dist.out.bias"] = (s.num_classes,)
-    return out
-
-
-def _norm(prefix: str, width: int) -> dict[str, tuple[int, ...]]:
-    return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
-
-
-def _attention(s: ModelSpec, p: str, bias: bool) -> dict[str, tuple[int, ...]]:
-    out: dict[str, tuple[int, ...]] = {}
-    for proj in ("query", "key", "value"):
-        out[p + f"{proj}.kernel"] = (s.dim, s.heads, s.head_dim)
-        if bias:
-            out[p + f"{proj}.bias"] = (s.heads, s.head_dim)
-    out[p + "out.kernel"] = (s.heads, s.head_dim, s.dim)
-    out[p + "out.bias"] = (s.dim,)
-    return out
-
-
-def _mlp(s: ModelSpec, p: str) -> dict[str, tuple[int, ...]]:
-    return {p + "fc1.kernel": (s.dim, s.mlp_dim), p + "fc1.bias": (s.mlp_dim,),
-            p + "fc2.kernel": (s.mlp_dim, s.dim), p + "fc2.bias": (s.dim,)}
-
-
-def _param_group(name: str) -> str:
-    if name.startswith("blocks."):
-        part = name.split(".")[2]
-        groups = {"norm1": "blocks.norms", "norm2": "blocks.norms", "ls1": "blocks.layer_scale",
-                  "ls2": "blocks.layer_scale"}
-        return groups.get(part, f"blocks.{part}")
-    return name.split(".")[0]
-
-
-# ---- validation ---------------------------------------------------------------------------
-_fail = partial(fail, ModelSpec.KIND)
-
-
-# Upper bounds far beyond any published ViT (ViT-22B: width 6144, depth 48, 48 heads, MLP 24576),
-# so that an absurd value is refused here, at once, instead of hanging whatever derives from it.
-# Whether a spec within them fits this machine is shared/core/budget.py's question.
-FIELD_BOUNDS = {"image_height": 1 << 16, "image_width": 1 << 16, "channels": 1 << 12,
-                "patch_height": 1 << 12, "patch_width": 1 << 12, "dim": 1 << 16, "depth": 1 << 10,
-                "heads": 1 << 10, "head_dim": 1 << 13, "mlp_dim": 1 << 20}
-# Fields where 0 means "none": no register tokens, no classifier head (the pooled vector is the output).
-COUNT_BOUNDS = {"registers": 1 << 10, "num_classes": 1 << 20}
-MAX_TOKENS = 1 << 20  # patches per image
-MAX_HEAD_LAYERS = 16
-
-
-def _validate(s: ModelSpec) -> None:
-    for name, bound in FIELD_BOUNDS.items():
-        value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
-            _fail(name, value, f"a positive integer of at most {bound:,}")
-    for name, bound in COUNT_BOUNDS.items():
-        value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
-            _fail(name, value, f"an integer from 0 to {bound:,}")
-    if s.depth < 1:
-        _fail("depth", s.depth, "at least one block")
-    if s.patch_height > s.image_height:
-        _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
-    if s.patch_width > s.image_width:
-        _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
-    eps = s.layer_norm_eps
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
-        math.isfinite(eps) and eps > 0
-    ):
-        _fail("layer_norm_eps", eps, "a finite number > 0")
-    for name in ("dropout_embed", "dropout_attn", "dropout_mlp", "dropout_head"):
-        rate = getattr(s, name)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
-            _fail(name, rate, "a rate in [0, 1)")
-    if not isinstance(s.head_hidden, tuple) or any(
-        isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in s.head_hidden
-    ):
-        _fail("head_hidden", s.head_hidden, "a list of positive integers")
-    if len(s.head_hidden) > MAX_HEAD_LAYERS or any(w > FIELD_BOUNDS["mlp_dim"] for w in s.head_hidden):
-        _fail("head_hidden", s.head_hidden, f"at most {MAX_HEAD_LAYERS} widths of at most "
-              f"{FIELD_BOUNDS['mlp_dim']:,}")
-    rows, cols = _grid(s)
-    if rows * cols > MAX_TOKENS:
-        _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
-              f"(this image makes {rows * cols:,})")
-    if s.pooling == "cls" and not s.class_token:
-        _fail("pooling", s.pooling, "mean, flatten or map when class_token is false (no class token)")
-    _validate_tokens_and_heads(s)
-    if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
-        _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
-    if s.pos_embed == "sincos" and s.dim % 4:
-        _fail("dim", s.dim, "a multiple of 4 for sincos position embeddings")
-    if s.pos_rows is not None:
-        if s.pos_embed != "learned":
-            _fail("pos_rows", s.pos_rows, f"null when pos_embed is {s.pos_embed!r}")
-        if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int) or s.pos_rows > 4 * MAX_TOKENS:
-            _fail("pos_rows", s.pos_rows, f"an integer of at most {4 * MAX_TOKENS:,}, or null")
-        needed = rows * cols + positioned_prefix(s)
-        if s.pos_rows < needed:
-            _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
-
-
-def _validate_tokens_and_heads(s: ModelSpec) -> None:
-    """The combinations no library builds, refused rather than given a meaning of our own."""
-    if s.distill_token:
-        if not s.class_token:
-            _fail("distill_token", True, "false when class_token is false (DeiT puts it after the class token)")
-        if s.pooling != "cls" or s.head_hidden or not s.num_classes:
-            _fail("distill_token", True, "false unless pooling is cls, head_hidden is empty and num_classes "
-                  "> 0 (the two heads read tokens 0 and 1)")
-    if s.pos_embed_register_rows and (not s.registers or s.pos_embed != "learned"):
-        _fail("pos_embed_register_rows", True, "false unless registers > 0 and pos_embed is learned")
-    if s.pos_embed_register_rows and s.class_token and not s.pos_embed_class_row:
-        _fail("pos_embed_register_rows", True, "false when the class token has no row (pos_embed_class_row "
-              "false): no library positions the registers and not the class token")
-    if not s.num_classes and s.head_hidden:
-        _fail("head_hidden", s.head_hidden, "empty when num_classes is 0 (no head)")
-
-
-def _grid(s: ModelSpec) -> tuple[int, int]:
-    if s.remainder == "drop":
-        return s.image_height // s.patch_height, s.image_width // s.patch_width
-    return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
 
 
 def tensor_fields_differ(a: ModelSpec, b: ModelSpec) -> list[str]:

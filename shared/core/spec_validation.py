@@ -1,0 +1,105 @@
+"""What a valid `ModelSpec` is: bounds on every field and the combinations no library builds,
+each refused in one line that names the field, the value and what was expected."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import TYPE_CHECKING
+
+from shared.core.record import fail
+from shared.core.tensor_shapes import positioned_prefix
+
+if TYPE_CHECKING:
+    from shared.core.spec import ModelSpec
+
+_fail = partial(fail, "spec")  # ModelSpec.KIND
+
+
+# Upper bounds far beyond any published ViT (ViT-22B: width 6144, depth 48, 48 heads, MLP 24576),
+# so that an absurd value is refused here, at once, instead of hanging whatever derives from it.
+# Whether a spec within them fits this machine is shared/core/budget.py's question.
+FIELD_BOUNDS = {"image_height": 1 << 16, "image_width": 1 << 16, "channels": 1 << 12,
+                "patch_height": 1 << 12, "patch_width": 1 << 12, "dim": 1 << 16, "depth": 1 << 10,
+                "heads": 1 << 10, "head_dim": 1 << 13, "mlp_dim": 1 << 20}
+# Fields where 0 means "none": no register tokens, no classifier head (the pooled vector is the output).
+COUNT_BOUNDS = {"registers": 1 << 10, "num_classes": 1 << 20}
+MAX_TOKENS = 1 << 20  # patches per image
+MAX_HEAD_LAYERS = 16
+
+
+def validate_spec(s: ModelSpec) -> None:
+    """Refuse, in one line naming the field, a spec no library builds or this machine cannot hold."""
+    for name, bound in FIELD_BOUNDS.items():
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
+            _fail(name, value, f"a positive integer of at most {bound:,}")
+    for name, bound in COUNT_BOUNDS.items():
+        value = getattr(s, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+            _fail(name, value, f"an integer from 0 to {bound:,}")
+    if s.depth < 1:
+        _fail("depth", s.depth, "at least one block")
+    if s.patch_height > s.image_height:
+        _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
+    if s.patch_width > s.image_width:
+        _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
+    eps = s.layer_norm_eps
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
+        math.isfinite(eps) and eps > 0
+    ):
+        _fail("layer_norm_eps", eps, "a finite number > 0")
+    for name in ("dropout_embed", "dropout_attn", "dropout_mlp", "dropout_head"):
+        rate = getattr(s, name)
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+            _fail(name, rate, "a rate in [0, 1)")
+    if not isinstance(s.head_hidden, tuple) or any(
+        isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in s.head_hidden
+    ):
+        _fail("head_hidden", s.head_hidden, "a list of positive integers")
+    if len(s.head_hidden) > MAX_HEAD_LAYERS or any(w > FIELD_BOUNDS["mlp_dim"] for w in s.head_hidden):
+        _fail("head_hidden", s.head_hidden, f"at most {MAX_HEAD_LAYERS} widths of at most "
+              f"{FIELD_BOUNDS['mlp_dim']:,}")
+    rows, cols = _grid(s)
+    if rows * cols > MAX_TOKENS:
+        _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
+              f"(this image makes {rows * cols:,})")
+    if s.pooling == "cls" and not s.class_token:
+        _fail("pooling", s.pooling, "mean, flatten or map when class_token is false (no class token)")
+    _validate_tokens_and_heads(s)
+    if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
+        _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
+    if s.pos_embed == "sincos" and s.dim % 4:
+        _fail("dim", s.dim, "a multiple of 4 for sincos position embeddings")
+    if s.pos_rows is not None:
+        if s.pos_embed != "learned":
+            _fail("pos_rows", s.pos_rows, f"null when pos_embed is {s.pos_embed!r}")
+        if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int) or s.pos_rows > 4 * MAX_TOKENS:
+            _fail("pos_rows", s.pos_rows, f"an integer of at most {4 * MAX_TOKENS:,}, or null")
+        needed = rows * cols + positioned_prefix(s)
+        if s.pos_rows < needed:
+            _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
+
+
+def _validate_tokens_and_heads(s: ModelSpec) -> None:
+    """The combinations no library builds, refused rather than given a meaning of our own."""
+    if s.distill_token:
+        if not s.class_token:
+            _fail("distill_token", True,
+                  "false when class_token is false (DeiT puts it after the class token)")
+        if s.pooling != "cls" or s.head_hidden or not s.num_classes:
+            _fail("distill_token", True, "false unless pooling is cls, head_hidden is empty and num_classes "
+                  "> 0 (the two heads read tokens 0 and 1)")
+    if s.pos_embed_register_rows and (not s.registers or s.pos_embed != "learned"):
+        _fail("pos_embed_register_rows", True, "false unless registers > 0 and pos_embed is learned")
+    if s.pos_embed_register_rows and s.class_token and not s.pos_embed_class_row:
+        _fail("pos_embed_register_rows", True, "false when the class token has no row (pos_embed_class_row "
+              "false): no library positions the registers and not the class token")
+    if not s.num_classes and s.head_hidden:
+        _fail("head_hidden", s.head_hidden, "empty when num_classes is 0 (no head)")
+
+
+def _grid(s: ModelSpec) -> tuple[int, int]:
+    if s.remainder == "drop":
+        return s.image_height // s.patch_height, s.image_width // s.patch_width
+    return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
