@@ -277,6 +277,7 @@ def test_a_ratio_is_comparable_only_when_no_round_was_contended_and_the_rounds_a
     drift = ratio_decision("port", rounds_of([2.0, 2.5]), "peer", rounds_of([2.0, 2.0]))
     assert not drift["comparable"] and drift["spread"] == pytest.approx(0.25)
     assert drift["why"] == "rounds disagree: per-round ratios 1.00, 1.25 differ by 25% > 10%"
+    assert drift["side"] is None  # a round at exactly 1 says neither is faster
     single = ratio_decision("port", rounds_of([2.0]), "peer", rounds_of([1.0]))
     assert single["comparable"] and not single["checked"] and single["per_round"] == [2.0]
     unmeasured = ratio_decision("port", rounds_of([2.0, 2.0], [None, None]), "peer", rounds_of([2.0, 2.0]))
@@ -284,6 +285,29 @@ def test_a_ratio_is_comparable_only_when_no_round_was_contended_and_the_rounds_a
     failed = ratio_decision("port", rounds_of([2.0, 2.0]), "peer",
                             [{"round": 1, "median": None}, {"round": 2}])
     assert not failed["comparable"] and failed["why"] == "no time from peer round 1, peer round 2"
+
+
+def test_rounds_that_disagree_on_one_side_of_1_print_their_range_never_a_median() -> None:
+    from shared.measure.rounds import one_side_text, ratio_decision
+
+    agree = ratio_decision("port", rounds_of([1.0, 1.04]), "peer", rounds_of([2.0, 2.0]))
+    assert agree["comparable"] and agree["side"] is None and one_side_text(agree) is None
+    # the AVX2-limited Keras / keras-hub rounds: 0.54-0.72, every one says the port is faster
+    below = ratio_decision("port", rounds_of([0.54, 0.72, 0.60]), "peer", rounds_of([1.0, 1.0, 1.0]))
+    assert not below["comparable"] and below["side"] == "faster"
+    assert below["spread"] == pytest.approx(0.72 / 0.54 - 1)
+    assert below["why"] == "rounds disagree: per-round ratios 0.54, 0.72, 0.60 differ by 33% > 10%"
+    assert one_side_text(below) == "0.54-0.72x, faster in every round; rounds disagree by 33%"
+    above = ratio_decision("port", rounds_of([3.0, 2.4]), "peer", rounds_of([2.0, 2.0]))
+    assert above["side"] == "slower"
+    assert one_side_text(above) == "1.20-1.50x, slower in every round; rounds disagree by 25%"
+    straddle = ratio_decision("port", rounds_of([0.9, 1.2]), "peer", rounds_of([1.0, 1.0]))
+    assert not straddle["comparable"] and straddle["side"] is None and one_side_text(straddle) is None
+    assert straddle["why"] == "rounds disagree: per-round ratios 0.90, 1.20 differ by 33% > 10%"
+    # contended: no ratio and no range, though every round is below 1
+    busy = ratio_decision("port", rounds_of([0.54, 0.72], [0.0, 0.4]), "peer", rounds_of([1.0, 1.0]))
+    assert busy["side"] is None and one_side_text(busy) is None
+    assert busy["why"] == "contended: port round 2 (0.40 CPUs)"
 
 
 def test_a_rank_is_kept_only_where_every_round_agrees_and_contended_rows_get_none() -> None:
@@ -360,7 +384,9 @@ def test_peers_print_a_ratio_only_where_the_rule_allows_and_say_what_differs() -
 
     results = {"port:torch:eager": peer_report([2.4, 2.4], [0.0, 0.0]),
                "timm:eager": peer_report([2.0, 2.0], [0.0, 0.0]),
-               "hf-torch:eager": peer_report([2.0, 1.0], [0.0, 0.5])}
+               "hf-torch:eager": peer_report([2.0, 1.0], [0.0, 0.5]),
+               "port:flax:compiled": peer_report([1.08, 1.44], [0.0, 0.0]),
+               "hf-flax:jit": peer_report([2.0, 2.0], [0.0, 0.0])}
     found = {(r["port"], r["peer"]): r for r in ratios(results)}
     timm, hf = found[("port:torch:eager", "timm:eager")], found[("port:torch:eager", "hf-torch:eager")]
     assert timm["comparable"] and timm["ratio"] == pytest.approx(1.2)
@@ -374,3 +400,8 @@ def test_peers_print_a_ratio_only_where_the_rule_allows_and_say_what_differs() -
     assert ("  port:torch:eager / hf-torch:eager: not comparable: contended: hf-torch:eager round 2 "
             "(0.50 CPUs)") in text
     assert "hf-torch:eager CONTENDED" in text  # the row itself is flagged in the table
+    # rounds 0.54 and 0.72: the range, marked, and no median (the pooled one would be 0.63x)
+    assert found[("port:flax:compiled", "hf-flax:jit")]["ratio"] == pytest.approx(0.63)
+    assert ("  port:flax:compiled / hf-flax:jit: 0.54-0.72x, faster in every round; rounds disagree by 33%"
+            in text.splitlines())
+    assert "0.63x" not in text

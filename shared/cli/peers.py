@@ -139,18 +139,21 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
                           "1st call"], rows)
     lines = [line for r in found for line in ratio_lines(r)]
     legend = wrap("port / peer, median ratio (quartile range; < 1: the port is faster), printed only where "
-                  "no round was contended and the rounds agree:")
+                  "no round was contended and the rounds agree (uncontended rounds that disagree, each "
+                  "on the same side of 1: their range, no median):")
     lines = lines or ["  none: no port and peer both finished"]
     return "\n".join([head, table, *notes, "", *legend, *lines])
 
 
 def ratio_lines(r: dict[str, Any]) -> list[str]:
-    """One ratio: the number where the rounds' rule allows it, else why not; then what differs."""
+    """One ratio: the number where the rounds' rule allows it, the per-round range where the rounds
+    disagree on one side of 1 (no median), else why not; then what differs."""
     from shared.core.terminal import wrap
+    from shared.measure.rounds import one_side_text
 
     pair = f"{r['port']} / {r['peer']}"
     if not r["comparable"]:
-        return wrap(f"  {pair}: not comparable: {r['why']}")
+        return wrap(f"  {pair}: {one_side_text(r) or 'not comparable: ' + r['why']}")
     rounds = (f"; rounds {', '.join(f'{x:.2f}' for x in r['per_round'])}" if r["checked"]
               else " (1 round: agreement not checked)")
     lines = wrap(f"  {pair}: {r['ratio']:.2f}x ({r['low']:.2f}-{r['high']:.2f}){rounds}")
