@@ -368,6 +368,33 @@ def test_time_table_ranks_only_rows_the_rounds_agree_on_and_the_file_records_why
         schema.validate(doc, "doc")
 
 
+def test_a_roof_share_above_100_percent_is_flagged_not_printed_plain() -> None:
+    import argparse
+
+    from shared.cli.peers import report_text
+    from shared.core.presets import get_preset
+
+    # the issue's Keras row: an XLA forward over a ceiling timed in the graph's oneDNN GEMM
+    row = make_row("keras", 0.01)
+    gemm = {"status": "ok", "gflops": 50.0, "dtype": "float32", "mode": "graph", "foreign_cpu": 0.0}
+    row["roofline"] = {"forward_flops": 8.2 * 10**8, "gemm": gemm,
+                       "phases": {"forward_eager": {"gflops": 82.0, "fraction": 1.64}}}
+    text = output.table([row])
+    assert text.splitlines()[1].split()[-2] == "164%!"
+    flagged = ("keras: roof below the forward's rate: the ceiling was not measured as the forward runs "
+               "(forward 82 GFLOP/s, 164% of the float32 GEMM rate 50 GFLOP/s measured in mode graph)")
+    assert flagged in " ".join(text.split())  # the note, however it is wrapped
+    row["roofline"]["phases"]["forward_eager"] = {"gflops": 45.0, "fraction": 0.9}
+    calm = output.table([row])
+    assert calm.splitlines()[1].split()[-2] == "90%" and "roof below" not in calm
+    # peers' roof column: the same mark and line
+    results = {"port:keras:compiled": {**peer_report([1.0, 1.0], [0.0, 0.0]), "gflops": 82.0, "gemm": gemm}}
+    args = argparse.Namespace(batch=4, threads=1, processes=2)
+    text = report_text(get_preset("quadrant"), args, results, [])
+    assert "164%! of 50" in text
+    assert flagged.replace("keras:", "port:keras:compiled:", 1) in " ".join(text.split())
+
+
 def peer_report(medians: list[float], foreign: list[float]) -> dict:
     samples = [m for m in medians for _ in range(3)]
     return {"samples": samples, **summarise(samples), "params": 18020, "gflops": 1.0, "first_call_s": 0.1,

@@ -113,6 +113,7 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
     from shared.core.summary import format_table
     from shared.core.terminal import wrap
     from shared.measure.output import fmt_seconds
+    from shared.measure.roofline import above_roof
     from shared.measure.rounds import contended_rounds, gemm_warning
 
     rows, notes = [], []
@@ -128,8 +129,10 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
         gemm = r.get("gemm") or {}
         rate = gemm.get("gflops")
         warning = gemm_warning(name, gemm) if rate else None
-        roof = f"{100 * r['gflops'] / rate:.0f}%{'?' if warning else ''} of {rate:.3g}" if rate else "-"
-        notes.extend(wrap(warning) if warning else [])
+        above = above_roof(name, r["gflops"], gemm)  # `!`: the ceiling was not timed as the forward runs
+        roof = (f"{100 * r['gflops'] / rate:.0f}%{'?' if warning else ''}{'!' if above else ''} of "
+                f"{rate:.3g}") if rate else "-"
+        notes.extend([*(wrap(warning) if warning else []), *(wrap(above) if above else [])])
         rows.append([name + (" CONTENDED" if busy else ""), f"{fmt_seconds(r['median'])} ±"
                      f"{fmt_seconds(r['iqr'] / 2)}", str(r["n"]), f"{r['params']:,}", f"{r['gflops']:.3g}",
                      roof, fmt_seconds(r["first_call_s"])])
