@@ -164,3 +164,14 @@ def test_a_breach_is_named() -> None:
     assert "Port.__init__ never sets 'settings'" in found
     # those, and every other method of the contract missing from the synthetic Port
     assert len(found) == 3 + len(protocol_functions(PortInterface)) + 1
+
+
+def test_gemm_call_is_given_the_runs_mode() -> None:
+    # The roofline times the ceiling as the chosen mode runs its matmuls (Keras' `xla` under XLA):
+    # a gemm_call written before that, without `mode`, is a breach; None is "no mode chosen".
+    assert inspect.signature(PortModule.gemm_call).parameters["mode"].default is None
+
+    def before(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
+        return lambda: None
+
+    assert incompatibility(PortModule.gemm_call, before, drop_self=False) == "lacks parameter 'mode'"

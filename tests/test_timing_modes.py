@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +228,38 @@ def test_the_compile_reported_after_a_measurement_is_the_chosen_candidates_first
     # cached, forced, eager-measured or one-mode rows: the compile phase measured a real compile
     for record in ({**measured, "source": "cached"}, {**measured, "forward": "eager"}, {"source": "only"}):
         assert modes.first_compile({"mode_choice": record}, 0.002) == 0.002
+
+
+class GemmModule:
+    """A port module whose products only sleep (a nonzero time to divide by): it records the mode
+    each gemm_call was given."""
+
+    def __init__(self) -> None:
+        self.modes: list[str | None] = []
+
+    def gemm_call(self, m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+                  mode: str | None = None) -> Any:
+        self.modes.append(mode)
+        return lambda: time.sleep(1e-5)
+
+
+class Progress:
+    def progress(self, message: str) -> None:
+        self.said = message
+
+
+def test_the_roof_is_measured_in_the_mode_the_run_chose_and_says_so() -> None:
+    from shared.core.presets import get_preset
+    from shared.measure import flops, phases
+
+    spec, module, timer = get_preset("quadrant"), GemmModule(), Progress()
+    row = {"mode_choice": {"chosen": "xla"}, "phases": {"forward_compiled": {"status": "ok", "median": 0.01}}}
+    phases.measure_roofline(module, spec, "cpu", {"batch": 2}, row, timer)  # type: ignore[arg-type]
+    # every one of the spec's GEMM shapes was timed in the chosen mode, and the record says which
+    assert module.modes == ["xla"] * len(flops.gemm_shapes(spec, 2))
+    assert row["roofline"]["gemm"]["mode"] == "xla"
+    assert timer.said == "measuring the float32 GEMM rate (mode xla)"
+    # a port with one way to run (ONNX, a user's model) has no chosen mode: None reaches gemm_call
+    bare: dict[str, Any] = {"phases": {}}
+    phases.measure_roofline(module, spec, "cpu", {"batch": 2}, bare, timer)  # type: ignore[arg-type]
+    assert module.modes[-1] is None and bare["roofline"]["gemm"]["mode"] is None

@@ -60,10 +60,14 @@ def printed_decisions(doc: dict, stdout: str) -> None:
     for r in doc["ratios"]:
         again = rounds.ratio_decision(r["port"], doc["results"][r["port"]]["rounds"], r["peer"],
                                       doc["results"][r["peer"]]["rounds"])
-        assert (again["comparable"], again["why"]) == (r["comparable"], r["why"])
+        assert (again["comparable"], again["why"], again["side"]) == (r["comparable"], r["why"], r["side"])
         pair = f"{r['port']} / {r['peer']}: "
         if r["comparable"]:
             assert f"{pair}{r['ratio']:.2f}x (" in stdout
+        elif r["side"]:  # rounds disagree, all on one side of 1: their range, never the median
+            line = f"{pair}{rounds.one_side_text(r)}"  # may be wrapped: compared word by word
+            assert " ".join(line.split()) in " ".join(stdout.split())
+            assert f"{pair}{r['ratio']:.2f}x" not in stdout
         else:
             assert f"{pair}not comparable: " in stdout and f"{pair}{r['ratio']:.2f}x" not in stdout
 

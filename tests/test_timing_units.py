@@ -296,6 +296,7 @@ def test_a_ratio_is_comparable_only_when_no_round_was_contended_and_the_rounds_a
     drift = ratio_decision("port", rounds_of([2.0, 2.5]), "peer", rounds_of([2.0, 2.0]))
     assert not drift["comparable"] and drift["spread"] == pytest.approx(0.25)
     assert drift["why"] == "rounds disagree: per-round ratios 1.00, 1.25 differ by 25% > 10%"
+    assert drift["side"] is None  # a round at exactly 1 says neither is faster
     single = ratio_decision("port", rounds_of([2.0]), "peer", rounds_of([1.0]))
     assert single["comparable"] and not single["checked"] and single["per_round"] == [2.0]
     unmeasured = ratio_decision("port", rounds_of([2.0, 2.0], [None, None]), "peer", rounds_of([2.0, 2.0]))
@@ -303,6 +304,29 @@ def test_a_ratio_is_comparable_only_when_no_round_was_contended_and_the_rounds_a
     failed = ratio_decision("port", rounds_of([2.0, 2.0]), "peer",
                             [{"round": 1, "median": None}, {"round": 2}])
     assert not failed["comparable"] and failed["why"] == "no time from peer round 1, peer round 2"
+
+
+def test_rounds_that_disagree_on_one_side_of_1_print_their_range_never_a_median() -> None:
+    from shared.measure.rounds import one_side_text, ratio_decision
+
+    agree = ratio_decision("port", rounds_of([1.0, 1.04]), "peer", rounds_of([2.0, 2.0]))
+    assert agree["comparable"] and agree["side"] is None and one_side_text(agree) is None
+    # the issue's AVX2-limited Keras / keras-hub rounds: 0.54-0.72, every one says the port is faster
+    below = ratio_decision("port", rounds_of([0.54, 0.72, 0.60]), "peer", rounds_of([1.0, 1.0, 1.0]))
+    assert not below["comparable"] and below["side"] == "faster"
+    assert below["spread"] == pytest.approx(0.72 / 0.54 - 1)
+    assert below["why"] == "rounds disagree: per-round ratios 0.54, 0.72, 0.60 differ by 33% > 10%"
+    assert one_side_text(below) == "0.54-0.72x, faster in every round; rounds disagree by 33%"
+    above = ratio_decision("port", rounds_of([3.0, 2.4]), "peer", rounds_of([2.0, 2.0]))
+    assert above["side"] == "slower"
+    assert one_side_text(above) == "1.20-1.50x, slower in every round; rounds disagree by 25%"
+    straddle = ratio_decision("port", rounds_of([0.9, 1.2]), "peer", rounds_of([1.0, 1.0]))
+    assert not straddle["comparable"] and straddle["side"] is None and one_side_text(straddle) is None
+    assert straddle["why"] == "rounds disagree: per-round ratios 0.90, 1.20 differ by 33% > 10%"
+    # contended: no ratio and no range, though every round is below 1
+    busy = ratio_decision("port", rounds_of([0.54, 0.72], [0.0, 0.4]), "peer", rounds_of([1.0, 1.0]))
+    assert busy["side"] is None and one_side_text(busy) is None
+    assert busy["why"] == "contended: port round 2 (0.40 CPUs)"
 
 
 def test_a_rank_is_kept_only_where_every_round_agrees_and_contended_rows_get_none() -> None:
@@ -363,6 +387,33 @@ def test_time_table_ranks_only_rows_the_rounds_agree_on_and_the_file_records_why
         schema.validate(doc, "doc")
 
 
+def test_a_roof_share_above_100_percent_is_flagged_not_printed_plain() -> None:
+    import argparse
+
+    from shared.cli.peers import report_text
+    from shared.core.presets import get_preset
+
+    # the issue's Keras row: an XLA forward over a ceiling timed in the graph's oneDNN GEMM
+    row = make_row("keras", 0.01)
+    gemm = {"status": "ok", "gflops": 50.0, "dtype": "float32", "mode": "graph", "foreign_cpu": 0.0}
+    row["roofline"] = {"forward_flops": 8.2 * 10**8, "gemm": gemm,
+                       "phases": {"forward_eager": {"gflops": 82.0, "fraction": 1.64}}}
+    text = output.table([row])
+    assert text.splitlines()[1].split()[-2] == "164%!"
+    flagged = ("keras: roof below the forward's rate: the ceiling was not measured as the forward runs "
+               "(forward 82 GFLOP/s, 164% of the float32 GEMM rate 50 GFLOP/s measured in mode graph)")
+    assert flagged in " ".join(text.split())  # the note, however it is wrapped
+    row["roofline"]["phases"]["forward_eager"] = {"gflops": 45.0, "fraction": 0.9}
+    calm = output.table([row])
+    assert calm.splitlines()[1].split()[-2] == "90%" and "roof below" not in calm
+    # peers' roof column: the same mark and line
+    results = {"port:keras:compiled": {**peer_report([1.0, 1.0], [0.0, 0.0]), "gflops": 82.0, "gemm": gemm}}
+    args = argparse.Namespace(batch=4, threads=1, processes=2)
+    text = report_text(get_preset("quadrant"), args, results, [])
+    assert "164%! of 50" in text
+    assert flagged.replace("keras:", "port:keras:compiled:", 1) in " ".join(text.split())
+
+
 def peer_report(medians: list[float], foreign: list[float]) -> dict:
     samples = [m for m in medians for _ in range(3)]
     return {"samples": samples, **summarise(samples), "params": 18020, "gflops": 1.0, "first_call_s": 0.1,
@@ -379,7 +430,9 @@ def test_peers_print_a_ratio_only_where_the_rule_allows_and_say_what_differs() -
 
     results = {"port:torch:eager": peer_report([2.4, 2.4], [0.0, 0.0]),
                "timm:eager": peer_report([2.0, 2.0], [0.0, 0.0]),
-               "hf-torch:eager": peer_report([2.0, 1.0], [0.0, 0.5])}
+               "hf-torch:eager": peer_report([2.0, 1.0], [0.0, 0.5]),
+               "port:flax:compiled": peer_report([1.08, 1.44], [0.0, 0.0]),
+               "hf-flax:jit": peer_report([2.0, 2.0], [0.0, 0.0])}
     found = {(r["port"], r["peer"]): r for r in ratios(results)}
     timm, hf = found[("port:torch:eager", "timm:eager")], found[("port:torch:eager", "hf-torch:eager")]
     assert timm["comparable"] and timm["ratio"] == pytest.approx(1.2)
@@ -393,3 +446,8 @@ def test_peers_print_a_ratio_only_where_the_rule_allows_and_say_what_differs() -
     assert ("  port:torch:eager / hf-torch:eager: not comparable: contended: hf-torch:eager round 2 "
             "(0.50 CPUs)") in text
     assert "hf-torch:eager CONTENDED" in text  # the row itself is flagged in the table
+    # rounds 0.54 and 0.72: the range, marked, and no median (the pooled one would be 0.63x)
+    assert found[("port:flax:compiled", "hf-flax:jit")]["ratio"] == pytest.approx(0.63)
+    assert ("  port:flax:compiled / hf-flax:jit: 0.54-0.72x, faster in every round; rounds disagree by 33%"
+            in text.splitlines())
+    assert "0.63x" not in text

@@ -67,9 +67,13 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "jax Device.memory_stats() gives no peak on this device"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
-    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+              mode: str | None = None) -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul
+    # as the run's `mode` runs it: shared/measure/roofline.py times it at the run's threads and
+    # compute dtype for the roofline.
+    # `mode` leaves the product as it is: Flax's modes choose the attention path, and the dense
+    # matmuls measured here (flops.gemm_shapes) run the same XLA dot in each.
     device = jax.devices({"cpu": "cpu", "cuda": "gpu", "metal": "METAL"}[device_class])[0]
     rng = np.random.default_rng(0)
     a = jax.device_put(rng.standard_normal((m, k), dtype=np.float32), device).astype(dtype)

@@ -148,9 +148,11 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "torch keeps no allocator statistics on CPU"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
-    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+              mode: str | None = None) -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul
+    # as the run's `mode` runs it: shared/measure/roofline.py times it at the run's threads and
+    # compute dtype for the roofline.
     device = {"cpu": "cpu", "cuda": "gpu:0", "metal": "gpu:0"}[device_class]
     rng = np.random.default_rng(0)
     with keras.device(device):
@@ -160,7 +162,9 @@ def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32")
     if BACKEND == "tensorflow":  # in a graph, as the compiled forward runs it: no per-op dispatch
         import tensorflow as tf
 
-        product = tf.function(ops.matmul)
+        # under XLA in the `xla` mode, as compiled_forward: XLA's GEMM, not oneDNN's, is then the
+        # ceiling (oneDNN's, limited to AVX2, put an XLA forward at 164% of its "roof")
+        product = tf.function(ops.matmul, jit_compile=mode == "xla")
     elif BACKEND == "jax":
         import jax
 

@@ -75,9 +75,13 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return int(mx.get_peak_memory()), "mx.get_peak_memory()"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
-    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+              mode: str | None = None) -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul
+    # as the run's `mode` runs it: shared/measure/roofline.py times it at the run's threads and
+    # compute dtype for the roofline.
+    # `mode` leaves the product as it is: MLX's modes choose the attention path, and the dense
+    # matmuls measured here (flops.gemm_shapes) run the same mx.matmul in each.
     device = mx.cpu if device_class == "cpu" else mx.gpu
     a = mx.random.normal((m, k), dtype=DTYPES[dtype], stream=device)
     b = mx.random.normal((k, n), dtype=DTYPES[dtype], stream=device)

@@ -69,9 +69,11 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "ONNX Runtime exposes no allocator statistics"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+              mode: str | None = None) -> Callable[[], Any]:
     # One synchronised float32 (m, k) @ (k, n) on the device, with the framework's own matmul:
     # shared/measure/roofline.py times it at the run's threads (this backend is float32 only).
+    # `mode` is always None: ONNX Runtime offers one way to run (no run_modes).
     helper, f32 = onnx.helper, onnx.TensorProto.FLOAT
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm",

@@ -71,9 +71,13 @@ def allocator_peak(device_class: str) -> tuple[int | None, str]:
     return None, "torch keeps no allocator statistics on CPU"
 
 
-def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32") -> Callable[[], Any]:
-    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul:
-    # shared/measure/roofline.py times it at the run's threads and compute dtype for the roofline.
+def gemm_call(m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+              mode: str | None = None) -> Callable[[], Any]:
+    # One synchronised (m, k) @ (k, n) in `dtype` on the device, with the framework's own matmul
+    # as the run's `mode` runs it: shared/measure/roofline.py times it at the run's threads and
+    # compute dtype for the roofline.
+    # `mode` leaves the product as it is: torch's modes choose the attention path, and the dense
+    # matmuls measured here (flops.gemm_shapes) run the same torch.mm in each.
     device = torch.device({"cpu": "cpu", "cuda": "cuda", "metal": "mps"}[device_class])
     a = torch.randn(m, k, device=device, dtype=DTYPES[dtype])
     b = torch.randn(k, n, device=device, dtype=DTYPES[dtype])

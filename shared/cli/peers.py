@@ -113,6 +113,7 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
     from shared.core.summary import format_table
     from shared.core.terminal import wrap
     from shared.measure.output import fmt_seconds
+    from shared.measure.roofline import above_roof
     from shared.measure.rounds import contended_rounds, gemm_warning
 
     rows, notes = [], []
@@ -128,8 +129,10 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
         gemm = r.get("gemm") or {}
         rate = gemm.get("gflops")
         warning = gemm_warning(name, gemm) if rate else None
-        roof = f"{100 * r['gflops'] / rate:.0f}%{'?' if warning else ''} of {rate:.3g}" if rate else "-"
-        notes.extend(wrap(warning) if warning else [])
+        above = above_roof(name, r["gflops"], gemm)  # `!`: the ceiling was not timed as the forward runs
+        roof = (f"{100 * r['gflops'] / rate:.0f}%{'?' if warning else ''}{'!' if above else ''} of "
+                f"{rate:.3g}") if rate else "-"
+        notes.extend([*(wrap(warning) if warning else []), *(wrap(above) if above else [])])
         rows.append([name + (" CONTENDED" if busy else ""), f"{fmt_seconds(r['median'])} ±"
                      f"{fmt_seconds(r['iqr'] / 2)}", str(r["n"]), f"{r['params']:,}", f"{r['gflops']:.3g}",
                      roof, fmt_seconds(r["first_call_s"])])
@@ -139,18 +142,21 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
                           "1st call"], rows)
     lines = [line for r in found for line in ratio_lines(r)]
     legend = wrap("port / peer, median ratio (quartile range; < 1: the port is faster), printed only where "
-                  "no round was contended and the rounds agree:")
+                  "no round was contended and the rounds agree (uncontended rounds that disagree, each "
+                  "on the same side of 1: their range, no median):")
     lines = lines or ["  none: no port and peer both finished"]
     return "\n".join([head, table, *notes, "", *legend, *lines])
 
 
 def ratio_lines(r: dict[str, Any]) -> list[str]:
-    """One ratio: the number where the rounds' rule allows it, else why not; then what differs."""
+    """One ratio: the number where the rounds' rule allows it, the per-round range where the rounds
+    disagree on one side of 1 (no median), else why not; then what differs."""
     from shared.core.terminal import wrap
+    from shared.measure.rounds import one_side_text
 
     pair = f"{r['port']} / {r['peer']}"
     if not r["comparable"]:
-        return wrap(f"  {pair}: not comparable: {r['why']}")
+        return wrap(f"  {pair}: {one_side_text(r) or 'not comparable: ' + r['why']}")
     rounds = (f"; rounds {', '.join(f'{x:.2f}' for x in r['per_round'])}" if r["checked"]
               else " (1 round: agreement not checked)")
     lines = wrap(f"  {pair}: {r['ratio']:.2f}x ({r['low']:.2f}-{r['high']:.2f}){rounds}")

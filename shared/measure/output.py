@@ -9,7 +9,7 @@ from typing import Any
 from shared.core.terminal import printable, wrap
 from shared.measure.contention import CONTENDED, is_contended
 from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
-from shared.measure.roofline import best_fraction
+from shared.measure.roofline import above_roof, best_fraction
 from shared.measure.rounds import gemm_warning
 from shared.measure.schema import PHASES
 
@@ -54,7 +54,8 @@ LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); c
           "measurement per fresh process, cold or warm compile cache; peak mem: the process's peak "
           "RSS on a CPU, the framework allocator's peak on an accelerator; roof: the faster "
           "forward's analytic GFLOP/s as a share of the framework's own GEMM rate (in the run's "
-          "dtype) on the spec's matmul shapes; --wide shows every phase")
+          "dtype and mode) on the spec's matmul shapes, `?` when that rate was contended, `!` above "
+          "100% (a note says why); --wide shows every phase")
 WIDE_LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); single values "
                "are one cold measurement per fresh process")
 
@@ -137,11 +138,13 @@ def _wide_cells(row: dict[str, Any], position: str) -> list[str]:
 
 
 def roof_cell(row: dict[str, Any], fraction: float | None) -> str:
-    """The share, with `?` when its GEMM rate was measured while contended (a note says so)."""
+    """The share, with `?` when its GEMM rate was measured while contended and `!` above 100%
+    (roofline.above_roof: the ceiling was not measured as the forward runs); a note says which."""
     if fraction is None:
         return "-"
     gemm = (row.get("roofline") or {}).get("gemm") or {}
-    return f"{100 * fraction:.0f}%" + ("?" if is_contended(gemm.get("foreign_cpu")) else "")
+    return (f"{100 * fraction:.0f}%" + ("?" if is_contended(gemm.get("foreign_cpu")) else "")
+            + ("!" if fraction > 1 else ""))
 
 
 def _gflops(value: float | None) -> str:
@@ -225,4 +228,6 @@ def row_notes(row: dict[str, Any]) -> list[str]:
         notes.append(f"{label(row)}: roofline n/a: {gemm.get('reason')}")
     elif gemm.get("gflops") is not None and (warning := gemm_warning(label(row), gemm)):
         notes.append(warning)
+    if above := above_roof(label(row), best_fraction(row)[0], gemm):
+        notes.append(above)
     return notes

@@ -197,9 +197,10 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
     stats = summarise(samples)
     out.report.update({"first_call_s": first, "samples": samples, **stats, "foreign_cpu": span.value,
                        "gflops": flops.forward_flops(spec, images.shape[0]) / stats["median"] / 1e9})
-    if impl.startswith("port:"):  # after the forward, as the timing job measures it
+    if impl.startswith("port:"):  # after the forward, as the timing job measures it, in its mode
         module = ports.load_port_module(impl.split(":")[1])
-        out.report["gemm"] = roofline.gemm_rate(module, spec, images.shape[0], job["device"])
+        out.report["gemm"] = roofline.gemm_rate(module, spec, images.shape[0], job["device"],
+                                                mode=facts["mode_choice"].get("chosen"))
     out.report["threads_used"] = threads_used(framework, threads)
 
 

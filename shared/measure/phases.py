@@ -229,11 +229,13 @@ def train_phase(framework: str, port: PortInterface, images: np.ndarray, config:
 
 def measure_roofline(module: PortModule, spec: ModelSpec, device: str, config: dict[str, Any],
                      row: dict[str, Any], timer: Phases) -> None:
-    """The framework's GEMM rate at this run's threads and device, and each forward mode's share
-    of it (shared/measure/roofline.py)."""
+    """The framework's GEMM rate at this run's threads and device, its products run in the mode
+    the run chose, and each forward mode's share of it (shared/measure/roofline.py)."""
     dtype = gate.rung(config).compute_dtype
-    timer.progress(f"measuring the {dtype} GEMM rate")
-    row["roofline"] = roofline.measured(module, spec, int(config["batch"]), device, dtype, row["phases"])
+    mode = (row.get("mode_choice") or {}).get("chosen")
+    timer.progress(f"measuring the {dtype} GEMM rate" + (f" (mode {mode})" if mode else ""))
+    row["roofline"] = roofline.measured(module, spec, int(config["batch"]), device, dtype, row["phases"],
+                                        mode)
 
 
 def run(framework: str, config: dict[str, Any], out: Output) -> None:

@@ -125,7 +125,7 @@ CHECK = obj({"passed": typed(bool, optional=False), "max_abs_err": typed(float, 
              "device": TEXT, "versions": obj(), "dtypes": obj(each=TEXT)},
             required=("passed",), optional=False)
 ROOFLINE = obj({"forward_flops": SECONDS,
-                "gemm": obj({"status": TEXT, "gflops": SECONDS, "reason": TEXT, "dtype": TEXT,
+                "gemm": obj({"status": TEXT, "gflops": SECONDS, "reason": TEXT, "dtype": TEXT, "mode": TEXT,
                              "shapes": items(obj(optional=False)), "foreign_cpu": SECONDS,
                              "rounds_gflops": items(SECONDS), "rounds_disagree": typed(bool)}),
                 "phases": obj(each=obj({"gflops": SECONDS, "fraction": SECONDS}, optional=False))})

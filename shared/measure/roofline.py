@@ -2,7 +2,9 @@
 
 The ceiling is the framework's GEMM rate in the run's compute dtype (float32 unless the run is
 at a lower precision rung), measured in the timing worker at the run's threads and device
-(`gemm_call` in every ports/<fw>/port.py) on the spec's own dense matmul shapes
+(`gemm_call` in every ports/<fw>/port.py), run the way the run's chosen mode runs its matmuls
+(Keras' `xla`: under XLA; a ceiling timed another way is not this forward's: an XLA forward read
+164% of oneDNN's graph GEMM), on the spec's own dense matmul shapes
 (`flops.gemm_shapes`), each weighted by how often the forward pass runs it: the rate the model
 would reach if it did nothing but its GEMMs at the library's speed. A ceiling is what the
 library can do, so each shape counts its fastest call (on a shared CPU a median of a few calls
@@ -37,20 +39,22 @@ MIN_GEMM_FLOPS = 2 * 10**8  # per timed product: milliseconds at tens of GFLOP/s
 
 
 def gemm_rate(module: PortModule, spec: ModelSpec, batch: int, device: str,
-              budget: Budget = GEMM_BUDGET, dtype: str = "float32") -> dict[str, Any]:
-    """The framework's GEMM rate in `dtype` on the spec's shapes, or why there is none."""
+              budget: Budget = GEMM_BUDGET, dtype: str = "float32",
+              mode: str | None = None) -> dict[str, Any]:
+    """The framework's GEMM rate in `dtype` on the spec's shapes, its products run as `mode` (the
+    run's chosen mode, recorded with the rate) runs them; or why there is none."""
     if not hasattr(module, "gemm_call"):
         return {"status": "n/a", "reason": "the port module has no gemm_call"}
     shapes = []
     with ForeignCpu(pinned_cpus()) as foreign:  # a rate measured on a busy CPU is no ceiling
         for mm in flops.gemm_shapes(spec, batch):
             rows = max(mm.m, -(-MIN_GEMM_FLOPS // (2 * mm.k * mm.n)))
-            stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device, dtype), budget))
+            stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device, dtype, mode=mode), budget))
             rate = 2 * rows * mm.k * mm.n / stats["min"] / 1e9
             shapes.append({"name": mm.name, "m": mm.m, "k": mm.k, "n": mm.n, "count": mm.count,
                            "m_timed": rows, "n_samples": stats["n"], "gflops": rate,
                            "seconds": 2 * mm.m * mm.k * mm.n / rate / 1e9})  # the spec's product at that rate
-    return {"status": "ok", "gflops": weighted_rate(shapes), "dtype": dtype, "shapes": shapes,
+    return {"status": "ok", "gflops": weighted_rate(shapes), "dtype": dtype, "mode": mode, "shapes": shapes,
             "foreign_cpu": foreign.value}
 
 
@@ -82,14 +86,29 @@ def roofline(spec: ModelSpec, batch: int, phases: dict[str, Any], gemm: dict[str
 
 
 def measured(module: Any, spec: ModelSpec, batch: int, device: str, dtype: str,
-             phases: dict[str, Any]) -> dict[str, Any]:
-    """`roofline` from a GEMM rate measured now; a failing measurement costs the roofline only
-    (its reason is the row's roofline entry), never the timing row."""
+             phases: dict[str, Any], mode: str | None) -> dict[str, Any]:
+    """`roofline` from a GEMM rate measured now in the run's `mode`; a failing measurement costs
+    the roofline only (its reason is the row's roofline entry), never the timing row."""
     try:
-        gemm = gemm_rate(module, spec, batch, device, dtype=dtype)
+        gemm = gemm_rate(module, spec, batch, device, dtype=dtype, mode=mode)
     except Exception as exc:
         gemm = {"status": "n/a", "reason": f"GEMM rate failed: {one_line(exc)}"}
     return roofline(spec, batch, phases, gemm)
+
+
+# A share above 1 is no finding about the forward: its ceiling was timed another way than the
+# forward runs its matmuls (another compiler, another kernel), so the table marks it `!` and says so.
+ABOVE_ROOF = "roof below the forward's rate: the ceiling was not measured as the forward runs"
+
+
+def above_roof(name: str, achieved: float | None, gemm: dict[str, Any]) -> str | None:
+    """The line for a forward whose `achieved` GFLOP/s is above its GEMM ceiling, or None."""
+    ceiling = gemm.get("gflops") if gemm.get("status") == "ok" else None
+    if achieved is None or not ceiling or achieved <= ceiling:
+        return None
+    mode = f" in mode {gemm['mode']}" if gemm.get("mode") else ""
+    return (f"{name}: {ABOVE_ROOF} (forward {achieved:.3g} GFLOP/s, {achieved / ceiling:.0%} of the "
+            f"{gemm.get('dtype', 'float32')} GEMM rate {ceiling:.3g} GFLOP/s measured{mode})")
 
 
 def best_fraction(row: dict[str, Any]) -> tuple[float | None, float | None]:

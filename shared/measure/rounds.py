@@ -10,7 +10,10 @@ each, one after another, turned a 1.08x into a tight 2.16x on a busy 2-core mach
   pinned CPUs over its whole timed span (`foreign_cpu` of the round);
 - a port / peer ratio is printed only when no round of either side was contended and the
   per-round ratios (round k's port median over round k's peer median) agree: largest / smallest
-  - 1 at most SPREAD. One round cannot disagree: its ratio is printed marked "not checked";
+  - 1 at most SPREAD. One round cannot disagree: its ratio is printed marked "not checked".
+  Where no round was contended and the rounds disagree but every per-round ratio lies strictly on
+  one side of 1, the range of the per-round ratios is printed marked as such (`one_side_text`),
+  never a median: the rounds disagree on how much, not on which is faster;
 - a `time` rank is printed for a row only when no round of its worker was contended and its
   position among the uncontended rows is the same in every round;
 - a GEMM rate (the roofline's ceiling) measured while contended is used only with a warning.
@@ -44,9 +47,11 @@ def ratio_decision(port: str, port_rounds: Sequence[dict[str, Any]], peer: str,
                    peer_rounds: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Whether port / peer may be printed. Each round record holds `round`, `median` (None when
     that worker failed) and `foreign_cpu` (the worker's timed span). Returns `comparable`,
-    `checked` (False for one round), `why` (None when comparable), `per_round` ratios, `spread`."""
+    `checked` (False for one round), `why` (None when comparable), `per_round` ratios, `spread`
+    and `side`: "faster" or "slower" where uncontended rounds disagree but the port is that in
+    every round (`one_side_text` prints it), else None."""
     out: dict[str, Any] = {"comparable": False, "checked": False, "why": None, "per_round": [],
-                           "spread": None, "rounds": len(port_rounds)}
+                           "spread": None, "rounds": len(port_rounds), "side": None}
     if len(port_rounds) != len(peer_rounds) or not port_rounds:
         out["why"] = f"{port} has {len(port_rounds)} round(s), {peer} {len(peer_rounds)}"
         return out
@@ -64,9 +69,21 @@ def ratio_decision(port: str, port_rounds: Sequence[dict[str, Any]], peer: str,
     elif out["spread"] > SPREAD:
         shown = ", ".join(f"{r:.2f}" for r in per_round)
         out["why"] = f"rounds disagree: per-round ratios {shown} differ by {out['spread']:.0%} > {SPREAD:.0%}"
+        if max(per_round) < 1 or min(per_round) > 1:  # strictly: a round at 1.00 says neither
+            out["side"] = "faster" if max(per_round) < 1 else "slower"
     else:
         out.update(comparable=True, checked=len(per_round) > 1)
     return out
+
+
+def one_side_text(decision: dict[str, Any]) -> str | None:
+    """'0.54-0.72x, faster in every round; rounds disagree by 33%' for a `ratio_decision` whose
+    rounds disagree on one side of 1 (its `side`), else None: the per-round range, no median."""
+    if not decision.get("side"):
+        return None
+    per_round = decision["per_round"]
+    return (f"{min(per_round):.2f}-{max(per_round):.2f}x, {decision['side']} in every round; "
+            f"rounds disagree by {decision['spread']:.0%}")
 
 
 def rank_decisions(entries: Sequence[tuple[Hashable, str, Sequence[float], Sequence[float | None]]],

@@ -102,7 +102,9 @@ class PortModule(Protocol):
     def allocator_peak(self, device_class: str) -> tuple[int | None, str]:
         """(bytes, source) from the framework's own allocator, or (None, why not)."""
 
-    def gemm_call(self, m: int, k: int, n: int, device_class: str,
-                  dtype: str = "float32") -> Callable[[], Any]:
+    def gemm_call(self, m: int, k: int, n: int, device_class: str, dtype: str = "float32",
+                  mode: str | None = None) -> Callable[[], Any]:
         """One synchronised (m, k) @ (k, n) matmul with the framework's own kernel, for the
-        roofline (shared/measure/roofline.py)."""
+        roofline (shared/measure/roofline.py), run the way the run's chosen `mode` (a `run_modes`
+        name; None where no mode was chosen: one way to run) runs its matmuls, so the ceiling is
+        measured as the forward runs (Keras' `xla`: under XLA)."""
