@@ -203,6 +203,9 @@ def train_phase(framework: str, port: PortInterface, images: np.ndarray, config:
     if config.get("user"):
         timer.unavailable("train_step", "your model: the pinned training step is the ports' own")
         return
+    if not port.spec.num_classes:
+        timer.unavailable("train_step", "no classifier (num_classes 0): no class labels to step on")
+        return
     try:
         trainer_module = importlib.import_module(ports.PORTS[framework].module + ".train")
     except ImportError as exc:
