@@ -26,8 +26,8 @@ def activation(form: str) -> nn.Module:
     # named 'precise' ('tanh' is an alias), and 'fast' is x * sigmoid(1.702 x), another function.
     if form in ("gelu", "gelu_tanh"):
         return nn.GELU(approx="none" if form == "gelu" else "precise")
-    # QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x), the function MLX's nn.GELU names 'fast' (as a
-    # GELU approximation), held as the class every port has; SiLU: x * sigmoid(x).
+    # QuickGELU (OpenAI CLIP) is that 'fast' x * sigmoid(1.702 x), held as the class every port has;
+    # SiLU: x * sigmoid(x).
     return QuickGELU() if form == "quick_gelu" else nn.SiLU()
 
 
