@@ -123,6 +123,18 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
 }
 
 
+# The MLX port's own entries for the new spec fields (issue 25), apart so each port's list merges cleanly.
+MLX_NOTES: dict[tuple[str, str], str] = {
+    ("model.py", "PatchEmbed.<call>"): "the conv kernel as a matmul: torch's OIHW is permuted, MLX's OHWI "
+                                       "flattens as it is",
+    ("model.py", "PatchEmbed.unfold.__doc__"): "the input layout it unfolds: torch's (B, C, H, W), MLX's "
+                                               "(B, H, W, C)",
+    ("model.py", "Attention.project.__doc__"): "torch splits its packed qkv Linear's rows for the pool's "
+                                               "probe; MLX's nn.MultiHeadAttention has one Linear each",
+}
+FRAMEWORK_NOTES |= MLX_NOTES
+
+
 def normalised(text: str) -> str:
     for spellings, word in IDIOM:
         text = re.sub(spellings, word, text)

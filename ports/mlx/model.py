@@ -12,8 +12,8 @@ import mlx.core as mx
 import numpy as np
 from mlx import nn
 
-from shared.core.positions import fixed_table
-from shared.core.spec import ModelSpec
+from shared.core.positions import sequence_positions, unpositioned
+from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
@@ -24,7 +24,16 @@ ATTENTION_PATHS = ("fused", "explicit")
 def activation(form: str) -> nn.Module:
     # Always pass the GELU form: MLX's default 'none' is exact (as torch); its tanh form is
     # named 'precise' ('tanh' is an alias), and 'fast' is x * sigmoid(1.702 x), another function.
-    return nn.GELU(approx="none" if form == "gelu" else "precise")
+    if form in ("gelu", "gelu_tanh"):
+        return nn.GELU(approx="none" if form == "gelu" else "precise")
+    # QuickGELU (OpenAI CLIP) is that 'fast' x * sigmoid(1.702 x), held as the class every port has;
+    # SiLU: x * sigmoid(x).
+    return QuickGELU() if form == "quick_gelu" else nn.SiLU()
+
+
+class QuickGELU(nn.Module):
+    def __call__(self, x: mx.array) -> mx.array:
+        return x * mx.sigmoid(1.702 * x)
 
 
 def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
@@ -33,7 +42,8 @@ def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
 
 
 class PatchEmbed(nn.Module):
-    """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size."""
+    """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size; optional
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -42,16 +52,32 @@ class PatchEmbed(nn.Module):
         self.padding = ((0, 0), (0, d.rows_padded), (0, d.cols_padded), (0, 0))
         # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
-        patch = (spec.patch_height, spec.patch_width)
+        self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
+        self.norm_in = layer_norm(spec, d.patch_features) if spec.patch_norm_in else None
         # MLX convolves NHWC input with an (out, kh, kw, in) weight: neither torch's OIHW nor HWIO.
-        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=patch, stride=patch, padding=0)
+        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0)
+        self.norm_out = layer_norm(spec, spec.dim) if spec.patch_norm_out else None
 
     def __call__(self, x: mx.array) -> mx.array:
         if any(sum(self.padding, ())):
             x = mx.pad(x, self.padding)
-        x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
+        x = x[:, : self.used[0], : self.used[1], :]  # NHWC
+        if self.norm_in is None:
+            x = self.proj(x)
+            x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
+        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
+            x = self.norm_in(self.unfold(x))
+            kernel = self.proj.weight.reshape(self.proj.weight.shape[0], -1)  # OHWI -> (D, ph*pw*C)
+            x = x @ kernel.T + self.proj.bias
+        if self.norm_out is not None:
+            x = self.norm_out(x)
         return x.astype(self.proj.weight.dtype)  # the token stream is held in the parameter dtype
+
+    def unfold(self, x: mx.array) -> mx.array:
+        """(B, H, W, C) -> (B, tokens, ph*pw*C): patches row-major, each flattened (ph, pw, C)."""
+        (rows, cols), (ph, pw) = self.grid, self.patch
+        x = x.reshape(x.shape[0], rows, ph, cols, pw, x.shape[-1])
+        return x.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape[0], rows * cols, -1)
 
 
 class Attention(nn.Module):
@@ -61,58 +87,87 @@ class Attention(nn.Module):
     torch's embed_dim, but takes the input and output widths separately, so dims = heads *
     head_dim with query/key/value_input_dims = value_output_dims = the model width expresses the
     spec's head_dim. Its `bias` (default False, unlike torch and Keras) covers q, k, v and the
-    output together, so without qkv bias the output bias is a parameter of its own. It has no
-    attention dropout: with dropout in train mode the explicit path below applies it."""
+    output together, so without qkv bias the output bias is a parameter of its own. Its call has
+    no step between the projections and the product (qk-norm) and no attention dropout, so this
+    module runs its projections and mx.fast.scaled_dot_product_attention, which is what that call
+    does; with dropout in train mode the explicit path below applies it."""
 
-    def __init__(self, spec: ModelSpec, index: int) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool) -> None:
         super().__init__()
-        self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
+        self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         inner = spec.derived.attn_inner
         self.mha = nn.MultiHeadAttention(
             inner, spec.heads, query_input_dims=spec.dim, key_input_dims=spec.dim,
             value_input_dims=spec.dim, value_dims=inner, value_output_dims=spec.dim,
-            bias=spec.qkv_bias,
+            bias=qkv_bias,
         )
-        self.out_bias = None if spec.qkv_bias else mx.zeros((spec.dim,))
+        self.out_bias = None if qkv_bias else mx.zeros((spec.dim,))
+        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
+        self.q_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
+        self.k_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
         self.dropout, self.dropout_rate = nn.Dropout(spec.dropout_attn), spec.dropout_attn
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS, queries: mx.array | None = None) -> mx.array:
+        q, k, v = self.project(x, queries)  # each (B, H, N, hd)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        b, n = q.shape[0], q.shape[2]
+        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path), and for attention dropout in train mode,
-        # which nn.MultiHeadAttention lacks.
+        # which mx.fast.scaled_dot_product_attention lacks.
         dropout = self.training and self.dropout_rate > 0
-        explicit = taps is not NO_TAPS or self.attention_path == "explicit" or dropout
-        y = self.explicit(x, taps) if explicit else self.mha(x, x, x)
+        if taps is not NO_TAPS or self.attention_path == "explicit" or dropout:
+            context = self.explicit(q, k, v, scale, taps)
+        else:
+            context = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
+        y = self.mha.out_proj(context.transpose(0, 2, 1, 3).reshape(b, n, -1))
         return y if self.out_bias is None else y + self.out_bias.astype(y.dtype)
 
-    def explicit(self, x: mx.array, taps: Taps) -> mx.array:
+    def project(self, x: mx.array, queries: mx.array | None) -> tuple[mx.array, ...]:
+        """q, k, v as (B, H, N, hd). `queries` (the attention pool's probe) attend over `x`: the
+        query projection projects them, the key and value projections project `x`."""
+        def heads(y: mx.array) -> mx.array:  # (B, N, H*hd) -> (B, H, N, hd)
+            return y.reshape(y.shape[0], y.shape[1], -1, self.head_dim).transpose(0, 2, 1, 3)
+
+        queries = x if queries is None else queries
+        return heads(self.mha.query_proj(queries)), heads(self.mha.key_proj(x)), heads(self.mha.value_proj(x))
+
+    def explicit(self, q: mx.array, k: mx.array, v: mx.array, scale: float, taps: Taps) -> mx.array:
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
-        b, n, _ = x.shape
-
-        def heads(t: mx.array) -> mx.array:  # (B, N, H*hd) -> (B, H, N, hd)
-            return t.reshape(b, n, self.heads, self.head_dim).transpose(0, 2, 1, 3)
-
-        q, k, v = heads(self.mha.query_proj(x)), heads(self.mha.key_proj(x)), heads(self.mha.value_proj(x))
-        scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         # The softmax in float32 (precise=True), its probabilities rounded to the compute dtype.
         probs = mx.softmax((q * scale) @ k.transpose(0, 1, 3, 2), axis=-1, precise=True)
         taps[f"{self.tag}.attn_probs"] = probs
-        context = self.dropout(probs) @ v
-        return self.mha.out_proj(context.transpose(0, 2, 1, 3).reshape(b, n, -1))
+        return self.dropout(probs) @ v
 
 
 class Mlp(nn.Module):
-    def __init__(self, spec: ModelSpec) -> None:
+    """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
+
+    def __init__(self, spec: ModelSpec, gated: bool) -> None:
         super().__init__()
+        self.gate = nn.Linear(spec.dim, spec.mlp_dim, bias=True) if gated else None
         self.fc1 = nn.Linear(spec.dim, spec.mlp_dim, bias=True)
         self.act = activation(spec.activation)
         self.fc2 = nn.Linear(spec.mlp_dim, spec.dim, bias=True)
         self.drop = nn.Dropout(spec.dropout_mlp)
 
     def __call__(self, x: mx.array) -> mx.array:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+        h = self.act(self.fc1(x)) if self.gate is None else self.act(self.gate(x)) * self.fc1(x)
+        return self.drop(self.fc2(self.drop(h)))
+
+
+class LayerScale(nn.Module):
+    """A learned per-channel gamma on a residual branch (DINOv2, DeiT-III; timm's ls1 / ls2)."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.gamma = mx.ones((spec.dim,))
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return x * self.gamma
 
 
 class Block(nn.Module):
@@ -120,30 +175,48 @@ class Block(nn.Module):
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim)
-        self.attn = Attention(spec, index)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm)
+        self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = layer_norm(spec, spec.dim)
-        self.mlp = Mlp(spec)
+        self.mlp = Mlp(spec, spec.mlp == "gated")
+        self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.attn(h, t))
+            x = x + (a := self.ls1(self.attn(h, t)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
-            x = x + (m := self.mlp(h))
+            x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.attn(x, t)
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
-            t[f"{self.tag}.mlp"] = m = self.mlp(x)
+            t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
         t[f"{self.tag}.out"] = x
         return x
 
 
+class AttentionPool(nn.Module):
+    """big_vision's MAPHead (timm's attention pool, SigLIP's head): a learned probe attends over
+    every token, then y + MLP(LN(y)); the probe's row is the pooled vector."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.probe = mx.zeros((spec.dim,))
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False)
+        self.norm = layer_norm(spec, spec.dim)
+        self.mlp = Mlp(spec, gated=False)
+
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
+        y = self.attn(x, taps, queries=mx.broadcast_to(self.probe, (x.shape[0], 1, x.shape[-1])))
+        return (y + self.mlp(self.norm(y)))[:, 0]
+
+
 class Head(nn.Module):
-    """Hidden Linear + activation + dropout layers, then the class logits."""
+    """Hidden Linear + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -151,12 +224,12 @@ class Head(nn.Module):
         self.hidden = [nn.Linear(a, b) for a, b in pairwise(widths)]  # a plain list is a child list
         self.act = activation(spec.head_activation)
         self.drop = nn.Dropout(spec.dropout_head)
-        self.out = nn.Linear(widths[-1], spec.num_classes)
+        self.out = nn.Linear(widths[-1], spec.num_classes) if spec.num_classes else None
 
     def __call__(self, x: mx.array) -> mx.array:
         for layer in self.hidden:
             x = self.drop(self.act(layer(x)))
-        return self.out(x)
+        return x if self.out is None else self.out(x)
 
 
 class VisionTransformer(nn.Module):
@@ -166,6 +239,8 @@ class VisionTransformer(nn.Module):
         self.spec = spec
         self.patch_embed = PatchEmbed(spec)
         self.cls_token = mx.zeros((spec.dim,)) if spec.class_token else None
+        self.dist_token = mx.zeros((spec.dim,)) if spec.distill_token else None
+        self.reg_tokens = mx.zeros((spec.registers, spec.dim)) if spec.registers else None
         self.pos_embed = None
         if spec.pos_embed == "learned":  # the whole table; only the first rows are used
             self.pos_embed = mx.zeros((d.pos_rows_total, spec.dim))
@@ -173,45 +248,68 @@ class VisionTransformer(nn.Module):
         # parameters() (a frozen array would still be counted there).
         self._pos_table = None
         if spec.pos_embed == "sincos":
-            self._pos_table = mx.array(fixed_table(spec).astype(np.float32))
+            self._pos_table = mx.array(sequence_positions(spec).astype(np.float32))
         self.pos_drop = nn.Dropout(spec.dropout_embed)
+        self.norm_pre = layer_norm(spec, spec.dim) if spec.norm_before_blocks else None
         self.blocks = [Block(spec, i) for i in range(spec.depth)]
         self.final_norm = None
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = layer_norm(spec, width)
+        self.pool = AttentionPool(spec) if spec.pooling == "map" else None
         self.head = Head(spec)
+        self.head_dist = nn.Linear(spec.dim, spec.num_classes) if spec.distill_token else None
+
+    def prefix(self, batch: int) -> mx.array | None:
+        """The class, distillation and register tokens, in that order, for every image."""
+        tokens = [t.reshape(-1, self.spec.dim) for t in (self.cls_token, self.dist_token, self.reg_tokens)
+                  if t is not None]
+        shape = (batch, self.spec.derived.prefix_tokens, self.spec.dim)
+        return mx.broadcast_to(mx.concatenate(tokens), shape) if tokens else None
 
     def positions(self) -> mx.array | None:
-        if self.pos_embed is not None:
-            return self.pos_embed[: self.spec.derived.pos_rows_used]
-        # set_dtype casts parameters only: the fixed table follows the patch embedding's dtype.
-        return None if self._pos_table is None else self._pos_table.astype(self.patch_embed.proj.weight.dtype)
+        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
+        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        if self.pos_embed is None:
+            # set_dtype casts parameters only: the fixed table follows the patch embedding's dtype.
+            fixed = self._pos_table
+            return None if fixed is None else fixed.astype(self.patch_embed.proj.weight.dtype)
+        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        if not missing:
+            return table
+        k = positioned_prefix(self.spec)
+        return mx.concatenate([table[:k], mx.zeros((missing, self.spec.dim), dtype=table.dtype), table[k:]])
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
+        prefix = self.prefix(x.shape[0])
+        if prefix is not None:  # [class, distillation, registers] then the patches
+            x = mx.concatenate([prefix.astype(x.dtype), x], axis=1)
         table = self.positions()
-        if table is not None and not s.pos_embed_class_row:
-            x = x + table  # big_vision: patches only, before the class token
-        if self.cls_token is not None:
-            cls = mx.broadcast_to(self.cls_token, (x.shape[0], 1, s.dim))
-            x = mx.concatenate([cls, x], axis=1)
-        if table is not None and s.pos_embed_class_row:
-            x = x + table  # timm/torchvision: the table has a class-token row
+        if table is not None:
+            x = x + table
         x = t["pos_embed"] = self.pos_drop(x)
+        if self.norm_pre is not None:  # CLIP's ln_pre
+            x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
             x = blk(x, t)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
+        tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling == "mean":
-            x = x[:, int(s.class_token):].mean(axis=1)  # patch tokens only
+            x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
+        elif s.pooling == "map":
+            x = self.pool(x, t)
         else:
             x = x.reshape(x.shape[0], -1)
         if s.final_norm == "pooled":
             x = self.final_norm(x)
         t["pooled"] = x
-        x = t["logits"] = self.head(x)
+        x = self.head(x)
+        if self.head_dist is not None:  # inference: the mean of the class and distillation heads
+            x = (x + self.head_dist(tokens[:, 1])) / 2
+        t["logits"] = x
         return x

@@ -24,23 +24,38 @@ def table(spec: ModelSpec) -> Table:
     """Canonical name -> the parameter path (tree_flatten name) that holds it, and its layout."""
     # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
     out_bias = "mha.out_proj.bias" if spec.qkv_bias else "out_bias"
+    pool_out_bias = "mha.out_proj.bias" if spec.pool_qkv_bias else "out_bias"
     return Table("""
+    patch_{n:norm_in|norm_out}.{w:scale=weight|bias}  patch_embed.{n}.{w}
     patch_embed.kernel                           patch_embed.proj.weight        conv_ohwi
     patch_embed.bias                             patch_embed.proj.bias
-    {t:cls_token|pos_embed}                      {t}
+    norm_pre.{w:scale=weight|bias}               norm_pre.{w}
+    {t:cls_token|dist_token|reg_tokens|pos_embed}  {t}
     blocks.{i}.{n:norm1|norm2}.{w:scale=weight|bias}  blocks.{i}.{n}.{w}
     blocks.{i}.attn.{p:query|key|value}.kernel   blocks.{i}.attn.mha.{p}_proj.weight  heads_linear
     blocks.{i}.attn.{p:query|key|value}.bias     blocks.{i}.attn.mha.{p}_proj.bias    heads_bias
     blocks.{i}.attn.out.kernel                   blocks.{i}.attn.mha.out_proj.weight  heads_out_linear
     blocks.{i}.attn.out.bias                     blocks.{i}.attn.{out_bias}
+    blocks.{i}.attn.{n:q_norm|k_norm}.{w:scale=weight|bias}  blocks.{i}.attn.{n}.{w}
+    blocks.{i}.{n:ls1|ls2}.gamma                 blocks.{i}.{n}.gamma
     blocks.{i}.mlp.{fc}.kernel                   blocks.{i}.mlp.{fc}.weight     linear
     blocks.{i}.mlp.{fc}.bias                     blocks.{i}.mlp.{fc}.bias
     final_norm.{w:scale=weight|bias}             final_norm.{w}
+    pool.probe                                   pool.probe
+    pool.attn.{p:query|key|value}.kernel         pool.attn.mha.{p}_proj.weight  heads_linear
+    pool.attn.{p:query|key|value}.bias           pool.attn.mha.{p}_proj.bias    heads_bias
+    pool.attn.out.kernel                         pool.attn.mha.out_proj.weight  heads_out_linear
+    pool.attn.out.bias                           pool.attn.{pool_out_bias}
+    pool.norm.{w:scale=weight|bias}              pool.norm.{w}
+    pool.mlp.{fc}.kernel                         pool.mlp.{fc}.weight           linear
+    pool.mlp.{fc}.bias                           pool.mlp.{fc}.bias
     head.hidden.{j}.kernel                       head.hidden.{j}.weight         linear
     head.hidden.{j}.bias                         head.hidden.{j}.bias
     head.out.kernel                              head.out.weight                linear
     head.out.bias                                head.out.bias
-    """, "mlx port", out_bias=out_bias)
+    head_dist.out.kernel                         head_dist.weight               linear
+    head_dist.out.bias                           head_dist.bias
+    """, "mlx port", out_bias=out_bias, pool_out_bias=pool_out_bias)
 
 
 @cache
