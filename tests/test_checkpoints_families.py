@@ -114,3 +114,41 @@ def test_every_timm_tensor_is_used_and_the_inexpressible_is_named() -> None:
     with pytest.raises(SpecError, match="patch_norm_in=True"):
         both = spec.replace(patch_norm_in=True)
         export_tensors("timm", both, init_weights(both))
+
+
+HF_SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, image_size=16, patch_size=4)
+HF_CASES: list[tuple[str, str, dict[str, Any]]] = [  # (id, model class, config kwargs)
+    ("dinov2-swiglu", "Dinov2Model", dict(HF_SMALL, use_swiglu_ffn=True, mlp_ratio=2)),
+    ("dinov2-registers", "Dinov2WithRegistersModel", dict(HF_SMALL, num_register_tokens=2, mlp_ratio=2)),
+    ("siglip-vision", "SiglipVisionModel", dict(HF_SMALL, intermediate_size=48)),
+    ("clip-vision", "CLIPVisionModel", dict(HF_SMALL, intermediate_size=48)),
+    ("deit-distilled", "DeiTForImageClassificationWithTeacher",
+     dict(HF_SMALL, intermediate_size=48, num_labels=3)),
+]
+
+
+def hf_model(model_class: str, config: dict[str, Any]) -> torch.nn.Module:
+    import transformers
+
+    cls = getattr(transformers, model_class)
+    return cls(cls.config_class(**config))
+
+
+@pytest.mark.parametrize(("model_class", "config"), [c[1:] for c in HF_CASES], ids=[c[0] for c in HF_CASES])
+def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -> None:
+    from shared.checkpoints.hf import config_for
+
+    torch.manual_seed(0)
+    model = perturbed(hf_model(model_class, config), seed=1)
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+    spec, images = converted.spec, images_for(converted.spec)
+    diff = np.abs(reference.forward(spec, converted.tensors, images) - library_logits(model, images)).max()
+    assert diff <= ATOL, diff
+    tensors = init_weights(spec, seed=5)
+    if spec.norm_before_blocks:  # CLIP's patch projection has no bias: only zero exports
+        tensors["patch_embed.bias"] = np.zeros_like(tensors["patch_embed.bias"])
+    exported = export_tensors("hf", spec, tensors)
+    rebuilt = hf_model(model_class, config_for(spec)).eval()
+    rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+    back = np.abs(library_logits(rebuilt, images) - reference.forward(spec, tensors, images)).max()
+    assert back <= ATOL, back
