@@ -152,3 +152,32 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -
     rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
     back = np.abs(library_logits(rebuilt, images) - reference.forward(spec, tensors, images)).max()
     assert back <= ATOL, back
+
+
+# preset -> (the library's constructor, built on the meta device: no 90M-parameter init is paid;
+# the spec's count minus the library's: CLIP has no patch bias, the spec always has one)
+SOURCES = {
+    "dinov2-s14-reg4": ("timm", "vit_small_patch14_reg4_dinov2", 0),
+    "deit3-s16": ("timm", "deit3_small_patch16_224", 0),
+    "siglip-b16": ("timm", "vit_base_patch16_siglip_224", 0),
+    "clip-b16": ("hf", "CLIPVisionModel", 768),
+    "deit-s16-distilled": ("timm", "deit_small_distilled_patch16_224", 0),
+}
+
+
+@pytest.mark.parametrize("preset", list(SOURCES))
+def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
+    import timm
+    import transformers
+
+    from shared.core.presets import FULL_SIZE_PRESETS
+
+    library, name, patch_bias = SOURCES[preset]
+    with torch.device("meta"):
+        if library == "timm":
+            model = timm.create_model(name, pretrained=False)
+        else:
+            model = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(patch_size=16))
+    assert set(SOURCES) == set(FULL_SIZE_PRESETS)
+    count = sum(p.numel() for p in model.parameters())
+    assert FULL_SIZE_PRESETS[preset].spec.derived.params == count + patch_bias
