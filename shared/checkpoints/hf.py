@@ -17,7 +17,6 @@ towers, DeiT with its distillation head); on export the spec picks it (see `mode
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +34,14 @@ from shared.checkpoints.common import (
     width_per_head,
 )
 from shared.checkpoints.hf_models import (
+    ACTIVATIONS,
     ARCHITECTURES,
+    HF_ACT,
     MASK_TOKEN,
     ZERO_PATCH_BIAS,
     config_for_model,
+    infer_architecture,
+    size_pair,
     swiglu_width,
 )
 from shared.core.files import write_folder
@@ -53,12 +56,6 @@ VIT_CONFIG_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig() defaults (v4
     "hidden_act": "gelu", "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
     "num_channels": 3, "qkv_bias": True,
 }
-ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-               "gelu_fast": "gelu_tanh",  # these three compute the tanh approximation
-               "quick_gelu": "quick_gelu", "silu": "silu", "swish": "silu"}
-HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
-
-
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
     """`path` is a save_pretrained directory (config.json + weights) or a weights file."""
     if path.is_dir():
@@ -94,18 +91,10 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
                                "has no spec field")
 
 
-def _pair(value: Any, key: str) -> tuple[int, int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value, value
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return int(value[0]), int(value[1])
-    raise SpecError(f"config {key} = {value!r}: expected an integer or a [height, width] pair")
-
-
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     model_type = (config or {}).get("model_type", "vit")
     if model_type in ARCHITECTURES:
-        return _infer_architecture(fmt, model_type, raw, config or {})
+        return infer_architecture(fmt, model_type, raw, config or {})
     cfg = {**VIT_CONFIG_DEFAULTS, **(config or {})}
     if model_type != "vit":
         raise SpecError(f"config model_type = {model_type!r}: expected one of vit, "
@@ -126,7 +115,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     act = cfg["hidden_act"]
     if act not in ACTIVATIONS:
         raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
-    (h, w), (ph, pw) = _pair(cfg["image_size"], "image_size"), _pair(cfg["patch_size"], "patch_size")
+    (h, w), (ph, pw) = size_pair(cfg["image_size"], "image_size"), size_pair(cfg["patch_size"], "patch_size")
     facts = {
         "dim": dim, "channels": int(proj.shape[1]), "depth": depth, "heads": heads, "head_dim": head_dim,
         "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[act],
@@ -146,58 +135,6 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
              "remainder": "drop"}
     for name, value in fixed.items():
         inf.fact(name, value, "HF ViT's architecture")
-    return inf
-
-
-def _infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, Any]) -> Inference:
-    arch = ARCHITECTURES[model_type]
-    cfg = {**arch.defaults, **config}
-    inf = Inference(fmt)
-    proj = inf.need(raw, arch.patch_key)
-    dim, channels = int(proj.shape[0]), int(proj.shape[1])
-    for key, value in (("hidden_size", dim), ("num_channels", channels)):
-        if cfg[key] != value:
-            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {arch.patch_key!r} {proj.shape}")
-    layer = re.escape(arch.layer_key).replace(r"\{i\}", r"\d+")
-    block = re.compile(layer + r"\." + re.escape(arch.fill["ln1"]) + r"\.weight")
-    depth = sum(1 for k in raw if block.fullmatch(k))
-    if cfg["num_hidden_layers"] != depth:
-        raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the {depth} "
-                        f"'{arch.layer_key}' blocks in the checkpoint")
-    heads = cfg["num_attention_heads"]
-    act = cfg["hidden_act"]
-    if act not in ACTIVATIONS:
-        raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
-    (h, w), (ph, pw) = _pair(cfg["image_size"], "image_size"), _pair(cfg["patch_size"], "patch_size")
-    facts: dict[str, Any] = {
-        "dim": dim, "channels": channels, "depth": depth, "heads": heads,
-        "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
-        "activation": ACTIVATIONS[act], "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h,
-        "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
-        "qkv_bias": bool(cfg.get("qkv_bias", True)),
-    }
-    if model_type.startswith("dinov2"):
-        if h != w:
-            raise SpecError(f"config image_size = {cfg['image_size']!r}: {arch.model_class} interpolates its "
-                            "position table for a non-square image; only square ones convert")
-        if cfg["use_swiglu_ffn"]:  # Dinov2SwiGLUFFN: F.silu whatever hidden_act says
-            facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(dim, cfg["mlp_ratio"])}
-        else:
-            facts["mlp_dim"] = int(dim * cfg["mlp_ratio"])
-        if model_type == "dinov2_with_registers":
-            facts["registers"] = int(cfg["num_register_tokens"])
-        inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
-    else:
-        facts["mlp_dim"] = cfg["intermediate_size"]
-    if model_type == "deit":
-        facts["num_classes"] = int(inf.need(raw, "cls_classifier.weight").shape[0])
-    if model_type == "clip_vision_model":
-        inf.notes.append(f"{ZERO_PATCH_BIAS}: CLIP's patch projection has none; converted as zeros")
-    facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
-    for name, value in facts.items():
-        inf.fact(name, value, "config.json")
-    for name, value in arch.fixed.items():
-        inf.fact(name, value, f"{arch.model_class}'s architecture")
     return inf
 
 

@@ -20,10 +20,27 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.checkpoints.common import Inference, Raw, width_per_head
 from shared.core.spec import ModelSpec
+from shared.errors import SpecError
+
+ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+               "gelu_fast": "gelu_tanh",  # these three compute the tanh approximation
+               "quick_gelu": "quick_gelu", "silu": "silu", "swish": "silu"}
+HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
+
+
+def size_pair(value: Any, key: str) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    raise SpecError(f"config {key} = {value!r}: expected an integer or a [height, width] pair")
+
 
 ENCODER_ROWS = """
 blocks.{i}.{n:norm1={ln1}|norm2={ln2}}.{w:scale=weight|bias}  {layer}.{n}.{w}
@@ -188,3 +205,55 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
                 "id2label": {str(i): f"LABEL_{i}" for i in range(s.num_classes)},
                 "label2id": {f"LABEL_{i}": i for i in range(s.num_classes)}}
     return out
+
+
+def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, Any]) -> Inference:
+    arch = ARCHITECTURES[model_type]
+    cfg = {**arch.defaults, **config}
+    inf = Inference(fmt)
+    proj = inf.need(raw, arch.patch_key)
+    dim, channels = int(proj.shape[0]), int(proj.shape[1])
+    for key, value in (("hidden_size", dim), ("num_channels", channels)):
+        if cfg[key] != value:
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {arch.patch_key!r} {proj.shape}")
+    layer = re.escape(arch.layer_key).replace(r"\{i\}", r"\d+")
+    block = re.compile(layer + r"\." + re.escape(arch.fill["ln1"]) + r"\.weight")
+    depth = sum(1 for k in raw if block.fullmatch(k))
+    if cfg["num_hidden_layers"] != depth:
+        raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the {depth} "
+                        f"'{arch.layer_key}' blocks in the checkpoint")
+    heads = cfg["num_attention_heads"]
+    act = cfg["hidden_act"]
+    if act not in ACTIVATIONS:
+        raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
+    (h, w), (ph, pw) = size_pair(cfg["image_size"], "image_size"), size_pair(cfg["patch_size"], "patch_size")
+    facts: dict[str, Any] = {
+        "dim": dim, "channels": channels, "depth": depth, "heads": heads,
+        "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
+        "activation": ACTIVATIONS[act], "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h,
+        "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
+        "qkv_bias": bool(cfg.get("qkv_bias", True)),
+    }
+    if model_type.startswith("dinov2"):
+        if h != w:
+            raise SpecError(f"config image_size = {cfg['image_size']!r}: {arch.model_class} interpolates its "
+                            "position table for a non-square image; only square ones convert")
+        if cfg["use_swiglu_ffn"]:  # Dinov2SwiGLUFFN: F.silu whatever hidden_act says
+            facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(dim, cfg["mlp_ratio"])}
+        else:
+            facts["mlp_dim"] = int(dim * cfg["mlp_ratio"])
+        if model_type == "dinov2_with_registers":
+            facts["registers"] = int(cfg["num_register_tokens"])
+        inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
+    else:
+        facts["mlp_dim"] = cfg["intermediate_size"]
+    if model_type == "deit":
+        facts["num_classes"] = int(inf.need(raw, "cls_classifier.weight").shape[0])
+    if model_type == "clip_vision_model":
+        inf.notes.append(f"{ZERO_PATCH_BIAS}: CLIP's patch projection has none; converted as zeros")
+    facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
+    for name, value in facts.items():
+        inf.fact(name, value, "config.json")
+    for name, value in arch.fixed.items():
+        inf.fact(name, value, f"{arch.model_class}'s architecture")
+    return inf
