@@ -39,13 +39,17 @@ def nchw(images: np.ndarray) -> torch.Tensor:
 
 
 def library_logits(model: torch.nn.Module, images: np.ndarray) -> np.ndarray:
+    """The output each library calls its result: timm's forward (logits, or the pooled vector with
+    num_classes=0); Transformers' `logits`, or a vision tower's `pooler_output`."""
     with torch.no_grad():
         out = model(pixel_values=nchw(images)) if _is_hf(model) else model(nchw(images))
-    return (out.logits if _is_hf(model) else out).numpy()
+    if not _is_hf(model):
+        return out.numpy()
+    return (out.logits if getattr(out, "logits", None) is not None else out.pooler_output).numpy()
 
 
 def _is_hf(model: torch.nn.Module) -> bool:
-    return type(model).__name__ == "ViTForImageClassification"
+    return type(model).__module__.startswith("transformers.")
 
 
 def images_for(spec: ModelSpec, seed: int = 7, batch: int = 2) -> np.ndarray:

@@ -120,3 +120,35 @@ def test_timm_reads_the_exported_tree_with_the_same_logits(fmt, fields, timm_kwa
         _load_weights(model, str(tmp_path / "params.npz"))
     images = images_for(spec)
     assert np.abs(library_logits(model, images) - reference.forward(spec, tensors, images)).max() <= ATOL
+
+
+@pytest.mark.parametrize("num_classes", [0, 5], ids=["siglip-tower", "map-with-head"])
+def test_siglip_map_head_tree_reads_back_and_timm_reads_it(num_classes: int, tmp_path) -> None:
+    """big_vision's MAPHead_0 (SigLIP's image tower, with and without a classifier): written,
+    read back bit-exactly with the map pooling inferred, and timm's own `_load_weights` fills its
+    AttentionPoolLatent from the tree with the reference's output (the pooled vector when
+    num_classes=0)."""
+    import torch
+    from timm.models.vision_transformer import VisionTransformer, _load_weights
+
+    from tests.checkpoints_support import ATOL, library_logits
+
+    spec = ModelSpec(**{**BASE, "num_classes": num_classes}, image_height=32, image_width=32, patch_height=8,
+                     patch_width=8, class_token=False, pos_embed="learned", pos_embed_class_row=False,
+                     pooling="map")
+    tensors = init_weights(spec, seed=6)
+    path = tmp_path / "params.npz"
+    export_checkpoint("big_vision", spec, tensors, path)
+    with np.load(path, allow_pickle=False) as archive:
+        assert archive["MAPHead_0/MultiHeadDotProductAttention_0/key/kernel"].shape == (16, 2, 8)
+        assert ("head/kernel" in archive.files) == bool(num_classes)
+    back = import_checkpoint("big_vision", path)
+    assert back.spec == spec.replace(name=back.spec.name)
+    assert_same_tensors(back.tensors, tensors)
+    model = VisionTransformer(img_size=32, patch_size=8, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2,
+                              num_classes=num_classes, class_token=False, global_pool="map",
+                              act_layer="gelu_tanh").eval()
+    with torch.no_grad():
+        _load_weights(model, str(path))
+    images = images_for(spec)
+    assert np.abs(library_logits(model, images) - reference.forward(spec, tensors, images)).max() <= ATOL

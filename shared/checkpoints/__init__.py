@@ -90,7 +90,10 @@ def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
     module = format_module(fmt)
     check_tensors(spec, tensors)
     module.check_exportable(fmt, spec)
-    return plan(fmt, spec).to_native(tensors)
+    raw = plan(fmt, spec).to_native(tensors)
+    if hasattr(module, "finish_export"):  # e.g. drop a bias the library does not have, if zero
+        raw = module.finish_export(fmt, spec, raw)
+    return raw
 
 
 def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Path,

@@ -4,13 +4,18 @@
 Both name the encoder `Transformer/encoderblock_i/...` with per-head attention kernels
 `query|key|value/kernel (D, H, Dh)`, biases `(H, Dh)`, `out/kernel (H, Dh, D)` (the canonical
 layout, so no transform is needed), `embedding/kernel` (HWIO), `cls (1, 1, D)`,
-`Transformer/encoder_norm` and `head`. They differ in two places:
+`Transformer/encoder_norm` and `head` (absent: no classifier, num_classes 0). They differ in
+two places:
 
 - big_vision: blocks `LayerNorm_0, MultiHeadDotProductAttention_0, LayerNorm_1, MlpBlock_0`;
   position table `pos_embedding (1, N, D)` without a class row, added before the class token
   (absent for `posemb='sincos2d'`).
 - vit_jax: blocks `LayerNorm_0, MultiHeadDotProductAttention_1, LayerNorm_2, MlpBlock_3`;
   position table `Transformer/posembed_input/pos_embedding (1, N+1, D)` with the class row.
+
+big_vision's `pool_type='map'` (SigLIP's image tower) is `MAPHead_0/{probe (1, 1, D),
+MultiHeadDotProductAttention_0/{query,key,value,out}, LayerNorm_0, MlpBlock_0/Dense_0|1}` after
+the encoder norm: the spec's map pooling, attending every token (the class token too, if any).
 
 A scanned big_vision tree (`Transformer/encoderblock/...` with a leading depth axis) is read too.
 Conventions applied without asking: Flax LayerNorm eps 1e-6 and `nn.gelu`'s tanh approximation.
@@ -26,11 +31,13 @@ from typing import Any
 import numpy as np
 
 from shared.checkpoints.common import (
+    LATER_FEATURES,
     Inference,
     Raw,
     encode_tensors,
     read_tensors,
     require,
+    require_defaults,
     require_plain_blocks,
     square_grid,
 )
@@ -75,9 +82,9 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
         if key.startswith("pre_logits/"):
             raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (representation_size: a Dense + "
                                "tanh before the head) has no spec field")
-        if key.startswith("MAPHead"):
-            raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (pool_type='map', attention "
-                               "pooling) has no spec field")
+        if key.startswith("MAPHead") and fmt != "big_vision":
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (pool_type='map') is "
+                               "big_vision's; use --from big_vision")
 
 
 def _dialect(fmt: str, raw: Raw) -> str:
@@ -106,11 +113,21 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.fact("depth", depth, f"{depth} 'Transformer/encoderblock_*' blocks")
     fc1 = BLOCK.format(0) + names["mlp"] + "/Dense_0/kernel"
     inf.fact("mlp_dim", int(inf.need(raw, fc1).shape[1]), f"tensor {fc1!r}")
-    inf.fact("num_classes", int(inf.need(raw, "head/kernel").shape[1]), "tensor 'head/kernel'")
+    head = raw.get("head/kernel")
+    inf.fact("num_classes", 0 if head is None else int(head.shape[1]),
+             "no tensor 'head/kernel' (num_classes=0)" if head is None else "tensor 'head/kernel'")
     class_token = "cls" in raw
     inf.fact("class_token", class_token, "presence of tensor 'cls'")
-    inf.fact("pooling", "cls" if class_token else "mean",
-             "tensor 'cls' (pool_type 'tok')" if class_token else "no 'cls' (pool_type 'gap')")
+    if "MAPHead_0/probe" in raw:
+        inf.fact("pooling", "map", "tensor 'MAPHead_0/probe' (pool_type 'map')")
+        inf.fact("pool_qkv_bias", "MAPHead_0/MultiHeadDotProductAttention_0/query/bias" in raw,
+                 "presence of tensor 'MAPHead_0/MultiHeadDotProductAttention_0/query/bias'")
+    else:
+        inf.fact("pooling", "cls" if class_token else "mean",
+                 "tensor 'cls' (pool_type 'tok')" if class_token else "no 'cls' (pool_type 'gap')")
+    for name in LATER_FEATURES:
+        inf.fact(name, 0 if name == "registers" else False, f"{fmt}'s ViT architecture")
+    inf.fact("mlp", "standard", f"{fmt}'s ViT architecture")
     for name, value in (("norm", "pre"), ("final_norm", "tokens"), ("head_hidden", ()), ("pos_rows", None)):
         inf.fact(name, value, f"{fmt}'s ViT architecture")
     inf.convention("layer_norm_eps", 1e-6, "flax.linen.LayerNorm's default")
@@ -157,8 +174,13 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         require(s.pos_embed == "learned", target, "pos_embed", s.pos_embed, "learned")
         require(s.pos_embed_class_row == s.class_token, target, "pos_embed_class_row", s.pos_embed_class_row,
                 "a class row exactly when there is a class token (--to big_vision has none)")
-    require((s.pooling, s.class_token) in (("cls", True), ("mean", False)), target, "pooling", s.pooling,
-            "cls with a class token ('tok'/'token') or mean without one ('gap')")
+    maps = (("map", True), ("map", False)) if fmt == "big_vision" else ()
+    pools = (("cls", True), ("mean", False), *maps)
+    require((s.pooling, s.class_token) in pools, target, "pooling", s.pooling,
+            "cls with a class token ('tok'/'token') or mean without one ('gap')"
+            + (", or map" if fmt == "big_vision" else ""))
+    require(s.pool_qkv_bias or s.pooling != "map", target, "pool_qkv_bias", False, "true (MAPHead's biases)")
+    require_defaults(target, s)
     require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens (encoder_norm)")
     require_plain_blocks(target, s)
     require(s.qkv_bias, target, "qkv_bias", s.qkv_bias, "true")
@@ -175,6 +197,10 @@ blocks.{i}.attn.{p}.{w}                         Transformer/encoderblock_{i}/{at
 blocks.{i}.mlp.{fc:fc1=Dense_0|fc2=Dense_1}.{w} Transformer/encoderblock_{i}/{mlp}/{fc}/{w}
 final_norm.{w}                                  Transformer/encoder_norm/{w}
 head.out.{w}                                    head/{w}
+pool.probe                                      MAPHead_0/probe                           batch_token
+pool.attn.{p}.{w}                               MAPHead_0/MultiHeadDotProductAttention_0/{p}/{w}
+pool.norm.{w}                                   MAPHead_0/LayerNorm_0/{w}
+pool.mlp.{fc:fc1=Dense_0|fc2=Dense_1}.{w}       MAPHead_0/MlpBlock_0/{fc}/{w}
 """
 
 
@@ -186,11 +212,12 @@ def table(fmt: str, s: ModelSpec) -> Table:
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
     write_output(out, encode_tensors(out, raw), force=force)
-    pool = "tok" if s.class_token else "gap"
+    pool = "map" if s.pooling == "map" else "tok" if s.class_token else "gap"
     if fmt == "big_vision":
         posemb = "learn" if s.pos_embed == "learned" else "sincos2d"
         return [f"big_vision ViT: width={s.dim}, depth={s.depth}, mlp_dim={s.mlp_dim}, num_heads={s.heads}, "
-                f"patch_size=({s.patch_height}, {s.patch_width}), posemb={posemb!r}, pool_type={pool!r}"]
+                f"patch_size=({s.patch_height}, {s.patch_width}), posemb={posemb!r}, pool_type={pool!r}, "
+                f"num_classes={s.num_classes}"]
     return [f"vit_jax VisionTransformer: hidden_size={s.dim}, num_layers={s.depth}, mlp_dim={s.mlp_dim}, "
             f"num_heads={s.heads}, patches=({s.patch_height}, {s.patch_width}), "
             f"classifier={'token' if s.class_token else 'gap'!r}"]

@@ -255,6 +255,20 @@ def require_plain_blocks(target: str, s: ModelSpec) -> None:
             s.remainder, "drop (a valid conv) unless the patches tile the image")
 
 
+# Spec fields a ViT of the 2020 design has at their default: a library without the feature
+# needs each of them there.
+LATER_FEATURES = ("patch_norm_in", "patch_norm_out", "distill_token", "registers", "norm_before_blocks",
+                  "qk_norm", "layer_scale")
+
+
+def require_defaults(target: str, s: ModelSpec, names: tuple[str, ...] = LATER_FEATURES) -> None:
+    """An exporter's refusal of each named feature the target library does not build."""
+    for name in names:
+        require(not getattr(s, name), target, name, getattr(s, name), "none (it has no such feature)")
+    if "mlp" not in names:
+        require(s.mlp == "standard", target, "mlp", s.mlp, "standard (no gated MLP)")
+
+
 def require_class_token_readout(target: str, s: ModelSpec) -> None:
     """torchvision's and Hugging Face's ViT: the class token is read out after a final norm on
     the tokens, and the learned position table has its row."""

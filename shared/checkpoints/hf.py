@@ -8,6 +8,10 @@ layernorm_after, intermediate.dense, output.dense}`, `vit.layernorm`, `classifie
 The config states what the tensors cannot: the head count, LayerNorm eps (HF's own default is
 1e-12, not timm's 1e-6: the config value is used, never a guess), hidden_act, image and patch
 size. A field the config omits takes `ViTConfig`'s default, as `from_pretrained` does.
+
+The config's `model_type` picks the class: `vit` (above) or one of the vision models in
+`shared/checkpoints/hf_models.py` (DINOv2 with and without registers, SigLIP's and CLIP's vision
+towers, DeiT with its distillation head); on export the spec picks it (see `model_type_for`).
 """
 
 from __future__ import annotations
@@ -16,15 +20,29 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from shared.checkpoints.common import (
     Inference,
     Raw,
     encode_tensors,
     read_config,
     read_tensors,
+    require,
     require_class_token_readout,
     require_plain_blocks,
     width_per_head,
+)
+from shared.checkpoints.hf_models import (
+    ACTIVATIONS,
+    ARCHITECTURES,
+    HF_ACT,
+    MASK_TOKEN,
+    ZERO_PATCH_BIAS,
+    config_for_model,
+    infer_architecture,
+    size_pair,
+    swiglu_width,
 )
 from shared.core.files import write_folder
 from shared.core.mapping import Table
@@ -38,11 +56,6 @@ VIT_CONFIG_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig() defaults (v4
     "hidden_act": "gelu", "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
     "num_channels": 3, "qkv_bias": True,
 }
-ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-               "gelu_fast": "gelu_tanh"}  # the last three compute the tanh approximation
-HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh"}
-
-
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
     """`path` is a save_pretrained directory (config.json + weights) or a weights file."""
     if path.is_dir():
@@ -58,23 +71,34 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
     return read_tensors(path), read_config(config), repr(str(path))
 
 
+def normalise(raw: Raw, source: str) -> Raw:
+    """DINOv2's mask token (masked pre-training only) is not part of the function; CLIP's patch
+    projection has no bias, which is a zero bias here (adding 0 is exact)."""
+    out = {k: v for k, v in raw.items() if k != MASK_TOKEN}
+    if "vision_model.pre_layrnorm.weight" in out and ZERO_PATCH_BIAS not in out:
+        weight = out.get(ZERO_PATCH_BIAS.replace(".bias", ".weight"))
+        if weight is not None:
+            out[ZERO_PATCH_BIAS] = np.zeros(weight.shape[0], np.float32)
+    return out
+
+
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
-    if any(k.startswith("distillation") or "distillation_token" in k for k in raw):
-        raise WeightsError(f"{fmt} checkpoint {source}: a distillation token (DeiT) has no spec field")
-
-
-def _pair(value: Any, key: str) -> tuple[int, int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value, value
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return int(value[0]), int(value[1])
-    raise SpecError(f"config {key} = {value!r}: expected an integer or a [height, width] pair")
+    """Every tensor the spec has no place for is refused by the mapping (unused); this names
+    the Transformers options that leave such tensors, first."""
+    for key in raw:
+        if "relative_position" in key or "rotary" in key:
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (relative or rotary positions) "
+                               "has no spec field")
 
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    model_type = (config or {}).get("model_type", "vit")
+    if model_type in ARCHITECTURES:
+        return infer_architecture(fmt, model_type, raw, config or {})
     cfg = {**VIT_CONFIG_DEFAULTS, **(config or {})}
-    if cfg.get("model_type", "vit") != "vit":
-        raise SpecError(f"config model_type = {cfg['model_type']!r}: expected 'vit'")
+    if model_type != "vit":
+        raise SpecError(f"config model_type = {model_type!r}: expected one of vit, "
+                        f"{', '.join(ARCHITECTURES)}")
     inf = Inference(fmt)
     proj = inf.need(raw, "vit.embeddings.patch_embeddings.projection.weight")
     dim = int(proj.shape[0])
@@ -91,7 +115,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     act = cfg["hidden_act"]
     if act not in ACTIVATIONS:
         raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
-    (h, w), (ph, pw) = _pair(cfg["image_size"], "image_size"), _pair(cfg["patch_size"], "patch_size")
+    (h, w), (ph, pw) = size_pair(cfg["image_size"], "image_size"), size_pair(cfg["patch_size"], "patch_size")
     facts = {
         "dim": dim, "channels": int(proj.shape[1]), "depth": depth, "heads": heads, "head_dim": head_dim,
         "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[act],
@@ -114,13 +138,57 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     return inf
 
 
+def model_type_for(s: ModelSpec) -> str:
+    """The Transformers class that computes `s`, by the feature only it has."""
+    if s.distill_token:
+        return "deit"
+    if s.pooling == "map":
+        return "siglip_vision_model"
+    if s.norm_before_blocks:
+        return "clip_vision_model"
+    if s.layer_scale:
+        return "dinov2_with_registers" if s.registers else "dinov2"
+    return "vit"
+
+
 def check_exportable(fmt: str, s: ModelSpec) -> None:
-    require_class_token_readout(TARGET, s)
-    require_plain_blocks(TARGET, s)
+    model_type = model_type_for(s)
+    if model_type == "vit":
+        require_class_token_readout(TARGET, s)
+        require_plain_blocks(TARGET, s)
+        for name in ("registers", "qk_norm", "patch_norm_in", "patch_norm_out"):
+            require(not getattr(s, name), TARGET, name, getattr(s, name), "none")
+        require(s.num_classes > 0, TARGET, "num_classes", 0, "a classifier (num_classes > 0)")
+        require(s.mlp == "standard", TARGET, "mlp", s.mlp, "standard")
+        require(s.activation in ("gelu", "gelu_tanh"), TARGET, "activation", s.activation,
+                "gelu or gelu_tanh")
+        return
+    arch = ARCHITECTURES[model_type]
+    target = f"Hugging Face {arch.model_class}"
+    require_plain_blocks(target, s)
+    for name, value in arch.fixed.items():
+        require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
+    for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
+        require(not getattr(s, name), target, name, getattr(s, name), "false")
+    only = (("layer_scale", "dinov2"), ("norm_before_blocks", "clip"), ("registers", "dinov2_with"))
+    for name, owner in only:
+        require(not getattr(s, name) or model_type.startswith(owner), target, name, getattr(s, name), "none")
+    require(s.activation in HF_ACT, target, "activation", s.activation, ", ".join(HF_ACT))
+    require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
+            s.image_width, "square images and patches (the config's image_size and patch_size are integers)")
+    if s.mlp == "gated":
+        require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
+                "standard (only DINOv2's SwiGLU, with silu, is gated)")
+        require(swiglu_width(s.dim, 1.5 * s.mlp_dim / s.dim) == s.mlp_dim, target, "mlp_dim", s.mlp_dim,
+                "a multiple of 8 (Dinov2SwiGLUFFN rounds its width up to one)")
 
 
 def config_for(s: ModelSpec) -> dict[str, Any]:
-    """The config.json `ViTForImageClassification.from_pretrained` needs for `s`."""
+    """The config.json the class that computes `s` needs (`ViTForImageClassification` or one of
+    hf_models.py's)."""
+    model_type = model_type_for(s)
+    if model_type != "vit":
+        return config_for_model(model_type, s, HF_ACT[s.activation])
     return {
         "architectures": ["ViTForImageClassification"], "model_type": "vit",
         "hidden_size": s.dim, "num_hidden_layers": s.depth, "num_attention_heads": s.heads,
@@ -153,7 +221,24 @@ head.out.bias                               classifier.bias
 
 
 def table(fmt: str, s: ModelSpec) -> Table:
-    return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
+    model_type = model_type_for(s)
+    if model_type == "vit":
+        return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
+    arch = ARCHITECTURES[model_type]
+    return Table(arch.rows(s), fmt, layer=arch.layer_key, **arch.fill)
+
+
+def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
+    """What the class holds and the spec has no tensor for, or the other way round: DINOv2's
+    mask token (zeros: unused at inference), CLIP's patch bias (dropped if zero, else refused)."""
+    model_type = model_type_for(s)
+    if model_type.startswith("dinov2"):
+        raw[MASK_TOKEN] = np.zeros((1, s.dim), np.float32)
+    if model_type == "clip_vision_model" and np.any(raw.pop(ZERO_PATCH_BIAS)):
+        raise SpecError("cannot export to Hugging Face CLIPVisionModel: tensor 'patch_embed.bias' is not "
+                        "zero, "
+                        "and CLIP's patch projection has no bias")
+    return raw
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
@@ -165,4 +250,6 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
     weights = encode_tensors(out / "model.safetensors", raw, metadata={"format": "pt"})
     write_folder(out, {"model.safetensors": weights,
                        "config.json": (json.dumps(config_for(s), indent=2) + "\n").encode()})
-    return [f"load with transformers.ViTForImageClassification.from_pretrained({str(out)!r})"]
+    model_class = ARCHITECTURES[model_type_for(s)].model_class if model_type_for(s) != "vit" else \
+        "ViTForImageClassification"
+    return [f"load with transformers.{model_class}.from_pretrained({str(out)!r})"]

@@ -63,8 +63,15 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     # attention output (H, hd, D) <-> Linear (D, H*hd)
     "heads_out_linear": (lambda p: W.attn_out_to_out_in(p[0]),
                          lambda x, s: [W.attn_out_from_out_in(x, *s[0][:2])]),
+    # dense (in, out) kernels <-> one Linear (n*out, in), parts stacked on the output axis: a
+    # packed gated MLP's first layer (timm SwiGLUPacked, HF Dinov2SwiGLUFFN weights_in)
+    "stacked_linear": (lambda p: np.concatenate([W.dense_to_out_in(x) for x in p]),
+                       lambda x, s: [W.dense_from_out_in(y) for y in np.split(x, len(s))]),
+    # (out,) biases <-> one (n*out,) bias
+    "stacked_bias": (lambda p: np.concatenate(p), lambda x, s: [y.copy() for y in np.split(x, len(s))]),
 }
-PACKING = ("heads_linear", "heads_bias")  # the layouts that take several parts as well as one
+# the layouts that take several parts as well as one
+PACKING = ("heads_linear", "heads_bias", "stacked_linear", "stacked_bias")
 PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 

@@ -194,6 +194,57 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+# The same families at their sources' full sizes, each parameter count equal to the library's
+# own constructor's (tests/test_checkpoints_families.py builds them on the meta device).
+_VIT_S16 = _VIT_B16.replace(dim=384, heads=6, mlp_dim=1536)
+FULL_SIZE_PRESETS: dict[str, Preset] = {
+    "dinov2-s14-reg4": Preset(
+        _VIT_S16.replace(name="dinov2-s14-reg4", image_height=518, image_width=518, patch_height=14,
+                         patch_width=14, registers=4, pos_embed_class_row=False, layer_scale=True,
+                         num_classes=0),
+        "DINOv2 ViT-S/14 with 4 registers as timm builds it (vit_small_patch14_reg4_dinov2): 3x518x518, "
+        "14x14 patches (37x37 = 1369), a class token and 4 register tokens, a position table over the "
+        "patches only (timm's no_embed_class: the class and register tokens get none), width 384, 12 "
+        "pre-norm blocks, 6 heads of 64, MLP 1536 with exact GELU, LayerScale on both branches, eps "
+        "1e-6, final norm, the class token as the output embedding (num_classes 0). 22,057,344 "
+        "parameters.",
+    ),
+    "deit3-s16": Preset(
+        _VIT_S16.replace(name="deit3-s16", pos_embed_class_row=False, layer_scale=True),
+        "DeiT-III Small/16 as timm builds it (deit3_small_patch16_224): vit-s16 with LayerScale on "
+        "both branches and a position table over the patches only (no_embed_class; added before the "
+        "class token is prepended). 224x224, width 384, 12 blocks, 6 heads, MLP 1536, exact GELU, eps "
+        "1e-6, Linear 384 -> 1000. 22,059,496 parameters.",
+    ),
+    "siglip-b16": Preset(
+        _VIT_B16.replace(name="siglip-b16", class_token=False, pos_embed_class_row=False,
+                         activation="gelu_tanh", pooling="map", num_classes=0),
+        "SigLIP B/16's image tower (timm vit_base_patch16_siglip_224; big_vision's and Transformers' "
+        "SiglipVisionModel): no class token, 196 learned positions, width 768, 12 pre-norm blocks, 12 "
+        "heads of 64, MLP 3072, eps 1e-6, final norm on every token, then the MAP head (a learned "
+        "probe, attention with biases, LayerNorm, MLP 3072 with a residual) whose vector is the output "
+        "(num_classes 0). tanh GELU as big_vision and Transformers (timm uses exact GELU: the same "
+        "parameters). 92,884,224 parameters.",
+    ),
+    "clip-b16": Preset(
+        _VIT_B16.replace(name="clip-b16", norm_before_blocks=True, activation="quick_gelu",
+                         layer_norm_eps=1e-5, final_norm="pooled", num_classes=0),
+        "CLIP ViT-B/16's image tower as Transformers' CLIPVisionModel (OpenAI's weights): 224x224, "
+        "16x16 patches plus a class token, positions with a class row, LayerNorm before the blocks "
+        "(pre_layrnorm), width 768, 12 blocks, 12 heads, MLP 3072 with QuickGELU, eps 1e-5, the final "
+        "LayerNorm on the pooled class token (post_layernorm; pooler_output is the output, num_classes "
+        "0). 85,800,192 parameters: CLIPVisionModel's 85,799,424 plus the 768 of a patch bias, which "
+        "CLIP does not have and the spec always does (zero when converted; only zero exports).",
+    ),
+    "deit-s16-distilled": Preset(
+        _VIT_S16.replace(name="deit-s16-distilled", distill_token=True),
+        "DeiT-S/16 distilled as timm builds it (deit_small_distilled_patch16_224): vit-s16 with a "
+        "distillation token after the class token (both with position rows: 198), a second Linear "
+        "384 -> 1000 on it, and logits that are the mean of the two heads. 22,436,432 parameters.",
+    ),
+}
+PRESETS |= FULL_SIZE_PRESETS
+
 
 def get_preset(name: str) -> ModelSpec:
     return pick("preset", PRESETS, name).spec

@@ -1,0 +1,191 @@
+"""What a timm `VisionTransformer` state dict (and an optional timm config.json) says about the
+spec: facts read from the tensors' names and shapes, timm's conventions applied with a note, and
+the fields that must be asked for (shared/checkpoints/common.py's `Inference`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.checkpoints.common import Inference, Raw, square_grid, width_per_head
+from shared.errors import SpecError, WeightsError
+
+POOLS = {"token": "cls", "avg": "mean", "map": "map"}
+ACT_LAYERS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu",
+              "swish": "silu"}  # timm's get_act_layer names -> the spec's
+
+
+def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The few fields a timm config.json (push_to_hub / pretrained_cfg) states that a state
+    dict does not: num_heads, global_pool, img_size, act_layer."""
+    if not config:
+        return {}
+    args = config.get("model_args") or {}
+    out: dict[str, Any] = {}
+    for key in ("num_heads", "act_layer"):
+        if key in args:
+            out[key] = args[key]
+    pool = config.get("global_pool", args.get("global_pool"))
+    if pool is not None:
+        out["global_pool"] = pool
+    size = args.get("img_size") or (config.get("pretrained_cfg") or {}).get("input_size", [None])[1:]
+    if size:
+        out["img_size"] = (size, size) if isinstance(size, int) else tuple(size)
+    return out
+
+
+def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    inf = Inference(fmt)
+    cfg = _config_values(config)
+    conv = inf.need(raw, "patch_embed.proj.weight")
+    dim, channels, ph, pw = (int(x) for x in conv.shape)
+    where = f"tensor 'patch_embed.proj.weight' {conv.shape}"
+    for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
+        inf.fact(name, value, where)
+    depth = sum(1 for k in raw if k.startswith("blocks.") and k.endswith(".norm1.weight"))
+    inf.fact("depth", depth, f"{depth} 'blocks.*' blocks")
+    inf.fact("qkv_bias", "blocks.0.attn.qkv.bias" in raw, "presence of tensor 'blocks.0.attn.qkv.bias'")
+    final = "pooled" if "fc_norm.weight" in raw else "tokens" if "norm.weight" in raw else "none"
+    inf.fact("final_norm", final, "presence of tensor 'norm.weight' / 'fc_norm.weight'")
+    for name, value in (("norm", "pre"), ("head_hidden", ()), ("pos_rows", None), ("patch_norm_in", False)):
+        inf.fact(name, value, "timm's VisionTransformer architecture")
+    for name, key, option in (
+        ("layer_scale", "blocks.0.ls1.gamma", "init_values"),
+        ("qk_norm", "blocks.0.attn.q_norm.weight", "qk_norm"),
+        ("norm_before_blocks", "norm_pre.weight", "pre_norm"),
+        ("patch_norm_out", "patch_embed.norm.weight", "embed_norm_layer"),
+    ):
+        inf.fact(name, key in raw, f"presence of tensor {key!r} (timm {option})")
+    if "norm_pre.weight" in raw:
+        inf.notes.append("patch_embed.proj.bias: timm's pre_norm=True patch projection has none; "
+                         "converted as zeros (the same function); timm's CLIP models (pre_norm) use "
+                         "LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
+    inf.convention("layer_norm_eps", 1e-6, "timm's LayerNorm")
+    inf.convention("remainder", "drop", "timm's PatchEmbed (a valid conv)")
+    _infer_tokens_and_head(inf, raw)
+    _infer_mlp(inf, raw, cfg)
+    _infer_heads(fmt, inf, cfg, dim, given)
+    _infer_pooling(inf, cfg, raw)
+    _infer_positions(fmt, inf, cfg, raw, ph, pw, given)
+    return inf
+
+
+def _infer_tokens_and_head(inf: Inference, raw: Raw) -> None:
+    inf.fact("class_token", "cls_token" in raw, "presence of tensor 'cls_token'")
+    inf.fact("distill_token", "dist_token" in raw,
+             "presence of tensor 'dist_token' (VisionTransformerDistilled)")
+    registers = int(raw["reg_token"].shape[1]) if "reg_token" in raw else 0
+    inf.fact("registers", registers, "tensor 'reg_token'" if registers else "no tensor 'reg_token'")
+    head = raw.get("head.weight")
+    inf.fact("num_classes", 0 if head is None else int(head.shape[0]),
+             "no tensor 'head.weight' (timm num_classes=0: the pooled vector)" if head is None
+             else "tensor 'head.weight'")
+
+
+def _infer_mlp(inf: Inference, raw: Raw, cfg: dict[str, Any]) -> None:
+    """A packed gated MLP's fc1 is twice as wide as its fc2 reads; a plain MLP's the same width."""
+    fc1 = int(inf.need(raw, "blocks.0.mlp.fc1.weight").shape[0])
+    fc2 = int(inf.need(raw, "blocks.0.mlp.fc2.weight").shape[1])
+    gated = fc1 == 2 * fc2
+    where = f"'blocks.0.mlp.fc1.weight' ({fc1} rows) vs 'blocks.0.mlp.fc2.weight' ({fc2} columns)"
+    inf.fact("mlp", "gated" if gated else "standard", where)
+    inf.fact("mlp_dim", fc2, where)
+    if "act_layer" in cfg:
+        act = cfg["act_layer"]
+        if act not in ACT_LAYERS:
+            raise SpecError(f"config model_args.act_layer = {act!r}: expected one of {', '.join(ACT_LAYERS)}")
+        inf.fact("activation", ACT_LAYERS[act], f"config model_args.act_layer = {act!r}")
+    elif gated:
+        inf.convention("activation", "silu",
+                       "timm's SwiGLU models (act_layer silu); --set activation=.. otherwise")
+    else:
+        inf.convention("activation", "gelu",
+                       "timm's nn.GELU; --set activation=quick_gelu for act_layer='quick_gelu'")
+
+
+def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given: dict[str, Any]) -> None:
+    if "num_heads" in cfg:
+        heads = cfg["num_heads"]
+        inf.fact("heads", heads, f"config model_args.num_heads = {heads}")
+        inf.fact("head_dim", width_per_head(fmt, dim, "tensor 'patch_embed.proj.weight'", heads,
+                                            "config model_args.num_heads"), "width / num_heads")
+        return
+    inf.asks["heads"] = "timm state dicts do not record num_heads; head width = width / heads"
+    if "heads" in given and given.get("dim", dim) == dim:  # a contradicting dim is reported first
+        inf.fact("head_dim", width_per_head(fmt, dim, "tensor 'patch_embed.proj.weight'", given["heads"],
+                                            "spec field heads"), "width / heads (timm Attention)")
+
+
+def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw) -> None:
+    if "attn_pool.latent" in raw:
+        prefix = [k for k in ("cls_token", "dist_token", "reg_token") if k in raw]
+        if prefix:
+            raise WeightsError(f"{inf.fmt} checkpoint: tensor 'attn_pool.latent' with tensor {prefix[0]!r}: "
+                               "timm's map pool reads the patch tokens only, the spec's every token")
+        inf.fact("pooling", "map", "tensor 'attn_pool.latent' (global_pool='map')")
+        inf.fact("pool_qkv_bias", "attn_pool.q.bias" in raw, "presence of tensor 'attn_pool.q.bias'")
+    elif "cls_token" not in raw:
+        inf.fact("pooling", "mean", "no 'cls_token' (timm then needs global_pool='avg')")
+    elif "global_pool" in cfg:
+        pool = cfg["global_pool"]
+        if pool not in ("token", "avg"):
+            raise SpecError(f"config global_pool = {pool!r}: with a class token the spec expresses 'token' "
+                            "and 'avg'")
+        inf.fact("pooling", POOLS[pool], f"config global_pool = {pool!r}")
+    else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
+        inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
+
+
+def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, ph: int, pw: int,
+                     given: dict[str, Any]) -> None:
+    """timm's table covers every prefix token (class, distillation, registers) or, with
+    `no_embed_class=True` (DeiT-III, DINOv2-reg), the patches only."""
+    class_token = "cls_token" in raw
+    registers = "reg_token" in raw
+    prefix = int(class_token) + int("dist_token" in raw)
+    prefix += int(raw["reg_token"].shape[1]) if registers else 0
+    if "pos_embed" not in raw:
+        inf.fact("pos_embed", "none", "no tensor 'pos_embed' (timm pos_embed='none')")
+        inf.fact("pos_embed_class_row", False, "no tensor 'pos_embed'")
+        inf.fact("pos_embed_register_rows", False, "no tensor 'pos_embed'")
+        if "img_size" in cfg:
+            h, w = cfg["img_size"]
+            inf.fact("image_height", h, "config img_size")
+            inf.fact("image_width", w, "config img_size")
+        else:
+            inf.asks["image_height"] = "no position table to read the token grid from"
+            inf.asks["image_width"] = "no position table to read the token grid from"
+        return
+    inf.fact("pos_embed", "learned", "tensor 'pos_embed'")
+    rows = int(raw["pos_embed"].shape[1])
+    where = f"tensor 'pos_embed' ({rows} rows)"
+    size = cfg.get("img_size")
+    if size is None and "image_height" in given and "image_width" in given:
+        size = (given["image_height"], given["image_width"])
+    if size is not None:
+        tokens = (int(size[0]) // ph) * (int(size[1]) // pw)
+        if prefix and rows == tokens + prefix:
+            prefix_rows = True
+        elif rows == tokens:
+            prefix_rows = False  # timm no_embed_class=True (or no prefix tokens)
+        else:
+            raise WeightsError(f"{fmt} checkpoint: {where} does not fit image {size[0]}x{size[1]} with "
+                               f"{ph}x{pw} patches ({tokens} patches, {prefix} prefix tokens)")
+        if "img_size" in cfg:
+            inf.fact("image_height", int(size[0]), "config img_size")
+            inf.fact("image_width", int(size[1]), "config img_size")
+        evidence = f"{where} vs {tokens} patches"
+    else:
+        side_with_rows = square_grid(rows - prefix) if prefix else None
+        side = side_with_rows or square_grid(rows)
+        if side is None:
+            inf.asks["image_height"] = f"{where} is not a square grid; give image_height and image_width"
+            inf.asks["image_width"] = inf.asks["image_height"]
+            return
+        prefix_rows = side_with_rows is not None
+        evidence = where
+        inf.fact("image_height", side * ph, f"{where}, read as a square {side}x{side} grid")
+        inf.fact("image_width", side * pw, f"{where}, read as a square {side}x{side} grid")
+        inf.notes.append(f"image {side * ph}x{side * pw} read from {where} as a square {side}x{side} grid; "
+                         "--set image_height=.. image_width=.. if the grid is not square")
+    inf.fact("pos_embed_class_row", prefix_rows and class_token, evidence)
+    inf.fact("pos_embed_register_rows", prefix_rows and registers, evidence)
