@@ -44,9 +44,11 @@ MAX_STATEMENTS = 60
 LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
     "ports/keras/port.py": "the parallel text's interface with a branch per Keras backend (TensorFlow, JAX, "
                            "torch) in each runtime function: it cannot split alone",
-    "ports/torch/model.py": "the spec's whole model read top to bottom, one parallel text per port (as "
-                            "lucidrains' one-file ViT): a split would put half of every port diff elsewhere",
 }
+# each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
+# lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file
+LONG_MODULES |= {f"ports/{fw}/model.py": "one model, read top to bottom as a parallel text"
+                 for fw in ("torch", "mlx")}
 LONG_FUNCTIONS: dict[str, str] = {}  # "path::function" -> why
 
 
