@@ -79,8 +79,6 @@ def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str])
     # And back: random canonical weights, exported, load strictly into the model timm builds
     # from model_kwargs(spec) (SwiGLU split comes back packed) and give the reference's output.
     tensors = init_weights(spec, seed=5)
-    if spec.norm_before_blocks:  # timm's pre_norm patch projection has no bias: only zero exports
-        tensors["patch_embed.bias"] = np.zeros_like(tensors["patch_embed.bias"])
     rebuilt = timm_model(**model_kwargs(spec), distilled=spec.distill_token).eval()
     exported = export_tensors("timm", spec, tensors)
     rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
@@ -109,8 +107,10 @@ def test_every_timm_tensor_is_used_and_the_inexpressible_is_named() -> None:
     with pytest.raises(WeightsError, match=r"'attn_pool.latent' with tensor 'cls_token'.*patch tokens only"):
         import_tensors("timm", pooled, None, given)
     spec = import_tensors("timm", state_dict(timm_model(**SMALL, pre_norm=True)), None, given).spec
-    with pytest.raises(SpecError, match=r"'patch_embed.bias' is not zero.*pre_norm=True"):
-        export_tensors("timm", spec, init_weights(spec))
+    assert not spec.patch_bias  # timm's pre_norm model has no patch bias: read, not assumed
+    biased = spec.replace(patch_bias=True)
+    with pytest.raises(SpecError, match=r"patch_bias=True.*timm builds the patch bias exactly when pre_norm"):
+        export_tensors("timm", biased, init_weights(biased))
     with pytest.raises(SpecError, match="patch_norm_in=True"):
         both = spec.replace(patch_norm_in=True)
         export_tensors("timm", both, init_weights(both))
@@ -145,8 +145,6 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -
     diff = np.abs(reference.forward(spec, converted.tensors, images) - library_logits(model, images)).max()
     assert diff <= ATOL, diff
     tensors = init_weights(spec, seed=5)
-    if spec.norm_before_blocks:  # CLIP's patch projection has no bias: only zero exports
-        tensors["patch_embed.bias"] = np.zeros_like(tensors["patch_embed.bias"])
     exported = export_tensors("hf", spec, tensors)
     rebuilt = hf_model(model_class, config_for(spec)).eval()
     rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
@@ -154,14 +152,13 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -
     assert back <= ATOL, back
 
 
-# preset -> (the library's constructor, built on the meta device: no 90M-parameter init is paid;
-# the spec's count minus the library's: CLIP has no patch bias, the spec always has one)
+# preset -> the library's constructor, built on the meta device: no 90M-parameter init is paid
 SOURCES = {
-    "dinov2-s14-reg4": ("timm", "vit_small_patch14_reg4_dinov2", 0),
-    "deit3-s16": ("timm", "deit3_small_patch16_224", 0),
-    "siglip-b16": ("timm", "vit_base_patch16_siglip_224", 0),
-    "clip-b16": ("hf", "CLIPVisionModel", 768),
-    "deit-s16-distilled": ("timm", "deit_small_distilled_patch16_224", 0),
+    "dinov2-s14-reg4": ("timm", "vit_small_patch14_reg4_dinov2"),
+    "deit3-s16": ("timm", "deit3_small_patch16_224"),
+    "siglip-b16": ("timm", "vit_base_patch16_siglip_224"),
+    "clip-b16": ("hf", "CLIPVisionModel"),
+    "deit-s16-distilled": ("timm", "deit_small_distilled_patch16_224"),
 }
 
 
@@ -172,7 +169,7 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
 
     from shared.core.presets import FULL_SIZE_PRESETS
 
-    library, name, patch_bias = SOURCES[preset]
+    library, name = SOURCES[preset]
     with torch.device("meta"):
         if library == "timm":
             model = timm.create_model(name, pretrained=False)
@@ -180,4 +177,4 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
             model = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(patch_size=16))
     assert set(SOURCES) == set(FULL_SIZE_PRESETS)
     count = sum(p.numel() for p in model.parameters())
-    assert FULL_SIZE_PRESETS[preset].spec.derived.params == count + patch_bias
+    assert FULL_SIZE_PRESETS[preset].spec.derived.params == count

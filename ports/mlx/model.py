@@ -55,7 +55,8 @@ class PatchEmbed(nn.Module):
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
         self.norm_in = layer_norm(spec, d.patch_features) if spec.patch_norm_in else None
         # MLX convolves NHWC input with an (out, kh, kw, in) weight: neither torch's OIHW nor HWIO.
-        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0)
+        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
+                              bias=spec.patch_bias)
         self.norm_out = layer_norm(spec, spec.dim) if spec.patch_norm_out else None
 
     def __call__(self, x: mx.array) -> mx.array:
@@ -68,7 +69,7 @@ class PatchEmbed(nn.Module):
         else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
             x = self.norm_in(self.unfold(x))
             kernel = self.proj.weight.reshape(self.proj.weight.shape[0], -1)  # OHWI -> (D, ph*pw*C)
-            x = x @ kernel.T + self.proj.bias
+            x = x @ kernel.T + self.proj.bias if "bias" in self.proj else x @ kernel.T
         if self.norm_out is not None:
             x = self.norm_out(x)
         return x.astype(self.proj.weight.dtype)  # the token stream is held in the parameter dtype

@@ -54,7 +54,8 @@ class PatchEmbed(nn.Module):
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
         self.norm_in = layer_norm(spec, d.patch_features) if spec.patch_norm_in else None
-        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0)
+        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
+                              bias=spec.patch_bias)
         self.norm_out = layer_norm(spec, spec.dim) if spec.patch_norm_out else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -267,6 +267,7 @@ def require_defaults(target: str, s: ModelSpec, names: tuple[str, ...] = LATER_F
         require(not getattr(s, name), target, name, getattr(s, name), "none (it has no such feature)")
     if "mlp" not in names:
         require(s.mlp == "standard", target, "mlp", s.mlp, "standard (no gated MLP)")
+    require(s.patch_bias, target, "patch_bias", s.patch_bias, "true (its patch projection has a bias)")
 
 
 def require_class_token_readout(target: str, s: ModelSpec) -> None:

@@ -38,7 +38,6 @@ from shared.checkpoints.hf_models import (
     ARCHITECTURES,
     HF_ACT,
     MASK_TOKEN,
-    ZERO_PATCH_BIAS,
     config_for_model,
     infer_architecture,
     size_pair,
@@ -72,14 +71,8 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
 
 
 def normalise(raw: Raw, source: str) -> Raw:
-    """DINOv2's mask token (masked pre-training only) is not part of the function; CLIP's patch
-    projection has no bias, which is a zero bias here (adding 0 is exact)."""
-    out = {k: v for k, v in raw.items() if k != MASK_TOKEN}
-    if "vision_model.pre_layrnorm.weight" in out and ZERO_PATCH_BIAS not in out:
-        weight = out.get(ZERO_PATCH_BIAS.replace(".bias", ".weight"))
-        if weight is not None:
-            out[ZERO_PATCH_BIAS] = np.zeros(weight.shape[0], np.float32)
-    return out
+    """DINOv2's mask token (masked pre-training only) is not part of the function."""
+    return {k: v for k, v in raw.items() if k != MASK_TOKEN}
 
 
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
@@ -159,6 +152,7 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         for name in ("registers", "qk_norm", "patch_norm_in", "patch_norm_out"):
             require(not getattr(s, name), TARGET, name, getattr(s, name), "none")
         require(s.num_classes > 0, TARGET, "num_classes", 0, "a classifier (num_classes > 0)")
+        require(s.patch_bias, TARGET, "patch_bias", s.patch_bias, "true (its patch projection has a bias)")
         require(s.mlp == "standard", TARGET, "mlp", s.mlp, "standard")
         require(s.activation in ("gelu", "gelu_tanh"), TARGET, "activation", s.activation,
                 "gelu or gelu_tanh")
@@ -230,14 +224,10 @@ def table(fmt: str, s: ModelSpec) -> Table:
 
 def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     """What the class holds and the spec has no tensor for, or the other way round: DINOv2's
-    mask token (zeros: unused at inference), CLIP's patch bias (dropped if zero, else refused)."""
+    mask token (zeros: unused at inference)."""
     model_type = model_type_for(s)
     if model_type.startswith("dinov2"):
         raw[MASK_TOKEN] = np.zeros((1, s.dim), np.float32)
-    if model_type == "clip_vision_model" and np.any(raw.pop(ZERO_PATCH_BIAS)):
-        raise SpecError("cannot export to Hugging Face CLIPVisionModel: tensor 'patch_embed.bias' is not "
-                        "zero, "
-                        "and CLIP's patch projection has no bias")
     return raw
 
 

@@ -11,7 +11,7 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
 - `SiglipVisionModel`: no class token, positions over the patches, final norm on every token
   (`post_layernorm`), then the MAP head (`head.probe`, `head.attention` an nn.MultiheadAttention
   with in_proj packed q, k, v, `head.layernorm`, `head.mlp`). Output: `pooler_output`.
-- `CLIPVisionModel`: `class_embedding`, a patch projection without bias (a zero bias here),
+- `CLIPVisionModel`: `class_embedding`, a patch projection without bias (`patch_bias` false),
   `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
 - `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
@@ -137,7 +137,7 @@ class Architecture:
 
 TOWER = ("vision_model.embeddings.patch_embedding.weight", "vision_model.encoder.layers.{i}")
 DINOV2_FIXED = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pooling": "cls",
-                "layer_scale": True, "final_norm": "tokens", "num_classes": 0}
+                "layer_scale": True, "final_norm": "tokens", "num_classes": 0, "patch_bias": True}
 ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
     "dinov2": Architecture(
         "Dinov2Model", "embeddings.patch_embeddings.projection.weight", "encoder.layer.{i}",
@@ -155,14 +155,16 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         {**COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu_pytorch_tanh",
          "layer_norm_eps": 1e-6},
         {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "pooling": "map",
-         "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True},
+         "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True,
+         "patch_bias": True},
         dict(CLIP_STYLE, embed="vision_model.embeddings", patch="patch_embedding")),
     "clip_vision_model": Architecture(
         "CLIPVisionModel", *TOWER,
         {**COMMON_DEFAULTS, "patch_size": 32, "intermediate_size": 3072, "hidden_act": "quick_gelu",
          "layer_norm_eps": 1e-5},
         {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pooling": "cls",
-         "norm_before_blocks": True, "final_norm": "pooled", "num_classes": 0, "qkv_bias": True},
+         "norm_before_blocks": True, "patch_bias": False, "final_norm": "pooled", "num_classes": 0,
+         "qkv_bias": True},
         dict(CLIP_STYLE, embed="vision_model.embeddings", patch="patch_embedding")),
     "deit": Architecture(
         "DeiTForImageClassificationWithTeacher", "deit.embeddings.patch_embeddings.projection.weight",
@@ -170,11 +172,10 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         {**COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu",
          "layer_norm_eps": 1e-12, "qkv_bias": True},
         {"class_token": True, "distill_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
-         "pooling": "cls", "final_norm": "tokens"},
+         "pooling": "cls", "final_norm": "tokens", "patch_bias": True},
         dict(VIT_STYLE, embed="deit.embeddings", patch="patch_embeddings.projection")),
 }
 MASK_TOKEN = "embeddings.mask_token"  # DINOv2's, used only with bool_masked_pos
-ZERO_PATCH_BIAS = "vision_model.embeddings.patch_embedding.bias"  # CLIP's projection has none
 
 
 def swiglu_width(dim: int, mlp_ratio: float) -> int:
@@ -249,8 +250,6 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
         facts["mlp_dim"] = cfg["intermediate_size"]
     if model_type == "deit":
         facts["num_classes"] = int(inf.need(raw, "cls_classifier.weight").shape[0])
-    if model_type == "clip_vision_model":
-        inf.notes.append(f"{ZERO_PATCH_BIAS}: CLIP's patch projection has none; converted as zeros")
     facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
     for name, value in facts.items():
         inf.fact(name, value, "config.json")

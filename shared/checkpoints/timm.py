@@ -33,7 +33,7 @@ from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.timm_names import timm_table
-from shared.errors import SpecError, WeightsError
+from shared.errors import WeightsError
 
 TARGET = "timm VisionTransformer"
 TIMM_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
@@ -56,16 +56,13 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
 
 def normalise(raw: Raw, source: str) -> Raw:
     """Two spellings of the same function become one: timm's split SwiGLU (`fc1_g`, `fc1_x`) is
-    packed as SwiGLUPacked's one `fc1` (gate first), and the patch projection of a `pre_norm=True`
-    model (CLIP), which timm builds without a bias, gets a zero bias (adding 0 is exact)."""
+    packed as SwiGLUPacked's one `fc1` (gate first)."""
     out = dict(raw)
     for key in [k for k in raw if SPLIT_GATE in k]:
         linear = key.replace(SPLIT_GATE, SPLIT_LINEAR)
         if linear not in out:
             raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
         out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
-    if "norm_pre.weight" in out and "patch_embed.proj.bias" not in out and "patch_embed.proj.weight" in out:
-        out["patch_embed.proj.bias"] = np.zeros(out["patch_embed.proj.weight"].shape[0], np.float32)
     return out
 
 
@@ -86,6 +83,9 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require_plain_blocks(TARGET, s)
     require(not s.patch_norm_in, TARGET, "patch_norm_in", s.patch_norm_in, "false (no LayerNorm before the "
             "patch projection)")
+    require(s.patch_bias != s.norm_before_blocks, TARGET, "patch_bias", s.patch_bias,
+            f"{not s.norm_before_blocks} with norm_before_blocks={s.norm_before_blocks} (timm builds the "
+            "patch bias exactly when pre_norm is false)")
     positioned = s.pos_embed_class_row or not s.class_token
     require(not s.registers or s.pos_embed == "none" or s.pos_embed_register_rows == positioned, TARGET,
             "pos_embed_register_rows", s.pos_embed_register_rows,
@@ -122,16 +122,6 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
 
 def table(fmt: str, s: ModelSpec) -> Table:
     return timm_table(fmt, s)
-
-
-def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
-    """timm's pre_norm=True patch projection has no bias: a zero one is dropped, any other refused."""
-    if s.norm_before_blocks:
-        bias = raw.pop("patch_embed.proj.bias")
-        if np.any(bias):
-            raise SpecError(f"cannot export to {TARGET}: tensor 'patch_embed.bias' is not zero, and timm's "
-                            "pre_norm=True patch projection has no bias")
-    return raw
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:

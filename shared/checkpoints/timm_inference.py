@@ -55,9 +55,10 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         ("patch_norm_out", "patch_embed.norm.weight", "embed_norm_layer"),
     ):
         inf.fact(name, key in raw, f"presence of tensor {key!r} (timm {option})")
+    inf.fact("patch_bias", "patch_embed.proj.bias" in raw, "presence of tensor 'patch_embed.proj.bias' "
+             "(timm pre_norm=True builds none)")
     if "norm_pre.weight" in raw:
-        inf.notes.append("patch_embed.proj.bias: timm's pre_norm=True patch projection has none; "
-                         "converted as zeros (the same function); timm's CLIP models (pre_norm) use "
+        inf.notes.append("timm's CLIP models (pre_norm) use "
                          "LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
     inf.convention("layer_norm_eps", 1e-6, "timm's LayerNorm")
     inf.convention("remainder", "drop", "timm's PatchEmbed (a valid conv)")

@@ -175,9 +175,10 @@ PRESETS: dict[str, Preset] = {
         "is the output (no classifier: num_classes 0, an embedding of width 32).",
     ),
     "clip-tiny": Preset(
-        _ZOO_TINY.replace(name="clip-tiny", norm_before_blocks=True, activation="quick_gelu",
-                          layer_norm_eps=1e-5, final_norm="pooled"),
-        "CLIP's image tower at a tiny size: a LayerNorm before the blocks (ln_pre), QuickGELU "
+        _ZOO_TINY.replace(name="clip-tiny", norm_before_blocks=True, patch_bias=False,
+                          activation="quick_gelu", layer_norm_eps=1e-5, final_norm="pooled"),
+        "CLIP's image tower at a tiny size: a patch projection without bias, a LayerNorm before the "
+        "blocks (ln_pre), QuickGELU "
         "(x * sigmoid(1.702 x), OpenAI's), eps 1e-5, and the final LayerNorm on the pooled class "
         "token (post_layernorm), then a Linear to 10 (the projection's place, with a bias).",
     ),
@@ -227,14 +228,13 @@ FULL_SIZE_PRESETS: dict[str, Preset] = {
         "parameters). 92,884,224 parameters.",
     ),
     "clip-b16": Preset(
-        _VIT_B16.replace(name="clip-b16", norm_before_blocks=True, activation="quick_gelu",
+        _VIT_B16.replace(name="clip-b16", norm_before_blocks=True, patch_bias=False, activation="quick_gelu",
                          layer_norm_eps=1e-5, final_norm="pooled", num_classes=0),
         "CLIP ViT-B/16's image tower as Transformers' CLIPVisionModel (OpenAI's weights): 224x224, "
         "16x16 patches plus a class token, positions with a class row, LayerNorm before the blocks "
         "(pre_layrnorm), width 768, 12 blocks, 12 heads, MLP 3072 with QuickGELU, eps 1e-5, the final "
         "LayerNorm on the pooled class token (post_layernorm; pooler_output is the output, num_classes "
-        "0). 85,800,192 parameters: CLIPVisionModel's 85,799,424 plus the 768 of a patch bias, which "
-        "CLIP does not have and the spec always does (zero when converted; only zero exports).",
+        "0), and no patch bias. 85,799,424 parameters, as CLIPVisionModel's.",
     ),
     "deit-s16-distilled": Preset(
         _VIT_S16.replace(name="deit-s16-distilled", distill_token=True),

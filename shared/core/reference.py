@@ -167,7 +167,7 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
         x = norm("patch_norm_in", x)
     kernel = w["patch_embed.kernel"].reshape(d.patch_features, spec.dim)
-    x = r.param(dense(x, kernel, w["patch_embed.bias"], r))  # the conv, then cast to the stream
+    x = r.param(dense(x, kernel, w.get("patch_embed.bias"), r))  # the conv, then cast to the stream
     if spec.patch_norm_out:
         x = norm("patch_norm_out", x)
     taps["patch_embed"] = x

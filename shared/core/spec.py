@@ -64,7 +64,8 @@ class ModelSpec(Record):
 
     KIND: ClassVar[str] = "spec"
     ADDED_FIELDS: ClassVar[frozenset[str]] = frozenset({
-        "patch_norm_in", "patch_norm_out", "distill_token", "registers", "pos_embed_register_rows",
+        "patch_bias", "patch_norm_in", "patch_norm_out", "distill_token", "registers",
+        "pos_embed_register_rows",
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
     })
 
@@ -75,6 +76,7 @@ class ModelSpec(Record):
     patch_height: int = 16
     patch_width: int = 16
     remainder: Remainder = "drop"  # drop: valid unfold; pad: zero-pad bottom/right to whole patches
+    patch_bias: bool = True  # the patch projection's bias (CLIP's has none)
     patch_norm_in: bool = False  # LayerNorm on each flattened patch before the projection (vit-pytorch)
     patch_norm_out: bool = False  # LayerNorm on each embedded patch token (vit-pytorch)
     # Tokens and positions.

@@ -30,7 +30,8 @@ def canonical_shapes(
     if s.patch_norm_in:
         out |= _norm("patch_norm_in", features)
     out["patch_embed.kernel"] = (s.patch_height, s.patch_width, s.channels, d)
-    out["patch_embed.bias"] = (d,)
+    if s.patch_bias:
+        out["patch_embed.bias"] = (d,)
     if s.patch_norm_out:
         out |= _norm("patch_norm_out", d)
     if s.class_token:
