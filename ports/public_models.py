@@ -1,9 +1,10 @@
 """The public implementations a user would pick instead of a port, for `compare.py peers`: timm's
 VisionTransformer, Transformers 4.x ViTForImageClassification in PyTorch, TensorFlow and Flax, and
 keras-hub's ViTImageClassifier. Each is built random-initialised (nothing is downloaded) on the
-model the spec describes (shared/measure/peer_timing.py checks that the spec is one they can express),
-in its own worker process; each function imports its own framework and returns a synchronised
-forward call on the run's canonical NHWC images, and facts about it (parameter count, mode).
+model the spec describes (shared/measure/peer_timing.py checks that the spec is one it can express:
+timm builds the newer families too, from the timm exporter's `model_kwargs`), in its own worker
+process; each function imports its own framework and returns a synchronised forward call on the
+run's canonical NHWC images, and facts about it (parameter count, mode).
 """
 
 from __future__ import annotations
@@ -41,18 +42,30 @@ def _torch_threads(threads: int) -> None:
     torch.set_float32_matmul_precision("highest")  # fp32 GEMMs, as the ports pin them
 
 
-def timm_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> Built:
-    """timm VisionTransformer (fused scaled_dot_product_attention); eager or torch.compile."""
-    import torch
+def timm_model(kwargs: dict[str, Any], distilled: bool = False) -> Any:
+    """A timm ViT from keyword arguments in the spelling of the timm exporter's `model_kwargs`
+    (shared/checkpoints/timm.py), where layers are named as strings a reader can copy."""
+    from timm import layers
+    from timm.models.deit import VisionTransformerDistilled
     from timm.models.vision_transformer import VisionTransformer
 
+    kwargs = dict(kwargs)
+    if isinstance(kwargs.get("mlp_layer"), str):  # "timm.layers.SwiGLUPacked"
+        kwargs["mlp_layer"] = getattr(layers, kwargs["mlp_layer"].rsplit(".", 1)[-1])
+    norm = kwargs.get("norm_layer")
+    if isinstance(norm, str):  # "functools.partial(timm.layers.LayerNorm, eps=1e-05)"
+        kwargs["norm_layer"] = partial(layers.LayerNorm, eps=float(norm.rstrip(")").split("eps=")[1]))
+    return (VisionTransformerDistilled if distilled else VisionTransformer)(**kwargs)
+
+
+def timm_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
+             options: dict[str, Any] | None = None) -> Built:
+    """timm VisionTransformer (fused scaled_dot_product_attention); eager or torch.compile.
+    `options["kwargs"]`: the exporter's model_kwargs for `spec` (the parent computes them)."""
+    import torch
+
     _torch_threads(threads)
-    model = VisionTransformer(
-        img_size=(spec.image_height, spec.image_width), patch_size=(spec.patch_height, spec.patch_width),
-        in_chans=spec.channels, num_classes=spec.num_classes, embed_dim=spec.dim, depth=spec.depth,
-        num_heads=spec.heads, mlp_ratio=spec.mlp_dim / spec.dim, qkv_bias=spec.qkv_bias,
-        class_token=True, global_pool="token",
-        norm_layer=partial(torch.nn.LayerNorm, eps=spec.layer_norm_eps)).eval()
+    model = timm_model((options or {})["kwargs"], spec.distill_token).eval()
     x = torch.from_numpy(_nchw(images))
     run = torch.compile(model) if mode == "compiled" else model
 
@@ -63,7 +76,8 @@ def timm_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> Bu
     return call, {"params": sum(p.numel() for p in model.parameters()), "mode": mode}
 
 
-def hf_torch_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> Built:
+def hf_torch_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
+                 options: dict[str, Any] | None = None) -> Built:
     """Transformers ViTForImageClassification in PyTorch, eager (its default attention)."""
     import torch
     from transformers import ViTForImageClassification
@@ -80,7 +94,8 @@ def hf_torch_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -
                   "attention": str(model.config._attn_implementation)}
 
 
-def hf_flax_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> Built:
+def hf_flax_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
+                options: dict[str, Any] | None = None) -> Built:
     """Transformers FlaxViTForImageClassification under jax.jit (threads: the CPU affinity)."""
     import jax
     from transformers import FlaxViTForImageClassification
@@ -105,7 +120,8 @@ def _tf_threads(threads: int) -> None:
     tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
-def hf_tf_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> Built:
+def hf_tf_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
+              options: dict[str, Any] | None = None) -> Built:
     """Transformers TFViTForImageClassification (on tf_keras) in a tf.function."""
     import tensorflow as tf
     from transformers import TFViTForImageClassification
@@ -118,7 +134,8 @@ def hf_tf_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> B
     return (lambda: forward(x).numpy()), {"params": int(model.count_params()), "mode": "tf.function"}
 
 
-def keras_hub_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) -> Built:
+def keras_hub_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
+                  options: dict[str, Any] | None = None) -> Built:
     """keras-hub ViTImageClassifier on Keras 3 (TensorFlow backend): `predict_on_batch`, what a
     user calls (Keras' jit_compile="auto"), or `graph`, a tf.function like the Keras port's."""
     import keras_hub
@@ -139,7 +156,8 @@ def keras_hub_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int) 
     return (lambda: model.predict_on_batch(x)), {**facts, "jit_compile": str(model.jit_compile)}
 
 
-BUILDERS: dict[str, Callable[[ModelSpec, np.ndarray, str, int], Built]] = {
+# (spec, images, mode, threads, options): options are what the parent worked out for this builder
+BUILDERS: dict[str, Callable[[ModelSpec, np.ndarray, str, int, dict[str, Any] | None], Built]] = {
     "timm": timm_vit, "hf-torch": hf_torch_vit, "hf-flax": hf_flax_vit, "hf-tf": hf_tf_vit,
     "keras-hub": keras_hub_vit,
 }

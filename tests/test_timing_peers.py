@@ -13,7 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 import compare
+from shared.checkpoints import timm as timm_format
+from shared.core.presets import get_preset
 from shared.measure import peer_timing, rounds
 from shared.measure.contention import CONTENDED
 from tests import background
@@ -114,7 +118,25 @@ def test_a_busy_core_marks_the_workers_contended_and_prints_no_ratio() -> None:
 
 def test_a_spec_the_peers_cannot_build_is_refused() -> None:
     line = error_line(run_compare("peers", "--spec", "archive-torch"))
-    assert "not a standard ViT" in line and "pooling='flatten'" in line and "class_token=False" in line
+    assert "no peer can build" in line and "not a standard ViT" in line and "pooling='flatten'" in line
+    assert "class_token=False" in line and "timm: timm VisionTransformer: spec field pooling" in line
+
+
+def test_timm_builds_the_newer_families_and_the_standard_peers_say_why_not() -> None:
+    from ports.public_models import timm_vit
+
+    dinov2_timm = get_preset("dinov2-reg-tiny").replace(pos_embed_class_row=False)  # no_embed_class
+    families = ("siglip-tiny", "clip-tiny", "deit-distilled-tiny", "deit3-tiny")
+    for spec in (dinov2_timm, *map(get_preset, families)):
+        name = spec.name
+        impls, _, refused = peer_timing.plan(["torch"], ("eager",), spec)
+        assert [i.name for i in impls] == ["port:torch:eager", "timm:eager"], name
+        assert refused[0].startswith("hf-torch:eager (not a standard ViT: "), refused
+        _, facts = timm_vit(spec, np.zeros((1, 16, 16, 3), np.float32), "eager", 1,
+                            {"kwargs": timm_format.model_kwargs(spec)})
+        assert facts["params"] == spec.derived.params, name  # the same model, counted by timm
+    line = error_line(run_compare("peers", "--spec", "siglip-tiny", "--frameworks", "flax"))
+    assert "no peer of flax can build spec 'siglip-tiny': hf-flax:jit (not a standard ViT: " in line
 
 
 def test_missing_extra_names_the_install_command(monkeypatch, capsys) -> None:
@@ -122,7 +144,7 @@ def test_missing_extra_names_the_install_command(monkeypatch, capsys) -> None:
     absent = {"keras_hub", "tf_keras"}
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in absent else real(name, *a))
-    impls, missing = peer_timing.plan(["keras"], ("compiled",))
+    impls, missing, _ = peer_timing.plan(["keras"], ("compiled",), get_preset("quadrant"))
     assert [i.name for i in impls] == ["port:keras:compiled"]
     assert missing == ["keras-hub:predict needs keras_hub", "keras-hub:graph needs keras_hub",
                        "hf-tf:graph needs tf_keras"]

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output
     from shared.core.presets import resolve_spec
-    from shared.errors import FrameworkUnavailable
+    from shared.errors import FrameworkUnavailable, SpecError
     from shared.measure import peer_timing
     from shared.measure.contention import MIN_WALL_S
     from shared.measure.stats import Budget
@@ -74,12 +74,17 @@ def run(args: argparse.Namespace) -> int:
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     if args.json_path:
         check_output(args.json_path, args.force)
-    impls, missing = peer_timing.plan(frameworks, modes)
+    impls, missing, refused = peer_timing.plan(frameworks, modes, spec)
+    no_peer = not any(not i.name.startswith("port:") for i in impls)
+    if no_peer and not missing:
+        raise SpecError(f"no peer of {', '.join(frameworks)} can build spec {spec.name!r}: "
+                        + "; ".join(refused))
     if missing:
         print(f"not installed: {'; '.join(missing)}; install with: {peer_timing.INSTALL}", file=sys.stderr)
-    if not any(not i.name.startswith("port:") for i in impls):
-        raise FrameworkUnavailable("no peer implementation is installed; install with: "
-                                   f"{peer_timing.INSTALL}")
+    if refused:
+        print(f"left out, they cannot build spec {spec.name!r}: {'; '.join(refused)}", file=sys.stderr)
+    if no_peer:
+        raise FrameworkUnavailable(f"no peer implementation is installed; install with: {peer_timing.INSTALL}")
     # At least --repeats calls, and on until the probe of other processes' CPU use can resolve the
     # span (contention.MIN_WALL_S): a 1 ms forward timed 5 times would never be judged.
     budget = Budget(warmup=1, min_repeats=args.repeats, max_repeats=max(args.repeats, 1000),

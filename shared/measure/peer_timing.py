@@ -17,10 +17,11 @@ import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import ports
+from shared.checkpoints import timm as timm_format
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
@@ -58,12 +59,22 @@ PLAN: dict[str, list[Impl]] = {
 }
 
 
-def check_expressible(spec: ModelSpec) -> None:
-    """The peers are standard ViTs: refuse a spec they cannot build, naming every field."""
+def refusal(family: str, spec: ModelSpec) -> str | None:
+    """Why one peer family cannot build `spec` (None: it can). timm builds what the timm exporter
+    accepts (the newer families too); Transformers' and keras-hub's ViTs are standard ViTs only."""
+    if family == "timm":
+        try:
+            timm_format.check_exportable("timm", spec)
+        except SpecError as exc:
+            return str(exc).removeprefix("cannot export to ")
+        if spec.heads * spec.head_dim != spec.dim:
+            return f"heads*head_dim={spec.heads * spec.head_dim} (timm's Attention needs dim={spec.dim})"
+        return None
     wanted = {"class_token": True, "pooling": "cls", "pos_embed": "learned", "pos_embed_class_row": True,
               "norm": "pre", "final_norm": "tokens", "head_hidden": (), "activation": "gelu",
               "qkv_bias": True}
-    wrong = [f"{k}={getattr(spec, k)!r} (peers need {v!r})" for k, v in wanted.items()
+    defaults = {f.name: f.default for f in fields(ModelSpec) if f.name in ModelSpec.ADDED_FIELDS}
+    wrong = [f"{k}={getattr(spec, k)!r} (peers need {v!r})" for k, v in (wanted | defaults).items()
              if getattr(spec, k) != v]
     if spec.heads * spec.head_dim != spec.dim:
         wrong.append(f"heads*head_dim={spec.heads * spec.head_dim} (peers need dim={spec.dim})")
@@ -72,14 +83,24 @@ def check_expressible(spec: ModelSpec) -> None:
     seq_len = spec.derived.seq_len
     if spec.image_height % spec.patch_height or (spec.pos_rows or seq_len) != seq_len:
         wrong.append("image not a whole number of patches, or an explicit pos_rows")
-    if wrong:
-        raise SpecError(f"spec {spec.name!r} is not a standard ViT the peers can build: " + "; ".join(wrong))
+    return "not a standard ViT: " + "; ".join(wrong) if wrong else None
 
 
-def plan(frameworks: list[str], modes: tuple[str, ...]) -> tuple[list[Impl], list[str]]:
-    """(implementations to run, one line per peer that is not installed)."""
+def check_expressible(spec: ModelSpec) -> None:
+    """Refuse, naming every field, a spec that no peer can build."""
+    why = {family: refusal(family, spec) for family in ("timm", "standard")}
+    if all(why.values()):
+        raise SpecError(f"spec {spec.name!r} is a model no peer can build: timm: {why['timm']}; "
+                        f"Transformers and keras-hub: {why['standard']}")
+
+
+def plan(frameworks: list[str], modes: tuple[str, ...],
+         spec: ModelSpec) -> tuple[list[Impl], list[str], list[str]]:
+    """(implementations to run, one line per peer that is not installed, one per peer that
+    cannot build `spec`)."""
     impls: list[Impl] = []
     missing: list[str] = []
+    refused: list[str] = []
     for port_impl, peers in PLAN.items():
         _, name, mode = port_impl.split(":")
         if name not in frameworks or ("eager" if mode == "eager" else "compiled") not in modes:
@@ -87,11 +108,14 @@ def plan(frameworks: list[str], modes: tuple[str, ...]) -> tuple[list[Impl], lis
         impls.append(Impl(port_impl, name))
         for peer in peers:
             absent = [m for m in peer.requires if importlib.util.find_spec(m) is None]
+            why = refusal(peer.name.split(":")[0], spec)
             if absent:
                 missing.append(f"{peer.name} needs {', '.join(absent)}")
+            elif why:
+                refused.append(f"{peer.name} ({why})")
             else:
                 impls.append(peer)
-    return impls, missing
+    return impls, missing, refused
 
 
 def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], rounds: int, timeout: float,
@@ -188,7 +212,8 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
     else:
         family, _, mode = impl.partition(":")
         builders = importlib.import_module("ports.public_models").BUILDERS
-        call, facts = builders[family](spec, images, mode, threads)
+        options = {"kwargs": timm_format.model_kwargs(spec)} if family == "timm" else None
+        call, facts = builders[family](spec, images, mode, threads, options)
     out.report.update(facts)
     out.report["runs_as"] = runs_as(impl, facts)
     first, _ = time_once(call)
