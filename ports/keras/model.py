@@ -52,16 +52,15 @@ class PatchEmbed(layers.Layer):
 
     def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
-        d = spec.derived
+        d, stream = spec.derived, self.dtype_policy
         # ZeroPadding2D takes ((top, bottom), (left, right)): zeros at the bottom and right only.
         self.padding = ((0, d.rows_padded), (0, d.cols_padded))
-        self.pad = layers.ZeroPadding2D(self.padding, dtype=compute) if any(sum(self.padding, ())) else None
+        self.pad = layers.ZeroPadding2D(self.padding, dtype=stream) if any(sum(self.padding, ())) else None
         # `drop`: crop the remainder explicitly. TF's oneDNN Conv2D returned wrong values when a
         # valid, strided conv had to skip it (3x3 image, 1x2 patches: off by 2.3; found by the
         # property test), so no conv kernel ever sees a remainder.
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
-        stream = self.dtype_policy
         self.norm_in = layer_norm(spec, d.patch_features, stream) if spec.patch_norm_in else None
         self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
                                   dtype=compute)
@@ -224,6 +223,8 @@ class AttentionPool(layers.Layer):
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)), (ops.shape(x)[0], 1, ops.shape(x)[2]))
         y = self.attn(x, training=training, taps=taps, queries=probe)
+        # The residual sum in the token stream's dtype (the oracle's): ops.add of the two bfloat16
+        # branches under mixed precision would round it to bfloat16.
         return ops.add(ops.cast(y, self.compute_dtype), self.mlp(self.norm(y), training=training))[:, 0]
 
 
