@@ -54,6 +54,17 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "Head.__init__"): "how nnx and MLX hold a list of submodules",
     ("model.py", "VisionTransformer.__init__"): "how MLX keeps a constant out of its parameters",
     ("model.py", "VisionTransformer.positions"): "MLX's set_dtype casts parameters only",
+    # Keras' entries for the spec's new fields (issue 25)
+    ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout (OIHW, HWIO, ...) read as a "
+                                       "matrix; Keras casts to its conv's compute dtype by hand",
+    ("model.py", "PatchEmbed.unfold.__doc__"): "each library's image layout (NCHW or NHWC)",
+    ("model.py", "Attention.__init__"): "Keras' MultiHeadAttention is built by hand: the port calls its "
+                                        "parts (for qk-norm), never its call",
+    ("model.py", "Attention.project"): "torch splits one packed Linear into heads; Keras' per-head "
+                                       "projections return (B, N, H, hd) already",
+    ("model.py", "Attention.project.__doc__"): "torch's packed Linear vs Keras' query, key and value "
+                                               "projections, and their (B, H, N, hd) vs (B, N, H, hd)",
+    ("model.py", "AttentionPool.<call>"): "Keras' ops.add keeps two bfloat16 branches' sum in bfloat16",
     # port.py: each framework's runtime (devices, threads, precision switches, compilers)
     ("port.py", "<module>.__doc__"): "Keras runs on the active backend; Flax on JAX",
     ("port.py", "pin_precision"): "each framework's own TF32 / matmul-precision switch",

@@ -10,8 +10,8 @@ import keras
 import numpy as np
 from keras import layers, ops
 
-from shared.core.positions import fixed_table
-from shared.core.spec import ModelSpec
+from shared.core.positions import sequence_positions, unpositioned
+from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
@@ -21,7 +21,15 @@ ATTENTION_PATHS = ("fused", "explicit")
 
 def activation(form: str, dtype: str = "float32") -> layers.Layer:
     # Always pass the GELU form: keras.activations.gelu is exact, but keras.ops.gelu is tanh.
-    return layers.Activation(lambda x: keras.activations.gelu(x, approximate=form != "gelu"), dtype=dtype)
+    if form in ("gelu", "gelu_tanh"):
+        return layers.Activation(lambda x: keras.activations.gelu(x, approximate=form != "gelu"), dtype=dtype)
+    # QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x), no framework has it as a layer; SiLU: x * sigmoid(x).
+    return QuickGELU(dtype=dtype) if form == "quick_gelu" else layers.Activation("silu", dtype=dtype)
+
+
+class QuickGELU(layers.Layer):
+    def call(self, x):
+        return x * ops.sigmoid(1.702 * x)
 
 
 def layer_norm(spec: ModelSpec, width: int, dtype: str = "float32") -> layers.LayerNormalization:
@@ -39,28 +47,50 @@ def layer_norm(spec: ModelSpec, width: int, dtype: str = "float32") -> layers.La
 
 
 class PatchEmbed(layers.Layer):
-    """Pad (or drop) the remainder, then one Conv2D with kernel = stride = patch size."""
+    """Pad (or drop) the remainder, then one Conv2D with kernel = stride = patch size; optional
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
 
     def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
-        d = spec.derived
+        d, stream = spec.derived, self.dtype_policy
         # ZeroPadding2D takes ((top, bottom), (left, right)): zeros at the bottom and right only.
         self.padding = ((0, d.rows_padded), (0, d.cols_padded))
-        self.pad = layers.ZeroPadding2D(self.padding, dtype=compute) if any(sum(self.padding, ())) else None
+        self.pad = layers.ZeroPadding2D(self.padding, dtype=stream) if any(sum(self.padding, ())) else None
         # `drop`: crop the remainder explicitly. TF's oneDNN Conv2D returned wrong values when a
         # valid, strided conv had to skip it (3x3 image, 1x2 patches: off by 2.3; found by the
         # property test), so no conv kernel ever sees a remainder.
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
-        patch = (spec.patch_height, spec.patch_width)
-        self.proj = layers.Conv2D(spec.dim, kernel_size=patch, strides=patch, padding="valid", dtype=compute)
-        self.tokens, self.dim = d.num_patches, spec.dim
+        self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
+        self.norm_in = layer_norm(spec, d.patch_features, stream) if spec.patch_norm_in else None
+        self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
+                                  dtype=compute)
+        if self.norm_in is not None:  # the conv is never called then: its kernel is built here
+            self.proj.build((None, *self.used, spec.channels))
+        self.norm_out = layer_norm(spec, spec.dim, stream) if spec.patch_norm_out else None
+        self.tokens, self.dim, self.features = d.num_patches, spec.dim, d.patch_features
 
     def call(self, x):
         if self.pad is not None:
             x = self.pad(x)
-        x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        x = ops.reshape(x, (-1, self.tokens, self.dim))  # (B, rows, cols, D) -> (B, tokens, D), row-major
+        x = x[:, : self.used[0], : self.used[1], :]  # NHWC
+        if self.norm_in is None:
+            # (B, rows, cols, D) -> (B, tokens, D), row-major
+            x = ops.reshape(self.proj(x), (-1, self.tokens, self.dim))
+        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
+            x = self.norm_in(self.unfold(x))
+            kernel = ops.reshape(self.proj.kernel, (self.features, self.dim))  # HWIO -> (ph*pw*C, D)
+            dtype = self.proj.compute_dtype  # the conv's compute dtype, as its own call would cast
+            x = ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
+            x = ops.add(x, ops.cast(self.proj.bias, dtype))
+        if self.norm_out is not None:
+            x = self.norm_out(x)
         return ops.cast(x, self.compute_dtype)  # the token stream is held in the parameter dtype
+
+    def unfold(self, x):
+        """(B, H, W, C) -> (B, tokens, ph*pw*C): patches row-major, each flattened (ph, pw, C)."""
+        (rows, cols), (ph, pw) = self.grid, self.patch
+        x = ops.reshape(x, (-1, rows, ph, cols, pw, self.features // (ph * pw)))
+        return ops.reshape(ops.transpose(x, (0, 1, 3, 2, 4, 5)), (-1, rows * cols, self.features))
 
 
 class Attention(layers.Layer):
@@ -69,48 +99,84 @@ class Attention(layers.Layer):
     Keras' MultiHeadAttention takes the per-head width (key_dim), so it expresses the spec's
     head_dim directly: key_dim=32 with 4 heads is 4 heads of width 32, not of width 8 as torch's
     embed_dim=32. Its use_bias covers q, k, v and the output together, so without qkv bias the
-    output bias is a weight of its own."""
+    output bias is a weight of its own. Its call has no place for qk-norm between the projections
+    and the product, so this module calls its parts: the query, key and value projections, its
+    `_compute_attention` (the override point its docstring names) and the output projection."""
 
-    def __init__(self, spec: ModelSpec, index: int, compute: str = "float32", **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, compute: str = "float32",
+                 **kwargs) -> None:
         super().__init__(**kwargs)
-        self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
+        self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.mha = layers.MultiHeadAttention(
             num_heads=spec.heads, key_dim=spec.head_dim, value_dim=spec.head_dim,
-            dropout=spec.dropout_attn, use_bias=spec.qkv_bias, dtype=compute,
+            dropout=spec.dropout_attn, use_bias=qkv_bias, dtype=compute,
         )
+        # Its own call, which would build it, is never used: built here, for (B, tokens, D) inputs.
+        self.mha.build((None, None, spec.dim), (None, None, spec.dim))
+        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
+        self.q_norm = layer_norm(spec, spec.head_dim, compute) if qk_norm else None
+        self.k_norm = layer_norm(spec, spec.head_dim, compute) if qk_norm else None
         self.out_bias = None
-        if not spec.qkv_bias:
+        if not qkv_bias:
             self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None):
+        q, k, v = self.project(x, queries)  # each (B, N, H, hd)
+        if self.q_norm is not None:  # in the compute dtype, as the product reads them
+            q, k = self.q_norm(q), self.k_norm(k)
         # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
-        y = self.explicit(x, training, taps) if explicit else self.mha(x, x, training=training)
+        if explicit:
+            context = self.explicit(q, k, v, training, taps)
+        else:
+            context, _ = self.mha._compute_attention(q, k, v, training=training)
+        y = self.mha.output_dense(context)
         return y if self.out_bias is None else y + ops.cast(self.out_bias, y.dtype)
 
-    def explicit(self, x, training: bool, taps: Taps):
+    def project(self, x, queries) -> tuple:
+        """q, k, v as (B, N, H, hd). `queries` (the attention pool's probe) attend over `x`: the
+        MultiHeadAttention's query projection takes them, its key and value projections `x`."""
+        queries = x if queries is None else queries
+        return self.mha.query_dense(queries), self.mha.key_dense(x), self.mha.value_dense(x)
+
+    def explicit(self, q, k, v, training: bool, taps: Taps):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # return_attention_scores=True: MultiHeadAttention leaves its fused dot-product kernel for
         # its own einsum, softmax and einsum, and returns the probabilities it applied.
-        y, probs = self.mha(x, x, training=training, return_attention_scores=True)
+        context, probs = self.mha._compute_attention(q, k, v, training=training, return_attention_scores=True)
         taps[f"{self.tag}.attn_probs"] = probs
-        return y
+        return context
 
 
 class Mlp(layers.Layer):
-    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
+    """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
+
+    def __init__(self, spec: ModelSpec, gated: bool, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
+        self.gate = layers.Dense(spec.mlp_dim, dtype=compute) if gated else None
         self.fc1 = layers.Dense(spec.mlp_dim, dtype=compute)
         self.act = activation(spec.activation, compute)
         self.fc2 = layers.Dense(spec.dim, dtype=compute)
         self.drop = layers.Dropout(spec.dropout_mlp, dtype=compute)
 
     def call(self, x, training=False):
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)), training=training)), training=training)
+        h = self.act(self.fc1(x)) if self.gate is None else ops.multiply(self.act(self.gate(x)), self.fc1(x))
+        return self.drop(self.fc2(self.drop(h, training=training)), training=training)
+
+
+class LayerScale(layers.Layer):
+    """A learned per-channel gamma on a residual branch (DINOv2, DeiT-III; timm's ls1 / ls2)."""
+
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.gamma = self.add_weight(shape=(spec.dim,), initializer="ones", name="gamma")
+
+    def call(self, x):
+        return ops.multiply(x, self.gamma)
 
 
 class Block(layers.Layer):
@@ -118,42 +184,64 @@ class Block(layers.Layer):
         super().__init__(**kwargs)
         self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
         self.norm1 = layer_norm(spec, spec.dim, stream)
-        self.attn = Attention(spec, index, compute, dtype=stream)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, compute, dtype=stream)
+        self.ls1 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
         self.norm2 = layer_norm(spec, spec.dim, stream)
-        self.mlp = Mlp(spec, compute, dtype=compute)
+        self.mlp = Mlp(spec, spec.mlp == "gated", compute, dtype=compute)
+        self.ls2 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = ops.add(x, a := self.attn(h, training=training, taps=t))
+            x = ops.add(x, a := self.ls1(self.attn(h, training=training, taps=t)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
-            x = ops.add(x, m := self.mlp(h, training=training))
+            x = ops.add(x, m := self.ls2(self.mlp(h, training=training)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.attn(x, training=training, taps=t)
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, training=training, taps=t))
             x = t[f"{self.tag}.norm1"] = self.norm1(ops.add(x, a))
-            t[f"{self.tag}.mlp"] = m = self.mlp(x, training=training)
+            t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x, training=training))
             x = t[f"{self.tag}.norm2"] = self.norm2(ops.add(x, m))
         t[f"{self.tag}.out"] = x
         return x
 
 
+class AttentionPool(layers.Layer):
+    """big_vision's MAPHead (timm's attention pool, SigLIP's head): a learned probe attends over
+    every token, then y + MLP(LN(y)); the probe's row is the pooled vector."""
+
+    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
+        super().__init__(**kwargs)
+        stream = self.dtype_policy
+        self.probe = self.add_weight(shape=(spec.dim,), initializer="zeros", name="probe")
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, compute=compute, dtype=stream)
+        self.norm = layer_norm(spec, spec.dim, stream)
+        self.mlp = Mlp(spec, gated=False, compute=compute, dtype=compute)
+
+    def call(self, x, training=False, taps: Taps = NO_TAPS):
+        probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)), (ops.shape(x)[0], 1, ops.shape(x)[2]))
+        y = self.attn(x, training=training, taps=taps, queries=probe)
+        # The residual sum in the token stream's dtype (the oracle's): ops.add of the two bfloat16
+        # branches under mixed precision would round it to bfloat16.
+        return ops.add(ops.cast(y, self.compute_dtype), self.mlp(self.norm(y), training=training))[:, 0]
+
+
 class Head(layers.Layer):
-    """Hidden Dense + activation + dropout layers, then the class logits."""
+    """Hidden Dense + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
     def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.hidden = [layers.Dense(width, dtype=compute) for width in spec.head_hidden]
         self.act = activation(spec.head_activation, compute)
         self.drop = layers.Dropout(spec.dropout_head, dtype=compute)
-        self.out = layers.Dense(spec.num_classes, dtype=compute)
+        self.out = layers.Dense(spec.num_classes, dtype=compute) if spec.num_classes else None
 
     def call(self, x, training=False):
         for layer in self.hidden:
             x = self.drop(self.act(layer(x)), training=training)
-        return self.out(x)
+        return x if self.out is None else self.out(x)
 
 
 class VisionTransformer(keras.Model):
@@ -162,53 +250,84 @@ class VisionTransformer(keras.Model):
         d, stream = spec.derived, self.dtype_policy
         self.spec = spec
         self.patch_embed = PatchEmbed(spec, compute, dtype=stream)
-        self.cls_token = None
+        self.cls_token, self.dist_token, self.reg_tokens = None, None, None
         if spec.class_token:
             self.cls_token = self.add_weight(shape=(spec.dim,), initializer="zeros", name="cls_token")
+        if spec.distill_token:
+            self.dist_token = self.add_weight(shape=(spec.dim,), initializer="zeros", name="dist_token")
+        if spec.registers:
+            self.reg_tokens = self.add_weight(shape=(spec.registers, spec.dim), initializer="zeros",
+                                              name="reg_tokens")
         self.pos_embed, self.pos_table = None, None
         if spec.pos_embed == "learned":  # the whole table; only the first rows are used
             self.pos_embed = self.add_weight(
                 shape=(d.pos_rows_total, spec.dim), initializer="zeros", name="pos_embed"
             )
         elif spec.pos_embed == "sincos":  # fixed, not a weight
-            self.pos_table = fixed_table(spec).astype(np.float32)
+            self.pos_table = sequence_positions(spec).astype(np.float32)
         self.pos_drop = layers.Dropout(spec.dropout_embed, dtype=stream)
+        self.norm_pre = layer_norm(spec, spec.dim, stream) if spec.norm_before_blocks else None
         self.blocks = [Block(spec, i, compute, dtype=stream) for i in range(spec.depth)]
         self.final_norm = None
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = layer_norm(spec, width, stream)
+        self.pool = AttentionPool(spec, compute, dtype=stream) if spec.pooling == "map" else None
         self.head = Head(spec, compute, dtype=compute)
+        self.head_dist = layers.Dense(spec.num_classes, dtype=compute) if spec.distill_token else None
+
+    def prefix(self, batch):
+        """The class, distillation and register tokens, in that order, for every image."""
+        tokens = [ops.reshape(t, (-1, self.spec.dim))
+                  for t in (self.cls_token, self.dist_token, self.reg_tokens) if t is not None]
+        if not tokens:
+            return None
+        shape = (batch, self.spec.derived.prefix_tokens, self.spec.dim)
+        return ops.broadcast_to(ops.concatenate(tokens, axis=0)[None], shape)
 
     def positions(self):
-        if self.pos_embed is not None:
-            return self.pos_embed[: self.spec.derived.pos_rows_used]
-        return None if self.pos_table is None else ops.convert_to_tensor(self.pos_table, self.compute_dtype)
+        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
+        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        if self.pos_embed is None:
+            fixed = self.pos_table
+            return None if fixed is None else ops.convert_to_tensor(fixed, self.compute_dtype)
+        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        if not missing:
+            return table
+        k = positioned_prefix(self.spec)
+        zeros = ops.zeros((missing, self.spec.dim), table.dtype)
+        return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
+        prefix = self.prefix(ops.shape(x)[0])
+        if prefix is not None:  # [class, distillation, registers] then the patches
+            x = ops.concatenate([ops.cast(prefix, x.dtype), x], axis=1)
         table = self.positions()
-        if table is not None and not s.pos_embed_class_row:
-            x = x + table  # big_vision: patches only, before the class token
-        if self.cls_token is not None:
-            cls = ops.broadcast_to(ops.reshape(self.cls_token, (1, 1, -1)), (ops.shape(x)[0], 1, s.dim))
-            x = ops.concatenate([cls, x], axis=1)
-        if table is not None and s.pos_embed_class_row:
-            x = x + table  # timm/torchvision: the table has a class-token row
+        if table is not None:
+            x = x + table
         x = t["pos_embed"] = self.pos_drop(x, training=training)
+        if self.norm_pre is not None:  # CLIP's ln_pre
+            x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
             x = blk(x, training=training, taps=taps)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
+        tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling == "mean":
-            x = ops.mean(x[:, int(s.class_token):], axis=1)  # patch tokens only
+            x = ops.mean(x[:, s.derived.prefix_tokens:], axis=1)  # patch tokens only
+        elif s.pooling == "map":
+            x = self.pool(x, training=training, taps=t)
         else:
             x = ops.reshape(x, (-1, s.derived.pooled_dim))
         if s.final_norm == "pooled":
             x = self.final_norm(x)
         t["pooled"] = x
-        x = t["logits"] = self.head(x, training=training)
+        x = self.head(x, training=training)
+        if self.head_dist is not None:  # inference: the mean of the class and distillation heads
+            x = (x + self.head_dist(tokens[:, 1])) / 2
+        t["logits"] = x
         return x
