@@ -43,6 +43,12 @@ def demo_eps() -> Demo:
              forward(small, c2.weights, c2.images))
     demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {g2:.3g}, below the 5e-6 "
                       "tolerance: on some models only the spec, not the tolerance, catches it")
+    deit = get_preset("deit-distilled-tiny")  # timm's DeiT epsilon, 1e-6
+    c3 = demo_case(deit)
+    g3 = gap(forward(deit.replace(layer_norm_eps=1e-12), c3.weights, c3.images),
+             forward(deit, c3.weights, c3.images))
+    demo.lines.append(f"spec 'deit-distilled-tiny' (timm's eps {deit.layer_norm_eps:g}) with Transformers' "
+                      f"DeiTConfig/ViTConfig 1e-12: {g3:.3g} (the converter carries the source's value)")
     return demo
 
 
