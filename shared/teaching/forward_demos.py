@@ -124,7 +124,7 @@ def demo_batch_first() -> Demo:
     case, h, expected = _block0_attention_io(spec)
     w = {k: v.astype(np.float64) for k, v in case.weights.items()}
     # (B, T, E) read as (T, B, E): attention runs across the batch at each token position
-    swapped = attention(spec, w, "blocks.0.", h.transpose(1, 0, 2)).transpose(1, 0, 2)
+    swapped = attention(spec, w, "blocks.0.attn.", h.transpose(1, 0, 2)).transpose(1, 0, 2)
     demo = Demo(gap(swapped, expected), ran_with=["reference"])
     demo.lines.append(f"block 0 attention, (B, T, E) read as (T, B, E) (reference): {demo.gap:.3g}")
     torch = framework("torch")
