@@ -180,9 +180,11 @@ def test_weight_written_variants_compute_what_they_name() -> None:
     case, taps = demo_case(spec), {}
     forward(spec, case.weights, case.images, taps)
     tokens = taps["final_norm"]
-    for key, token, head in (("class head alone", 0, "head.out."), ("distillation head alone", 1, "head_dist.out.")):
+    for key, token, head in (("class head alone", 0, "head.out."),
+                             ("distillation head alone", 1, "head_dist.out.")):
         mutated = variant(key).apply(case)
-        alone = tokens[:, token] @ case.weights[head + "kernel"].astype(np.float64) + case.weights[head + "bias"]
+        kernel, bias = case.weights[head + "kernel"].astype(np.float64), case.weights[head + "bias"]
+        alone = tokens[:, token] @ kernel + bias
         # doubling a float32 weight is exact: only float64 summation order differs
         assert np.max(np.abs(forward(mutated.spec, mutated.weights, mutated.images) - alone)) < 1e-12, key
 
@@ -212,7 +214,8 @@ def test_swiglu_half_order_and_width_are_the_libraries() -> None:
                             (GluMlp(spec.dim, 2 * spec.mlp_dim, act_layer=torch.nn.SiLU), swapped.weights)):
         w = case.weights  # packed as the checkpoints pack it: gate first
         with torch.no_grad():
-            module.fc1.weight.copy_(torch.from_numpy(np.concatenate([w[p + "gate.kernel"], w[p + "fc1.kernel"]], 1).T))
+            packed = np.concatenate([w[p + "gate.kernel"], w[p + "fc1.kernel"]], axis=1)
+            module.fc1.weight.copy_(torch.from_numpy(packed.T))
             module.fc1.bias.copy_(torch.from_numpy(np.concatenate([w[p + "gate.bias"], w[p + "fc1.bias"]])))
             module.fc2.weight.copy_(torch.from_numpy(w[p + "fc2.kernel"].T))
             module.fc2.bias.copy_(torch.from_numpy(w[p + "fc2.bias"]))

@@ -39,7 +39,8 @@ def demo_pool_qkv_bias() -> Demo:
     case = demo_case(spec)
     pinned = forward(spec, case.weights, case.images)
     key_bias = {**case.weights, "pool.attn.key.bias": np.zeros_like(case.weights["pool.attn.key.bias"])}
-    demo.lines.append(f"the key bias alone moves them by {gap(forward(spec, key_bias, case.images), pinned):.3g}: "
+    moved = gap(forward(spec, key_bias, case.images), pinned)
+    demo.lines.append(f"the key bias alone moves them by {moved:.3g}: "
                       "q . b_k is one constant per query, which the softmax removes; the query and "
                       f"value biases carry the gap (output width {spec.derived.outputs}: the embedding)")
     return demo
@@ -49,7 +50,8 @@ def demo_quick_gelu() -> Demo:
     demo = variant_demo(get_preset("clip-tiny"), ("QuickGELU and exact GELU swapped",))
     x = np.linspace(-4, 4, 81)
     quick = activation(x, "quick_gelu")
-    demo.lines.append(f"x in [-4, 4]: x*sigmoid(1.702x) vs exact GELU {gap(quick, activation(x, 'gelu')):.3g} "
+    exact = activation(x, "gelu")
+    demo.lines.append(f"x in [-4, 4]: x*sigmoid(1.702x) vs exact GELU {gap(quick, exact):.3g} "
                       "(the reference's formulas)")
     mlx = framework("mlx")
     if mlx is None:
@@ -104,8 +106,8 @@ def demo_register_pooling() -> Demo:
     demo = variant_demo(spec, ("registers averaged with the patches",))
     demo.lines.insert(0, f"{d.num_patches} patches, {spec.registers} registers: the spec averages the "
                          f"{d.num_patches} patches (timm x[:, num_prefix_tokens:], Transformers' "
-                         f"Dinov2WithRegisters 1 + num_register_tokens:); a port that skips only the class token "
-                         f"averages {d.num_patches + spec.registers}")
+                         "Dinov2WithRegisters 1 + num_register_tokens:); a port that skips only the class "
+                         f"token averages {d.num_patches + spec.registers}")
     return demo
 
 

@@ -318,7 +318,8 @@ def distilled_head_alone(which: str) -> Transform:
     def run(case: Case) -> Case | None:
         if not case.spec.distill_token:
             return None
-        kept, zeroed = ("head.out.", "head_dist.out.") if which == "class" else ("head_dist.out.", "head.out.")
+        heads = ("head.out.", "head_dist.out.")
+        kept, zeroed = heads if which == "class" else heads[::-1]
         changed: dict[str, np.ndarray] = {}
         for part in ("kernel", "bias"):
             changed[kept + part] = case.weights[kept + part] * np.float32(2)  # exact in float32
