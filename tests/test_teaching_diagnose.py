@@ -61,6 +61,29 @@ def test_recovers_head_width_mismatch(quadrant: Case, key: str) -> None:
     assert result.explained[0].settings[0].entry in ("head_width", "attention_scale")
 
 
+FAMILY_SLIPS = [  # (preset, spec changes, variant): the newer families' catalogue entries
+    ("dinov2-reg-tiny", {}, "LayerScale gammas dropped"),
+    ("dinov2-reg-tiny", {}, "gated MLP halves swapped"),
+    ("dinov2-reg-tiny", {"pooling": "mean"}, "registers averaged with the patches"),
+    ("dinov2-reg-tiny", {"pos_embed_register_rows": True}, "register position rows read as patch rows"),
+    ("siglip-tiny", {}, "pool q/k/v biases dropped"),  # no classifier: the 32-wide embedding
+    ("clip-tiny", {}, "QuickGELU and exact GELU swapped"),
+    ("deit-distilled-tiny", {}, "class head alone"),
+]
+
+
+@pytest.mark.parametrize(("preset", "changes", "key"), FAMILY_SLIPS, ids=[c[2] for c in FAMILY_SLIPS])
+def test_recovers_the_newer_families_slips_from_a_real_port(preset: str, changes: dict, key: str) -> None:
+    """The torch port runs the slip (its spec and weights); diagnose names it first, on specs
+    whose SiLU, QuickGELU and qk-norm the older alternatives must step over."""
+    spec = get_preset(preset).replace(**changes)
+    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
+    mutated = variant(key).apply(case)
+    assert mutated is not None
+    result = diagnose(spec, case.weights, case.images, _torch_logits(mutated), pairs=False)
+    assert result.explained and result.explained[0].label == key, result.lines()
+
+
 def test_recovers_a_pair(quadrant: Case) -> None:
     spec = quadrant.spec.replace(layer_norm_eps=1e-6, activation="gelu_tanh")  # Flax's two defaults
     user = forward(spec, quadrant.weights, quadrant.images).astype(np.float32)

@@ -87,6 +87,18 @@ FORWARD_CASES = [
     ("attention_scale", "torch", "quadrant", {}, "attention not scaled"),
     ("patch_layout", "torch", "quadrant", {"channels": 3}, "patches flattened (C, ph, pw)"),
     ("patch_layout", "torch", "quadrant", {"channels": 3}, "images reshaped to NCHW"),
+    # the newer families, on the tiny preset that has the feature (shared/teaching/detectability.py)
+    ("layer_scale", "torch", "dinov2-reg-tiny", {}, "LayerScale gammas dropped"),
+    ("pool_qkv_bias", "torch", "siglip-tiny", {}, "pool q/k/v biases dropped"),
+    ("quick_gelu", "torch", "clip-tiny", {}, "QuickGELU and exact GELU swapped"),
+    ("swiglu", "torch", "dinov2-reg-tiny", {}, "gated MLP halves swapped"),
+    ("register_pooling", "torch", "dinov2-reg-tiny", {"pooling": "mean"},
+     "registers averaged with the patches"),
+    ("register_positions", "torch", "dinov2-reg-tiny", {"pos_embed_register_rows": True},
+     "register position rows dropped"),
+    ("register_positions", "torch", "dinov2-reg-tiny", {"pos_embed_register_rows": True},
+     "register position rows read as patch rows"),
+    ("distilled_heads", "torch", "deit-distilled-tiny", {}, "class head alone"),
 ]
 
 

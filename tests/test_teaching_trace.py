@@ -65,6 +65,26 @@ def test_tanh_gelu_in_block_3_is_located_in_flax(archive) -> None:
     assert first is not None and first.name == "block3.mlp"
 
 
+def test_dropped_layer_scale_is_named_at_block_0s_attention_branch() -> None:
+    """The torch port loaded by a loader that skips ls1/ls2 (gammas left at one, the public MLX
+    DINOv2 bug): everything up to block 0's attention probabilities agrees; its attention branch,
+    after ls1, is the first tensor over budget."""
+    from shared.teaching.variants import Case, variant
+
+    spec = get_preset("dinov2-reg-tiny")
+    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
+    dropped = variant("LayerScale gammas dropped").apply(case)
+    assert dropped is not None
+    port = create_port("torch", spec)
+    port.load(dropped.weights)
+    trace = compare_taps(spec, reference_taps(spec, case.weights, case.images),
+                         port.intermediates(case.images), "torch")
+    before = ["patch_embed", "pos_embed", "block0.norm1", "block0.attn_probs"]
+    assert [r.name for r in trace.rows[:4]] == before
+    assert not any(r.over for r in trace.rows[:4])
+    assert trace.first_divergence is not None and trace.first_divergence.name == "block0.attn"
+
+
 def test_cli_trace_reports_each_port(tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
     proc = subprocess.run([sys.executable, "compare.py", "trace", "--spec", "quadrant", "--frameworks",

@@ -47,6 +47,14 @@ ENTRY_CASES: dict[str, tuple[tuple[str, dict[str, object]], ...]] = {
     "remainder": (("archive-keras", {"remainder": "drop", "pos_rows": 32}),),
     "patch_layout": (("quadrant", {"channels": 3}),),  # one channel: both orders coincide
     "pos_table_rows": (("archive-final", {}),),  # a position table larger than the sequence
+    # the newer families: the tiny preset that has the feature
+    "layer_scale": (("dinov2-reg-tiny", {}),),
+    "pool_qkv_bias": (("siglip-tiny", {}),),
+    "quick_gelu": (("clip-tiny", {}),),
+    "swiglu": (("dinov2-reg-tiny", {}),),
+    "register_pooling": (("dinov2-reg-tiny", {"pooling": "mean"}),),
+    "register_positions": (("dinov2-reg-tiny", {"pos_embed_register_rows": True}),),
+    "distilled_heads": (("deit-distilled-tiny", {}),),
 }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from shared.teaching import family_demos as family
 from shared.teaching import forward_demos as fwd
 from shared.teaching import precision_demos as prec
 from shared.teaching import training_demos as train
@@ -59,7 +60,9 @@ CATALOGUE: tuple[Entry, ...] = (
           "and take NHWC", "convention: NHWC input, (ph, pw, C) flatten (shared/core/spec.py)", "forward",
           "16", fwd.demo_patch_layout, ("patches flattened (C, ph, pw)", "images reshaped to NCHW")),
     Entry("layer_norm_eps", "LayerNorm epsilon",
-          "torch and MLX 1e-5, Flax 1e-6, Keras 1e-3 by default", "ModelSpec.layer_norm_eps", "forward", "1",
+          "torch and MLX 1e-5, Flax 1e-6, Keras 1e-3 by default; model configs differ too: "
+          "Transformers' ViTConfig and DeiTConfig 1e-12 (BERT's) where timm's ViT and DeiT use 1e-6, "
+          "so a converter must carry the source's value", "ModelSpec.layer_norm_eps", "forward", "1",
           fwd.demo_eps, tuple(f"layer_norm_eps={v:g}" for v in (1e-3, 1e-5, 1e-6, 1e-7, 1e-12))),
     Entry("gelu", "GELU: exact or tanh",
           "torch and keras.activations use exact erf; jax.nn.gelu, nnx.gelu and keras.ops.gelu "
@@ -161,6 +164,49 @@ CATALOGUE: tuple[Entry, ...] = (
           "the stream in the parameter dtype (shared/core/precision.py, point 1): every port casts the "
           "patch embedding to it; Keras gives mixed_<dtype> to computing layers only, float32 to "
           "containers and LayerNorms", "numerics", "-", prec.demo_mixed_stream),
+    Entry("layer_scale", "LayerScale dropped on load",
+          "DINOv2 and DeiT-III scale each residual branch by a learned per-channel gamma (timm "
+          "ls1/ls2.gamma, Transformers layer_scale1/2.lambda1); a loader that skips those tensors "
+          "leaves the gammas at one and raises nothing (the public MLX DINOv2 port: cosine 0.9998 "
+          "only after the fix)", "ModelSpec.layer_scale; every canonical tensor must be loaded",
+          "forward", "-", family.demo_layer_scale, ("LayerScale gammas dropped",),
+          framework_default=False),
+    Entry("pool_qkv_bias", "Attention pool: query/key/value biases on or off",
+          "big_vision's MAPHead (SigLIP) and timm's map pool have q/k/v biases; AlgoPerf's PyTorch "
+          "attention-pool ViT had them off where its JAX one had them on (the key bias alone "
+          "changes nothing: the softmax removes it)", "ModelSpec.pool_qkv_bias", "forward", "-",
+          family.demo_pool_qkv_bias, ("pool q/k/v biases dropped",), framework_default=False),
+    Entry("quick_gelu", "QuickGELU or exact GELU",
+          "OpenAI CLIP computes x*sigmoid(1.702x) (QuickGELU), open_clip's own models and most "
+          "ViTs exact GELU; MLX's gelu_fast_approx (nn.GELU(approx='fast')) is QuickGELU under a "
+          "GELU name", "ModelSpec.activation (quick_gelu / gelu)", "forward", "-",
+          family.demo_quick_gelu, ("QuickGELU and exact GELU swapped",), framework_default=False),
+    Entry("swiglu", "SwiGLU: which half is the gate, and the hidden width",
+          "a packed fc1 holds both halves: timm's SwiGLUPacked, DINOv2's w12 and Transformers' "
+          "weights_in take the gate from the first, timm's GluMlp default (gate_last=True) from the "
+          "second; DINOv2's hidden width is (int(h*2/3)+7)//8*8, a port that drops the rounding "
+          "builds other shapes (refused on load, not silently wrong)",
+          "ModelSpec.mlp=gated: fc2(act(gate x) * fc1 x); ModelSpec.mlp_dim is the width itself",
+          "forward", "-", family.demo_swiglu, ("gated MLP halves swapped",), framework_default=False),
+    Entry("register_pooling", "Registers in mean pooling",
+          "timm and Transformers average the patch tokens only (class and register tokens "
+          "excluded); a port that skips only the class token averages the registers in",
+          "convention: mean pooling averages the patches (shared/core/spec.py)", "forward", "-",
+          family.demo_register_pooling, ("registers averaged with the patches",),
+          framework_default=False),
+    Entry("register_positions", "Register tokens with or without position rows",
+          "DINOv2 and Transformers give registers no position (inserted after the table is added); "
+          "timm's reg models without no_embed_class give them rows: a port with the other "
+          "convention cuts or shifts rows of the table", "ModelSpec.pos_embed_register_rows",
+          "forward", "-", family.demo_register_positions,
+          ("register position rows dropped", "register position rows read as patch rows"),
+          framework_default=False),
+    Entry("distilled_heads", "Distilled DeiT: the mean of two heads or one",
+          "timm (eval) and Transformers' DeiTForImageClassificationWithTeacher output the mean of "
+          "the class and distillation heads; DeiTForImageClassification reads the class head "
+          "alone", "convention: logits = mean of both heads (ModelSpec.distill_token)", "forward",
+          "-", family.demo_distilled_heads, ("class head alone", "distillation head alone"),
+          framework_default=False),
 )
 
 

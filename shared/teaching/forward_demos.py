@@ -43,6 +43,12 @@ def demo_eps() -> Demo:
              forward(small, c2.weights, c2.images))
     demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {g2:.3g}, below the 5e-6 "
                       "tolerance: on some models only the spec, not the tolerance, catches it")
+    deit = get_preset("deit-distilled-tiny")  # timm's DeiT epsilon, 1e-6
+    c3 = demo_case(deit)
+    g3 = gap(forward(deit.replace(layer_norm_eps=1e-12), c3.weights, c3.images),
+             forward(deit, c3.weights, c3.images))
+    demo.lines.append(f"spec 'deit-distilled-tiny' (timm's eps {deit.layer_norm_eps:g}) with Transformers' "
+                      f"DeiTConfig/ViTConfig 1e-12: {g3:.3g} (the converter carries the source's value)")
     return demo
 
 
@@ -118,7 +124,7 @@ def demo_batch_first() -> Demo:
     case, h, expected = _block0_attention_io(spec)
     w = {k: v.astype(np.float64) for k, v in case.weights.items()}
     # (B, T, E) read as (T, B, E): attention runs across the batch at each token position
-    swapped = attention(spec, w, "blocks.0.", h.transpose(1, 0, 2)).transpose(1, 0, 2)
+    swapped = attention(spec, w, "blocks.0.attn.", h.transpose(1, 0, 2)).transpose(1, 0, 2)
     demo = Demo(gap(swapped, expected), ran_with=["reference"])
     demo.lines.append(f"block 0 attention, (B, T, E) read as (T, B, E) (reference): {demo.gap:.3g}")
     torch = framework("torch")

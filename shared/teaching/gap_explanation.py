@@ -88,7 +88,7 @@ class Diagnosis:
 
 
 def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: str) -> np.ndarray:
-    expected = (batch, spec.num_classes)
+    expected = (batch, spec.derived.outputs)  # num_classes, or the pooled width without a classifier
     if not isinstance(logits, np.ndarray) or logits.dtype.kind not in "fc":
         kind = getattr(logits, "dtype", type(logits).__name__)
         raise InputError(f"{source}: logits have dtype {kind}, expected a float array")
@@ -97,7 +97,7 @@ def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: s
     if tuple(logits.shape) != expected:
         raise InputError(
             f"{source}: logits have shape {tuple(logits.shape)}, expected {expected} "
-            f"(batch {batch} x num_classes {spec.num_classes} of spec {spec.name!r})"
+            f"(batch {batch} x {spec.derived.outputs} outputs of spec {spec.name!r})"
         )
     bad = int(logits.size - np.count_nonzero(np.isfinite(logits)))
     if bad:

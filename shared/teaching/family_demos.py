@@ -1,0 +1,127 @@
+"""The catalogue's demonstrations for the model families people port now (DINOv2 with registers,
+DeiT-III, SigLIP, CLIP, distilled DeiT): LayerScale, the attention pool's biases, QuickGELU, the
+gated MLP, registers and the distillation head. Each runs the same canonical weights of a tiny
+preset with the pin and without it through the float64 reference (`variant_demo`), plus what
+that place needs said beside the gap."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.core.presets import get_preset
+from shared.core.reference import activation, forward
+from shared.core.spec import ModelSpec
+from shared.core.weights import first_shape_mismatch
+from shared.teaching.demo import Demo, demo_case, framework, gap, variant_demo
+from shared.teaching.first_divergence import compare_taps, reference_taps
+from shared.teaching.variants import variant
+
+
+def demo_layer_scale() -> Demo:
+    spec = get_preset("dinov2-reg-tiny")
+    key = "LayerScale gammas dropped"
+    demo = variant_demo(spec, (key,))
+    case = demo_case(spec)
+    dropped = variant(key).apply(case)
+    if dropped is None:  # a preset without LayerScale: variant_demo has said so
+        return demo
+    trace = compare_taps(spec, reference_taps(spec, case.weights, case.images),
+                         reference_taps(dropped.spec, dropped.weights, dropped.images), "gammas of one")
+    first = trace.first_divergence
+    demo.lines.append(f"trace of the reference run with gammas of one: first divergence at "
+                      f"{first.name if first else 'none'} (block 0's attention branch, after ls1)")
+    return demo
+
+
+def demo_pool_qkv_bias() -> Demo:
+    spec = get_preset("siglip-tiny")
+    demo = variant_demo(spec, ("pool q/k/v biases dropped",))
+    case = demo_case(spec)
+    pinned = forward(spec, case.weights, case.images)
+    key_bias = {**case.weights, "pool.attn.key.bias": np.zeros_like(case.weights["pool.attn.key.bias"])}
+    moved = gap(forward(spec, key_bias, case.images), pinned)
+    demo.lines.append(f"the key bias alone moves them by {moved:.3g}: "
+                      "q . b_k is one constant per query, which the softmax removes; the query and "
+                      f"value biases carry the gap (output width {spec.derived.outputs}: the embedding)")
+    return demo
+
+
+def demo_quick_gelu() -> Demo:
+    demo = variant_demo(get_preset("clip-tiny"), ("QuickGELU and exact GELU swapped",))
+    x = np.linspace(-4, 4, 81)
+    quick = activation(x, "quick_gelu")
+    exact = activation(x, "gelu")
+    demo.lines.append(f"x in [-4, 4]: x*sigmoid(1.702x) vs exact GELU {gap(quick, exact):.3g} "
+                      "(the reference's formulas)")
+    mlx = framework("mlx")
+    if mlx is None:
+        return demo
+    demo.ran_with.append("mlx")
+    demo.lines.append(f"mlx nn.GELU(approx='fast') (gelu_fast_approx: x * mx.sigmoid(1.702 * x)) vs "
+                      f"QuickGELU: {gap(mlx.gelu_values(x)['fast'], quick):.3g} (float32): the same function")
+    return demo
+
+
+def swiglu_hidden(dim: int, mlp_ratio: float, align: bool) -> int:
+    """The SwiGLU hidden width from a model width and MLP ratio: two thirds of the plain MLP's,
+    rounded up to a multiple of 8 (`align`: Transformers' Dinov2SwiGLUFFN, DINOv2's own) or
+    truncated (a port that skips the rounding)."""
+    hidden = int(int(dim * mlp_ratio) * 2 / 3)
+    return (hidden + 7) // 8 * 8 if align else hidden
+
+
+def _gated_sizes(name: str, dim: int, depth: int, heads: int, mlp_dim: int) -> ModelSpec:
+    return ModelSpec(name=name, image_height=518, image_width=518, patch_height=14, patch_width=14,
+                     dim=dim, depth=depth, heads=heads, head_dim=64, mlp="gated", activation="silu",
+                     mlp_dim=mlp_dim, layer_scale=True, num_classes=0)
+
+
+def demo_swiglu() -> Demo:
+    spec = get_preset("dinov2-reg-tiny")
+    demo = variant_demo(spec, ("gated MLP halves swapped",))
+    for label, dim, depth, heads in (("DINOv2 ViT-g/14", 1536, 40, 24), ("a SwiGLU ViT-L/14", 1024, 24, 16)):
+        widths = {rule: swiglu_hidden(dim, 4, align) for rule, align in (("(int(h*2/3)+7)//8*8", True),
+                                                                          ("int(h*2/3)", False))}
+        counts = [f"{rule} = {w} ({_gated_sizes(label, dim, depth, heads, w).derived.params:,} params)"
+                  for rule, w in widths.items()]
+        same = len(set(widths.values())) == 1
+        demo.lines.append(f"{label} (width {dim}, mlp ratio 4, h = {4 * dim}): " + ", ".join(counts)
+                          + (": the rules agree here" if same else ""))
+    aligned, plain = swiglu_hidden(spec.dim, 4, True), swiglu_hidden(spec.dim, 4, False)
+    checkpoint = spec.replace(mlp_dim=aligned)
+    refused = first_shape_mismatch(spec.replace(mlp_dim=plain), demo_case(checkpoint).weights)
+    demo.lines.append(f"width {spec.dim}, ratio 4: {aligned} vs {plain}; a port built with the other rule "
+                      f"is refused by shape, not silently wrong: {refused}")
+    return demo
+
+
+def _dinov2_with(**changes: object) -> ModelSpec:
+    return get_preset("dinov2-reg-tiny").replace(
+        name="dinov2-reg-tiny (" + ", ".join(f"{k}={v}" for k, v in changes.items()) + ")", **changes)
+
+
+def demo_register_pooling() -> Demo:
+    spec = _dinov2_with(pooling="mean")
+    d = spec.derived
+    demo = variant_demo(spec, ("registers averaged with the patches",))
+    demo.lines.insert(0, f"{d.num_patches} patches, {spec.registers} registers: the spec averages the "
+                         f"{d.num_patches} patches (timm x[:, num_prefix_tokens:], Transformers' "
+                         "Dinov2WithRegisters 1 + num_register_tokens:); a port that skips only the class "
+                         f"token averages {d.num_patches + spec.registers}")
+    return demo
+
+
+def demo_register_positions() -> Demo:
+    spec = _dinov2_with(pos_embed_register_rows=True)
+    demo = variant_demo(spec, ("register position rows dropped", "register position rows read as patch rows"))
+    rows_without = spec.replace(pos_embed_register_rows=False).derived.pos_rows_used
+    demo.lines.insert(0, f"a table of {spec.derived.pos_rows_used} rows with register rows, "
+                         f"{rows_without} without (DINOv2 and Transformers insert the registers after "
+                         "the positions are added)")
+    return demo
+
+
+def demo_distilled_heads() -> Demo:
+    return variant_demo(get_preset("deit-distilled-tiny"), ("class head alone", "distillation head alone"),
+                        note="either head alone is |class - distillation| / 2 from the mean, so the two "
+                             "gaps are equal; timm (eval) and Transformers' ...WithTeacher output the mean")
