@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     if refused:
         print(f"left out, they cannot build spec {spec.name!r}: {'; '.join(refused)}", file=sys.stderr)
     if no_peer:
-        raise FrameworkUnavailable(f"no peer implementation is installed; install with: {peer_timing.INSTALL}")
+        raise FrameworkUnavailable("no peer implementation is installed; install with: "
+                                   f"{peer_timing.INSTALL}")
     # At least --repeats calls, and on until the probe of other processes' CPU use can resolve the
     # span (contention.MIN_WALL_S): a 1 ms forward timed 5 times would never be judged.
     budget = Budget(warmup=1, min_repeats=args.repeats, max_repeats=max(args.repeats, 1000),
