@@ -211,7 +211,7 @@ class AttentionPool(nnx.Module):
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], 1, x.shape[-1]))
-        y = self.attn(x, taps, queries=probe)
+        y = self.attn(x, taps, queries=probe).astype(x.dtype)
         return (y + self.mlp(self.norm(y)))[:, 0]
 
 
