@@ -176,10 +176,10 @@ class Block(nnx.Module):
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim, rngs)
         self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, rngs, dtype)
-        self.ls1 = LayerScale(spec) if spec.layer_scale else nnx.identity
+        self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
         self.norm2 = layer_norm(spec, spec.dim, rngs)
         self.mlp = Mlp(spec, spec.mlp == "gated", rngs, dtype)
-        self.ls2 = LayerScale(spec) if spec.layer_scale else nnx.identity
+        self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         t = taps
