@@ -46,6 +46,13 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "layer_norm"): "Flax alone has a fast-variance default to switch off",
     ("model.py", "PatchEmbed.__init__"): "each library's padding argument order; Keras' oneDNN conv bug; "
                                          "nnx.Conv's SAME default; MLX's OHWI kernel",
+    ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout read as a matmul's (torch's OIHW, "
+                                       "Flax's HWIO) and the dtype nnx.Conv would compute in",
+    ("model.py", "PatchEmbed.unfold.__doc__"): "each port's image layout (torch's NCHW, Flax's NHWC)",
+    ("model.py", "Attention.project"): "torch and MLX split heads of their own projections; nnx's attention "
+                                       "module projects its inputs itself",
+    ("model.py", "Attention.project.__doc__"): "torch projects q, k, v itself; nnx.MultiHeadAttention takes "
+                                               "its query and key/value inputs and projects them",
     ("model.py", "Attention.__doc__"): "how each library's attention module takes the head width and biases",
     ("model.py", "Attention.<call>"): "when each port leaves its fused kernel besides taps and the mode: MLX "
                                       "for attention dropout",

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from shared.core.positions import fixed_table
-from shared.core.spec import ModelSpec
+from shared.core.positions import sequence_positions, unpositioned
+from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
@@ -25,7 +25,15 @@ ATTENTION_PATHS = ("fused", "explicit")
 
 def activation(form: str) -> Callable[[jax.Array], jax.Array]:
     # Always pass the GELU form: jax.nn.gelu (and nnx.gelu) default to the tanh approximation.
-    return partial(jax.nn.gelu, approximate=form != "gelu")
+    if form in ("gelu", "gelu_tanh"):
+        return partial(jax.nn.gelu, approximate=form != "gelu")
+    # QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x), no framework has it as a layer; SiLU: x * sigmoid(x).
+    return QuickGELU() if form == "quick_gelu" else jax.nn.silu
+
+
+class QuickGELU(nnx.Module):
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x * jax.nn.sigmoid(1.702 * x)
 
 
 def layer_norm(spec: ModelSpec, width: int, rngs: nnx.Rngs) -> nnx.LayerNorm:
@@ -45,7 +53,8 @@ class FixedTable(nnx.Variable):
 
 
 class PatchEmbed(nnx.Module):
-    """Pad (or drop) the remainder, then one Conv with kernel = stride = patch size."""
+    """Pad (or drop) the remainder, then one Conv with kernel = stride = patch size; optional
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         d = spec.derived
@@ -53,17 +62,35 @@ class PatchEmbed(nnx.Module):
         self.padding = ((0, 0), (0, d.rows_padded), (0, d.cols_padded), (0, 0))
         # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
-        patch = (spec.patch_height, spec.patch_width)
+        self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
+        self.norm_in = layer_norm(spec, d.patch_features, rngs) if spec.patch_norm_in else None
         # padding="VALID": nnx.Conv defaults to "SAME", which would pad instead of drop.
-        self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=patch, strides=patch,
+        self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=self.patch, strides=self.patch,
                              padding="VALID", dtype=dtype, rngs=rngs)
+        self.norm_out = layer_norm(spec, spec.dim, rngs) if spec.patch_norm_out else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if any(sum(self.padding, ())):
             x = jnp.pad(x, self.padding)
-        x = self.proj(x[:, : self.used[0], : self.used[1], :])  # NHWC
-        x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
+        x = x[:, : self.used[0], : self.used[1], :]  # NHWC
+        if self.norm_in is None:
+            x = self.proj(x)
+            x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
+        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
+            x = self.norm_in(self.unfold(x))
+            kernel = self.proj.kernel[...].reshape(-1, self.proj.kernel.shape[-1])  # HWIO -> (ph*pw*C, D)
+            # nnx.Conv's own dtype promotion, so the matmul computes in the dtype the conv would.
+            x, kernel, bias = self.proj.promote_dtype((x, kernel, self.proj.bias[...]), dtype=self.proj.dtype)
+            x = x @ kernel + bias
+        if self.norm_out is not None:
+            x = self.norm_out(x)
         return x.astype(self.proj.kernel[...].dtype)  # the token stream is held in the parameter dtype
+
+    def unfold(self, x: jax.Array) -> jax.Array:
+        """(B, H, W, C) -> (B, tokens, ph*pw*C): patches row-major, each flattened (ph, pw, C)."""
+        (rows, cols), (ph, pw) = self.grid, self.patch
+        x = x.reshape(x.shape[0], rows, ph, cols, pw, x.shape[-1])
+        return x.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape[0], rows * cols, -1)
 
 
 class Attention(nnx.Module):
@@ -72,77 +99,124 @@ class Attention(nnx.Module):
     nnx.MultiHeadAttention takes the total width (qkv_features = heads * head_dim), like torch's
     embed_dim, so the spec's head_dim is multiplied out here. Its use_bias covers q, k, v and the
     output together, so without qkv bias the output bias is a parameter of its own.
-    broadcast_dropout=False: Flax would otherwise share one dropout mask across batch and heads."""
+    broadcast_dropout=False: Flax would otherwise share one dropout mask across batch and heads.
+    Its normalize_qk puts a LayerNorm over each head's width on the projected queries and keys,
+    but one without a bias, at Flax's epsilon 1e-6 and with its fast variance: qk-norm keeps that
+    place and replaces both LayerNorms with the spec's (`layer_norm`)."""
 
-    def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
-        self.tag, self.heads, self.head_dim = f"block{index}", spec.heads, spec.head_dim
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rngs: nnx.Rngs,
+                 dtype: jnp.dtype | None = None) -> None:
+        self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.mha = nnx.MultiHeadAttention(
             num_heads=spec.heads, in_features=spec.dim, qkv_features=spec.derived.attn_inner,
-            out_features=spec.dim, use_bias=spec.qkv_bias, dropout_rate=spec.dropout_attn,
-            broadcast_dropout=False, decode=False, dtype=dtype, rngs=rngs,
+            out_features=spec.dim, use_bias=qkv_bias, dropout_rate=spec.dropout_attn,
+            broadcast_dropout=False, decode=False, normalize_qk=qk_norm, dtype=dtype, rngs=rngs,
         )
-        self.out_bias = None if spec.qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
+        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
+        if qk_norm:
+            self.mha.query_ln = layer_norm(spec, spec.head_dim, rngs)
+            self.mha.key_ln = layer_norm(spec, spec.head_dim, rngs)
+        self.out_bias = None if qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, queries: jax.Array | None = None) -> jax.Array:
+        inputs = self.project(x, queries)  # (inputs_q, inputs_k)
         # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
-        y = self.explicit(x, taps) if explicit else self.mha(x)
+        y = self.explicit(inputs, taps) if explicit else self.mha(*inputs)
         return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)
 
-    def explicit(self, x: jax.Array, taps: Taps) -> jax.Array:
+    def project(self, x: jax.Array, queries: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        """nnx.MultiHeadAttention projects q, k, v itself from its inputs_q and inputs_k (inputs_v
+        defaults to inputs_k): this says which tensor each reads. `queries` (the attention pool's
+        probe) attend over `x`: its query projection projects them, its key and value ones `x`."""
+        return (x if queries is None else queries), x
+
+    def explicit(self, inputs: tuple[jax.Array, jax.Array], taps: Taps) -> jax.Array:
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # sow_weights=True: MultiHeadAttention leaves jax.nn.dot_product_attention for its own
         # einsum, softmax and einsum, and sows the probabilities it applied; nnx.capture collects
         # them (the model's state keeps parameters only).
-        y, sown = nnx.capture(self.mha, nnx.Intermediate)(x, sow_weights=True)
+        y, sown = nnx.capture(self.mha, nnx.Intermediate)(*inputs, sow_weights=True)
         (probs,) = sown["attention_weights"].get_value()
         taps[f"{self.tag}.attn_probs"] = probs
         return y
 
 
 class Mlp(nnx.Module):
-    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+    """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
+
+    def __init__(self, spec: ModelSpec, gated: bool, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+        self.gate = nnx.Linear(spec.dim, spec.mlp_dim, dtype=dtype, rngs=rngs) if gated else None
         self.fc1 = nnx.Linear(spec.dim, spec.mlp_dim, dtype=dtype, rngs=rngs)
         self.act = activation(spec.activation)
         self.fc2 = nnx.Linear(spec.mlp_dim, spec.dim, dtype=dtype, rngs=rngs)
         self.drop = nnx.Dropout(spec.dropout_mlp, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+        h = self.act(self.fc1(x)) if self.gate is None else self.act(self.gate(x)) * self.fc1(x)
+        return self.drop(self.fc2(self.drop(h)))
+
+
+class LayerScale(nnx.Module):
+    """A learned per-channel gamma on a residual branch (DINOv2, DeiT-III; timm's ls1 / ls2)."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.gamma = nnx.Param(jnp.ones((spec.dim,)))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x * self.gamma[...]
 
 
 class Block(nnx.Module):
     def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim, rngs)
-        self.attn = Attention(spec, index, rngs, dtype)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, rngs, dtype)
+        self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
         self.norm2 = layer_norm(spec, spec.dim, rngs)
-        self.mlp = Mlp(spec, rngs, dtype)
+        self.mlp = Mlp(spec, spec.mlp == "gated", rngs, dtype)
+        self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.attn(h, t))
+            x = x + (a := self.ls1(self.attn(h, t)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
-            x = x + (m := self.mlp(h))
+            x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.attn(x, t)
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
-            t[f"{self.tag}.mlp"] = m = self.mlp(x)
+            t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
         t[f"{self.tag}.out"] = x
         return x
 
 
+class AttentionPool(nnx.Module):
+    """big_vision's MAPHead (timm's attention pool, SigLIP's head): a learned probe attends over
+    every token, then y + MLP(LN(y)); the probe's row is the pooled vector."""
+
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+        self.probe = nnx.Param(jnp.zeros((spec.dim,)))
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rngs=rngs, dtype=dtype)
+        self.norm = layer_norm(spec, spec.dim, rngs)
+        self.mlp = Mlp(spec, gated=False, rngs=rngs, dtype=dtype)
+
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
+        probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], 1, x.shape[-1]))
+        y = self.attn(x, taps, queries=probe).astype(x.dtype)
+        return (y + self.mlp(self.norm(y)))[:, 0]
+
+
 class Head(nnx.Module):
-    """Hidden Linear + activation + dropout layers, then the class logits."""
+    """Hidden Linear + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         widths = [spec.derived.pooled_dim, *spec.head_hidden]
@@ -150,12 +224,13 @@ class Head(nnx.Module):
         self.hidden = nnx.List([nnx.Linear(a, b, dtype=dtype, rngs=rngs) for a, b in pairwise(widths)])
         self.act = activation(spec.head_activation)
         self.drop = nnx.Dropout(spec.dropout_head, rngs=rngs)
-        self.out = nnx.Linear(widths[-1], spec.num_classes, dtype=dtype, rngs=rngs)
+        self.out = (nnx.Linear(widths[-1], spec.num_classes, dtype=dtype, rngs=rngs)
+                    if spec.num_classes else None)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         for layer in self.hidden:
             x = self.drop(self.act(layer(x)))
-        return self.out(x)
+        return x if self.out is None else self.out(x)
 
 
 class VisionTransformer(nnx.Module):
@@ -164,46 +239,73 @@ class VisionTransformer(nnx.Module):
         self.spec = spec
         self.patch_embed = PatchEmbed(spec, rngs, dtype)
         self.cls_token = nnx.Param(jnp.zeros((spec.dim,))) if spec.class_token else None
+        self.dist_token = nnx.Param(jnp.zeros((spec.dim,))) if spec.distill_token else None
+        self.reg_tokens = nnx.Param(jnp.zeros((spec.registers, spec.dim))) if spec.registers else None
         learned, sincos = spec.pos_embed == "learned", spec.pos_embed == "sincos"
         # the whole table; only the first rows are used
         self.pos_embed = nnx.Param(jnp.zeros((d.pos_rows_total, spec.dim))) if learned else None
         # fixed, not a parameter
-        self.pos_table = FixedTable(jnp.asarray(fixed_table(spec), jnp.float32)) if sincos else None
+        self.pos_table = FixedTable(jnp.asarray(sequence_positions(spec), jnp.float32)) if sincos else None
         self.pos_drop = nnx.Dropout(spec.dropout_embed, rngs=rngs)
+        self.norm_pre = layer_norm(spec, spec.dim, rngs) if spec.norm_before_blocks else None
         self.blocks = nnx.List([Block(spec, i, rngs, dtype) for i in range(spec.depth)])
         width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
         self.final_norm = layer_norm(spec, width, rngs) if spec.final_norm != "none" else None
+        self.pool = AttentionPool(spec, rngs, dtype) if spec.pooling == "map" else None
         self.head = Head(spec, rngs, dtype)
+        self.head_dist = (nnx.Linear(spec.dim, spec.num_classes, dtype=dtype, rngs=rngs)
+                          if spec.distill_token else None)
+
+    def prefix(self, batch: int) -> jax.Array | None:
+        """The class, distillation and register tokens, in that order, for every image."""
+        parts = [t[...].reshape(-1, self.spec.dim) for t in (self.cls_token, self.dist_token, self.reg_tokens)
+                 if t is not None]
+        if not parts:
+            return None
+        tokens = jnp.concatenate(parts)
+        return jnp.broadcast_to(tokens, (batch, *tokens.shape))
 
     def positions(self) -> jax.Array | None:
-        if self.pos_embed is not None:
-            return self.pos_embed[: self.spec.derived.pos_rows_used]
-        return None if self.pos_table is None else self.pos_table[...]
+        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
+        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        if self.pos_embed is None:
+            return None if self.pos_table is None else self.pos_table[...]
+        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        if not missing:
+            return table
+        k = positioned_prefix(self.spec)
+        return jnp.concatenate([table[:k], jnp.zeros((missing, self.spec.dim), table.dtype), table[k:]])
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
+        prefix = self.prefix(x.shape[0])
+        if prefix is not None:  # [class, distillation, registers] then the patches
+            x = jnp.concatenate([prefix.astype(x.dtype), x], axis=1)
         table = self.positions()
-        if table is not None and not s.pos_embed_class_row:
-            x = x + table  # big_vision: patches only, before the class token
-        if self.cls_token is not None:
-            cls = jnp.broadcast_to(self.cls_token[...], (x.shape[0], 1, s.dim))
-            x = jnp.concatenate([cls, x], axis=1)
-        if table is not None and s.pos_embed_class_row:
-            x = x + table  # timm/torchvision: the table has a class-token row
+        if table is not None:
+            x = x + table
         x = t["pos_embed"] = self.pos_drop(x)
+        if self.norm_pre is not None:  # CLIP's ln_pre
+            x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
             x = blk(x, t)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
+        tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling == "mean":
-            x = x[:, int(s.class_token):].mean(axis=1)  # patch tokens only
+            x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
+        elif s.pooling == "map":
+            x = self.pool(x, t)
         else:
             x = x.reshape(x.shape[0], -1)
         if s.final_norm == "pooled":
             x = self.final_norm(x)
         t["pooled"] = x
-        x = t["logits"] = self.head(x)
+        x = self.head(x)
+        if self.head_dist is not None:  # inference: the mean of the class and distillation heads
+            x = (x + self.head_dist(tokens[:, 1])) / 2
+        t["logits"] = x
         return x

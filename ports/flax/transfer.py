@@ -22,18 +22,29 @@ def table(spec: ModelSpec) -> Table:
     """Canonical name -> the attribute path of the nnx.Param that holds it (same layout)."""
     # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
     out_bias = "mha.out.bias" if spec.qkv_bias else "out_bias"
+    pool_out_bias = "mha.out.bias" if spec.pool_qkv_bias else "out_bias"
     return Table("""
+    {n:patch_norm_in=patch_embed.norm_in|patch_norm_out=patch_embed.norm_out|norm_pre}.{w}  {n}.{w}
     patch_embed.{w}                                       patch_embed.proj.{w}
-    {t:cls_token|pos_embed}                               {t}
+    {t:cls_token|dist_token|reg_tokens|pos_embed}         {t}
     blocks.{i}.{n:norm1|norm2}.{w}                        blocks.{i}.{n}.{w}
     blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}.{w}
     blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.out.kernel
     blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
+    blocks.{i}.attn.{n:q_norm=query_ln|k_norm=key_ln}.{w}  blocks.{i}.attn.mha.{n}.{w}
+    blocks.{i}.{n:ls1|ls2}.gamma                          blocks.{i}.{n}.gamma
     blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
+    pool.probe                                            pool.probe
+    pool.attn.{p:query|key|value}.{w}                     pool.attn.mha.{p}.{w}
+    pool.attn.out.kernel                                  pool.attn.mha.out.kernel
+    pool.attn.out.bias                                    pool.attn.{pool_out_bias}
+    pool.norm.{w}                                         pool.norm.{w}
+    pool.mlp.{fc}.{w}                                     pool.mlp.{fc}.{w}
     final_norm.{w}                                        final_norm.{w}
     head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
     head.out.{w}                                          head.out.{w}
-    """, "flax port", out_bias=out_bias)
+    head_dist.out.{w}                                     head_dist.{w}
+    """, "flax port", out_bias=out_bias, pool_out_bias=pool_out_bias)
 
 
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, nnx.Param]:
