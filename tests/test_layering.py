@@ -48,7 +48,7 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file
 LONG_MODULES |= {f"ports/{fw}/model.py": "one model, read top to bottom as a parallel text"
-                 for fw in ("torch", "mlx")}
+                 for fw in ("torch", "keras", "flax", "mlx")}
 LONG_FUNCTIONS: dict[str, str] = {}  # "path::function" -> why
 
 

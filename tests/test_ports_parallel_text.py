@@ -32,6 +32,7 @@ IDIOM: tuple[tuple[str, str], ...] = (
     (r"\bLinear\b|\bDense\b", "<dense>"),
     (r"\bNCHW\b|\bNHWC\b", "<layout>"),
     (r"\(B, D, rows, cols\)|\(B, rows, cols, D\)", "<layout shape>"),
+    (r"\(B, C, H, W\)|\(B, H, W, C\)", "<image shape>"),
     (r"\bin train mode\b|\bin training\b", "in <train mode>"),
     (r"\bparameter\b|\bweight\b", "<parameter>"),
 )
@@ -46,13 +47,6 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "layer_norm"): "Flax alone has a fast-variance default to switch off",
     ("model.py", "PatchEmbed.__init__"): "each library's padding argument order; Keras' oneDNN conv bug; "
                                          "nnx.Conv's SAME default; MLX's OHWI kernel",
-    ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout read as a matmul's (torch's OIHW, "
-                                       "Flax's HWIO) and the dtype nnx.Conv would compute in",
-    ("model.py", "PatchEmbed.unfold.__doc__"): "each port's image layout (torch's NCHW, Flax's NHWC)",
-    ("model.py", "Attention.project"): "torch and MLX split heads of their own projections; nnx's attention "
-                                       "module projects its inputs itself",
-    ("model.py", "Attention.project.__doc__"): "torch projects q, k, v itself; nnx.MultiHeadAttention takes "
-                                               "its query and key/value inputs and projects them",
     ("model.py", "Attention.__doc__"): "how each library's attention module takes the head width and biases",
     ("model.py", "Attention.<call>"): "when each port leaves its fused kernel besides taps and the mode: MLX "
                                       "for attention dropout",
@@ -61,16 +55,17 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "Head.__init__"): "how nnx and MLX hold a list of submodules",
     ("model.py", "VisionTransformer.__init__"): "how MLX keeps a constant out of its parameters",
     ("model.py", "VisionTransformer.positions"): "MLX's set_dtype casts parameters only",
-    # Keras' entries for the spec's new fields (issue 25)
-    ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout (OIHW, HWIO, ...) read as a "
-                                       "matrix; Keras casts to its conv's compute dtype by hand",
-    ("model.py", "PatchEmbed.unfold.__doc__"): "each library's image layout (NCHW or NHWC)",
+    ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout read as a matmul's (torch's OIHW "
+                                       "permuted, Keras' and Flax's HWIO, MLX's OHWI as it is) and the "
+                                       "dtype Keras' and nnx's conv would compute in",
     ("model.py", "Attention.__init__"): "Keras' MultiHeadAttention is built by hand: the port calls its "
                                         "parts (for qk-norm), never its call",
-    ("model.py", "Attention.project"): "torch splits one packed Linear into heads; Keras' per-head "
-                                       "projections return (B, N, H, hd) already",
-    ("model.py", "Attention.project.__doc__"): "torch's packed Linear vs Keras' query, key and value "
-                                               "projections, and their (B, H, N, hd) vs (B, N, H, hd)",
+    ("model.py", "Attention.project"): "torch splits one packed Linear into heads; Keras' and MLX's "
+                                       "per-projection layers; nnx's attention module projects itself",
+    ("model.py", "Attention.project.__doc__"): "torch splits its packed qkv Linear's rows for the pool's "
+                                               "probe; the others have one projection each (Keras' return "
+                                               "(B, N, H, hd)); nnx.MultiHeadAttention takes query and "
+                                               "key/value inputs and projects them",
     ("model.py", "AttentionPool.<call>"): "Keras' ops.add keeps two bfloat16 branches' sum in bfloat16",
     # port.py: each framework's runtime (devices, threads, precision switches, compilers)
     ("port.py", "<module>.__doc__"): "Keras runs on the active backend; Flax on JAX",
@@ -140,17 +135,6 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
                             "wrapping, nnx.capture, MLX's recording subclass (torch's hooks say it)",
 }
 
-
-# The MLX port's own entries for the new spec fields (issue 25), apart so each port's list merges cleanly.
-MLX_NOTES: dict[tuple[str, str], str] = {
-    ("model.py", "PatchEmbed.<call>"): "the conv kernel as a matmul: torch's OIHW is permuted, MLX's OHWI "
-                                       "flattens as it is",
-    ("model.py", "PatchEmbed.unfold.__doc__"): "the input layout it unfolds: torch's (B, C, H, W), MLX's "
-                                               "(B, H, W, C)",
-    ("model.py", "Attention.project.__doc__"): "torch splits its packed qkv Linear's rows for the pool's "
-                                               "probe; MLX's nn.MultiHeadAttention has one Linear each",
-}
-FRAMEWORK_NOTES |= MLX_NOTES
 
 
 def normalised(text: str) -> str:
