@@ -53,7 +53,8 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "Attention.explicit"): "the explicit path is torch's and MLX's own code, Keras' and Flax's "
                                         "module option that returns or sows the probabilities",
     ("model.py", "Head.__init__"): "how nnx and MLX hold a list of submodules",
-    ("model.py", "VisionTransformer.__init__"): "how MLX keeps a constant out of its parameters",
+    ("model.py", "VisionTransformer.__init__"): "how MLX keeps a constant out of its parameters; the policy "
+                                                "Keras' head takes without a classifier",
     ("model.py", "VisionTransformer.positions"): "MLX's set_dtype casts parameters only",
     ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout read as a matmul's (torch's OIHW "
                                        "permuted, Keras' and Flax's HWIO, MLX's OHWI as it is) and the "

@@ -122,7 +122,7 @@ def test_the_emulated_reference_rounds_at_the_contracts_cast_points() -> None:
         precision, taps = Precision.from_rung(rung), {}
         emulated_forward(spec, tensors, images, precision, taps)
         for name, value in taps.items():
-            wanted = numpy_dtype[expected_tap_dtype(name, precision)]
+            wanted = numpy_dtype[expected_tap_dtype(name, precision, spec)]
             rounded = value.astype(wanted).astype(np.float64)
             np.testing.assert_array_equal(rounded, value, err_msg=f"{rung} {name}")
         if precision.mode == "mixed":  # a float32 stream, not the compute dtype by accident
@@ -133,10 +133,15 @@ def test_the_emulated_reference_rounds_at_the_contracts_cast_points() -> None:
 
 def test_mixed_keeps_the_stream_in_float32_and_pure_does_not() -> None:
     mixed, pure = Precision("bfloat16", "mixed"), Precision("bfloat16", "pure")
-    assert expected_tap_dtype("block3.out", mixed) == "float32"
-    assert expected_tap_dtype("block3.mlp", mixed) == "bfloat16"
-    assert expected_tap_dtype("block3.out", pure) == "bfloat16"
-    assert expected_tap_dtype("logits", mixed) == "bfloat16"
+    spec = get_preset("quadrant")
+    assert expected_tap_dtype("block3.out", mixed, spec) == "float32"
+    assert expected_tap_dtype("block3.mlp", mixed, spec) == "bfloat16"
+    assert expected_tap_dtype("block3.out", pure, spec) == "bfloat16"
+    assert expected_tap_dtype("logits", mixed, spec) == "bfloat16"
+    # a LayerScale'd branch and a tower's pooled output are held in the stream
+    assert expected_tap_dtype("block0.attn", mixed, get_preset("dinov2-reg-tiny")) == "float32"
+    assert expected_tap_dtype("logits", mixed, get_preset("siglip-tiny")) == "float32"
+    assert expected_tap_dtype("pool.attn_probs", mixed, get_preset("siglip-tiny")) == "bfloat16"
 
 
 # ---- refusals -----------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ class PatchEmbed(nnx.Module):
         self.norm_in = layer_norm(spec, d.patch_features, rngs) if spec.patch_norm_in else None
         # padding="VALID": nnx.Conv defaults to "SAME", which would pad instead of drop.
         self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=self.patch, strides=self.patch,
-                             padding="VALID", dtype=dtype, rngs=rngs)
+                             padding="VALID", use_bias=spec.patch_bias, dtype=dtype, rngs=rngs)
         self.norm_out = layer_norm(spec, spec.dim, rngs) if spec.patch_norm_out else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -80,8 +80,9 @@ class PatchEmbed(nnx.Module):
             x = self.norm_in(self.unfold(x))
             kernel = self.proj.kernel[...].reshape(-1, self.proj.kernel.shape[-1])  # HWIO -> (ph*pw*C, D)
             # nnx.Conv's own dtype promotion, so the matmul computes in the dtype the conv would.
-            x, kernel, bias = self.proj.promote_dtype((x, kernel, self.proj.bias[...]), dtype=self.proj.dtype)
-            x = x @ kernel + bias
+            bias = None if self.proj.bias is None else self.proj.bias[...]
+            x, kernel, bias = self.proj.promote_dtype((x, kernel, bias), dtype=self.proj.dtype)
+            x = x @ kernel if bias is None else x @ kernel + bias
         if self.norm_out is not None:
             x = self.norm_out(x)
         return x.astype(self.proj.kernel[...].dtype)  # the token stream is held in the parameter dtype

@@ -63,7 +63,7 @@ class PatchEmbed(layers.Layer):
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
         self.norm_in = layer_norm(spec, d.patch_features, stream) if spec.patch_norm_in else None
         self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
-                                  dtype=compute)
+                                  use_bias=spec.patch_bias, dtype=compute)
         if self.norm_in is not None:  # the conv is never called then: its kernel is built here
             self.proj.build((None, *self.used, spec.channels))
         self.norm_out = layer_norm(spec, spec.dim, stream) if spec.patch_norm_out else None
@@ -81,7 +81,7 @@ class PatchEmbed(layers.Layer):
             kernel = ops.reshape(self.proj.kernel, (self.features, self.dim))  # HWIO -> (ph*pw*C, D)
             dtype = self.proj.compute_dtype  # the conv's compute dtype, as its own call would cast
             x = ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
-            x = ops.add(x, ops.cast(self.proj.bias, dtype))
+            x = x if self.proj.bias is None else ops.add(x, ops.cast(self.proj.bias, dtype))
         if self.norm_out is not None:
             x = self.norm_out(x)
         return ops.cast(x, self.compute_dtype)  # the token stream is held in the parameter dtype
@@ -273,7 +273,9 @@ class VisionTransformer(keras.Model):
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = layer_norm(spec, width, stream)
         self.pool = AttentionPool(spec, compute, dtype=stream) if spec.pooling == "map" else None
-        self.head = Head(spec, compute, dtype=compute)
+        # Without a classifier the head passes the pooled vector on, so it takes the stream's policy:
+        # a compute policy would cast the model's output to bfloat16 under mixed precision.
+        self.head = Head(spec, compute, dtype=compute if spec.num_classes else stream)
         self.head_dist = layers.Dense(spec.num_classes, dtype=compute) if spec.distill_token else None
 
     def prefix(self, batch):

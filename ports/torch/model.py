@@ -207,7 +207,7 @@ class AttentionPool(nn.Module):
         self.mlp = Mlp(spec, gated=False)
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
-        y = self.attn(x, taps, queries=self.probe.expand(x.shape[0], 1, -1))
+        y = self.attn(x, taps, queries=self.probe.expand(x.shape[0], 1, -1)).to(x.dtype)
         return (y + self.mlp(self.norm(y)))[:, 0]
 
 

@@ -144,7 +144,7 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     elif reason is None and param_count is not None and param_count != expected:
         reason = f"{param_count:,} parameters, spec says {expected:,}"
     elif reason is None:
-        reason = contract_breach(tap_dtypes or {}, precision)
+        reason = contract_breach(tap_dtypes or {}, precision, spec)
     return PortVerdict(
         framework, spec.name, spec.spec_hash, precision.rung, reason is None, reason,
         tolerance=tolerance, floor=floor,
@@ -163,11 +163,11 @@ def not_run(spec: ModelSpec, framework: str, precision: Precision, reason: str,
                        expected_params=spec.derived.params)
 
 
-def contract_breach(tap_dtypes: dict[str, str], precision: Precision) -> str | None:
+def contract_breach(tap_dtypes: dict[str, str], precision: Precision, spec: ModelSpec) -> str | None:
     """The first named tensor the framework computed in another dtype than the precision
     contract holds it in (shared/core/precision.py), as one line; None when all agree."""
     for name, found in tap_dtypes.items():
-        wanted = expected_tap_dtype(name, precision)
+        wanted = expected_tap_dtype(name, precision, spec)
         if found != wanted:
             return f"{name!r} was computed in {found}, the {precision.rung} contract holds it in {wanted}"
     return None

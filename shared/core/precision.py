@@ -33,9 +33,12 @@ only and a mixed request is an `unavailable` row that says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import SpecError
+
+if TYPE_CHECKING:
+    from shared.core.spec import ModelSpec
 
 DTYPES = ("float32", "bfloat16", "float16")
 MODES = ("pure", "mixed")
@@ -113,9 +116,13 @@ def from_args(args: Any) -> Precision:
     return Precision(dtype, mode, bool(getattr(args, "allow_tf32", False)))
 
 
-def expected_tap_dtype(tap: str, precision: Precision) -> str:
+def expected_tap_dtype(tap: str, precision: Precision, spec: ModelSpec) -> str:
     """The dtype the pinned contract holds a named intermediate in: a compute op's output
     (`blockN.attn`, `blockN.mlp`, the probabilities, the logits) in the compute dtype, the token
-    stream (everything else) in the parameter dtype."""
+    stream (everything else) in the parameter dtype. Two outputs join the stream: a branch
+    scaled by its LayerScale gamma (a parameter, held in the stream), and the output of a model
+    without a classifier (the pooled vector itself)."""
     leaf = tap.rsplit(".", 1)[-1]
-    return precision.compute_dtype if leaf in COMPUTE_TAPS else precision.param_dtype
+    in_stream = (leaf in ("attn", "mlp") and tap.startswith("block") and spec.layer_scale) or (
+        leaf == "logits" and not spec.num_classes)
+    return precision.compute_dtype if leaf in COMPUTE_TAPS and not in_stream else precision.param_dtype

@@ -32,7 +32,7 @@ class Case:
 Transform = Callable[[Case], "Case | None"]  # None: the alternative does not apply to this case
 
 
-def _with_spec(case: Case, **changes: object) -> Case | None:
+def with_spec(case: Case, **changes: object) -> Case | None:
     """The case under a changed spec, or None when the spec is invalid or the weights no longer
     fit it (the alternative cannot be what the user ran with these weights)."""
     try:
@@ -45,7 +45,7 @@ def _with_spec(case: Case, **changes: object) -> Case | None:
     return Case(spec, case.weights, case.images)
 
 
-def _with_weights(case: Case, **replaced: np.ndarray) -> Case:
+def with_weights(case: Case, **replaced: np.ndarray) -> Case:
     weights = dict(case.weights)
     weights.update(replaced)
     return Case(case.spec, weights, case.images)
@@ -56,7 +56,7 @@ def epsilon(value: float) -> Transform:
     def run(case: Case) -> Case | None:
         if math.isclose(case.spec.layer_norm_eps, value, rel_tol=1e-9):
             return None
-        return _with_spec(case, layer_norm_eps=value)
+        return with_spec(case, layer_norm_eps=value)
     return run
 
 
@@ -77,7 +77,7 @@ def gelu(where: str) -> Transform:
             return None
         if where == "all" and not s.head_hidden:
             return None  # identical to "mlp"
-        return _with_spec(case, **changes)
+        return with_spec(case, **changes)
     return run
 
 
@@ -85,7 +85,7 @@ def spec_field(name: str, value: object) -> Transform:
     def run(case: Case) -> Case | None:
         if getattr(case.spec, name) == value:
             return None
-        return _with_spec(case, **{name: value})
+        return with_spec(case, **{name: value})
     return run
 
 
@@ -115,7 +115,7 @@ def query_scaled(factor: Callable[[ModelSpec], float]) -> Transform:
             changed[p + "kernel"] = (case.weights[p + "kernel"] * f).astype(np.float32)
             if s.qkv_bias:
                 changed[p + "bias"] = (case.weights[p + "bias"] * f).astype(np.float32)
-        return _with_weights(case, **changed)
+        return with_weights(case, **changed)
     return run
 
 
@@ -147,7 +147,7 @@ def patch_flatten_chw(case: Case) -> Case | None:
         return None  # one channel: both orders are the same
     flat = case.weights["patch_embed.kernel"].reshape(-1, s.dim)
     kernel = flat.reshape(s.channels, s.patch_height, s.patch_width, s.dim).transpose(1, 2, 0, 3)
-    return _with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(kernel)})
+    return with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(kernel)})
 
 
 def conv_kernel_reshaped(case: Case) -> Case | None:
@@ -155,7 +155,7 @@ def conv_kernel_reshaped(case: Case) -> Case | None:
     k = case.weights["patch_embed.kernel"]
     ph, pw, c, d = k.shape
     oihw = k.reshape(d, c, ph, pw)
-    return _with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(oihw.transpose(2, 3, 1, 0))})
+    return with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(oihw.transpose(2, 3, 1, 0))})
 
 
 def dense_reshaped(case: Case) -> Case | None:
@@ -170,7 +170,7 @@ def dense_reshaped(case: Case) -> Case | None:
         flat = k.reshape(-1, k.shape[-1])  # (in, out)
         n_in, n_out = flat.shape
         changed[name] = np.ascontiguousarray(flat.reshape(n_out, n_in).T.reshape(k.shape))
-    return _with_weights(case, **changed)
+    return with_weights(case, **changed)
 
 
 def attention_biases_zeroed(case: Case) -> Case | None:
@@ -180,7 +180,7 @@ def attention_biases_zeroed(case: Case) -> Case | None:
         return None
     zeroed = {name: np.zeros_like(value) for name, value in case.weights.items()
               if ".attn." in name and name.endswith(".bias")}
-    return _with_weights(case, **zeroed)
+    return with_weights(case, **zeroed)
 
 
 def images_reshaped_nchw(case: Case) -> Case | None:
@@ -199,7 +199,7 @@ def pos_last_rows(case: Case) -> Case | None:
         return None
     table = case.weights["pos_embed"]
     shifted = np.concatenate([table[d.pos_rows_unused:], table[: d.pos_rows_unused]])
-    return _with_weights(case, pos_embed=np.ascontiguousarray(shifted))
+    return with_weights(case, pos_embed=np.ascontiguousarray(shifted))
 
 
 def no_positions(case: Case) -> Case | None:
@@ -211,118 +211,3 @@ def no_positions(case: Case) -> Case | None:
     except SpecError:
         return None
     return Case(spec, weights, case.images)
-
-
-# ---- the newer families' conventions (LayerScale, registers, SwiGLU, MAP pool, distillation) --
-def layer_scale_dropped(case: Case) -> Case | None:
-    """Every LayerScale gamma one: what a loader that ignores `ls1`/`ls2` (timm) or
-    `layer_scale1.lambda1` (Transformers) computes with a LayerScale module left at its init of 1
-    (the public MLX DINOv2 port)."""
-    if not case.spec.layer_scale:
-        return None
-    return _with_weights(case, **{name: np.ones_like(value) for name, value in case.weights.items()
-                                  if name.endswith((".ls1.gamma", ".ls2.gamma"))})
-
-
-def pool_qkv_biases_dropped(case: Case) -> Case | None:
-    """The attention pool's query/key/value biases off (its output bias kept): AlgoPerf's PyTorch
-    MAP head against its JAX one, which has them."""
-    s = case.spec
-    if s.pooling != "map" or not s.pool_qkv_bias:
-        return None
-    weights = {k: v for k, v in case.weights.items()
-               if k not in {f"pool.attn.{proj}.bias" for proj in ("query", "key", "value")}}
-    return Case(s.replace(pool_qkv_bias=False), weights, case.images)
-
-
-def quick_gelu_swapped(case: Case) -> Case | None:
-    """QuickGELU x*sigmoid(1.702x) <-> exact GELU in the MLPs: OpenAI CLIP's activation run as
-    GELU (a CLIP config left at nn.GELU), or an exact-GELU model run with MLX's
-    gelu_fast_approx (nn.GELU(approx='fast')), which is QuickGELU."""
-    swap = {"quick_gelu": "gelu", "gelu": "quick_gelu"}
-    if case.spec.activation not in swap:
-        return None
-    return _with_spec(case, activation=swap[case.spec.activation])
-
-
-def gated_halves_swapped(case: Case) -> Case | None:
-    """The gated MLP's two halves exchanged: act(fc1 x) * gate x instead of act(gate x) * fc1 x.
-    A packed fc1 (timm's SwiGLUPacked, DINOv2's w12, Transformers' weights_in) is gate first;
-    timm's GluMlp default (gate_last=True) reads the gate from the second half."""
-    s = case.spec
-    if s.mlp != "gated":
-        return None
-    swapped: dict[str, np.ndarray] = {}
-    for i in range(s.depth):
-        p = f"blocks.{i}.mlp."
-        for part in ("kernel", "bias"):
-            swapped[f"{p}gate.{part}"] = case.weights[f"{p}fc1.{part}"]
-            swapped[f"{p}fc1.{part}"] = case.weights[f"{p}gate.{part}"]
-    return _with_weights(case, **swapped)
-
-
-def registers_in_mean(case: Case) -> Case | None:
-    """Mean pooling over the registers and the patches (a port that skips only the class token).
-    The same function as `flatten` pooling whose first head kernel repeats the pinned one / (R + N)
-    on every register and patch row and is zero on the class (and distillation) token's: the
-    reference runs that. Not expressible when the final norm sits after pooling or there is no
-    head layer to carry the weighting."""
-    s = case.spec
-    if s.pooling != "mean" or not s.registers or s.final_norm == "pooled":
-        return None
-    if not (s.head_hidden or s.num_classes):
-        return None
-    name = "head.hidden.0.kernel" if s.head_hidden else "head.out.kernel"
-    kernel = case.weights[name]
-    skipped = s.derived.prefix_tokens - s.registers  # class and distillation tokens
-    averaged = s.derived.seq_len - skipped
-    rows = np.concatenate([np.zeros((skipped, *kernel.shape)),
-                           np.broadcast_to(kernel / averaged, (averaged, *kernel.shape))])
-    flat = rows.reshape(s.derived.seq_len * s.dim, kernel.shape[1]).astype(np.float32)
-    return Case(s.replace(pooling="flatten"), {**case.weights, name: flat}, case.images)
-
-
-def _register_rows(spec: ModelSpec) -> slice:
-    first = int(spec.class_token) + int(spec.distill_token) if spec.pos_embed_class_row else 0
-    return slice(first, first + spec.registers)
-
-
-def register_rows_dropped(case: Case) -> Case | None:
-    """A table with register rows (timm without no_embed_class) loaded by a port whose registers
-    get no position (DINOv2's, Transformers'): the register rows are cut, the patches keep theirs."""
-    s = case.spec
-    if not s.pos_embed_register_rows:
-        return None
-    table = case.weights["pos_embed"]
-    rows = _register_rows(s)
-    kept = np.concatenate([table[: rows.start], table[rows.stop:]])
-    pos_rows = None if s.pos_rows is None else s.pos_rows - s.registers
-    spec = s.replace(pos_embed_register_rows=False, pos_rows=pos_rows)
-    return Case(spec, {**case.weights, "pos_embed": np.ascontiguousarray(kept)}, case.images)
-
-
-def register_rows_read_as_patches(case: Case) -> Case | None:
-    """A table with register rows read by a port that gives registers none and takes the table's
-    first rows (this spec's own convention for a larger table): the patches get the register rows
-    and their neighbours', shifted by the number of registers."""
-    s = case.spec
-    if not s.pos_embed_register_rows:
-        return None
-    return _with_spec(case, pos_embed_register_rows=False, pos_rows=s.derived.pos_rows_total)
-
-
-def distilled_head_alone(which: str) -> Transform:
-    """A distilled model read through one head only (`which`: "class" or "distillation"), not
-    the mean of both: Transformers' DeiTForImageClassification reads the class token alone. The
-    same function as the mean with that head's weights doubled and the other head zero."""
-    def run(case: Case) -> Case | None:
-        if not case.spec.distill_token:
-            return None
-        heads = ("head.out.", "head_dist.out.")
-        kept, zeroed = heads if which == "class" else heads[::-1]
-        changed: dict[str, np.ndarray] = {}
-        for part in ("kernel", "bias"):
-            changed[kept + part] = case.weights[kept + part] * np.float32(2)  # exact in float32
-            changed[zeroed + part] = np.zeros_like(case.weights[zeroed + part])
-        return _with_weights(case, **changed)
-    return run

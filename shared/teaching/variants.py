@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from itertools import combinations
 
+from shared.teaching import family_transforms as ft
 from shared.teaching import transforms as t
 from shared.teaching.transforms import Case, Transform
 
@@ -116,34 +117,34 @@ def all_variants() -> list[Variant]:
     out += [  # the newer families (shared/teaching/family_demos.py)
         Variant("LayerScale gammas dropped", "layer_scale", "layer_scale", "your loader ignores "
                 "the LayerScale gammas (timm ls1/ls2.gamma, Transformers layer_scale1/2.lambda1) "
-                "and leaves them at one (the public MLX DINOv2 bug)", t.layer_scale_dropped),
+                "and leaves them at one (the public MLX DINOv2 bug)", ft.layer_scale_dropped),
         Variant("pool q/k/v biases dropped", "pool_qkv_bias", "pool_qkv_bias", "your attention "
                 "pool has no query/key/value biases (AlgoPerf's PyTorch MAP head; its JAX one has "
-                "them)", t.pool_qkv_biases_dropped),
+                "them)", ft.pool_qkv_biases_dropped),
         Variant("QuickGELU and exact GELU swapped", "quick_gelu", "activation", "your port runs "
                 "exact GELU where the spec says QuickGELU x*sigmoid(1.702x) (OpenAI CLIP), or "
                 "QuickGELU (MLX's gelu_fast_approx, approx='fast') where it says exact GELU",
-                t.quick_gelu_swapped),
+                ft.quick_gelu_swapped),
         Variant("gated MLP halves swapped", "swiglu", "gated_halves", "your port reads the gate "
                 "from the other half of the packed fc1 (timm's GluMlp default gate_last=True; "
                 "SwiGLUPacked, DINOv2's w12 and Transformers' weights_in are gate first)",
-                t.gated_halves_swapped),
+                ft.gated_halves_swapped),
         Variant("registers averaged with the patches", "register_pooling", "register_pooling",
                 "your mean pooling skips only the class token and averages the registers too",
-                t.registers_in_mean),
+                ft.registers_in_mean),
         Variant("register position rows dropped", "register_positions", "register_rows",
                 "your port gives the registers no position (DINOv2, Transformers) and cuts their "
                 "rows from a table that has them (timm without no_embed_class)",
-                t.register_rows_dropped),
+                ft.register_rows_dropped),
         Variant("register position rows read as patch rows", "register_positions", "register_rows",
                 "your port gives the registers no position and adds the table's first rows, so the "
-                "patches receive the register rows", t.register_rows_read_as_patches),
+                "patches receive the register rows", ft.register_rows_read_as_patches),
         Variant("class head alone", "distilled_heads", "distilled_heads", "your port reads the "
                 "class head only, not the mean of the class and distillation heads (Transformers' "
-                "DeiTForImageClassification)", t.distilled_head_alone("class")),
+                "DeiTForImageClassification)", ft.distilled_head_alone("class")),
         Variant("distillation head alone", "distilled_heads", "distilled_heads", "your port reads "
                 "the distillation head only (DeiTForImageClassificationWithTeacher's "
-                "distillation_logits)", t.distilled_head_alone("distillation")),
+                "distillation_logits)", ft.distilled_head_alone("distillation")),
     ]
     return out
 

@@ -1,0 +1,127 @@
+"""The catalogue's alternatives for the newer families' conventions (LayerScale, registers, the
+gated MLP, the attention pool, QuickGELU, the distillation head), in the style of
+`shared.teaching.transforms`: each turns one run of the reference into what a port that made the
+family's known slip computes, or None when it does not apply to that case.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.core.spec import ModelSpec
+from shared.teaching.transforms import Case, Transform, with_spec, with_weights
+
+
+# ---- the newer families' conventions (LayerScale, registers, SwiGLU, MAP pool, distillation) --
+def layer_scale_dropped(case: Case) -> Case | None:
+    """Every LayerScale gamma one: what a loader that ignores `ls1`/`ls2` (timm) or
+    `layer_scale1.lambda1` (Transformers) computes with a LayerScale module left at its init of 1
+    (the public MLX DINOv2 port)."""
+    if not case.spec.layer_scale:
+        return None
+    return with_weights(case, **{name: np.ones_like(value) for name, value in case.weights.items()
+                                  if name.endswith((".ls1.gamma", ".ls2.gamma"))})
+
+
+def pool_qkv_biases_dropped(case: Case) -> Case | None:
+    """The attention pool's query/key/value biases off (its output bias kept): AlgoPerf's PyTorch
+    MAP head against its JAX one, which has them."""
+    s = case.spec
+    if s.pooling != "map" or not s.pool_qkv_bias:
+        return None
+    weights = {k: v for k, v in case.weights.items()
+               if k not in {f"pool.attn.{proj}.bias" for proj in ("query", "key", "value")}}
+    return Case(s.replace(pool_qkv_bias=False), weights, case.images)
+
+
+def quick_gelu_swapped(case: Case) -> Case | None:
+    """QuickGELU x*sigmoid(1.702x) <-> exact GELU in the MLPs: OpenAI CLIP's activation run as
+    GELU (a CLIP config left at nn.GELU), or an exact-GELU model run with MLX's
+    gelu_fast_approx (nn.GELU(approx='fast')), which is QuickGELU."""
+    swap = {"quick_gelu": "gelu", "gelu": "quick_gelu"}
+    if case.spec.activation not in swap:
+        return None
+    return with_spec(case, activation=swap[case.spec.activation])
+
+
+def gated_halves_swapped(case: Case) -> Case | None:
+    """The gated MLP's two halves exchanged: act(fc1 x) * gate x instead of act(gate x) * fc1 x.
+    A packed fc1 (timm's SwiGLUPacked, DINOv2's w12, Transformers' weights_in) is gate first;
+    timm's GluMlp default (gate_last=True) reads the gate from the second half."""
+    s = case.spec
+    if s.mlp != "gated":
+        return None
+    swapped: dict[str, np.ndarray] = {}
+    for i in range(s.depth):
+        p = f"blocks.{i}.mlp."
+        for part in ("kernel", "bias"):
+            swapped[f"{p}gate.{part}"] = case.weights[f"{p}fc1.{part}"]
+            swapped[f"{p}fc1.{part}"] = case.weights[f"{p}gate.{part}"]
+    return with_weights(case, **swapped)
+
+
+def registers_in_mean(case: Case) -> Case | None:
+    """Mean pooling over the registers and the patches (a port that skips only the class token).
+    The same function as `flatten` pooling whose first head kernel repeats the pinned one / (R + N)
+    on every register and patch row and is zero on the class (and distillation) token's: the
+    reference runs that. Not expressible when the final norm sits after pooling or there is no
+    head layer to carry the weighting."""
+    s = case.spec
+    if s.pooling != "mean" or not s.registers or s.final_norm == "pooled":
+        return None
+    if not (s.head_hidden or s.num_classes):
+        return None
+    name = "head.hidden.0.kernel" if s.head_hidden else "head.out.kernel"
+    kernel = case.weights[name]
+    skipped = s.derived.prefix_tokens - s.registers  # class and distillation tokens
+    averaged = s.derived.seq_len - skipped
+    rows = np.concatenate([np.zeros((skipped, *kernel.shape)),
+                           np.broadcast_to(kernel / averaged, (averaged, *kernel.shape))])
+    flat = rows.reshape(s.derived.seq_len * s.dim, kernel.shape[1]).astype(np.float32)
+    return Case(s.replace(pooling="flatten"), {**case.weights, name: flat}, case.images)
+
+
+def _register_rows(spec: ModelSpec) -> slice:
+    first = int(spec.class_token) + int(spec.distill_token) if spec.pos_embed_class_row else 0
+    return slice(first, first + spec.registers)
+
+
+def register_rows_dropped(case: Case) -> Case | None:
+    """A table with register rows (timm without no_embed_class) loaded by a port whose registers
+    get no position (DINOv2's, Transformers'): the register rows are cut, the patches keep theirs."""
+    s = case.spec
+    if not s.pos_embed_register_rows:
+        return None
+    table = case.weights["pos_embed"]
+    rows = _register_rows(s)
+    kept = np.concatenate([table[: rows.start], table[rows.stop:]])
+    pos_rows = None if s.pos_rows is None else s.pos_rows - s.registers
+    spec = s.replace(pos_embed_register_rows=False, pos_rows=pos_rows)
+    return Case(spec, {**case.weights, "pos_embed": np.ascontiguousarray(kept)}, case.images)
+
+
+def register_rows_read_as_patches(case: Case) -> Case | None:
+    """A table with register rows read by a port that gives registers none and takes the table's
+    first rows (this spec's own convention for a larger table): the patches get the register rows
+    and their neighbours', shifted by the number of registers."""
+    s = case.spec
+    if not s.pos_embed_register_rows:
+        return None
+    return with_spec(case, pos_embed_register_rows=False, pos_rows=s.derived.pos_rows_total)
+
+
+def distilled_head_alone(which: str) -> Transform:
+    """A distilled model read through one head only (`which`: "class" or "distillation"), not
+    the mean of both: Transformers' DeiTForImageClassification reads the class token alone. The
+    same function as the mean with that head's weights doubled and the other head zero."""
+    def run(case: Case) -> Case | None:
+        if not case.spec.distill_token:
+            return None
+        heads = ("head.out.", "head_dist.out.")
+        kept, zeroed = heads if which == "class" else heads[::-1]
+        changed: dict[str, np.ndarray] = {}
+        for part in ("kernel", "bias"):
+            changed[kept + part] = case.weights[kept + part] * np.float32(2)  # exact in float32
+            changed[zeroed + part] = np.zeros_like(case.weights[zeroed + part])
+        return with_weights(case, **changed)
+    return run
