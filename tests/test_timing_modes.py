@@ -263,3 +263,14 @@ def test_the_roof_is_measured_in_the_mode_the_run_chose_and_says_so() -> None:
     bare: dict[str, Any] = {"phases": {}}
     phases.measure_roofline(module, spec, "cpu", {"batch": 2}, bare, timer)  # type: ignore[arg-type]
     assert module.modes[-1] is None and bare["roofline"]["gemm"]["mode"] is None
+
+
+@pytest.mark.parametrize("framework", ["torch", "flax", "mlx"])
+def test_an_attention_mode_reaches_the_pool_as_well_as_the_blocks(framework: str) -> None:
+    import ports
+    from shared.core.presets import get_preset
+
+    port = ports.create_port(framework, get_preset("siglip-tiny"))
+    port.set_mode("explicit")
+    layers = [*port.model.blocks, port.model.pool]
+    assert [layer.attn.attention_path for layer in layers] == ["explicit"] * len(layers)

@@ -158,8 +158,9 @@ class Port:
         if mode not in modes:
             raise InputError(f"mode {mode!r} is not one of {self.framework}'s: {', '.join(modes)}")
         self.mode = mode
-        for block in self.model.blocks:  # the attention path is the mode
-            block.attn.attention_path = mode
+        pool = [self.model.pool] if self.model.pool is not None else []
+        for layer in [*self.model.blocks, *pool]:  # the attention path is the mode
+            layer.attn.attention_path = mode
 
     def compiled_forward(self) -> Callable[[mx.array], mx.array]:
         """Eval-mode forward under mx.compile. inputs=model.state: the parameters are inputs of
