@@ -1,6 +1,8 @@
 """Property test: random small valid specs (padding with odd sizes, head width != dim/heads,
-post-norm, every pooling, no class token, oversized position tables, sincos, no qkv bias) give
-the reference's logits in every port."""
+post-norm, every pooling, no class token, oversized position tables, sincos, no qkv bias, and
+the newer families' parts: registers, a distillation token, LayerScale, qk-norm, the gated MLP,
+patch and pre-block norms, every activation, no classifier) give the reference's logits in every
+port."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ from shared.runtime.contract import PortInterface
 def small_specs(draw: st.DrawFn) -> ModelSpec:
     class_token = draw(st.booleans())
     pos_embed = draw(st.sampled_from(["learned", "sincos", "none"]))
+    activations = st.sampled_from(["gelu", "gelu_tanh", "quick_gelu", "silu"])
+    registers = draw(st.integers(0, 2))
+    poolings = ["cls", "mean", "flatten", "map"] if class_token else ["mean", "flatten", "map"]
+    pooling = draw(st.sampled_from(poolings))
+    head_hidden = tuple(draw(st.lists(st.integers(3, 12), max_size=2)))
+    num_classes = draw(st.integers(0, 5)) if not head_hidden else draw(st.integers(2, 5))
     image_h, image_w = draw(st.integers(3, 11)), draw(st.integers(3, 11))
     fields = dict(
         image_height=image_h, image_width=image_w, channels=draw(st.integers(1, 3)),
@@ -30,15 +38,21 @@ def small_specs(draw: st.DrawFn) -> ModelSpec:
         dim=draw(st.sampled_from([8, 12, 16])), class_token=class_token, pos_embed=pos_embed,
         pos_embed_class_row=class_token and pos_embed != "none" and draw(st.booleans()),
         depth=draw(st.integers(1, 2)), heads=draw(st.integers(1, 3)), head_dim=draw(st.integers(2, 9)),
-        mlp_dim=draw(st.integers(4, 24)), activation=draw(st.sampled_from(["gelu", "gelu_tanh"])),
+        mlp_dim=draw(st.integers(4, 24)), activation=draw(activations),
         norm=draw(st.sampled_from(["pre", "post"])),
         layer_norm_eps=draw(st.sampled_from([1e-6, 1e-5, 1e-3])), qkv_bias=draw(st.booleans()),
-        final_norm=draw(st.sampled_from(["none", "tokens", "pooled"])),
-        pooling=draw(st.sampled_from(["cls", "mean", "flatten"] if class_token else ["mean", "flatten"])),
-        head_hidden=tuple(draw(st.lists(st.integers(3, 12), max_size=2))),
-        head_activation=draw(st.sampled_from(["gelu", "gelu_tanh"])),
-        num_classes=draw(st.integers(2, 5)), name="hypothesis",
+        final_norm=draw(st.sampled_from(["none", "tokens", "pooled"])), pooling=pooling,
+        head_hidden=head_hidden, head_activation=draw(activations), num_classes=num_classes,
+        registers=registers, mlp=draw(st.sampled_from(["standard", "gated"])), qk_norm=draw(st.booleans()),
+        layer_scale=draw(st.booleans()), norm_before_blocks=draw(st.booleans()),
+        patch_norm_in=draw(st.booleans()), patch_norm_out=draw(st.booleans()),
+        pool_qkv_bias=draw(st.booleans()), name="hypothesis",
+        distill_token=class_token and pooling == "cls" and num_classes > 0 and not head_hidden
+        and draw(st.booleans()),
     )
+    fields["pos_embed_register_rows"] = (registers > 0 and pos_embed == "learned"
+                                         and (fields["pos_embed_class_row"] or not class_token)
+                                         and draw(st.booleans()))
     try:
         spec = ModelSpec(**fields)
     except SpecError:

@@ -52,7 +52,7 @@ GAP = 1e-2  # an emulated rounding gap: the bfloat16 bound and floor are its mul
 
 
 def _contract(precision: Precision) -> dict[str, str]:
-    return {name: expected_tap_dtype(name, precision) for name in tap_order(SPEC)}
+    return {name: expected_tap_dtype(name, precision, SPEC) for name in tap_order(SPEC)}
 
 
 def test_a_tensor_in_another_dtype_than_the_contract_fails_the_port() -> None:

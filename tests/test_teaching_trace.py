@@ -34,6 +34,13 @@ def test_tap_order_covers_every_reference_tap(archive) -> None:
     assert sorted(tap_order(spec)) == sorted(ref)
 
 
+@pytest.mark.parametrize("name", ["clip-tiny", "siglip-tiny", "dinov2-reg-tiny"])
+def test_tap_order_is_the_order_the_reference_records_them_in(name: str) -> None:
+    """ln_pre and the attention pool's probabilities too, so `trace` compares them in place."""
+    spec = get_preset(name)
+    assert tap_order(spec) == list(reference_taps(spec, init_weights(spec, 0), probe_batch(spec)))
+
+
 @pytest.mark.parametrize("framework", ["torch", "flax"])
 def test_clean_port_is_within_every_budget(archive, framework: str) -> None:
     spec, weights, images, ref = archive

@@ -34,7 +34,7 @@ from shared.runtime.launch import run_worker
 
 def tap_order(spec: ModelSpec) -> list[str]:
     """Every tap the reference records for `spec`, in computation order."""
-    names = ["patch_embed", "pos_embed"]
+    names = ["patch_embed", "pos_embed", *(["norm_pre"] if spec.norm_before_blocks else [])]
     for i in range(spec.depth):
         b = f"block{i}."
         if spec.norm == "pre":
@@ -43,6 +43,8 @@ def tap_order(spec: ModelSpec) -> list[str]:
             names += [b + "attn_probs", b + "attn", b + "norm1", b + "mlp", b + "norm2", b + "out"]
     if spec.final_norm == "tokens":
         names.append("final_norm")
+    if spec.pooling == "map":
+        names.append("pool.attn_probs")
     return [*names, "pooled", "logits"]
 
 
