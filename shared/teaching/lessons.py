@@ -61,6 +61,21 @@ LESSONS: tuple[Lesson, ...] = (
            (Select(unit="Attention.__init__"),)),
     Lesson("gelu_names", "gelu_names", "four spellings of the same two forms; MLX's 'fast' is neither",
            (Select(unit="activation"),)),
+    # the newer families' parts
+    Lesson("layer_scale", "layer_scale", "the gammas are parameters every port maps and loads",
+           (Select(unit="LayerScale"), Select(file="transfer.py", contains=("ls1", "ls{", ".gamma")))),
+    Lesson("pool_qkv_bias", "pool_qkv_bias", "the pool's attention takes the spec's pool_qkv_bias",
+           (Select(unit="AttentionPool.__init__"),)),
+    Lesson("quick_gelu", "quick_gelu", "QuickGELU is written out, x * sigmoid(1.702 x), in every port",
+           (Select(unit="QuickGELU"),)),
+    Lesson("swiglu", "swiglu", "the gate is its own layer, and the activated one",
+           (Select(unit="Mlp.call"),)),
+    Lesson("register_pooling", "register_pooling", "mean pooling skips every prefix token",
+           (Select(unit="VisionTransformer.call", contains=("prefix_tokens",)),)),
+    Lesson("register_positions", "register_positions", "zero rows for the prefix tokens the table skips",
+           (Select(unit="VisionTransformer.positions"),)),
+    Lesson("distilled_heads", "distilled_heads", "the logits are the mean of both heads",
+           (Select(unit="VisionTransformer.call", contains=("head_dist",)),)),
 )
 
 
