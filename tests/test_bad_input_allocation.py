@@ -18,7 +18,7 @@ from tests.adversarial import refused
     ("dim", "1000000000", "'dim' = 1000000000: expected a positive integer of at most 65,536"),
     ("image_height", "100000", "'image_height' = 100000"),
     ("mlp_dim", "-3", "'mlp_dim' = -3"),
-    ("num_classes", "0", "'num_classes' = 0"),
+    ("num_classes", "-1", "'num_classes' = -1"),
 ])
 @pytest.mark.parametrize("command", ["spec", "init", "logits"])
 def test_absurd_fields_are_refused_at_once(tmp_path: Path, command: str, field: str, value: str,
