@@ -86,6 +86,14 @@ def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str])
     assert back <= ATOL, back
 
 
+def test_a_table_shorter_than_the_prefix_tokens_is_read_as_patches_only() -> None:
+    """DINOv2-reg at a tiny image: 4 patch rows, 5 prefix tokens; once a traceback (complex sqrt)."""
+    torch.manual_seed(0)
+    raw = state_dict(timm_model(**dict(SMALL, img_size=8), reg_tokens=4, no_embed_class=True))
+    spec = import_tensors("timm", raw, None, parse_given(None, ["heads=4"])).spec
+    assert (spec.image_height, spec.registers, spec.pos_embed_class_row) == (8, 4, False)
+
+
 def test_every_timm_tensor_is_used_and_the_inexpressible_is_named() -> None:
     """A LayerScale gamma the spec does not place (here: block 1 only, so block 0 says no
     LayerScale) is refused by the mapping engine as unused, never dropped; timm options the spec

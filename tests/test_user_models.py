@@ -345,3 +345,17 @@ def test_flax_run_is_eval_mode_and_leaves_the_models_own_mode() -> None:
     assert not model.layers[0].feed_forward.dropout.deterministic  # a view ran, not the model
     fw.user.capture(model, case["images"], "NHWC", ["layers.0"])
     assert nnx.state(model, nnx.Intermediate) == nnx.State({})  # capture leaves nothing in the model
+
+
+def test_a_tower_without_a_classifier_is_checked_against_its_pooled_width() -> None:
+    """timm's DINOv2 and SigLIP and Transformers' vision towers return the pooled vector."""
+    import numpy as np
+
+    from shared.core.presets import get_preset
+    from shared.errors import InputError
+    from shared.runtime.user_jobs import check_logits
+
+    tower = get_preset("siglip-tiny")
+    check_logits(np.zeros((4, 32)), tower, 4)  # the pooled width, 32: accepted
+    with pytest.raises(InputError, match=r"expected \(4, 32\) \(batch 4 x the pooled width: no classifier\)"):
+        check_logits(np.zeros((4, 10)), tower, 4)

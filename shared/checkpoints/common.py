@@ -231,6 +231,9 @@ def width_per_head(fmt: str, width: int, width_source: str, heads: Any, heads_so
 
 
 def square_grid(tokens: int) -> int | None:
+    """The side of a square grid of `tokens` (None: not a square, or no tokens at all)."""
+    if tokens < 1:
+        return None
     side = round(tokens**0.5)
     return side if side * side == tokens else None
 

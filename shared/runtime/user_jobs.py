@@ -117,10 +117,11 @@ def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Ta
 
 
 def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
-    expected = (batch, spec.num_classes)
+    expected = (batch, spec.derived.outputs)
     if tuple(logits.shape) != expected:
+        what = f"num_classes {spec.num_classes}" if spec.num_classes else "the pooled width: no classifier"
         raise InputError(f"your model's forward returns shape {tuple(logits.shape)}, expected {expected} "
-                         f"(batch {batch} x num_classes {spec.num_classes})")
+                         f"(batch {batch} x {what})")
     if not np.all(np.isfinite(logits)):
         bad = int(logits.size - np.count_nonzero(np.isfinite(logits)))
         raise InputError(f"your model's logits hold {bad} non-finite values (NaN or infinity)")
