@@ -22,12 +22,25 @@ def conventions(spec=SPEC):
     from shared.core.mapping import Table
 
     out = []
-    for name, levels in convention_texts(spec):
+    for name, levels, inert in convention_texts(spec):
         base = None
-        for text in reversed(levels):
-            base = Table(text, name, base=base)
+        for i, text in enumerate(reversed(levels)):
+            base = Table(text, name, base=base, inert=tuple(inert) if i == len(levels) - 1 else ())
         out.append(base)
     return out
+
+
+def test_an_inert_library_tensor_does_not_stop_its_convention_from_binding() -> None:
+    """Transformers' Dinov2WithRegistersModel holds a mask token (masked pre-training only): the
+    hf table names it inert, so the model itself binds by that table, and nothing else is let off."""
+    spec = get_preset("dinov2-s14-reg4").replace(image_height=28, image_width=28, dim=32, heads=4, head_dim=8,
+                                                 mlp_dim=64, depth=2, pos_embed_class_row=True)
+    native = {n: v.shape for n, v in export_tensors("hf", spec, init_weights(spec)).items()}
+    assert "embeddings.mask_token" in native
+    assert bind(spec, native, [], "torch", conventions(spec)).rule == "hf"
+    extra = {**native, "embeddings.stray": (32,)}
+    with pytest.raises(WeightsError):
+        bind(spec, extra, [], "torch", conventions(spec))
 
 
 def torch_style(spec=SPEC) -> tuple[dict[str, tuple[int, ...]], list[Layer]]:

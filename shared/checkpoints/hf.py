@@ -219,7 +219,8 @@ def table(fmt: str, s: ModelSpec) -> Table:
     if model_type == "vit":
         return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
     arch = ARCHITECTURES[model_type]
-    return Table(arch.rows(s), fmt, layer=arch.layer_key, **arch.fill)
+    inert = (MASK_TOKEN,) if model_type.startswith("dinov2") else ()
+    return Table(arch.rows(s), fmt, inert=inert, layer=arch.layer_key, **arch.fill)
 
 
 def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:

@@ -124,6 +124,7 @@ def by_table(spec: ModelSpec, native: dict[str, Shape], table: Table) -> Binding
         plan = table.bind(spec.derived.tensor_shapes)
     except WeightsError:  # the table cannot name this spec's tensors (e.g. no qkv bias)
         return None
+    native = {n: s for n, s in native.items() if n not in table.inert}
     if {link.native for link in plan.links} != set(native):  # names first: shapes cost a pass
         return None
     check_complete(spec, native, plan.links, table.name)  # names match: a wrong shape is an error

@@ -129,8 +129,11 @@ class Row:
 class Table:
     """Rows naming every canonical tensor natively; `bind` turns them into both directions."""
 
-    def __init__(self, text: str, name: str, base: Table | None = None, **fill: str) -> None:
-        self.name, self.base = name, base
+    def __init__(self, text: str, name: str, base: Table | None = None, inert: tuple[str, ...] = (),
+                 **fill: str) -> None:
+        # `inert`: native tensors of this convention that take no part in the function at inference
+        # (Transformers' DINOv2 mask token): a model that holds them still binds by the table.
+        self.name, self.base, self.inert = name, base, inert
         for key, value in fill.items():
             text = text.replace("{" + key + "}", value)
         self.rows: list[Row] = []

@@ -108,10 +108,10 @@ def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Ta
     out: list[Table] = []
     with contextlib.suppress(PortbenchError):  # a port that cannot load here names nothing
         out.append(ports.load_port_part(framework, "transfer").table(spec))
-    for name, levels in job.get("conventions", []):
+    for name, levels, inert in job.get("conventions", []):
         base = None
-        for text in reversed(levels):
-            base = Table(text, name, base=base)
+        for i, text in enumerate(reversed(levels)):  # the last level is the table itself
+            base = Table(text, name, base=base, inert=tuple(inert) if i == len(levels) - 1 else ())
         out.append(base)  # type: ignore[arg-type]
     return out
 
@@ -151,8 +151,10 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     t0 = time.perf_counter()
     binding = bind(spec, {n: v.shape for n, v in params.items()}, found, fw,
                    conventions(job, fw, spec), job.get("rules"))
+    bound = {link.native for link in binding.links}  # all but a convention's inert tensors
     out.report.update({"bind_s": time.perf_counter() - t0, "binding": binding.to_dict(),
-                       "param_count": int(sum(v.size for v in params.values()))})
+                       "param_count": int(sum(v.size for n, v in params.items() if n in bound)),
+                       "inert": sorted(n for n in params if n not in bound)})
     if job.get("weights"):
         module.assign(model, binding.to_native(load_weights(job["weights"], spec).tensors))
     else:

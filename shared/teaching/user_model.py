@@ -64,16 +64,18 @@ def worker_framework(reference: str, framework: str | None) -> str:
     return "torch"
 
 
-def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str]]]:
-    """Every checkpoint format's table for `spec`, as text the worker rebuilds (base last)."""
+def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str], list[str]]]:
+    """Every checkpoint format's table for `spec`, as text the worker rebuilds (base last), and
+    the native tensors it names inert."""
     out = []
     for fmt in FORMATS:
         table: Table | None = format_module(fmt).table(fmt, spec)
+        inert = list(table.inert) if table is not None else []
         levels = []
         while table is not None:
             levels.append("\n".join(f"{r.canonical} {r.native} {r.layout}" for r in table.rows))
             table = table.base
-        out.append((fmt, levels))
+        out.append((fmt, levels, inert))
     return out
 
 
