@@ -7,7 +7,6 @@ ports are checked against the reference on each family's tiny preset (tests/test
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any
 
@@ -40,7 +39,8 @@ TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
      dict(SMALL, class_token=False, global_pool="map", act_layer="gelu_tanh", num_classes=0),
      ["heads=4", "activation=gelu_tanh"]),
     ("clip-prenorm-quickgelu-eps1e-5",
-     dict(SMALL, pre_norm=True, act_layer="quick_gelu", norm_layer="eps1e-5", num_classes=6),
+     dict(SMALL, pre_norm=True, act_layer="quick_gelu", num_classes=6,
+          norm_layer="functools.partial(timm.layers.LayerNorm, eps=1e-05)"),
      ["heads=4", "activation=quick_gelu", "layer_norm_eps=1e-5"]),
     ("deit-distilled", dict(SMALL, distilled=True, num_classes=4), ["heads=4"]),
     ("patchnorm-avg-fcnorm",
@@ -49,22 +49,11 @@ TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
 ]
 
 
-def timm_model(**kwargs: Any) -> torch.nn.Module:
-    """A timm ViT from kwargs in model_kwargs' spelling (layers named as strings)."""
-    from timm import layers
-    from timm.models.deit import VisionTransformerDistilled
-    from timm.models.vision_transformer import VisionTransformer
+def timm_model(distilled: bool = False, **kwargs: Any) -> torch.nn.Module:
+    """A timm ViT from kwargs in model_kwargs' spelling (layers named as strings), as peers builds it."""
+    from ports.public_models import timm_model as build
 
-    kwargs = dict(kwargs)
-    if isinstance(kwargs.get("mlp_layer"), str):
-        kwargs["mlp_layer"] = getattr(layers, kwargs["mlp_layer"].rsplit(".", 1)[-1])
-    norm = kwargs.get("norm_layer")
-    if isinstance(norm, str):  # "eps1e-5" here, "functools.partial(timm.layers.LayerNorm, eps=1e-05)" there
-        eps = float(norm.rstrip(")").split("eps")[1].strip("="))
-        kwargs["norm_layer"] = functools.partial(layers.LayerNorm, eps=eps)
-    if kwargs.pop("distilled", False):
-        return VisionTransformerDistilled(**kwargs)
-    return VisionTransformer(**kwargs)
+    return build(kwargs, distilled)
 
 
 @pytest.mark.parametrize(("kwargs", "given"), [c[1:] for c in TIMM_CASES], ids=[c[0] for c in TIMM_CASES])

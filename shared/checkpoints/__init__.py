@@ -73,7 +73,9 @@ def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dic
     module.refuse_unsupported(fmt, source, raw)
     inference = module.infer(fmt, raw, config, given)
     spec = resolve_spec(inference, given, name=f"{fmt}-import")
-    tensors = plan(fmt, spec).from_native(raw, f"{fmt} checkpoint {source}")
+    table = module.table(fmt, spec)  # its inert tensors take no part in the function: not converted
+    raw = {name: value for name, value in raw.items() if name not in table.inert}
+    tensors = table.bind(spec.derived.tensor_shapes).from_native(raw, f"{fmt} checkpoint {source}")
     check_tensors(spec, tensors, source=f"{fmt} checkpoint {source}")
     applied = [f"{name}={value!r} ({why})" for name, (value, why) in inference.conventions.items()
                if name not in given]

@@ -70,11 +70,6 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
     return read_tensors(path), read_config(config), repr(str(path))
 
 
-def normalise(raw: Raw, source: str) -> Raw:
-    """DINOv2's mask token (masked pre-training only) is not part of the function."""
-    return {k: v for k, v in raw.items() if k != MASK_TOKEN}
-
-
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
     """Every tensor the spec has no place for is refused by the mapping (unused); this names
     the Transformers options that leave such tensors, first."""
