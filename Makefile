@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml constraints/ci.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints/ci.txt -e ".[all,dev]"
+	# keras-hub and tf_keras (Transformers' TF models) pin Keras and TensorFlow versions of their own;
+	# installed without dependencies they sit beside Keras 3 and share its TensorFlow.
+	$(BIN)/python -m pip install --quiet --no-deps -c constraints/ci.txt keras-hub tf_keras
 	touch $(STAMP)
 
 compare: $(STAMP)
