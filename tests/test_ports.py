@@ -206,6 +206,19 @@ def test_precision_is_pinned_to_fp32_and_tf32_only_when_asked(framework: str) ->
     assert any(v in (False, "highest") for v in pinned.values()), pinned
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_mean_over_every_token_matches_the_reference(framework: str) -> None:
+    """keras-hub's `gap` pooling averages the class and register tokens with the patches; no preset
+    uses it, so one tiny spec with both prefix kinds pins it in every port."""
+    spec = get_preset("dinov2-reg-tiny").replace(pooling="mean_all")
+    tensors = init_weights(spec, 0)
+    images = probe_batch(spec, 2)
+    p = ports.create_port(framework, spec)
+    p.load(tensors)
+    verdict = check_logits(spec, p.logits(images), reference.forward(spec, tensors, images), p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
+
+
 def test_dropped_remainder_with_a_single_patch_column() -> None:
     """Found by the property test: TF's oneDNN Conv2D returned values off by 2.3 for a valid,
     strided conv over a 3x3 image in 1x2 patches (one column to drop). Every port now crops the

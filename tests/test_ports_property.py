@@ -26,7 +26,7 @@ def small_specs(draw: st.DrawFn) -> ModelSpec:
     pos_embed = draw(st.sampled_from(["learned", "sincos", "none"]))
     activations = st.sampled_from(["gelu", "gelu_tanh", "quick_gelu", "silu"])
     registers = draw(st.integers(0, 2))
-    poolings = ["cls", "mean", "flatten", "map"] if class_token else ["mean", "flatten", "map"]
+    poolings = ["mean", "mean_all", "flatten", "map"] + (["cls"] if class_token else [])
     pooling = draw(st.sampled_from(poolings))
     head_hidden = tuple(draw(st.lists(st.integers(3, 12), max_size=2)))
     num_classes = draw(st.integers(0, 5)) if not head_hidden else draw(st.integers(2, 5))

@@ -298,6 +298,8 @@ class VisionTransformer(nnx.Module):
             x = x[:, 0]
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
+        elif s.pooling == "mean_all":
+            x = x.mean(axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
             x = self.pool(x, t)
         else:

@@ -321,6 +321,8 @@ class VisionTransformer(keras.Model):
             x = x[:, 0]
         elif s.pooling == "mean":
             x = ops.mean(x[:, s.derived.prefix_tokens:], axis=1)  # patch tokens only
+        elif s.pooling == "mean_all":
+            x = ops.mean(x, axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
             x = self.pool(x, training=training, taps=t)
         else:

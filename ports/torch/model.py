@@ -292,6 +292,8 @@ class VisionTransformer(nn.Module):
             x = x[:, 0]
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(dim=1)  # patch tokens only
+        elif s.pooling == "mean_all":
+            x = x.mean(dim=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
             x = self.pool(x, t)
         else:

@@ -211,6 +211,8 @@ def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Round
         return x[:, 0]
     if spec.pooling == "mean":
         return r.param(x[:, spec.derived.prefix_tokens:].mean(axis=1))  # patch tokens only
+    if spec.pooling == "mean_all":
+        return r.param(x.mean(axis=1))  # every token, class token included (keras-hub's gap)
     if spec.pooling == "flatten":
         return x.reshape(x.shape[0], -1)
     # map: a learned probe attends over every token, then x + MLP(LN(x)) (big_vision's MAPHead)

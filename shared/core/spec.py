@@ -18,7 +18,8 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   added before. Register tokens get a row only with `pos_embed_register_rows` (timm without
   `no_embed_class`); DINOv2 and Transformers insert them after the positions are added;
 - `mean` pooling averages the patch tokens only (class, distillation and register tokens are
-  excluded, as timm);
+  excluded, as timm); `mean_all` averages every token, class token included (keras-hub's
+  `gap` pooling of its ViT);
 - `flatten` pooling concatenates every token (class token included) in sequence order;
 - `map` pooling is big_vision's MAPHead (timm's `global_pool='map'`): a learned probe attends over
   every token with the spec's heads, then LayerNorm and a residual fc1/fc2 MLP of width `mlp_dim`
@@ -51,7 +52,7 @@ PosEmbed = Literal["learned", "sincos", "none"]
 Activation = Literal["gelu", "gelu_tanh", "quick_gelu", "silu"]
 Norm = Literal["pre", "post"]
 FinalNorm = Literal["none", "tokens", "pooled"]
-Pooling = Literal["cls", "mean", "flatten", "map"]
+Pooling = Literal["cls", "mean", "mean_all", "flatten", "map"]
 Mlp = Literal["standard", "gated"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
 NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)

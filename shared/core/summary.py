@@ -90,6 +90,7 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
     pool = {
         "cls": "class token (token 0)",
         "mean": f"mean of the {d.num_patches} patch tokens",
+        "mean_all": f"mean of all {d.seq_len} tokens, class token included (keras-hub's gap)",
         "flatten": f"flatten {d.seq_len}×{s.dim} = {d.pooled_dim}",
         "map": f"a learned probe attends over the {d.seq_len} tokens ({s.heads} heads), then "
                f"y + MLP {s.dim}→{s.mlp_dim}→{s.dim}(LN(y)) (big_vision's MAPHead)",

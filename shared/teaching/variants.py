@@ -74,6 +74,9 @@ def all_variants() -> list[Variant]:
                 t.spec_field("pooling", "cls")),
         Variant("pooling=mean", "pooling", "pooling", "your port averages the patch tokens",
                 t.spec_field("pooling", "mean")),
+        Variant("pooling=mean_all", "pooling", "pooling", "your port averages every token, the "
+                "class token included (keras-hub's ViT with pooling='gap')",
+                t.spec_field("pooling", "mean_all")),
         Variant("final_norm=pooled", "pooling", "final_norm", "your port applies the final "
                 "LayerNorm after pooling (timm's fc_norm)", t.spec_field("final_norm", "pooled")),
         Variant("final_norm=tokens", "pooling", "final_norm", "your port applies the final "
