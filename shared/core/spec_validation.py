@@ -65,7 +65,8 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
               f"(this image makes {rows * cols:,})")
     if s.pooling == "cls" and not s.class_token:
-        _fail("pooling", s.pooling, "mean, mean_all, flatten or map when class_token is false (no class token)")
+        _fail("pooling", s.pooling, "mean, mean_all, flatten or map when class_token is false "
+              "(no class token)")
     _validate_tokens_and_heads(s)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
