@@ -19,6 +19,7 @@ listed with their demonstration's headline gap, which is not a logit gap on a se
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,7 @@ from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.rounding import emulated_gap
+from shared.core.spec import ModelSpec
 from shared.core.tolerance import MARGIN, logit_atol, logit_scale
 from shared.teaching.demo import demo_case, gap
 from shared.teaching.divergences import CATALOGUE, Entry
@@ -116,17 +118,26 @@ def measure(entry_key: str, variant_key: str) -> Measured | None:
     setting on every one of them)."""
     for preset, changes in ENTRY_CASES.get(entry_key, DEFAULT_CASES):
         spec = get_preset(preset)
-        case = demo_case(spec.replace(**changes) if changes else spec)
+        case, reference, emulated = _pinned(spec.replace(**changes) if changes else spec)
         mutated = variant(variant_key).apply(case)
         if mutated is None:
             continue
-        reference = forward(case.spec, case.weights, case.images)
         moved = gap(forward(mutated.spec, mutated.weights, mutated.images), reference)
-        emulated = {r: emulated_gap(case.spec, case.weights, case.images, Precision.from_rung(r), reference)
-                    for r in RUNG_COLUMNS}
         return Measured(entry_key, variant_key, _label(preset, changes), case, mutated, reference, moved,
-                        emulated)
+                        dict(emulated))
     return None
+
+
+@functools.lru_cache(maxsize=16)
+def _pinned(spec: ModelSpec) -> tuple[Case, np.ndarray, dict[str, float | None]]:
+    """The pinned case on `spec`, its float64 logits and its emulated rounding gap per rung: one
+    rung-emulating pass per rung and spec, shared by every variant measured on that spec (most
+    entries measure on quadrant). Variants never mutate the case they are applied to."""
+    case = demo_case(spec)
+    reference = forward(case.spec, case.weights, case.images)
+    emulated = {r: emulated_gap(case.spec, case.weights, case.images, Precision.from_rung(r), reference)
+                for r in RUNG_COLUMNS}
+    return case, reference, emulated
 
 
 def _demo_row(e: Entry, run_demos: bool) -> Row:
