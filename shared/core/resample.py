@@ -15,8 +15,8 @@ out[r, c] = sum_ij rows[r, i] * grid[i, j] * cols[c, j]. The methods, each as it
   enlarging (a = -0.5, no clamping).
 - `dinov2_legacy`: DINOv2's original `interpolate_pos_encoding` with its +0.1 offset: torch's plain
   bicubic called with `scale_factor = (out + 0.1) / in` instead of a size, so the coordinate step is
-  in / (out + 0.1), not in / out (the output size floor(in * scale_factor) is still `out`: the
-  offset's purpose, checked for every size up to 3000 in both).
+  in / (out + 0.1), not in / out (the output size floor(in * scale_factor) is still `out`, the
+  offset's purpose and DINOv2's assert: the tests check every pair of sizes up to 128).
 - `big_vision_zoom`: big_vision's `resample_posemb`, `scipy.ndimage.zoom(order=1)`: a first-order
   spline sampled at i * (in - 1) / (out - 1), corners on corners (scipy's grid_mode=False), not
   the half-pixel grid of a bilinear resize.
