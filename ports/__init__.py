@@ -148,6 +148,9 @@ def create_port(name: str, spec, device: str = "cpu", precision=None) -> PortInt
     None). A rung the framework cannot run here raises a one-line FrameworkUnavailable."""
     from shared.core.precision import FLOAT32
 
+    if spec.pos_resample != "none":  # issue 23: never a silently unresampled table
+        raise FrameworkUnavailable(f"{name}: spec field pos_resample={spec.pos_resample!r} is not ported yet "
+                                   "(only the float64 reference resamples a position table)")
     module = load_port_module(name)
     resolved = resolve_device(name, module, device)
     refusal = rung_refusal(name, precision or FLOAT32, resolved)

@@ -247,10 +247,12 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
 
 
 def require_plain_blocks(target: str, s: ModelSpec) -> None:
-    """What every library here builds: every position row used, pre-norm blocks with head width
-    = width / heads, no hidden head layers, and patches cut by a valid conv."""
+    """What every library here builds: every position row used, at the image's own grid, pre-norm
+    blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv."""
     d = s.derived
     require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
+    require(s.pos_resample == "none", target, "pos_resample", s.pos_resample,
+            "none (a table at the image's own grid; exporting a resampled one is not built yet)")
     require(s.norm == "pre", target, "norm", s.norm, "pre")
     require(not s.head_hidden, target, "head_hidden", s.head_hidden, "no hidden head layers")
     require(d.attn_inner == s.dim, target, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.core.resample import resample_grid
 from shared.core.spec import ModelSpec
 from shared.core.tensor_shapes import positioned_prefix
 
@@ -38,12 +39,28 @@ def sequence_positions(spec: ModelSpec, learned: np.ndarray | None = None) -> np
     the rows used (of `learned`, the stored table, or the fixed one), with zero rows inserted
     for the prefix tokens the table has no row for. Adding a zero row is exact in every dtype,
     so this one addition computes what timm (class row), big_vision (patches only) and DINOv2
-    (registers inserted after the positions) each compute in their own order."""
-    table = learned[: spec.derived.pos_rows_used] if spec.pos_embed == "learned" else fixed_table(spec)
+    (registers inserted after the positions) each compute in their own order. A learned table of
+    another grid is first resampled to the image's (`resampled_table`)."""
+    table = resampled_table(spec, learned) if spec.pos_embed == "learned" else fixed_table(spec)
     if table is None:
         return None
     k, missing = positioned_prefix(spec), unpositioned(spec)
     return np.concatenate([table[:k], np.zeros((missing, spec.dim)), table[k:]]) if missing else table
+
+
+def resampled_table(spec: ModelSpec, learned: np.ndarray) -> np.ndarray:
+    """The rows of the stored table a learned spec uses, its patch rows resampled from the table's
+    grid to the image's by `spec.pos_resample` (float64); the prefix rows (class, distillation,
+    registers) are kept aside unresampled, as timm's `num_prefix_tokens` and Transformers' class
+    row. Without resampling: the first `pos_rows_used` rows, as stored."""
+    d = spec.derived
+    table = learned[: d.pos_rows_used]
+    if spec.pos_resample == "none":
+        return table
+    k = positioned_prefix(spec)
+    grid = table[k:].reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
+    patches = resample_grid(grid, d.grid_rows, d.grid_cols, spec.pos_resample)
+    return np.concatenate([table[:k], patches.reshape(d.num_patches, spec.dim)])
 
 
 def unpositioned(spec: ModelSpec) -> int:

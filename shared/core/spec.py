@@ -28,7 +28,12 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   head's (timm's and Transformers' inference output); `num_classes = 0` means no head at all: the
   output is the pooled vector (a CLIP or SigLIP image tower's embedding);
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
-  row for the class token when `pos_embed_class_row` is true.
+  row for the class token when `pos_embed_class_row` is true;
+- a learned table may hold another patch grid than the image's (`pos_grid_height` x
+  `pos_grid_width`, a checkpoint trained at another resolution): the canonical weights keep that
+  source table as the checkpoint has it, and `pos_resample` names the library convention that
+  resamples its patch rows to the image's grid on every forward (shared/core/resample.py); the
+  prefix rows (class, distillation, registers) are kept aside unresampled, as every library does.
 
 Fields that came after the first weight-file format (ADDED_FIELDS) enter the hash only when they
 differ from their default, so a spec that does not use them keeps the hash its files were saved
@@ -54,6 +59,8 @@ Norm = Literal["pre", "post"]
 FinalNorm = Literal["none", "tokens", "pooled"]
 Pooling = Literal["cls", "mean", "mean_all", "flatten", "map"]
 Mlp = Literal["standard", "gated"]
+PosResample = Literal["none", "timm_bicubic", "timm_bicubic_antialias", "hf_bicubic", "dinov2_legacy",
+                      "big_vision_zoom", "bilinear"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
 NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)
 
@@ -68,6 +75,7 @@ class ModelSpec(Record):
         "patch_bias", "patch_norm_in", "patch_norm_out", "distill_token", "registers",
         "pos_embed_register_rows",
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
+        "pos_grid_height", "pos_grid_width", "pos_resample",
     })
 
     # Input and patching.
@@ -89,6 +97,9 @@ class ModelSpec(Record):
     pos_embed_class_row: bool = True  # timm/torchvision: table has a class row; big_vision: not
     pos_embed_register_rows: bool = False  # DINOv2 and Transformers: registers get no position
     pos_rows: int | None = None  # explicit table size; only the first rows are used
+    pos_grid_height: int | None = None  # the learned table's patch grid; null: the image's own grid
+    pos_grid_width: int | None = None
+    pos_resample: PosResample = "none"  # how that grid is resampled to the image's (resample.py)
     norm_before_blocks: bool = False  # LayerNorm on the sequence before block 0 (CLIP's ln_pre)
     # Encoder.
     depth: int = 12
@@ -149,7 +160,9 @@ class Derived:
     seq_len: int  # prefix tokens + patches
     patch_features: int  # ph * pw * C, the length of one flattened patch
     attn_inner: int  # heads * head_dim: width of q, k, v
-    pos_rows_used: int
+    pos_grid_rows: int  # the learned table's patch grid (the image's grid unless resampled)
+    pos_grid_cols: int
+    pos_rows_used: int  # rows of the stored table used: its prefix rows and whole source grid
     pos_rows_total: int
     pos_rows_unused: int
     pooled_dim: int  # width of the vector entering the head
@@ -169,9 +182,11 @@ class Derived:
         num_patches = rows * cols
         prefix = int(s.class_token) + int(s.distill_token) + s.registers
         seq_len = num_patches + prefix
+        pos_grid_rows = rows if s.pos_grid_height is None else s.pos_grid_height
+        pos_grid_cols = cols if s.pos_grid_width is None else s.pos_grid_width
         pos_used = 0
         if s.pos_embed != "none":
-            pos_used = num_patches + positioned_prefix(s)
+            pos_used = pos_grid_rows * pos_grid_cols + positioned_prefix(s)
         pos_total = s.pos_rows if s.pos_rows is not None else pos_used
         pooled = seq_len * s.dim if s.pooling == "flatten" else s.dim
         shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled)
@@ -193,6 +208,8 @@ class Derived:
             seq_len=seq_len,
             patch_features=s.patch_height * s.patch_width * s.channels,
             attn_inner=s.heads * s.head_dim,
+            pos_grid_rows=pos_grid_rows,
+            pos_grid_cols=pos_grid_cols,
             pos_rows_used=pos_used,
             pos_rows_total=pos_total,
             pos_rows_unused=pos_total - pos_used,

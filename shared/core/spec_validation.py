@@ -80,6 +80,7 @@ def validate_spec(s: ModelSpec) -> None:
         needed = rows * cols + positioned_prefix(s)
         if s.pos_rows < needed:
             _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
+    _validate_resampling(s, rows, cols)
 
 
 def _validate_tokens_and_heads(s: ModelSpec) -> None:
@@ -98,6 +99,34 @@ def _validate_tokens_and_heads(s: ModelSpec) -> None:
               "false): no library positions the registers and not the class token")
     if not s.num_classes and s.head_hidden:
         _fail("head_hidden", s.head_hidden, "empty when num_classes is 0 (no head)")
+
+
+def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
+    """A learned table at another patch grid than the image's, and the method that resamples it."""
+    for name, own in (("pos_grid_height", rows), ("pos_grid_width", cols)):
+        value = getattr(s, name)
+        if value is None:
+            continue
+        if s.pos_embed != "learned":
+            _fail(name, value, f"null when pos_embed is {s.pos_embed!r} (only a learned table has a grid "
+                  "of its own)")
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+            _fail(name, value, f"a positive integer of at most {MAX_TOKENS:,}, or null (the image's grid)")
+        if s.pos_resample == "none" and value != own:
+            _fail(name, value, f"{own} (the image's patch grid) when pos_resample is 'none'; name the "
+                  "method that resamples a table of another grid")
+    source = (s.pos_grid_height or rows, s.pos_grid_width or cols)
+    if source[0] * source[1] > MAX_TOKENS:
+        name = "pos_grid_width" if s.pos_grid_width is not None else "pos_grid_height"
+        _fail(name, getattr(s, name), f"a table grid of at most {MAX_TOKENS:,} patches")
+    if s.pos_resample == "none":
+        return
+    if s.pos_embed != "learned":
+        _fail("pos_resample", s.pos_resample, f"'none' when pos_embed is {s.pos_embed!r} (only a learned "
+              "table is resampled)")
+    if s.pos_rows is not None:
+        _fail("pos_rows", s.pos_rows, "null when pos_resample is set (a resampled table uses every row of "
+              "its grid)")
 
 
 def _grid(s: ModelSpec) -> tuple[int, int]:

@@ -77,6 +77,9 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
         unused = f", {d.pos_rows_unused} never used" if d.pos_rows_unused else ""
         note = (f"learned table of {d.pos_rows_total} rows, first {d.pos_rows_used} used{unused}; {where}"
                 if s.pos_embed == "learned" else f"fixed 2-D sincos, {d.pos_rows_used} rows; {where}")
+        if s.pos_resample != "none":
+            note += (f"; its {d.pos_grid_rows} × {d.pos_grid_cols} grid resampled to {d.grid_rows} × "
+                     f"{d.grid_cols} by {s.pos_resample}")
         rows.append(LayerRow("pos_embed", f"B × {d.seq_len} × {s.dim}", _count(s, "pos_embed"), note))
     if s.norm_before_blocks:
         rows.append(LayerRow("norm_pre", f"B × {d.seq_len} × {s.dim}", _count(s, "norm_pre"),
