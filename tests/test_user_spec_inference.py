@@ -50,8 +50,8 @@ def torchvision_model(spec: ModelSpec) -> Any:
     from torchvision.models.vision_transformer import VisionTransformer
 
     return VisionTransformer(image_size=spec.image_height, patch_size=spec.patch_height,
-                             num_layers=spec.depth, num_heads=spec.heads, hidden_dim=spec.dim, mlp_dim=spec.mlp_dim,
-                             num_classes=spec.num_classes)
+                             num_layers=spec.depth, num_heads=spec.heads, hidden_dim=spec.dim,
+                             mlp_dim=spec.mlp_dim, num_classes=spec.num_classes)
 
 
 def keras_hub_model(spec: ModelSpec) -> Any:
