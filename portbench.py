@@ -4,6 +4,7 @@
 
     result = portbench.check(my_model, "mnist-vit-small")          # a model object, or "FILE.py:NAME"
     assert result.passed, result.explanation
+    portbench.check(my_model)  # the spec read from the model itself (`compare.py spec --from-model`)
     portbench.assert_equivalent("my_vit.py:build", "mnist-vit-small")  # fails with the one-line reason
 
 A model *object* (a `torch.nn.Module`, a Keras model or layer, an `nnx.Module`) is checked in the
@@ -48,6 +49,18 @@ def _spec(spec: ModelSpec | str) -> ModelSpec:
     return spec if isinstance(spec, ModelSpec) else resolve_spec(spec, [])
 
 
+def _proposed(model: Any, framework: str | None) -> ModelSpec:
+    """The spec read from the model (shared/checkpoints/from_model.py): in this process for an
+    object, in a worker for a "FILE.py:NAME" string."""
+    if isinstance(model, str):
+        from shared.teaching.user_model import propose_user_spec
+
+        return propose_user_spec(model, framework).spec
+    from shared.checkpoints.from_model import propose_spec
+
+    return propose_spec(model, framework).spec
+
+
 OPTIONS = ("framework", "layout", "output", "weights", "rules", "batch", "trace", "frameworks")
 
 
@@ -65,13 +78,14 @@ def _batch(options: dict[str, Any]) -> int:
     return int(batch)
 
 
-def check(model: Any, spec: ModelSpec | str, **options: Any) -> Result:
-    """Is `model` the function `spec` describes? See the module docstring for the options."""
+def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Result:
+    """Is `model` the function `spec` describes (by default, the spec read from the model)? See
+    the module docstring for the options."""
     from shared.core.inputs import probe_batch
     from shared.teaching import user_model
 
     batch = _batch(options)
-    resolved = _spec(spec)
+    resolved = _spec(spec) if spec is not None else _proposed(model, options.get("framework"))
     images = probe_batch(resolved, batch)
     trace = bool(options.pop("trace", True))
     frameworks = options.pop("frameworks", None)
@@ -98,7 +112,7 @@ def _in_process(model: Any, spec: ModelSpec, images: Any, trace: bool, options: 
     return user_run(spec, out.report, out.arrays, load_weights(weights, spec) if weights else None)
 
 
-def assert_equivalent(model: Any, spec: ModelSpec | str, **options: Any) -> Result:
+def assert_equivalent(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Result:
     """`check`, failing the test with the one-line explanation when the model is not equivalent."""
     result = check(model, spec, **options)
     if not result.passed:

@@ -21,7 +21,8 @@ from shared.errors import SpecError
 
 def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None:
     parser.add_argument("--spec", help="preset name, spec file (.json/.toml) or JSON document "
-                        "(default: the weight file's spec, else archive-torch)")
+                        "(default: the weight file's spec; with --model, the spec read from your model; "
+                        "else archive-torch)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="change one spec field (repeatable)")
     if weights:
@@ -98,7 +99,22 @@ def user_spec(args: argparse.Namespace) -> ModelSpec:
                         "cast it yourself (or autocast inside it) and drop --dtype/--precision")
     if getattr(args, "weights", None) and not args.spec:
         return read_weight_file(args.weights)[0].with_overrides(args.set)
+    if not args.spec:
+        return spec_from_model(args, args.set)
     return resolve_spec(args.spec, args.set)
+
+
+def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec:
+    """`--model` without `--spec`: the spec read from the model (in a worker), `--set` applied
+    on top, said in one line before anything else is printed."""
+    from shared.core.terminal import printable
+    from shared.teaching.user_model import propose_user_spec
+
+    proposal = propose_user_spec(args.model, args.framework, getattr(args, "timeout", 300.0))
+    spec = proposal.spec.with_overrides(overrides)
+    print(f"spec read from your model: {proposal.summary()}; compare.py spec --from-model "
+          f"{printable(args.model)} --out FILE.toml keeps it")
+    return spec
 
 
 def user_options(args: argparse.Namespace) -> dict[str, object]:

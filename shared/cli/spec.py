@@ -1,27 +1,45 @@
 """`compare.py spec NAME_OR_FILE [--json]`: the resolved spec, its derived quantities and the
-layer table with the parameter count."""
+layer table with the parameter count. `compare.py spec --from-model FILE.py:NAME [--out FILE]`:
+the spec read from your model (shared/checkpoints/from_model.py), each field with its source,
+written as a spec file to keep."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from shared.cli._options import add_timeout
+from shared.core.files import check_output, write_output
 from shared.core.presets import PRESETS, resolve_spec
 from shared.core.summary import format_table, layer_table
+from shared.errors import InputError
 
 ORDER = 10
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("spec", help="show a spec, its derived quantities and layer table")
+    parser = sub.add_parser("spec", help="show a spec, its derived quantities and layer table; or read "
+                            "one from your model (--from-model)")
     parser.add_argument("name", nargs="?", help="preset name, spec file or JSON document "
                         f"(presets: {', '.join(PRESETS)})")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--json", action="store_true", help='print {"spec": ..., "derived": ...}')
+    parser.add_argument("--from-model", metavar="FILE.py:NAME",
+                        help="read the spec from your model (NAME: a class or function called with no "
+                             "arguments); each field is printed with its source")
+    parser.add_argument("--framework", help="with --from-model: your model's framework, when the object "
+                        "is ambiguous")
+    parser.add_argument("--out", metavar="FILE.toml|FILE.json", help="with --from-model: write the spec here")
+    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
+    add_timeout(parser, 300.0)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.from_model:
+        return run_from_model(args)
+    if args.out or args.framework:
+        raise InputError(f"spec: --{'out' if args.out else 'framework'} goes with --from-model")
     spec = resolve_spec(args.name, args.set)
     d = spec.derived
     if args.json:
@@ -42,4 +60,39 @@ def run(args: argparse.Namespace) -> int:
     rows = [[r.layer, r.shape, f"{r.params:,}", r.note] for r in layer_table(spec)]
     rows.append(["total", "", f"{d.params:,}", "parameters"])
     print(format_table(["layer", "output", "params", "implementation"], rows))
+    return 0
+
+
+def run_from_model(args: argparse.Namespace) -> int:
+    """The proposal, field by field with its source; `--set` applied on top; `--out` written
+    exclusively (unless --force) as .toml or .json."""
+    from pathlib import Path
+
+    from shared.core.terminal import printable
+    from shared.teaching.user_model import propose_user_spec
+
+    if args.name or args.json:
+        raise InputError("spec --from-model reads the spec from your model: drop the spec name / --json")
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        if out.suffix.lower() not in (".toml", ".json"):
+            raise InputError(f"--out {str(out)!r}: expected a .toml or .json spec file")
+        check_output(out, args.force)  # before the worker, not after
+    proposal = propose_user_spec(args.from_model, args.framework, args.timeout)
+    spec = proposal.spec.with_overrides(args.set)
+    given = set(spec.parse_assignments(args.set))
+    where = proposal.library or "its layers (no library configuration recognised)"
+    print(f"spec read from your model {printable(args.from_model)}: {where}")
+    for line, name in zip(proposal.lines(), proposal.sources, strict=True):
+        print(f"  {printable(line)}" if name not in given else f"  {name}={getattr(spec, name)!r} (--set)")
+    for note in proposal.notes:
+        print(f"note: {printable(note)}")
+    unread = [name for name in proposal.unread if name not in given]
+    print(f"unread (the spec default is kept; --set FIELD=VALUE states it): {', '.join(unread)}" if unread
+          else "every field that changes the function was read")
+    print(f"{spec.derived.params:,} parameters, spec hash {spec.spec_hash}")
+    if out is not None:
+        text = spec.to_toml() if out.suffix.lower() == ".toml" else spec.to_json() + "\n"
+        write_output(out, text.encode(), force=args.force)
+        print(f"wrote {out}: compare.py verify --model {printable(args.from_model)} --spec {out}")
     return 0

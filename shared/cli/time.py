@@ -71,7 +71,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("time", help="time every port fairly, phase by phase",
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
+    parser.add_argument("--spec", help="preset name, spec file or JSON (default: with --model, the spec "
+                        "read from your model; else the default preset)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                         help="override one spec field (repeatable)")
     parser.add_argument("--factorial", nargs=2, metavar=("SPEC_A", "SPEC_B"),
@@ -234,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
         if args.spec or args.overrides:
             raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
         specs = [resolve_spec(s) for s in args.factorial]
+    elif args.model and not args.spec:  # the spec read from the user's model
+        from shared.cli._common import spec_from_model
+
+        specs = [spec_from_model(args, args.overrides)]
     else:
         specs = [resolve_spec(args.spec, args.overrides)]
     configs = [build_config(args, s) for s in specs]

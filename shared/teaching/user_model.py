@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from shared.checkpoints import FORMATS, format_module
+from shared.checkpoints.from_model import PROPOSE, Proposal
 from shared.core.binding import read_rules
 from shared.core.equivalence import PortVerdict, check_logits
 from shared.core.files import open_user_file, read_text
@@ -21,7 +22,7 @@ from shared.core.mapping import Table
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
-from shared.errors import InputError, WeightsError
+from shared.errors import InputError, SpecError, WeightsError
 from shared.runtime.launch import run_worker
 from shared.runtime.user_jobs import USER
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
@@ -77,6 +78,21 @@ def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str], list[str]]]:
             table = table.base
         out.append((fmt, levels, inert))
     return out
+
+
+def propose_user_spec(reference: str, framework: str | None = None, timeout: float = 300.0) -> Proposal:
+    """The spec read from the model `--model FILE.py:NAME` builds, in one worker run (`propose`
+    job kind: shared/checkpoints/from_model.py); bad input of any kind is one line."""
+    reference = check_model_argument(reference)
+    with tempfile.TemporaryDirectory(prefix="portbench-propose-") as tmp:
+        result = run_worker(worker_framework(reference, framework),
+                            {"propose": PROPOSE.job(model=reference, framework=framework)}, tmp, timeout)
+    error = result.error("propose")
+    if error:
+        kind = (result.reports.get("propose") or {}).get("error_kind")
+        message = error if error.startswith("--model") else f"--model {reference}: {error}"
+        raise (SpecError if kind == "SpecError" else InputError)(message)
+    return Proposal.from_dict(result.reports["propose"]["proposal"])
 
 
 @dataclass

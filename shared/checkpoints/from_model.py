@@ -1,0 +1,224 @@
+"""The spec read from a built model object, in the model's own process: `propose_spec(model,
+framework) -> Proposal`, each field with its source. Sources, first wins:
+
+1. the configuration the known libraries attach (shared/checkpoints/model_readers.py: a
+   Transformers `config`, timm's and torchvision's attributes, keras-hub's `get_config()`);
+2. the state dict, read by the matching checkpoint format's own `infer` (shared/checkpoints/*.py):
+   its facts (tensor names and shapes);
+3. the layers' settings as the spec check reads them (`ports/<fw>/user.py` `layers()`): LayerNorm
+   eps, GELU form, attention heads, head width and bias, norm placement, depth;
+4. the library's conventions that `infer` applies (timm's eps 1e-6, ...);
+5. dependent defaults: a field that follows from one read (no class token => no class row and
+   no class token to pool).
+
+A field nothing reads keeps the spec default and is reported unread (source `default`), never
+guessed. `PROPOSE` is the worker's job kind for `--model FILE.py:NAME` (the user's file is
+imported in the worker only); `shared.teaching.user_model.propose_user_spec` starts it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from shared.checkpoints import format_module
+from shared.checkpoints.model_readers import Fact, Reading, library_reading
+from shared.core.spec import ModelSpec
+from shared.errors import InputError, PortbenchError, SpecError
+from shared.runtime.job_kinds import JobKind, Output
+from shared.runtime.launch import print_phase
+from shared.runtime.user_guard import user_code
+from shared.runtime.user_jobs import load_factory, user_port
+from shared.runtime.worker import one_line
+
+DEFAULT = "default"
+UNREAD_NAME = "read-from-model"
+
+
+@dataclass
+class Proposal:
+    """A spec read from a model: each field's source, the fields nothing read, and notes."""
+
+    spec: ModelSpec
+    sources: dict[str, str]  # field -> where its value was read; DEFAULT for an unread field
+    library: str | None = None  # the library whose configuration was read, if any
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def unread(self) -> list[str]:
+        return [name for name, source in self.sources.items() if source == DEFAULT]
+
+    def lines(self) -> list[str]:
+        """`layer_norm_eps=1e-12 (config.layer_norm_eps)`, one per field, in the spec's order."""
+        values = self.spec.to_dict()
+        return [f"{name}={values[name]!r} ({source})" for name, source in self.sources.items()]
+
+    def summary(self) -> str:
+        """One line: what was read, and what was not."""
+        where = self.library or "its layers"
+        read = len(self.sources) - len(self.unread)
+        unread = f"; unread, at the spec default: {', '.join(self.unread)}" if self.unread else ""
+        return f"{read} fields from {where} (heads={self.spec.heads}, dim={self.spec.dim}, " \
+               f"layer_norm_eps={self.spec.layer_norm_eps:g}, activation={self.spec.activation}, " \
+               f"pooling={self.spec.pooling}){unread}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"spec": self.spec.to_dict(), "sources": self.sources, "library": self.library,
+                "notes": self.notes}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Proposal:
+        return cls(ModelSpec.from_dict(data["spec"]), dict(data["sources"]), data.get("library"),
+                   list(data.get("notes", [])))
+
+
+def propose_spec(model: Any, framework: str | None = None) -> Proposal:
+    """The spec `model` states about itself (see the module docstring for the order of sources)."""
+    fw, module = user_port(model, framework)
+    params = module.parameters(model)
+    layers = module.layers(model)
+    reading = library_reading(model) or Reading("")
+    found: dict[str, Fact] = dict(reading.facts)
+    notes = list(reading.notes)
+    conventions: dict[str, Fact] = {}
+    if reading.fmt:
+        inferred = _inferred(reading, params, found, notes)
+        for name, fact in inferred.facts.items():
+            found.setdefault(name, fact)
+        conventions = {name: (value, f"{why}: the library's convention")
+                       for name, (value, why) in inferred.conventions.items()}
+    for name, fact in layer_facts(layers).items():
+        found.setdefault(name, fact)
+    for name, fact in conventions.items():
+        found.setdefault(name, fact)
+    for name, fact in dependent_defaults(found).items():
+        found.setdefault(name, fact)
+    return _proposal(found, reading.library or None, notes, fw)
+
+
+def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact], notes: list[str]) -> Any:
+    """The format's `infer` on the model's state dict, given what the configuration said; a state
+    dict not in the format's names (a wrapped or another framework's model) adds nothing."""
+    from shared.checkpoints.common import Inference
+
+    fmt = reading.fmt or ""
+    fmt_module = format_module(fmt)
+    raw = {name: value for name, value in params.items()}
+    try:
+        if hasattr(fmt_module, "normalise"):
+            raw = fmt_module.normalise(raw, "(your model)")
+        return fmt_module.infer(fmt, raw, reading.config, {k: v for k, (v, _) in found.items()})
+    except PortbenchError as exc:
+        notes.append(f"the {fmt} format's reading of your parameters: {exc}")
+        return Inference(fmt)
+
+
+def layer_facts(layers: list[Any]) -> dict[str, Fact]:
+    """What the layers' own settings say (`ports/<fw>/user.py` `layers()`), as the spec check reads
+    them: the first LayerNorm's eps, the first GELU's form (a layer, or a dense layer's activation),
+    the first attention layer's heads, head width and bias, the norm placement, and the number of
+    attention layers as the depth."""
+    out: dict[str, Fact] = {}
+    attention = 0
+    for layer in layers:
+        kind, s, where = layer.kind, layer.settings, layer.path or "<root>"
+        if kind == "layer_norm" and "eps" in s:
+            out.setdefault("layer_norm_eps", (float(s["eps"]), f"eps of LayerNorm {where}"))
+        form = s.get("form") if kind == "gelu" else s.get("activation") if kind == "linear" else None
+        if form in ("gelu", "gelu_tanh") and "head" not in where.lower():
+            out.setdefault("activation", (form, f"GELU form of {where}"))
+        if kind == "attention":
+            attention += 1
+            for name, key in (("heads", "num_heads"), ("head_dim", "head_dim"), ("qkv_bias", "use_bias")):
+                if s.get(key) is not None:
+                    value = bool(s[key]) if name == "qkv_bias" else int(s[key])
+                    out.setdefault(name, (value, f"{key} of attention {where}"))
+        if "norm_first" in s:
+            out.setdefault("norm", ("pre" if s["norm_first"] else "post", f"norm_first of {where}"))
+    if attention:
+        out["depth"] = (attention, f"{attention} attention layers")
+    return out
+
+
+def dependent_defaults(found: dict[str, Fact]) -> dict[str, Fact]:
+    """Fields that follow from one already read, unless the model said otherwise."""
+    out: dict[str, Fact] = {}
+    if found.get("class_token", (True,))[0] is False:
+        out["pos_embed_class_row"] = (False, "follows class_token=False (no class row)")
+        out["pooling"] = ("mean", "follows class_token=False (no class token to read out)")
+    if found.get("pooling", ("",))[0] == "mean" and "final_norm" not in found:
+        out["final_norm"] = ("pooled", "follows pooling=mean (timm's fc_norm)")
+    if "dim" in found and "heads" in found and "head_dim" not in found:
+        dim, heads = found["dim"][0], found["heads"][0]
+        if isinstance(dim, int) and isinstance(heads, int) and heads and dim % heads == 0:
+            out["head_dim"] = (dim // heads, "follows dim / heads")
+    return out
+
+
+def _proposal(found: dict[str, Fact], library: str | None, notes: list[str], framework: str) -> Proposal:
+    names = [f.name for f in dataclasses.fields(ModelSpec) if f.name != "name"]
+    values = {name: found[name][0] for name in names if name in found}
+    try:
+        spec = ModelSpec.from_dict({**values, "name": UNREAD_NAME})
+    except SpecError as exc:
+        raise SpecError(f"the spec read from your {framework} model is not valid: {exc}") from None
+    idle = no_effect(spec)
+    sources = {name: found[name][1] if name in found else
+               f"{DEFAULT}, no effect here: {idle[name]}" if name in idle else DEFAULT for name in names}
+    return Proposal(spec, sources, library, notes)
+
+
+def no_effect(spec: ModelSpec) -> dict[str, str]:
+    """Fields whose value does not change the eval-mode function of `spec` (a default there is
+    not a guess): field -> why."""
+    out = {f"dropout_{part}": "dropout is active only in train mode"
+           for part in ("embed", "attn", "mlp", "head")}
+    if spec.pooling != "map":
+        out["pool_qkv_bias"] = f"pooling={spec.pooling}, not map"
+    if not spec.head_hidden:
+        out["head_activation"] = "no hidden head layers"
+    if not spec.registers:
+        out["pos_embed_register_rows"] = "no register tokens"
+    if spec.pos_embed == "none":
+        out |= {"pos_embed_class_row": "no position table", "pos_rows": "no position table"}
+    return out
+
+
+# ---- the worker's job ----------------------------------------------------------------------------
+def propose(framework: str, job: dict[str, Any], out: Output) -> None:
+    """{"model": FILE.py:NAME, "framework"?}: build the model (its factory takes no spec) and read
+    the spec from it."""
+    model = build_unspecified(job["model"])
+    out.report["proposal"] = propose_spec(model, job.get("framework")).to_dict()
+
+
+def build_unspecified(reference: str) -> Any:
+    """The model of a factory called with no arguments (the user's `build(spec)` is
+    shared/runtime/user_jobs.py's); a factory that needs the spec cannot say what the spec is:
+    one line naming the way out."""
+    factory = load_factory(reference)
+    if not callable(factory):
+        raise InputError(f"--model {reference!r}: {type(factory).__name__} is not callable")
+    try:
+        takes = [p.name for p in inspect.signature(factory).parameters.values()
+                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        takes = []
+    if takes:
+        raise InputError(f"--model {reference!r}: it takes the spec ({takes[0]!r}), so the spec cannot be "
+                         "read from the model it builds: pass --spec, or a factory that takes no arguments")
+    print_phase("user-build")
+    try:
+        with user_code(reference, "building the model"):
+            return factory()
+    except PortbenchError:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:  # the worker gets no Ctrl-C: its own session
+        raise InputError(f"--model {reference!r}: calling it raised {one_line(exc)}") from None
+    finally:
+        print_phase("user-run")
+
+
+PROPOSE = JobKind("propose", propose)

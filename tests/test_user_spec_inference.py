@@ -1,0 +1,151 @@
+"""The spec read from a model (shared/checkpoints/from_model.py): for tiny random-initialised
+models of timm (class token, average pooling, no class token), torchvision, Transformers and
+keras-hub, the proposal is the spec the model was built from, each field with its source, and
+`portbench.check` without a spec passes on it (in this process; the Transformers config's eps 1e-12
+included); through the CLI (timm: each run starts workers), `verify --model` without `--spec` says
+what it read and passes, and `spec --from-model --out` prints each source and writes the spec to
+keep. That a given `--spec` which contradicts the model is named is
+tests/test_user_examples.py's proof; that the proposal binds and matches the reference is
+portbench.check's verdict (shared/core/equivalence.py), tested there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import portbench
+from shared.checkpoints.from_model import DEFAULT, Proposal, propose_spec
+from shared.checkpoints.hf import config_for
+from shared.checkpoints.timm import model_kwargs
+from shared.core.spec import ModelSpec
+from shared.errors import InputError
+from tests.adversarial import run_cli
+
+# The tiny model every case builds: one block, width 16, two heads, 32x32 images of 8x8 patches.
+TINY = ModelSpec(image_height=32, image_width=32, patch_height=8, patch_width=8, dim=16, depth=1, heads=2,
+                 head_dim=8, mlp_dim=32, num_classes=5, name="tiny")
+TIMM_CASES = {
+    "token": TINY,
+    "avg": TINY.replace(pooling="mean", final_norm="pooled"),
+    "no-class-token": TINY.replace(class_token=False, pos_embed_class_row=False, pooling="mean",
+                                   final_norm="pooled"),
+}
+
+
+def timm_model(spec: ModelSpec) -> Any:
+    from ports.public_models import timm_model as build
+
+    return build(model_kwargs(spec))
+
+
+def hf_model(spec: ModelSpec) -> Any:
+    from transformers import ViTConfig, ViTForImageClassification
+
+    return ViTForImageClassification(ViTConfig(**config_for(spec)))
+
+
+def torchvision_model(spec: ModelSpec) -> Any:
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(image_size=spec.image_height, patch_size=spec.patch_height,
+                             num_layers=spec.depth, num_heads=spec.heads, hidden_dim=spec.dim,
+                             mlp_dim=spec.mlp_dim, num_classes=spec.num_classes)
+
+
+def keras_hub_model(spec: ModelSpec) -> Any:
+    from ports import load_port_part
+
+    load_port_part("keras", "user")  # the registry sets KERAS_BACKEND before keras is imported
+    import keras_hub
+
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=(spec.image_height, spec.image_width, spec.channels), patch_size=spec.patch_height,
+        num_layers=spec.depth, num_heads=spec.heads, hidden_dim=spec.dim, mlp_dim=spec.mlp_dim,
+        layer_norm_epsilon=spec.layer_norm_eps)
+    return keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=spec.num_classes)
+
+
+CASES = {  # id -> (the spec it is built from, builder, one field's expected source)
+    **{f"timm-{k}": (s, timm_model, ("heads", "timm: model.blocks[0].attn.num_heads")) for k, s in
+       TIMM_CASES.items()},
+    "torchvision": (TINY, torchvision_model, ("patch_height", "torchvision: model.patch_size")),
+    "transformers": (TINY.replace(layer_norm_eps=1e-12), hf_model,
+                     ("layer_norm_eps", "config.layer_norm_eps")),
+    "keras-hub": (TINY, keras_hub_model, ("layer_norm_eps", "keras-hub: get_config()['backbone']['config']"
+                                                            "['layer_norm_epsilon']")),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_spec_read_from_the_model_is_the_one_it_was_built_from_and_it_passes(case: str) -> None:
+    spec, build, (field, source) = CASES[case]
+    model = build(spec)
+    proposal = propose_spec(model)
+    assert proposal.spec == spec, [f for f in spec.to_dict() if getattr(spec, f) != getattr(proposal.spec, f)]
+    assert proposal.unread == [] and proposal.notes == []
+    assert proposal.sources[field] == source
+    assert Proposal.from_dict(proposal.to_dict()) == proposal  # the worker's report round-trips
+    result = portbench.check(model, trace=False, batch=2)  # no spec: the one read from the model
+    assert result.passed, result.explanation
+
+
+@pytest.mark.fast
+def test_a_model_no_library_built_keeps_unread_fields_at_the_default_and_names_them() -> None:
+    """A plain torch model: only its layers' settings are read; the rest is reported unread."""
+    from torch import nn
+
+    model = nn.Sequential(nn.LayerNorm(16, eps=1e-5), nn.MultiheadAttention(16, 4, batch_first=True),
+                          nn.GELU(approximate="tanh"))
+    proposal = propose_spec(model)
+    assert (proposal.spec.layer_norm_eps, proposal.spec.activation, proposal.spec.heads,
+            proposal.spec.head_dim, proposal.spec.depth) == (1e-5, "gelu_tanh", 4, 4, 1)
+    assert proposal.sources["layer_norm_eps"] == "eps of LayerNorm 0"
+    assert proposal.sources["activation"] == "GELU form of 2"
+    assert proposal.library is None
+    assert "dim" in proposal.unread and proposal.sources["dim"] == DEFAULT
+    assert proposal.spec.dim == ModelSpec().dim
+
+
+def write_models(folder: Path) -> Path:
+    path = folder / "models.py"
+    path.write_text(
+        "from timm.models.vision_transformer import VisionTransformer\n\n\n"
+        "def timm_avg():\n"
+        "    return VisionTransformer(img_size=32, patch_size=8, embed_dim=16, depth=1, num_heads=2, "
+        "mlp_ratio=2, num_classes=5, global_pool='avg')\n\n\n"
+        "def takes_spec(spec):\n"
+        "    return timm_avg()\n")
+    return path
+
+
+def test_verify_without_spec_reads_it_from_the_model_says_so_and_passes(tmp_path: Path) -> None:
+    model = f"{write_models(tmp_path)}:timm_avg"
+    outcome = run_cli("verify", "--model", model)
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    first = outcome.stdout.splitlines()[0]
+    assert first.startswith("spec read from your model: 39 fields from timm VisionTransformer (heads=2, "
+                            "dim=16")
+    assert first.endswith(f"compare.py spec --from-model {model} --out FILE.toml keeps it")
+    assert "yours (torch)" in outcome.stdout and "PASS" in outcome.stdout
+
+
+def test_spec_from_model_prints_each_source_and_writes_the_spec_once(tmp_path: Path) -> None:
+    model = f"{write_models(tmp_path)}:timm_avg"
+    out = tmp_path / "timm.toml"
+    outcome = run_cli("spec", "--from-model", model, "--out", out)
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    lines = outcome.stdout.splitlines()
+    assert "  pooling='mean' (timm: model.global_pool = 'avg')" in lines
+    assert "  final_norm='pooled' (timm: model.fc_norm / model.norm)" in lines
+    assert ModelSpec.from_file(out) == TIMM_CASES["avg"]
+    again = run_cli("spec", "--from-model", model, "--out", out)  # refused before the worker starts
+    assert again.code == 2 and "already exists" in again.stderr
+
+
+def test_a_factory_that_takes_the_spec_cannot_propose_one(tmp_path: Path) -> None:
+    from shared.checkpoints.from_model import build_unspecified
+
+    with pytest.raises(InputError, match=r"takes the spec \('spec'\).*pass --spec"):
+        build_unspecified(f"{write_models(tmp_path)}:takes_spec")
