@@ -184,7 +184,7 @@ def transformers_reading(model: Any) -> Reading | None:
 KERAS_HUB_KEYS = {"num_layers": "depth", "num_heads": "heads", "hidden_dim": "dim", "mlp_dim": "mlp_dim",
                   "layer_norm_epsilon": "layer_norm_eps", "use_mha_bias": "qkv_bias",
                   "use_class_token": "class_token", "use_patch_bias": "patch_bias"}
-KERAS_HUB_POOLS = {"token": "cls"}
+KERAS_HUB_POOLS = {"token": "cls", "gap": "mean_all"}  # gap: every token, the class token too
 
 
 def keras_hub_reading(model: Any) -> Reading | None:
@@ -228,8 +228,7 @@ def keras_hub_reading(model: Any) -> Reading | None:
     if pooling in KERAS_HUB_POOLS:
         r.fact("pooling", KERAS_HUB_POOLS[pooling], f"keras-hub: get_config()['pooling'] = {pooling!r}")
     elif pooling is not None:
-        r.notes.append(f"keras-hub: pooling = {pooling!r} averages every token, the class token too; no spec "
-                       "pooling says so")
+        r.notes.append(f"keras-hub: pooling = {pooling!r} is not one the spec expresses (token, gap)")
     if config.get("intermediate_dim") or config.get("activation"):
         r.notes.append("keras-hub: the classifier's intermediate_dim / activation are not read")
     return r
