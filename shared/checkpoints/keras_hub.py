@@ -44,7 +44,7 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
         if not (path / "model.weights.h5").is_file():
             raise WeightsError(f"keras_hub preset {str(path)!r}: no model.weights.h5 in the directory "
                                "(sharded presets are not supported)")
-        config = config or next(path / c for c, _ in PRESET_FILES if (path / c).is_file())
+        config = config or next((path / c for c, _ in PRESET_FILES if (path / c).is_file()), None)
     else:
         weights = [path]
     if config is None or not config.exists():
