@@ -1,11 +1,12 @@
 """Third-party ViT checkpoints <-> the canonical format (shared/core/weights.py).
 
 Formats: torchvision `VisionTransformer`, timm `VisionTransformer`, Hugging Face
-`ViTForImageClassification` (+ config.json), and big_vision / vision_transformer (`vit_jax`)
-Flax trees saved as `.npz`. Every conversion goes through the canonical tensors, so any format
-converts to any other (and to every port). Each format's names are one table
-(`shared.core.mapping`), beside its quirks in its own module. Mapping code is NumPy only: torch
-is imported inside functions, only to read or write torch files (`torch.load(weights_only=True)`).
+`ViTForImageClassification` (+ config.json), big_vision / vision_transformer (`vit_jax`) Flax
+trees saved as `.npz`, and keras-hub presets (`.weights.h5`, read with h5py). Every conversion
+goes through the canonical tensors, so any format converts to any other (and to every port).
+Each format's names are one table (`shared.core.mapping`), beside its quirks in its own module.
+Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files
+(`torch.load(weights_only=True)`), and h5py only to read or write keras-hub's `.weights.h5`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ FORMATS: dict[str, str] = {  # name -> module under shared.checkpoints
     "hf": "hf",
     "big_vision": "big_vision",
     "vit_jax": "big_vision",
+    "keras_hub": "keras_hub",
 }
 DESCRIPTIONS = {
     "torchvision": "torchvision.models.VisionTransformer state dict (.pth/.pt/.safetensors)",
@@ -36,6 +38,8 @@ DESCRIPTIONS = {
           "model.safetensors/pytorch_model.bin, or a weights file with --config",
     "big_vision": "big_vision ViT parameter tree as .npz (posemb without class row)",
     "vit_jax": "google-research/vision_transformer (vit_jax) parameter tree as .npz",
+    "keras_hub": "keras-hub ViTBackbone / ViTImageClassifier: a save_to_preset directory (config.json + "
+                 "model.weights.h5, task.json + task.weights.h5), or a .weights.h5 with --config",
 }
 
 

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-FOLDER_FORMATS = ("hf",)  # written as a new folder (save_pretrained style), never replaced
+FOLDER_FORMATS = ("hf", "keras_hub")  # written as a new folder (save_pretrained, save_to_preset)
 
 
 def run(args: argparse.Namespace) -> int:
