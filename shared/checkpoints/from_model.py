@@ -183,6 +183,9 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
         out["pos_embed_register_rows"] = "no register tokens"
     if spec.pos_embed == "none":
         out |= {"pos_embed_class_row": "no position table", "pos_rows": "no position table"}
+    if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
+        out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
+                             "a built model's table has the image's own patch grid (its shape binds only then)")
     return out
 
 
