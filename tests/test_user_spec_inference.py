@@ -125,7 +125,7 @@ def test_verify_without_spec_reads_it_from_the_model_says_so_and_passes(tmp_path
     outcome = run_cli("verify", "--model", model)
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     first = outcome.stdout.splitlines()[0]
-    assert first.startswith("spec read from your model: 39 fields from timm VisionTransformer (heads=2, "
+    assert first.startswith("spec read from your model: 33 fields from timm VisionTransformer (heads=2, "
                             "dim=16")
     assert first.endswith(f"compare.py spec --from-model {model} --out FILE.toml keeps it")
     assert "yours (torch)" in outcome.stdout and "PASS" in outcome.stdout

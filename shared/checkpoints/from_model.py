@@ -58,7 +58,7 @@ class Proposal:
     def summary(self) -> str:
         """One line: what was read, and what was not."""
         where = self.library or "its layers"
-        read = len(self.sources) - len(self.unread)
+        read = sum(not source.startswith(DEFAULT) for source in self.sources.values())  # not "no effect"
         unread = f"; unread, at the spec default: {', '.join(self.unread)}" if self.unread else ""
         return f"{read} fields from {where} (heads={self.spec.heads}, dim={self.spec.dim}, " \
                f"layer_norm_eps={self.spec.layer_norm_eps:g}, activation={self.spec.activation}, " \
@@ -185,7 +185,7 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
         out |= {"pos_embed_class_row": "no position table", "pos_rows": "no position table"}
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
-                             "a built model's table has the image's own patch grid (its shape binds only then)")
+                             "a built model's table has the image's own patch grid (only that shape binds)")
     return out
 
 
