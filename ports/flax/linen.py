@@ -33,8 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from flax.core import FrozenDict
-from flax.nnx import bridge
-from flax.nnx import variablelib
+from flax.nnx import bridge, variablelib
 
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
 from shared.core.structure import Layer
@@ -73,12 +72,13 @@ class Linen:
 
 def unwrap(obj: Any) -> Linen | None:
     """The linen module and variables `obj` holds, or None when it is none of the three forms."""
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], nn.Module) and isinstance(obj[1], Mapping):
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], nn.Module) \
+            and isinstance(obj[1], Mapping):
         module, variables = obj
         return Linen(module, variables, f"linen module {type(module).__name__}", None)
     if isinstance(obj, bridge.ToNNX):
-        return Linen(obj.to_nnx__module, _bridge_tree(obj), f"nnx.bridge.ToNNX({type(obj.to_nnx__module).__name__})",
-                     None)
+        inner = obj.to_nnx__module
+        return Linen(inner, _bridge_tree(obj), f"nnx.bridge.ToNNX({type(inner).__name__})", None)
     module = getattr(type(obj), "module", None) and getattr(obj, "module", None)
     if isinstance(module, nn.Module) and not isinstance(obj, (nn.Module, nnx.Module)):
         try:
@@ -188,7 +188,8 @@ def layers(linen: Linen) -> list[Layer]:
     for path, module in calls.items():
         if any(path[:len(p)] == p for p in inside):
             continue  # part of a known kind (the attention's query, key, value and out)
-        kind, settings = _describe(module, {p[len(path):]: s for p, s in shapes.items() if p[:len(path)] == path})
+        below = {p[len(path):]: s for p, s in shapes.items() if p[:len(path)] == path}
+        kind, settings = _describe(module, below)
         if kind != "other":
             inside.append(path)
         # A module of a known kind owns every variable under it; any other, its own only.
@@ -219,7 +220,7 @@ def _trace(linen: Linen) -> tuple[dict[tuple[str, ...], nn.Module], dict[tuple[s
             with nn.intercept_methods(record):
                 program = jax.make_jaxpr(lambda v, x: linen.module.apply(v, x))(
                     variables, jax.ShapeDtypeStruct(shape, jnp.float32))
-        except Exception:  # noqa: BLE001 - not the shape it takes: the next candidate
+        except Exception:
             tried.append(str(shape))
             continue
         return _definition_order(calls), _gelu_forms(program.jaxpr, set(calls))
@@ -296,12 +297,13 @@ def _gelu_forms(jaxpr: Any, modules: set[tuple[str, ...]]) -> dict[tuple[str, ..
     return found
 
 
-def _describe(module: nn.Module, own: dict[tuple[str, ...], tuple[int, ...]]) -> tuple[str, dict[str, Any]]:
+def _describe(module: nn.Module, own: dict[tuple[str, ...], tuple[int, ...]]) -> tuple[str, dict]:
     """(kind, settings) read from the linen module's attributes (`own`: the shapes of the
     variables under it, by their path below it)."""
     if isinstance(module, nn.MultiHeadDotProductAttention):
         query = own.get(("query", "kernel"), ())  # (D, heads, head_dim)
-        return "attention", {"num_heads": module.num_heads, "head_dim": query[-1] if len(query) == 3 else None,
+        head_dim = query[-1] if len(query) == 3 else None
+        return "attention", {"num_heads": module.num_heads, "head_dim": head_dim,
                              "qkv_features": module.qkv_features, "out_features": module.out_features,
                              "use_bias": module.use_bias, "rate": float(module.dropout_rate),
                              "broadcast_dropout": module.broadcast_dropout, "batch_first": True}
