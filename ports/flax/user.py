@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ports.flax import linen
+from ports.flax import linen, linen_layers
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
 from shared.core.probes import gelu_form
 from shared.core.structure import Layer
@@ -57,7 +57,7 @@ def layers(model: Any) -> list[Layer]:
     # "embedding", "other"; params the native parameter names it owns; settings what the module says
     # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object
     if (held := linen.unwrap(model)) is not None:
-        return linen.layers(held)
+        return linen_layers.layers(held)
     out = []
     for path, node in _named_nodes(model):
         kind, settings = _describe(node)
