@@ -1,6 +1,8 @@
 """A user's own Flax (`flax.nnx`) model where portbench's port stands: read and write its
 parameters, run it on canonical inputs, capture its intermediates and read its settings. Runs in the
-worker process only (the user's file is imported there, never in the parent).
+worker process only (the user's file is imported there, never in the parent). A linen model (a
+`(module, variables)` pair, a Transformers Flax object, an `nnx.bridge.ToNNX`) is read by
+ports/flax/linen.py, its names linen's "/"-joined paths.
 
 Names are nnx paths joined by "." ("layers.0.self_attention.query.kernel"), as `nnx.state` spells
 them, but listed in definition order (nnx.state sorts them). Eval mode is `nnx.view(model,
@@ -17,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ports.flax import linen, linen_layers
 from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
 from shared.core.probes import gelu_form
 from shared.core.structure import Layer
@@ -25,17 +28,22 @@ from shared.errors import InputError
 
 def owns(obj: Any) -> bool:
     # True when obj is a model of this framework
-    return isinstance(obj, nnx.Module)
+    return isinstance(obj, nnx.Module) or linen.unwrap(obj) is not None
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
     # every parameter (and every buffer that changes the function) by its native name (the module
     # docstring's "Names"), float32 NumPy copies, in definition order
+    if (held := linen.unwrap(model)) is not None:
+        return linen.parameters(held)
     return {name: np.array(v[...], dtype=np.float32) for name, v in _variables(model).items()}
 
 
 def assign(model: Any, values: dict[str, np.ndarray]) -> None:
     # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
+    if (held := linen.unwrap(model)) is not None:
+        linen.assign(held, values)
+        return
     variables = _variables(model)
     check_assignment({n: v.shape for n, v in variables.items()}, values,  # every check before a write
                      f"nnx model {type(model).__name__}", "variable")
@@ -48,6 +56,8 @@ def layers(model: Any) -> list[Layer]:
     # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
     # "embedding", "other"; params the native parameter names it owns; settings what the module says
     # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object
+    if (held := linen.unwrap(model)) is not None:
+        return linen_layers.layers(held)
     out = []
     for path, node in _named_nodes(model):
         kind, settings = _describe(node)
@@ -65,11 +75,15 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
     # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
     # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
     # list or dict (an index or key); None means "the one array of shape (batch, classes)"
+    if (held := linen.unwrap(model)) is not None:
+        return linen.run(held, images, layout, output)
     return _logits(_eval_view(model), images, layout, output)
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
     # the same under the framework's compiler
+    if (held := linen.unwrap(model)) is not None:
+        return linen.compiled(held, layout, output)
     graphdef, state = nnx.split(_eval_view(model))
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
     # in Python on every call, which a timing would count against the user's model.
@@ -80,6 +94,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
     # outputs of the layers at `paths`, eval mode, as NumPy arrays in the canonical token layout
     # (B, N, D)
+    if (held := linen.unwrap(model)) is not None:
+        return linen.capture(held, images, layout, paths)
     nodes = dict(_named_nodes(model))
     for path in paths:
         if not isinstance(nodes.get(path), nnx.Module):

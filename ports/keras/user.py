@@ -5,13 +5,22 @@ worker process only (the user's file is imported there, never in the parent).
 Functional, Sequential and subclassed models and bare layers, on any Keras backend. Names are
 variable paths ("encoder_0_attention/query/kernel"); a layer without variables has no path, so
 it is named by its parent's path and its Keras name.
+
+Keras 2 models (`tf_keras`, what Transformers' TF classes such as `TFViTForImageClassification`
+are built on) are read by the same functions: their variables are named by their TensorFlow
+names without the ":0" suffix ("tf_vi_t_for_image_classification/vit/embeddings/cls_token"),
+their layers are matched against tf_keras' own classes, an activation function a layer holds as
+an attribute (Transformers' `intermediate_act_fn`) is listed as a layer, and they are compiled
+with tf.function whatever the Keras 3 backend. tf_keras is never imported here: an object is one
+of its models only when the user's code has imported it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
@@ -29,13 +38,13 @@ BACKEND = keras.backend.backend()
 
 def owns(obj: Any) -> bool:
     # True when obj is a model of this framework
-    return isinstance(obj, keras.layers.Layer)
+    return isinstance(obj, keras.layers.Layer) or _is_tf_keras(obj)
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
     # every parameter (and every buffer that changes the function) by its native name (the module
     # docstring's "Names"), float32 NumPy copies, in definition order
-    return {name: np.array(ops.convert_to_numpy(v), np.float32) for name, v in _variables(model).items()}
+    return {name: np.array(_numpy(v), np.float32) for name, v in _variables(model).items()}
 
 
 def assign(model: Any, values: dict[str, np.ndarray]) -> None:
@@ -58,7 +67,7 @@ def layers(model: Any) -> list[Layer]:
         # A layer of a known kind owns every variable under it (MultiHeadAttention's query, key,
         # value and attention_output); a container owns only the variables it created itself.
         held = getattr(node, "weights", []) if kind != "other" else _own_weights(node)
-        params = tuple(v.path for v in held if _is_float(v))
+        params = tuple(_path(v) for v in held if _is_float(v))
         out.append(Layer(path, kind, params, settings))
     return out
 
@@ -72,7 +81,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
     # the same under the framework's compiler
-    if BACKEND == "tensorflow":
+    if BACKEND == "tensorflow" or _is_tf_keras(model):
         import tensorflow as tf
 
         # XLA off on CPU, as the port's default mode and Keras' jit_compile="auto" (one mode only:
@@ -118,10 +127,11 @@ def _variables(model: Any) -> dict[str, Any]:
     for v in model.weights:
         if not _is_float(v):
             continue
-        if v.path in out and out[v.path] is not v:
-            raise WeightsError(f"keras model {model.name!r} has two variables named {v.path!r}; "
+        path = _path(v)
+        if path in out and out[path] is not v:
+            raise WeightsError(f"keras model {model.name!r} has two variables named {path!r}; "
                                "give its layers distinct names")
-        out[v.path] = v
+        out[path] = v
     if not out and not model.built:
         raise WeightsError(f"keras model {model.name!r} is not built (no variables yet): build it in "
                            "the factory (model.build(input_shape) or one call on a batch)")
@@ -130,6 +140,32 @@ def _variables(model: Any) -> dict[str, Any]:
 
 def _is_float(variable: Any) -> bool:
     return "float" in str(variable.dtype)
+
+
+def _tf_keras_layers() -> Any:
+    """tf_keras.layers when the user's code imported tf_keras, else None."""
+    module = sys.modules.get("tf_keras")
+    return getattr(module, "layers", None) if module is not None else None
+
+
+def _is_tf_keras(obj: Any) -> bool:
+    layers = _tf_keras_layers()
+    return layers is not None and isinstance(obj, layers.Layer)
+
+
+def _classes(node: Any) -> Any:
+    """The layer classes `node` is an instance of: Keras 3's, or tf_keras' for a Keras 2 object."""
+    return _tf_keras_layers() if _is_tf_keras(node) else kl
+
+
+def _path(variable: Any) -> str:
+    """A Keras 3 variable's path; a tf_keras (tf.Variable) one's name without its ':0'."""
+    path = getattr(variable, "path", None)
+    return path if path is not None else variable.name.removesuffix(":0")
+
+
+def _numpy(variable: Any) -> np.ndarray:
+    return variable.numpy() if getattr(variable, "path", None) is None else ops.convert_to_numpy(variable)
 
 
 def _is_functional(obj: Any) -> bool:
@@ -146,17 +182,25 @@ def _named_nodes(root: Any) -> list[tuple[str, Any]]:
         children = node.operations if _is_functional(node) else \
             node._flatten_layers(include_self=False, recursive=False)
         for child in children:
-            if isinstance(child, kl.InputLayer) or id(child) in seen:
+            if isinstance(child, _classes(child).InputLayer) or id(child) in seen:
                 continue
             seen.add(id(child))
             path = getattr(child, "path", None) or (f"{prefix}/{child.name}" if prefix else child.name)
             out.append((path, child))
-            if isinstance(child, kl.Layer) and _describe(child)[0] == "other":
+            if isinstance(child, _classes(child).Layer) and _describe(child)[0] == "other":
+                if _is_tf_keras(child):  # an activation held as an attribute (intermediate_act_fn)
+                    out.extend((f"{path}/{name}", fn) for name, fn in vars(child).items()
+                               if _is_function(fn) and gelu_form(fn))
                 visit(child, path)
 
     if _describe(root)[0] == "other":
         visit(root, prefix)
     return out
+
+
+def _is_function(value: Any) -> bool:
+    return callable(value) and not isinstance(value, type) and not hasattr(value, "weights") \
+        and not hasattr(value, "__self__")  # a layer or a bound method is no activation
 
 
 def _own_weights(layer: Any) -> list[Any]:
@@ -168,6 +212,7 @@ def _own_weights(layer: Any) -> list[Any]:
 
 def _describe(node: Any) -> tuple[str, dict[str, Any]]:
     """(kind, settings) read from the layer's attributes; GELU forms by probing."""
+    kl = _classes(node)  # Keras 3's layer classes, or tf_keras' for a Keras 2 layer
     if isinstance(node, kl.MultiHeadAttention):
         return "attention", {"num_heads": node._num_heads, "head_dim": node._key_dim,
                              "value_dim": node._value_dim or node._key_dim, "use_bias": node._use_bias,
@@ -195,7 +240,7 @@ def _describe(node: Any) -> tuple[str, dict[str, Any]]:
 
 def _activation(fn: Any) -> str | None:
     """None for the identity, the GELU form when it is one, else the activation's name."""
-    if fn is None or fn is keras.activations.linear:
+    if fn is None or fn is keras.activations.linear or getattr(fn, "__name__", "") == "linear":
         return None
     return gelu_form(fn) or getattr(fn, "__name__", type(fn).__name__)
 
@@ -211,6 +256,8 @@ def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, outp
     x = native_layout(images, layout)
     with _no_grad():
         result = forward(ops.convert_to_tensor(x))
+    if isinstance(result, Mapping) and type(result) is not dict:  # Transformers' ModelOutput
+        result = dict(result)
     return pick_logits(keras.tree.map_structure(ops.convert_to_numpy, result), output, len(x))
 
 
