@@ -158,7 +158,7 @@ def test_a_rename_file_binds_what_structure_cannot(tmp_path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('[map]\n"cls_copy" = ["cls_token", "batch_token"]\n')
     text = read_rules(str(rules))
-    with pytest.raises(WeightsError, match=r"1 of your parameters unused \(cls\)"):  # the row wins
+    with pytest.raises(WeightsError, match=r"layer cls \(parameter\) fits no tensor"):  # the row wins
         bind(SPEC, shapes, layers, "torch", conventions(), text)
     del shapes["cls"]
     layers[0] = Layer("", "other", ("cls_copy", "position_table"), {})
