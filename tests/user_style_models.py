@@ -1,7 +1,8 @@
 """A ViT written the way users write one (lucidrains style: one file, no library class, so no
-naming convention applies and it binds by structure), for any spec of the zoo presets: packed qkv
-Linear, LayerScale as a block's own loose parameters, registers, qk-norm, SwiGLU as three Linears
-(w1 the gate), a MAP head as q and packed kv Linears with its probe, a distillation head."""
+naming convention applies and it binds by structure), for the zoo presets: vit-pytorch's patch
+LayerNorms, a packed qkv Linear, LayerScale as a block's own loose parameters, registers,
+qk-norm, SwiGLU as three Linears (w1 the gate), a MAP head as q and packed kv Linears with its
+probe, a distillation head."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ class Block(nn.Module):
         q, k, v = self.to_qkv(self.ln_attn(x)).chunk(3, dim=-1)
         if self.q_norm is not None:
             heads = (self.s.heads, self.s.head_dim)
-            q, k = self.q_norm(q.unflatten(-1, heads)).flatten(2), self.k_norm(k.unflatten(-1, heads)).flatten(2)
+            q = self.q_norm(q.unflatten(-1, heads)).flatten(2)
+            k = self.k_norm(k.unflatten(-1, heads)).flatten(2)
         a = self.to_out(attend(q, k, v, self.s.heads))
         x = x + (a * self.gamma_attn if self.s.layer_scale else a)
         m = self.mlp(self.ln_mlp(x))
@@ -79,8 +81,13 @@ class UserViT(nn.Module):
         super().__init__()
         d, eps = s.dim, s.layer_norm_eps
         self.s = s
-        self.to_patches = nn.Conv2d(s.channels, d, (s.patch_height, s.patch_width),
-                                    (s.patch_height, s.patch_width), bias=s.patch_bias)
+        features = s.derived.patch_features
+        if s.patch_norm_in:  # vit-pytorch: LayerNorm, Linear, LayerNorm on (ph, pw, C)-flattened patches
+            self.to_patches = nn.Sequential(nn.LayerNorm(features, eps=eps), nn.Linear(features, d),
+                                            nn.LayerNorm(d, eps=eps))
+        else:
+            self.to_patches = nn.Conv2d(s.channels, d, (s.patch_height, s.patch_width),
+                                        (s.patch_height, s.patch_width), bias=s.patch_bias)
         self.cls = nn.Parameter(torch.randn(1, 1, d)) if s.class_token else None
         self.dist = nn.Parameter(torch.randn(1, 1, d)) if s.distill_token else None
         self.registers = nn.Parameter(torch.randn(1, s.registers, d)) if s.registers else None
@@ -94,7 +101,13 @@ class UserViT(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         s = self.s
-        x = self.to_patches(images).flatten(2).transpose(1, 2)
+        if s.patch_norm_in:
+            b, c, h, w = images.shape
+            ph, pw = s.patch_height, s.patch_width
+            grid = images.reshape(b, c, h // ph, ph, w // pw, pw)
+            x = self.to_patches(grid.permute(0, 2, 4, 3, 5, 1).flatten(3).flatten(1, 2))
+        else:
+            x = self.to_patches(images).flatten(2).transpose(1, 2)
         prefix = [t.expand(len(x), -1, -1) for t in (self.cls, self.dist) if t is not None]
         placed = positioned_prefix(s) - (s.registers if s.pos_embed_register_rows else 0)
         x = torch.cat([*prefix[:placed], x], 1) + self.positions[:, :s.derived.pos_rows_used]

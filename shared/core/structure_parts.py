@@ -140,24 +140,27 @@ class Builder:
 
 # ---- a layer that fits nothing: what it is, and the spec field that would express it ----------------
 # name fragments of the libraries' own layers -> what the library calls it
-LIBRARY_TERMS = (
-    ("norm_pre", "timm's pre_norm=True"), ("ln_pre", "CLIP's ln_pre"),
-    ("pre_layrnorm", "CLIP's pre_layrnorm"),
-    ("fc_norm", "timm's fc_norm (the final norm on the pooled vector)"),
-    ("post_layernorm", "CLIP's post_layernorm"), ("patch_embed.norm", "timm's embed_norm_layer"),
-    ("ls1", "timm's LayerScale"), ("ls2", "timm's LayerScale"), ("layer_scale", "DINOv2's LayerScale"),
-    ("q_norm", "timm's qk_norm=True"), ("k_norm", "timm's qk_norm=True"),
-    ("reg_token", "timm's reg_tokens"), ("register", "DINOv2's registers"),
-    ("dist_token", "DeiT's distillation token"), ("head_dist", "DeiT's distillation head"),
-    ("attn_pool", "timm's global_pool='map'"), ("map_head", "big_vision's MAPHead"),
+LIBRARY_TERMS = (  # (fragment, the library's term, the spec field when the place alone cannot say)
+    ("norm_pre", "timm's pre_norm=True", ""), ("ln_pre", "CLIP's ln_pre", ""),
+    ("pre_layrnorm", "CLIP's pre_layrnorm", ""),
+    ("fc_norm", "timm's fc_norm, on the pooled vector", "set final_norm=pooled"),
+    ("post_layernorm", "CLIP's post_layernorm, on the pooled vector", "set final_norm=pooled"),
+    ("patch_embed.norm", "timm's embed_norm_layer", ""), ("ls1", "timm's LayerScale", ""),
+    ("ls2", "timm's LayerScale", ""), ("layer_scale", "DINOv2's LayerScale", ""),
+    ("q_norm", "timm's qk_norm=True", ""), ("k_norm", "timm's qk_norm=True", ""),
+    ("reg_token", "timm's reg_tokens", ""), ("register", "DINOv2's registers", ""),
+    ("dist_token", "DeiT's distillation token", ""), ("head_dist", "DeiT's distillation head", ""),
+    ("attn_pool", "timm's global_pool='map'", ""), ("map_head", "big_vision's MAPHead", ""),
 )
 
 
 def misfit(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> WeightsError:
     """One line: the layer that fits no canonical tensor of `spec`, what it is in its library's
     terms when its name says, and the spec field that expresses it, or that none does."""
-    term = next((t for fragment, t in LIBRARY_TERMS if fragment in unit.path.lower()), None)
+    term, named = next(((t, f) for fragment, t, f in LIBRARY_TERMS if fragment in unit.path.lower()),
+                       (None, ""))
     what, field = _guess(spec, unit, place, torch_like)
+    field = named if named and spec.final_norm == "none" else field
     library = f" ({term})" if term else ""
     return WeightsError(f"your model's layer {unit.label} fits no tensor of spec {spec.name!r}: {what}"
                         f"{library}; {field}")
