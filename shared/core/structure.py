@@ -215,7 +215,9 @@ def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
                                f"structure: {what}; pass --map rules.toml")
         params.remove(hits[0])
         b.token(hits[0][1], hits[0][2], canonical)
+    # one that could be a token or a position table the spec lacks is named with those fields;
+    # any other stays unbound, and `bind` names it unused
     lacking = not (spec.class_token and spec.distill_token and spec.registers and spec.pos_embed == "learned")
-    if params and lacking:  # else it stays unbound, and `bind` names it unused
-        unit, name, shape = params[0]
-        raise misfit(spec, Unit(name, "parameter", {name: shape}, unit.order), "outside", b.torch_like)
+    for unit, name, shape in params if lacking else []:
+        if size(shape) % spec.dim == 0:
+            raise misfit(spec, Unit(name, "parameter", {name: shape}, unit.order), "outside", b.torch_like)
