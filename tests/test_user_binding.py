@@ -158,7 +158,7 @@ def test_a_rename_file_binds_what_structure_cannot(tmp_path) -> None:
     rules = tmp_path / "rules.toml"
     rules.write_text('[map]\n"cls_copy" = ["cls_token", "batch_token"]\n')
     text = read_rules(str(rules))
-    with pytest.raises(WeightsError, match=r"1 of your parameters unused \(cls\)"):  # the row wins
+    with pytest.raises(WeightsError, match=r"layer cls \(parameter\) fits no tensor"):  # the row wins
         bind(SPEC, shapes, layers, "torch", conventions(), text)
     del shapes["cls"]
     layers[0] = Layer("", "other", ("cls_copy", "position_table"), {})
@@ -255,3 +255,29 @@ def test_a_linear_patch_embedding_binds_in_keras_and_flax_layouts() -> None:
     patch = tensors["patch_embed.kernel"].reshape(49, d)
     np.testing.assert_array_equal(native["patch_projection.kernel"], patch)
     assert all(np.array_equal(v, tensors[k]) for k, v in binding.to_canonical(native).items())
+
+
+def test_a_rename_file_takes_the_layouts_the_binder_uses(tmp_path) -> None:
+    """A Flax-style model whose q, k, v kernels are one (D, 3*H*hd) Dense: a `--map` row packs
+    them with `heads_dense`, as structure binds a Keras / Flax packed qkv; the rest are renames."""
+    d, inner = SPEC.dim, SPEC.heads * SPEC.head_dim
+    rows = {f"p.{c}": c for c in SPEC.derived.tensor_shapes if ".attn." not in c or ".out." in c}
+    rows |= {f"p.blocks.{{i}}.qkv.{w}": [f"blocks.{{i}}.attn.{{p:query|key|value}}.{w}", lay]
+             for w, lay in (("kernel", "heads_dense"), ("bias", "heads_bias"))}
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[map]\n" + "".join(f'"{n}" = {c!r}\n'.replace("'", '"') for n, c in rows.items()))
+    native = {f"p.{c}": s for c, s in SPEC.derived.tensor_shapes.items() if ".attn." not in c or ".out." in c}
+    native |= {f"p.blocks.{i}.qkv.{w}": s for i in range(SPEC.depth)
+               for w, s in (("kernel", (d, 3 * inner)), ("bias", (3 * inner,)))}
+    binding = bind(SPEC, native, [], "flax", conventions(), read_rules(str(rules), SPEC))
+    tensors = init_weights(SPEC, 4)
+    native_arrays = binding.to_native(tensors)
+    key = tensors["blocks.1.attn.key.kernel"].reshape(d, -1)
+    np.testing.assert_array_equal(native_arrays["p.blocks.1.qkv.kernel"][:, inner:2 * inner], key)
+    assert all(np.array_equal(v, tensors[k]) for k, v in binding.to_canonical(native_arrays).items())
+    from pathlib import Path
+
+    from shared.core.mapping import LAYOUTS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert [name for name in LAYOUTS if f"`{name}`" not in readme] == []  # where the format is documented

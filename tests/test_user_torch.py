@@ -143,3 +143,99 @@ def test_a_model_on_a_missing_cuda_device_is_one_line() -> None:
     else:
         with pytest.raises(InputError, match="on CUDA and this machine has no CUDA device"):
             user._check_device(module)
+
+
+# ---- binding by structure: the zoo's features in a user's own model, a wrapped library model -------
+ZOO_LINKS = {  # preset -> (your parameter, the canonical tensors it holds): the feature's own link
+    "dinov2-reg-tiny": ("blocks.1.w1.weight", "blocks.1.mlp.gate.kernel"),  # SwiGLU's gate: w1
+    "deit3-tiny": ("blocks.0.gamma_mlp", "blocks.0.ls2.gamma"),  # LayerScale as a loose parameter
+    "siglip-tiny": ("pool.kv.weight", "pool.attn.key.kernel, pool.attn.value.kernel"),  # MAP head
+    "clip-tiny": ("ln_pre.weight", "norm_pre.scale"),
+    "deit-distilled-tiny": ("head_dist.weight", "head_dist.out.kernel"),
+    "vit-pytorch-tiny": ("to_patches.0.weight", "patch_norm_in.scale"),
+}
+
+
+@pytest.mark.parametrize("preset", list(ZOO_LINKS))
+def test_a_users_own_vit_of_each_zoo_family_binds_by_structure_and_is_the_spec(preset: str) -> None:
+    """A lucidrains-style model (tests/user_style_models.py: no library's names) with the family's
+    features binds by structure, and its own logits match the float64 reference at float32."""
+    import torch
+
+    import portbench
+    from tests.user_style_models import UserViT
+
+    torch.manual_seed(0)
+    result = portbench.check(UserViT(get_preset(preset)), preset, trace=False)
+    assert result.passed, result.explanation
+    links = {link["native"]: link["canonical"] for link in result.binding["links"]}
+    native, canonical = ZOO_LINKS[preset]
+    assert result.binding["rule"] == "structure" and links[native] == canonical
+    assert links["blocks.0.to_qkv.weight"] == "blocks.0.attn.query.kernel, blocks.0.attn.key.kernel, " \
+                                             "blocks.0.attn.value.kernel"  # a packed qkv Linear
+
+
+def _timm(spec, **changes):
+    from ports.public_models import timm_model
+    from shared.checkpoints.timm import model_kwargs
+
+    return timm_model({**model_kwargs(spec), **changes})
+
+
+def test_a_timm_model_held_in_the_users_module_binds_by_its_table_and_by_structure() -> None:
+    """Names under `net.`: the timm table binds them without the prefix; with no table at all,
+    structure binds the same tensors (packed qkv, LayerScale modules, qk-norm)."""
+    import torch
+
+    import portbench
+    from ports.torch import user
+    from shared.core.binding import bind
+
+    class Mine(torch.nn.Module):
+        def __init__(self, spec) -> None:
+            super().__init__()
+            self.net = _timm(spec)
+
+        def forward(self, images):
+            return self.net(images)
+
+    spec = get_preset("deit3-tiny")
+    torch.manual_seed(0)
+    model = Mine(spec)
+    result = portbench.check(model, spec, trace=False)
+    assert result.passed and result.binding["rule"] == "timm", result.explanation
+    assert result.binding["links"][0]["why"] == "timm table (under net.)"
+    params = user.parameters(model)
+    by_structure = bind(spec, {n: v.shape for n, v in params.items()}, user.layers(model), "torch", [])
+    assert by_structure.rule == "structure"
+    by_table = {(k["native"], k["canonical"], k["layout"]) for k in result.binding["links"]}
+    assert {tuple(row[:3]) for row in by_structure.table()} == by_table
+
+
+MISFITS = {  # what the timm model has beyond the spec -> the one line naming it
+    "norm_pre": ({"pre_norm": True}, "layer norm_pre (LayerNorm) fits no tensor of spec 'quadrant-rgb': a "
+                 "LayerNorm before the blocks (timm's pre_norm=True); set norm_before_blocks=true"),
+    "patch": ({"embed_norm_layer": "layernorm"}, "layer patch_embed.norm (LayerNorm) fits no tensor of spec "
+              "'quadrant-rgb': a LayerNorm on each patch token, after the projection (timm's "
+              "embed_norm_layer); set patch_norm_out=true"),
+    "fc_norm": ({"global_pool": "avg", "fc_norm": True, "final_norm": True}, "layer fc_norm (LayerNorm) "
+                "fits no tensor of spec 'quadrant-rgb': a LayerNorm after the blocks (timm's fc_norm, on the "
+                "pooled vector); set final_norm=pooled"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISFITS))
+def test_a_layer_the_spec_lacks_is_named_with_the_field_that_expresses_it(case: str) -> None:
+    from ports.torch import user
+    from shared.core.binding import bind
+    from shared.errors import WeightsError
+    from tests.test_user_binding import conventions
+
+    spec = get_preset("quadrant").replace(name="quadrant-rgb", channels=3, layer_norm_eps=1e-6)
+    spec = spec.replace(final_norm="none", pooling="mean") if case == "fc_norm" else spec
+    changes, expected = MISFITS[case]
+    model = _timm(spec, **changes)
+    shapes = {n: v.shape for n, v in user.parameters(model).items()}
+    with pytest.raises(WeightsError) as caught:
+        bind(spec, shapes, user.layers(model), "torch", conventions(spec))
+    assert str(caught.value) == f"your model's {expected}"

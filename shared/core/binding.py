@@ -28,24 +28,16 @@ from shared.errors import WeightsError
 #      canonical order (patch embedding, class token, positions, each block's norms / attention /
 #      MLP, final norm, head), each layer's parameters by their last name segment and shape,
 #      with the framework's layouts; the `--map` rows win for the parameters they name.
-# Two conventions that bind differently are refused (a `--map` file chooses).
+# A model held in the user's own module (every name under `net.`) binds by a convention on its
+# names without that prefix, as well. Two conventions that bind differently are refused (a `--map`
+# file chooses).
 # Every native tensor must land on exactly one canonical one and every canonical tensor must be
 # filled; otherwise the refusal names what is missing, unused or ambiguous in one line.
 
-# Layouts a framework's own layers need beyond the tables': a Keras / Flax Dense on the flat
-# q/k/v width (D, H*hd) and its output (H*hd, D), and a flat (H*hd,) bias.
-EXTRA_LAYOUTS: dict[str, tuple[Callable, Callable]] = {
-    "heads_dense": (lambda p: p[0].reshape(p[0].shape[0], -1), lambda x, s: [x.reshape(s[0])]),
-    "heads_out_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
-    "flat": (lambda p: p[0].reshape(-1), lambda x, s: [x.reshape(s[0])]),
-    # a patch embedding as a Dense on patches flattened in (ph, pw, C) order: (ph*pw*C, D), and
-    # as a torch Linear: (D, ph*pw*C)
-    "patch_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
-    "patch_linear": (lambda p: np.ascontiguousarray(p[0].reshape(-1, p[0].shape[-1]).T),
-                     lambda x, s: [np.ascontiguousarray(x.T).reshape(s[0])]),
-}
 def layout(name: str) -> tuple[Callable, Callable]:
-    return mapping.LAYOUTS[name] if name in mapping.LAYOUTS else EXTRA_LAYOUTS[name]
+    """A layout's pair of transforms (canonical -> native, native -> canonical): one table,
+    `shared.core.mapping.LAYOUTS`, for the conventions, structure and `--map` rows alike."""
+    return mapping.LAYOUTS[name]
 
 
 @dataclass
@@ -187,6 +179,24 @@ def check_rows_used(spec: ModelSpec, native: dict[str, Shape], rules: Table) -> 
                                f"{', '.join(list(native)[:3])}")
 
 
+def wrapper_prefix(native: dict[str, Shape]) -> str:
+    """The path every native name starts with (`net.` when the user's module holds a timm model
+    as `self.net`), up to a separator; "" when there is none."""
+    names = list(native)
+    common = min(names, default="")
+    for name in names:  # character by character is right here: the cut below is at a separator
+        while not name.startswith(common):
+            common = common[:-1]
+    return common[:max(common.rfind("."), common.rfind("/")) + 1] if len(names) > 1 else ""
+
+
+def under(binding: Binding, prefix: str) -> Binding:
+    """A binding found on the names without `prefix`, for the names with it."""
+    links = [Link(prefix + link.native, link.canonical, link.layout) for link in binding.links]
+    why = {prefix + n: f"{w} (under {prefix})" for n, w in binding.why.items()}
+    return Binding(binding.spec, links, binding.rule, why)
+
+
 def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
          conventions: list[Table], rules: str | None = None) -> Binding:
     """The binding of a user's parameters: conventions, then structure, then the rename rows."""
@@ -198,6 +208,10 @@ def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framewo
     tables = ([user] if user else []) + [Table(rules, f"map file over {t.name}", base=t) if rules else t
                                          for t in conventions]
     found = [b for t in tables if (b := by_table(spec, native, t))]
+    prefix = wrapper_prefix(native)
+    if prefix and not rules:  # a library model held in the user's module: its names under `prefix`
+        inner = {n[len(prefix):]: s for n, s in native.items()}
+        found += [under(b, prefix) for t in conventions if (b := by_table(spec, inner, t))]
     distinct: dict[tuple[Link, ...], Binding] = {}
     for one in found:
         distinct.setdefault(tuple(one.links), one)

@@ -69,9 +69,24 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
                        lambda x, s: [W.dense_from_out_in(y) for y in np.split(x, len(s))]),
     # (out,) biases <-> one (n*out,) bias
     "stacked_bias": (lambda p: np.concatenate(p), lambda x, s: [y.copy() for y in np.split(x, len(s))]),
+    # The layouts of Keras and Flax layers, which keep (in, out) kernels: per-head (D, H, hd)
+    # kernels <-> one Dense (D, n*H*hd) (q, k or v alone, or packed), attention output (H, hd, D)
+    # <-> a Dense (H*hd, D), a flat view of any tensor, and dense (in, out) kernels <-> one Dense
+    # (in, n*out), parts on the output axis (a packed gated MLP's first layer).
+    "heads_dense": (lambda p: np.concatenate([x.reshape(x.shape[0], -1) for x in p], axis=1),
+                    lambda x, s: [y.reshape(t) for y, t in zip(np.split(x, len(s), axis=1), s, strict=True)]),
+    "heads_out_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
+    "flat": (lambda p: p[0].reshape(-1), lambda x, s: [x.reshape(s[0])]),
+    "stacked_dense": (lambda p: np.concatenate(p, axis=1),
+                      lambda x, s: [y.copy() for y in np.split(x, len(s), axis=1)]),
+    # a patch embedding as a Dense on patches flattened in (ph, pw, C) order: (ph*pw*C, D), and
+    # as a torch Linear: (D, ph*pw*C)
+    "patch_dense": (lambda p: p[0].reshape(-1, p[0].shape[-1]), lambda x, s: [x.reshape(s[0])]),
+    "patch_linear": (lambda p: np.ascontiguousarray(p[0].reshape(-1, p[0].shape[-1]).T),
+                     lambda x, s: [np.ascontiguousarray(x.T).reshape(s[0])]),
 }
 # the layouts that take several parts as well as one
-PACKING = ("heads_linear", "heads_bias", "stacked_linear", "stacked_bias")
+PACKING = ("heads_linear", "heads_bias", "stacked_linear", "stacked_bias", "heads_dense", "stacked_dense")
 PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 

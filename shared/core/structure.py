@@ -1,8 +1,14 @@
 """Binding by structure, when no naming convention fits: a user's layers in definition order
 against the canonical order, each layer's parameters told apart by their last name segment and
 their shape, with the framework's layouts (torch Linear (out, in) and Conv2d OIHW; Keras and Flax
-(in, out) and HWIO; `nn.MultiheadAttention`'s packed `in_proj_weight`; Keras `MultiHeadAttention`
-and `nnx.MultiHeadAttention` per-head (D, H, hd) kernels). Anything two ways is refused."""
+(in, out) and HWIO; packed q/k/v, `nn.MultiheadAttention`'s `in_proj_weight`; Keras
+`MultiHeadAttention` and `nnx.MultiHeadAttention` per-head (D, H, hd) kernels). Anything two ways
+is refused, and so is a layer that fits nothing, by name (`shared.core.structure_parts.misfit`).
+
+The order: the patch embedding (and its LayerNorms), then the blocks (`structure_blocks`: an
+indexed container's entries, else equal runs), then what lies before them (the LayerNorm before
+the blocks) and after them (the final norm, the attention pool, the head layers, the distillation
+head), then the free parameters (tokens, positions, the pool's probe) by size and name."""
 
 from __future__ import annotations
 
@@ -12,20 +18,11 @@ from typing import Any
 
 from shared.core.mapping import Link, Table
 from shared.core.spec import ModelSpec
+from shared.core.structure_blocks import BODY, attention_plan, bind_block, block_groups, emit, split_blocks
+from shared.core.structure_parts import Builder, Shape, Unit, misfit, size
 from shared.errors import WeightsError
 
-KERNEL, BIAS = ("weight", "kernel", "scale", "gamma"), ("bias", "beta")
-PARTS = ("query", "key", "value")
-OUT_NAMES = ("out_proj", "attention_output", "out", "proj", "o_proj", "output")
-Shape = tuple[int, ...]
-# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
-# a Linear patch embedding's weight)
-FRAMEWORK_LAYOUTS = {
-    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
-    "keras": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
-    "flax": ("same", "same", None, "heads_dense", "heads_out_dense", "patch_dense"),
-    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear"),
-}
+FREE = ("other", "embedding")
 
 
 @dataclass(frozen=True)
@@ -39,21 +36,6 @@ class Layer:
     settings: dict[str, Any]
 
 
-@dataclass
-class Unit:
-    """One layer with the parameters it is the first to own."""
-
-    path: str
-    kind: str
-    params: dict[str, Shape]  # native name -> shape
-
-
-def role(unit: Unit, name: str) -> list[str]:
-    """The name's segments below the layer's path ('query/kernel' -> ['query', 'kernel'])."""
-    rest = name[len(unit.path):] if unit.path and name.startswith(unit.path) else name
-    return [s for s in re.split(r"[./]", rest) if s] or [name]
-
-
 def units_of(native: dict[str, Shape], layers: list[Layer]) -> list[Unit]:
     claimed: set[str] = set()
     units = []
@@ -61,79 +43,10 @@ def units_of(native: dict[str, Shape], layers: list[Layer]) -> list[Unit]:
         mine = {p: native[p] for p in layer.params if p in native and p not in claimed}
         claimed |= set(mine)
         if mine:
-            units.append(Unit(layer.path, layer.kind, mine))
+            units.append(Unit(layer.path, layer.kind, mine, len(units)))
     free = {n: s for n, s in native.items() if n not in claimed}
-    units += [Unit("", "other", {n: s}) for n, s in free.items()]
+    units += [Unit("", "other", {n: s}, len(units) + k) for k, (n, s) in enumerate(free.items())]
     return units
-
-
-class Builder:
-    def __init__(self, spec: ModelSpec, framework: str) -> None:
-        if framework not in FRAMEWORK_LAYOUTS:
-            raise WeightsError(f"no structural binding for framework {framework!r}")
-        self.spec, self.links, self.why, self.fixed = spec, [], {}, set()
-        (self.linear, self.conv, self.packed, self.one_head, self.out,
-         self.patch) = FRAMEWORK_LAYOUTS[framework]
-
-    def add(self, native: str, canonical: tuple[str, ...], layout: str, why: str) -> None:
-        if self.fixed.issuperset(canonical):
-            return  # a rename row already bound it; this native tensor stays unused (and is named)
-        self.links.append(Link(native, canonical, layout))
-        self.why[native] = why
-
-    def dense(self, unit: Unit, prefix: str, kernel_layout: str, bias_layout: str = "same") -> None:
-        for name, shape in unit.params.items():
-            last = role(unit, name)[-1]
-            if last in KERNEL and len(shape) >= 2:
-                self.add(name, (f"{prefix}.kernel",), kernel_layout, f"{unit.kind} {unit.path}")
-            elif last in BIAS or len(shape) == 1:
-                self.add(name, (f"{prefix}.bias",), bias_layout, f"{unit.kind} {unit.path}")
-            else:
-                raise WeightsError(f"your parameter {name!r} of {unit.kind} {unit.path!r} is neither a "
-                                   "kernel nor a bias")
-
-    def norm(self, unit: Unit, prefix: str) -> None:
-        for name, _ in unit.params.items():
-            which = "bias" if role(unit, name)[-1] in BIAS else "scale"
-            self.add(name, (f"{prefix}.{which}",), "same", f"layer_norm {unit.path}")
-
-    def attention(self, unit: Unit, prefix: str) -> None:
-        for name, shape in unit.params.items():
-            segs = role(unit, name)
-            is_bias = segs[-1] in BIAS or segs[-1].endswith("_bias")
-            part = next((p for p in PARTS if p in segs or f"{p[0]}_proj" in segs), None)
-            what = "bias" if is_bias else "kernel"
-            if segs[-1].startswith("in_proj"):
-                if self.packed is None:
-                    raise WeightsError(f"your parameter {name!r}: a packed q/k/v is not this framework's "
-                                       "layout")
-                parts = tuple(f"{prefix}.{p}.{what}" for p in PARTS)
-                self.add(name, parts, "heads_bias" if is_bias else self.packed, f"attention {unit.path}")
-            elif part is not None:
-                flat = len(shape) == (1 if is_bias else 2)
-                lay = ("heads_bias" if is_bias else self.one_head) if flat else "same"
-                self.add(name, (f"{prefix}.{part}.{what}",), lay, f"attention {unit.path}")
-            elif any(o in segs for o in OUT_NAMES):
-                lay = "same" if is_bias or len(shape) == 3 else self.out
-                self.add(name, (f"{prefix}.out.{what}",), lay, f"attention {unit.path}")
-            else:
-                raise WeightsError(f"your parameter {name!r} of attention {unit.path!r} is none of "
-                                   "query / key / value / in_proj / out")
-
-
-def dense_io(unit: Unit, torch_like: bool) -> tuple[int, int]:
-    """(in, out) features of a linear unit from its kernel."""
-    kernel = next(s for s in unit.params.values() if len(s) == 2)
-    return (kernel[1], kernel[0]) if torch_like else kernel
-
-
-def take(units: list[Unit], kinds: tuple[str, ...], where: str, last: bool = False) -> Unit:
-    hits = [u for u in units if u.kind in kinds]
-    if not hits:
-        raise WeightsError(f"your model has no {' or '.join(kinds)} layer for the {where}")
-    unit = hits[-1] if last else hits[0]
-    units.remove(unit)
-    return unit
 
 
 def fixed_links(spec: ModelSpec, native: dict[str, Shape], table: Table | None) -> list[Link]:
@@ -155,94 +68,156 @@ def structural_links(spec: ModelSpec, native: dict[str, Shape], layers: list[Lay
         b.add(link.native, link.canonical, link.layout, "map file")
     b.fixed = {c for link in b.links for c in link.canonical}
     units = units_of({n: s for n, s in native.items() if n not in b.why}, layers)
-    if "patch_embed.kernel" not in b.fixed:
-        patch_embedding(b, spec, units)
-    free = [u for u in units if u.kind in ("other", "embedding")]
-    tokens_and_positions(b, spec, free)
-    for u in free:
-        units.remove(u)
-    torch_like = b.linear == "linear"
-    b.dense(take(units, ("linear",), "head", last=True), "head.out", b.linear)
-    for j in reversed(range(len(spec.head_hidden))):
-        b.dense(take(units, ("linear",), f"head hidden layer {j}", last=True), f"head.hidden.{j}", b.linear)
-    if spec.final_norm != "none":
-        b.norm(take(units, ("layer_norm",), "final norm", last=True), "final_norm")
-    blocks(b, spec, [u for u in units if u.kind in ("layer_norm", "attention", "linear")], torch_like)
-    leftover = [n for u in units if u.kind not in ("layer_norm", "attention", "linear") for n in u.params]
-    if leftover:
-        raise WeightsError(f"your parameters {', '.join(leftover[:4])} fit no canonical tensor (structure)")
+    patch = patch_embedding(b, spec, units) if "patch_embed.kernel" not in b.fixed else None
+    groups = block_groups(spec, units)
+    if groups is not None:
+        inside = [u for g in groups for u in g]
+        first, last = min(u.order for u in inside), max(u.order for u in inside)
+        outside = [u for u in units if u not in inside]
+        before, after = [u for u in outside if u.order < first], [u for u in outside if u.order > last]
+        for unit in outside:
+            if first < unit.order < last:
+                raise misfit(spec, unit, "block", b.torch_like)
+    else:
+        before = after = units  # one list: the ends are taken from it, the blocks are what remains
+    after_blocks(b, spec, after, before)
+    if spec.norm_before_blocks:
+        b.norm(take(before, "norm before the blocks", width=spec.dim), "norm_pre")
+    if groups is None:
+        body = [u for u in units if u.kind in BODY]
+        inner = [u for u in units if u.kind in FREE and body and body[0].order < u.order < body[-1].order]
+        groups = split_blocks(spec, [u for u in units if u in body or u in inner])
+        before = after = [u for u in units if u not in body and u not in inner]
+    outside = before if before is after else before + after
+    tokens_and_positions(b, spec, [u for u in outside if u.kind in FREE])
+    for unit in outside:
+        if unit.kind not in FREE:
+            place = "patch" if patch is not None and _beside(unit, patch, spec) else \
+                "before" if unit.order < (groups[0][0].order if groups[0] else 0) else "after"
+            raise misfit(spec, unit, place, b.torch_like)
+    for i, group in enumerate(groups):
+        bind_block(b, spec, i, group)
     return b.links, b.why
 
 
-def patch_embedding(b: Builder, spec: ModelSpec, units: list[Unit]) -> None:
+def take(units: list[Unit], where: str, kind: str = "layer_norm", last: bool = False,
+         width: int | None = None) -> Unit:
+    hits = [u for u in units if u.kind == kind and (width is None or u.width() == width)]
+    if not hits:
+        raise WeightsError(f"your model has no {kind} layer for the {where}")
+    unit = hits[-1] if last else hits[0]
+    units.remove(unit)
+    return unit
+
+
+def patch_embedding(b: Builder, spec: ModelSpec, units: list[Unit]) -> Unit:
     """A Conv2d / Conv, else the first Linear on flattened patches (their (ph, pw, C) order is
     the canonical one: another order does not bind differently, it computes differently, and
-    verify says so)."""
-    if any(u.kind == "conv" for u in units):
-        b.dense(take(units, ("conv",), "patch embedding"), "patch_embed", b.conv)
-        return
-    torch_like = b.linear == "linear"
-    flat = [u for u in units if u.kind == "linear"
-            and dense_io(u, torch_like) == (spec.derived.patch_features, spec.dim)]
-    if not flat:
+    verify says so); then its LayerNorms: one over the flattened patch, one right after it."""
+    convs = [u for u in units if u.kind == "conv"]
+    flat = [u for u in units if u.kind == "linear" and u.io(b.torch_like) == (spec.derived.patch_features,
+                                                                            spec.dim)]
+    if not convs and not flat:
         raise WeightsError("your model has no conv layer, and no Linear on flattened patches "
                            f"({spec.derived.patch_features} -> {spec.dim}), for the patch embedding")
-    units.remove(flat[0])
-    b.dense(flat[0], "patch_embed", b.patch)
+    patch = (convs or flat)[0]
+    b.dense(patch, "patch_embed", b.conv if convs else b.patch)
+    at = units.index(patch)
+    units.remove(patch)
+    if spec.patch_norm_out:
+        if at >= len(units) or units[at].kind != "layer_norm" or units[at].width() != spec.dim:
+            raise WeightsError(f"your model has no LayerNorm right after its patch embedding {patch.label} "
+                               "(patch_norm_out=true)")
+        b.norm(units.pop(at), "patch_norm_out")
+    if spec.patch_norm_in:
+        b.norm(take(units, "LayerNorm on the flattened patches", width=spec.derived.patch_features),
+               "patch_norm_in")
+    return patch
+
+
+def _beside(unit: Unit, patch: Unit, spec: ModelSpec) -> bool:
+    """A LayerNorm that belongs to the patch embedding: over a flattened patch, or in its module."""
+    parent = patch.path.rpartition(".")[0]
+    return unit.kind == "layer_norm" and (unit.width() == spec.derived.patch_features
+                                          or (bool(parent) and unit.path.startswith(parent + ".")))
+
+
+def after_blocks(b: Builder, spec: ModelSpec, after: list[Unit], before: list[Unit]) -> None:
+    """From the end: the distillation head, the head, its hidden layers, the attention pool (its
+    MLP, LayerNorm and attention), the final norm. A head defined before the blocks counts."""
+    def linear(where: str, hint: str | None = None) -> Unit:
+        pool = [u for u in after if u.kind == "linear"] or [u for u in before if u.kind == "linear"]
+        named = [u for u in pool if hint and u.hinted(hint)]
+        if not pool:
+            raise WeightsError(f"your model has no Linear layer for the {where}")
+        unit = named[-1] if len(named) == 1 else pool[-1]
+        (after if unit in after else before).remove(unit)
+        return unit
+
+    if spec.distill_token and spec.num_classes:
+        b.dense(linear("distillation head", r"dist"), "head_dist.out", b.linear)
+    if spec.num_classes:
+        b.dense(linear("head"), "head.out", b.linear)
+    for j in reversed(range(len(spec.head_hidden))):
+        b.dense(linear(f"head hidden layer {j}"), f"head.hidden.{j}", b.linear)
+    if spec.pooling == "map":
+        b.dense(linear("attention pool's MLP"), "pool.mlp.fc2", b.linear)
+        b.dense(linear("attention pool's MLP"), "pool.mlp.fc1", b.linear)
+        b.norm(take(after, "attention pool's LayerNorm", last=True), "pool.norm")
+        pool_attention(b, spec, after)
+    if spec.final_norm != "none":
+        b.norm(take(after, "final norm", last=True), "final_norm")
+
+
+def pool_attention(b: Builder, spec: ModelSpec, after: list[Unit]) -> None:
+    """The attention pool's attention: an attention layer, else its last Linears (q, k, v in one,
+    two or three, then the output)."""
+    attention = [u for u in after if u.kind == "attention"]
+    if attention:
+        after.remove(attention[-1])
+        b.attention(attention[-1], "pool.attn")
+        return
+    linears = [u for u in after if u.kind == "linear"]
+    for k in (2, 3, 4):
+        plan = attention_plan(spec, linears[-k:], b.torch_like) if len(linears) >= k else None
+        if plan is not None and len(plan) == k:
+            for unit, _ in plan:
+                after.remove(unit)
+            emit(b, spec, "pool", plan)
+            return
+    raise WeightsError("your model has no attention layer, nor q / k / v and output Linears, for the "
+                       "attention pool (pooling=map)")
+
+
+# the free parameters: canonical name -> the words that name it natively
+TOKEN_HINTS = {"cls_token": r"cls|class", "dist_token": r"dist", "reg_tokens": r"reg", "pos_embed": r"pos",
+               "pool.probe": r"probe|latent|query"}
 
 
 def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
-    rows = spec.derived.tensor_shapes.get("pos_embed", (0,))[0]
-    wanted = {"cls_token": spec.dim if spec.class_token else None,
-              "pos_embed": rows * spec.dim if spec.pos_embed == "learned" else None}
-    params = [(n, s) for u in free for n, s in u.params.items()]
-    for canonical, size in wanted.items():
-        if size is None or canonical in b.fixed:
-            continue
-        hits = [(n, s) for n, s in params if _size(s) == size]
+    """Each free parameter the spec has, by its size; two of one size by their names, else in
+    canonical order when there are exactly as many as the spec wants."""
+    shapes = spec.derived.tensor_shapes
+    wanted = [c for c in TOKEN_HINTS if c in shapes and c not in b.fixed]
+    params = [(u, n, s) for u in free for n, s in u.params.items()]
+    for canonical in wanted:
+        want = size(shapes[canonical])
+        hits = [p for p in params if size(p[2]) == want]
+        named = [p for p in hits if re.search(TOKEN_HINTS[canonical], p[1].lower())]
+        alike = [c for c in wanted[wanted.index(canonical):] if size(shapes[c]) == want]
+        if len(hits) > 1 and len(named) == 1:
+            hits = named
+        elif len(hits) > 1 and len(hits) == len(alike):
+            hits = hits[:1]
         if len(hits) != 1:
-            what = "none" if not hits else ", ".join(n for n, _ in hits)
-            raise WeightsError(f"your model's {canonical} (size {size}) is ambiguous or missing by "
+            what = "none" if not hits else ", ".join(n for _, n, _ in hits)
+            raise WeightsError(f"your model's {canonical} (size {want}) is ambiguous or missing by "
                                f"structure: {what}; pass --map rules.toml")
-        name, shape = hits[0]
-        lay = "same" if len(shape) == (1 if canonical == "cls_token" else 2) else \
-            ("batch_token" if canonical == "cls_token" else "batch")
-        b.add(name, (canonical,), lay, "free parameter by size")
-
-
-def _size(shape: Shape) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
-
-
-def blocks(b: Builder, spec: ModelSpec, units: list[Unit], torch_like: bool) -> None:
-    per, extra = divmod(len(units), spec.depth)
-    if extra or per not in (5, 8):
-        raise WeightsError(f"your model has {len(units)} norm / attention / linear layers between the "
-                           f"patch embedding and the head; {spec.depth} blocks need 5 each (2 LayerNorms, "
-                           "one attention, 2 MLP Linears) or 8 (separate q, k, v, out Linears)")
-    for i in range(spec.depth):
-        group, prefix = units[i * per:(i + 1) * per], f"blocks.{i}"
-        norms = [u for u in group if u.kind == "layer_norm"]
-        if len(norms) != 2:
-            raise WeightsError(f"block {i} of your model has {len(norms)} LayerNorms, expected 2")
-        b.norm(norms[0], f"{prefix}.norm1")
-        b.norm(norms[1], f"{prefix}.norm2")
-        linears = [u for u in group if u.kind == "linear"]
-        fc1 = [u for u in linears if dense_io(u, torch_like) == (spec.dim, spec.mlp_dim)]
-        fc2 = [u for u in linears if dense_io(u, torch_like) == (spec.mlp_dim, spec.dim)]
-        if len(fc1) != 1 or len(fc2) != 1:
-            raise WeightsError(f"block {i}: the MLP's Linears ({spec.dim} -> {spec.mlp_dim} -> {spec.dim}) "
-                               "are ambiguous or missing by shape; pass --map rules.toml")
-        b.dense(fc1[0], f"{prefix}.mlp.fc1", b.linear)
-        b.dense(fc2[0], f"{prefix}.mlp.fc2", b.linear)
-        attention = [u for u in group if u.kind == "attention"]
-        if attention:
-            b.attention(attention[0], f"{prefix}.attn")
-            continue
-        rest = [u for u in linears if u is not fc1[0] and u is not fc2[0]]
-        for unit, part in zip(rest, PARTS, strict=False):
-            b.dense(unit, f"{prefix}.attn.{part}", b.one_head, "heads_bias")
-        b.dense(rest[3], f"{prefix}.attn.out", b.out)
+        params.remove(hits[0])
+        b.token(hits[0][1], hits[0][2], canonical)
+    # one that could be a token or a position table the spec lacks is named with those fields;
+    # any other stays unbound, and `bind` names it unused
+    lacking = not (spec.class_token and spec.distill_token and spec.registers and spec.pos_embed == "learned")
+    for unit, name, shape in params if lacking else []:
+        if size(shape) % spec.dim == 0:
+            raise misfit(spec, Unit(name, "parameter", {name: shape}, unit.order), "outside", b.torch_like)

@@ -1,0 +1,207 @@
+"""The pieces binding by structure works with (`shared/core/structure.py` orders them): a `Unit`
+(one layer with the parameters it is the first to own), what a unit is (a LayerNorm's width, a
+Linear's in and out features), the `Builder` that turns units into links in the framework's
+layouts, and the one-line refusal for a layer that fits no canonical tensor."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from shared.core.mapping import Link
+from shared.core.spec import ModelSpec
+from shared.errors import WeightsError
+
+KERNEL, BIAS = ("weight", "kernel", "scale", "gamma"), ("bias", "beta")
+PARTS = ("query", "key", "value")
+OUT_NAMES = ("out_proj", "attention_output", "out", "proj", "o_proj", "output")
+Shape = tuple[int, ...]
+# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
+# a Linear patch embedding's weight, Linears packed on the output axis (a gated MLP's first))
+FRAMEWORK_LAYOUTS = {
+    "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
+              "stacked_linear"),
+    "keras": ("same", "same", "heads_dense", "heads_dense", "heads_out_dense", "patch_dense",
+              "stacked_dense"),
+    "flax": ("same", "same", "heads_dense", "heads_dense", "heads_out_dense", "patch_dense",
+             "stacked_dense"),
+    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
+            "stacked_linear"),
+}
+KIND_NAMES = {"layer_norm": "LayerNorm", "linear": "Linear", "attention": "attention", "conv": "Conv",
+              "other": "parameters", "embedding": "Embedding", "parameter": "parameter"}
+
+
+@dataclass
+class Unit:
+    """One layer with the parameters it is the first to own, and its place in definition order."""
+
+    path: str
+    kind: str
+    params: dict[str, Shape]  # native name -> shape
+    order: int = 0
+
+    @property
+    def label(self) -> str:
+        """`norm_pre (LayerNorm)`: how a refusal names the layer."""
+        where = self.path or next(iter(self.params))
+        return f"{where} ({KIND_NAMES.get(self.kind, self.kind)})"
+
+    def width(self) -> int:
+        """A LayerNorm's width (its scale's length); 0 for a unit without a 1-D parameter."""
+        return next((s[0] for s in self.params.values() if len(s) == 1), 0)
+
+    def io(self, torch_like: bool) -> tuple[int, int]:
+        """(in, out) features of a linear unit from its kernel; (0, 0) without one."""
+        kernel = next((s for s in self.params.values() if len(s) == 2), None)
+        if kernel is None:
+            return 0, 0
+        return (kernel[1], kernel[0]) if torch_like else (kernel[0], kernel[1])
+
+    def hinted(self, pattern: str) -> bool:
+        """Whether the layer's path says what it is (`gate`, `dist`, ...)."""
+        return re.search(pattern, self.path.lower()) is not None
+
+
+def role(unit: Unit, name: str) -> list[str]:
+    """The name's segments below the layer's path ('query/kernel' -> ['query', 'kernel'])."""
+    rest = name[len(unit.path):] if unit.path and name.startswith(unit.path) else name
+    return [s for s in re.split(r"[./]", rest) if s] or [name]
+
+
+def size(shape: Shape) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
+class Builder:
+    """The links found so far, why each, and the framework's layouts."""
+
+    def __init__(self, spec: ModelSpec, framework: str) -> None:
+        if framework not in FRAMEWORK_LAYOUTS:
+            raise WeightsError(f"no structural binding for framework {framework!r}")
+        self.spec, self.links, self.why, self.fixed = spec, [], {}, set()
+        (self.linear, self.conv, self.packed, self.one_head, self.out, self.patch,
+         self.stacked) = FRAMEWORK_LAYOUTS[framework]
+        self.torch_like = self.linear == "linear"
+
+    def add(self, native: str, canonical: tuple[str, ...], layout: str, why: str) -> None:
+        if self.fixed.issuperset(canonical):
+            return  # a rename row already bound it; this native tensor stays unused (and is named)
+        self.links.append(Link(native, canonical, layout))
+        self.why[native] = why
+
+    def dense(self, unit: Unit, prefix: str | tuple[str, ...], kernel_layout: str,
+              bias_layout: str = "same") -> None:
+        """A Linear / Dense / Conv: its kernel and bias, one canonical prefix or several packed."""
+        prefixes = (prefix,) if isinstance(prefix, str) else prefix
+        for name, shape in unit.params.items():
+            last = role(unit, name)[-1]
+            if last in KERNEL and len(shape) >= 2:
+                self.add(name, tuple(f"{p}.kernel" for p in prefixes), kernel_layout, unit.label)
+            elif last in BIAS or len(shape) == 1:
+                self.add(name, tuple(f"{p}.bias" for p in prefixes), bias_layout, unit.label)
+            else:
+                raise WeightsError(f"your parameter {name!r} of {unit.label} is neither a kernel nor a bias")
+
+    def norm(self, unit: Unit, prefix: str) -> None:
+        for name, _ in unit.params.items():
+            which = "bias" if role(unit, name)[-1] in BIAS else "scale"
+            self.add(name, (f"{prefix}.{which}",), "same", unit.label)
+
+    def attention(self, unit: Unit, prefix: str) -> None:
+        for name, shape in unit.params.items():
+            segs = role(unit, name)
+            is_bias = segs[-1] in BIAS or segs[-1].endswith("_bias")
+            part = next((p for p in PARTS if p in segs or f"{p[0]}_proj" in segs), None)
+            what = "bias" if is_bias else "kernel"
+            if segs[-1].startswith("in_proj"):
+                parts = tuple(f"{prefix}.{p}.{what}" for p in PARTS)
+                self.add(name, parts, "heads_bias" if is_bias else self.packed, unit.label)
+            elif part is not None:
+                flat = len(shape) == (1 if is_bias else 2)
+                lay = ("heads_bias" if is_bias else self.one_head) if flat else "same"
+                self.add(name, (f"{prefix}.{part}.{what}",), lay, unit.label)
+            elif any(o in segs for o in OUT_NAMES):
+                lay = "same" if is_bias or len(shape) == 3 else self.out
+                self.add(name, (f"{prefix}.out.{what}",), lay, unit.label)
+            else:
+                raise WeightsError(f"your parameter {name!r} of {unit.label} is none of "
+                                   "query / key / value / in_proj / out")
+
+    def token(self, name: str, shape: Shape, canonical: str, why: str = "free parameter by size") -> None:
+        """A free parameter: as the canonical tensor, or with leading batch axes of 1."""
+        rank = len(self.spec.derived.tensor_shapes[canonical])
+        lay = "same" if len(shape) == rank else ("batch_token" if rank == 1 else "batch")
+        self.add(name, (canonical,), lay, why)
+
+
+# ---- a layer that fits nothing: what it is, and the spec field that would express it ----------------
+# name fragments of the libraries' own layers -> what the library calls it
+LIBRARY_TERMS = (  # (fragment, the library's term, the spec field when the place alone cannot say)
+    ("norm_pre", "timm's pre_norm=True", ""), ("ln_pre", "CLIP's ln_pre", ""),
+    ("pre_layrnorm", "CLIP's pre_layrnorm", ""),
+    ("fc_norm", "timm's fc_norm, on the pooled vector", "set final_norm=pooled"),
+    ("post_layernorm", "CLIP's post_layernorm, on the pooled vector", "set final_norm=pooled"),
+    ("patch_embed.norm", "timm's embed_norm_layer", ""), ("ls1", "timm's LayerScale", ""),
+    ("ls2", "timm's LayerScale", ""), ("layer_scale", "DINOv2's LayerScale", ""),
+    ("q_norm", "timm's qk_norm=True", ""), ("k_norm", "timm's qk_norm=True", ""),
+    ("reg_token", "timm's reg_tokens", ""), ("register", "DINOv2's registers", ""),
+    ("dist_token", "DeiT's distillation token", ""), ("head_dist", "DeiT's distillation head", ""),
+    ("attn_pool", "timm's global_pool='map'", ""), ("map_head", "big_vision's MAPHead", ""),
+)
+
+
+def misfit(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> WeightsError:
+    """One line: the layer that fits no canonical tensor of `spec`, what it is in its library's
+    terms when its name says, and the spec field that expresses it, or that none does."""
+    term, named = next(((t, f) for fragment, t, f in LIBRARY_TERMS if fragment in unit.path.lower()),
+                       (None, ""))
+    what, field = _guess(spec, unit, place, torch_like)
+    field = named if named and spec.final_norm == "none" else field
+    library = f" ({term})" if term else ""
+    return WeightsError(f"your model's layer {unit.label} fits no tensor of spec {spec.name!r}: {what}"
+                        f"{library}; {field}")
+
+
+def _guess(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> tuple[str, str]:
+    d, features = spec.dim, spec.derived.patch_features
+    width = unit.width()
+    if unit.kind == "layer_norm" and place == "patch":
+        if width == features:
+            return "a LayerNorm on each flattened patch, before the projection", "set patch_norm_in=true"
+        return "a LayerNorm on each patch token, after the projection", "set patch_norm_out=true"
+    if unit.kind == "layer_norm" and place == "before":
+        return "a LayerNorm before the blocks", "set norm_before_blocks=true"
+    if unit.kind == "layer_norm" and place == "after":
+        if spec.final_norm == "none":
+            return "a LayerNorm after the blocks", \
+                "set final_norm=tokens (on every token) or final_norm=pooled (on the pooled vector)"
+        return "a second LayerNorm after the blocks", f"the spec has one final norm (final_norm=" \
+                                                      f"{spec.final_norm}) and cannot express two"
+    if unit.kind == "layer_norm" and place == "block":
+        if width == spec.head_dim and not spec.qk_norm:
+            return "a LayerNorm over each head's queries or keys", "set qk_norm=true"
+        return "a third LayerNorm in a block", "the spec cannot express it (a block has norm1 and norm2)"
+    if unit.kind in ("other", "embedding", "parameter") and place == "block":
+        return f"a learned per-channel scale of {width or d} on a residual branch", \
+            "set layer_scale=true" if not spec.layer_scale else "the spec has two per block (ls1, ls2)"
+    if unit.kind in ("other", "embedding", "parameter"):
+        shapes = ", ".join(str(s) for s in unit.params.values())
+        fields = (("class_token=true", spec.class_token), ("distill_token=true", spec.distill_token),
+                  ("registers=N", spec.registers), ("pos_embed=learned", spec.pos_embed == "learned"))
+        off = " or ".join(f for f, on in fields if not on)
+        return f"a learned tensor {shapes} outside the blocks", f"a token or position table: {off}"
+    if unit.kind == "linear" and place == "block":
+        fan_in, out = unit.io(torch_like)
+        if spec.mlp == "standard" and fan_in == d:
+            return f"a third MLP Linear ({fan_in} -> {out})", "set mlp=gated (SwiGLU: a gate Linear)"
+        return f"a Linear ({fan_in} -> {out}) that no block tensor has", "the spec cannot express it"
+    if unit.kind in ("linear", "attention") and place == "after":
+        if unit.kind == "attention" or (spec.pooling != "map" and spec.num_classes):
+            return "an attention or Linear layer after the blocks", \
+                "set pooling=map (an attention-pool head) or head_hidden (hidden head layers)"
+        return "a Linear after the blocks", "set num_classes (a classifier) or head_hidden"
+    return f"a {KIND_NAMES.get(unit.kind, unit.kind)} where the spec has none", "the spec cannot express it"
