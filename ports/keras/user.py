@@ -19,7 +19,7 @@ import numpy as np
 from keras import layers as kl
 from keras import ops
 
-from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.probes import gelu_form
 from shared.core.structure import Layer
 from shared.errors import InputError, WeightsError
@@ -211,7 +211,7 @@ def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, outp
     x = native_layout(images, layout)
     with _no_grad():
         result = forward(ops.convert_to_tensor(x))
-    return pick_logits(keras.tree.map_structure(ops.convert_to_numpy, result), output, len(x))
+    return pick_logits(numpy_outputs(result, ops.convert_to_numpy), output, len(x))
 
 
 def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:

@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import time
 from pathlib import Path
@@ -88,15 +89,40 @@ def build(reference: str, spec: ModelSpec) -> Any:
 
 
 def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
-    """(framework, its ports/<fw>/user.py) owning `model`; `framework` chooses when given."""
-    names = [framework] if framework else [f for f in USER_FRAMEWORKS if _imported(f)]
-    for name in names:
-        entry = ports.PORTS[name].module.rsplit(".", 1)[-1]
+    """(framework, its ports/<fw>/user.py) owning `model`, read from the object; an explicit
+    `framework` is never overridden: a model of another framework is one line naming both."""
+    if framework:
+        module = ports.load_port_part(framework, "user")
+        if module.owns(model):
+            return port_name(framework), module
+    owner = _owner(model)
+    if framework:
+        what = f"a {owner[0]} model" if owner else "not a model of any framework portbench runs"
+        instead = f"--framework {owner[0]}, or no --framework" if owner else "a model of that framework"
+        raise InputError(f"--framework {framework}, but --model returned a {type(model).__name__}, {what}; "
+                         f"pass {instead}")
+    if owner is None:
+        raise InputError(f"--model returned a {type(model).__name__}, not a torch.nn.Module, Keras model "
+                         "or layer, or nnx.Module")
+    return owner
+
+
+def port_name(entry: str) -> str:
+    """The port a registry entry runs ("keras-jax" -> "keras")."""
+    return ports.PORTS[entry].module.rsplit(".", 1)[-1]
+
+
+def model_class(model: Any) -> str:
+    """The model's class as `module.Name` (timm.models.vision_transformer.VisionTransformer)."""
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def _owner(model: Any) -> tuple[str, Any] | None:
+    for name in (f for f in USER_FRAMEWORKS if _imported(f)):
         module = ports.load_port_part(name, "user")
         if module.owns(model):
-            return entry, module
-    wanted = f"a {framework} model" if framework else "a torch.nn.Module, Keras model or layer, or nnx.Module"
-    raise InputError(f"--model returned a {type(model).__name__}, not {wanted}")
+            return name, module
+    return None
 
 
 def _imported(framework: str) -> bool:
@@ -134,6 +160,15 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
     spec = ModelSpec.from_json(job["spec"])
     model = build(job["model"], spec)
     out.report["build_s"] = time.perf_counter() - started
+    found, _ = user_port(model, job.get("framework"))
+    if found != port_name(framework):  # the parent's guess was wrong: the object says `found`
+        out.report.update(found=found, model_class=model_class(model))
+        # A worker of `found` only when its environment (KERAS_BACKEND, MLX_ENABLE_TF32) is not
+        # already this one's: nothing is hidden from the user's code (launch.USER_CODE_ENV), so
+        # otherwise a second worker would build the same model in the same conditions.
+        if any(os.environ.get(k) != v for k, v in ports.PORTS[found].env.items()):
+            out.report["restart"] = True
+            return
     evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
 
 
@@ -143,7 +178,7 @@ USER = JobKind("user", user)
 def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
-    out.report["framework"] = fw
+    out.report.update(framework=fw, model_class=model_class(model))
     params = module.parameters(model)
     found = module.layers(model)
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
