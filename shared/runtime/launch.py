@@ -4,7 +4,6 @@ A framework process gets, before it imports anything:
 - the registry entry's environment (`ports.PORTS[name].env`, e.g. KERAS_BACKEND, fixed at import);
 - `USE_TF` / `USE_FLAX` / `USE_TORCH` set to the entry's own runtimes: Transformers 4.x imports
   every installed framework otherwise, and torch's triton loaded after TensorFlow segfaults;
-  a worker running a user's own model gets USER_CODE_ENV instead: nothing hidden from their code;
 - with `threads`, every library's thread variable; with `pin`, a CPU affinity of that many CPUs,
   inherited from the launching thread at fork (affinity is the only cap JAX's CPU runtime obeys);
 - PYTHONPATH = the repository root, TF_CPP_MIN_LOG_LEVEL, PYTHONUNBUFFERED;
@@ -48,9 +47,6 @@ PHASE_LIMITS_S = {"user-import": 120.0, "user-build": 120.0}
 PHASE_WORDS = {"user-import": "while importing your model's file",
                "user-build": "while building your model"}
 Lines = Callable[[str], None]
-# A user's model's worker (`--model`): Transformers' defaults, so a file that builds a torch model
-# through Transformers and also imports flax gets its torch class (USE_TORCH=0 would hide it).
-USER_CODE_ENV = {"USE_TF": "AUTO", "USE_FLAX": "AUTO", "USE_TORCH": "AUTO"}
 
 
 # ---- threads and CPUs -----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, WeightsError
-from shared.runtime.launch import USER_CODE_ENV, run_worker
+from shared.runtime.launch import run_worker
 from shared.runtime.user_jobs import USER
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps
@@ -31,6 +31,10 @@ from shared.teaching.gap_explanation import Diagnosis, diagnose
 from shared.teaching.spec_check import Contradiction, contradictions
 
 MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
+# The user's model's worker gets Transformers' own defaults, not the launcher's USE_TF / USE_FLAX /
+# USE_TORCH for its entry: nothing is hidden from the user's code (a file that builds a torch model
+# through Transformers and also imports flax must get its torch class; USE_TORCH=0 would hide it).
+USER_CODE_ENV = {"USE_TF": "AUTO", "USE_FLAX": "AUTO", "USE_TORCH": "AUTO"}
 GUESS = (("flax", re.compile(r"^\s*(from|import)\s+flax", re.M)),
          ("keras", re.compile(r"^\s*(from|import)\s+keras", re.M)),
          ("torch", re.compile(r"^\s*(from|import)\s+torch", re.M)))
@@ -69,7 +73,7 @@ def framework_guess(reference: str) -> tuple[str, str]:
     for name, pattern in GUESS:
         found = pattern.search(text)
         if found:
-            line = text.count("\n", 0, found.start()) + 1
+            line = text.count("\n", 0, found.start(1)) + 1
             return name, f"from line {line} of {Path(where).name}: {found.group(0).strip()!r}"
     return "torch", f"{Path(where).name} imports no framework: torch unless told"
 
