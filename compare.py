@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from shared.errors import PortbenchError
+from shared.errors import PortbenchError, first_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +95,7 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:  # a portbench bug: one line that says so; the traceback on request
         if os.environ.get("PORTBENCH_DEBUG"):
             raise
-        print_error(f"internal error {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+        print_error(f"internal error {first_line(exc, typed=True)} "
                     "(a portbench bug; PORTBENCH_DEBUG=1 shows the traceback)")
         return 3
 

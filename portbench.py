@@ -13,6 +13,11 @@ process. A `"FILE.py:NAME"` string runs in a fresh worker process, as `compare.p
 does. Either way the model's own parameters are bound to the canonical tensors (or `weights=` is
 loaded into it) and its logits are compared with the float64 reference on those weights.
 
+Every verdict is a `Result`: a model that does not import, build, bind or give logits is one with
+`passed=False` and the one-line reason as its `explanation`. Only a mistake in `check`'s own
+arguments (an unknown option, a bad batch, spec, model reference, weights or rules file, a model
+object of no framework portbench runs or of another than `framework`) raises a PortbenchError.
+
 Options (keyword arguments): `framework`, `layout` ("NHWC" | "NCHW" | "NHW"), `output` (index or
 key of the logits in a tuple / list / dict result), `weights` (a canonical .safetensors file),
 `rules` (a `--map` rules.toml), `batch` (probe batch size, default 4), `trace` (also locate the
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.core.spec import ModelSpec
-from shared.errors import InputError
+from shared.errors import InputError, PortbenchError, WeightsError
 
 __all__ = ["Result", "assert_equivalent", "check"]
 
@@ -85,19 +90,51 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     from shared.teaching import user_model
 
     batch = _batch(options)
+    # a spec that cannot be read from the model raises, like a usage error: pass `spec`
     resolved = _spec(spec) if spec is not None else _proposed(model, options.get("framework"))
+    _check_arguments(model, resolved, options)
     images = probe_batch(resolved, batch)
     trace = bool(options.pop("trace", True))
     frameworks = options.pop("frameworks", None)
-    if isinstance(model, str):
-        checked = user_model.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
-                                        **options)
-    else:
-        checked = user_model.judge(_in_process(model, resolved, images, trace, options), images, trace=trace)
+    try:
+        if isinstance(model, str):
+            checked = user_model.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
+                                            **options)
+        else:
+            run = _in_process(model, resolved, images, trace, options)
+            checked = user_model.judge(run, images, trace=trace)
+    except (InputError, WeightsError) as exc:  # the model's verdict: it does not build, bind or run
+        return _refused(resolved, exc)
     entry = checked.entry
     return Result(checked.passed, entry.max_abs_diff, entry.tolerance, checked.run.binding,
                   checked.first_divergence, checked.diagnosis.lines() if checked.diagnosis else [],
                   [c.line() for c in checked.run.contradictions], checked.explanation())
+
+
+def _check_arguments(model: Any, spec: ModelSpec, options: dict[str, Any]) -> None:
+    """`check`'s own arguments, before the model runs: their mistakes raise, the model's do not."""
+    from shared.core.binding import read_rules
+    from shared.core.weights import load_weights
+
+    if isinstance(model, str):
+        from shared.teaching.user_model import check_model_argument
+
+        check_model_argument(model)
+    else:
+        from shared.runtime.user_jobs import user_port
+
+        user_port(model, options.get("framework"))
+    if options.get("weights"):
+        load_weights(options["weights"], spec)
+    if options.get("rules"):
+        read_rules(options["rules"], spec)
+
+
+def _refused(spec: ModelSpec, error: PortbenchError) -> Result:
+    """The Result of a model that gave no logits to compare: its one-line reason, nothing measured."""
+    from shared.core.tolerance import logit_atol
+
+    return Result(False, None, logit_atol(spec), {}, None, [], [], str(error))
 
 
 def _in_process(model: Any, spec: ModelSpec, images: Any, trace: bool, options: dict[str, Any]) -> Any:

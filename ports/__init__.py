@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, first_line
 
 if TYPE_CHECKING:
     from shared.runtime.contract import PortInterface, PortModule
@@ -112,7 +112,7 @@ def load_port_part(name: str, part: str) -> ModuleType:
     try:
         return importlib.import_module(f"{entry.module}.{part}")
     except ImportError as exc:
-        raise FrameworkUnavailable(f"framework {name!r} failed to import: {exc}") from None
+        raise FrameworkUnavailable(f"framework {name!r} failed to import: {first_line(exc)}") from None
 
 
 def resolve_device(name: str, module: PortModule, requested: str) -> str:

@@ -25,3 +25,13 @@ class InputError(PortbenchError):
 
 class FrameworkUnavailable(PortbenchError):
     """A requested framework (or backend) is not installed in this environment."""
+
+
+def first_line(exc: BaseException, typed: bool = False) -> str:
+    """An exception's text as one line for a message that quotes it: the first non-empty line of
+    its message (Transformers' ImportErrors start with a newline), else its type's name; with
+    `typed`, "Type: line". Every message that quotes an exception quotes it through here."""
+    line = next((s.strip() for s in str(exc).splitlines() if s.strip()), "")
+    if not line:
+        return type(exc).__name__
+    return f"{type(exc).__name__}: {line}" if typed else line

@@ -38,6 +38,9 @@ CASES = {
     "not_a_model": ("def build():\n    return 42\n", "returned a int, not a torch.nn.Module"),
     "factory_raises": ("def build(spec):\n    raise ValueError('bad width')\n",
                        "calling it raised ValueError: bad width"),
+    # Transformers' ImportErrors start with a newline: the first non-empty line is quoted
+    "message_starts_with_a_newline": ("def build():\n    raise ImportError('\\nneeds torch\\nsee docs')\n",
+                                      "calling it raised ImportError: needs torch"),
     "forward_raises": (SUBCLASS.format(body="raise RuntimeError('shape mismatch in my block')"),
                        "forward raised RuntimeError: shape mismatch in my block"),
     "wrong_shape": (SUBCLASS.format(body="return logits[:, :3]"), "returns shape (4, 3), expected (4, 10)"),

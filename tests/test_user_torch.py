@@ -239,3 +239,107 @@ def test_a_layer_the_spec_lacks_is_named_with_the_field_that_expresses_it(case: 
     with pytest.raises(WeightsError) as caught:
         bind(spec, shapes, user.layers(model), "torch", conventions(spec))
     assert str(caught.value) == f"your model's {expected}"
+
+
+# ---- the framework from the object, outputs beside the logits, every verdict a Result ------------
+MENTIONS_FLAX = """
+import flax  # mentioned, not used: the model is torch, built through Transformers
+from transformers import ViTConfig, ViTForImageClassification
+
+
+def build():
+    config = ViTConfig(image_size=28, patch_size=7, num_channels=1, hidden_size=64, num_hidden_layers=1,
+                       num_attention_heads=4, intermediate_size=256, num_labels=10)
+    return ViTForImageClassification(config)
+"""
+HF_SPEC = ("--spec", SPEC, "--set", "depth=1", "--set", "norm=pre", "--set", "final_norm=tokens",
+           "--set", "layer_norm_eps=1e-12")
+
+
+def test_a_file_that_imports_flax_runs_its_transformers_torch_model_as_torch(tmp_path) -> None:
+    # The guess by imports says flax; nothing is hidden from the file (Transformers still gives it
+    # its torch class), and the object says torch. Before: "calling it raised ImportError: " (empty).
+    (tmp_path / "mine.py").write_text(MENTIONS_FLAX)
+    outcome = run_cli("verify", "--model", f"{tmp_path / 'mine.py'}:build", *HF_SPEC)
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    note = ("framework: guessed flax (from line 2 of mine.py: 'import flax'), but the factory returned a "
+            "transformers.models.vit.modeling_vit.ViTForImageClassification, a torch model: ran it as "
+            "torch; --framework torch skips the guess")
+    assert note in outcome.stdout.splitlines() and "yours (torch)" in outcome.stdout
+
+
+def _with_extras(spec, extras):
+    """The example model whose forward returns its logits followed by `model.extras(logits)`."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import torch_mha_vit
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+
+    class Extras(torch_mha_vit.MnistViT):
+        def forward(self, images):
+            logits = super().forward(images)
+            return (logits, *self.extras(logits))
+
+    model = Extras(spec)
+    model.extras = extras
+    return model
+
+
+def test_none_scalars_and_attention_maps_beside_the_logits_are_passed_over() -> None:
+    import torch
+
+    from ports.torch import user
+    from shared.core.inputs import probe_batch
+    from shared.errors import InputError
+
+    spec = get_preset(SPEC)
+    images = probe_batch(spec, 4)
+    model = _with_extras(spec, lambda y: [])
+    logits = user.run(model, images, "NCHW", None)
+    for extras in (lambda y: [None], lambda y: [torch.ones(4, 4, 17, 17), torch.tensor(0.5)],
+                   lambda y: [{"attention": torch.ones(4, 17, 17), "step": 3}]):
+        model.extras = extras
+        assert np.array_equal(user.run(model, images, "NCHW", None), logits)
+        assert np.array_equal(user.run(model, images, "NCHW", "0"), logits)
+    model.extras = lambda y: [None, {"doubled": 2 * y, "step": 3}]
+    with pytest.raises(InputError) as error:
+        user.run(model, images, "NCHW", None)
+    assert str(error.value) == ("the model returns 2 arrays of shape (batch=4, classes) (0 (4, 10), 1 None, "
+                                "2.doubled (4, 10), 2.step int); pick the logits with --output INDEX|KEY")
+    with pytest.raises(InputError, match=r"--output '1' is None, expected the logits"):
+        user.run(model, images, "NCHW", "1")
+    assert np.array_equal(user.run(model, images, "NCHW", "2.doubled"), 2 * logits)
+
+
+def test_check_returns_a_result_for_every_verdict_and_raises_only_for_its_own_arguments() -> None:
+    import dataclasses
+
+    import torch
+
+    import portbench
+    from shared.errors import InputError
+
+    spec = get_preset(SPEC)
+    unbindable = _with_extras(spec, lambda y: [])
+    unbindable.extra = torch.nn.Parameter(torch.ones(3))
+    result = portbench.check(unbindable, spec, trace=False)
+    assert not result.passed and result.max_abs_diff is None and result.binding == {}
+    # the binder's own one line (its wording is the binder's): the parameter that does not fit
+    assert "do not bind" in result.explanation and "extra" in result.explanation
+    result = portbench.check(_with_extras(spec, lambda y: [2 * y]), spec, trace=False)
+    assert not result.passed and "returns 2 arrays of shape (batch=4, classes)" in result.explanation
+    # A torch model's epsilon is named as its own, not as the framework default the value happens to be.
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import torch_mha_vit
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    result = portbench.check(torch_mha_vit.MnistViT(dataclasses.replace(spec, layer_norm_eps=1e-6)), spec,
+                             trace=False)
+    assert not result.passed and "Flax" not in result.explanation
+    assert "with layer_norm_eps=1e-06: your torch model's LayerNorms use layer_norm_eps=1e-06" in \
+        result.explanation
+    mismatch = r"^--framework flax, but --model returned a MnistViT, a torch model; pass --framework torch"
+    with pytest.raises(InputError, match=mismatch + ", or no --framework$"):
+        portbench.check(torch_mha_vit.build(spec), spec, framework="flax")

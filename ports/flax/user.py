@@ -20,7 +20,7 @@ import numpy as np
 from flax import nnx
 
 from ports.flax import linen, linen_layers
-from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.probes import gelu_form
 from shared.core.structure import Layer
 from shared.errors import InputError
@@ -215,4 +215,4 @@ def _eval_view(model: Any) -> Any:
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     """`forward` on the images in the model's layout (JAX records no gradients) -> the logits."""
     x = native_layout(images, layout)
-    return pick_logits(jax.tree.map(np.asarray, forward(jnp.asarray(x))), output, len(x))
+    return pick_logits(numpy_outputs(forward(jnp.asarray(x)), np.asarray), output, len(x))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -28,7 +28,7 @@ import numpy as np
 from keras import layers as kl
 from keras import ops
 
-from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.probes import gelu_form
 from shared.core.structure import Layer
 from shared.errors import InputError, WeightsError
@@ -256,9 +256,7 @@ def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, outp
     x = native_layout(images, layout)
     with _no_grad():
         result = forward(ops.convert_to_tensor(x))
-    if isinstance(result, Mapping) and type(result) is not dict:  # Transformers' ModelOutput
-        result = dict(result)
-    return pick_logits(keras.tree.map_structure(ops.convert_to_numpy, result), output, len(x))
+    return pick_logits(numpy_outputs(result, ops.convert_to_numpy), output, len(x))
 
 
 def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:

@@ -19,6 +19,7 @@ from mlx.utils import tree_map
 
 from ports.mlx.defaults import GELU_NAMES
 from shared.core.spec import ModelSpec
+from shared.errors import first_line
 
 
 def adam_step(params: np.ndarray, grads: np.ndarray, lr: float, eps: float, weight_decay: float,
@@ -97,5 +98,5 @@ def float64_logits(spec: ModelSpec, weights: dict[str, np.ndarray], images: np.n
             mx.eval(mx.multiply(mx.array([1.0], dtype=mx.float64), 2, stream=mx.gpu))
             out["gpu"] = "ran"
         except (RuntimeError, ValueError) as exc:
-            out["gpu"] = str(exc).splitlines()[0]
+            out["gpu"] = first_line(exc)
     return out

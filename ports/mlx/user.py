@@ -18,7 +18,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
-from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.structure import Layer
 from shared.errors import InputError
 
@@ -176,16 +176,10 @@ def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, outp
             check: bool = True) -> np.ndarray:
     """`forward` on the images in the model's layout (MLX records no gradients) -> the logits."""
     x = native_layout(images, layout)
-    result = _numpy(forward(mx.array(x)))
+    result = numpy_outputs(forward(mx.array(x)), _numpy)
     return pick_logits(result, output, len(x)) if check else np.zeros(0)
 
 
-def _numpy(result: Any) -> Any:
-    """A forward's arrays (alone, or in a tuple, list or dict) as float32 NumPy arrays."""
-    if isinstance(result, mx.array):
-        return np.array(result.astype(mx.float32))
-    if isinstance(result, dict):
-        return {k: _numpy(v) for k, v in result.items()}
-    if isinstance(result, (list, tuple)):
-        return [_numpy(v) for v in result]
-    raise InputError(f"your model's forward returns a {type(result).__name__}, expected an array of logits")
+def _numpy(array: mx.array) -> np.ndarray:
+    """One of a forward's arrays as a float32 NumPy array."""
+    return np.array(array.astype(mx.float32))

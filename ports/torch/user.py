@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.structure import Layer
 from shared.errors import InputError
 
@@ -94,7 +94,8 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     finally:
         for handle in handles:
             handle.remove()
-    return {p: token_layout(_numpy(found[p]), len(images), channels_first=True) for p in paths if p in found}
+    return {p: token_layout(numpy_outputs(found[p], _numpy), len(images), channels_first=True)
+            for p in paths if p in found}
 
 
 # ---- the walk ---------------------------------------------------------------------------------
@@ -141,15 +142,9 @@ def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray,
     x = torch.from_numpy(native_layout(np.asarray(images, np.float32), layout)).to(device)
     with torch.no_grad():
         result = forward(x)
-    return pick_logits(_numpy(result), output, len(images)) if check else np.zeros(0)
+    return pick_logits(numpy_outputs(result, _numpy), output, len(images)) if check else np.zeros(0)
 
 
-def _numpy(result: Any) -> Any:
-    """A forward's tensors (alone, or in a tuple, list or dict) as NumPy arrays."""
-    if isinstance(result, torch.Tensor):
-        return result.detach().cpu().numpy().astype(np.float32)
-    if isinstance(result, dict):
-        return {k: _numpy(v) for k, v in result.items()}
-    if isinstance(result, (list, tuple)):
-        return [_numpy(v) for v in result]
-    raise InputError(f"your model's forward returns a {type(result).__name__}, expected a tensor of logits")
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    """One of a forward's tensors as a float32 NumPy array."""
+    return tensor.detach().cpu().numpy().astype(np.float32)

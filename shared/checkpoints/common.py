@@ -21,7 +21,7 @@ from shared.core.documents import decode_json, read_text
 from shared.core.files import open_user_file
 from shared.core.memory import check_bytes_fit
 from shared.core.spec import ModelSpec
-from shared.errors import SpecError, WeightsError
+from shared.errors import SpecError, WeightsError, first_line
 
 Raw = dict[str, np.ndarray]
 
@@ -62,7 +62,7 @@ def _read_safetensors(path: Path) -> Raw:
         return dict(load_file(str(path)))
     except (SafetensorError, OSError, ValueError, TypeError) as exc:
         raise WeightsError(f"checkpoint {str(path)!r} is not a readable safetensors file "
-                           f"({_first_line(exc)})") from None
+                           f"({first_line(exc)})") from None
 
 
 def _read_torch(path: Path) -> Raw:
@@ -75,11 +75,11 @@ def _read_torch(path: Path) -> Raw:
     except pickle.UnpicklingError as exc:
         raise WeightsError(
             f"checkpoint {str(path)!r} is not a plain state dict: torch.load(weights_only=True) "
-            f"refused it ({_first_line(exc)[:160]}); portbench never unpickles arbitrary objects"
+            f"refused it ({first_line(exc)[:160]}); portbench never unpickles arbitrary objects"
         ) from None
     except (RuntimeError, OSError, EOFError, ValueError) as exc:
         raise WeightsError(f"checkpoint {str(path)!r} is not a readable torch file "
-                           f"({_first_line(exc)[:160]})") from None
+                           f"({first_line(exc)[:160]})") from None
     return _state_dict_of(path, obj)
 
 
@@ -125,11 +125,6 @@ def read_config(path: str | Path | None) -> dict[str, Any] | None:
         return None
     where = f"config {str(path)!r}"
     return decode_json(read_text(Path(path), where), where)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # ---- writing -----------------------------------------------------------------------------

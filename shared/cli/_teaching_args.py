@@ -44,7 +44,8 @@ def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, 
     images = load_images(args.input, spec) if args.input else probe_batch(spec)
     run = run_user(args.model, spec, images, taps=taps, **user_options(args))
     how = "--weights loaded into your model" if args.weights else "your model's own parameters"
-    notes = [f"weights: {how}, bound by {run.binding['rule']}"]
+    notes = [run.framework_note] if run.framework_note else []
+    notes.append(f"weights: {how}, bound by {run.binding['rule']}")
     notes += [f"spec check: {c.line()}" for c in run.contradictions]
     if args.show_binding:
         notes += run.binding_lines()

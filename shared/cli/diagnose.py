@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             raise WeightsError(f"{exc}{_head_width_hint(str(exc), args)}") from None
         user, source = load_user_logits(args.logits), f"logits file {args.logits!r}"
     result = diagnose(spec, tensors, images, user, tolerance=args.tolerance, pairs=not args.no_pairs,
-                      source=source)
+                      source=source, model_from=run.origin if args.model else None)
     for note in notes:
         print(note)
     for line in result.lines():

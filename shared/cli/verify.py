@@ -105,6 +105,8 @@ def run_user_model(args: argparse.Namespace) -> int:
     result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
                         **user_options(args))
     run = result.run
+    if run.framework_note:
+        print(run.framework_note)
     if args.show_binding:
         print("\n".join(run.binding_lines()))
     for c in run.contradictions:

@@ -27,16 +27,12 @@ import numpy as np
 
 from shared.core.files import open_user_file
 from shared.core.memory import check_bytes_fit
-from shared.errors import InputError, PortbenchError
+from shared.errors import InputError, PortbenchError, first_line
 
 Shape = tuple[int, ...]
 # The caller's checks of a declared (shape, dtype), run before the data is read.
 Expect = Callable[[Shape, np.dtype], None]
 Error = type[PortbenchError]
-
-
-def first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
 
 
 # ---- .npy ---------------------------------------------------------------------------------
@@ -59,7 +55,7 @@ def npy_from_stream(stream: IO[bytes], size: int, where: str, error: Error,
         read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
         shape, fortran, dtype = read_header(stream)
     except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile, zlib.error) as exc:
-        raise error(f"{where} is not a readable .npy array ({first_line(exc)})") from None
+        raise error(f"{where} is not a readable .npy array ({first_line(exc)[:160]})") from None
     if dtype.hasobject:
         raise error(f"{where} holds pickled objects, which portbench never loads")
     if any(d < 0 for d in shape):
@@ -87,7 +83,7 @@ def _read_exactly(stream: IO[bytes], count: int, where: str, error: Error) -> by
                 raise error(f"{where} ends after {done:,} of its {count:,} bytes of data")
             done += got
     except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as exc:
-        raise error(f"{where} cannot be read: {first_line(exc)}") from None
+        raise error(f"{where} cannot be read: {first_line(exc)[:160]}") from None
     return data
 
 
@@ -101,7 +97,7 @@ def read_npz(path: str | Path, where: str, error: Error = InputError,
         try:
             archive = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-            raise error(f"{where} is not a readable .npz of plain arrays ({first_line(exc)})") from None
+            raise error(f"{where} is not a readable .npz of plain arrays ({first_line(exc)[:160]})") from None
         with archive:
             members = [info for info in archive.infolist() if not info.is_dir()]
             check_bytes_fit(sum(info.file_size for info in members), f"{where} unpacks to", error)
@@ -113,7 +109,7 @@ def read_npz(path: str | Path, where: str, error: Error = InputError,
                         out[name] = npy_from_stream(member, info.file_size, f"{where} member {name!r}", error,
                                                     expect(name) if expect else None)
                 except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, zlib.error) as exc:
-                    raise error(f"{where} member {name!r} cannot be read ({first_line(exc)})") from None
+                    raise error(f"{where} member {name!r} cannot be read ({first_line(exc)[:160]})") from None
             return out
 
 
@@ -150,7 +146,7 @@ def safetensors_header(path: str | Path, where: str,
     try:
         header = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
-        raise error(f"{where} is not a readable safetensors file (header: {first_line(exc)})") from None
+        raise error(f"{where} is not a readable safetensors file (header: {first_line(exc)[:160]})") from None
     if not isinstance(header, dict):
         raise error(f"{where} is not a readable safetensors file (its header is not a JSON object)")
     metadata = header.pop("__metadata__", None) or {}

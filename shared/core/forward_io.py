@@ -1,11 +1,13 @@
 """What goes into a user's forward and what comes out of it, framework-neutral (NumPy only):
 canonical NHWC images in the layout the model takes (`--input-layout`), the logits picked from
-what it returns (`--output`), and captured intermediates in the canonical token layout. Every
-`ports/<fw>/user.py` converts its framework's tensors to NumPy and uses these, so no two
-frameworks can read a user's input or output differently."""
+what it returns (`--output`, else the one (batch, classes) array among its outputs), and captured
+intermediates in the canonical token layout. Every `ports/<fw>/user.py` converts its framework's
+tensors to NumPy through `numpy_outputs` and uses these, so no two frameworks can read a user's
+input or output differently."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,34 +30,71 @@ def native_layout(images: np.ndarray, layout: str) -> np.ndarray:
     raise InputError(f"input layout {layout!r} is not one of NHWC, NCHW, NHW")
 
 
+def numpy_outputs(result: Any, to_numpy: Callable[[Any], np.ndarray]) -> Any:
+    """A forward's result with every array in it (anything with a shape) as NumPy through the
+    framework's `to_numpy`, dicts (a Transformers ModelOutput is one), lists and tuples walked, and
+    anything else (None, a number, a string) kept as it is for `pick_logits` to pass over."""
+    if isinstance(result, Mapping):
+        return {key: numpy_outputs(value, to_numpy) for key, value in result.items()}
+    if isinstance(result, (list, tuple)):
+        return [numpy_outputs(value, to_numpy) for value in result]
+    return to_numpy(result) if hasattr(result, "shape") else result
+
+
 def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
-    """The logits among a forward's NumPy results: `output` (an index or key), or the one
-    (batch, classes) array."""
-    if isinstance(result, dict):
-        items = list(result.items())
-    elif isinstance(result, (list, tuple)):
-        items = [(str(i), v) for i, v in enumerate(result)]
-    else:
+    """The logits among a forward's NumPy results (`numpy_outputs`): the element `output` names (an
+    index or key; "a.b" one level down), or else the one (batch, classes) array among the outputs
+    and one level into each: None, scalars, attention maps and other shapes are passed over."""
+    items = _outputs(result)
+    if items is None:
         if output is not None:
             raise InputError(f"--output {output!r} picks an element, but the model returns one array")
         items = [("", result)]
     if output is not None:
-        chosen = dict((str(k), v) for k, v in items).get(str(output))
-        if chosen is None:
+        named = dict(items) | dict(_outputs(result, depth=1) or [])
+        if str(output) not in named:
             raise InputError(f"--output {output!r} is not among the model's outputs "
-                             f"({', '.join(str(k) for k, _ in items)})")
+                             f"({', '.join(k for k, _ in items)})")
+        chosen = named[str(output)]
+        if not isinstance(chosen, np.ndarray):
+            raise InputError(f"--output {output!r} is {_shown(chosen)}, expected the logits, an array of "
+                             f"shape (batch={batch}, classes)")
     else:
-        fits = [(k, v) for k, v in items if np.ndim(v) == 2 and np.shape(v)[0] == batch]
+        fits = [v for _, v in items if isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] == batch]
         if len(fits) != 1:
-            shapes = ", ".join(f"{k or 'output'} {np.shape(v)}" for k, v in items)
+            shapes = ", ".join(f"{k or 'output'} {_shown(v)}" for k, v in items)
             why = "no array" if not fits else f"{len(fits)} arrays"
             raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
                              "pick the logits with --output INDEX|KEY")
-        chosen = fits[0][1]
-    if np.ndim(chosen) != 2 or np.shape(chosen)[0] != batch:
-        raise InputError(f"the model's logits have shape {np.shape(chosen)}, "
-                         f"expected (batch={batch}, classes)")
+        chosen = fits[0]
+    if chosen.ndim != 2 or chosen.shape[0] != batch:
+        raise InputError(f"the model's logits have shape {chosen.shape}, expected (batch={batch}, classes)")
     return np.asarray(chosen, dtype=np.float32)
+
+
+def _outputs(result: Any, depth: int = 2) -> list[tuple[str, Any]] | None:
+    """(name, value) of each element of a dict, list or tuple ("key" or "index"), with the
+    elements of a nested one as "outer.inner" when `depth` is 2; None when `result` is neither."""
+    if isinstance(result, Mapping):
+        items = [(str(k), v) for k, v in result.items()]
+    elif isinstance(result, (list, tuple)):
+        items = [(str(i), v) for i, v in enumerate(result)]
+    else:
+        return None
+    if depth == 1:
+        return items
+    out: list[tuple[str, Any]] = []
+    for key, value in items:
+        inner = _outputs(value, depth=1)
+        out += [(key, value)] if inner is None else [(f"{key}.{k}", v) for k, v in inner]
+    return out
+
+
+def _shown(value: Any) -> str:
+    """An output as a refusal lists it: an array's shape, else its type (None as None)."""
+    if isinstance(value, np.ndarray):
+        return str(value.shape)
+    return "None" if value is None else type(value).__name__
 
 
 def token_layout(value: Any, batch: int | None = None, channels_first: bool = False) -> np.ndarray:

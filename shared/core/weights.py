@@ -37,7 +37,7 @@ from shared.core.budget import check_fits
 from shared.core.containers import safetensors_header
 from shared.core.files import write_output
 from shared.core.spec import ModelSpec, tensor_fields_differ
-from shared.errors import WeightsError
+from shared.errors import WeightsError, first_line
 
 FORMAT_NAME = "portbench-canonical"
 FORMAT_VERSION = "1"
@@ -190,8 +190,7 @@ def read_weight_file(path: str | Path,
         with safe_open(str(path), framework="numpy") as handle:
             tensors = {name: handle.get_tensor(name) for name in declared}
     except (SafetensorError, OSError, ValueError, RuntimeError, TypeError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise WeightsError(f"{where} is not a readable safetensors file ({first})") from None
+        raise WeightsError(f"{where} is not a readable safetensors file ({first_line(exc)})") from None
     return file_spec, tensors, metadata
 
 

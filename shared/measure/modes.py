@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from shared.core.files import read_text, write_output
-from shared.errors import PortbenchError
+from shared.errors import PortbenchError, first_line
 from shared.measure import gate
 from shared.measure.environment import utc_now
 from shared.measure.stats import Budget, repeat, summarise, time_once
@@ -147,7 +147,7 @@ def measure(port: PortInterface, prepared: Any, mode: str, forward: str, config:
         samples = repeat(synced, MEASURE_BUDGET)
     except Exception as exc:  # a mode that cannot run here is a failed candidate, not a failed row
         return {**record, "status": "failed",
-                "reason": f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"}
+                "reason": first_line(exc, typed=True)[:200]}
     stats = summarise(samples)
     return {**record, "status": "ok", "median": stats["median"], "iqr": stats["iqr"], "n": stats["n"]}
 

@@ -29,7 +29,7 @@ from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import get_recipe
 from shared.core.weights import init_weights
-from shared.errors import FrameworkUnavailable, PortbenchError
+from shared.errors import FrameworkUnavailable, PortbenchError, first_line
 from shared.measure import backends, gate, modes, roofline
 from shared.measure.contention import ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
@@ -154,7 +154,7 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     try:
         seconds, compiled_out = time_once(lambda: _synced(port, compiled(prepared)))
     except Exception as exc:  # a compiler failure costs the compiled mode, not the row
-        reason = f"compile failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        reason = f"compile failed: {first_line(exc, typed=True)[:200]}"
         timer.unavailable("compile", reason)
         timer.unavailable("forward_compiled", reason)
         row["notes"].append(reason)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import ports
-from shared.errors import PortbenchError
+from shared.errors import PortbenchError, first_line
 from shared.runtime.contract import PortModule
 from shared.runtime.job_kinds import JobKind, Output
 
@@ -64,7 +64,7 @@ def try_device(module: PortModule, device: str) -> str | None:
         port.load(init_weights(spec, 0))
         port.logits(probe_batch(spec, 1))
     except Exception as exc:  # any failure means "not usable"; its first line is kept as detail
-        return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"[:200]
+        return first_line(exc, typed=True)[:200]
     return None
 
 

@@ -14,7 +14,7 @@ from shared.core.equivalence import first_nonfinite
 from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, first_line
 from shared.runtime.contract import PortInterface
 from shared.runtime.job_kinds import JobKind, Output
 
@@ -40,7 +40,7 @@ def low_precision_logits(port: PortInterface, images: np.ndarray) -> np.ndarray:
     try:
         return np.asarray(port.logits(images))
     except Exception as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = first_line(exc)
         if port.precision.low and any(word in text.lower() for word in NO_KERNEL):
             raise FrameworkUnavailable(f"{port.framework}: no {port.precision.dtype} kernel on "
                                        f"{port.device_class} here: {text[:200]}") from None

@@ -1,16 +1,27 @@
 """Guards around a user's own code in the worker (`--model FILE.py:NAME`): whatever it does, the
-outcome is a one-line error naming what went wrong, never a vanished worker or a wrong module."""
+outcome is a one-line error naming what went wrong, never a vanished worker or a wrong module.
+`build` imports the user's file and calls its factory under them: sys.exit / os._exit are one-line
+errors (`user_code`), and a file that imports a sibling named like a portbench package is refused
+before it is imported (`check_own_names`)."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
+import inspect
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from shared import REPO_ROOT
-from shared.errors import InputError
+from shared.core.spec import ModelSpec
+from shared.errors import InputError, PortbenchError
+from shared.runtime.launch import print_phase
+from shared.runtime.worker import one_line
 
 OWN_PACKAGES = ("shared", "ports")  # portbench's top-level packages, imported in every worker
 
@@ -58,3 +69,53 @@ def check_own_names(path: Path, reference: str) -> None:
             raise InputError(f"--model {reference!r}: it imports {name!r}, and its folder holds {shown!r}, "
                              f"but {name!r} is also portbench's own package, which Python would give it "
                              "instead; rename yours")
+
+
+def load_factory(reference: str) -> Any:
+    """`FILE.py:NAME` or `package.module:NAME` -> the object NAME (import errors are one line)."""
+    where, _, name = reference.rpartition(":")
+    try:
+        print_phase("user-import")
+        if where.endswith(".py"):
+            path = Path(where).resolve()
+            check_own_names(path, reference)
+            spec = importlib.util.spec_from_file_location(f"portbench_user_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+            sys.modules[spec.name] = module  # type: ignore[union-attr]
+            sys.path.insert(0, str(path.parent))  # its own sibling imports
+            sys.dont_write_bytecode = True  # nothing is written beside the user's file
+            with user_code(reference, "importing it"):
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            with user_code(reference, "importing it"):
+                module = importlib.import_module(where)
+    except SyntaxError as exc:
+        raise InputError(f"--model {reference!r}: syntax error at line {exc.lineno}: {exc.msg}") from None
+    except PortbenchError:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:  # the user's module raised while importing
+        raise InputError(f"--model {reference!r}: importing it raised {one_line(exc)}") from None
+    if not hasattr(module, name):
+        raise InputError(f"--model {reference!r}: the module has no {name!r}")
+    return getattr(module, name)
+
+
+def build(reference: str, spec: ModelSpec) -> Any:
+    factory = load_factory(reference)
+    if not callable(factory):
+        raise InputError(f"--model {reference!r}: {type(factory).__name__} is not callable")
+    try:
+        takes = [p for p in inspect.signature(factory).parameters.values()
+                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        takes = []
+    print_phase("user-build")
+    try:
+        with user_code(reference, "building the model"):
+            return factory(spec) if takes else factory()
+    except PortbenchError:
+        raise
+    except (Exception, KeyboardInterrupt) as exc:  # the worker gets no Ctrl-C: its own session
+        raise InputError(f"--model {reference!r}: calling it raised {one_line(exc)}") from None
+    finally:
+        print_phase("user-run")

@@ -5,20 +5,16 @@ canonical tensors (the conventions arrive as table text from the parent, the por
 added here), returns them or loads canonical weights into it, runs it on the probe batch, captures
 the canonical taps and times it.
 
-The user's code runs inside `user_guard.user_code` (sys.exit / os._exit are one-line errors), a
-file that imports a sibling named like a portbench package is refused before it is imported
-(`user_guard.check_own_names`), and the launcher is told the phase (`user-import`,
-`user-build`: each has its own, shorter time limit, shared.runtime.launch)."""
+The user's file is imported and its factory called by `user_guard.build`: whatever they do is
+one line, and the launcher is told the phase (`user-import`, `user-build`: each has its own,
+shorter time limit, shared.runtime.launch). The framework is read from the object it returns."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
-import inspect
+import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,73 +26,47 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, PortbenchError
 from shared.runtime.job_kinds import JobKind, Output
-from shared.runtime.launch import print_phase
-from shared.runtime.user_guard import check_own_names, user_code
+from shared.runtime.user_guard import build, user_code
 from shared.runtime.worker import one_line
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
 
 
-def load_factory(reference: str) -> Any:
-    """`FILE.py:NAME` or `package.module:NAME` -> the object NAME (import errors are one line)."""
-    where, _, name = reference.rpartition(":")
-    try:
-        print_phase("user-import")
-        if where.endswith(".py"):
-            path = Path(where).resolve()
-            check_own_names(path, reference)
-            spec = importlib.util.spec_from_file_location(f"portbench_user_{path.stem}", path)
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            sys.modules[spec.name] = module  # type: ignore[union-attr]
-            sys.path.insert(0, str(path.parent))  # its own sibling imports
-            sys.dont_write_bytecode = True  # nothing is written beside the user's file
-            with user_code(reference, "importing it"):
-                spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            with user_code(reference, "importing it"):
-                module = importlib.import_module(where)
-    except SyntaxError as exc:
-        raise InputError(f"--model {reference!r}: syntax error at line {exc.lineno}: {exc.msg}") from None
-    except PortbenchError:
-        raise
-    except (Exception, KeyboardInterrupt) as exc:  # the user's module raised while importing
-        raise InputError(f"--model {reference!r}: importing it raised {one_line(exc)}") from None
-    if not hasattr(module, name):
-        raise InputError(f"--model {reference!r}: the module has no {name!r}")
-    return getattr(module, name)
-
-
-def build(reference: str, spec: ModelSpec) -> Any:
-    factory = load_factory(reference)
-    if not callable(factory):
-        raise InputError(f"--model {reference!r}: {type(factory).__name__} is not callable")
-    try:
-        takes = [p for p in inspect.signature(factory).parameters.values()
-                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        takes = []
-    print_phase("user-build")
-    try:
-        with user_code(reference, "building the model"):
-            return factory(spec) if takes else factory()
-    except PortbenchError:
-        raise
-    except (Exception, KeyboardInterrupt) as exc:  # the worker gets no Ctrl-C: its own session
-        raise InputError(f"--model {reference!r}: calling it raised {one_line(exc)}") from None
-    finally:
-        print_phase("user-run")
-
-
 def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
-    """(framework, its ports/<fw>/user.py) owning `model`; `framework` chooses when given."""
-    names = [framework] if framework else [f for f in USER_FRAMEWORKS if _imported(f)]
-    for name in names:
-        entry = ports.PORTS[name].module.rsplit(".", 1)[-1]
+    """(framework, its ports/<fw>/user.py) owning `model`, read from the object; an explicit
+    `framework` is never overridden: a model of another framework is one line naming both."""
+    if framework:
+        module = ports.load_port_part(framework, "user")
+        if module.owns(model):
+            return port_name(framework), module
+    owner = _owner(model)
+    if framework:
+        what = f"a {owner[0]} model" if owner else "not a model of any framework portbench runs"
+        instead = f"--framework {owner[0]}, or no --framework" if owner else "a model of that framework"
+        raise InputError(f"--framework {framework}, but --model returned a {type(model).__name__}, {what}; "
+                         f"pass {instead}")
+    if owner is None:
+        raise InputError(f"--model returned a {type(model).__name__}, not a torch.nn.Module, Keras model "
+                         "or layer, or nnx.Module")
+    return owner
+
+
+def port_name(entry: str) -> str:
+    """The port a registry entry runs ("keras-jax" -> "keras")."""
+    return ports.PORTS[entry].module.rsplit(".", 1)[-1]
+
+
+def model_class(model: Any) -> str:
+    """The model's class as `module.Name` (timm.models.vision_transformer.VisionTransformer)."""
+    return f"{type(model).__module__}.{type(model).__qualname__}"
+
+
+def _owner(model: Any) -> tuple[str, Any] | None:
+    for name in (f for f in USER_FRAMEWORKS if _imported(f)):
         module = ports.load_port_part(name, "user")
         if module.owns(model):
-            return entry, module
-    wanted = f"a {framework} model" if framework else "a torch.nn.Module, Keras model or layer, or nnx.Module"
-    raise InputError(f"--model returned a {type(model).__name__}, not {wanted}")
+            return name, module
+    return None
 
 
 def _imported(framework: str) -> bool:
@@ -134,6 +104,15 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
     spec = ModelSpec.from_json(job["spec"])
     model = build(job["model"], spec)
     out.report["build_s"] = time.perf_counter() - started
+    found, _ = user_port(model, job.get("framework"))
+    if found != port_name(framework):  # the parent's guess was wrong: the object says `found`
+        out.report.update(found=found, model_class=model_class(model))
+        # A worker of `found` only when its environment (KERAS_BACKEND, MLX_ENABLE_TF32) is not
+        # already this one's: nothing is hidden from the user's code (user_model.USER_CODE_ENV), so
+        # otherwise a second worker would build the same model in the same conditions.
+        if any(os.environ.get(k) != v for k, v in ports.PORTS[found].env.items()):
+            out.report["restart"] = True
+            return
     evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
 
 
@@ -143,7 +122,7 @@ USER = JobKind("user", user)
 def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
-    out.report["framework"] = fw
+    out.report.update(framework=fw, model_class=model_class(model))
     params = module.parameters(model)
     found = module.layers(model)
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared.errors import PortbenchError
+from shared.errors import PortbenchError, first_line
 from shared.runtime.job_kinds import DECLARED, Handler, Job, Output, read_job_file
 
 FAULT_ENV = "PORTBENCH_TEST_FAULT"
@@ -61,8 +61,7 @@ def one_line(exc: BaseException) -> str:
     elif isinstance(exc, PortbenchError):
         text = str(exc)
     else:
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        text = f"{type(exc).__name__}: {first}"
+        text = first_line(exc, typed=True)
     if len(text) > MESSAGE_LIMIT:
         text = f"{text[:MESSAGE_LIMIT]}... ({len(text) - MESSAGE_LIMIT:,} more characters)"
     return " ".join(text.splitlines())

@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from ports import NATIVE, load_port_part
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, first_line
 
 FRAMEWORKS = NATIVE
 
@@ -34,9 +34,9 @@ def read_default(entry: str, framework: str) -> str:
         reader = getattr(defaults_module(framework), entry)
         return reader()
     except FrameworkUnavailable as exc:
-        return f"not installed ({exc})"
+        return f"not installed ({first_line(exc)})"
     except (LookupError, AttributeError, TypeError) as exc:  # an API moved: say so, don't crash
-        return f"unreadable in this version ({type(exc).__name__}: {exc})"
+        return f"unreadable in this version ({first_line(exc, typed=True)})"
 
 
 def _installed_values(function: str) -> dict[str, Any]:

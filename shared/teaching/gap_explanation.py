@@ -9,7 +9,7 @@ user's logits within the equivalence tolerance. Nothing here imports a framework
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -118,10 +118,21 @@ def load_user_logits(path: str | Path) -> np.ndarray:
     return read_npy(path, source, InputError, expect)
 
 
+def named_for(variant: Variant, model_from: str | None) -> Variant:
+    """An epsilon found in a user's model, named by the library the model comes from: the
+    catalogue's cause names the framework whose default the value is, which is a guess about a
+    port's logits (a torch or timm model's 1e-6 is not "Flax's default"). None: keep the catalogue's."""
+    if model_from is None or variant.entry != "layer_norm_eps":
+        return variant
+    who = f"your {model_from} model's" if model_from else "your model's"
+    return replace(variant, cause=f"{who} LayerNorms use {variant.key}")
+
+
 def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits: np.ndarray,
              tolerance: float | None = None, pairs: bool = True, closest: int = 3,
-             source: str = "logits") -> Diagnosis:
-    """Re-run the reference under every alternative (then pairs) against `user_logits`."""
+             source: str = "logits", model_from: str | None = None) -> Diagnosis:
+    """Re-run the reference under every alternative (then pairs) against `user_logits`.
+    `model_from`: for a user's model run here, the library it comes from ("" when unknown)."""
     user = check_user_logits(spec, user_logits, images.shape[0], source)
     base = Case(spec, weights, images)
     reference = forward(spec, weights, images)
@@ -133,7 +144,7 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
         return result
     tried: list[Candidate] = []
     effective: list[Variant] = []  # alternatives that change this model's function at all
-    singles = applicable(base)
+    singles = [(named_for(v, model_from), case) for v, case in applicable(base)]
     for v, case in singles:
         logits = forward(case.spec, case.weights, case.images)
         if max_gap(logits, reference) <= NO_CHANGE:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import tempfile
 from dataclasses import dataclass, field
+from importlib.metadata import packages_distributions
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ from shared.teaching.gap_explanation import Diagnosis, diagnose
 from shared.teaching.spec_check import Contradiction, contradictions
 
 MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
+# The user's model's worker gets Transformers' own defaults, not the launcher's USE_TF / USE_FLAX /
+# USE_TORCH for its entry: nothing is hidden from the user's code (a file that builds a torch model
+# through Transformers and also imports flax must get its torch class; USE_TORCH=0 would hide it).
+USER_CODE_ENV = {"USE_TF": "AUTO", "USE_FLAX": "AUTO", "USE_TORCH": "AUTO"}
 GUESS = (("flax", re.compile(r"^\s*(from|import)\s+flax", re.M)),
          ("keras", re.compile(r"^\s*(from|import)\s+keras", re.M)),
          ("torch", re.compile(r"^\s*(from|import)\s+torch", re.M)))
@@ -53,16 +58,25 @@ def check_model_argument(text: str) -> str:
 
 def worker_framework(reference: str, framework: str | None) -> str:
     """The registry entry the worker starts as (its environment, e.g. KERAS_BACKEND): --framework,
-    else the framework the file imports (read as text, not imported), else torch."""
-    if framework:
-        return framework
+    else the guess (`framework_guess`)."""
+    return framework or framework_guess(reference)[0]
+
+
+def framework_guess(reference: str) -> tuple[str, str]:
+    """(entry, from what) a first worker starts as when no --framework is given: the framework
+    the file imports (read as text, not imported), else torch. Only a first attempt: the worker
+    reads the framework from the object the factory returns, and `run_user` starts a worker of
+    that framework when the guess was wrong. Nothing is hidden from the user's code either way."""
     where = reference.rpartition(":")[0]
-    if where.endswith(".py"):
-        text = read_text(where, "--model file")
-        for name, pattern in GUESS:
-            if pattern.search(text):
-                return name
-    return "torch"
+    if not where.endswith(".py"):
+        return "torch", "a module reference: torch unless told"
+    text = read_text(where, "--model file")
+    for name, pattern in GUESS:
+        found = pattern.search(text)
+        if found:
+            line = text.count("\n", 0, found.start(1)) + 1
+            return name, f"from line {line} of {Path(where).name}: {found.group(0).strip()!r}"
+    return "torch", f"{Path(where).name} imports no framework: torch unless told"
 
 
 def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str], list[str]]]:
@@ -105,10 +119,18 @@ class UserRun:
     report: dict[str, Any]
     contradictions: list[Contradiction] = field(default_factory=list)
     taps: dict[str, np.ndarray] = field(default_factory=dict)
+    framework_note: str | None = None  # the guess that was wrong, what was found, how to skip it
 
     @property
     def label(self) -> str:
         return f"yours ({self.framework})"
+
+    @property
+    def origin(self) -> str:
+        """The library the model's class comes from (timm, transformers, keras_hub: an installed
+        distribution's package), else its framework: diagnose names an epsilon by it."""
+        top = str(self.report.get("model_class", "")).split(".")[0]
+        return top if top and top in packages_distributions() else self.framework
 
     def binding_lines(self) -> list[str]:
         from shared.core.summary import format_table
@@ -128,17 +150,29 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
     loaded = load_weights(weights, spec) if weights else None
     job = {**user_job(spec, framework=framework, layout=layout, output=output, weights=weights,
                       rules=rules, taps=taps, timing=timing), "model": reference}
-    entry = worker_framework(reference, framework)
+    entry, guess = (framework, "") if framework else framework_guess(reference)
+    note = None
     with tempfile.TemporaryDirectory(prefix="portbench-user-") as tmp:
         np.save(Path(tmp) / "x.npy", images)
         job["input"] = str(Path(tmp) / "x.npy")
-        result = run_worker(entry, {"user": USER.job(**job)}, tmp, timeout)
+        result = run_worker(entry, {"user": USER.job(**job)}, tmp, timeout, env=USER_CODE_ENV)
+        report = result.reports.get("user") or {}
+        if report.get("found"):  # the guess was wrong: the model ran as what its object is
+            found = report["found"]
+            note = (f"framework: guessed {entry} ({guess}), but the factory returned a "
+                    f"{report.get('model_class')}, a {found} model: ran it as {found}; "
+                    f"--framework {found} skips the guess")
+        if report.get("restart") and not result.error("user"):  # in a worker of its own, once
+            job["framework"] = report["found"]
+            result = run_worker(report["found"], {"user": USER.job(**job)}, tmp, timeout, env=USER_CODE_ENV)
     error = result.error("user")
     if error:
         kind = (result.reports.get("user") or {}).get("error_kind")
         message = error if error.startswith("--model") else f"--model {reference}: {error}"
         raise (WeightsError if kind == "WeightsError" else InputError)(message)
-    return user_run(spec, result.reports["user"], result.arrays.get("user", {}), loaded)
+    run = user_run(spec, result.reports["user"], result.arrays.get("user", {}), loaded)
+    run.framework_note = note
+    return run
 
 
 def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | None = None,
@@ -214,7 +248,7 @@ def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = No
     result.pairwise = pairwise_gaps(case, [entry, *result.ports], ref)
     if not entry.passed and entry.max_abs_diff is not None:
         result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
-                                    source="your model")
+                                    source="your model", model_from=run.origin)
     if trace:
         traced = user_trace(run, images)
         result.first_divergence = traced.first_divergence.name if traced.first_divergence else None
