@@ -33,12 +33,12 @@ from shared.checkpoints.common import (
     require_plain_blocks,
     width_per_head,
 )
+from shared.checkpoints.hf_dinov3 import REGISTER_TOKENS
 from shared.checkpoints.hf_models import (
     ACTIVATIONS,
     ARCHITECTURES,
     HF_ACT,
     MASK_TOKEN,
-    REGISTER_TOKENS,
     config_for_model,
     infer_architecture,
     size_pair,

@@ -14,12 +14,7 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
 - `CLIPVisionModel`: `class_embedding`, a patch projection without bias (`patch_bias` false),
   `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
-- `DINOv3ViTModel`: no position table; 2-D RoPE on each head's patch queries and keys
-  (`rotate_half` pairs, patch centres in [-1, 1], `rope_theta`), class and register tokens
-  unrotated; LayerScale (`layer_scale1.lambda1`); q/k/v/o projections with `key_bias` off by
-  default (a zero key bias on import); MLP `up_proj`/`down_proj`, or gated with `gate_proj`.
-  `register_tokens` is a (1, 0, D) tensor without registers and `mask_token` is pre-training's:
-  neither is converted. Output: `pooler_output`, the normed class token.
+- `DINOv3ViTModel` (2-D RoPE): `shared/checkpoints/hf_dinov3.py`.
 - `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
   with a position row, `cls_classifier` and `distillation_classifier`; logits are their mean.
 """
@@ -31,6 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints.common import Inference, Raw, width_per_head
+from shared.checkpoints.hf_dinov3 import (
+    DINOV3_DEFAULTS,
+    DINOV3_FIXED,
+    DINOV3_ROWS,
+    DINOV3_STYLE,
+    dinov3_config,
+    dinov3_facts,
+)
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError
 
@@ -112,18 +115,6 @@ head.out.bias                            cls_classifier.bias
 head_dist.out.kernel                     distillation_classifier.weight  linear
 head_dist.out.bias                       distillation_classifier.bias
 """
-DINOV3_STYLE = dict(ln1="norm1", ln2="norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
-                    attn="attention", out="attention.o_proj")
-DINOV3_ROWS = """
-cls_token                                embeddings.cls_token        batch_token
-reg_tokens                               embeddings.register_tokens  batch
-patch_embed.kernel                       embeddings.patch_embeddings.weight  conv
-patch_embed.bias                         embeddings.patch_embeddings.bias
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.mlp.{fc}.weight  linear
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.bias    {layer}.mlp.{fc}.bias
-blocks.{i}.{n:ls1=layer_scale1|ls2=layer_scale2}.gamma  {layer}.{n}.lambda1
-final_norm.{w:scale=weight|bias}         norm.{w}
-"""
 COMMON_DEFAULTS: dict[str, Any] = {
     "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "num_channels": 3,
     "image_size": 224,
@@ -196,17 +187,9 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         dict(VIT_STYLE, embed="deit.embeddings", patch="patch_embeddings.projection")),
     "dinov3_vit": Architecture(
         "DINOv3ViTModel", "embeddings.patch_embeddings.weight", "layer.{i}",
-        {**COMMON_DEFAULTS, "patch_size": 16, "hidden_size": 384, "num_attention_heads": 6,
-         "intermediate_size": 1536, "hidden_act": "gelu", "layer_norm_eps": 1e-5, "rope_theta": 100.0,
-         "query_bias": True, "key_bias": False, "value_bias": True, "proj_bias": True, "mlp_bias": True,
-         "use_gated_mlp": False, "num_register_tokens": 0},
-        {"class_token": True, "pos_embed": "none", "pos_embed_class_row": False, "pooling": "cls",
-         "layer_scale": True, "final_norm": "tokens", "num_classes": 0, "patch_bias": True,
-         "rope": "axial_half", "rope_coords": "centered", "rope_ref_grid": ()},
-        DINOV3_STYLE),
+        {**COMMON_DEFAULTS, **DINOV3_DEFAULTS}, DINOV3_FIXED, DINOV3_STYLE),
 }
 MASK_TOKEN = "embeddings.mask_token"  # DINOv2's and DINOv3's, used only with bool_masked_pos
-REGISTER_TOKENS = "embeddings.register_tokens"  # DINOv3's, a (1, 0, D) tensor without registers
 
 
 def swiglu_width(dim: int, mlp_ratio: float) -> int:
@@ -232,10 +215,7 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
     else:
         out["intermediate_size"] = s.mlp_dim
     if model_type == "dinov3_vit":
-        out |= {"use_gated_mlp": s.mlp == "gated", "rope_theta": s.rope_theta,
-                "num_register_tokens": s.registers, "query_bias": s.qkv_bias, "key_bias": s.qkv_bias,
-                "value_bias": s.qkv_bias, "proj_bias": True, "mlp_bias": True, "layerscale_value": 1.0,
-                "drop_path_rate": 0.0}
+        out |= dinov3_config(s)
     if model_type == "deit":
         out |= {"qkv_bias": s.qkv_bias, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                 "encoder_stride": s.patch_height,
@@ -296,19 +276,3 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
         inf.fact(name, value, f"{arch.model_class}'s architecture")
     return inf
 
-
-def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
-    """What a DINOv3ViTConfig says beyond the common fields; its biases the spec cannot place are
-    refused naming the config field (the spec's attention has q, k and v biases together or none,
-    and always an output bias; a missing key bias alone is a zero one, added on import)."""
-    for key in ("proj_bias", "mlp_bias"):
-        if not cfg[key]:
-            raise SpecError(f"config {key} = {cfg[key]!r}: the spec's output projection and MLP always "
-                            "have biases; expected true")
-    if cfg["query_bias"] != cfg["value_bias"] or (cfg["key_bias"] and not cfg["query_bias"]):
-        raise SpecError(f"config query_bias = {cfg['query_bias']!r}, key_bias = {cfg['key_bias']!r}, "
-                        f"value_bias = {cfg['value_bias']!r}: expected query and value biases alike "
-                        "(the spec's qkv_bias), with the key bias among them or off")
-    gated = bool(cfg["use_gated_mlp"])
-    return {"qkv_bias": bool(cfg["query_bias"]), "mlp": "gated" if gated else "standard",
-            "registers": int(cfg["num_register_tokens"]), "rope_theta": float(cfg["rope_theta"])}
