@@ -121,6 +121,12 @@ HF_CASES: list[tuple[str, str, dict[str, Any]]] = [  # (id, model class, config 
     ("clip-vision", "CLIPVisionModel", dict(HF_SMALL, intermediate_size=48)),
     ("deit-distilled", "DeiTForImageClassificationWithTeacher",
      dict(HF_SMALL, intermediate_size=48, num_labels=3)),
+    # RoPE: default biases (no key bias), then registers, a gated MLP and a theta of its own
+    ("dinov3-rope", "DINOv3ViTModel", dict(HF_SMALL, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=48)),
+    ("dinov3-rope-registers-gated", "DINOv3ViTModel",
+     dict(HF_SMALL, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48, num_register_tokens=2,
+          use_gated_mlp=True, hidden_act="silu", rope_theta=10.0)),
 ]
 
 

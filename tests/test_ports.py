@@ -234,3 +234,19 @@ def test_dropped_remainder_with_a_single_patch_column() -> None:
         p = ports.create_port(framework, spec)
         p.load(tensors)
         assert max_abs_diff(p.logits(images), ref) <= logit_atol(spec), framework
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_interleaved_rope_on_a_rectangular_grid_matches_the_reference(framework: str) -> None:
+    """rope-tiny pins DINOv3's layout (rotate_half pairs, centred coordinates); this pins timm's
+    default and EVA-02's: interleaved pairs, integer coordinates rescaled to a reference grid, on a
+    4x3 grid with a 3x5 reference, so a port that swaps rows and columns, or pairs the wrong
+    dimensions, fails: the half layout moves these logits by 0.34, the reference grid swapped by 0.27."""
+    spec = get_preset("rope-tiny").replace(image_width=12, rope="axial_interleaved", rope_theta=10_000.0,
+                                           rope_coords="index", rope_ref_grid=(3, 5))
+    tensors = init_weights(spec, 0)
+    images = probe_batch(spec, 2)
+    p = ports.create_port(framework, spec)
+    p.load(tensors)
+    verdict = check_logits(spec, p.logits(images), reference.forward(spec, tensors, images), p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"

@@ -47,6 +47,10 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "layer_norm"): "Flax alone has a fast-variance default to switch off",
     ("model.py", "PatchEmbed.__init__"): "each library's padding argument order; Keras' oneDNN conv bug; "
                                          "nnx.Conv's SAME default; MLX's OHWI kernel",
+    ("model.py", "Rotary.__init__"): "which axis holds the tokens in each library's q and k (torch's and "
+                                     "MLX's (B, H, N, hd), Keras' and nnx's (B, N, H, hd)), how MLX keeps a "
+                                     "constant out of its parameters, and nnx's rotation at normalize_qk's "
+                                     "place holding the qk-norm",
     ("model.py", "Attention.__doc__"): "how each library's attention module takes the head width and biases",
     ("model.py", "Attention.<call>"): "when each port leaves its fused kernel besides taps and the mode: MLX "
                                       "for attention dropout",

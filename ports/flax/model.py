@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared.core.positions import sequence_positions, unpositioned
+from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
@@ -94,6 +95,27 @@ class PatchEmbed(nnx.Module):
         return x.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape[0], rows * cols, -1)
 
 
+class Rotary(nnx.Module):
+    """2-D rotary position embeddings on one head's queries or keys: x * cos + x[partner] * sin,
+    with shared/core/rotary.py's tables (timm's apply_rot_embed in either layout). The prefix
+    tokens' rows are cos 1 and sin 0: they pass through unrotated, as timm and DINOv3 split them off."""
+
+    def __init__(self, spec: ModelSpec, norm: nnx.LayerNorm | None) -> None:
+        t = rotary_tables(spec)
+        # Fixed, not parameters. Rows are tokens: q and k are (B, N, H, hd) here, so one row per token
+        # broadcasts over the heads. It sits at normalize_qk's place, after the qk-norm it holds (if any).
+        self.cos, self.sin = FixedTable(jnp.asarray(t.cos[:, None], jnp.float32)), FixedTable(
+            jnp.asarray(t.sin[:, None], jnp.float32))
+        self.partner = tuple(int(i) for i in t.partner)
+        self.norm = norm
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x if self.norm is None else self.norm(x)
+        # In x's dtype (the compute dtype), as the product reads it.
+        partner = jnp.take(x, jnp.asarray(self.partner), axis=-1)
+        return x * self.cos[...].astype(x.dtype) + partner * self.sin[...].astype(x.dtype)
+
+
 class Attention(nnx.Module):
     """Multi-head attention with its own head width.
 
@@ -105,18 +127,22 @@ class Attention(nnx.Module):
     but one without a bias, at Flax's epsilon 1e-6 and with its fast variance: qk-norm keeps that
     place and replaces both LayerNorms with the spec's (`layer_norm`)."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rngs: nnx.Rngs,
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool, rngs: nnx.Rngs,
                  dtype: jnp.dtype | None = None) -> None:
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.mha = nnx.MultiHeadAttention(
             num_heads=spec.heads, in_features=spec.dim, qkv_features=spec.derived.attn_inner,
             out_features=spec.dim, use_bias=qkv_bias, dropout_rate=spec.dropout_attn,
-            broadcast_dropout=False, decode=False, normalize_qk=qk_norm, dtype=dtype, rngs=rngs,
+            broadcast_dropout=False, decode=False, normalize_qk=qk_norm or rope, dtype=dtype, rngs=rngs,
         )
         # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
-        if qk_norm:
-            self.mha.query_ln = layer_norm(spec, spec.head_dim, rngs)
-            self.mha.key_ln = layer_norm(spec, spec.head_dim, rngs)
+        q_norm = layer_norm(spec, spec.head_dim, rngs) if qk_norm else None
+        k_norm = layer_norm(spec, spec.head_dim, rngs) if qk_norm else None
+        # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
+        if rope:
+            q_norm, k_norm = Rotary(spec, q_norm), Rotary(spec, k_norm)
+        if q_norm is not None:
+            self.mha.query_ln, self.mha.key_ln = q_norm, k_norm
         self.out_bias = None if qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
@@ -176,7 +202,7 @@ class Block(nnx.Module):
     def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim, rngs)
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, rngs, dtype)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none", rngs, dtype)
         self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
         self.norm2 = layer_norm(spec, spec.dim, rngs)
         self.mlp = Mlp(spec, spec.mlp == "gated", rngs, dtype)
@@ -206,7 +232,8 @@ class AttentionPool(nnx.Module):
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.probe = nnx.Param(jnp.zeros((spec.dim,)))
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rngs=rngs, dtype=dtype)
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False, rngs=rngs,
+                              dtype=dtype)
         self.norm = layer_norm(spec, spec.dim, rngs)
         self.mlp = Mlp(spec, gated=False, rngs=rngs, dtype=dtype)
 

@@ -23,6 +23,8 @@ def table(spec: ModelSpec) -> Table:
     # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
     out_bias = "mha.out.bias" if spec.qkv_bias else "out_bias"
     pool_out_bias = "mha.out.bias" if spec.pool_qkv_bias else "out_bias"
+    # With RoPE, normalize_qk's place holds the rotation, which holds the qk-norm (model.py's Rotary).
+    qk_norm = ".norm" if spec.rope != "none" else ""
     return Table("""
     {n:patch_norm_in=patch_embed.norm_in|patch_norm_out=patch_embed.norm_out|norm_pre}.{w}  {n}.{w}
     patch_embed.{w}                                       patch_embed.proj.{w}
@@ -31,7 +33,7 @@ def table(spec: ModelSpec) -> Table:
     blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}.{w}
     blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.out.kernel
     blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
-    blocks.{i}.attn.{n:q_norm=query_ln|k_norm=key_ln}.{w}  blocks.{i}.attn.mha.{n}.{w}
+    blocks.{i}.attn.{n:q_norm=query_ln|k_norm=key_ln}.{w}  blocks.{i}.attn.mha.{n}{qk_norm}.{w}
     blocks.{i}.{n:ls1|ls2}.gamma                          blocks.{i}.{n}.gamma
     blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
     pool.probe                                            pool.probe
@@ -44,7 +46,8 @@ def table(spec: ModelSpec) -> Table:
     head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
     head.out.{w}                                          head.out.{w}
     head_dist.out.{w}                                     head_dist.{w}
-    """, "flax port", out_bias=out_bias, pool_out_bias=pool_out_bias)
+    """, "flax port", out_bias=out_bias, pool_out_bias=pool_out_bias,
+                 qk_norm=qk_norm)
 
 
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, nnx.Param]:

@@ -11,6 +11,7 @@ import numpy as np
 from keras import layers, ops
 
 from shared.core.positions import sequence_positions, unpositioned
+from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
@@ -93,6 +94,25 @@ class PatchEmbed(layers.Layer):
         return ops.reshape(ops.transpose(x, (0, 1, 3, 2, 4, 5)), (-1, rows * cols, self.features))
 
 
+class Rotary(layers.Layer):
+    """2-D rotary position embeddings on one head's queries or keys: x * cos + x[partner] * sin,
+    with shared/core/rotary.py's tables (timm's apply_rot_embed in either layout). The prefix
+    tokens' rows are cos 1 and sin 0: they pass through unrotated, as timm and DINOv3 split them off."""
+
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(**kwargs)
+        t = rotary_tables(spec)
+        # Fixed, not weights. Rows are tokens: q and k are (B, N, H, hd) here, so one row per token
+        # broadcasts over the heads.
+        self.cos, self.sin = t.cos[:, None].astype(np.float32), t.sin[:, None].astype(np.float32)
+        self.partner = t.partner
+
+    def call(self, x):
+        # In x's dtype (the compute dtype), as the product reads it.
+        cos, sin = ops.convert_to_tensor(self.cos, x.dtype), ops.convert_to_tensor(self.sin, x.dtype)
+        return ops.add(ops.multiply(x, cos), ops.multiply(ops.take(x, self.partner, axis=-1), sin))
+
+
 class Attention(layers.Layer):
     """Multi-head attention with its own head width.
 
@@ -103,8 +123,8 @@ class Attention(layers.Layer):
     and the product, so this module calls its parts: the query, key and value projections, its
     `_compute_attention` (the override point its docstring names) and the output projection."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, compute: str = "float32",
-                 **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool,
+                 compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.mha = layers.MultiHeadAttention(
@@ -116,6 +136,8 @@ class Attention(layers.Layer):
         # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
         self.q_norm = layer_norm(spec, spec.head_dim, compute) if qk_norm else None
         self.k_norm = layer_norm(spec, spec.head_dim, compute) if qk_norm else None
+        # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
+        self.rope = Rotary(spec, dtype=compute) if rope else None
         self.out_bias = None
         if not qkv_bias:
             self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
@@ -125,6 +147,8 @@ class Attention(layers.Layer):
         q, k, v = self.project(x, queries)  # each (B, N, H, hd)
         if self.q_norm is not None:  # in the compute dtype, as the product reads them
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
         # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
@@ -184,7 +208,8 @@ class Block(layers.Layer):
         super().__init__(**kwargs)
         self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
         self.norm1 = layer_norm(spec, spec.dim, stream)
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, compute, dtype=stream)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none", compute,
+                              dtype=stream)
         self.ls1 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
         self.norm2 = layer_norm(spec, spec.dim, stream)
         self.mlp = Mlp(spec, spec.mlp == "gated", compute, dtype=compute)
@@ -216,7 +241,8 @@ class AttentionPool(layers.Layer):
         super().__init__(**kwargs)
         stream = self.dtype_policy
         self.probe = self.add_weight(shape=(spec.dim,), initializer="zeros", name="probe")
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, compute=compute, dtype=stream)
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False, compute=compute,
+                              dtype=stream)
         self.norm = layer_norm(spec, spec.dim, stream)
         self.mlp = Mlp(spec, gated=False, compute=compute, dtype=compute)
 

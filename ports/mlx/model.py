@@ -13,6 +13,7 @@ import numpy as np
 from mlx import nn
 
 from shared.core.positions import sequence_positions, unpositioned
+from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
 
@@ -81,6 +82,24 @@ class PatchEmbed(nn.Module):
         return x.transpose(0, 1, 3, 2, 4, 5).reshape(x.shape[0], rows * cols, -1)
 
 
+class Rotary(nn.Module):
+    """2-D rotary position embeddings on one head's queries or keys: x * cos + x[partner] * sin,
+    with shared/core/rotary.py's tables (timm's apply_rot_embed in either layout). The prefix
+    tokens' rows are cos 1 and sin 0: they pass through unrotated, as timm and DINOv3 split them off."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        t = rotary_tables(spec)
+        # Fixed, not parameters. Rows are tokens: q and k are (B, H, N, hd) here. MLX leaves keys
+        # starting with "_" out of parameters().
+        self._cos, self._sin = mx.array(t.cos.astype(np.float32)), mx.array(t.sin.astype(np.float32))
+        self._partner = mx.array(t.partner.astype(np.int32))
+
+    def __call__(self, x: mx.array) -> mx.array:
+        # In x's dtype (the compute dtype), as the product reads it.
+        return x * self._cos.astype(x.dtype) + mx.take(x, self._partner, axis=-1) * self._sin.astype(x.dtype)
+
+
 class Attention(nn.Module):
     """Multi-head attention with its own head width.
 
@@ -93,7 +112,7 @@ class Attention(nn.Module):
     module runs its projections and mx.fast.scaled_dot_product_attention, which is what that call
     does; with dropout in train mode the explicit path below applies it."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool) -> None:
         super().__init__()
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         inner = spec.derived.attn_inner
@@ -106,6 +125,8 @@ class Attention(nn.Module):
         # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
         self.q_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
         self.k_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
+        # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
+        self.rope = Rotary(spec) if rope else None
         self.dropout, self.dropout_rate = nn.Dropout(spec.dropout_attn), spec.dropout_attn
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
@@ -113,6 +134,8 @@ class Attention(nn.Module):
         q, k, v = self.project(x, queries)  # each (B, H, N, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
+        if self.rope is not None:
+            q, k = self.rope(q), self.rope(k)
         b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
@@ -176,7 +199,7 @@ class Block(nn.Module):
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = layer_norm(spec, spec.dim)
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm)
+        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none")
         self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = layer_norm(spec, spec.dim)
         self.mlp = Mlp(spec, spec.mlp == "gated")
@@ -207,7 +230,7 @@ class AttentionPool(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         self.probe = mx.zeros((spec.dim,))
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False)
+        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False)
         self.norm = layer_norm(spec, spec.dim)
         self.mlp = Mlp(spec, gated=False)
 

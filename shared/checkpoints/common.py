@@ -241,10 +241,12 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
                         f"needs {expected}")
 
 
-def require_plain_blocks(target: str, s: ModelSpec) -> None:
+def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False) -> None:
     """What every library here builds: every position row used, at the image's own grid, pre-norm
-    blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv."""
+    blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv;
+    no rotary embeddings unless the target builds them (`rope`)."""
     d = s.derived
+    require(rope or s.rope == "none", target, "rope", s.rope, "none (no rotary position embeddings)")
     require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require(s.pos_resample == "none", target, "pos_resample", s.pos_resample,
             "none (a table at the image's own grid; exporting a resampled one is not built yet)")

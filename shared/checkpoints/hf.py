@@ -33,6 +33,7 @@ from shared.checkpoints.common import (
     require_plain_blocks,
     width_per_head,
 )
+from shared.checkpoints.hf_dinov3 import REGISTER_TOKENS
 from shared.checkpoints.hf_models import (
     ACTIVATIONS,
     ARCHITECTURES,
@@ -68,6 +69,17 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
         raise SpecError(f"hf checkpoint {str(path)!r}: config.json is needed (pass --config PATH); it "
                         "holds the head count and LayerNorm eps the tensors cannot tell")
     return read_tensors(path), read_config(config), repr(str(path))
+
+
+def normalise(raw: Raw, source: str) -> Raw:
+    """DINOv3's default key_bias=False leaves its attention a query and value bias only: the
+    missing key bias is a zero one (exact), so the spec's qkv_bias places all three."""
+    out = dict(raw)
+    for key in [k for k in raw if k.endswith(".attention.q_proj.bias")]:
+        missing = key.replace(".q_proj.", ".k_proj.")
+        if missing not in out and missing.replace(".bias", ".weight") in out:
+            out[missing] = np.zeros_like(raw[key])
+    return out
 
 
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
@@ -128,6 +140,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 def model_type_for(s: ModelSpec) -> str:
     """The Transformers class that computes `s`, by the feature only it has."""
+    if s.rope != "none":
+        return "dinov3_vit"
     if s.distill_token:
         return "deit"
     if s.pooling == "map":
@@ -154,18 +168,19 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         return
     arch = ARCHITECTURES[model_type]
     target = f"Hugging Face {arch.model_class}"
-    require_plain_blocks(target, s)
+    require_plain_blocks(target, s, rope=model_type == "dinov3_vit")
     for name, value in arch.fixed.items():
         require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
     for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
         require(not getattr(s, name), target, name, getattr(s, name), "false")
-    only = (("layer_scale", "dinov2"), ("norm_before_blocks", "clip"), ("registers", "dinov2_with"))
-    for name, owner in only:
-        require(not getattr(s, name) or model_type.startswith(owner), target, name, getattr(s, name), "none")
+    only = (("layer_scale", ("dinov2", "dinov3")), ("norm_before_blocks", ("clip",)),
+            ("registers", ("dinov2_with", "dinov3")))
+    for name, owners in only:
+        require(not getattr(s, name) or model_type.startswith(owners), target, name, getattr(s, name), "none")
     require(s.activation in HF_ACT, target, "activation", s.activation, ", ".join(HF_ACT))
     require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
             s.image_width, "square images and patches (the config's image_size and patch_size are integers)")
-    if s.mlp == "gated":
+    if s.mlp == "gated" and model_type != "dinov3_vit":  # DINOv3's gate_proj takes any hidden_act
         require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
                 "standard (only DINOv2's SwiGLU, with silu, is gated)")
         require(swiglu_width(s.dim, 1.5 * s.mlp_dim / s.dim) == s.mlp_dim, target, "mlp_dim", s.mlp_dim,
@@ -214,7 +229,9 @@ def table(fmt: str, s: ModelSpec) -> Table:
     if model_type == "vit":
         return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
     arch = ARCHITECTURES[model_type]
-    inert = (MASK_TOKEN,) if model_type.startswith("dinov2") else ()
+    inert = (MASK_TOKEN,) if model_type.startswith(("dinov2", "dinov3")) else ()
+    if model_type == "dinov3_vit" and not s.registers:
+        inert += (REGISTER_TOKENS,)
     return Table(arch.rows(s), fmt, inert=inert, layer=arch.layer_key, **arch.fill)
 
 
@@ -224,6 +241,10 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     model_type = model_type_for(s)
     if model_type.startswith("dinov2"):
         raw[MASK_TOKEN] = np.zeros((1, s.dim), np.float32)
+    if model_type == "dinov3_vit":
+        raw[MASK_TOKEN] = np.zeros((1, 1, s.dim), np.float32)
+        if not s.registers:
+            raw[REGISTER_TOKENS] = np.zeros((1, 0, s.dim), np.float32)
     return raw
 
 

@@ -14,6 +14,7 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
 - `CLIPVisionModel`: `class_embedding`, a patch projection without bias (`patch_bias` false),
   `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
+- `DINOv3ViTModel` (2-D RoPE): `shared/checkpoints/hf_dinov3.py`.
 - `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
   with a position row, `cls_classifier` and `distillation_classifier`; logits are their mean.
 """
@@ -25,6 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints.common import Inference, Raw, width_per_head
+from shared.checkpoints.hf_dinov3 import (
+    DINOV3_DEFAULTS,
+    DINOV3_FIXED,
+    DINOV3_ROWS,
+    DINOV3_STYLE,
+    dinov3_config,
+    dinov3_facts,
+)
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError
 
@@ -132,6 +141,8 @@ class Architecture:
             return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + SIGLIP_ROWS
         if name == "CLIPVisionModel":
             return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + CLIP_ROWS
+        if name == "DINOv3ViTModel":
+            return ENCODER_ROWS + DINOV3_ROWS
         return PATCH_ROWS + ENCODER_ROWS + DEIT_ROWS
 
 
@@ -174,8 +185,11 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         {"class_token": True, "distill_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
          "pooling": "cls", "final_norm": "tokens", "patch_bias": True},
         dict(VIT_STYLE, embed="deit.embeddings", patch="patch_embeddings.projection")),
+    "dinov3_vit": Architecture(
+        "DINOv3ViTModel", "embeddings.patch_embeddings.weight", "layer.{i}",
+        {**COMMON_DEFAULTS, **DINOV3_DEFAULTS}, DINOV3_FIXED, DINOV3_STYLE),
 }
-MASK_TOKEN = "embeddings.mask_token"  # DINOv2's, used only with bool_masked_pos
+MASK_TOKEN = "embeddings.mask_token"  # DINOv2's and DINOv3's, used only with bool_masked_pos
 
 
 def swiglu_width(dim: int, mlp_ratio: float) -> int:
@@ -200,6 +214,8 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
             out["num_register_tokens"] = s.registers
     else:
         out["intermediate_size"] = s.mlp_dim
+    if model_type == "dinov3_vit":
+        out |= dinov3_config(s)
     if model_type == "deit":
         out |= {"qkv_bias": s.qkv_bias, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                 "encoder_stride": s.patch_height,
@@ -248,6 +264,9 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
     else:
         facts["mlp_dim"] = cfg["intermediate_size"]
+    if model_type == "dinov3_vit":
+        facts |= dinov3_facts(cfg)
+        inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
     if model_type == "deit":
         facts["num_classes"] = int(inf.need(raw, "cls_classifier.weight").shape[0])
     facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
@@ -256,3 +275,4 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
     for name, value in arch.fixed.items():
         inf.fact(name, value, f"{arch.model_class}'s architecture")
     return inf
+

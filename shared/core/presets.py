@@ -188,6 +188,15 @@ PRESETS: dict[str, Preset] = {
         "position row), a second head on it, and logits that are the mean of the two heads "
         "(timm's and Transformers' inference output).",
     ),
+    "rope-tiny": Preset(
+        _ZOO_TINY.replace(name="rope-tiny", depth=1, registers=1, layer_scale=True, pos_embed="none",
+                          pos_embed_class_row=False, rope="axial_half", rope_theta=100.0,
+                          rope_coords="centered", num_classes=0),
+        "A RoPE ViT at a tiny size, as Transformers' DINOv3ViTModel: no position table; each head's "
+        "patch queries and keys rotated by 2-D rotary embeddings (theta 100, patch centres in "
+        "[-1, 1], rotate_half pairs), the class and register token unrotated; LayerScale, one "
+        "block, and the final-normed class token as the output (num_classes 0, width 32).",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "

@@ -15,6 +15,7 @@ from scipy.special import erf
 
 from shared.core.inputs import check_images
 from shared.core.positions import sequence_positions
+from shared.core.rotary import RotaryTables, rotary_tables
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors
@@ -81,6 +82,7 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     tensor prefix `p` (`blocks.i.attn.` or the map pool's `pool.attn.`). Kernels are (D, H, hd);
     the projections are matmuls on (D, H*hd) views of them. `queries` (the map pool's probe)
     attend over `x`; by default `x` attends over itself."""
+    tables = rotary_tables(spec) if queries is None else None  # the map pool's probe has no position
     queries = x if queries is None else queries
     heads, hd, d = spec.heads, spec.head_dim, spec.dim
 
@@ -95,6 +97,8 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
         eps = spec.layer_norm_eps
         q = r.compute(layer_norm(q, w[f"{p}q_norm.scale"], w[f"{p}q_norm.bias"], eps))
         k = r.compute(layer_norm(k, w[f"{p}k_norm.scale"], w[f"{p}k_norm.bias"], eps))
+    if tables is not None:  # RoPE: each head's patch queries and keys rotated, prefix tokens not
+        q, k = rotate(q, tables, r), rotate(k, tables, r)
     scores = r.compute(q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd))  # (B, H, queries, keys)
     probs = r.compute(softmax(scores))  # the softmax in float32 (here float64), rounded once
     if taps is not None:
@@ -102,6 +106,12 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     b, n = queries.shape[:2]
     context = r.compute(probs @ v).transpose(0, 2, 1, 3).reshape(b, n, heads * hd)  # heads concatenated
     return dense(context, w[f"{p}out.kernel"].reshape(heads * hd, d), w[f"{p}out.bias"], r)
+
+
+def rotate(x: np.ndarray, t: RotaryTables, r: Rounding = EXACT) -> np.ndarray:
+    """(B, H, N, hd) rotated pairwise by the sequence's angles (shared/core/rotary.py): timm's
+    `apply_rot_embed`, x * cos + rot(x) * sin, with rot(x) = x[partner] times the sign in `sin`."""
+    return r.compute(x * r.compute(t.cos) + x[..., t.partner] * r.compute(t.sin))
 
 
 def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, r: Rounding = EXACT) -> np.ndarray:

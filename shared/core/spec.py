@@ -63,6 +63,11 @@ PosResample = Literal["none", "timm_bicubic", "timm_bicubic_antialias", "hf_bicu
                       "big_vision_zoom", "bilinear"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
 NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)
+# 2-D rotary position embeddings (shared/core/rotary.py): the layout of each head's rotated pairs
+# and the coordinates the angles are computed from.
+Rope = Literal["none", "axial_half", "axial_interleaved"]
+RopeCoords = Literal["index", "centered"]
+ROPES, ROPE_COORDS = get_args(Rope), get_args(RopeCoords)
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class ModelSpec(Record):
         "pos_embed_register_rows",
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
         "pos_grid_height", "pos_grid_width", "pos_resample",
+        "rope", "rope_theta", "rope_coords", "rope_ref_grid",
     })
 
     # Input and patching.
@@ -113,6 +119,11 @@ class ModelSpec(Record):
     qkv_bias: bool = True
     qk_norm: bool = False  # LayerNorm over each head's queries and keys before the product (timm)
     layer_scale: bool = False  # a learned per-channel gamma on each residual branch (DINOv2, DeiT-III)
+    # Rotary position embeddings on the blocks' queries and keys, patch tokens only (rotary.py).
+    rope: Rope = "none"  # axial_half: timm rotate_half=True, DINOv3; axial_interleaved: timm default, EVA-02
+    rope_theta: float = 10_000.0  # base of the frequencies (timm's temperature; DINOv3: 100)
+    rope_coords: RopeCoords = "index"  # index: timm integer grid; centered: DINOv3 [-1, 1] centres, x 2 pi
+    rope_ref_grid: tuple[int, ...] = ()  # timm's ref_feat_shape (rows, cols): index coords scaled to it
     # Readout.
     final_norm: FinalNorm = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
     pooling: Pooling = "cls"

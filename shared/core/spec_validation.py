@@ -68,6 +68,7 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("pooling", s.pooling, "mean, mean_all, flatten or map when class_token is false "
               "(no class token)")
     _validate_tokens_and_heads(s)
+    _validate_rope(s)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
@@ -127,6 +128,32 @@ def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
     if s.pos_rows is not None:
         _fail("pos_rows", s.pos_rows, "null when pos_resample is set (a resampled table uses every row of "
               "its grid)")
+
+
+def _validate_rope(s: ModelSpec) -> None:
+    """2-D axial RoPE (shared/core/rotary.py): a quarter of each head per axis and per sin/cos half."""
+    theta = s.rope_theta
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not (
+        math.isfinite(theta) and theta > 0
+    ):
+        _fail("rope_theta", theta, "a finite number > 0")
+    ref = s.rope_ref_grid
+    if not isinstance(ref, tuple) or (ref and (len(ref) != 2 or any(
+        isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TOKENS for n in ref
+    ))):
+        _fail("rope_ref_grid", ref, f"empty or two positive integers (rows, cols) of at most {MAX_TOKENS:,}")
+    if s.rope == "none":
+        defaults = {"rope_theta": 10_000.0, "rope_coords": "index", "rope_ref_grid": ()}
+        for name, default in defaults.items():
+            if getattr(s, name) != default:
+                _fail(name, getattr(s, name), f"{default!r} when rope is 'none' (no rotary embeddings)")
+        return
+    if s.head_dim % 4:
+        _fail("head_dim", s.head_dim, f"a multiple of 4 for 2-D axial RoPE (rope = {s.rope!r}): a quarter "
+              "of each head per axis and per sin/cos half")
+    if ref and s.rope_coords != "index":
+        _fail("rope_ref_grid", ref, "empty with rope_coords 'centered' (timm's ref_feat_shape rescales "
+              "integer grid positions only)")
 
 
 def _grid(s: ModelSpec) -> tuple[int, int]:

@@ -1,0 +1,79 @@
+"""2-D rotary position embeddings (RoPE): the tables every port and the oracle rotate each head's
+queries and keys by, computed once here in float64.
+
+What the libraries compute, which the spec's fields pin:
+- frequencies: `rope_theta ** (-j / (head_dim / 4))` for j < head_dim / 4, the same bands for the
+  row axis and the column axis (timm's `freq_bands(step=1)`; Transformers' DINOv3
+  `1 / base ** arange(0, 1, 4 / head_dim)`);
+- coordinates: `index` is timm's `_build_grid(grid_type='index')` (integer row and column, scaled
+  by `ref_feat_shape / grid` when `rope_ref_grid` is set, EVA-02's fine-tune scheme); `centered` is
+  DINOv3's `get_patches_center_coordinates` (patch centres, each axis normalised to [-1, 1]) with
+  its angles multiplied by 2 pi (`DINOv3ViTRopePositionEmbedding.forward`);
+- per head, the angles are [row bands, column bands] (head_dim / 2 of them), laid out as
+  `axial_half`: [angles, angles], dimension i rotated with i + head_dim / 2 (timm's
+  `rotate_half=True` layout and `rope_rotate_half`, Transformers' DINOv3 `rotate_half`), or
+  `axial_interleaved`: each angle twice, dimension 2i with 2i + 1 (timm's default, EVA-02;
+  `apply_rot_embed(half=False)`'s `rot`);
+- prefix tokens (class, distillation, registers) are not rotated (timm's `AttentionRope` /
+  `EvaAttention` split at `num_prefix_tokens`; DINOv3's `apply_rotary_pos_emb`).
+
+Every port computes `x * cos + x[..., partner] * sin` with the tables below: `partner` is the
+dimension each one is rotated with and `sin` carries the rotation's sign, so the one formula is
+timm's `apply_rot_embed` in both layouts (a negated factor is exact). Prefix rows hold cos 1 and
+sin 0, so they pass through exactly, as the zero rows of `positions.sequence_positions` do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.core.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class RotaryTables:
+    cos: np.ndarray  # (seq_len, head_dim), float64; prefix rows 1
+    sin: np.ndarray  # (seq_len, head_dim), float64, signed for `partner`; prefix rows 0
+    partner: np.ndarray  # (head_dim,) int: the dimension each dimension is rotated with
+
+
+def axis_coordinates(spec: ModelSpec, size: int, axis: int) -> np.ndarray:
+    """The coordinate of each of `size` rows (axis 0) or columns (axis 1) of the patch grid."""
+    if spec.rope_coords == "centered":  # DINOv3: (i + 0.5) / size in [0, 1], then to [-1, 1]
+        return 2.0 * ((np.arange(size) + 0.5) / size) - 1.0
+    coords = np.arange(size, dtype=np.float64)
+    if spec.rope_ref_grid:  # timm's ref_feat_shape: positions rescaled to the pretraining grid
+        coords = coords / size * spec.rope_ref_grid[axis]
+    return coords
+
+
+def patch_angles(spec: ModelSpec) -> np.ndarray:
+    """(num_patches, head_dim / 2): [row angles, column angles] per patch, patches row-major."""
+    d, quarter = spec.derived, spec.head_dim // 4
+    bands = 1.0 / spec.rope_theta ** (np.arange(quarter) / quarter)
+    if spec.rope_coords == "centered":
+        bands = 2 * math.pi * bands
+    rows = np.repeat(axis_coordinates(spec, d.grid_rows, 0), d.grid_cols)
+    cols = np.tile(axis_coordinates(spec, d.grid_cols, 1), d.grid_rows)
+    return np.concatenate([rows[:, None] * bands, cols[:, None] * bands], axis=1)
+
+
+def rotary_tables(spec: ModelSpec) -> RotaryTables | None:
+    """The tables for `spec` (None without rope): rows for the whole sequence, prefix first."""
+    if spec.rope == "none":
+        return None
+    angles, hd, prefix = patch_angles(spec), spec.head_dim, spec.derived.prefix_tokens
+    if spec.rope == "axial_half":  # [a, a]: i with i + hd/2; the first half takes -sin
+        angles = np.concatenate([angles, angles], axis=1)
+        partner = np.concatenate([np.arange(hd // 2, hd), np.arange(hd // 2)])
+        sign = np.repeat([-1.0, 1.0], hd // 2)
+    else:  # [a0, a0, a1, a1, ...]: 2i with 2i + 1; the even one takes -sin
+        angles = np.repeat(angles, 2, axis=1)
+        partner = np.arange(hd) ^ 1
+        sign = np.tile([-1.0, 1.0], hd // 2)
+    cos = np.concatenate([np.ones((prefix, hd)), np.cos(angles)])
+    sin = np.concatenate([np.zeros((prefix, hd)), np.sin(angles) * sign])
+    return RotaryTables(cos=cos, sin=sin, partner=partner)
