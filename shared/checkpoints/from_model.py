@@ -19,19 +19,16 @@ imported in the worker only); `shared.teaching.user_model.propose_user_spec` sta
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints import format_module
 from shared.checkpoints.model_readers import Fact, Reading, library_reading
 from shared.core.spec import ModelSpec
-from shared.errors import InputError, PortbenchError, SpecError
+from shared.errors import PortbenchError, SpecError
 from shared.runtime.job_kinds import JobKind, Output
-from shared.runtime.launch import print_phase
-from shared.runtime.user_guard import user_code
-from shared.runtime.user_jobs import load_factory, user_port
-from shared.runtime.worker import one_line
+from shared.runtime.user_guard import build
+from shared.runtime.user_jobs import user_port
 
 DEFAULT = "default"
 UNREAD_NAME = "read-from-model"
@@ -183,6 +180,8 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
         out["pos_embed_register_rows"] = "no register tokens"
     if spec.pos_embed == "none":
         out |= {"pos_embed_class_row": "no position table", "pos_rows": "no position table"}
+    if spec.rope == "none":
+        out |= dict.fromkeys(("rope_theta", "rope_coords", "rope_ref_grid"), "no rotary embeddings")
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
                              "a built model's table has the image's own patch grid (only that shape binds)")
@@ -193,35 +192,8 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
 def propose(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"model": FILE.py:NAME, "framework"?}: build the model (its factory takes no spec) and read
     the spec from it."""
-    model = build_unspecified(job["model"])
+    model = build(job["model"], None)  # a factory that takes no spec
     out.report["proposal"] = propose_spec(model, job.get("framework")).to_dict()
-
-
-def build_unspecified(reference: str) -> Any:
-    """The model of a factory called with no arguments (the user's `build(spec)` is
-    shared/runtime/user_jobs.py's); a factory that needs the spec cannot say what the spec is:
-    one line naming the way out."""
-    factory = load_factory(reference)
-    if not callable(factory):
-        raise InputError(f"--model {reference!r}: {type(factory).__name__} is not callable")
-    try:
-        takes = [p.name for p in inspect.signature(factory).parameters.values()
-                 if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        takes = []
-    if takes:
-        raise InputError(f"--model {reference!r}: it takes the spec ({takes[0]!r}), so the spec cannot be "
-                         "read from the model it builds: pass --spec, or a factory that takes no arguments")
-    print_phase("user-build")
-    try:
-        with user_code(reference, "building the model"):
-            return factory()
-    except PortbenchError:
-        raise
-    except (Exception, KeyboardInterrupt) as exc:  # the worker gets no Ctrl-C: its own session
-        raise InputError(f"--model {reference!r}: calling it raised {one_line(exc)}") from None
-    finally:
-        print_phase("user-run")
 
 
 PROPOSE = JobKind("propose", propose)

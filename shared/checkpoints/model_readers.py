@@ -41,6 +41,7 @@ class Reading:
             self.fact(name, 0 if name == "registers" else False, f"{source} (no such feature)")
         self.fact("mlp", "standard", source)
         self.fact("patch_bias", True, source)
+        self.fact("rope", "none", f"{source} (no rotary position embeddings)")
 
 
 def _module_of(model: Any) -> str:
@@ -117,6 +118,10 @@ def timm_reading(model: Any) -> Reading | None:
         r.fact("final_norm", final, "timm: model.fc_norm / model.norm")
     if hasattr(model, "num_classes"):
         r.fact("num_classes", int(model.num_classes), "timm: model.num_classes")
+    if getattr(model, "rope", None) is None:
+        r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
+    else:
+        r.notes.append("timm: model.rope (rotary position embeddings) is not read; state rope=... with --spec")
     return r
 
 
@@ -161,6 +166,8 @@ def transformers_reading(model: Any) -> Reading | None:
         return None
     values = config.to_dict()
     r = Reading(f"transformers {type(model).__name__}", fmt="hf", config=values)
+    if values.get("model_type") != "dinov3_vit":  # DINOv3's rotary settings: the hf format's infer
+        r.fact("rope", "none", f"transformers {values.get('model_type')}: no rotary position embeddings")
     if values.get("model_type") == "vit":
         r.plain_vit("transformers ViT's architecture")
         if values.get("hidden_act") in ACTIVATIONS:

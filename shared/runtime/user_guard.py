@@ -100,15 +100,21 @@ def load_factory(reference: str) -> Any:
     return getattr(module, name)
 
 
-def build(reference: str, spec: ModelSpec) -> Any:
+def build(reference: str, spec: ModelSpec | None) -> Any:
+    """The user's model: `factory(spec)` when the factory takes an argument, else `factory()`.
+    Without a spec (it is to be read from the model) a factory that needs one is refused in one
+    line naming the way out."""
     factory = load_factory(reference)
     if not callable(factory):
         raise InputError(f"--model {reference!r}: {type(factory).__name__} is not callable")
     try:
-        takes = [p for p in inspect.signature(factory).parameters.values()
+        takes = [p.name for p in inspect.signature(factory).parameters.values()
                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         takes = []
+    if takes and spec is None:
+        raise InputError(f"--model {reference!r}: it takes the spec ({takes[0]!r}), so the spec cannot be "
+                         "read from the model it builds: pass --spec, or a factory that takes no arguments")
     print_phase("user-build")
     try:
         with user_code(reference, "building the model"):
