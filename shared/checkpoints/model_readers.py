@@ -121,7 +121,7 @@ def timm_reading(model: Any) -> Reading | None:
     if getattr(model, "rope", None) is None:
         r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
     else:
-        r.notes.append("timm: model.rope (rotary position embeddings) is not read; state rope=... with --spec")
+        r.notes.append("timm: model.rope (rotary embeddings) is not read; state rope=... with --spec")
     return r
 
 
