@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
         if args.spec or args.overrides:
             raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
         specs = [resolve_spec(s) for s in args.factorial]
-    elif args.model and not args.spec:  # the spec read from the user's model
+    elif getattr(args, "model", None) and not args.spec:  # the spec read from the user's model
         from shared.cli._common import spec_from_model
 
         specs = [spec_from_model(args, args.overrides)]
