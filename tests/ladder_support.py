@@ -8,11 +8,14 @@ CI's two cores busy; niced, the ladder uses what the in-process tests leave idle
 Which presets: those that differ in a code path the precision contract touches — flatten pooling
 and a dropped remainder (archive-torch), padding, mean pooling and head width 4x dim/heads
 (archive-keras), an oversized position table (archive-final), post-norm with a class token
-(mnist-vit-small), the toy task (quadrant), a class token on 2x2 patches (digits), pre-norm ViTs
-at 5.7M and 87M parameters (vit-ti16, vit-b16), and a stream without positions. The presets left
-out run the same code at another size (quadrant-narrow, mnist-vit, archive-final-repaired,
-vit-s16): with each case's bound derived from its own emulated rounding they would repeat a proof
-at the cost of about a third of the ladder. `compare.py tolerances` still measures every preset.
+(mnist-vit-small), the toy task (quadrant), a class token on 2x2 patches (digits), a pre-norm ViT
+of real width (vit-ti16: 192 wide, MLP 768), a stream without positions, and the newer families'
+casts: LayerScale, registers and the gated MLP (dinov2-reg-tiny), the attention pool and a tower
+without a classifier, whose output stays in the stream dtype (siglip-tiny). The presets left out
+run the same code at another size (quadrant-narrow, mnist-vit, archive-final-repaired, vit-s16,
+vit-b16 — about 50 s of the ladder's CPU, most of it MLX's reference BLAS): with each case's bound
+derived from its own emulated rounding they would repeat a proof. `compare.py tolerances` still
+measures every preset.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from shared.teaching.precision_demos import stream_spec
 from tests import background
 
 PRESET_KEYS = ["archive-torch", "archive-keras", "archive-final", "mnist-vit-small", "quadrant", "digits",
-               "vit-ti16", "vit-b16", "no-positions"]
+               "vit-ti16", "no-positions", "dinov2-reg-tiny", "siglip-tiny"]
 TIMEOUT_S = 900.0
 Ladder = tuple[list[tuple[str, VerifyCase]], dict[str, list[dict[str, Any]]]]
 
@@ -50,11 +53,8 @@ def ladder_cases() -> list[tuple[str, VerifyCase]]:
             ref = forward(spec, tensors, images)
         else:
             spec, tensors, images, ref = case(preset)
-        # ViT-B shares every code path with the smaller presets: its tensors' dtypes are read there
-        # (an eager forward with taps of ViT-B costs seconds in each port).
-        small = spec.derived.params < 10_000_000
         cases += [(preset, VerifyCase(spec, tensors, images, precision=Precision.from_rung(r), reference=ref,
-                                read_dtypes=small)) for r in LOW_RUNGS]
+                                read_dtypes=True)) for r in LOW_RUNGS]
     return cases
 
 
