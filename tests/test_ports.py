@@ -206,19 +206,6 @@ def test_precision_is_pinned_to_fp32_and_tf32_only_when_asked(framework: str) ->
     assert any(v in (False, "highest") for v in pinned.values()), pinned
 
 
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_mean_over_every_token_matches_the_reference(framework: str) -> None:
-    """keras-hub's `gap` pooling averages the class and register tokens with the patches; no preset
-    uses it, so one tiny spec with both prefix kinds pins it in every port."""
-    spec = get_preset("dinov2-reg-tiny").replace(pooling="mean_all")
-    tensors = init_weights(spec, 0)
-    images = probe_batch(spec, 2)
-    p = ports.create_port(framework, spec)
-    p.load(tensors)
-    verdict = check_logits(spec, p.logits(images), reference.forward(spec, tensors, images), p.param_count())
-    assert verdict.passed, f"{framework}: {verdict.reason}"
-
-
 def test_dropped_remainder_with_a_single_patch_column() -> None:
     """Found by the property test: TF's oneDNN Conv2D returned values off by 2.3 for a valid,
     strided conv over a 3x3 image in 1x2 patches (one column to drop). Every port now crops the
@@ -236,17 +223,27 @@ def test_dropped_remainder_with_a_single_patch_column() -> None:
         assert max_abs_diff(p.logits(images), ref) <= logit_atol(spec), framework
 
 
+# Settings no preset has, each pinned in every port on one tiny spec:
+UNPRESET_SPECS = {
+    # keras-hub's `gap` pooling averages the class and register tokens with the patches
+    "mean-all": get_preset("dinov2-reg-tiny").replace(pooling="mean_all"),
+    # rope-tiny pins DINOv3's RoPE layout (rotate_half pairs, centred coordinates); this pins timm's
+    # default and EVA-02's: interleaved pairs, integer coordinates rescaled to a reference grid, on a
+    # 4x3 grid with a 3x5 reference, so a port that swaps rows and columns, or pairs the wrong
+    # dimensions, fails: the half layout moves these logits by 0.34, the reference grid swapped by 0.27
+    "rope-interleaved": get_preset("rope-tiny").replace(
+        image_width=12, rope="axial_interleaved", rope_theta=10_000.0, rope_coords="index",
+        rope_ref_grid=(3, 5)),
+}
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_interleaved_rope_on_a_rectangular_grid_matches_the_reference(framework: str) -> None:
-    """rope-tiny pins DINOv3's layout (rotate_half pairs, centred coordinates); this pins timm's
-    default and EVA-02's: interleaved pairs, integer coordinates rescaled to a reference grid, on a
-    4x3 grid with a 3x5 reference, so a port that swaps rows and columns, or pairs the wrong
-    dimensions, fails: the half layout moves these logits by 0.34, the reference grid swapped by 0.27."""
-    spec = get_preset("rope-tiny").replace(image_width=12, rope="axial_interleaved", rope_theta=10_000.0,
-                                           rope_coords="index", rope_ref_grid=(3, 5))
+@pytest.mark.parametrize("name", sorted(UNPRESET_SPECS))
+def test_a_setting_no_preset_has_matches_the_reference(name: str, framework: str) -> None:
+    spec = UNPRESET_SPECS[name]
     tensors = init_weights(spec, 0)
     images = probe_batch(spec, 2)
     p = ports.create_port(framework, spec)
     p.load(tensors)
     verdict = check_logits(spec, p.logits(images), reference.forward(spec, tensors, images), p.param_count())
-    assert verdict.passed, f"{framework}: {verdict.reason}"
+    assert verdict.passed, f"{framework} {name}: {verdict.reason}"
