@@ -68,7 +68,8 @@ def demo_pos_resample() -> Demo:
     for label, image in TARGET_GRIDS.items():
         spec = resampled_spec("hf_bicubic", image)
         case = demo_case(spec)
-        logits = {m: forward(spec.replace(pos_resample=m), case.weights, case.images) for m in methods.values()}
+        logits = {m: forward(spec.replace(pos_resample=m), case.weights, case.images)
+                  for m in methods.values()}
         zoom_bilinear = gap(logits["big_vision_zoom"], logits["bilinear"])
         demo.lines.append(f"{label}: big_vision zoom vs bilinear {zoom_bilinear:.3g} (corners on corners "
                           "vs the half-pixel grid)")
