@@ -22,6 +22,7 @@ from ports import create_port
 from shared.core import weights as canonical
 from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
+from shared.core.positions import resampled_table
 from shared.core.presets import get_preset
 from shared.core.reference import cross_entropy, forward
 from shared.core.spec import ModelSpec
@@ -29,6 +30,7 @@ from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, init_weights
 from shared.teaching.divergences import CATALOGUE
 from shared.teaching.framework_defaults import defaults_module, demos_module
+from shared.teaching.position_demos import prefix_rotated_port
 from shared.teaching.variants import Case, variant
 
 
@@ -52,7 +54,20 @@ def _keras() -> ModuleType:
     return keras
 
 
+def _table_resampled_once(spec: ModelSpec, tensors: Tensors) -> tuple[ModelSpec, Tensors]:
+    """A spec that resamples its table, as the same function with the table resampled once (the
+    reference's float64 `resampled_table`, stored in float32) at the image's own grid: create_port
+    refuses `pos_resample` until the ports compute it (issue 23 item 1), and a port computing it in
+    float32 in its forward differs from this by float32 rounding only, far below the gaps."""
+    if spec.pos_resample == "none":
+        return spec, tensors
+    table = resampled_table(spec, np.asarray(tensors["pos_embed"], np.float64)).astype(np.float32)
+    plain = spec.replace(pos_grid_height=None, pos_grid_width=None, pos_resample="none")
+    return plain, {**tensors, "pos_embed": np.ascontiguousarray(table)}
+
+
 def _port_logits(framework: str, spec: ModelSpec, tensors: Tensors, images: np.ndarray) -> np.ndarray:
+    spec, tensors = _table_resampled_once(spec, tensors)
     if framework == "keras":
         defaults_module("keras")  # imports torch's triton hooks before TensorFlow (ports/keras/defaults.py)
     port = create_port(framework, spec)
@@ -70,6 +85,7 @@ def _assert_variant_breaks_port(framework: str, case: Case, key: str) -> None:
     assert not _passes(case, logits), f"{framework} with {key} still passes"
 
 
+_RESAMPLED = {"depth": 1, "image_height": 24, "image_width": 20, "pos_grid_height": 4, "pos_grid_width": 4}
 FORWARD_CASES = [
     # (entry, framework, preset, spec changes, variant)
     ("layer_norm_eps", "torch", "quadrant", {}, "layer_norm_eps=0.001"),  # Keras' default
@@ -99,6 +115,16 @@ FORWARD_CASES = [
     ("register_positions", "torch", "dinov2-reg-tiny", {"pos_embed_register_rows": True},
      "register position rows read as patch rows"),
     ("distilled_heads", "torch", "deit-distilled-tiny", {}, "class head alone"),
+    # issue 23: a 4x4 table resampled to a 24x20 image's 6x5 grid (one block: the position sum is
+    # all they change), and RoPE on rope-tiny (DINOv3's layout)
+    *((entry, "torch", "dinov2-reg-tiny", {**_RESAMPLED, "pos_resample": pinned}, key)
+      for entry, pinned, key in (
+          ("pos_resample", "hf_bicubic", "table resampled by big_vision's first-order zoom"),
+          ("pos_resample", "hf_bicubic", "table resampled bilinearly"),
+          ("pos_resample_antialias", "timm_bicubic_antialias", "table resampled by bicubic, size-based"),
+          ("pos_resample_offset", "hf_bicubic", "table resampled with DINOv2's +0.1 scale factor"))),
+    ("rope_layout", "torch", "rope-tiny", {}, "RoPE halves and interleaved pairs swapped"),
+    ("rope_coords", "torch", "rope-tiny", {}, "RoPE index and centred coordinates swapped"),
 ]
 
 
@@ -108,6 +134,14 @@ def test_spec_or_weight_knob_breaks_equivalence(entry: str, framework: str, pres
                                                  changes: dict, key: str) -> None:
     assert variant(key).entry == entry
     _assert_variant_breaks_port(framework, _case(preset, **changes), key)
+
+
+def test_rope_on_the_prefix_tokens_in_torch_breaks_equivalence() -> None:
+    """The torch port's rotary buffers replaced by a table aligned to the sequence start: the class
+    and register tokens rotated too (no spec field: the spec never rotates the prefix)."""
+    case = _case("rope-tiny")
+    assert _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
+    assert not _passes(case, prefix_rotated_port(case.spec, case.weights).logits(case.images))
 
 
 def test_keras_default_epsilon_breaks_equivalence() -> None:
@@ -345,5 +379,7 @@ def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
         "attention_bias", "gelu_names", "adam_bias_correction", "float64_devices",
         # the stream's dtype under each framework's native mixed precision:
         # tests/test_teaching_catalogue.py::test_mixed_precision_stream_dtypes
-        "mixed_precision_stream"}
+        "mixed_precision_stream",
+        # RoPE on the prefix tokens: test_rope_on_the_prefix_tokens_in_torch_breaks_equivalence
+        "rope_prefix"}
     assert {e.key for e in CATALOGUE} <= covered

@@ -57,6 +57,15 @@ ENTRY_CASES: dict[str, tuple[tuple[str, dict[str, object]], ...]] = {
     "register_pooling": (("dinov2-reg-tiny", {"pooling": "mean"}),),
     "register_positions": (("dinov2-reg-tiny", {"pos_embed_register_rows": True}),),
     "distilled_heads": (("deit-distilled-tiny", {}),),
+    # issue 23: a 4x4 table resampled to the 6x5 grid of a 24x20 image, one block
+    # (position_demos.resampled_spec)
+    **{key: (("dinov2-reg-tiny", {"depth": 1, "image_height": 24, "image_width": 20, "pos_grid_height": 4,
+                                  "pos_grid_width": 4, "pos_resample": method}),)
+       for key, method in (("pos_resample", "hf_bicubic"),
+                           ("pos_resample_antialias", "timm_bicubic_antialias"),
+                           ("pos_resample_offset", "hf_bicubic"))},
+    "rope_layout": (("rope-tiny", {}),),
+    "rope_coords": (("rope-tiny", {}),),
 }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from shared.teaching import family_demos as family
 from shared.teaching import forward_demos as fwd
+from shared.teaching import position_demos as pos
 from shared.teaching import precision_demos as prec
 from shared.teaching import training_demos as train
 from shared.teaching.demo import Demo
@@ -207,6 +208,41 @@ CATALOGUE: tuple[Entry, ...] = (
           "alone", "convention: logits = mean of both heads (ModelSpec.distill_token)", "forward",
           "-", family.demo_distilled_heads, ("class head alone", "distillation head alone"),
           framework_default=False),
+    # positions at another resolution and 2-D rotary embeddings (issue 23)
+    Entry("pos_resample", "Resampling a position table: bicubic, zoom or bilinear",
+          "a table trained at another grid is resampled: Transformers' interpolate_pos_encoding and "
+          "timm (antialias=False) by F.interpolate(bicubic, size, a=-0.75, half-pixel); big_vision by "
+          "scipy.ndimage.zoom(order=1), corners on corners; a bilinear resize by the half-pixel grid",
+          "ModelSpec.pos_resample (+ pos_grid_height/width: the table's own grid)", "forward", "-",
+          pos.demo_pos_resample, ("table resampled by big_vision's first-order zoom",
+                                  "table resampled bilinearly"), framework_default=False),
+    Entry("pos_resample_antialias", "Resampling bicubic with antialiasing or without",
+          "timm's resample_abs_pos_embed defaults to antialias=True (PIL's cubic, a=-0.5, renormalised "
+          "at the edges); F.interpolate and Transformers default to antialias=False (a=-0.75, edge "
+          "clamped): they differ when enlarging too", "ModelSpec.pos_resample (timm_bicubic_antialias "
+          "/ timm_bicubic, hf_bicubic)", "forward", "-", pos.demo_pos_resample_antialias,
+          ("table resampled by bicubic, size-based",), framework_default=False),
+    Entry("pos_resample_offset", "DINOv2's +0.1 scale factor or the size",
+          "DINOv2's original code passes scale_factor=(out + 0.1) / in to F.interpolate (same output "
+          "size, coordinate step in / (out + 0.1)); Transformers' Dinov2 and timm pass the size; ports "
+          "keep both paths to match different checkpoints", "ModelSpec.pos_resample (dinov2_legacy / "
+          "hf_bicubic)", "forward", "-", pos.demo_pos_resample_offset,
+          ("table resampled with DINOv2's +0.1 scale factor",), framework_default=False),
+    Entry("rope_layout", "RoPE: halves or interleaved pairs",
+          "timm's default (EVA-02) rotates dimension 2i with 2i + 1; timm's rotate_half and DINOv3 "
+          "rotate i with i + head_dim / 2: the same tables paired the other way run, train and are "
+          "wrong", "ModelSpec.rope (axial_half / axial_interleaved)", "forward", "-",
+          pos.demo_rope_layout, ("RoPE halves and interleaved pairs swapped",), framework_default=False),
+    Entry("rope_coords", "RoPE coordinates: patch indices or centred",
+          "timm rotates by integer patch indices (scaled to ref_feat_shape when set); DINOv3 by patch "
+          "centres normalised to [-1, 1], times 2 pi", "ModelSpec.rope_coords (index / centered)",
+          "forward", "-", pos.demo_rope_coords, ("RoPE index and centred coordinates swapped",),
+          framework_default=False),
+    Entry("rope_prefix", "RoPE on the class and register tokens, or not",
+          "timm's EvaAttention and DINOv3 split the prefix tokens off and rotate the patches only; a "
+          "port whose table is aligned to the sequence start rotates the prefix too (and shifts every "
+          "patch)", "convention: prefix tokens unrotated (shared/core/rotary.py: cos 1, sin 0 rows)",
+          "forward", "-", pos.demo_rope_prefix, framework_default=False),
 )
 
 

@@ -76,6 +76,13 @@ LESSONS: tuple[Lesson, ...] = (
            (Select(unit="VisionTransformer.positions"),)),
     Lesson("distilled_heads", "distilled_heads", "the logits are the mean of both heads",
            (Select(unit="VisionTransformer.call", contains=("head_dist",)),)),
+    # positions at another resolution and 2-D RoPE (issue 23): the tables come from shared/core
+    Lesson("pos_resample", "pos_resample", "the rows added are the table's, resampled as the spec names",
+           (Select(unit="VisionTransformer.positions"),)),
+    Lesson("rope_layout", "rope_layout", "one formula, x * cos + x[partner] * sin: the partner is the layout",
+           (Select(unit="Rotary"),)),
+    Lesson("rope_prefix", "rope_prefix", "the prefix rows of the table are cos 1, sin 0",
+           (Select(unit="Rotary", docstring=True),)),
 )
 
 

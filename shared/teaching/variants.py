@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from shared.teaching import family_transforms as ft
+from shared.teaching import position_transforms as pt
 from shared.teaching import transforms as t
 from shared.teaching.transforms import Case, Transform
 
@@ -148,6 +149,31 @@ def all_variants() -> list[Variant]:
         Variant("distillation head alone", "distilled_heads", "distilled_heads", "your port reads "
                 "the distillation head only (DeiTForImageClassificationWithTeacher's "
                 "distillation_logits)", ft.distilled_head_alone("distillation")),
+    ]
+    out += [  # positions at another resolution and 2-D RoPE (shared/teaching/position_demos.py)
+        Variant("table resampled by bicubic, size-based", "pos_resample_antialias", "pos_resample",
+                "your port resamples the position table with F.interpolate(bicubic, size=...) "
+                "(Transformers' interpolate_pos_encoding, timm's resample_abs_pos_embed(antialias=False))",
+                pt.resampled_by("hf_bicubic")),
+        Variant("table resampled by big_vision's first-order zoom", "pos_resample", "pos_resample",
+                "your port resamples the position table with scipy.ndimage.zoom(order=1) (big_vision's "
+                "resample_posemb: corners on corners)", pt.resampled_by("big_vision_zoom")),
+        Variant("table resampled bilinearly", "pos_resample", "pos_resample", "your port resamples "
+                "the position table with a bilinear resize (F.interpolate(mode='bilinear'))",
+                pt.resampled_by("bilinear")),
+        Variant("table resampled by antialiased bicubic", "pos_resample_antialias", "pos_resample",
+                "your port resamples the position table with timm's default, antialiased bicubic "
+                "(resample_abs_pos_embed(antialias=True))", pt.resampled_by("timm_bicubic_antialias")),
+        Variant("table resampled with DINOv2's +0.1 scale factor", "pos_resample_offset", "pos_resample",
+                "your port resamples with DINOv2's original scale_factor=(out + 0.1) / in, not the size",
+                pt.resampled_by("dinov2_legacy")),
+        Variant("RoPE halves and interleaved pairs swapped", "rope_layout", "rope", "your port pairs "
+                "each dimension with the other partner: i with i + head_dim / 2 (timm rotate_half, "
+                "DINOv3) where the model pairs 2i with 2i + 1 (timm's default, EVA-02), or the reverse",
+                pt.rope_layout_swapped),
+        Variant("RoPE index and centred coordinates swapped", "rope_coords", "rope_coords", "your "
+                "port rotates by integer patch indices (timm) where the model uses patch centres in "
+                "[-1, 1] times 2 pi (DINOv3), or the reverse", pt.rope_coords_swapped),
     ]
     return out
 

@@ -1,0 +1,156 @@
+"""The catalogue's demonstrations for positions at another resolution and 2-D rotary embeddings
+(issue 23): the same canonical weights and input run with the pin and without it through the
+float64 reference (`variant_demo`), each with the tap where `trace` first sees the difference
+(the position sum for a resampled table, the first block's attention for RoPE).
+
+Resampling runs on DINOv2's features at a tiny size (class token, two registers without position
+rows, LayerScale, SwiGLU; one block) with a 4x4 source table, at two target grids: 6x5 (enlarged,
+non-square) and 3x3 (shrunk). RoPE runs on `rope-tiny` (DINOv3's layout: halves, centred
+coordinates, theta 100, a class and a register token).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ports import create_port
+from shared.core.presets import get_preset
+from shared.core.reference import forward
+from shared.core.resample import AXIS_WEIGHTS
+from shared.core.spec import ModelSpec
+from shared.teaching.demo import Demo, demo_case, gap, variant_demo
+from shared.teaching.first_divergence import compare_taps, reference_taps
+from shared.teaching.position_transforms import prefix_rotated_tables
+from shared.teaching.variants import Case, variant
+
+SOURCE_GRID = (4, 4)  # the table's grid; the images' grids below are other
+TARGET_GRIDS = {"enlarged 4x4 -> 6x5": (24, 20), "shrunk 4x4 -> 3x3": (12, 12)}  # image (h, w), 4x4 patches
+
+
+def resampled_spec(method: str = "timm_bicubic_antialias", image: tuple[int, int] = (24, 20)) -> ModelSpec:
+    """dinov2-reg-tiny, one block, with a 4x4 table resampled by `method` to the image's patch grid."""
+    h, w = image
+    return get_preset("dinov2-reg-tiny").replace(
+        name=f"dinov2-reg-tiny {h}x{w} ({method})", depth=1, image_height=h, image_width=w,
+        pos_grid_height=SOURCE_GRID[0], pos_grid_width=SOURCE_GRID[1], pos_resample=method)
+
+
+def first_seen(case: Case, changed: Case) -> str:
+    """The first tap where `trace` tells the changed run from the pinned one (float32 budgets)."""
+    trace = compare_taps(case.spec, reference_taps(case.spec, case.weights, case.images),
+                         reference_taps(changed.spec, changed.weights, changed.images), "variant")
+    first = trace.first_divergence
+    return first.name if first else "none"
+
+
+def _resample_demo(method: str, keys: tuple[str, ...], note: str = "") -> Demo:
+    demo = Demo(None, ran_with=["reference"])
+    for label, image in TARGET_GRIDS.items():
+        spec = resampled_spec(method, image)
+        part = variant_demo(spec, keys)
+        demo.gap = max(demo.gap or 0.0, part.gap or 0.0)
+        case = demo_case(spec)
+        for key, line in zip(keys, part.lines, strict=True):
+            changed = variant(key).apply(case)
+            where = f"; trace first sees it at {first_seen(case, changed)}" if changed else ""
+            demo.lines.append(f"{label}: {line}{where}")
+    if note:
+        demo.lines.append(note)
+    return demo
+
+
+def demo_pos_resample() -> Demo:
+    """Each pair of the libraries' resampling conventions on one table: the matrix of gaps."""
+    demo = _resample_demo("hf_bicubic", ("table resampled by big_vision's first-order zoom",
+                                         "table resampled bilinearly"))
+    for label, image in TARGET_GRIDS.items():
+        spec = resampled_spec("hf_bicubic", image)
+        case = demo_case(spec)
+        logits = {m: forward(spec.replace(pos_resample=m), case.weights, case.images)
+                  for m in ("big_vision_zoom", "bilinear")}
+        zoom_bilinear = gap(logits["big_vision_zoom"], logits["bilinear"])
+        demo.lines.append(f"{label}: big_vision zoom vs bilinear {zoom_bilinear:.3g} (corners on corners "
+                          "vs the half-pixel grid)")
+    demo.lines.append("timm's resample_abs_pos_embed(antialias=False) and Transformers' "
+                      "interpolate_pos_encoding both call F.interpolate(bicubic, size=...): gap 0")
+    return demo
+
+
+def demo_pos_resample_antialias() -> Demo:
+    """timm's default antialias=True against F.interpolate's default antialias=False."""
+    demo = _resample_demo("timm_bicubic_antialias", ("table resampled by bicubic, size-based",),
+                          note="the antialiased kernel is PIL's (a = -0.5, taps outside the table "
+                               "dropped and renormalised), so it differs when enlarging too")
+    for n_out in (6, 3):
+        moved = gap(AXIS_WEIGHTS["timm_bicubic_antialias"](4, n_out), AXIS_WEIGHTS["hf_bicubic"](4, n_out))
+        demo.lines.append(f"one axis 4 -> {n_out}: the two kernels' weights differ by up to {moved:.3g}")
+    return demo
+
+
+def demo_pos_resample_offset() -> Demo:
+    """DINOv2's scale factor (out + 0.1) / in against the size-based call."""
+    return _resample_demo("hf_bicubic", ("table resampled with DINOv2's +0.1 scale factor",),
+                          note="both give the same output size; the +0.1 path samples with the step "
+                               "in / (out + 0.1), not in / out (shared/core/resample.py)")
+
+
+def _rope_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "") -> Demo:
+    demo = variant_demo(spec, keys)
+    case = demo_case(spec)
+    for key in keys:
+        changed = variant(key).apply(case)
+        if changed is not None:
+            demo.lines.append(f"{key}: trace first sees it at {first_seen(case, changed)}")
+    if note:
+        demo.lines.append(note)
+    return demo
+
+
+def demo_rope_layout() -> Demo:
+    """Halves vs interleaved on DINOv3's (rope-tiny) and on timm's layout (index coordinates)."""
+    demo = _rope_demo(get_preset("rope-tiny"), ("RoPE halves and interleaved pairs swapped",))
+    timm_like = get_preset("rope-tiny").replace(name="rope-tiny (timm: interleaved, index, theta 1e4)",
+                                                rope="axial_interleaved", rope_coords="index",
+                                                rope_theta=10_000.0)
+    more = _rope_demo(timm_like, ("RoPE halves and interleaved pairs swapped",))
+    demo.gap = max(demo.gap or 0.0, more.gap or 0.0)
+    demo.lines += more.lines
+    return demo
+
+
+def demo_rope_coords() -> Demo:
+    return _rope_demo(get_preset("rope-tiny"), ("RoPE index and centred coordinates swapped",),
+                      note="the patch queries and keys alone move: the class and register tokens "
+                           "are unrotated in both")
+
+
+def prefix_rotated_port(spec: ModelSpec, weights: dict[str, np.ndarray]) -> object:
+    """The torch port with every block's rotary buffers replaced by `prefix_rotated_tables`: the
+    tables of a port that rotates the class and register tokens too (no spec field: the spec
+    never rotates the prefix)."""
+    tables = prefix_rotated_tables(spec)
+    port = create_port("torch", spec)
+    port.load(weights)
+    for blk in port.model.blocks:
+        rope = blk.attn.rope
+        rope.cos, rope.sin = rope.cos.new_tensor(tables.cos), rope.sin.new_tensor(tables.sin)
+    return port
+
+
+def demo_rope_prefix() -> Demo:
+    """RoPE on the class and register tokens too: the torch port with the rotated-prefix tables,
+    against the float64 reference."""
+    spec = get_preset("rope-tiny")
+    case = demo_case(spec)
+    pinned = reference_taps(spec, case.weights, case.images)
+    port = prefix_rotated_port(spec, case.weights)
+    moved = gap(port.logits(case.images), pinned["logits"])
+    trace = compare_taps(spec, pinned, port.intermediates(case.images), "torch")
+    first = trace.first_divergence
+    return Demo(moved, ran_with=["reference", "torch"], lines=[
+        f"spec 'rope-tiny' ({spec.derived.prefix_tokens} prefix tokens), same canonical weights: the "
+        f"torch port whose table puts the unrotated rows at the end (the prefix rotated by the first "
+        f"patches' angles) moves the logits by {moved:.3g} from the reference",
+        f"trace first sees it at {first.name if first else 'none'}",
+        "timm's EvaAttention and DINOv3's apply_rotary_pos_emb rotate q[:, :, npt:] only; rotating the "
+        "prefix at the origin's angle (0) would be the same function: only a non-zero angle shows"])
