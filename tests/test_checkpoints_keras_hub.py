@@ -1,8 +1,10 @@
 """keras-hub presets, built small by keras-hub itself (random weights, perturbed, no downloads,
 Keras on the TensorFlow backend in this process; torch is imported first, tests/conftest.py):
 `save_to_preset` -> convert -> the reference and the torch and Keras ports reproduce keras-hub's
-own logits; random canonical weights -> a preset `from_preset` loads with the reference's logits;
-every variable is used; and `verify --model` binds a live keras-hub object by the same table."""
+own logits (or, for a backbone or an image tower, its embedding); random canonical weights -> a
+preset `from_preset` loads with the reference's output; every variable is used; and `verify
+--model` binds a live keras-hub object by the same table. Families: ViT, DeiT, DINOv2 (layer
+scale, registers, SwiGLU), the SigLIP (MAP head) and CLIP (pre-norm, QuickGELU) image towers."""
 
 from __future__ import annotations
 
@@ -58,6 +60,94 @@ def test_vit_preset_both_directions(tmp_path: Path, pooling: str, num_layers: in
     with pytest.warns(UserWarning, match="optimizer"):  # no optimizer state is written: none to load
         rebuilt = keras_hub.models.ViTImageClassifier.from_preset(str(tmp_path / "out"))
     back = np.abs(rebuilt.predict_on_batch(images) - reference.forward(spec, tensors, images)).max()
+    assert back <= ATOL, back
+    assert_same_tensors(import_checkpoint("keras_hub", tmp_path / "out").tensors, tensors)
+
+
+def perturbed(model: Any, seed: int = 1) -> Any:
+    """Every float variable moved off its initial value (keras-hub starts biases at 0, LayerNorms
+    and layer scales at 1, register tokens at 0: a swapped or dropped one would hide)."""
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        if "float" in str(variable.dtype):
+            variable.assign(variable.numpy() + 0.2 * rng.standard_normal(variable.shape).astype(np.float32))
+    return model
+
+
+def dinov2(**options: Any) -> Any:
+    import keras_hub
+
+    model = perturbed(keras_hub.models.DINOV2Backbone(
+        patch_size=4, num_layers=1, hidden_dim=32, num_heads=4, intermediate_dim=48, image_shape=(16, 16, 3),
+        position_embedding_shape=(16, 16, 3), **options))
+    table = model.get_layer("embeddings")  # the copy it computes with, as loading rebuilds it
+    table.interpolated_position_embeddings.assign(table.position_embeddings.numpy())
+    return model
+
+
+def clip() -> Any:
+    import keras_hub
+
+    model = perturbed(keras_hub.models.CLIPVisionEncoder(
+        patch_size=4, hidden_dim=32, num_layers=2, num_heads=4, intermediate_dim=48, image_shape=(16, 16, 3)))
+    ids = model.get_layer("embedding").position_ids  # built as zeros: a preset brings 0 .. rows-1
+    ids.assign(np.arange(ids.shape[1])[None])
+    return model
+
+
+def siglip() -> Any:
+    import keras_hub
+
+    return perturbed(keras_hub.models.SigLIPVisionEncoder(
+        patch_size=4, hidden_dim=32, num_layers=1, num_heads=4, intermediate_dim=48, image_shape=(16, 16, 3)))
+
+
+def deit() -> Any:
+    """A classifier averaging every token (gap): the distillation token included, as a register."""
+    import keras_hub
+
+    shape = {k: v for k, v in TINY.items() if k != "mlp_dim"}
+    backbone = keras_hub.models.DeiTBackbone(num_layers=1, intermediate_dim=48, **shape)
+    return perturbed(keras_hub.models.DeiTImageClassifier(backbone=backbone, num_classes=5, pooling="gap"))
+
+
+# Each family's features as the spec reads them; a backbone's output is every token (the spec
+# reads token 0), a tower's the pooled embedding.
+FAMILY_CASES = {
+    "dinov2-registers-swiglu": (
+        lambda: dinov2(num_register_tokens=2, use_swiglu_ffn=True, use_mask_token=False),
+        dict(layer_scale=True, registers=2, pos_embed_register_rows=False, mlp="gated", mlp_dim=32,
+             activation="silu")),
+    "dinov2-mask-token": (dinov2, dict(layer_scale=True, registers=0, mlp="standard", mlp_dim=48)),
+    "siglip": (siglip, dict(pooling="map", class_token=False, activation="gelu_tanh", num_classes=0)),
+    "clip": (clip, dict(norm_before_blocks=True, activation="quick_gelu", patch_bias=False,
+                        layer_norm_eps=1e-5, depth=2)),
+    "deit": (deit, dict(distill_token=False, registers=1, pos_embed_register_rows=True, pooling="mean_all",
+                        num_classes=5)),
+}
+
+
+@pytest.mark.parametrize("family", list(FAMILY_CASES))
+def test_family_preset_both_directions(tmp_path: Path, family: str) -> None:
+    import keras_hub
+
+    build, expected = FAMILY_CASES[family]
+    model = build()
+    model.save_to_preset(str(tmp_path / "preset"))
+    converted = import_checkpoint("keras_hub", tmp_path / "preset")
+    spec = converted.spec
+    assert {k: getattr(spec, k) for k in expected} == expected
+    images = images_for(spec)
+    library = model.predict_on_batch(images)
+    library = library if library.ndim == 2 else library[:, 0]
+    assert_ports_match(spec, converted.tensors, images, library, ports=("torch", "keras"))
+    tensors = init_weights(spec, seed=5)
+    notes = export_checkpoint("keras_hub", spec, tensors, tmp_path / "out")
+    cls = type(model).__name__
+    assert notes == [f"load with keras_hub.models.{cls}.from_preset({str(tmp_path / 'out')!r})"]
+    rebuilt = getattr(keras_hub.models, cls).from_preset(str(tmp_path / "out"))
+    out = rebuilt.predict_on_batch(images)
+    back = np.abs((out if out.ndim == 2 else out[:, 0]) - reference.forward(spec, tensors, images)).max()
     assert back <= ATOL, back
     assert_same_tensors(import_checkpoint("keras_hub", tmp_path / "out").tensors, tensors)
 
