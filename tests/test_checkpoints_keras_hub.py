@@ -152,6 +152,44 @@ def test_family_preset_both_directions(tmp_path: Path, family: str) -> None:
     assert_same_tensors(import_checkpoint("keras_hub", tmp_path / "out").tensors, tensors)
 
 
+SIZES = dict(patch_size=4, num_layers=1, hidden_dim=32, num_heads=4, intermediate_dim=48,
+             image_shape=[16, 16, 3])
+
+
+# What the new families cannot express, refused from the config before any tensor is read.
+@pytest.mark.fast
+@pytest.mark.parametrize(("config", "message"), [
+    ({"class_name": "DINOV2Backbone", "config": SIZES | {"position_embedding_shape": [518, 518, 3]}},
+     r"position_embedding_shape = \[518, 518, 3\]: keras-hub resizes the table"),
+    ({"class_name": "SigLIPVisionEncoder", "config": SIZES | {"layer_norm_epsilon": 1e-5}},
+     r"layer_norm_epsilon = 1e-05: SigLIP's post_layer_norm keeps epsilon 1e-06"),
+    ({"class_name": "CLIPVisionEncoder", "config": SIZES | {"intermediate_activation": "relu"}},
+     r"intermediate_activation = 'relu': expected one of quick_gelu, gelu"),
+    ({"class_name": "ImageClassifier", "config": {"backbone": {"class_name": "SigLIPVisionEncoder",
+                                                               "config": SIZES}}},
+     r"class_name = 'ImageClassifier': keras-hub 0.32.0 has no task around SigLIPVisionEncoder"),
+])
+def test_keras_hub_family_configs_the_spec_cannot_express(config: dict[str, Any], message: str) -> None:
+    from shared.errors import SpecError
+
+    with pytest.raises(SpecError, match=message):
+        import_tensors("keras_hub", {}, config, {})
+
+
+def test_a_random_keras_hub_clip_reads_position_row_0_everywhere_and_is_refused() -> None:
+    """keras-hub's CLIP builds `position_ids` as zeros and never fills them (a preset brings its
+    own): converted as inert, every token would silently get row 0's position. Refused by name."""
+    import keras_hub
+
+    from shared.errors import WeightsError
+
+    model = keras_hub.models.CLIPVisionEncoder(**SIZES)
+    raw = {v.path: v.numpy() for v in model.weights}
+    config = {"class_name": "CLIPVisionEncoder", "config": model.get_config()}
+    zeros = r"tensor 'embedding/position_ids' is \(1, 17\) starting \[0, 0, 0, 0\]"
+    with pytest.raises(WeightsError, match=zeros):
+        import_tensors("keras_hub", raw, config, {})
+
 def test_every_keras_hub_variable_is_used_and_the_inexpressible_is_named(tmp_path: Path) -> None:
     """An extra variable is refused as unused (never dropped); an h5 dataset of a layer the
     families do not name, and the ViT options the spec cannot express, are refused in one line;
@@ -184,9 +222,9 @@ def test_every_keras_hub_variable_is_used_and_the_inexpressible_is_named(tmp_pat
     backbone = import_checkpoint("keras_hub", tmp_path / "backbone")
     assert (backbone.spec.num_classes, backbone.spec.pooling) == (0, "cls")
     assert any("ViTImageClassifier's default pooling='token'" in note for note in backbone.notes)
-    scaled = backbone.spec.replace(layer_scale=True)
-    with pytest.raises(SpecError, match=r"keras-hub ViTBackbone: spec field layer_scale=True"):
-        export_checkpoint("keras_hub", scaled, init_weights(scaled), tmp_path / "refused")
+    normed = backbone.spec.replace(qk_norm=True)  # no keras-hub family has it
+    with pytest.raises(SpecError, match=r"keras-hub ViTBackbone: spec field qk_norm=True"):
+        export_checkpoint("keras_hub", normed, init_weights(normed), tmp_path / "refused")
 
 
 def test_verify_binds_a_keras_hub_object_by_its_table() -> None:

@@ -93,15 +93,15 @@ def hidden_width(intermediate_dim: int) -> int:
 
 def infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     cfg = with_defaults(inf, "DINOV2Backbone", REQUIRED, DEFAULTS, backbone)
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "embeddings/patch_embeddings/projection/kernel", dim)
-    check_depth(raw, "encoder/layers_{i}/norm1/gamma", depth)
     source = cfg["position_embedding_shape"]
     if list(source)[:2] != list(cfg["image_shape"])[:2]:
         raise SpecError(f"keras_hub config position_embedding_shape = {source!r}: keras-hub resizes the "
                         f"table to image_shape {cfg['image_shape']!r} with keras.ops.image.resize(bicubic), "
                         "whose kernel depends on the Keras backend and is none of the spec's pos_resample "
                         "methods (expected position_embedding_shape equal to image_shape)")
+    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
+    image = image_facts(inf, raw, cfg, "embeddings/patch_embeddings/projection/kernel", dim)
+    check_depth(raw, "encoder/layers_{i}/norm1/gamma", depth)
     gated = bool(cfg["use_swiglu_ffn"])
     width = int(cfg["intermediate_dim"])
     facts: dict[str, Any] = {

@@ -107,8 +107,6 @@ SIGLIP_VARIABLES: Variables = {
 def siglip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     cfg = with_defaults(inf, "SigLIPVisionEncoder", REQUIRED, {"intermediate_activation": "gelu_approximate",
                         "layer_norm_epsilon": 1e-6, "image_shape": [224, 224, 3]}, backbone)
-    tower_facts(inf, raw, cfg, "embedding/patch_embedding/kernel", "encoder_block_{i}/layer_norm1/gamma",
-                "SigLIP")
     activation = SIGLIP_ACTIVATIONS.get(cfg["intermediate_activation"])
     if activation is None:
         raise SpecError(f"keras_hub config intermediate_activation = {cfg['intermediate_activation']!r}: "
@@ -117,6 +115,8 @@ def siglip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[
         raise SpecError(f"keras_hub config layer_norm_epsilon = {cfg['layer_norm_epsilon']!r}: SigLIP's "
                         f"post_layer_norm keeps epsilon {SIGLIP_EPS:g}, and the spec has one epsilon "
                         f"(expected {SIGLIP_EPS:g})")
+    tower_facts(inf, raw, cfg, "embedding/patch_embedding/kernel", "encoder_block_{i}/layer_norm1/gamma",
+                "SigLIP")
     rows = (int(cfg["image_shape"][0]) // int(cfg["patch_size"])) ** 2
     check_position_ids(raw, "embedding/position_ids", rows)
     facts = {"activation": activation, "layer_norm_eps": SIGLIP_EPS,
@@ -179,8 +179,6 @@ CLIP_VARIABLES: Variables = {
 def clip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     cfg = with_defaults(inf, "CLIPVisionEncoder", REQUIRED, {"intermediate_activation": "quick_gelu",
                         "intermediate_output_index": None, "image_shape": [224, 224, 3]}, backbone)
-    tower_facts(inf, raw, cfg, "embedding/patch_embedding/kernel", "encoder_block_{i}/layer_norm_1/gamma",
-                "CLIP")
     activation = CLIP_ACTIVATIONS.get(cfg["intermediate_activation"])
     if activation is None:
         raise SpecError(f"keras_hub config intermediate_activation = {cfg['intermediate_activation']!r}: "
@@ -188,6 +186,8 @@ def clip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
     if cfg["intermediate_output_index"] is not None:
         raise SpecError(f"keras_hub config intermediate_output_index = {cfg['intermediate_output_index']!r}: "
                         "the spec's output is the pooled embedding alone (expected null)")
+    tower_facts(inf, raw, cfg, "embedding/patch_embedding/kernel", "encoder_block_{i}/layer_norm_1/gamma",
+                "CLIP")
     rows = (int(cfg["image_shape"][0]) // int(cfg["patch_size"])) ** 2 + 1
     check_position_ids(raw, "embedding/position_ids", rows)
     facts = {"activation": activation, "layer_norm_eps": CLIP_EPS, "class_token": True,
