@@ -38,7 +38,8 @@ DESCRIPTIONS = {
           "model.safetensors/pytorch_model.bin, or a weights file with --config",
     "big_vision": "big_vision ViT parameter tree as .npz (posemb without class row)",
     "vit_jax": "google-research/vision_transformer (vit_jax) parameter tree as .npz",
-    "keras_hub": "keras-hub ViTBackbone / ViTImageClassifier: a save_to_preset directory (config.json + "
+    "keras_hub": "keras-hub ViT, DeiT (backbone or classifier), DINOv2, SigLIP and CLIP image towers: a "
+                 "save_to_preset directory (config.json + "
                  "model.weights.h5, task.json + task.weights.h5), or a .weights.h5 with --config",
 }
 

@@ -2,18 +2,22 @@
 model.weights.h5, and task.json + task.weights.h5 for a task such as ViTImageClassifier), or a
 `.weights.h5` file with `--config` (a config.json or task.json).
 
+The config's class picks the family (`FAMILIES`: ViT, DeiT, DINOv2, the SigLIP and CLIP image
+towers); a field the config omits takes the class's keyword default, and each default applied
+is printed.
+
 Names are Keras' variable paths, `<layer path>/<variable name>` (`v.path`: what a Keras model
 names its variables in memory, so one table binds a preset and a live keras-hub object, as
 `verify --model` does). The h5 file stores each layer's variables by index under the attribute
 path Keras saves it at (`layers/vi_t_encoder/encoder_layers/vi_t_encoder_block/layer_norm_1/vars/0`),
 with the layer's name in each `vars` group's `name` attribute: the layer path is read from those
-names (a nested functional model, such as a task's backbone, adds none, as in `v.path`), and the
-variable's name from its index (`keras_hub_models.VARIABLE_NAMES`). The h5 is read with h5py as
-plain arrays; a dataset the families do not name is refused in one line naming it. The
-optimizer's state (`optimizer/...`) is training state, not part of the function: it is not read.
-
-The config's class picks the family (`keras_hub_models.FAMILIES`); a field the config omits
-takes the class's keyword default, and each default applied is printed.
+names (the backbone nested in a task adds none, as in `v.path`; a top layer's `<backbone name>_`
+prefix, which DINOv2, SigLIP and CLIP add when built with a name as `from_preset` does, is
+dropped), and the variable's name from its index (the family's `variables`, which for DINOv2
+depend on the config). The h5 is read with h5py as plain arrays; a dataset the family does not
+name is refused in one line naming it. The optimizer's state (`optimizer/...`) is training
+state, not part of the function: it is not read. Integer variables are read only where a family
+names index tensors (`position_ids`), which it checks and marks inert.
 """
 
 from __future__ import annotations
@@ -25,8 +29,18 @@ from typing import Any
 
 import numpy as np
 
-from shared.checkpoints.common import Inference, Raw, read_config, require, require_plain_blocks
-from shared.checkpoints.keras_hub_models import FAMILIES, VARIABLE_NAMES, Family
+from shared.checkpoints.common import (
+    LATER_FEATURES,
+    Inference,
+    Raw,
+    read_config,
+    require,
+    require_plain_blocks,
+)
+from shared.checkpoints.keras_hub_dinov2 import DINOV2
+from shared.checkpoints.keras_hub_models import Family, Variables
+from shared.checkpoints.keras_hub_towers import CLIP, SIGLIP
+from shared.checkpoints.keras_hub_vit import DEIT, VIT
 from shared.core.files import open_user_file, write_folder
 from shared.core.mapping import Table
 from shared.core.memory import check_bytes_fit
@@ -35,6 +49,8 @@ from shared.errors import SpecError, WeightsError
 
 PRESET_FILES = (("task.json", "task.weights.h5"), ("config.json", "model.weights.h5"))
 KERAS_HUB_VERSION = "0.32.0"  # the version whose classes the families describe
+FAMILIES = {f.backbone: f for f in (VIT, DEIT, DINOV2, SIGLIP, CLIP)}
+INDEX_VARIABLES = ("position_ids",)  # integer variables: which position row each token reads
 
 
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
@@ -50,31 +66,34 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
     if config is None or not config.exists():
         raise SpecError(f"keras_hub checkpoint {str(path)!r}: its config.json or task.json is needed "
                         "(pass --config PATH); it holds the head count and LayerNorm epsilon")
+    data = read_config(config)
+    family, backbone, _ = split_config(data)
     raw: Raw = {}
     for file in weights:
-        for name, value in read_h5(file).items():
+        for name, value in read_h5(file, family.variables(backbone), str(backbone.get("name", ""))).items():
             if name in raw:
                 raise WeightsError(f"keras_hub checkpoint {str(path)!r}: variable {name!r} is in two files")
             raw[name] = value
-    return raw, read_config(config), repr(str(path))
+    return raw, data, repr(str(path))
 
 
-def read_h5(path: Path) -> Raw:
-    """A Keras `.weights.h5` as {variable path: float32 array}; nothing is unpickled."""
+def read_h5(path: Path, variables: Variables, backbone: str) -> Raw:
+    """A Keras `.weights.h5` as {variable path: float32 array (int64 for index variables)};
+    nothing is unpickled. `backbone`: the backbone's name (its group adds no path segment)."""
     import h5py
 
     where = f"keras_hub weights {str(path)!r}"
     with open_user_file(path, where, WeightsError) as handle:
         try:
             with h5py.File(handle, "r") as h5:
-                found = _datasets(h5)
+                found = _datasets(h5, variables, backbone)
                 check_bytes_fit(sum(d.nbytes for _, d in found), f"{where} declares", WeightsError)
-                return {name: _as_float32(where, name, data) for name, data in found}
+                return {name: _as_array(where, name, data) for name, data in found}
         except OSError as exc:
             raise WeightsError(f"{where} is not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
 
 
-def _datasets(h5: Any) -> list[tuple[str, Any]]:
+def _datasets(h5: Any, variables: Variables, backbone: str) -> list[tuple[str, Any]]:
     import h5py
 
     out: list[tuple[str, Any]] = []
@@ -86,11 +105,14 @@ def _datasets(h5: Any) -> list[tuple[str, Any]]:
             if isinstance(node, h5py.Dataset):
                 raise WeightsError(f"keras_hub weights: dataset {node.name!r} is outside a 'vars' group")
             if key == "vars":
-                _variables(node, layer_path, out)
+                _variables(node, layer_path, variables, out)
                 continue
             own = node.get("vars")
-            named = own is not None and "layers" not in node  # a nested functional model adds no name
-            visit(node, [*layer_path, _layer_name(own)] if named else layer_path)
+            name = None if own is None else _layer_name(own)
+            if name is not None and not layer_path and name.startswith(f"{backbone}_"):
+                name = name[len(backbone) + 1:]  # a top layer of a backbone built with a name
+            named = name is not None and name != backbone  # the backbone nested in a task adds none
+            visit(node, [*layer_path, name] if named else layer_path)
 
     visit(h5, [])
     return out
@@ -103,24 +125,26 @@ def _layer_name(vars_group: Any) -> str:
     return name.decode() if isinstance(name, bytes) else name
 
 
-def _variables(group: Any, layer_path: list[str], out: list[tuple[str, Any]]) -> None:
+def _variables(group: Any, layer_path: list[str], variables: Variables, out: list[tuple[str, Any]]) -> None:
     if not group.keys():
         return
     layer = layer_path[-1] if layer_path else ""
-    names = VARIABLE_NAMES.get(layer, ())
+    names = variables.get(layer, ())
     for key in sorted(group.keys(), key=lambda k: int(k) if k.isdigit() else -1):
         index = int(key) if key.isdigit() else -1
         if not 0 <= index < len(names):
             raise WeightsError(f"keras_hub weights: dataset {group[key].name!r} (layer "
                                f"{'/'.join(layer_path)!r}, variable {key}) belongs to no layer the keras_hub "
-                               "families name")
+                               "family names")
         out.append(("/".join([*layer_path, names[index]]), group[key]))
 
 
-def _as_float32(where: str, name: str, data: Any) -> np.ndarray:
-    if data.dtype.kind != "f":
-        raise WeightsError(f"{where}: variable {name!r} has dtype {data.dtype}, expected floating point")
-    value = np.asarray(data[()], dtype=np.float32)
+def _as_array(where: str, name: str, data: Any) -> np.ndarray:
+    index = name.rpartition("/")[2] in INDEX_VARIABLES
+    if data.dtype.kind not in ("fiu" if index else "f"):
+        raise WeightsError(f"{where}: variable {name!r} has dtype {data.dtype}, expected "
+                           f"{'integers' if index else 'floating point'}")
+    value = np.asarray(data[()], dtype=np.int64 if index else np.float32)
     if not np.all(np.isfinite(value)):
         raise WeightsError(f"{where}: variable {name!r} has non-finite values")
     return np.ascontiguousarray(value)
@@ -137,7 +161,7 @@ def split_config(config: dict[str, Any] | None) -> tuple[Family, dict[str, Any],
     if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
         raise SpecError("keras_hub config: expected a Keras serialised object ({'class_name': ..., "
                         "'config': {...}}), as save_to_preset writes config.json and task.json")
-    inner, task = config["config"], None
+    outer_config, inner, task = config, config["config"], None
     if isinstance(inner.get("backbone"), dict):
         task, inner = inner, inner["backbone"].get("config")
         config = task["backbone"]
@@ -145,6 +169,11 @@ def split_config(config: dict[str, Any] | None) -> tuple[Family, dict[str, Any],
     family = FAMILIES.get(str(name))
     if family is None or not isinstance(inner, dict):
         raise SpecError(f"keras_hub config class_name = {name!r}: expected one of {', '.join(FAMILIES)}")
+    outer = outer_config.get("class_name")
+    if task is not None and outer != family.task:
+        raise SpecError(f"keras_hub config class_name = {outer!r}: keras-hub {KERAS_HUB_VERSION} has no task "
+                        f"around {name} that portbench converts (expected "
+                        f"{family.task or 'its ' + str(name) + ' config.json'})")
     return family, inner, task
 
 
@@ -156,23 +185,36 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 
 def family_for(s: ModelSpec) -> Family:
-    """The keras-hub class that computes `s` (ViT: the only family written so far)."""
-    return FAMILIES["ViTBackbone"]
+    """The keras-hub class that computes `s`, told by the feature only it has."""
+    if s.registers == 1 and s.pos_embed_register_rows and not s.layer_scale:
+        return DEIT  # its distillation token: a learned token with a position row
+    if s.layer_scale or s.registers or s.mlp == "gated":
+        return DINOV2
+    if s.pooling == "map":
+        return SIGLIP
+    if s.norm_before_blocks:
+        return CLIP
+    return VIT
 
 
 def table(fmt: str, s: ModelSpec) -> Table:
-    return Table(family_for(s).rows(s), fmt)
+    return Table(family_for(s).rows(s), fmt, inert=family_for(s).inert)
 
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
     family = family_for(s)
-    target = f"keras-hub {family.task if s.num_classes else family.backbone}"
+    target = f"keras-hub {family.task if s.num_classes and family.task else family.backbone}"
     require_plain_blocks(target, s)
-    for name in ("patch_norm_in", "patch_norm_out", "distill_token", "registers", "norm_before_blocks",
-                 "qk_norm", "layer_scale"):
-        require(not getattr(s, name), target, name, getattr(s, name), "none (it has no such feature)")
-    require(s.mlp == "standard", target, "mlp", s.mlp, "standard")
+    for name in LATER_FEATURES:
+        if name not in family.features:
+            require(not getattr(s, name), target, name, getattr(s, name), "none (it has no such feature)")
+    require(s.mlp == "standard" or family is DINOV2, target, "mlp", s.mlp, "standard")
     family.check(target, s)
+
+
+def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
+    """The inert variables keras-hub loads all the same (position ids, DINOv2's rebuilt table)."""
+    return raw | family_for(s).extras(s, raw)
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
@@ -182,20 +224,21 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
                            "is in the way")
     family = family_for(s)
     backbone, task = family.configs(s)
+    variables = family.variables(backbone["config"])
     head = {k: v for k, v in raw.items() if k.split("/")[0] in family.task_layers}
-    files = {"config.json": _json(backbone),
-             "model.weights.h5": encode_h5({k: v for k, v in raw.items() if k not in head}, family),
+    body = {k: v for k, v in raw.items() if k not in head}
+    files = {"config.json": _json(backbone), "model.weights.h5": encode_h5(body, family, variables),
              "metadata.json": _json({"keras_hub_version": KERAS_HUB_VERSION,
                                      "parameter_count": s.derived.params,
                                      "tasks": ["ImageClassifier"] if task else []})}
     if task is not None:
-        files |= {"task.json": _json(task), "task.weights.h5": encode_h5(head, family)}
+        files |= {"task.json": _json(task), "task.weights.h5": encode_h5(head, family, variables)}
     write_folder(out, files)
     cls = family.task if task is not None else family.backbone
     return [f"load with keras_hub.models.{cls}.from_preset({str(out)!r})"]
 
 
-def encode_h5(raw: Raw, family: Family) -> bytes:
+def encode_h5(raw: Raw, family: Family, variables: Variables) -> bytes:
     """Variables by path -> the `.weights.h5` Keras loads: each layer's group at the attribute path
     Keras saves it under (`family.group`), its variables by index, and each layer's name in its
     `vars` group (what `read_h5` reads back)."""
@@ -209,11 +252,12 @@ def encode_h5(raw: Raw, family: Family) -> bytes:
             for layer in layers:
                 path = f"{path}/{family.group(layer)}" if path else family.group(layer)
                 h5.require_group(f"{path}/vars").attrs["name"] = layer
-            names = VARIABLE_NAMES.get(layers[-1], ())
+            names = variables.get(layers[-1], ())
             if variable not in names:
                 raise WeightsError(f"keras_hub export: variable {name!r} has no index in its layer")
             h5.create_dataset(f"{path}/vars/{names.index(variable)}",
-                              data=np.ascontiguousarray(value, dtype=np.float32))
+                              data=np.ascontiguousarray(value, dtype=value.dtype if value.dtype.kind == "i"
+                                                        else np.float32))
     return buffer.getvalue()
 
 
