@@ -143,17 +143,29 @@ def rung_refusal(name: str, precision, device: str) -> str | None:
     return f"{name}: rung {precision.rung} is not offered: {why}" if why else None
 
 
+def resample_refusal(name: str, spec) -> str | None:
+    """Why entry `name` cannot resample `spec`'s learned position table (None: it can, or the spec
+    resamples nothing). Each native port's model.py states the operation of its own framework that
+    computes each method (RESAMPLE_OPS) and why it has none for the rest (RESAMPLE_MISSING): a method
+    is computed by that operation or refused, never by a substitute."""
+    method = spec.pos_resample
+    if method == "none":
+        return None
+    if PORTS[name].module not in {PORTS[native].module for native in NATIVE}:
+        return (f"{name}: pos_resample={method!r} is not offered: this extra backend's export of a resampled "
+                "position table is not verified against the reference")
+    why = load_port_part(name, "model").RESAMPLE_MISSING.get(method)
+    return f"{name}: pos_resample={method!r} is not offered: {why}" if why else None
+
+
 def create_port(name: str, spec, device: str = "cpu", precision=None) -> PortInterface:
     """A port of `spec` on `device` at a precision rung (`shared.core.precision`; float32 when
     None). A rung the framework cannot run here raises a one-line FrameworkUnavailable."""
     from shared.core.precision import FLOAT32
 
-    if spec.pos_resample != "none":  # issue 23: never a silently unresampled table
-        raise FrameworkUnavailable(f"{name}: spec field pos_resample={spec.pos_resample!r} is not ported yet "
-                                   "(only the float64 reference resamples a position table)")
     module = load_port_module(name)
     resolved = resolve_device(name, module, device)
-    refusal = rung_refusal(name, precision or FLOAT32, resolved)
+    refusal = resample_refusal(name, spec) or rung_refusal(name, precision or FLOAT32, resolved)
     if refusal:
         raise FrameworkUnavailable(refusal)
     return module.Port(spec, device=resolved, precision=precision or FLOAT32)

@@ -20,6 +20,7 @@ from tests.checkpoints_support import (
     assert_same_tensors,
     images_for,
     library_logits,
+    nchw,
     perturbed,
 )
 
@@ -131,3 +132,44 @@ def test_export_loads_into_library_with_same_logits(fmt, build, kwargs, given, t
     again = import_checkpoint(fmt, str(out), None, overrides=given)
     assert again.spec == spec
     assert_same_tensors(again.tensors, tensors)
+
+
+# (id, format, builder, kwargs at the table's resolution, --set values with another image size, the
+# method the library's own resampling pins). timm: dynamic_img_size resamples the table in forward
+# by resample_abs_pos_embed's default (antialiased bicubic); Transformers: interpolate_pos_encoding=True.
+# Each asks for a non-square grid that shrinks one axis and grows the other.
+RESOLUTION_CASES = [
+    ("timm-dynamic-img-size", "timm", timm_model,
+     dict(img_size=16, patch_size=4, embed_dim=16, depth=1, num_heads=2, num_classes=3, reg_tokens=1,
+          dynamic_img_size=True),
+     ["heads=2", "pooling=cls", "image_height=20", "image_width=12"], "timm_bicubic_antialias"),
+    ("hf-interpolate-pos-encoding", "hf", hf_model,
+     dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
+          patch_size=4, num_labels=3),
+     ["image_height=12", "image_width=24"], "hf_bicubic"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "build", "kwargs", "given", "method"), [c[1:] for c in RESOLUTION_CASES],
+                         ids=[c[0] for c in RESOLUTION_CASES])
+def test_convert_at_another_resolution_reproduces_the_library_there(fmt, build, kwargs, given, method,
+                                                                     tmp_path) -> None:
+    """The canonical file keeps the checkpoint's 4 x 4 table as the source grid and names the
+    library's own method (applied as a printed convention; --set pos_resample overrides it); the
+    reference and the torch port then compute the library's logits at the new size."""
+    torch.manual_seed(0)
+    model = perturbed(build(**kwargs), seed=1)
+    path, config = save_library_checkpoint(fmt, model, tmp_path)
+    converted = import_checkpoint(fmt, path, config, overrides=given)
+    spec = converted.spec
+    assert (spec.pos_grid_height, spec.pos_grid_width, spec.pos_resample) == (4, 4, method)
+    assert any(f"pos_resample={method!r}" in note for note in converted.notes)
+    images = images_for(spec)
+    with torch.no_grad():
+        if fmt == "hf":
+            expected = model(pixel_values=nchw(images), interpolate_pos_encoding=True).logits.numpy()
+        else:
+            expected = model(nchw(images)).numpy()
+    assert_ports_match(spec, converted.tensors, images, expected, ("torch",))
+    overridden = import_checkpoint(fmt, path, config, overrides=[*given, "pos_resample=bilinear"])
+    assert overridden.spec == spec.replace(pos_resample="bilinear")

@@ -60,6 +60,10 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "VisionTransformer.__init__"): "how MLX keeps a constant out of its parameters; the policy "
                                                 "Keras' head takes without a classifier",
     ("model.py", "VisionTransformer.positions"): "MLX's set_dtype casts parameters only",
+    ("model.py", "resample_positions"): "each library's resize layout (torch's (1, D, rows, cols), MLX's "
+                                        "batched channels-last), how MLX's Upsample sizes its output from a "
+                                        "factor, and where a library's resize or map_coordinates answers "
+                                        "float32 for a narrower table (Keras on TF, JAX, MLX)",
     ("model.py", "PatchEmbed.<call>"): "each library's conv kernel layout read as a matmul's (torch's OIHW "
                                        "permuted, Keras' and Flax's HWIO, MLX's OHWI as it is) and the "
                                        "dtype Keras' and nnx's conv would compute in",

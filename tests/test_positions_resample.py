@@ -21,9 +21,10 @@ import scipy.ndimage
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from ports import create_port
+from ports import NATIVE, create_port
 from shared.checkpoints.common import require_plain_blocks
 from shared.core import reference
+from shared.core.equivalence import check_logits
 from shared.core.positions import sequence_positions
 from shared.core.presets import get_preset
 from shared.core.resample import AXIS_WEIGHTS, dinov2_legacy_factor, resample_grid
@@ -216,10 +217,61 @@ def test_dinov2_offset_always_makes_the_target_size() -> None:
     assert all(math.floor(float(i) * dinov2_legacy_factor(i, o)) == o for i in sizes for o in sizes)
 
 
-# ---- nothing else resamples yet: refused in one line, never silently wrong ------------------------
-def test_ports_and_exporters_refuse_a_resampled_table() -> None:
+# ---- each port resamples with its own framework's operation, or refuses the method by name ---------
+# What each port states it offers (RESAMPLE_OPS in its model.py), written out here so a port that
+# drops or adds a method fails: torch's F.interpolate computes every method; Keras' and JAX's cubic
+# is Keys' a = -0.5 (no clamped a = -0.75 bicubic, no DINOv2 factor path); MLX's Upsample centres a
+# scale factor's grid (no DINOv2 factor path). The ONNX backend (the torch port exported) offers none.
+METHODS = [m for m in get_args(PosResample) if m != "none"]
+ANTIALIAS_LINEAR_ZOOM = {"timm_bicubic_antialias", "bilinear", "big_vision_zoom"}
+OFFERED = {"torch": set(METHODS), "keras": ANTIALIAS_LINEAR_ZOOM, "flax": ANTIALIAS_LINEAR_ZOOM,
+           "mlx": set(METHODS) - {"dinov2_legacy"}, "onnx": set()}
+MISSING_OPERATION = {"keras": "keras.ops.image.resize's bicubic", "flax": "jax.image.resize's",
+                     "mlx": "mlx.nn.Upsample centres a scale factor's", "onnx": "export of a resampled"}
+# (source grid, target grid): non-square up on one axis and down on the other, and square down.
+PORT_GRID_PAIRS = [((3, 5), (5, 4)), ((6, 6), (4, 4))]
+
+
+def port_spec(source: tuple[int, int], target: tuple[int, int], method: str) -> ModelSpec:
+    """One block of width 16 on 2 x 2 patches, a class token and a register with rows."""
+    return ModelSpec(image_height=2 * target[0], image_width=2 * target[1], channels=3, patch_height=2,
+                     patch_width=2, dim=16, class_token=True, registers=1, pos_embed_register_rows=True,
+                     depth=1, heads=2, head_dim=8, mlp_dim=32, num_classes=3, pos_grid_height=source[0],
+                     pos_grid_width=source[1], pos_resample=method)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("framework", [*NATIVE, "onnx"])
+def test_each_port_resamples_with_its_own_operation_or_names_the_missing_one(framework, method) -> None:
+    """An offered method: the port's logits equal the reference's at the float32 bound, on both grid
+    pairs, with a table of unit scale so positions weigh in the logits (the nearest other convention
+    moves them by more than 50 times the bound: measured below, on the reference). Not offered: one
+    line naming the framework's missing operation, before any weight is loaded."""
+    for source, target in PORT_GRID_PAIRS:
+        spec = port_spec(source, target, method)
+        if method not in OFFERED[framework]:
+            with pytest.raises(FrameworkUnavailable) as info:
+                create_port(framework, spec)
+            message = str(info.value)
+            assert message.startswith(f"{framework}: pos_resample={method!r} is not offered: ")
+            assert MISSING_OPERATION[framework] in message and "\n" not in message
+            return
+        weights = init_weights(spec, seed=1)
+        weights["pos_embed"] = np.random.default_rng(2).standard_normal(weights["pos_embed"].shape)
+        weights["pos_embed"] = weights["pos_embed"].astype(np.float32)
+        shape = (2, spec.image_height, spec.image_width, spec.channels)
+        images = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+        want = reference.forward(spec, weights, images)
+        port = create_port(framework, spec)
+        port.load(weights)
+        verdict = check_logits(spec, port.logits(images), want, port.param_count())
+        assert verdict.passed, f"{framework} {method} {source}->{target}: {verdict.reason}"
+        others = [reference.forward(spec.replace(pos_resample=m), weights, images) for m in METHODS
+                  if {m, method} not in ({m}, {"timm_bicubic", "hf_bicubic"})]  # one function twice named
+        assert min(np.abs(other - want).max() for other in others) > 50 * verdict.tolerance
+
+
+def test_exporters_refuse_a_resampled_table() -> None:
     spec = tiny_spec((3, 5), (5, 4), "hf_bicubic")
-    with pytest.raises(FrameworkUnavailable, match=r"^torch: spec field pos_resample='hf_bicubic' is not "):
-        create_port("torch", spec)
     with pytest.raises(SpecError, match=r"^cannot export to timm: spec field pos_resample='hf_bicubic'"):
         require_plain_blocks("timm", spec)

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared.core.positions import sequence_positions, unpositioned
+from shared.core.resample import zoom_points
 from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
@@ -22,6 +23,26 @@ from shared.core.taps import NO_TAPS, Taps
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
 # path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
 ATTENTION_PATHS = ("fused", "explicit")
+
+# Each pos_resample method this port computes, with the framework operation that computes it exactly
+# (shared/core/resample.py defines each; jax.image and jax.scipy.ndimage here). A method in
+# RESAMPLE_MISSING has no such operation: ports.create_port refuses it with that reason, never a
+# substitute.
+RESAMPLE_OPS: dict[str, dict] = {
+    # jax.image.resize, antialiased: a = -0.5, stretched when shrinking, outside taps dropped and
+    # renormalised (PIL's filter)
+    "timm_bicubic_antialias": {"method": "cubic", "antialias": True},
+    # jax.scipy.ndimage.map_coordinates (order 1) at scipy.ndimage.zoom's corners-on-corners grid
+    "big_vision_zoom": {"order": 1, "mode": "nearest"},
+    "bilinear": {"method": "linear", "antialias": False},
+}
+_JAX_CUBIC = ("jax.image.resize's and scale_and_translate's only cubic is Keys' a = -0.5, its edge taps "
+              "renormalised: JAX has no a = -0.75 cubic with clamped taps")
+RESAMPLE_MISSING: dict[str, str] = {
+    "timm_bicubic": _JAX_CUBIC,
+    "hf_bicubic": _JAX_CUBIC,
+    "dinov2_legacy": _JAX_CUBIC + " (scale_and_translate would take DINOv2's scale factor)",
+}
 
 
 def activation(form: str) -> Callable[[jax.Array], jax.Array]:
@@ -261,6 +282,25 @@ class Head(nnx.Module):
         return x if self.out is None else self.out(x)
 
 
+def resample_positions(spec: ModelSpec, table: jax.Array) -> jax.Array:
+    """The used rows of a learned table with its patch rows resampled from the table's grid to the
+    image's by RESAMPLE_OPS[spec.pos_resample], the prefix rows kept aside (as the reference's
+    shared/core/positions.py resampled_table)."""
+    d, k = spec.derived, positioned_prefix(spec)
+    source, target = (d.pos_grid_rows, d.pos_grid_cols), (d.grid_rows, d.grid_cols)
+    if spec.pos_resample == "none" or source == target:  # every library returns early at the same size
+        return table
+    grid, options = table[k:].reshape(*source, spec.dim), RESAMPLE_OPS[spec.pos_resample]
+    if spec.pos_resample == "big_vision_zoom":
+        points = jnp.asarray(zoom_points(source, target, spec.dim), jnp.float32)
+        grid = jax.scipy.ndimage.map_coordinates(grid, list(points), **options)
+    else:
+        grid = jax.image.resize(grid, (*target, spec.dim), **options)
+    # In the table's dtype: map_coordinates' float32 weights promote a narrower table.
+    grid = grid.reshape(d.num_patches, spec.dim).astype(table.dtype)
+    return jnp.concatenate([table[:k], grid])
+
+
 class VisionTransformer(nnx.Module):
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         d = spec.derived
@@ -294,11 +334,13 @@ class VisionTransformer(nnx.Module):
         return jnp.broadcast_to(tokens, (batch, *tokens.shape))
 
     def positions(self) -> jax.Array | None:
-        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
-        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        """The table added to the whole sequence: a learned table's grid resampled to the image's
+        (resample_positions), then zero rows for the prefix tokens it has no row for
+        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
         if self.pos_embed is None:
             return None if self.pos_table is None else self.pos_table[...]
-        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
+        missing = unpositioned(self.spec)
         if not missing:
             return table
         k = positioned_prefix(self.spec)

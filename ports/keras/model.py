@@ -11,6 +11,7 @@ import numpy as np
 from keras import layers, ops
 
 from shared.core.positions import sequence_positions, unpositioned
+from shared.core.resample import zoom_points
 from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
@@ -18,6 +19,26 @@ from shared.core.taps import NO_TAPS, Taps
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
 # path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
 ATTENTION_PATHS = ("fused", "explicit")
+
+# Each pos_resample method this port computes, with the framework operation that computes it exactly
+# (shared/core/resample.py defines each; keras.ops.image here, the same on every Keras backend). A method
+# in RESAMPLE_MISSING has no such operation: ports.create_port refuses it with that reason, never a
+# substitute.
+RESAMPLE_OPS: dict[str, dict] = {
+    # ops.image.resize: tf.image.resize / jax.image.resize / F.interpolate, antialiased: a = -0.5,
+    # stretched when shrinking, outside taps dropped and renormalised (PIL's filter) on each backend
+    "timm_bicubic_antialias": {"interpolation": "bicubic", "antialias": True},
+    # ops.image.map_coordinates (scipy's, order 1) at scipy.ndimage.zoom's corners-on-corners grid
+    "big_vision_zoom": {"order": 1, "fill_mode": "nearest"},
+    "bilinear": {"interpolation": "bilinear", "antialias": False},
+}
+_KERAS_CUBIC = ("keras.ops.image.resize's bicubic without antialiasing is Keys' a = -0.5 on the TensorFlow "
+                "and JAX backends (a = -0.75 on torch's only): Keras has no a = -0.75 cubic on every backend")
+RESAMPLE_MISSING: dict[str, str] = {
+    "timm_bicubic": _KERAS_CUBIC,
+    "hf_bicubic": _KERAS_CUBIC,
+    "dinov2_legacy": _KERAS_CUBIC + ", and ops.image.resize takes a size, not DINOv2's scale factor",
+}
 
 
 def activation(form: str, dtype: str = "float32") -> layers.Layer:
@@ -270,6 +291,25 @@ class Head(layers.Layer):
         return x if self.out is None else self.out(x)
 
 
+def resample_positions(spec: ModelSpec, table):
+    """The used rows of a learned table with its patch rows resampled from the table's grid to the
+    image's by RESAMPLE_OPS[spec.pos_resample], the prefix rows kept aside (as the reference's
+    shared/core/positions.py resampled_table)."""
+    d, k = spec.derived, positioned_prefix(spec)
+    source, target = (d.pos_grid_rows, d.pos_grid_cols), (d.grid_rows, d.grid_cols)
+    if spec.pos_resample == "none" or source == target:  # every library returns early at the same size
+        return table
+    grid, options = ops.reshape(table[k:], (*source, spec.dim)), RESAMPLE_OPS[spec.pos_resample]
+    if spec.pos_resample == "big_vision_zoom":
+        points = ops.convert_to_tensor(zoom_points(source, target, spec.dim), "float32")
+        grid = ops.image.map_coordinates(grid, points, **options)
+    else:
+        grid = ops.image.resize(grid, target, **options)
+    # In the table's dtype: tf.image.resize answers float32 for every input dtype.
+    grid = ops.cast(ops.reshape(grid, (d.num_patches, spec.dim)), table.dtype)
+    return ops.concatenate([table[:k], grid], axis=0)
+
+
 class VisionTransformer(keras.Model):
     def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -314,12 +354,14 @@ class VisionTransformer(keras.Model):
         return ops.broadcast_to(ops.concatenate(tokens, axis=0)[None], shape)
 
     def positions(self):
-        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
-        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        """The table added to the whole sequence: a learned table's grid resampled to the image's
+        (resample_positions), then zero rows for the prefix tokens it has no row for
+        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
         if self.pos_embed is None:
             fixed = self.pos_table
             return None if fixed is None else ops.convert_to_tensor(fixed, self.compute_dtype)
-        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
+        missing = unpositioned(self.spec)
         if not missing:
             return table
         k = positioned_prefix(self.spec)

@@ -6,6 +6,7 @@ classes in the same order; a diff between two of them shows only the framework i
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 import mlx.core as mx
@@ -20,6 +21,25 @@ from shared.core.taps import NO_TAPS, Taps
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
 # path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
 ATTENTION_PATHS = ("fused", "explicit")
+
+# Each pos_resample method this port computes, with the framework operation that computes it exactly
+# (shared/core/resample.py defines each; mlx.nn.Upsample here). A method in RESAMPLE_MISSING has no such
+# operation: ports.create_port refuses it with that reason, never a substitute.
+RESAMPLE_OPS: dict[str, dict] = {
+    # a = -0.75, half-pixel source coordinates, the taps clamped to the edge
+    "timm_bicubic": {"mode": "cubic", "align_corners": False},
+    "hf_bicubic": {"mode": "cubic", "align_corners": False},
+    # PIL's filter: a = -0.5, stretched when shrinking, outside taps dropped and renormalised
+    "timm_bicubic_antialias": {"mode": "cubic", "align_corners": False, "antialias": True},
+    # scipy's first-order zoom samples corners on corners: align_corners=True
+    "big_vision_zoom": {"mode": "linear", "align_corners": True},
+    "bilinear": {"mode": "linear", "align_corners": False},
+}
+RESAMPLE_MISSING: dict[str, str] = {
+    "dinov2_legacy": ("mlx.nn.Upsample centres a scale factor's sampling grid (start ((M - 1) / s - N + 1) "
+                      "/ 2) where torch samples at (i + 0.5) / s - 0.5: with DINOv2's (out + 0.1) / in they "
+                      "differ; MLX has no upsampling that samples torch's way at a given factor"),
+}
 
 
 def activation(form: str) -> nn.Module:
@@ -256,6 +276,27 @@ class Head(nn.Module):
         return x if self.out is None else self.out(x)
 
 
+def resample_positions(spec: ModelSpec, table: mx.array) -> mx.array:
+    """The used rows of a learned table with its patch rows resampled from the table's grid to the
+    image's by RESAMPLE_OPS[spec.pos_resample], the prefix rows kept aside (as the reference's
+    shared/core/positions.py resampled_table)."""
+    d, k = spec.derived, positioned_prefix(spec)
+    source, target = (d.pos_grid_rows, d.pos_grid_cols), (d.grid_rows, d.grid_cols)
+    if spec.pos_resample == "none" or source == target:  # every library returns early at the same size
+        return table
+    grid, options = table[k:].reshape(1, *source, spec.dim), RESAMPLE_OPS[spec.pos_resample]
+    # Upsample takes a factor and makes int(factor * in) rows: the factor out / in, raised by an ulp
+    # where its float product falls short of `out` (7 * (61 / 7) < 61).
+    factors = []
+    for n_in, n_out in zip(source, target, strict=True):
+        factor = n_out / n_in
+        factors.append(factor if int(factor * n_in) == n_out else math.nextafter(factor, math.inf))
+    grid = nn.Upsample(tuple(factors), **options)(grid)
+    # In the table's dtype: Upsample's float32 weights promote a narrower table.
+    grid = grid.reshape(d.num_patches, spec.dim).astype(table.dtype)
+    return mx.concatenate([table[:k], grid])
+
+
 class VisionTransformer(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -292,13 +333,15 @@ class VisionTransformer(nn.Module):
         return mx.broadcast_to(mx.concatenate(tokens), shape) if tokens else None
 
     def positions(self) -> mx.array | None:
-        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
-        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        """The table added to the whole sequence: a learned table's grid resampled to the image's
+        (resample_positions), then zero rows for the prefix tokens it has no row for
+        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
         if self.pos_embed is None:
             # set_dtype casts parameters only: the fixed table follows the patch embedding's dtype.
             fixed = self._pos_table
             return None if fixed is None else fixed.astype(self.patch_embed.proj.weight.dtype)
-        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
+        missing = unpositioned(self.spec)
         if not missing:
             return table
         k = positioned_prefix(self.spec)

@@ -13,6 +13,7 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from shared.core.positions import sequence_positions, unpositioned
+from shared.core.resample import dinov2_legacy_factor
 from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec, positioned_prefix
 from shared.core.taps import NO_TAPS, Taps
@@ -22,6 +23,23 @@ NARROW_HEAD = 8  # the default for head widths up to this is the explicit path (
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
 # path. Which one a run uses is a mode the port chooses (port.py's run_modes), never a constant.
 ATTENTION_PATHS = ("fused", "explicit")
+
+# Each pos_resample method this port computes, with the framework operation that computes it exactly
+# (shared/core/resample.py defines each; F.interpolate here). A method in RESAMPLE_MISSING has no such
+# operation: ports.create_port refuses it with that reason, never a substitute.
+RESAMPLE_OPS: dict[str, dict] = {
+    # a = -0.75, half-pixel source coordinates, the taps clamped to the edge
+    "timm_bicubic": {"mode": "bicubic", "align_corners": False},
+    "hf_bicubic": {"mode": "bicubic", "align_corners": False},
+    # PIL's filter: a = -0.5, stretched when shrinking, outside taps dropped and renormalised
+    "timm_bicubic_antialias": {"mode": "bicubic", "align_corners": False, "antialias": True},
+    # called with DINOv2's scale factor (out + 0.1) / in, not a size
+    "dinov2_legacy": {"mode": "bicubic", "align_corners": False},
+    # scipy's first-order zoom samples corners on corners: align_corners=True
+    "big_vision_zoom": {"mode": "bilinear", "align_corners": True},
+    "bilinear": {"mode": "bilinear", "align_corners": False},
+}
+RESAMPLE_MISSING: dict[str, str] = {}
 
 
 def activation(form: str) -> nn.Module:
@@ -251,6 +269,23 @@ class Head(nn.Module):
         return x if self.out is None else self.out(x)
 
 
+def resample_positions(spec: ModelSpec, table: torch.Tensor) -> torch.Tensor:
+    """The used rows of a learned table with its patch rows resampled from the table's grid to the
+    image's by RESAMPLE_OPS[spec.pos_resample], the prefix rows kept aside (as the reference's
+    shared/core/positions.py resampled_table)."""
+    d, k = spec.derived, positioned_prefix(spec)
+    source, target = (d.pos_grid_rows, d.pos_grid_cols), (d.grid_rows, d.grid_cols)
+    if spec.pos_resample == "none" or source == target:  # every library returns early at the same size
+        return table
+    grid = table[k:].reshape(1, *source, spec.dim).permute(0, 3, 1, 2)  # (1, D, rows, cols)
+    if spec.pos_resample == "dinov2_legacy":
+        factors = tuple(dinov2_legacy_factor(a, b) for a, b in zip(source, target, strict=True))
+        grid = F.interpolate(grid, scale_factor=factors, **RESAMPLE_OPS[spec.pos_resample])
+    else:
+        grid = F.interpolate(grid, size=target, **RESAMPLE_OPS[spec.pos_resample])
+    return torch.cat([table[:k], grid.permute(0, 2, 3, 1).reshape(d.num_patches, spec.dim)])
+
+
 class VisionTransformer(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -284,11 +319,13 @@ class VisionTransformer(nn.Module):
         return torch.cat(tokens).expand(batch, -1, -1) if tokens else None
 
     def positions(self) -> torch.Tensor | None:
-        """The table added to the whole sequence: zero rows for the prefix tokens it has no row
-        for (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        """The table added to the whole sequence: a learned table's grid resampled to the image's
+        (resample_positions), then zero rows for the prefix tokens it has no row for
+        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
         if self.pos_embed is None:
             return getattr(self, "pos_table", None)
-        table, missing = self.pos_embed[: self.spec.derived.pos_rows_used], unpositioned(self.spec)
+        table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
+        missing = unpositioned(self.spec)
         if not missing:
             return table
         k = positioned_prefix(self.spec)

@@ -183,6 +183,17 @@ class Inference:
         return raw[name]
 
 
+def resampled_table(inf: Inference, grid: tuple[int, int], evidence: str, method: str, why: str) -> None:
+    """The image asked for (`--set image_height=.. image_width=..`) has another patch grid than the
+    checkpoint's table: the table is kept as it is, as the source grid, and resampled to the image's
+    by the library's own default method (a convention: printed, and `--set pos_resample=..` wins)."""
+    inf.fact("pos_grid_height", grid[0], evidence)
+    inf.fact("pos_grid_width", grid[1], evidence)
+    inf.convention("pos_resample", method, why)
+    inf.notes.append(f"position table kept at its {grid[0]}x{grid[1]} grid ({evidence}), resampled to the "
+                     "image's in every forward pass")
+
+
 def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[str, Any]:
     """The fields the user stated: every field of `--spec` (if given), then `--set` values,
     typed as the spec types them."""

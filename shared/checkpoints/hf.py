@@ -31,6 +31,7 @@ from shared.checkpoints.common import (
     require,
     require_class_token_readout,
     require_plain_blocks,
+    resampled_table,
     width_per_head,
 )
 from shared.checkpoints.hf_dinov3 import REGISTER_TOKENS
@@ -122,6 +123,16 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h, "image_width": w,
         "patch_height": ph, "patch_width": pw, "qkv_bias": bool(cfg["qkv_bias"]),
     }
+    grid = (h // ph, w // pw)
+    if {"image_height", "image_width"} <= set(given) and \
+            (given["image_height"] // ph, given["image_width"] // pw) != grid:
+        if grid[0] != grid[1]:
+            raise SpecError(f"config image_size = {cfg['image_size']!r}: Transformers' ViT "
+                            "interpolate_pos_encoding reads its table as a square grid; this one is not")
+        del facts["image_height"], facts["image_width"]  # the image asked for, the table resampled to it
+        resampled_table(inf, grid, f"config image_size {cfg['image_size']!r}", "hf_bicubic",
+                        "Transformers' ViTEmbeddings.interpolate_pos_encoding, as "
+                        "model(pixel_values, interpolate_pos_encoding=True) calls it")
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
     classifier = inf.need(raw, "classifier.weight", " (a ViTModel without a classification head?)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.checkpoints.common import Inference, Raw, square_grid, width_per_head
+from shared.checkpoints.common import Inference, Raw, resampled_table, square_grid, width_per_head
 from shared.errors import SpecError, WeightsError
 
 POOLS = {"token": "cls", "avg": "mean", "map": "map"}
@@ -159,34 +159,42 @@ def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, ph
     inf.fact("pos_embed", "learned", "tensor 'pos_embed'")
     rows = int(raw["pos_embed"].shape[1])
     where = f"tensor 'pos_embed' ({rows} rows)"
-    size = cfg.get("img_size")
-    if size is None and "image_height" in given and "image_width" in given:
-        size = (given["image_height"], given["image_width"])
+    wanted = (given["image_height"], given["image_width"]) if {"image_height", "image_width"} <= set(given) \
+        else None
+    size = cfg.get("img_size") or wanted
+    grid: tuple[int, int] | None = None  # the table's patch grid
     if size is not None:
         tokens = (int(size[0]) // ph) * (int(size[1]) // pw)
-        if prefix and rows == tokens + prefix:
-            prefix_rows = True
-        elif rows == tokens:
-            prefix_rows = False  # timm no_embed_class=True (or no prefix tokens)
-        else:
+        if rows in (tokens, tokens + prefix):
+            prefix_rows = bool(prefix) and rows == tokens + prefix  # else timm no_embed_class=True
+            grid, evidence = (int(size[0]) // ph, int(size[1]) // pw), f"{where} vs {tokens} patches"
+            if "img_size" in cfg and wanted is None:
+                inf.fact("image_height", int(size[0]), "config img_size")
+                inf.fact("image_width", int(size[1]), "config img_size")
+        elif "img_size" in cfg:
             raise WeightsError(f"{fmt} checkpoint: {where} does not fit image {size[0]}x{size[1]} with "
                                f"{ph}x{pw} patches ({tokens} patches, {prefix} prefix tokens)")
-        if "img_size" in cfg:
-            inf.fact("image_height", int(size[0]), "config img_size")
-            inf.fact("image_width", int(size[1]), "config img_size")
-        evidence = f"{where} vs {tokens} patches"
-    else:
+    if grid is None:  # another image than the table's, or none given: the table read as a square grid
         side_with_rows = square_grid(rows - prefix) if prefix else None
         side = side_with_rows or square_grid(rows)
+        if side is None and wanted is not None:
+            raise WeightsError(f"{fmt} checkpoint: {where} fits neither image {wanted[0]}x{wanted[1]} with "
+                               f"{ph}x{pw} patches nor a square grid to resample from; give a timm config "
+                               "(--config) whose img_size states its grid")
         if side is None:
             inf.asks["image_height"] = f"{where} is not a square grid; give image_height and image_width"
             inf.asks["image_width"] = inf.asks["image_height"]
             return
-        prefix_rows = side_with_rows is not None
-        evidence = where
-        inf.fact("image_height", side * ph, f"{where}, read as a square {side}x{side} grid")
-        inf.fact("image_width", side * pw, f"{where}, read as a square {side}x{side} grid")
-        inf.notes.append(f"image {side * ph}x{side * pw} read from {where} as a square {side}x{side} grid; "
-                         "--set image_height=.. image_width=.. if the grid is not square")
+        prefix_rows, grid, evidence = side_with_rows is not None, (side, side), f"{where}, a square grid"
+        if wanted is None:
+            inf.fact("image_height", side * ph, f"{where}, read as a square {side}x{side} grid")
+            inf.fact("image_width", side * pw, f"{where}, read as a square {side}x{side} grid")
+            inf.notes.append(f"image {side * ph}x{side * pw} read from {where} as a square {side}x{side} "
+                             "grid; --set image_height=.. image_width=.. if the grid is not square")
     inf.fact("pos_embed_class_row", prefix_rows and class_token, evidence)
     inf.fact("pos_embed_register_rows", prefix_rows and registers, evidence)
+    if wanted is not None and grid != (int(wanted[0]) // ph, int(wanted[1]) // pw):
+        resampled_table(inf, grid, evidence, "timm_bicubic_antialias",
+                        "timm's resample_abs_pos_embed default antialias=True, as dynamic_img_size and "
+                        "checkpoint_filter_fn call it; --set pos_resample=timm_bicubic for antialias=False")
+

@@ -75,13 +75,27 @@ def antialiased_cubic_weights(size_in: int, size_out: int) -> np.ndarray:
     return weights
 
 
-def spline_linear_weights(size_in: int, size_out: int) -> np.ndarray:
-    """scipy.ndimage.zoom(order=1) along one axis: coordinate i * (in - 1) / (out - 1) (0 when the
-    output has one row), linear between the two inputs around it."""
+def zoom_coordinates(size_in: int, size_out: int) -> np.ndarray:
+    """Where scipy.ndimage.zoom (grid_mode=False) samples along one axis: i * (in - 1) / (out - 1),
+    corners on corners (0 when the output has one row). The ports that compute the zoom with their
+    framework's `map_coordinates` (order 1) sample it here."""
     ratio = (size_in - 1) / (size_out - 1) if size_out > 1 else 1.0
+    return np.arange(size_out) * ratio
+
+
+def zoom_points(source: tuple[int, int], target: tuple[int, int], channels: int) -> np.ndarray:
+    """The (3, rows, cols, channels) coordinates at which a framework's `map_coordinates` (order 1)
+    computes scipy.ndimage.zoom of a (h, w, channels) grid: `zoom_coordinates` along each axis, every
+    channel at its own index."""
+    rows, cols = (zoom_coordinates(n_in, n_out) for n_in, n_out in zip(source, target, strict=True))
+    return np.stack(np.meshgrid(rows, cols, np.arange(channels), indexing="ij"))
+
+
+def spline_linear_weights(size_in: int, size_out: int) -> np.ndarray:
+    """scipy.ndimage.zoom(order=1) along one axis: at `zoom_coordinates`, linear between the two
+    inputs around each."""
     weights = np.zeros((size_out, size_in))
-    for i in range(size_out):
-        source = i * ratio
+    for i, source in enumerate(zoom_coordinates(size_in, size_out)):
         base = min(math.floor(source), size_in - 1)
         t = source - base
         weights[i, base] += 1.0 - t
