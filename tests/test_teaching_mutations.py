@@ -22,7 +22,6 @@ from ports import create_port
 from shared.core import weights as canonical
 from shared.core.equivalence import check_logits
 from shared.core.inputs import probe_batch
-from shared.core.positions import resampled_table
 from shared.core.presets import get_preset
 from shared.core.reference import cross_entropy, forward
 from shared.core.spec import ModelSpec
@@ -54,20 +53,7 @@ def _keras() -> ModuleType:
     return keras
 
 
-def _table_resampled_once(spec: ModelSpec, tensors: Tensors) -> tuple[ModelSpec, Tensors]:
-    """A spec that resamples its table, as the same function with the table resampled once (the
-    reference's float64 `resampled_table`, stored in float32) at the image's own grid: create_port
-    refuses `pos_resample` until the ports compute it (issue 23 item 1), and a port computing it in
-    float32 in its forward differs from this by float32 rounding only, far below the gaps."""
-    if spec.pos_resample == "none":
-        return spec, tensors
-    table = resampled_table(spec, np.asarray(tensors["pos_embed"], np.float64)).astype(np.float32)
-    plain = spec.replace(pos_grid_height=None, pos_grid_width=None, pos_resample="none")
-    return plain, {**tensors, "pos_embed": np.ascontiguousarray(table)}
-
-
 def _port_logits(framework: str, spec: ModelSpec, tensors: Tensors, images: np.ndarray) -> np.ndarray:
-    spec, tensors = _table_resampled_once(spec, tensors)
     if framework == "keras":
         defaults_module("keras")  # imports torch's triton hooks before TensorFlow (ports/keras/defaults.py)
     port = create_port(framework, spec)
