@@ -197,6 +197,15 @@ PRESETS: dict[str, Preset] = {
         "[-1, 1], rotate_half pairs), the class and register token unrotated; LayerScale, one "
         "block, and the final-normed class token as the output (num_classes 0, width 32).",
     ),
+    "dinov2-reg-tiny-24px": Preset(
+        _ZOO_TINY.replace(name="dinov2-reg-tiny-24px", registers=2, layer_scale=True, mlp="gated",
+                          activation="silu", mlp_dim=48, image_height=24, image_width=20,
+                          pos_grid_height=4, pos_grid_width=4, pos_resample="timm_bicubic_antialias"),
+        "dinov2-reg-tiny run at another resolution than its table's, as timm runs DINOv2 with "
+        "dynamic_img_size: the 4x4 position table (16x16 images) resampled in the forward to a "
+        "24x20 image's 6x5 grid by antialiased bicubic (timm's resample_abs_pos_embed default), the "
+        "class row kept aside. Every port computes this method with its own framework's resize.",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "
