@@ -131,8 +131,10 @@ def test_the_spec_read_from_the_model_is_the_one_it_was_built_from_and_it_passes
     if case in LIBRARIES:
         assert proposal.library == LIBRARIES[case]
     assert Proposal.from_dict(proposal.to_dict()) == proposal  # the worker's report round-trips
-    result = portbench.check(model, trace=False, batch=2)  # no spec: the one read from the model
+    traced = case == "timm-wrapped"  # its taps found under `net.` (linen's: tests/test_user_linen.py)
+    result = portbench.check(model, trace=traced, batch=2)  # no spec: the one read from the model
     assert_passes(result, FAST_VARIANCE.get(case), proposal.notes)
+    assert result.first_divergence is None
 
 
 def assert_passes(result: portbench.Result, fast_variance: str | None, notes: list[str]) -> None:
