@@ -11,6 +11,12 @@ framework) -> Proposal`, each field with its source. Sources, first wins:
 5. dependent defaults: a field that follows from one read (no class token => no class row and
    no class token to pool).
 
+A model no library reader recognises is read from the one child a reader recognises that holds
+all its parameters (a timm model held as `self.net`: sources `timm: net.…`), else by the checkpoint
+format whose names its parameters carry, accepted only when that format's table binds every
+parameter on the spec it gives (a big_vision-style linen ViT), else from its layers alone
+(shared/checkpoints/model_search.py). Flax's fast LayerNorm variance, which no field states, is a note.
+
 A field nothing reads keeps the spec default and is reported unread (source `default`), never
 guessed. `PROPOSE` is the worker's job kind for `--model FILE.py:NAME` (the user's file is
 imported in the worker only); `shared.teaching.user_model.propose_user_spec` starts it.
