@@ -279,5 +279,5 @@ def test_a_rename_file_takes_the_layouts_the_binder_uses(tmp_path) -> None:
 
     from shared.core.mapping import LAYOUTS
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "your-model.md").read_text()
     assert [name for name in LAYOUTS if f"`{name}`" not in readme] == []  # where the format is documented

@@ -1,12 +1,16 @@
 """The spec read from a model (shared/checkpoints/from_model.py): for tiny random-initialised
-models of timm (class token, average pooling, no class token), torchvision, Transformers and
-keras-hub, the proposal is the spec the model was built from, each field with its source, and
-`portbench.check` without a spec passes on it (in this process; the Transformers config's eps 1e-12
-included); through the CLI (timm: each run starts workers), `verify --model` without `--spec` says
-what it read and passes, and `spec --from-model --out` prints each source and writes the spec to
-keep. That a given `--spec` which contradicts the model is named is
-tests/test_user_examples.py's proof; that the proposal binds and matches the reference is
-portbench.check's verdict (shared/core/equivalence.py), tested there."""
+models of timm (class token, average pooling, no class token, pre-norm, and one held in the
+user's own module), torchvision, Transformers (PyTorch in this process; TensorFlow, which
+Transformers hides from this process, in a worker), keras-hub (token and gap pooling) and a
+big_vision-style linen ViT (no library reads it: the big_vision format's names do), the proposal
+is the spec the model was built from, each field with its source, and `portbench.check` without a
+spec passes on it (the Transformers config's eps 1e-12 included). Flax's LayerNorms compute
+`use_fast_variance=True`, which no spec field states: there the logits pass and the spec check's
+one line is that variance, said in the proposal's notes. Through the CLI (timm: each run starts
+workers), `verify --model` without `--spec` says what it read and passes, and `spec --from-model
+--out` prints each source and writes the spec to keep. That a given `--spec` which contradicts the
+model is named is tests/test_user_examples.py's proof; that the proposal binds and matches the
+reference is portbench.check's verdict (shared/core/equivalence.py), tested there."""
 
 from __future__ import annotations
 
@@ -20,8 +24,10 @@ import portbench
 from shared.checkpoints.from_model import DEFAULT, Proposal, propose_spec
 from shared.checkpoints.hf import config_for
 from shared.checkpoints.timm import model_kwargs
+from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
+from shared.teaching.user_model import propose_user_spec
 from tests.adversarial import run_cli
 
 # The tiny model every case builds: one block, width 16, two heads, 32x32 images of 8x8 patches.
@@ -32,7 +38,11 @@ TIMM_CASES = {
     "avg": TINY.replace(pooling="mean", final_norm="pooled"),
     "no-class-token": TINY.replace(class_token=False, pos_embed_class_row=False, pooling="mean",
                                    final_norm="pooled"),
+    "pre-norm": TINY.replace(norm_before_blocks=True, patch_bias=False),  # timm's pre_norm: no patch bias
 }
+BIG_VISION = TINY.replace(activation="gelu_tanh", pos_embed_class_row=False)  # nn.gelu, no class row
+VARIANCE = "layer_norm_variance: your model use_fast_variance=True (Flax's default: E[x^2] - E[x]^2), spec " \
+           "two-pass variance ({})"
 
 
 def timm_model(spec: ModelSpec) -> Any:
@@ -55,6 +65,21 @@ def torchvision_model(spec: ModelSpec) -> Any:
                              mlp_dim=spec.mlp_dim, num_classes=spec.num_classes)
 
 
+def wrapped_timm_model(spec: ModelSpec) -> Any:
+    """timm's model held in the user's own module, as `self.net`: every name starts `net.`."""
+    from torch import nn
+
+    class Wrapper(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = timm_model(spec)
+
+        def forward(self, images: Any) -> Any:
+            return self.net(images)
+
+    return Wrapper()
+
+
 def keras_hub_model(spec: ModelSpec) -> Any:
     from ports import load_port_part
 
@@ -65,18 +90,34 @@ def keras_hub_model(spec: ModelSpec) -> Any:
         image_shape=(spec.image_height, spec.image_width, spec.channels), patch_size=spec.patch_height,
         num_layers=spec.depth, num_heads=spec.heads, hidden_dim=spec.dim, mlp_dim=spec.mlp_dim,
         layer_norm_epsilon=spec.layer_norm_eps)
-    return keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=spec.num_classes)
+    pooling = {"cls": "token", "mean_all": "gap"}[spec.pooling]
+    return keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=spec.num_classes,
+                                               pooling=pooling)
+
+
+def linen_model(spec: ModelSpec) -> Any:
+    from tests.linen_vit import build
+
+    return build(spec)  # the (module, variables) pair
 
 
 CASES = {  # id -> (the spec it is built from, builder, one field's expected source)
     **{f"timm-{k}": (s, timm_model, ("heads", "timm: model.blocks[0].attn.num_heads")) for k, s in
-       TIMM_CASES.items()},
+       TIMM_CASES.items() if k != "pre-norm"},
+    "timm-pre-norm": (TIMM_CASES["pre-norm"], timm_model, ("norm_before_blocks", "timm: model.norm_pre")),
+    "timm-wrapped": (TINY, wrapped_timm_model, ("heads", "timm: net.blocks[0].attn.num_heads")),
     "torchvision": (TINY, torchvision_model, ("patch_height", "torchvision: model.patch_size")),
     "transformers": (TINY.replace(layer_norm_eps=1e-12), hf_model,
                      ("layer_norm_eps", "config.layer_norm_eps")),
     "keras-hub": (TINY, keras_hub_model, ("layer_norm_eps", "keras-hub: get_config()['backbone']['config']"
                                                             "['layer_norm_epsilon']")),
+    "keras-hub-gap": (TINY.replace(pooling="mean_all"), keras_hub_model,
+                      ("pooling", "keras-hub: get_config()['pooling'] = 'gap'")),
+    "linen-big-vision": (BIG_VISION, linen_model, ("pos_embed_class_row", "big_vision's position table")),
 }
+LIBRARIES = {"timm-wrapped": "timm VisionTransformer at net",
+             "linen-big-vision": "the big_vision format's names"}
+FAST_VARIANCE = {"linen-big-vision": "Transformer/encoderblock_0/LayerNorm_0"}  # the first such LayerNorm
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -85,11 +126,51 @@ def test_the_spec_read_from_the_model_is_the_one_it_was_built_from_and_it_passes
     model = build(spec)
     proposal = propose_spec(model)
     assert proposal.spec == spec, [f for f in spec.to_dict() if getattr(spec, f) != getattr(proposal.spec, f)]
-    assert proposal.unread == [] and proposal.notes == []
+    assert proposal.unread == []
     assert proposal.sources[field] == source
+    if case in LIBRARIES:
+        assert proposal.library == LIBRARIES[case]
     assert Proposal.from_dict(proposal.to_dict()) == proposal  # the worker's report round-trips
-    result = portbench.check(model, trace=False, batch=2)  # no spec: the one read from the model
-    assert result.passed, result.explanation
+    traced = case == "timm-wrapped"  # its taps found under `net.` (linen's: tests/test_user_linen.py)
+    result = portbench.check(model, trace=traced, batch=2)  # no spec: the one read from the model
+    assert_passes(result, FAST_VARIANCE.get(case), proposal.notes)
+    assert result.first_divergence is None
+
+
+def assert_passes(result: portbench.Result, fast_variance: str | None, notes: list[str]) -> None:
+    """Passed; or, where the model's LayerNorms compute Flax's fast variance, the logits within
+    the tolerance and that variance (said in the proposal's notes) the one contradiction."""
+    if fast_variance is None:
+        assert notes == []
+        assert result.passed, result.explanation
+        return
+    assert [n.split(" of LayerNorm ")[1].split(" ")[0] for n in notes] == [fast_variance], notes
+    assert result.contradictions == [VARIANCE.format(fast_variance)], result.explanation
+    assert result.max_abs_diff is not None and result.max_abs_diff <= result.tolerance, result.explanation
+
+
+# Transformers' TensorFlow ViT, at the spec tests/test_user_linen.py verifies it with (its --spec):
+# read in its own worker, since Transformers hides its TF classes from this process. Its Flax ViT is
+# read by the same branch of `transformers_reading` (a class not named with PyTorch's tensors).
+HF_SETS = ["depth=1", "layer_norm_eps=1e-12"]
+HF_SPEC = resolve_spec("quadrant", HF_SETS)
+
+
+def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path) -> None:
+    """The hf format's infer reads PyTorch's tensor names: for the TF class, the config and the
+    ViT's architecture state every field; tests/test_user_linen.py verifies it at this spec."""
+    path = tmp_path / "hf_models.py"
+    path.write_text("from shared.core.presets import resolve_spec\n"
+                    "from tests import hf_vit_models\n\n\n"
+                    "def tf_vit():\n"
+                    f"    return hf_vit_models.tf_vit(resolve_spec('quadrant', {HF_SETS!r}))\n")
+    proposal = propose_user_spec(f"{path}:tf_vit", "keras")
+    assert proposal.spec == HF_SPEC, [f for f in HF_SPEC.to_dict()
+                                      if getattr(HF_SPEC, f) != getattr(proposal.spec, f)]
+    assert proposal.library == "transformers TFViTForImageClassification"
+    assert proposal.unread == [] and proposal.notes == []
+    assert proposal.sources["layer_norm_eps"] == "config.layer_norm_eps"
+    assert proposal.sources["num_classes"] == "config.num_labels"
 
 
 @pytest.mark.fast

@@ -128,6 +128,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     for name in LATER_FEATURES:
         inf.fact(name, 0 if name == "registers" else False, f"{fmt}'s ViT architecture")
     inf.fact("mlp", "standard", f"{fmt}'s ViT architecture")
+    inf.fact("rope", "none", f"{fmt}'s ViT architecture (no rotary position embeddings)")
+    inf.fact("patch_bias", "embedding/bias" in raw, "presence of tensor 'embedding/bias'")
     for name, value in (("norm", "pre"), ("final_norm", "tokens"), ("head_hidden", ()), ("pos_rows", None)):
         inf.fact(name, value, f"{fmt}'s ViT architecture")
     inf.convention("layer_norm_eps", 1e-6, "flax.linen.LayerNorm's default")

@@ -11,6 +11,12 @@ framework) -> Proposal`, each field with its source. Sources, first wins:
 5. dependent defaults: a field that follows from one read (no class token => no class row and
    no class token to pool).
 
+A model no library reader recognises is read from the one child a reader recognises that holds
+all its parameters (a timm model held as `self.net`: sources `timm: net.…`), else by the checkpoint
+format whose names its parameters carry, accepted only when that format's table binds every
+parameter on the spec it gives (a big_vision-style linen ViT), else from its layers alone
+(shared/checkpoints/model_search.py). Flax's fast LayerNorm variance, which no field states, is a note.
+
 A field nothing reads keeps the spec default and is reported unread (source `default`), never
 guessed. `PROPOSE` is the worker's job kind for `--model FILE.py:NAME` (the user's file is
 imported in the worker only); `shared.teaching.user_model.propose_user_spec` starts it.
@@ -24,6 +30,8 @@ from typing import Any
 
 from shared.checkpoints import format_module
 from shared.checkpoints.model_readers import Fact, Reading, library_reading
+from shared.checkpoints.model_search import format_names, wrapped_reading
+from shared.core.binding import by_table
 from shared.core.spec import ModelSpec
 from shared.errors import PortbenchError, SpecError
 from shared.runtime.job_kinds import JobKind, Output
@@ -73,43 +81,73 @@ class Proposal:
 
 def propose_spec(model: Any, framework: str | None = None) -> Proposal:
     """The spec `model` states about itself (see the module docstring for the order of sources)."""
-    fw, module = user_port(model, framework)
-    params = module.parameters(model)
-    layers = module.layers(model)
-    reading = library_reading(model) or Reading("")
+    fw, port = user_port(model, framework)
+    params = port.parameters(model)
+    layers = port.layers(model)
+    direct = library_reading(model)
+    found = (direct, params) if direct is not None else wrapped_reading(model, port, params)
+    if found is None:
+        by_names = _by_format_names(params, layers, fw)
+        if by_names is not None:
+            return by_names
+    reading, named = found or (Reading(""), params)
+    facts, notes = _facts(reading, named, layers)
+    return _proposal(facts, reading.library or None, notes, fw)
+
+
+def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
+           strict: bool = False) -> tuple[dict[str, Fact], list[str]]:
+    """Every source in order (the module docstring), with the notes; with `strict`, a state dict
+    the format's `infer` cannot read raises instead of adding a note."""
     found: dict[str, Fact] = dict(reading.facts)
     notes = list(reading.notes)
     conventions: dict[str, Fact] = {}
     if reading.fmt:
-        inferred = _inferred(reading, params, found, notes)
-        for name, fact in inferred.facts.items():
-            found.setdefault(name, fact)
-        conventions = {name: (value, f"{why}: the library's convention")
-                       for name, (value, why) in inferred.conventions.items()}
+        try:
+            inferred = _inferred(reading, params, found)
+        except PortbenchError as exc:
+            if strict:
+                raise
+            notes.append(f"the {reading.fmt} format's reading of your parameters: {exc}")
+        else:
+            for name, fact in inferred.facts.items():
+                found.setdefault(name, fact)
+            conventions = {name: (value, f"{why}: the library's convention")
+                           for name, (value, why) in inferred.conventions.items()}
     for name, fact in layer_facts(layers).items():
         found.setdefault(name, fact)
     for name, fact in conventions.items():
         found.setdefault(name, fact)
     for name, fact in dependent_defaults(found).items():
         found.setdefault(name, fact)
-    return _proposal(found, reading.library or None, notes, fw)
+    return found, notes + variance_notes(layers)
 
 
-def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact], notes: list[str]) -> Any:
-    """The format's `infer` on the model's state dict, given what the configuration said; a state
-    dict not in the format's names (a wrapped or another framework's model) adds nothing."""
-    from shared.checkpoints.common import Inference
-
+def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact]) -> Any:
+    """The format's `infer` on the model's state dict, given what the configuration said."""
     fmt = reading.fmt or ""
     fmt_module = format_module(fmt)
-    raw = {name: value for name, value in params.items()}
-    try:
-        if hasattr(fmt_module, "normalise"):
-            raw = fmt_module.normalise(raw, "(your model)")
-        return fmt_module.infer(fmt, raw, reading.config, {k: v for k, (v, _) in found.items()})
-    except PortbenchError as exc:
-        notes.append(f"the {fmt} format's reading of your parameters: {exc}")
-        return Inference(fmt)
+    raw = dict(params)
+    if hasattr(fmt_module, "normalise"):
+        raw = fmt_module.normalise(raw, "(your model)")
+    return fmt_module.infer(fmt, raw, reading.config, {k: v for k, (v, _) in found.items()})
+
+
+def _by_format_names(params: dict[str, Any], layers: list[Any], framework: str) -> Proposal | None:
+    """The proposal of the first checkpoint format whose names the parameters carry: its `infer`
+    reads them and its table, on the spec that gives, binds every parameter exactly."""
+    for reading, named in format_names(params):
+        fmt_module = format_module(reading.fmt or "")
+        try:
+            facts, notes = _facts(reading, named, layers, strict=True)
+            proposal = _proposal(facts, reading.library, notes, framework)
+            raw = fmt_module.normalise(named, "(your model)") if hasattr(fmt_module, "normalise") else named
+            shapes = {name: tuple(value.shape) for name, value in raw.items()}
+            if by_table(proposal.spec, shapes, fmt_module.table(reading.fmt, proposal.spec)) is not None:
+                return proposal
+        except (PortbenchError, KeyError):  # not this format's names (a KeyError: a tensor it reads)
+            continue
+    return None
 
 
 def layer_facts(layers: list[Any]) -> dict[str, Fact]:
@@ -137,6 +175,18 @@ def layer_facts(layers: list[Any]) -> dict[str, Fact]:
     if attention:
         out["depth"] = (attention, f"{attention} attention layers")
     return out
+
+
+def variance_notes(layers: list[Any]) -> list[str]:
+    """linen's and nnx's LayerNorm default, `use_fast_variance=True`, computes E[x^2] - E[x]^2; the
+    spec has no field for it (its variance is the two-pass one): said with the first such layer."""
+    fast = [layer.path or "<root>" for layer in layers
+            if layer.kind == "layer_norm" and layer.settings.get("use_fast_variance")]
+    if not fast:
+        return []
+    return [f"layer_norm_variance: use_fast_variance=True of LayerNorm {fast[0]} ({len(fast)} of your "
+            "LayerNorms) computes E[x^2] - E[x]^2, which no spec field states (the reference's variance "
+            "is two-pass): the spec check names it and verify's tolerance judges it"]
 
 
 def dependent_defaults(found: dict[str, Fact]) -> dict[str, Fact]:

@@ -92,6 +92,12 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
                                "has no spec field")
 
 
+# What Transformers' ViT fixes in every framework (its PyTorch, TensorFlow and Flax classes alike).
+VIT_ARCHITECTURE = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
+                    "pos_rows": None, "norm": "pre", "final_norm": "tokens", "pooling": "cls",
+                    "head_hidden": (), "remainder": "drop"}
+
+
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     model_type = (config or {}).get("model_type", "vit")
     if model_type in ARCHITECTURES:
@@ -141,10 +147,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         raise SpecError(f"config id2label has {len(labels)} labels, tensor 'classifier.weight' has "
                         f"{classifier.shape[0]} rows")
     inf.fact("num_classes", int(classifier.shape[0]), "tensor 'classifier.weight'")
-    fixed = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pos_rows": None,
-             "norm": "pre", "final_norm": "tokens", "pooling": "cls", "head_hidden": (),
-             "remainder": "drop"}
-    for name, value in fixed.items():
+    for name, value in VIT_ARCHITECTURE.items():
         inf.fact(name, value, "HF ViT's architecture")
     return inf
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints.common import LATER_FEATURES
+from shared.checkpoints.hf import VIT_ARCHITECTURE
 from shared.checkpoints.hf_models import ACTIVATIONS
 
 Fact = tuple[Any, str]  # (value, where it was read)
@@ -160,12 +161,19 @@ HF_VIT_KEYS = {  # ViTConfig key -> spec field(s)
 def transformers_reading(model: Any) -> Reading | None:
     """A Transformers model carries its `config`: for a ViT its keys are spec fields
     (`config.layer_norm_eps`, ...); the hf format's `infer` reads the rest (and the other vision
-    models' configs) with the state dict."""
+    models' configs) with the state dict. That `infer` reads PyTorch's tensor names: for the
+    TensorFlow and Flax classes the ViT's config and architecture say everything, and another
+    model type is read from its layers."""
     config = getattr(model, "config", None)
     if not _module_of(model).startswith("transformers.") or not hasattr(config, "to_dict"):
         return None
     values = config.to_dict()
-    r = Reading(f"transformers {type(model).__name__}", fmt="hf", config=values)
+    class_name = type(model).__name__
+    torch_names = not class_name.startswith(("TF", "Flax"))
+    r = Reading(f"transformers {class_name}", fmt="hf" if torch_names else None, config=values)
+    if not torch_names and values.get("model_type") != "vit":
+        r.notes.append(f"transformers {class_name}: a {values.get('model_type')} config is read with "
+                       "PyTorch's tensor names; its PyTorch class, or --spec, states every field")
     if values.get("model_type") != "dinov3_vit":  # DINOv3's rotary settings: the hf format's infer
         r.fact("rope", "none", f"transformers {values.get('model_type')}: no rotary position embeddings")
     if values.get("model_type") == "vit":
@@ -184,6 +192,11 @@ def transformers_reading(model: Any) -> Reading | None:
                     r.fact(name, pair[i], f"config.{key}")
                 elif len(names) == 1 and value is not None:
                     r.fact(name, float(value) if name == "layer_norm_eps" else value, f"config.{key}")
+        if not torch_names:  # what the hf format's infer would add from PyTorch's tensor names
+            for field_name, value in VIT_ARCHITECTURE.items():
+                r.fact(field_name, value, "transformers ViT's architecture")
+            if class_name.endswith("ForImageClassification"):
+                r.fact("num_classes", int(config.num_labels), "config.num_labels")
     return r
 
 
