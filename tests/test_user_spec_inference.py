@@ -42,7 +42,7 @@ TIMM_CASES = {
 }
 BIG_VISION = TINY.replace(activation="gelu_tanh", pos_embed_class_row=False)  # nn.gelu, no class row
 VARIANCE = "layer_norm_variance: your model use_fast_variance=True (Flax's default: E[x^2] - E[x]^2), spec " \
-           "two-pass variance ({})"
+           "two-pass variance ({}); the same function in exact arithmetic: the logits decide"
 
 
 def timm_model(spec: ModelSpec) -> Any:
@@ -138,15 +138,14 @@ def test_the_spec_read_from_the_model_is_the_one_it_was_built_from_and_it_passes
 
 
 def assert_passes(result: portbench.Result, fast_variance: str | None, notes: list[str]) -> None:
-    """Passed; or, where the model's LayerNorms compute Flax's fast variance, the logits within
-    the tolerance and that variance (said in the proposal's notes) the one contradiction."""
+    """Passed; where the model's LayerNorms compute Flax's fast variance, that variance is said (in
+    the proposal's notes and as the spec check's one line) and does not fail the model alone."""
+    assert result.passed, result.explanation
     if fast_variance is None:
-        assert notes == []
-        assert result.passed, result.explanation
+        assert notes == [] and result.contradictions == []
         return
     assert [n.split(" of LayerNorm ")[1].split(" ")[0] for n in notes] == [fast_variance], notes
     assert result.contradictions == [VARIANCE.format(fast_variance)], result.explanation
-    assert result.max_abs_diff is not None and result.max_abs_diff <= result.tolerance, result.explanation
 
 
 # Transformers' TensorFlow ViT, at the spec tests/test_user_linen.py verifies it with (its --spec):

@@ -210,13 +210,13 @@ class UserCheck:
 
     @property
     def passed(self) -> bool:
-        return self.entry.passed and not self.run.contradictions
+        return self.entry.passed and not any(not c.arithmetic for c in self.run.contradictions)
 
     def explanation(self) -> str:
         """One line: why it failed (the contradicting fields, then diagnose's finding)."""
         if self.passed:
             return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
-        parts = [c.line() for c in self.run.contradictions]
+        parts = [c.line() for c in self.run.contradictions if not c.arithmetic]
         if not self.entry.passed:
             parts.append(self.entry.reason or "logits differ")
         if self.diagnosis is not None and self.diagnosis.explained:
