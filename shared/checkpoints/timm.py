@@ -11,6 +11,9 @@ count (`num_heads`). Conventions applied without asking, each printed as a note:
 1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
 token; `--set pooling=mean` for 'avg'). The image size is read from the position
 table when its rows form a square grid; otherwise it is asked for.
+
+timm's `Eva` (EVA-02 and the `vit_*_rope_*` ViTs: 2-D RoPE) is read and written here too, its own
+spelling, rotary settings and refusals in timm_eva.py.
 """
 
 from __future__ import annotations
