@@ -16,16 +16,25 @@ import torch
 
 from shared.checkpoints import export_tensors, import_tensors
 from shared.checkpoints.common import parse_given
-from shared.checkpoints.timm import model_kwargs
+from shared.checkpoints.timm import target
 from shared.core import reference
 from shared.core.weights import init_weights
-from tests.checkpoints_support import ATOL, images_for, library_logits, perturbed, state_dict
+from tests.checkpoints_support import (
+    ATOL,
+    assert_ports_match,
+    images_for,
+    library_logits,
+    perturbed,
+    state_dict,
+)
 
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("USE_FLAX", "0")
 
 SMALL = dict(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=4)
-# (id, VisionTransformer kwargs, --set values a state dict cannot tell)
+EVA_SMALL = dict(img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2, use_rot_pos_emb=True)
+# (id, VisionTransformer kwargs (Eva's with use_rot_pos_emb), --set values a state dict cannot tell;
+# none: a timm config.json states them, {"model_args": kwargs})
 TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("dinov2-reg-swiglu-packed-noembedclass-nohead",
      dict(SMALL, init_values=1e-5, reg_tokens=2, no_embed_class=True, mlp_layer="SwiGLUPacked",
@@ -46,13 +55,24 @@ TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("patchnorm-avg-fcnorm",
      dict(SMALL, class_token=False, embed_norm_layer="layernorm", global_pool="avg", fc_norm=True,
           num_classes=3), ["heads=4"]),
+    # timm's Eva, RoPE: EvaAttention (q_bias, v_bias, no key bias), Eva's default avg pool + fc_norm
+    ("eva-rope-interleaved", dict(EVA_SMALL, num_classes=3), ["heads=2", "rope=axial_interleaved"]),
+    ("eva-rope-half-unfused-config",  # also: q/k/v_proj, gamma_1/2, registers, GluMlp, ref_feat_shape
+     dict(EVA_SMALL, img_size=(16, 12), rope_rotate_half=True, rope_temperature=100.0, ref_feat_shape=(3, 5),
+          qkv_fused=False, init_values=0.1, num_reg_tokens=2, global_pool="token", swiglu_mlp=True,
+          num_classes=0), []),
 ]
 
 
 def timm_model(distilled: bool = False, **kwargs: Any) -> torch.nn.Module:
-    """A timm ViT from kwargs in model_kwargs' spelling (layers named as strings), as peers builds it."""
+    """A timm ViT from kwargs in model_kwargs' spelling (layers named as strings), as peers builds it;
+    timm's Eva from eva_kwargs'."""
     from ports.public_models import timm_model as build
 
+    if kwargs.get("use_rot_pos_emb"):
+        from timm.models.eva import Eva
+
+        return Eva(**kwargs)
     return build(kwargs, distilled)
 
 
@@ -61,14 +81,17 @@ def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str])
     torch.manual_seed(0)
     model = perturbed(timm_model(**kwargs), seed=1)
     raw = state_dict(model)
-    converted = import_tensors("timm", raw, None, parse_given(None, given))
+    config = None if given else {"model_args": kwargs}
+    converted = import_tensors("timm", raw, config, parse_given(None, given))
     spec, images = converted.spec, images_for(converted.spec)
-    diff = np.abs(reference.forward(spec, converted.tensors, images) - library_logits(model, images)).max()
-    assert diff <= ATOL, diff
+    # the reference; for RoPE (new to the torch port's positions) the torch port too
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images),
+                       ports=("torch",) if spec.rope != "none" else ())
     # And back: random canonical weights, exported, load strictly into the model timm builds
-    # from model_kwargs(spec) (SwiGLU split comes back packed) and give the reference's output.
+    # from model_kwargs(spec) (SwiGLU split comes back packed; Eva from eva_kwargs, attn_type='rope'
+    # keeping the key bias) and give the reference's output.
     tensors = init_weights(spec, seed=5)
-    rebuilt = timm_model(**model_kwargs(spec), distilled=spec.distill_token).eval()
+    rebuilt = timm_model(**target(spec)[1], distilled=spec.distill_token).eval()
     exported = export_tensors("timm", spec, tensors)
     rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
     back = np.abs(library_logits(rebuilt, images) - reference.forward(spec, tensors, images)).max()
@@ -96,7 +119,9 @@ def test_every_timm_tensor_is_used_and_the_inexpressible_is_named() -> None:
     with pytest.raises(WeightsError, match=r"1 unused \(blocks\.1\.ls1\.gamma\)"):
         import_tensors("timm", extra, None, given)
     for name, option in (("blocks.0.attn.relative_position_bias_table", "relative position bias"),
-                         ("blocks.0.mlp.norm.weight", "scale_mlp_norm"), ("rope.freqs", "rotary"),
+                         ("blocks.0.mlp.norm.weight", "scale_mlp_norm"), ("rope.freqs", "rope_type='mixed'"),
+                         ("blocks.0.attn.norm.weight", "scale_attn_inner"),
+                         ("blocks.0.attn.gate.weight", "gated"),
                          ("blocks.0.attns.0.qkv.weight", "parallel blocks")):
         with pytest.raises(WeightsError, match=rf"tensor '{name}' comes from timm's .*{option}"):
             import_tensors("timm", dict(raw, **{name: np.ones(4, np.float32)}), None, given)
@@ -111,6 +136,39 @@ def test_every_timm_tensor_is_used_and_the_inexpressible_is_named() -> None:
     with pytest.raises(SpecError, match="patch_norm_in=True"):
         both = spec.replace(patch_norm_in=True)
         export_tensors("timm", both, init_weights(both))
+
+
+def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> None:
+    """No tensor says whether an Eva rotates: asked. Eva's options the spec cannot express are refused
+    naming the tensor or config attribute (tensor ones beside VisionTransformer's, above); a rotary
+    spec exports only as Eva builds it."""
+    from timm.models.eva import Eva
+
+    from shared.checkpoints.timm import model_kwargs
+    from shared.core.presets import get_preset
+    from shared.errors import SpecError, WeightsError
+
+    raw = state_dict(Eva(img_size=8, patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=0,
+                         init_values=0.1))
+    with pytest.raises(SpecError, match=r"does not record spec field 'rope'.*rope_rotate_half=True"):
+        import_tensors("timm", raw, None, parse_given(None, ["heads=2"]))
+    lone = {k: v for k, v in raw.items() if k != "blocks.0.gamma_2"}
+    with pytest.raises(WeightsError, match=r"'blocks.0.gamma_1' has no 'blocks.0.gamma_2'.*attn_only_layer"):
+        import_tensors("timm", lone, None, {})
+    unfused = {k: v for k, v in raw.items() if ".attn.q" not in k and ".attn.v" not in k}
+    unfused.update({f"blocks.0.attn.{p}_proj.weight": np.ones((32 if p == "q" else 16, 32), np.float32)
+                    for p in "qkv"})
+    with pytest.raises(WeightsError, match=r"'blocks.0.attn.k_proj.weight' .*num_kv_heads"):
+        import_tensors("timm", unfused, None, {})
+    for key, value in (("rope_type", "mrope"), ("use_post_norm", True), ("rope_grid_indexing", "xy")):
+        config = {"model_args": {"num_heads": 2, "use_rot_pos_emb": True, key: value}}
+        with pytest.raises(SpecError, match=rf"config model_args.{key} = {value!r}: expected"):
+            import_tensors("timm", raw, config, {})
+    dinov3 = get_preset("rope-tiny")  # centred coordinates: not RotaryEmbeddingCat's grid
+    with pytest.raises(SpecError, match=r"timm Eva: spec field rope_coords='centered'"):
+        export_tensors("timm", dinov3, init_weights(dinov3))
+    with pytest.raises(SpecError, match=r"timm VisionTransformer: spec field rope='axial_half'"):
+        model_kwargs(dinov3)  # never a VisionTransformer without its rotation (the peers' builder)
 
 
 HF_SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, image_size=16, patch_size=4)

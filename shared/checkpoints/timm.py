@@ -11,6 +11,9 @@ count (`num_heads`). Conventions applied without asking, each printed as a note:
 1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
 token; `--set pooling=mean` for 'avg'). The image size is read from the position
 table when its rows form a square grid; otherwise it is asked for.
+
+timm's `Eva` (EVA-02 and the `vit_*_rope_*` ViTs: 2-D RoPE) is read and written here too, its own
+spelling, rotary settings and refusals in timm_eva.py.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from shared.checkpoints.common import (
     require,
     require_plain_blocks,
 )
+from shared.checkpoints.timm_eva import check_eva_exportable, eva_kwargs, eva_state_dict, normalise_eva
 from shared.checkpoints.timm_inference import infer as infer  # the format's inference, in its own module
 from shared.core.files import write_output
 from shared.core.mapping import Table
@@ -38,12 +42,13 @@ from shared.errors import WeightsError
 TARGET = "timm VisionTransformer"
 TIMM_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
 UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec cannot express
-    (".mlp.norm.", "scale_mlp_norm=True or a normed GluMlp/SwiGLU"),
-    (".attn.norm.", "scale_attn_norm=True"),
+    (".mlp.norm.", "scale_mlp_norm=True or a normed GluMlp/SwiGLU (Eva: scale_mlp=True)"),
+    (".attn.norm.", "scale_attn_norm=True (Eva: scale_attn_inner=True)"),
+    (".attn.gate.", "gated attention (Eva / AttentionRope gated=True: a sigmoid gate before proj)"),
     (".attns.", "ParallelThingsBlock (parallel blocks)"),
     (".in_proj.", "ParallelScalingBlock (parallel blocks)"),
     ("relative_position", "relative position bias"),
-    ("rope", "rotary position embeddings"),
+    ("rope", "Eva rope_type='mixed' (learned rotary frequencies)"),
     ("attn_pool.pos_embed", "AttentionPoolLatent(pos_embed='abs')"),
     ("attn_pool.q_norm", "AttentionPoolLatent(qk_norm=True)"),
 )
@@ -63,7 +68,7 @@ def normalise(raw: Raw, source: str) -> Raw:
         if linear not in out:
             raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
         out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
-    return out
+    return normalise_eva(out, source)  # Eva's spelling (timm_eva.py)
 
 
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
@@ -80,7 +85,9 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
             "cls (token), mean (avg) or map")
     require(s.pooling != "map" or not s.derived.prefix_tokens, TARGET, "pooling", s.pooling,
             "no class, distillation or register tokens with map (timm's map pool reads the patches only)")
-    require_plain_blocks(TARGET, s)
+    require_plain_blocks(TARGET, s, rope=True)  # a rotary spec is exported as timm's Eva
+    if s.rope != "none":
+        check_eva_exportable(s)
     require(not s.patch_norm_in, TARGET, "patch_norm_in", s.patch_norm_in, "false (no LayerNorm before the "
             "patch projection)")
     require(s.patch_bias != s.norm_before_blocks, TARGET, "patch_bias", s.patch_bias,
@@ -95,7 +102,9 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
 def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     """The `timm.models.vision_transformer.VisionTransformer(**kwargs)` (`timm.models.deit.
     VisionTransformerDistilled` with a distillation token) that computes `s`, layers named as
-    strings that timm resolves (`mlp_layer` and a non-default eps are spelled for the reader)."""
+    strings that timm resolves (`mlp_layer` and a non-default eps are spelled for the reader).
+    A rotary spec is timm's Eva's (`timm_eva.eva_kwargs`): refused here, never built without RoPE."""
+    require(s.rope == "none", TARGET, "rope", s.rope, "none (timm's rotary ViTs are Eva: eva_kwargs)")
     prefix_rows = s.pos_embed_class_row or (s.registers > 0 and s.pos_embed_register_rows)
     kwargs: dict[str, Any] = {
         "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
@@ -124,9 +133,21 @@ def table(fmt: str, s: ModelSpec) -> Table:
     return timm_table(fmt, s)
 
 
-def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
-    write_output(out, encode_tensors(out, raw), force=force)
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in model_kwargs(s).items())
+def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
+    """A rotary spec is written as timm's Eva spells it (timm_eva.py)."""
+    return eva_state_dict(raw) if s.rope != "none" else raw
+
+
+def target(s: ModelSpec) -> tuple[str, dict[str, Any]]:
+    """The timm class that computes `s` and its keyword arguments: Eva for a rotary spec."""
+    if s.rope != "none":
+        return "timm.models.eva.Eva", eva_kwargs(s)
     cls = "timm.models.deit.VisionTransformerDistilled" if s.distill_token else \
         "timm.models.vision_transformer.VisionTransformer"
-    return [f"load with {cls}({kwargs})"]
+    return cls, model_kwargs(s)
+
+
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    write_output(out, encode_tensors(out, raw), force=force)
+    cls, kwargs = target(s)
+    return [f"load with {cls}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"]

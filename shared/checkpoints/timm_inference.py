@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.checkpoints.common import Inference, Raw, resampled_table, square_grid, width_per_head
+from shared.checkpoints.timm_eva import infer_eva
 from shared.errors import SpecError, WeightsError
 
 POOLS = {"token": "cls", "avg": "mean", "map": "map"}
@@ -67,6 +68,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     _infer_heads(fmt, inf, cfg, dim, given)
     _infer_pooling(inf, cfg, raw)
     _infer_positions(fmt, inf, cfg, raw, ph, pw, given)
+    infer_eva(inf, raw, config, given)  # timm's Eva: its rotary settings, its defaults
     return inf
 
 

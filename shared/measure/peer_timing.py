@@ -67,6 +67,8 @@ def refusal(family: str, spec: ModelSpec) -> str | None:
             timm_format.check_exportable("timm", spec)
         except SpecError as exc:
             return str(exc).removeprefix("cannot export to ")
+        if spec.rope != "none":  # exported as timm's Eva; the peer runner builds VisionTransformer
+            return f"rope={spec.rope!r} (the timm peer builds VisionTransformer, which has no RoPE)"
         if spec.heads * spec.head_dim != spec.dim:
             return f"heads*head_dim={spec.heads * spec.head_dim} (timm's Attention needs dim={spec.dim})"
         return None
