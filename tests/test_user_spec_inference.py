@@ -95,6 +95,18 @@ def keras_hub_model(spec: ModelSpec) -> Any:
                                                pooling=pooling)
 
 
+def eva_model(spec: ModelSpec) -> Any:
+    """timm's RoPE ViT class, as the export target builds it (`attn_type='rope'` keeps a key bias)."""
+    import torch
+    from timm.models.eva import Eva
+
+    torch.manual_seed(0)
+    return Eva(img_size=spec.image_height, patch_size=spec.patch_height, embed_dim=spec.dim, depth=spec.depth,
+               num_heads=spec.heads, mlp_ratio=spec.mlp_dim / spec.dim, num_classes=spec.num_classes,
+               global_pool="token", use_rot_pos_emb=True, rope_rotate_half=spec.rope == "axial_half",
+               rope_temperature=spec.rope_theta, attn_type="rope").eval()
+
+
 def linen_model(spec: ModelSpec) -> Any:
     from tests.linen_vit import build
 
@@ -113,6 +125,8 @@ CASES = {  # id -> (the spec it is built from, builder, one field's expected sou
                                                             "['layer_norm_epsilon']")),
     "keras-hub-gap": (TINY.replace(pooling="mean_all"), keras_hub_model,
                       ("pooling", "keras-hub: get_config()['pooling'] = 'gap'")),
+    "timm-eva-rope": (TINY.replace(rope="axial_half", rope_theta=100.0), eva_model,
+                      ("rope_theta", "config model_args.rope_temperature")),
     "linen-big-vision": (BIG_VISION, linen_model, ("pos_embed_class_row", "big_vision's position table")),
 }
 LIBRARIES = {"timm-wrapped": "timm VisionTransformer at net",

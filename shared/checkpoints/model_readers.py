@@ -119,11 +119,28 @@ def timm_reading(model: Any) -> Reading | None:
         r.fact("final_norm", final, "timm: model.fc_norm / model.norm")
     if hasattr(model, "num_classes"):
         r.fact("num_classes", int(model.num_classes), "timm: model.num_classes")
-    if getattr(model, "rope", None) is None:
+    rope = getattr(model, "rope", None)
+    if rope is None:
         r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
-    else:
-        r.notes.append("timm: model.rope (rotary embeddings) is not read; state rope=... with --spec")
+    else:  # an Eva: its constructor's rotary arguments, as a timm config's model_args states them
+        r.config = {"model_args": _eva_rope_args(model, rope)}
     return r
+
+
+def _eva_rope_args(model: Any, rope: Any) -> dict[str, Any]:
+    """A timm Eva's rotary settings, read back from its modules in the form of the `model_args`
+    the timm format's Eva inference reads (and refuses what the spec cannot say from)."""
+    attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
+    ref = getattr(rope, "ref_feat_shape", None)
+    cat = type(rope).__name__ == "RotaryEmbeddingCat" and not getattr(rope, "in_pixels", False) \
+        and not getattr(rope, "linear_bands", False)  # the axial index grid the spec states
+    return {"use_rot_pos_emb": True,
+            "rope_type": "cat" if cat else f"{type(rope).__name__} (in_pixels or linear bands)",
+            "rope_rotate_half": bool(getattr(attn, "rotate_half", False)),
+            "rope_temperature": float(getattr(rope, "temperature", 10_000.0)),
+            "ref_feat_shape": list(ref) if ref is not None else None,
+            "rope_grid_offset": float(getattr(rope, "grid_offset", 0.0)),
+            "rope_grid_indexing": getattr(rope, "grid_indexing", "ij")}
 
 
 # ---- torchvision ----------------------------------------------------------------------------------
