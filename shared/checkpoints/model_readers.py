@@ -236,6 +236,13 @@ def keras_hub_reading(model: Any) -> Reading | None:
     backbone = nested.get("config", {}) if isinstance(nested, dict) else config
     if "hidden_dim" not in backbone or "patch_size" not in backbone:
         return None  # a keras-hub model of another kind
+    if type(model).__name__ not in ("ViTBackbone", "ViTImageClassifier"):
+        # DINOv2, DeiT, SigLIP, CLIP: the keras_hub checkpoint format's family inference reads the
+        # serialised config (as save_to_preset writes it) beside the variables
+        import keras
+
+        return Reading(f"keras-hub {type(model).__name__}", fmt="keras_hub",
+                       config=keras.saving.serialize_keras_object(model))
     r = Reading(f"keras-hub {type(model).__name__}")
     architecture = "keras-hub ViTBackbone's architecture"
     r.plain_vit(architecture)
