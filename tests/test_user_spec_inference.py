@@ -177,7 +177,9 @@ def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path) -
                     "from tests import hf_vit_models\n\n\n"
                     "def tf_vit():\n"
                     f"    return hf_vit_models.tf_vit(resolve_spec('quadrant', {HF_SETS!r}))\n")
-    proposal = propose_user_spec(f"{path}:tf_vit", "keras")
+    # no --framework, and the file imports no framework at its top: the worker, guessed torch, must
+    # still let Transformers load its TF classes (nothing hidden from the user's code)
+    proposal = propose_user_spec(f"{path}:tf_vit")
     assert proposal.spec == HF_SPEC, [f for f in HF_SPEC.to_dict()
                                       if getattr(HF_SPEC, f) != getattr(proposal.spec, f)]
     assert proposal.library == "transformers TFViTForImageClassification"

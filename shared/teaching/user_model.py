@@ -100,7 +100,8 @@ def propose_user_spec(reference: str, framework: str | None = None, timeout: flo
     reference = check_model_argument(reference)
     with tempfile.TemporaryDirectory(prefix="portbench-propose-") as tmp:
         result = run_worker(worker_framework(reference, framework),
-                            {"propose": PROPOSE.job(model=reference, framework=framework)}, tmp, timeout)
+                            {"propose": PROPOSE.job(model=reference, framework=framework)}, tmp, timeout,
+                            env=USER_CODE_ENV)  # nothing hidden from the user's code, as for the run
     error = result.error("propose")
     if error:
         kind = (result.reports.get("propose") or {}).get("error_kind")
