@@ -76,6 +76,17 @@ def timm_model(distilled: bool = False, **kwargs: Any) -> torch.nn.Module:
     return build(kwargs, distilled)
 
 
+def assert_verified(model: torch.nn.Module, spec: Any) -> None:
+    """`verify --model` on the library's own object, in this process (portbench.check): bound by
+    the library's table, its logits against the float64 reference on its own weights (Transformers'
+    distilled DeiT returns three (batch, classes) arrays: its `logits` are named)."""
+    import portbench
+
+    output = "logits" if type(model).__name__ == "DeiTForImageClassificationWithTeacher" else None
+    result = portbench.check(model.eval(), spec, batch=2, trace=False, output=output)
+    assert result.passed, result.explanation
+
+
 @pytest.mark.parametrize(("kwargs", "given"), [c[1:] for c in TIMM_CASES], ids=[c[0] for c in TIMM_CASES])
 def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str]) -> None:
     torch.manual_seed(0)
@@ -87,6 +98,8 @@ def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str])
     # the reference; for RoPE (new to the torch port's positions) the torch port too
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images),
                        ports=("torch",) if spec.rope != "none" else ())
+    if not kwargs.get("use_rot_pos_emb"):  # an Eva's key bias is no tensor of its own: it binds only
+        assert_verified(model, spec)       # as Eva(attn_type='rope') (tests/test_user_spec_inference.py)
     # And back: random canonical weights, exported, load strictly into the model timm builds
     # from model_kwargs(spec) (SwiGLU split comes back packed; Eva from eva_kwargs, attn_type='rope'
     # keeping the key bias) and give the reference's output.
@@ -205,6 +218,8 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -
     spec, images = converted.spec, images_for(converted.spec)
     diff = np.abs(reference.forward(spec, converted.tensors, images) - library_logits(model, images)).max()
     assert diff <= ATOL, diff
+    if spec.rope == "none":  # DINOv3 has no key bias tensor (read as zero): like an Eva, it binds
+        assert_verified(model, spec)  # by no table yet
     tensors = init_weights(spec, seed=5)
     exported = export_tensors("hf", spec, tensors)
     rebuilt = hf_model(model_class, config_for(spec)).eval()

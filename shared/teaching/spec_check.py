@@ -60,8 +60,12 @@ def check_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -
         if "norm_first" in s and bool(s["norm_first"]) != (spec.norm == "pre"):
             out.append(Contradiction("norm", "norm_placement", "pre" if s["norm_first"] else "post",
                                      spec.norm, where))
-    if attention and attention != spec.depth:  # a model with no attention layer of a known kind says nothing
-        out.append(Contradiction("depth", "", f"{attention} attention layers", spec.depth))
+    # The attention pool is one more attention layer; where only it is of a kind the readers know
+    # (Transformers' SigLIP: its blocks use its own attention class), the count is 1.
+    expected = {spec.depth, spec.depth + 1, 1} if spec.pooling == "map" else {spec.depth}
+    if attention and attention not in expected:  # no attention layer of a known kind: it says nothing
+        pool = " + the attention pool's" if spec.pooling == "map" else ""
+        out.append(Contradiction("depth", "", f"{attention} attention layers", f"{spec.depth}{pool}"))
     return out
 
 
