@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import ports
 from shared.checkpoints import export_tensors, import_tensors
 from shared.checkpoints.common import parse_given
 from shared.checkpoints.timm import target
@@ -95,9 +96,10 @@ def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str])
     config = None if given else {"model_args": kwargs}
     converted = import_tensors("timm", raw, config, parse_given(None, given))
     spec, images = converted.spec, images_for(converted.spec)
-    # the reference; for RoPE (new to the torch port's positions) the torch port too
+    # the reference; for RoPE every port too (the other families' features are checked in every
+    # port on their tiny presets, tests/test_ports.py)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images),
-                       ports=("torch",) if spec.rope != "none" else ())
+                       ports=ports.NATIVE if spec.rope != "none" else ())
     if not kwargs.get("use_rot_pos_emb"):  # an Eva's key bias is no tensor of its own: it binds only
         assert_verified(model, spec)       # as Eva(attn_type='rope') (tests/test_user_spec_inference.py)
     # And back: random canonical weights, exported, load strictly into the model timm builds
@@ -216,8 +218,8 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -
     model = perturbed(hf_model(model_class, config), seed=1)
     converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
     spec, images = converted.spec, images_for(converted.spec)
-    diff = np.abs(reference.forward(spec, converted.tensors, images) - library_logits(model, images)).max()
-    assert diff <= ATOL, diff
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images),
+                       ports=ports.NATIVE if spec.rope != "none" else ())  # DINOv3: every port
     if spec.rope == "none":  # DINOv3 has no key bias tensor (read as zero): like an Eva, it binds
         assert_verified(model, spec)  # by no table yet
     tensors = init_weights(spec, seed=5)
