@@ -27,9 +27,15 @@ FRAMEWORKS = ports.NATIVE
 # each adds no code path to its tiny family member (dinov2-reg-tiny, siglip-tiny, ...), which every
 # port is checked on below, and their parameter counts are checked against the libraries'
 # constructors in tests/test_checkpoints_families.py.
-PRESET_NAMES = sorted(set(PRESETS) - set(FULL_SIZE_PRESETS))
-# ViT-S/16 and ViT-B/16 (22M and 87M parameters) run in one background worker per framework
-# (tests/background.py): in this process they cost ~40 s, mostly MLX's reference BLAS on Linux.
+# Presets that run another preset's code at another size, as the precision ladder also leaves them
+# out (tests/ladder_support.py): each would repeat that preset's proof here, in every port, at a
+# cost of about 70 s of CPU together (mostly Flax's per-op compilation of the wider ones). Their
+# parameter counts are still checked (tests/test_spec.py) and `compare.py verify --spec` runs them.
+SAME_CODE_AS = {"quadrant-narrow": "quadrant", "mnist-vit": "mnist-vit-small",
+                "archive-final-repaired": "archive-final", "vit-ti16": "vit-b16", "vit-s16": "vit-b16"}
+PRESET_NAMES = sorted(set(PRESETS) - set(FULL_SIZE_PRESETS) - set(SAME_CODE_AS))
+# ViT-B/16 (87M parameters) runs in one background worker per framework (tests/background.py): in
+# this process it would cost ~30 s, mostly MLX's reference BLAS on Linux.
 LARGE_PRESETS = [p for p in PRESET_NAMES if get_preset(p).derived.params >= LARGE_MODEL_PARAMS]
 SMALL_PRESETS = [p for p in PRESET_NAMES if p not in LARGE_PRESETS]
 
