@@ -103,12 +103,15 @@ def test_lessons_page_shows_each_ports_code(tmp_path: Path) -> None:
 
 def test_docs_lessons_page_shows_the_current_code() -> None:
     """docs/lessons.html is generated (`python compare.py lessons --html docs/lessons.html
-    --force`); every excerpt it would show today, file, line and unit, must be in it."""
+    --force`); every excerpt it would show today, file, line and unit, the ports' and the installed
+    libraries' (or the line saying a library is missing), must be in it."""
     from shared.teaching.lessons import LESSONS, build_view
 
     page = (ROOT / "docs" / "lessons.html").read_text()
-    shown = [f"{e['file']}:{e['start_line']} {html_escape(e['unit'])}" for item in LESSONS
-             for excerpts in build_view(item, measure=False).to_dict()["code"].values() for e in excerpts]
+    views = [build_view(item, measure=False).to_dict() for item in LESSONS]
+    shown = [html_escape(e["missing"]) if e.get("missing") else f"{e['file']}:{e['start_line']} "
+             f"{html_escape(e['unit'])}" for view in views for part in ("code", "library_code")
+             for excerpts in view[part].values() for e in excerpts]
     stale = [where for where in shown if where not in page]
     assert not stale, f"docs/lessons.html is stale (first: {stale[0]}); regenerate it"
 

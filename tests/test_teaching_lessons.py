@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.teaching.lessons import LESSONS, build_view, lesson
+from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
+from shared.teaching.library_source import LibrarySelect
 from shared.teaching.port_source import SPEC_FIELDS, field_excerpts
 from shared.teaching.rosetta import rosetta_markdown
 
@@ -25,6 +27,65 @@ def test_every_lesson_finds_code_in_every_port(item) -> None:
             source = (ROOT / "ports" / fw / ex.file).read_text().splitlines()
             assert ex.lines[0] == source[ex.start - 1]
             assert all(line in source for line in ex.lines)
+
+
+# issue 23: each library's own functions the lesson names ("library: unit"), read from the install
+LIBRARY_UNITS = {
+    "pos_resample": {"timm: resample_abs_pos_embed", "transformers: ViTEmbeddings.interpolate_pos_encoding",
+                     "big_vision: resample_posemb"},
+    "pos_resample_antialias": {"timm: resample_abs_pos_embed",
+                               "transformers: ViTEmbeddings.interpolate_pos_encoding"},
+    "pos_resample_offset": {"timm: resample_abs_pos_embed",
+                            "dinov2: DinoVisionTransformer.interpolate_pos_encoding",
+                            "transformers: Dinov2Embeddings.interpolate_pos_encoding"},
+    "rope_layout": {"timm: rot", "timm: rope_rotate_half", "timm: apply_rot_embed",
+                    "timm: apply_rot_embed_cat", "transformers: rotate_half",
+                    "transformers: apply_rotary_pos_emb"},
+    "rope_coords": {"timm: _build_grid", "timm: RotaryEmbeddingCat.get_embed",
+                    "transformers: get_patches_center_coordinates",
+                    "transformers: DINOv3ViTRopePositionEmbedding.forward"},
+    "rope_prefix": {"timm: EvaAttention.forward", "timm: apply_rot_embed_cat",
+                    "transformers: apply_rotary_pos_emb"},
+}
+
+
+@pytest.mark.parametrize("name", LIBRARY_UNITS)
+def test_issue23_lessons_show_each_librarys_own_code(name: str) -> None:
+    """The ports' code beside them is test_every_lesson_finds_code_in_every_port's; here each named
+    library unit is the installed file's own text at the stated line (found through the
+    distribution's file list, not the extractor's lookup), headed by the installed version."""
+    view = build_view(lesson(name), measure=False)
+    shown = {f"{lib}: {e.qualname}" for lib, ex in view.library_code.items() for e in ex}
+    assert shown == LIBRARY_UNITS[name]
+    text = "\n".join(side_by_side(library_columns(view), 400))
+    for library, excerpts in view.library_code.items():
+        try:
+            version = importlib.metadata.version(library)
+        except importlib.metadata.PackageNotFoundError:
+            assert all(e.missing.startswith(f"{library} is not installed: ") and not e.lines
+                       for e in excerpts)
+            assert f"{library} (not installed)" in text
+            continue
+        assert f"{library} {version}" in text
+        for e in excerpts:
+            installed = Path(importlib.metadata.distribution(library).locate_file(e.file))
+            source = installed.read_text().splitlines()
+            assert list(e.lines) == source[e.start - 1:e.start - 1 + len(e.lines)] and not e.missing
+            name_only = e.qualname.rsplit(".", 1)[-1]
+            heads = (f"def {name_only}(", f"class {name_only}(")
+            assert any(line.lstrip().startswith(heads) for line in e.lines)
+            assert f"# {e.file}:{e.start} {e.qualname}" in text
+
+
+def test_a_missing_library_is_one_line() -> None:
+    excerpt = LibrarySelect("portbench_no_such_library", "portbench_no_such_library.models.vit", "resample",
+                            calls="scipy.ndimage.zoom").extract()
+    assert excerpt.version is None and excerpt.lines == () and excerpt.to_dict()["lines"] == []
+    assert excerpt.heading == ("portbench_no_such_library is not installed: portbench_no_such_library"
+                               ".models.vit.resample is not shown; it calls scipy.ndimage.zoom")
+    renamed = LibrarySelect("timm", "timm.layers.pos_embed", "no_such_function").extract()
+    assert renamed.lines == () and renamed.missing.endswith(
+        "no_such_function is not in timm.layers.pos_embed (this version moved or renamed it)")
 
 
 def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from shared.cli._teaching_args import add_json_arg, check_json, write_json
 from shared.core.files import check_output, write_output
 from shared.errors import SpecError
 from shared.teaching import detectability
-from shared.teaching.lessons import LESSONS, build_view, lesson, side_by_side
+from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
 
 ORDER = 64
 
@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"   {item.point}")
         for line in side_by_side(view.code, width):
             print(f"   {line}")
+        if view.library_code:
+            print("   the libraries' own code (read from the installed files):")
+            for line in side_by_side(library_columns(view), width):
+                print(f"   {line}")
         if view.gap is not None:
             print(f"   measured gap without the pin: {view.gap:.3g}")
             for m in view.measurements:

@@ -223,7 +223,10 @@ def _tap_cell(tap: dict[str, Any]) -> html.Raw:
 
 def lessons_page(lessons: list[dict[str, Any]], rosetta_markdown: str | None = None) -> str:
     """Each lesson: the ports' own code side by side (highlighted), extracted from the source when
-    the command ran, with the measured gap and the pin; then the rosetta table."""
+    the command ran, then the libraries' own where the lesson names them, with the measured gap
+    and the pin; then the rosetta table."""
+    from shared.teaching.library_source import library_label
+
     parts = []
     for item in lessons:
         gap = item.get("gap")
@@ -238,8 +241,18 @@ def lessons_page(lessons: list[dict[str, Any]], rosetta_markdown: str | None = N
                              f"{html.escape(e['unit'])}</p>{highlight(e['lines'])}" for e in excerpts)
             columns.append(f"<div><h4>{html.escape(framework)}</h4>"
                            f"{blocks or html.paragraph('(nothing found)', 'muted')}</div>")
+        libraries = []
+        for library, excerpts in item.get("library_code", {}).items():
+            blocks = "".join(html.paragraph(e["missing"], "muted") if e["missing"] else
+                             f"<p class=muted>{html.escape(e['file'])}:{e['start_line']} "
+                             f"{html.escape(e['unit'])}</p>{highlight(e['lines'])}" for e in excerpts)
+            libraries.append(f"<div><h4>{html.escape(library_label(library, excerpts[0]['version']))}"
+                             f"</h4>{blocks}</div>")
+        if libraries:
+            libraries = [html.paragraph("The libraries' own code, read from the installed files:"),
+                         f'<div class="code-grid">{"".join(libraries)}</div>']
         parts.append(html.section(f"{item['name']}: {item['title']}", *head,
-                                  f'<div class="code-grid">{"".join(columns)}</div>', level=2))
+                                  f'<div class="code-grid">{"".join(columns)}</div>', *libraries, level=2))
     if rosetta_markdown:
         parts.append(html.section("Rosetta: every spec field in every port", rosetta_html(rosetta_markdown)))
     return html.check_size(html.page("portbench lessons: where frameworks silently differ", parts))

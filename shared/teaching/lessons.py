@@ -1,16 +1,20 @@
 """Lessons: the four ports' own source (torch, Keras, Flax, MLX), side by side, for each place the
-frameworks differ, with the catalogue's measured gap and pin.
+frameworks differ, with the catalogue's measured gap and pin; where the libraries people port
+from disagree (issue 23's positions), each library's own code beside them.
 
-The code shown is extracted from ports/<fw>/*.py when the command runs
-(`shared.teaching.port_source`), so a lesson cannot drift from the ports.
+The code shown is extracted when the command runs, from ports/<fw>/*.py
+(`shared.teaching.port_source`) and from the installed libraries' files
+(`shared.teaching.library_source`), so a lesson cannot drift from either.
 """
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from shared.teaching.framework_defaults import FRAMEWORKS
+from shared.teaching.library_source import LibraryExcerpt, LibrarySelect, library_label
 from shared.teaching.port_source import Excerpt, Select
 
 
@@ -20,6 +24,26 @@ class Lesson:
     entry: str  # shared/teaching/divergences.py key: the gap and the pin come from there
     point: str  # what to look at in the code
     selects: tuple[Select, ...]
+    library: tuple[LibrarySelect, ...] = ()  # the libraries' own code, in the order shown
+
+
+# The libraries' functions the issue-23 lessons show (shared/teaching/library_source.py reads them).
+TIMM_RESAMPLE = LibrarySelect("timm", "timm.layers.pos_embed", "resample_abs_pos_embed")
+HF_VIT_RESAMPLE = LibrarySelect("transformers", "transformers.models.vit.modeling_vit",
+                                "ViTEmbeddings.interpolate_pos_encoding")
+HF_DINOV2_RESAMPLE = LibrarySelect("transformers", "transformers.models.dinov2.modeling_dinov2",
+                                   "Dinov2Embeddings.interpolate_pos_encoding")
+BIG_VISION_RESAMPLE = LibrarySelect("big_vision", "big_vision.models.vit", "resample_posemb",
+                                    calls="scipy.ndimage.zoom(..., order=1)")
+DINOV2_RESAMPLE = LibrarySelect("dinov2", "dinov2.models.vision_transformer",
+                                "DinoVisionTransformer.interpolate_pos_encoding",
+                                calls="F.interpolate with scale_factor (out + 0.1) / in")
+TIMM_SINCOS = "timm.layers.pos_embed_sincos"
+HF_DINOV3 = "transformers.models.dinov3_vit.modeling_dinov3_vit"
+TIMM_ROTATE = tuple(LibrarySelect("timm", TIMM_SINCOS, unit)
+                    for unit in ("rot", "rope_rotate_half", "apply_rot_embed", "apply_rot_embed_cat"))
+HF_DINOV3_ROTATE = (LibrarySelect("transformers", HF_DINOV3, "rotate_half"),
+                    LibrarySelect("transformers", HF_DINOV3, "apply_rotary_pos_emb"))
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -78,11 +102,28 @@ LESSONS: tuple[Lesson, ...] = (
            (Select(unit="VisionTransformer.call", contains=("head_dist",)),)),
     # positions at another resolution and 2-D RoPE (issue 23): the tables come from shared/core
     Lesson("pos_resample", "pos_resample", "the rows added are the table's, resampled as the spec names",
-           (Select(unit="VisionTransformer.positions"),)),
+           (Select(unit="VisionTransformer.positions"),),
+           (TIMM_RESAMPLE, HF_VIT_RESAMPLE, BIG_VISION_RESAMPLE)),
+    Lesson("pos_resample_antialias", "pos_resample_antialias",
+           "timm passes antialias=True by default, Transformers none: each port names it per method",
+           (Select(unit="resample_positions"),), (TIMM_RESAMPLE, HF_VIT_RESAMPLE)),
+    Lesson("pos_resample_offset", "pos_resample_offset",
+           "Transformers' Dinov2 passes the size; DINOv2's own code a scale factor with +0.1",
+           (Select(unit="resample_positions"),), (HF_DINOV2_RESAMPLE, DINOV2_RESAMPLE, TIMM_RESAMPLE)),
     Lesson("rope_layout", "rope_layout", "one formula, x * cos + x[partner] * sin: the partner is the layout",
-           (Select(unit="Rotary"),)),
+           (Select(unit="Rotary"),), (*TIMM_ROTATE, *HF_DINOV3_ROTATE)),
+    Lesson("rope_coords", "rope_coords", "the ports take their angles from shared/core/rotary.py; timm "
+           "rotates by patch indices, DINOv3 by centres in [-1, 1]",
+           (Select(unit="Rotary.__init__"),),
+           (LibrarySelect("timm", TIMM_SINCOS, "_build_grid"),
+            LibrarySelect("timm", TIMM_SINCOS, "RotaryEmbeddingCat.get_embed"),
+            LibrarySelect("transformers", HF_DINOV3, "get_patches_center_coordinates"),
+            LibrarySelect("transformers", HF_DINOV3, "DINOv3ViTRopePositionEmbedding.forward"))),
     Lesson("rope_prefix", "rope_prefix", "the prefix rows of the table are cos 1, sin 0",
-           (Select(unit="Rotary", docstring=True),)),
+           (Select(unit="Rotary", docstring=True),),
+           (LibrarySelect("timm", "timm.models.eva", "EvaAttention.forward"),
+            LibrarySelect("timm", TIMM_SINCOS, "apply_rot_embed_cat"),
+            LibrarySelect("transformers", HF_DINOV3, "apply_rotary_pos_emb"))),
 )
 
 
@@ -90,6 +131,7 @@ LESSONS: tuple[Lesson, ...] = (
 class LessonView:
     lesson: Lesson
     code: dict[str, list[Excerpt]]
+    library_code: dict[str, list[LibraryExcerpt]]  # by library, in the lesson's order
     title: str
     pin: str
     gap: float | None = None
@@ -99,7 +141,8 @@ class LessonView:
         return {"name": self.lesson.name, "entry": self.lesson.entry, "title": self.title,
                 "point": self.lesson.point, "pin": self.pin, "gap": self.gap,
                 "measurements": self.measurements,
-                "code": {fw: [e.to_dict() for e in ex] for fw, ex in self.code.items()}}
+                "code": {fw: [e.to_dict() for e in ex] for fw, ex in self.code.items()},
+                "library_code": {lib: [e.to_dict() for e in ex] for lib, ex in self.library_code.items()}}
 
 
 def lesson(name: str) -> Lesson:
@@ -114,21 +157,29 @@ def build_view(item: Lesson, measure: bool = True) -> LessonView:
 
     catalogue = entry(item.entry)
     code = {fw: [e for s in item.selects for e in s.extract(fw)] for fw in FRAMEWORKS}
-    view = LessonView(item, code, catalogue.title, catalogue.pin)
+    library_code: dict[str, list[LibraryExcerpt]] = {}
+    for select in item.library:
+        library_code.setdefault(select.library, []).append(select.extract())
+    view = LessonView(item, code, library_code, catalogue.title, catalogue.pin)
     if measure:
         demo = catalogue.run_demo()
         view.gap, view.measurements = demo.gap, demo.lines
     return view
 
 
-def side_by_side(code: dict[str, list[Excerpt]], width: int = 180) -> list[str]:
-    """One column per framework; long lines wrap inside their column."""
+def library_columns(view: LessonView) -> dict[str, list[LibraryExcerpt]]:
+    """The libraries' excerpts keyed by their column heading: name and installed version."""
+    return {library_label(lib, ex[0].version): ex for lib, ex in view.library_code.items()}
+
+
+def side_by_side(code: Mapping[str, Sequence[Excerpt | LibraryExcerpt]], width: int = 180) -> list[str]:
+    """One column per framework (or library); long lines wrap inside their column."""
     column = max(30, (width - 2 * 3) // len(code))
     blocks: dict[str, list[str]] = {}
     for fw, excerpts in code.items():
         lines: list[str] = [f"{fw}"]
         for ex in excerpts:
-            lines.append(f"# ports/{fw}/{ex.file}:{ex.start} {ex.qualname}")
+            lines += textwrap.wrap(f"# {ex.heading}", column, subsequent_indent="#   ")
             body = textwrap.dedent("\n".join(ex.lines)).splitlines()
             for text in body:
                 lines += textwrap.wrap(text, column, subsequent_indent="    ", drop_whitespace=False) or [""]

@@ -43,6 +43,10 @@ class Excerpt:
     start: int
     lines: tuple[str, ...]
 
+    @property
+    def heading(self) -> str:
+        return f"ports/{self.framework}/{self.file}:{self.start} {self.qualname}"
+
     def to_dict(self) -> dict[str, object]:
         return {"file": f"ports/{self.framework}/{self.file}", "unit": self.qualname,
                 "start_line": self.start, "lines": list(self.lines)}
