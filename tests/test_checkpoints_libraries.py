@@ -47,6 +47,15 @@ def hf_model(**kwargs: object) -> torch.nn.Module:
     return ViTForImageClassification(ViTConfig(**kwargs))
 
 
+def hf_dinov2_model(**kwargs: object) -> torch.nn.Module:
+    """Transformers' DINOv2: with registers when the config asks for some."""
+    from transformers import Dinov2Config, Dinov2Model, Dinov2WithRegistersConfig, Dinov2WithRegistersModel
+
+    if "num_register_tokens" in kwargs:
+        return Dinov2WithRegistersModel(Dinov2WithRegistersConfig(**kwargs))
+    return Dinov2Model(Dinov2Config(**kwargs))
+
+
 # (id, format, builder, kwargs, --set values the state dict cannot tell). Every case runs the
 # reference and the torch port; the first case of each library (marked in ALL_PORTS) also runs
 # the Keras and Flax ports: they are tested against the reference over many specs elsewhere,
@@ -137,8 +146,12 @@ def test_export_loads_into_library_with_same_logits(fmt, build, kwargs, given, t
 
 # (id, format, builder, kwargs at the table's resolution, --set values with another image size, the
 # method the library's own resampling pins). timm: dynamic_img_size resamples the table in forward
-# by resample_abs_pos_embed's default (antialiased bicubic); Transformers: interpolate_pos_encoding=True.
-# Each asks for a non-square grid that shrinks one axis and grows the other.
+# by resample_abs_pos_embed's default (antialiased bicubic); Transformers' ViT:
+# interpolate_pos_encoding=True; its DINOv2 classes resample in every forward at another size, each by
+# its own method (with registers: antialiased). Each asks for a non-square grid that shrinks one axis
+# and grows the other.
+HF_DINOV2_TINY = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2, image_size=16,
+                      patch_size=4)
 RESOLUTION_CASES = [
     ("timm-dynamic-img-size", "timm", timm_model,
      dict(img_size=16, patch_size=4, embed_dim=16, depth=1, num_heads=2, num_classes=3, reg_tokens=1,
@@ -148,6 +161,11 @@ RESOLUTION_CASES = [
      dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
           patch_size=4, num_labels=3),
      ["image_height=12", "image_width=24"], "hf_bicubic"),
+    ("hf-dinov2", "hf", hf_dinov2_model,
+     dict(HF_DINOV2_TINY), ["image_height=24", "image_width=8"], "hf_bicubic"),
+    ("hf-dinov2-registers", "hf", hf_dinov2_model,
+     dict(HF_DINOV2_TINY, num_register_tokens=2), ["image_height=8", "image_width=20"],
+     "timm_bicubic_antialias"),
 ]
 
 
@@ -167,11 +185,11 @@ def test_convert_at_another_resolution_reproduces_the_library_there(fmt, build, 
     assert (spec.pos_grid_height, spec.pos_grid_width, spec.pos_resample) == (4, 4, method)
     assert any(f"pos_resample={method!r}" in note for note in converted.notes)
     images = images_for(spec)
-    with torch.no_grad():
-        if fmt == "hf":
+    if type(model).__name__ == "ViTForImageClassification":  # the one that resamples on request only
+        with torch.no_grad():
             expected = model(pixel_values=nchw(images), interpolate_pos_encoding=True).logits.numpy()
-        else:
-            expected = model(nchw(images)).numpy()
+    else:
+        expected = library_logits(model, images)
     offering = tuple(fw for fw in ports.NATIVE if ports.resample_refusal(fw, spec) is None)
     assert "torch" in offering and (method != "timm_bicubic_antialias" or len(offering) == 4), offering
     assert_ports_match(spec, converted.tensors, images, expected, offering)

@@ -40,6 +40,7 @@ from shared.checkpoints.hf_models import (
     ARCHITECTURES,
     HF_ACT,
     MASK_TOKEN,
+    asks_another_grid,
     config_for_model,
     infer_architecture,
     size_pair,
@@ -101,7 +102,7 @@ VIT_ARCHITECTURE = {"class_token": True, "pos_embed": "learned", "pos_embed_clas
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     model_type = (config or {}).get("model_type", "vit")
     if model_type in ARCHITECTURES:
-        return infer_architecture(fmt, model_type, raw, config or {})
+        return infer_architecture(fmt, model_type, raw, config or {}, given)
     cfg = {**VIT_CONFIG_DEFAULTS, **(config or {})}
     if model_type != "vit":
         raise SpecError(f"config model_type = {model_type!r}: expected one of vit, "
@@ -130,8 +131,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         "patch_height": ph, "patch_width": pw, "qkv_bias": bool(cfg["qkv_bias"]),
     }
     grid = (h // ph, w // pw)
-    if {"image_height", "image_width"} <= set(given) and \
-            (given["image_height"] // ph, given["image_width"] // pw) != grid:
+    if asks_another_grid(given, grid, (ph, pw)):
         if grid[0] != grid[1]:
             raise SpecError(f"config image_size = {cfg['image_size']!r}: Transformers' ViT "
                             "interpolate_pos_encoding reads its table as a square grid; this one is not")

@@ -7,7 +7,8 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
   `Dinov2SwiGLUFFN` packs [activated, linear] halves in `weights_in`, with hidden width
   `(int(int(D*mlp_ratio)*2/3)+7)//8*8`; `mask_token` is used only with `bool_masked_pos`
   (masked pre-training), so it is not converted (zeros on export). Output: `pooler_output`, the
-  normed class token. HF interpolates the table for a non-square image, so only square ones.
+  normed class token. A square config image_size only (its table is read as a square grid); at
+  another `--set` image size the table is kept, resampled by the class's own `DINOV2_RESAMPLE`.
 - `SiglipVisionModel`: no class token, positions over the patches, final norm on every token
   (`post_layernorm`), then the MAP head (`head.probe`, `head.attention` an nn.MultiheadAttention
   with in_proj packed q, k, v, `head.layernorm`, `head.mlp`). Output: `pooler_output`.
@@ -25,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.checkpoints.common import Inference, Raw, width_per_head
+from shared.checkpoints.common import Inference, Raw, resampled_table, width_per_head
 from shared.checkpoints.hf_dinov3 import (
     DINOV3_DEFAULTS,
     DINOV3_FIXED,
@@ -189,6 +190,15 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         "DINOv3ViTModel", "embeddings.patch_embeddings.weight", "layer.{i}",
         {**COMMON_DEFAULTS, **DINOV3_DEFAULTS}, DINOV3_FIXED, DINOV3_STYLE),
 }
+# Each DINOv2 class's `interpolate_pos_encoding` (v4.57; every forward at another size, no flag): a size,
+# not DINOv2's +0.1 factor (`dinov2_legacy`); its float32 cast is no step for float32 weights.
+DINOV2_RESAMPLE = {
+    "dinov2": ("hf_bicubic", "Transformers' Dinov2Embeddings.interpolate_pos_encoding (torch's bicubic at "
+               "the new size, align_corners=False, no antialias), as every forward at another size calls it"),
+    "dinov2_with_registers": (
+        "timm_bicubic_antialias", "Transformers' Dinov2WithRegistersEmbeddings.interpolate_pos_encoding "
+        "(torch's bicubic at the new size with antialias=True), as every forward at another size calls it"),
+}
 MASK_TOKEN = "embeddings.mask_token"  # DINOv2's and DINOv3's, used only with bool_masked_pos
 
 
@@ -224,7 +234,15 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
     return out
 
 
-def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, Any]) -> Inference:
+def asks_another_grid(given: dict[str, Any], grid: tuple[int, int], patch: tuple[int, int]) -> bool:
+    """Whether the user's `--set image_height=.. image_width=..` is an image of another patch grid
+    than the checkpoint's table: the table is then kept and resampled (`resampled_table`)."""
+    return {"image_height", "image_width"} <= set(given) and \
+        (given["image_height"] // patch[0], given["image_width"] // patch[1]) != grid
+
+
+def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, Any],
+                       given: dict[str, Any]) -> Inference:
     arch = ARCHITECTURES[model_type]
     cfg = {**arch.defaults, **config}
     inf = Inference(fmt)
@@ -255,6 +273,10 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
         if h != w:
             raise SpecError(f"config image_size = {cfg['image_size']!r}: {arch.model_class} interpolates its "
                             "position table for a non-square image; only square ones convert")
+        if asks_another_grid(given, (h // ph, w // pw), (ph, pw)):
+            del facts["image_height"], facts["image_width"]  # the image asked for, the table resampled to it
+            resampled_table(inf, (h // ph, w // pw), f"config image_size {cfg['image_size']!r}",
+                            *DINOV2_RESAMPLE[model_type])
         if cfg["use_swiglu_ffn"]:  # Dinov2SwiGLUFFN: F.silu whatever hidden_act says
             facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(dim, cfg["mlp_ratio"])}
         else:
