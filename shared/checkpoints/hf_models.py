@@ -7,8 +7,9 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
   `Dinov2SwiGLUFFN` packs [activated, linear] halves in `weights_in`, with hidden width
   `(int(int(D*mlp_ratio)*2/3)+7)//8*8`; `mask_token` is used only with `bool_masked_pos`
   (masked pre-training), so it is not converted (zeros on export). Output: `pooler_output`, the
-  normed class token. A square config image_size only (its table is read as a square grid); at
-  another `--set` image size the table is kept, resampled by the class's own `DINOV2_RESAMPLE`.
+  normed class token. Its interpolate_pos_encoding reads the table as a square grid, so only a
+  square config image_size converts; at another image size (`--set image_height=.. image_width=..`)
+  the table is kept and resampled by the class's own method (`DINOV2_RESAMPLE`: they differ).
 - `SiglipVisionModel`: no class token, positions over the patches, final norm on every token
   (`post_layernorm`), then the MAP head (`head.probe`, `head.attention` an nn.MultiheadAttention
   with in_proj packed q, k, v, `head.layernorm`, `head.mlp`). Output: `pooler_output`.
@@ -190,8 +191,9 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         "DINOv3ViTModel", "embeddings.patch_embeddings.weight", "layer.{i}",
         {**COMMON_DEFAULTS, **DINOV3_DEFAULTS}, DINOV3_FIXED, DINOV3_STYLE),
 }
-# Each DINOv2 class's `interpolate_pos_encoding` (v4.57; every forward at another size, no flag): a size,
-# not DINOv2's +0.1 factor (`dinov2_legacy`); its float32 cast is no step for float32 weights.
+# What each DINOv2 class's `interpolate_pos_encoding` computes (Transformers 4.57), called in every
+# forward whose image is not the table's (no flag): the float32 cast around it is no step for float32
+# weights, and neither passes the original DINOv2's +0.1 scale factor (`dinov2_legacy`), only a size.
 DINOV2_RESAMPLE = {
     "dinov2": ("hf_bicubic", "Transformers' Dinov2Embeddings.interpolate_pos_encoding (torch's bicubic at "
                "the new size, align_corners=False, no antialias), as every forward at another size calls it"),
