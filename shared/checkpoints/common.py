@@ -183,6 +183,13 @@ class Inference:
         return raw[name]
 
 
+def asks_another_grid(given: dict[str, Any], grid: tuple[int, int], patch: tuple[int, int]) -> bool:
+    """Whether the user's `--set image_height=.. image_width=..` is an image of another patch grid
+    than the checkpoint's table: the table is then kept and resampled (`resampled_table`)."""
+    return {"image_height", "image_width"} <= set(given) and \
+        (given["image_height"] // patch[0], given["image_width"] // patch[1]) != grid
+
+
 def resampled_table(inf: Inference, grid: tuple[int, int], evidence: str, method: str, why: str) -> None:
     """The image asked for (`--set image_height=.. image_width=..`) has another patch grid than the
     checkpoint's table: the table is kept as it is, as the source grid, and resampled to the image's

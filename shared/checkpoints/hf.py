@@ -25,6 +25,7 @@ import numpy as np
 from shared.checkpoints.common import (
     Inference,
     Raw,
+    asks_another_grid,
     encode_tensors,
     read_config,
     read_tensors,
@@ -40,7 +41,6 @@ from shared.checkpoints.hf_models import (
     ARCHITECTURES,
     HF_ACT,
     MASK_TOKEN,
-    asks_another_grid,
     config_for_model,
     infer_architecture,
     size_pair,

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.checkpoints.common import Inference, Raw, resampled_table, width_per_head
+from shared.checkpoints.common import Inference, Raw, asks_another_grid, resampled_table, width_per_head
 from shared.checkpoints.hf_dinov3 import (
     DINOV3_DEFAULTS,
     DINOV3_FIXED,
@@ -234,13 +234,6 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
                 "id2label": {str(i): f"LABEL_{i}" for i in range(s.num_classes)},
                 "label2id": {f"LABEL_{i}": i for i in range(s.num_classes)}}
     return out
-
-
-def asks_another_grid(given: dict[str, Any], grid: tuple[int, int], patch: tuple[int, int]) -> bool:
-    """Whether the user's `--set image_height=.. image_width=..` is an image of another patch grid
-    than the checkpoint's table: the table is then kept and resampled (`resampled_table`)."""
-    return {"image_height", "image_width"} <= set(given) and \
-        (given["image_height"] // patch[0], given["image_width"] // patch[1]) != grid
 
 
 def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, Any],
