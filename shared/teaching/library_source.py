@@ -9,12 +9,13 @@ is one line saying so (`LibraryExcerpt.missing`), never stored or invented code.
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+
+from shared.teaching.port_source import file_units
 
 
 @dataclass(frozen=True)
@@ -98,22 +99,8 @@ def module_file(module: str) -> tuple[Path, str] | None:
 
 @cache
 def _units(path: str) -> dict[str, tuple[int, tuple[str, ...]]]:
-    """qualname -> (first line, source lines) for the file's top-level functions and classes and
-    their methods; decorators included, as port_source's units have them."""
-    text = Path(path).read_text()
-    source = text.splitlines()
+    """qualname -> (first line, source lines), as port_source reads a port's file."""
     out: dict[str, tuple[int, tuple[str, ...]]] = {}
-
-    def add(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, qualname: str) -> None:
-        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        out.setdefault(qualname, (start, tuple(source[start - 1:node.end_lineno])))
-
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    for node in ast.parse(text).body:
-        if isinstance(node, defs):
-            add(node, node.name)
-        if isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, defs):
-                    add(item, f"{node.name}.{item.name}")
+    for qualname, start, _, lines in file_units(Path(path).read_text()):
+        out.setdefault(qualname, (start, lines))
     return out

@@ -52,29 +52,36 @@ class Excerpt:
                 "start_line": self.start, "lines": list(self.lines)}
 
 
+def file_units(text: str) -> list[tuple[str, int, int, tuple[str, ...]]]:
+    """(qualname, first line, last line, source lines) of a Python file's top-level functions and
+    classes and their methods, decorators included: the units a lesson shows, from a port or from an
+    installed library (shared/teaching/library_source.py)."""
+    source = text.splitlines()
+    out = []
+
+    def add(node: ast.AST, qualname: str) -> None:
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+        end = node.end_lineno or node.lineno
+        out.append((qualname, start, end, tuple(source[start - 1:end])))
+
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    for node in ast.parse(text).body:
+        if isinstance(node, defs):
+            add(node, node.name)
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, defs):
+                    add(item, f"{node.name}.{item.name}")
+    return out
+
+
 @cache
 def port_units(framework: str) -> tuple[Unit, ...]:
     units: list[Unit] = []
     for name in PORT_FILES:
         path = ROOT / "ports" / framework / name
-        if not path.is_file():
-            continue
-        text = path.read_text()
-        source = text.splitlines()
-        tree = ast.parse(text)
-
-        def add(node: ast.AST, qualname: str, file: str = name, src: list[str] = source) -> None:
-            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-            units.append(Unit(framework, file, qualname, start, node.end_lineno or node.lineno,
-                              tuple(src[start - 1:node.end_lineno])))
-
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                add(node, node.name)
-            if isinstance(node, ast.ClassDef):
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef):
-                        add(item, f"{node.name}.{item.name}")
+        if path.is_file():
+            units += [Unit(framework, name, *unit) for unit in file_units(path.read_text())]
     return tuple(units)
 
 
