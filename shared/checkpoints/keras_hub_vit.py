@@ -76,6 +76,22 @@ def vit_rows(s: ModelSpec) -> str:
     return VIT_EMBED_ROWS + numbered_blocks(VIT_BLOCK_ROWS, s, "vit_encoder/transformer_block_{k}")
 
 
+def refuse_output_activation(cfg: dict[str, Any]) -> None:
+    """ViT's and DeiT's classifiers take an output activation; the spec's output is the logits."""
+    if cfg["activation"] not in (None, "linear"):
+        raise SpecError(f"keras_hub config activation = {cfg['activation']!r}: the spec's output is the "
+                        "logits (expected null or 'linear')")
+
+
+def state(inf: Inference, facts: dict[str, Any], task: dict[str, Any] | None, architecture: str) -> None:
+    """The facts read from config.json (task.json for a classifier), then what ViT's block design
+    fixes in both families."""
+    for name, value in facts.items():
+        inf.fact(name, value, "config.json" if task is None else "task.json")
+    for name, value in VIT_FIXED.items():
+        inf.fact(name, value, architecture)
+
+
 def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     """ViTBackbone's get_config (and ViTImageClassifier's, if a task) -> facts and defaults."""
     cfg = with_defaults(inf, "ViTBackbone", VIT_REQUIRED, VIT_DEFAULTS, backbone, task)
@@ -88,9 +104,7 @@ def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str
     if cfg["intermediate_dim"] is not None:
         raise SpecError(f"keras_hub config intermediate_dim = {cfg['intermediate_dim']!r}: the pre_logits "
                         "Dense with tanh has no spec field (expected null)")
-    if cfg["activation"] not in (None, "linear"):
-        raise SpecError(f"keras_hub config activation = {cfg['activation']!r}: the spec's output is the "
-                        "logits (expected null or 'linear')")
+    refuse_output_activation(cfg)
     class_token = bool(cfg["use_class_token"])
     pooling = VIT_POOLING.get(cfg["pooling"])
     if pooling is None or (pooling == "cls" and not class_token):
@@ -104,10 +118,7 @@ def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str
         "patch_bias": bool(cfg["use_patch_bias"]), "qkv_bias": True,
         "num_classes": 0 if head is None else int(head.shape[1]),
     }
-    for name, value in facts.items():
-        inf.fact(name, value, "config.json" if task is None else "task.json")
-    for name, value in VIT_FIXED.items():
-        inf.fact(name, value, "keras-hub ViT's architecture")
+    state(inf, facts, task, "keras-hub ViT's architecture")
     if task is None:
         inf.notes.append("a ViTBackbone alone outputs every token: the spec reads the class token "
                          "(ViTImageClassifier's default pooling='token'); --set pooling=mean_all for 'gap'")
@@ -204,9 +215,7 @@ def infer_deit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
     if not cfg["use_mha_bias"]:
         raise SpecError("keras_hub config use_mha_bias = false: it also removes the attention output's "
                         "bias, which the spec always has")
-    if cfg["activation"] not in (None, "linear"):
-        raise SpecError(f"keras_hub config activation = {cfg['activation']!r}: the spec's output is the "
-                        "logits (expected null or 'linear')")
+    refuse_output_activation(cfg)
     pooling = VIT_POOLING.get(cfg["pooling"])
     if pooling is None:
         raise SpecError(f"keras_hub config pooling = {cfg['pooling']!r}: expected 'token' or 'gap'")
@@ -218,10 +227,7 @@ def infer_deit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
         "distill_token": False, "pooling": pooling, "patch_bias": True, "qkv_bias": True,
         "num_classes": 0 if head is None else int(head.shape[1]),
     }
-    for name, value in facts.items():
-        inf.fact(name, value, "config.json" if task is None else "task.json")
-    for name, value in VIT_FIXED.items():
-        inf.fact(name, value, "keras-hub DeiT's architecture")
+    state(inf, facts, task, "keras-hub DeiT's architecture")
     inf.notes.append("keras-hub DeiT's distillation token has no head of its own: it is a learned token with "
                      "a position row after the class token (registers=1, pos_embed_register_rows=true)")
     if task is None:
