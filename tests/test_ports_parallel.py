@@ -26,6 +26,14 @@ from ports import NATIVE, PORTS
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ("model.py", "transfer.py", "port.py", "train.py", "defaults.py", "demos.py", "user.py")
+# Files only one port has, each with its reason: every other file of a port is one of FILES.
+OWN_FILES: dict[tuple[str, str], str] = {
+    # Flax linen, the older of Flax's two APIs, holds a model as (module, variables): the reading
+    # and running of a user's linen model (ports/flax/user.py hands those objects to them) has no
+    # counterpart in the other frameworks, whose user models are one kind of object each.
+    ("flax", "linen.py"): "a user's linen model: its variables, run and capture",
+    ("flax", "linen_layers.py"): "a user's linen model: its layers, traced without computing",
+}
 PRIVATE_OWN = ("user.py",)  # files whose private helpers are each port's own: not compared
 # Each framework's spelling of "run the layer": compared as one name.
 CALL_METHODS = {"forward": "<call>", "call": "<call>", "__call__": "<call>"}
@@ -129,6 +137,14 @@ def test_every_native_port_has_the_same_outline(file: str) -> None:
             f"ports/{fw}/{file}: top-level names differ from ports/{first}/{file}"
         for (name, methods), (_, wanted) in zip(got, expected, strict=True):
             assert methods == wanted, f"ports/{fw}/{file}: {name}'s methods differ from ports/{first}"
+
+
+def test_every_native_port_has_the_same_files() -> None:
+    """The same files in each port; a file only one port has is named in OWN_FILES with its reason."""
+    for fw in NATIVE:
+        found = {p.name for p in port_dir(fw).glob("*.py")} - {"__init__.py"}
+        own = {file for (framework, file) in OWN_FILES if framework == fw}
+        assert found == set(FILES) | own, f"ports/{fw}: {sorted(found ^ (set(FILES) | own))}"
 
 
 def test_allow_list_names_only_native_ports_and_compared_files() -> None:
