@@ -108,11 +108,15 @@ def test_a_busy_core_marks_the_workers_contended_and_prints_no_ratio() -> None:
         contended = report["rounds"][0]["foreign_cpu"] > CONTENDED
         assert (f"{name} CONTENDED" in result.stdout) == contended, (name, report["rounds"])
         flagged += [name] * contended
-    # the loops held two thirds of the workers' core (same nice): the port's worker, which every
-    # pair includes, is contended, so no pair may print a ratio
-    assert "port:torch:eager" in flagged, doc["results"]
-    assert doc["ratios"] and not any(r["comparable"] for r in doc["ratios"])
-    assert all(r["why"].startswith("contended: ") for r in doc["ratios"])
+    # The loops held two thirds of the workers' core (same nice): some worker is contended. Which
+    # one the scheduler starved is its choice (usually the port's, which every pair includes, but
+    # one CI-like run starved only timm's), so the rule is checked per pair: a pair with a contended
+    # side prints no ratio, and says why.
+    assert flagged, doc["results"]
+    affected = [r for r in doc["ratios"] if r["port"] in flagged or r["peer"] in flagged]
+    assert affected, doc["ratios"]  # every worker is some pair's side
+    for r in affected:
+        assert not r["comparable"] and r["why"].startswith("contended: "), r
     printed_decisions(doc, result.stdout)
 
 
