@@ -62,7 +62,6 @@ PORTS: dict[str, PortEntry] = {
                                        "per-layer compute dtype); pass --precision pure"}),
 }
 NATIVE = ("torch", "keras", "flax", "mlx")  # the four parallel texts
-ALL = tuple(PORTS)
 
 
 def missing_requirement(name: str) -> str | None:

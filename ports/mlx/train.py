@@ -35,13 +35,9 @@ EVAL_BATCH = 1024  # evaluation batch: bounds memory, does not change the result
 
 
 def canonical_sources(spec: ModelSpec) -> dict[str, list[str]]:
-    """Native parameter path -> the canonical tensors it holds (always one here): found by
-    sending tensors filled with their own index through the port's own layout transform."""
-    names = list(spec.derived.tensor_shapes)
-    marked = {n: np.full(shape, i, dtype=np.float32)
-              for i, (n, shape) in enumerate(spec.derived.tensor_shapes.items())}
-    return {native: [names[int(i)] for i in np.unique(value)]
-            for native, value in transfer.to_native(spec, marked).items()}
+    """Native parameter path -> the canonical tensors it holds (always one here), as the port's
+    own table links them."""
+    return {link.native: list(link.canonical) for link in transfer.plan(spec).links}
 
 
 def native_groups(port: Port, recipe: TrainSpec) -> tuple[set[str], set[str]]:

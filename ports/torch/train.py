@@ -34,13 +34,9 @@ LOSS_SCALE_GROWTH_STEPS = 2000  # both frameworks' default: double after 2000 fi
 
 
 def canonical_sources(spec: ModelSpec) -> dict[str, list[str]]:
-    """Native parameter name -> the canonical tensors packed into it (qkv packs three): found by
-    sending tensors filled with their own index through the port's own layout transform."""
-    names = list(spec.derived.tensor_shapes)
-    marked = {n: np.full(shape, i, dtype=np.float32)
-              for i, (n, shape) in enumerate(spec.derived.tensor_shapes.items())}
-    return {native: [names[int(i)] for i in np.unique(value)]
-            for native, value in transfer.to_native(spec, marked).items()}
+    """Native parameter name -> the canonical tensors packed into it (qkv packs three), as the
+    port's own table links them."""
+    return {link.native: list(link.canonical) for link in transfer.plan(spec).links}
 
 
 def native_groups(port: Port, recipe: TrainSpec) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter]]:
