@@ -30,34 +30,26 @@ class PortEntry:
     requires: tuple[str, ...]  # importable modules this entry needs
     install_hint: str
     env: dict[str, str] = field(default_factory=dict)
-    description: str = ""
     # the rungs this entry does not offer: "mixed" (every mixed rung) or "float32-only" (every
     # rung but float32), each with why; `rung_refusal` reads it
     refuses: dict[str, str] = field(default_factory=dict)
 
 
 PORTS: dict[str, PortEntry] = {
-    "torch": PortEntry("torch", "ports.torch", ("torch",), "pip install -e '.[torch]'",
-                       description="PyTorch nn.Module, eager; torch.compile when compiled"),
+    "torch": PortEntry("torch", "ports.torch", ("torch",), "pip install -e '.[torch]'"),
     "keras": PortEntry("keras", "ports.keras", ("keras", "tensorflow"), "pip install -e '.[keras]'",
-                       env={"KERAS_BACKEND": "tensorflow"},
-                       description="Keras 3 layers on the TensorFlow backend"),
-    "flax": PortEntry("flax", "ports.flax", ("flax", "jax", "optax"), "pip install -e '.[flax]'",
-                      description="flax.nnx modules on JAX; jax.jit when compiled"),
+                       env={"KERAS_BACKEND": "tensorflow"}),
+    "flax": PortEntry("flax", "ports.flax", ("flax", "jax", "optax"), "pip install -e '.[flax]'"),
     "keras-jax": PortEntry("keras-jax", "ports.keras", ("keras", "jax"), "pip install -e '.[keras,flax]'",
-                           env={"KERAS_BACKEND": "jax"},
-                           description="the same Keras 3 code on the JAX backend"),
+                           env={"KERAS_BACKEND": "jax"}),
     "keras-torch": PortEntry("keras-torch", "ports.keras", ("keras", "torch"),
-                             "pip install -e '.[keras,torch]'", env={"KERAS_BACKEND": "torch"},
-                             description="the same Keras 3 code on the PyTorch backend"),
+                             "pip install -e '.[keras,torch]'", env={"KERAS_BACKEND": "torch"}),
     "onnx": PortEntry("onnx", "ports.onnx", ("torch", "onnx", "onnxruntime"),
                       "pip install -e '.[torch,onnx]'",
-                      description="the torch port exported to ONNX, run by ONNX Runtime (CPU)",
                       refuses={"float32-only": "the extra ONNX backend exports the float32 torch port only"}),
     # MLX_ENABLE_TF32=0 before import: MLX's default 1 runs fp32 matmuls in TF32 on CUDA.
     "mlx": PortEntry("mlx", "ports.mlx", ("mlx",), "pip install -e '.[mlx]'",
                      env={"MLX_ENABLE_TF32": "0"},
-                     description="mlx.nn modules, lazy; mx.compile when compiled",
                      refuses={"mixed": "MLX has no mixed precision (no autocast, no dtype policy, no "
                                        "per-layer compute dtype); pass --precision pure"}),
 }
