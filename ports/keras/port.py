@@ -95,11 +95,8 @@ def _is_apple() -> bool:
 
 
 def version_info() -> dict[str, str]:
-    info = {"keras": keras.__version__, "keras_backend": BACKEND}
-    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(BACKEND)
-    if module:
-        info[module] = __import__(module).__version__
-    return info
+    return {"keras": keras.__version__, "keras_backend": BACKEND,
+            BACKEND: __import__(BACKEND).__version__}
 
 
 def device_name(device_class: str) -> str | None:
