@@ -51,10 +51,10 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     # casts the loaded state (its set_value keeps the dtype of the value it is given).
     ("torch", "port.py"): {"Port.autocast"},
     ("flax", "port.py"): {"Port._cast"},
-    # torch renames and transposes every tensor through its table's bound plan (to_native /
-    # from_native); Keras and Flax hold the canonical layouts as they are, so they bind each
-    # canonical name to a variable.
-    ("torch", "transfer.py"): {"plan", "to_native", "from_native"},
+    # torch renames and transposes every tensor through its table's bound plan (from_native names
+    # the source in its errors); Keras and Flax hold the canonical layouts as they are, so they bind
+    # each canonical name to a variable.
+    ("torch", "transfer.py"): {"plan", "from_native"},
     ("keras", "transfer.py"): {"bindings"},
     ("flax", "transfer.py"): {"bindings"},
     # The pinned training recipe in each optimizer library's own terms: torch clips by hand,
@@ -72,11 +72,11 @@ EXTRAS: dict[tuple[str, str], set[str]] = {
     # dtype have no global switch to build a model under, and MLX has no mixed precision.
     ("keras", "demos.py"): {"clipped_sgd_updates", "sparse_cross_entropy", "global_policy_port"},
     ("flax", "demos.py"): {"layer_norm"},
-    # MLX: plan / to_native / from_native as torch (MLX also renames and transposes); torch's
+    # MLX: plan / from_native as torch (MLX also renames and transposes); torch's
     # hand clip (MLX's divides by norm + 1e-6) and the Adam moments read out of MultiOptimizer's
     # state; its demonstrations (MHA bias default, GELU names, OHWI conv, clip epsilon, float64).
     ("mlx", "port.py"): {"gpu_backend"},  # one mx.gpu served by a CUDA or a Metal build
-    ("mlx", "transfer.py"): {"plan", "to_native", "from_native"},
+    ("mlx", "transfer.py"): {"plan", "from_native"},
     ("mlx", "train.py"): {"clip_global_norm", "Trainer._moments", "_mean_cross_entropy"},
     ("mlx", "demos.py"): {"clip_grad_norm", "conv_patch_embed", "attention_block", "gelu_values",
                           "float64_logits"},

@@ -144,8 +144,8 @@ class Trainer:
                 transfer.export_gradients(self.model, self._moments("v")), self.updates)
 
     def load_state(self, first: Tensors, second: Tensors, updates: int) -> None:
-        native_m = transfer.to_native(self.port.spec, first)
-        native_v = transfer.to_native(self.port.spec, second)
+        native_m = transfer.plan(self.port.spec).to_native(first)
+        native_v = transfer.plan(self.port.spec).to_native(second)
         self.optimizer.init(self.model.trainable_parameters())
         for opt in self.optimizers:
             flat = [(path, value) for path, value in tree_flatten(opt.state)

@@ -64,18 +64,13 @@ def plan(spec: ModelSpec) -> Plan:
     return table(spec).bind(spec.derived.tensor_shapes)
 
 
-def to_native(spec: ModelSpec, tensors: Tensors) -> dict[str, np.ndarray]:
-    """Canonical tensors -> this port's parameter paths and layouts."""
-    return plan(spec).to_native(tensors)
-
-
 def from_native(spec: ModelSpec, native: dict[str, np.ndarray]) -> Tensors:
     """This port's parameters (or their gradients) -> canonical names and layouts."""
     return plan(spec).from_native(native, "mlx port parameters")
 
 
 def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
-    native = to_native(model.spec, tensors)
+    native = plan(model.spec).to_native(tensors)
     params = dict(tree_flatten(model.parameters()))
     if set(params) != set(native):  # a mapping bug, never a user error
         raise AssertionError(f"mlx mapping mismatch: {sorted(set(params) ^ set(native))}")

@@ -153,8 +153,8 @@ class Trainer:
         return transfer.from_native(spec, native_m), transfer.from_native(spec, native_v), self.updates
 
     def load_state(self, first: Tensors, second: Tensors, updates: int) -> None:
-        native_m = transfer.to_native(self.port.spec, first)
-        native_v = transfer.to_native(self.port.spec, second)
+        native_m = transfer.plan(self.port.spec).to_native(first)
+        native_v = transfer.plan(self.port.spec).to_native(second)
         for name, param in self.model.named_parameters():
             self.optimizer.state[param] = {
                 "step": torch.tensor(float(updates)),

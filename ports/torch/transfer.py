@@ -59,18 +59,13 @@ def plan(spec: ModelSpec) -> Plan:
     return table(spec).bind(spec.derived.tensor_shapes)
 
 
-def to_native(spec: ModelSpec, tensors: Tensors) -> dict[str, np.ndarray]:
-    """Canonical tensors -> this port's parameter names and layouts."""
-    return plan(spec).to_native(tensors)
-
-
 def from_native(spec: ModelSpec, native: dict[str, np.ndarray]) -> Tensors:
     """This port's parameters (or their gradients) -> canonical names and layouts."""
     return plan(spec).from_native(native, "torch port parameters")
 
 
 def load_canonical(model: VisionTransformer, tensors: Tensors) -> None:
-    native = to_native(model.spec, tensors)
+    native = plan(model.spec).to_native(tensors)
     params = dict(model.named_parameters())
     if set(params) != set(native):  # a mapping bug, never a user error
         raise AssertionError(f"torch mapping mismatch: {sorted(set(params) ^ set(native))}")
