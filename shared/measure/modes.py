@@ -43,7 +43,6 @@ from shared.runtime.launch import print_progress
 # call (a compile when the compiled forward is measured): on the first run only, then cached.
 MEASURE_BUDGET = Budget(warmup=1, min_repeats=3, max_repeats=30, seconds=0.3)
 CACHE_FORMAT = 1
-SOURCES = ("only", "forced", "cached", "measured")
 
 
 def cache_path() -> Path:
