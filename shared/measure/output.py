@@ -37,6 +37,16 @@ def fmt_bytes(value: int | None) -> str:
     return f"{value / 2**20:.0f}MiB"
 
 
+def peak_memory(row: dict[str, Any]) -> tuple[int | None, str]:
+    """(bytes, source): the framework allocator's peak on an accelerator, else peak RSS (a CPU
+    allocator's counter, where a framework keeps one, misses most of what it holds)."""
+    memory = row.get("memory") or {}
+    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
+    if not on_cpu and isinstance(memory.get("allocator_peak_bytes"), int):
+        return memory["allocator_peak_bytes"], "allocator peak"
+    return memory.get("peak_rss_bytes"), "peak RSS"
+
+
 def phase_cell(phase: dict[str, Any] | None) -> str:
     if not phase:
         return "-"
@@ -107,13 +117,10 @@ def _compact_header() -> list[str]:
 
 
 def _compact_cells(row: dict[str, Any], position: str) -> list[str]:
-    phases, mem = row.get("phases", {}), row.get("memory", {})
-    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
-    peak = None if on_cpu else mem.get("allocator_peak_bytes")
+    phases = row.get("phases", {})
     _, fraction = best_fraction(row)
     return [position, port_cell(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
-            compile_cell(phases.get("compile")),
-            fmt_bytes(peak if isinstance(peak, int) else mem.get("peak_rss_bytes")),
+            compile_cell(phases.get("compile")), fmt_bytes(peak_memory(row)[0]),
             roof_cell(row, fraction), status_mark(row)]
 
 
