@@ -35,7 +35,7 @@ from shared.core.files import read_text, write_output
 from shared.errors import PortbenchError, first_line
 from shared.measure import gate
 from shared.measure.environment import utc_now
-from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.measure.stats import Budget, repeat, summarise, synced, time_once
 from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.launch import print_progress
 
@@ -132,18 +132,13 @@ def measure(port: PortInterface, prepared: Any, mode: str, forward: str, config:
         port.set_mode(mode)
         call = port.compiled_forward() if forward == "compiled" else \
             (lambda p: port.forward(p, train=False))
-
-        def synced() -> Any:
-            out = call(prepared)
-            port.sync(out)
-            return out
-
-        record["first_call_s"], out = time_once(synced)
+        timed = synced(port, lambda: call(prepared))
+        record["first_call_s"], out = time_once(timed)
         verdict = gate.judge(row, port.spec, np.asarray(port.to_numpy(out))[:gate.GATE_IMAGES], config)
         record["gate"] = verdict.to_dict()
         if not verdict.passed:
             return {**record, "status": "failed", "reason": f"equivalence gate: {verdict.reason}"}
-        samples = repeat(synced, MEASURE_BUDGET)
+        samples = repeat(timed, MEASURE_BUDGET)
     except Exception as exc:  # a mode that cannot run here is a failed candidate, not a failed row
         return {**record, "status": "failed",
                 "reason": first_line(exc, typed=True)[:200]}
