@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from shared.core.terminal import printable, wrap
-from shared.measure.contention import CONTENDED, is_contended
+from shared.measure.contention import is_contended
 from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
 from shared.measure.roofline import above_roof, best_fraction
 from shared.measure.rounds import gemm_warning
@@ -214,7 +214,7 @@ def row_notes(row: dict[str, Any]) -> list[str]:
     naming the row: contended phases, oversubscribed threads, why it failed, what is n/a."""
     notes: list[str] = []
     phases = row.get("phases", {})
-    contended = [p for p, v in phases.items() if (v.get("foreign_cpu") or 0) > CONTENDED]
+    contended = [p for p, v in phases.items() if is_contended(v.get("foreign_cpu"))]
     if contended:
         worst = max(phases[p]["foreign_cpu"] for p in contended)
         notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "
