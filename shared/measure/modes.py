@@ -33,7 +33,7 @@ import numpy as np
 
 from shared.core.files import read_text, write_output
 from shared.errors import PortbenchError, first_line
-from shared.measure import gate
+from shared.measure import backends, gate
 from shared.measure.environment import utc_now
 from shared.measure.stats import Budget, repeat, summarise, synced, time_once
 from shared.runtime.contract import PortInterface, PortModule
@@ -198,13 +198,11 @@ def choose_for(framework: str, module: PortModule, port: PortInterface, prepared
     worker keys its cache by, so both commands share one choice per machine and spec shape, and
     the same gate on each candidate (the parent's reference for the same weights and images).
     Returns the record `choose` made."""
-    from shared.measure.backends import device_name, versions
-
     device = port.device_class
     row: dict[str, Any] = {
         "framework": framework, "param_count": port.param_count(), "notes": [],
-        "versions": versions(module),
-        "conditions": {"device_class": device, "device_name": device_name(module, device),
+        "versions": backends.versions(module),
+        "conditions": {"device_class": device, "device_name": backends.device_name(module, device),
                        "spec_hash": port.spec.spec_hash, "batch": batch, "threads": threads,
                        "precision": port.precision.rung}}
     config = {"modes": [forward], "mode_options": {}, "reference_npz": reference_npz,
