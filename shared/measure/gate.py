@@ -91,12 +91,6 @@ def judge(row: dict[str, Any], spec: ModelSpec, logits: np.ndarray, config: dict
                         device=row["conditions"]["device_class"], versions=row["versions"])
 
 
-def check_mode(row: dict[str, Any], mode: str, spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
-               tap_dtypes: dict[str, str] | None = None) -> None:
-    """One mode's verdict (`judge`), recorded as the row's `equivalence[mode]`."""
-    row["equivalence"][mode] = judge(row, spec, logits, config, tap_dtypes).to_dict()
-
-
 def row_verdict(spec: ModelSpec, row: dict[str, Any], precision: Precision,
                 logits: np.ndarray | None = None) -> PortVerdict:
     """The row as one line of verify's table: its first failing mode's verdict (the reason names

@@ -139,7 +139,7 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     # The user's model has no precision contract to read; a port's dtypes are read on the timed
     # batch (a new shape would make JAX compile every eager op again); they judge the eager mode.
     dtypes = {} if config.get("user") else contract_dtypes(port, images)
-    gate.check_mode(row, "eager", port.spec, arrays["eager_logits"], config, dtypes)
+    row["equivalence"]["eager"] = gate.judge(row, port.spec, arrays["eager_logits"], config, dtypes).to_dict()
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
         timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
@@ -163,7 +163,8 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     # first call is the compile; this one found the framework's in-process cache warm
     seconds = modes.first_compile(row, seconds)
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
-    gate.check_mode(row, "compiled", port.spec, port.to_numpy(compiled_out)[:gate.GATE_IMAGES], config)
+    compiled_logits = port.to_numpy(compiled_out)[:gate.GATE_IMAGES]
+    row["equivalence"]["compiled"] = gate.judge(row, port.spec, compiled_logits, config).to_dict()
     return compiled
 
 
