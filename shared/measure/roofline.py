@@ -42,8 +42,6 @@ def gemm_rate(module: PortModule, spec: ModelSpec, batch: int, device: str, dtyp
               mode: str | None = None) -> dict[str, Any]:
     """The framework's GEMM rate in `dtype` on the spec's shapes, its products run as `mode` (the
     run's chosen mode, recorded with the rate) runs them; or why there is none."""
-    if not hasattr(module, "gemm_call"):
-        return {"status": "n/a", "reason": "the port module has no gemm_call"}
     shapes = []
     with ForeignCpu(pinned_cpus()) as foreign:  # a rate measured on a busy CPU is no ceiling
         for mm in flops.gemm_shapes(spec, batch):
