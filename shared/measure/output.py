@@ -58,6 +58,10 @@ def phase_cell(phase: dict[str, Any] | None) -> str:
 
 
 COMPACT_PHASES = ("forward_eager", "forward_compiled", "train_step")
+COMPACT_HEADER = ["rank", "port", *[SHORT[p] for p in COMPACT_PHASES], "compile", "peak mem", "roof",
+                  "status"]
+WIDE_HEADER = ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "cache",
+               "peak RSS", "alloc peak", "gate |err|", "GFLOP/s", "GEMM GFLOP/s", "roof"]
 MARKS = {"ok": "ok", "invalid": "INVALID", "crashed": "CRASHED", "timeout": "TIMEOUT",
          "unavailable": "UNAVAIL"}
 LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); compile: one "
@@ -98,7 +102,7 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         notes.append("ranks: one round, so the order was not checked across rounds (--processes 2 "
                      "checks it)")
     notes += refused
-    lines = [_wide_header()] if wide else [_compact_header()]
+    lines = [WIDE_HEADER if wide else COMPACT_HEADER]
     for row in rows:
         position = str(ranks.get(id(row), "-"))
         lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
@@ -112,21 +116,12 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
     return "\n".join([text, *wrap(legend), *[w for n in notes for w in wrap(n)]])
 
 
-def _compact_header() -> list[str]:
-    return ["rank", "port", *[SHORT[p] for p in COMPACT_PHASES], "compile", "peak mem", "roof", "status"]
-
-
 def _compact_cells(row: dict[str, Any], position: str) -> list[str]:
     phases = row.get("phases", {})
     _, fraction = best_fraction(row)
     return [position, port_cell(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
             compile_cell(phases.get("compile")), fmt_bytes(peak_memory(row)[0]),
             roof_cell(row, fraction), status_mark(row)]
-
-
-def _wide_header() -> list[str]:
-    return ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "cache",
-            "peak RSS", "alloc peak", "gate |err|", "GFLOP/s", "GEMM GFLOP/s", "roof"]
 
 
 def _wide_cells(row: dict[str, Any], position: str) -> list[str]:
