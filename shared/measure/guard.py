@@ -44,19 +44,17 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def describe(differences: dict[str, list[tuple[str, Any]]]) -> str:
+def check_comparable(rows: list[dict[str, Any]], allow_mixed: bool = False) -> None:
+    """Raise IncomparableRunsError naming each guarded field the rows differ in, with its values."""
+    differences = differing_fields(rows, allow_mixed)
+    if not differences:
+        return
     parts = []
     for name, values in differences.items():
         shown = ", ".join(f"{who}={value}" for who, value in values)
         parts.append(f"{name} differs ({shown})")
     hint = " (pass --allow-mixed to rank across devices)" if set(differences) <= set(DEVICE_FIELDS) else ""
-    return "; ".join(parts) + hint
-
-
-def check_comparable(rows: list[dict[str, Any]], allow_mixed: bool = False) -> None:
-    differences = differing_fields(rows, allow_mixed)
-    if differences:
-        raise IncomparableRunsError(f"not ranking these runs: {describe(differences)}")
+    raise IncomparableRunsError(f"not ranking these runs: {'; '.join(parts)}{hint}")
 
 
 def metric_value(row: dict[str, Any], metric: str) -> tuple[float, str] | None:
