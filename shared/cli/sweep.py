@@ -88,7 +88,7 @@ def points_table(rows: list[dict[str, Any]]) -> str:
     lines = []
     for row in rows:
         point = row["sweep_point"]
-        found = metric_value(row, "forward") if row["status"] == "ok" else None
+        found = metric_value(row, "forward")
         lines.append([row["framework"], str(point["batch"]), f"{point['image'][0]}x{point['image'][1]}",
                       str(point["tokens"]), phase_cell(row["phases"].get(found[1])) if found else "-",
                       found[1].removeprefix("forward_") if found else row["status"].upper(),

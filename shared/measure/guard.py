@@ -58,8 +58,8 @@ def check_comparable(rows: list[dict[str, Any]], allow_mixed: bool = False) -> N
 
 
 def metric_value(row: dict[str, Any], metric: str) -> tuple[float, str] | None:
-    """(median seconds, phase used) or None when the row has no such measurement."""
-    phases = row.get("phases", {})
+    """(median seconds, phase used), or None when the row is not `ok` or has no such measurement."""
+    phases = row.get("phases", {}) if row.get("status") == "ok" else {}
     names = ("forward_eager", "forward_compiled") if metric == FORWARD else (metric,)
     found = [(p["median"], n) for n in names if (p := phases.get(n)) and p.get("status") == "ok"]
     return min(found) if found else None
@@ -71,7 +71,7 @@ def rank(rows: list[dict[str, Any]], metric: str = FORWARD,
     never ranked; the rest must pass the guard, or IncomparableRunsError names the differing field."""
     if metric not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {metric!r}; expected one of: {', '.join(RANK_METRICS)}")
-    valid = [r for r in rows if r.get("status") == "ok" and metric_value(r, metric) is not None]
+    valid = [r for r in rows if metric_value(r, metric) is not None]
     check_comparable(valid, allow_mixed)
     scored = sorted(((metric_value(r, metric), r) for r in valid), key=lambda item: item[0][0])
     return [(i + 1, r, value, phase) for i, ((value, phase), r) in enumerate(scored)]

@@ -75,7 +75,7 @@ def run_sweep(points: list[tuple[ModelSpec, int]], frameworks: list[str], config
 
 def point_time(row: dict[str, Any]) -> float | None:
     """The row's best forward median (seconds), None when it has none or is not valid."""
-    found = metric_value(row, FORWARD) if row.get("status") == "ok" else None
+    found = metric_value(row, FORWARD)
     return None if found is None else found[0]
 
 
@@ -128,7 +128,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     for row in rows:
         point = row["sweep_point"]
-        found = metric_value(row, FORWARD) if row.get("status") == "ok" else None
+        found = metric_value(row, FORWARD)
         phase = row["phases"].get(found[1], {}) if found else {}
         peak, source = peak_memory(row)
         writer.writerow({"framework": row["framework"], "status": row["status"], "batch": point["batch"],
