@@ -57,14 +57,14 @@ def test_the_timing_gate_stores_and_applies_the_emulated_gap(tmp_path: Path) -> 
     spec, precision = case("quadrant")[0], Precision("bfloat16", "mixed")
     npz = tmp_path / "reference.npz"
     ref = gate.write_reference(npz, spec, 4, 0, 0, precision)
-    emulated = gate.reference_emulated_gap(npz)
+    emulated = gate.read_reference(npz)[1]
     assert emulated == emulated_gap(spec, init_weights(spec, 0), gate.gate_images(spec, 4, 0), precision, ref)
     check = check_logits(spec, ref + 0.5 * emulated, ref, None, precision, emulated).to_dict()
     assert check["passed"] and check["emulated_gap"] == emulated
     assert check["atol"] == pytest.approx(bound_multiple(precision.rung) * emulated)
     assert check["bound"].startswith(f"{bound_multiple(precision.rung):.3g} x emulated")
     gate.write_reference(npz, spec, 4, 0, 0, FLOAT32)
-    assert gate.reference_emulated_gap(npz) is None
+    assert gate.read_reference(npz)[1] is None
     check = check_logits(spec, ref, ref, None, FLOAT32).to_dict()
     assert check["emulated_gap"] is None and check["bound"] is None
 

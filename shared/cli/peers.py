@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 from shared.cli._options import add_batch, add_device, add_threads, add_timeout, positive_int
+from shared.core.terminal import wrap
 
 ORDER = 44
 PORTED = ("torch", "keras", "flax")  # the ports that have peers
@@ -62,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable, SpecError
     from shared.measure import peer_timing
-    from shared.measure.contention import MIN_WALL_S
+    from shared.measure.contention import CONTENDED, MIN_WALL_S
+    from shared.measure.rounds import SPREAD
     from shared.measure.stats import Budget
 
     spec = resolve_spec(args.spec or "vit-b16", args.overrides)
@@ -97,27 +99,19 @@ def run(args: argparse.Namespace) -> int:
     found = peer_timing.ratios(results)
     print(report_text(spec, args, results, found))
     if args.json_path:
+        # the thresholds the decisions in this file were taken with
+        rule = {"contended_above": CONTENDED, "spread": SPREAD, "differs_above": peer_timing.DIFFERS_ABOVE}
         document = {"spec": spec.to_dict(), "batch": args.batch, "threads": args.threads,
-                    "rounds": args.processes, "rule": rule(), "results": results, "ratios": found}
+                    "rounds": args.processes, "rule": rule, "results": results, "ratios": found}
         write_output(args.json_path, (json.dumps(document, indent=1, default=str) + "\n").encode(),
                      force=args.force)
         print(f"wrote {args.json_path}")
     return 1 if any(r.get("error") for r in results.values()) else 0
 
 
-def rule() -> dict[str, float]:
-    """The thresholds the decisions in a peers JSON were taken with."""
-    from shared.measure.contention import CONTENDED
-    from shared.measure.peer_timing import DIFFERS_ABOVE
-    from shared.measure.rounds import SPREAD
-
-    return {"contended_above": CONTENDED, "spread": SPREAD, "differs_above": DIFFERS_ABOVE}
-
-
 def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str, Any]],
                 found: list[dict[str, Any]]) -> str:
     from shared.core.summary import format_table
-    from shared.core.terminal import wrap
     from shared.measure.output import fmt_seconds
     from shared.measure.roofline import above_roof
     from shared.measure.rounds import contended_rounds, gemm_warning
@@ -157,7 +151,6 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
 def ratio_lines(r: dict[str, Any]) -> list[str]:
     """One ratio: the number where the rounds' rule allows it, the per-round range where the rounds
     disagree on one side of 1 (no median), else why not; then what differs."""
-    from shared.core.terminal import wrap
     from shared.measure.rounds import one_side_text
 
     pair = f"{r['port']} / {r['peer']}"

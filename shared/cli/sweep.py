@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     fitted = sweep.fits(rows)
     print(points_table(rows))
     print(fits_text(fitted))
-    write(args, paths, spec, config, rows + missing, fitted)
+    write(paths, spec, config, rows + missing, {"batches": batches, "images": images, "fits": fitted},
+          args.force)
     bad = [r for r in rows if r["status"] in ("invalid", "crashed", "timeout")]
     return 1 if bad else 0
 
@@ -82,17 +83,16 @@ def run(args: argparse.Namespace) -> int:
 def points_table(rows: list[dict[str, Any]]) -> str:
     from shared.core.summary import format_table
     from shared.measure.guard import metric_value
-    from shared.measure.output import fmt_bytes, phase_cell
-    from shared.measure.sweep import point_memory
+    from shared.measure.output import fmt_bytes, peak_memory, phase_cell
 
     lines = []
     for row in rows:
         point = row["sweep_point"]
-        found = metric_value(row, "forward") if row["status"] == "ok" else None
+        found = metric_value(row, "forward")
         lines.append([row["framework"], str(point["batch"]), f"{point['image'][0]}x{point['image'][1]}",
                       str(point["tokens"]), phase_cell(row["phases"].get(found[1])) if found else "-",
                       found[1].removeprefix("forward_") if found else row["status"].upper(),
-                      fmt_bytes(point_memory(row)[0])])
+                      fmt_bytes(peak_memory(row)[0])])
     return format_table(["port", "batch", "image", "tokens", "best forward", "mode", "peak mem"], lines)
 
 
@@ -112,20 +112,18 @@ def fits_text(fitted: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write(args: argparse.Namespace, paths: dict[str, Path | None], spec: Any, config: Any,
-          rows: list[dict[str, Any]], fitted: dict[str, Any]) -> None:
+def write(paths: dict[str, Path | None], spec: Any, config: Any, rows: list[dict[str, Any]],
+          record: dict[str, Any], force: bool) -> None:
     from shared.core.files import Outputs
     from shared.measure import schema, sweep
     from shared.measure.environment import host_record, utc_now
 
     conditions = {**config.conditions(), "batch": None, "input_shape": None}
-    extra = {"sweep": {"batches": sweep.parse_values(args.batches, "--batch"),
-                       "images": sweep.parse_values(args.images, "--image") if args.images else None,
-                       "fits": fitted}}
-    doc = schema.new_results(host_record(), conditions, rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
+    doc = schema.new_results(host_record(), conditions, rows, utc_now(), ["compare.py", *sys.argv[1:]],
+                             {"sweep": record})
     schema.validate(doc, "results being written")
     measured = [r for r in rows if "sweep_point" in r]
-    with Outputs(args.force, make_folders=True) as outputs:  # all of them, or none
+    with Outputs(force, make_folders=True) as outputs:  # all of them, or none
         written = [outputs.add(paths["json"], schema.dumps(doc).encode()),  # type: ignore[arg-type]
                    outputs.add(paths["csv"], sweep.csv_text(measured).encode())]  # type: ignore[arg-type]
         if paths["chart"] is not None and any(sweep.point_time(r) is not None for r in measured):

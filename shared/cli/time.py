@@ -185,13 +185,6 @@ def progress(message: str) -> None:
     print(wrapped(message), file=sys.stderr, flush=True)
 
 
-def raise_user_errors(rows: list[dict[str, Any]]) -> None:
-    """A device the user asked for that is not present is their mistake: one line, no results."""
-    for row in rows:
-        if row.get("user_error"):
-            raise PortbenchError(row["user_error"])
-
-
 def time_spec(spec: Any, frameworks: list[str], missing: list[dict[str, Any]],
               config: Any, logits: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     from shared.measure.runner import run_all
@@ -200,9 +193,9 @@ def time_spec(spec: Any, frameworks: list[str], missing: list[dict[str, Any]],
 
     def stop_on_user_error(row: dict[str, Any]) -> None:
         # A device one framework cannot use is a row saying why when several are timed (never a
-        # silent CPU run); for a single framework it is the user's mistake, one line.
-        if not (several and row.get("status") == "unavailable"):
-            raise_user_errors([row])
+        # silent CPU run); for a single framework it is the user's mistake: one line, no results.
+        if row.get("user_error") and not (several and row.get("status") == "unavailable"):
+            raise PortbenchError(row["user_error"])
 
     rows = run_all(frameworks, config, progress, on_row=stop_on_user_error, logits=logits) + missing
     if rows and all(r.get("status") == "unavailable" for r in rows):

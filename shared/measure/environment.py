@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from shared import REPO_ROOT
+from shared.measure.contention import pinned_cpus
 
 # Environment variables that change speed or numerics; recorded verbatim when set.
 RECORDED_ENV = (
@@ -91,9 +92,7 @@ def emulation_note(dtype: str) -> str | None:
 
 def usable_cpus() -> list[int]:
     """CPUs this process may run on (its affinity mask where the OS has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
+    return pinned_cpus() or list(range(os.cpu_count() or 1))
 
 
 def git_state() -> dict[str, Any]:

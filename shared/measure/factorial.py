@@ -37,7 +37,7 @@ def attribute(rows_a: list[dict[str, Any]], rows_b: list[dict[str, Any]],
     def times(rows: list[dict[str, Any]]) -> dict[str, float]:
         out = {}
         for r in rows:
-            found = metric_value(r, metric) if r.get("status") == "ok" else None
+            found = metric_value(r, metric)
             if found is not None:
                 out[r["framework"]] = found[0]
         return out

@@ -73,32 +73,22 @@ def write_reference(path: str | Path, spec: ModelSpec, batch: int, seed: int,
     return logits
 
 
-def reference_logits(path: str | Path) -> np.ndarray:
+def read_reference(path: str | Path) -> tuple[np.ndarray, float | None]:
+    """The logits and the emulated rounding gap `write_reference` stored (the gap None at float32)."""
     with np.load(path, allow_pickle=False) as data:
-        return np.asarray(data["logits"], dtype=np.float64)
-
-
-def reference_emulated_gap(path: str | Path) -> float | None:
-    """The emulated rounding gap `write_reference` stored (None at float32)."""
-    with np.load(path, allow_pickle=False) as data:
-        value = float(data["emulated_gap"]) if "emulated_gap" in data.files else float("nan")
-    return None if np.isnan(value) else value
+        logits = np.asarray(data["logits"], dtype=np.float64)
+        gap = float(data["emulated_gap"])
+    return logits, None if np.isnan(gap) else gap
 
 
 def judge(row: dict[str, Any], spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
           tap_dtypes: dict[str, str] | None = None) -> PortVerdict:
     """In the worker: logits (the gate's images) judged by `check_logits` against the reference
     the parent wrote, with the port's parameter count and the dtypes the worker read."""
-    return check_logits(spec, logits, reference_logits(config["reference_npz"]), row["param_count"],
-                        rung(config), reference_emulated_gap(config["reference_npz"]),
+    expected, emulated = read_reference(config["reference_npz"])
+    return check_logits(spec, logits, expected, row["param_count"], rung(config), emulated,
                         tap_dtypes=tap_dtypes, framework=row["framework"],
                         device=row["conditions"]["device_class"], versions=row["versions"])
-
-
-def check_mode(row: dict[str, Any], mode: str, spec: ModelSpec, logits: np.ndarray, config: dict[str, Any],
-               tap_dtypes: dict[str, str] | None = None) -> None:
-    """One mode's verdict (`judge`), recorded as the row's `equivalence[mode]`."""
-    row["equivalence"][mode] = judge(row, spec, logits, config, tap_dtypes).to_dict()
 
 
 def row_verdict(spec: ModelSpec, row: dict[str, Any], precision: Precision,

@@ -44,24 +44,22 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def describe(differences: dict[str, list[tuple[str, Any]]]) -> str:
+def check_comparable(rows: list[dict[str, Any]], allow_mixed: bool = False) -> None:
+    """Raise IncomparableRunsError naming each guarded field the rows differ in, with its values."""
+    differences = differing_fields(rows, allow_mixed)
+    if not differences:
+        return
     parts = []
     for name, values in differences.items():
         shown = ", ".join(f"{who}={value}" for who, value in values)
         parts.append(f"{name} differs ({shown})")
     hint = " (pass --allow-mixed to rank across devices)" if set(differences) <= set(DEVICE_FIELDS) else ""
-    return "; ".join(parts) + hint
-
-
-def check_comparable(rows: list[dict[str, Any]], allow_mixed: bool = False) -> None:
-    differences = differing_fields(rows, allow_mixed)
-    if differences:
-        raise IncomparableRunsError(f"not ranking these runs: {describe(differences)}")
+    raise IncomparableRunsError(f"not ranking these runs: {'; '.join(parts)}{hint}")
 
 
 def metric_value(row: dict[str, Any], metric: str) -> tuple[float, str] | None:
-    """(median seconds, phase used) or None when the row has no such measurement."""
-    phases = row.get("phases", {})
+    """(median seconds, phase used), or None when the row is not `ok` or has no such measurement."""
+    phases = row.get("phases", {}) if row.get("status") == "ok" else {}
     names = ("forward_eager", "forward_compiled") if metric == FORWARD else (metric,)
     found = [(p["median"], n) for n in names if (p := phases.get(n)) and p.get("status") == "ok"]
     return min(found) if found else None
@@ -73,7 +71,7 @@ def rank(rows: list[dict[str, Any]], metric: str = FORWARD,
     never ranked; the rest must pass the guard, or IncomparableRunsError names the differing field."""
     if metric not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {metric!r}; expected one of: {', '.join(RANK_METRICS)}")
-    valid = [r for r in rows if r.get("status") == "ok" and metric_value(r, metric) is not None]
+    valid = [r for r in rows if metric_value(r, metric) is not None]
     check_comparable(valid, allow_mixed)
     scored = sorted(((metric_value(r, metric), r) for r in valid), key=lambda item: item[0][0])
     return [(i + 1, r, value, phase) for i, ((value, phase), r) in enumerate(scored)]

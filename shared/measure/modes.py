@@ -33,9 +33,9 @@ import numpy as np
 
 from shared.core.files import read_text, write_output
 from shared.errors import PortbenchError, first_line
-from shared.measure import gate
+from shared.measure import backends, gate
 from shared.measure.environment import utc_now
-from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.measure.stats import Budget, repeat, summarise, synced, time_once
 from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.launch import print_progress
 
@@ -43,7 +43,6 @@ from shared.runtime.launch import print_progress
 # call (a compile when the compiled forward is measured): on the first run only, then cached.
 MEASURE_BUDGET = Budget(warmup=1, min_repeats=3, max_repeats=30, seconds=0.3)
 CACHE_FORMAT = 1
-SOURCES = ("only", "forced", "cached", "measured")
 
 
 def cache_path() -> Path:
@@ -133,18 +132,13 @@ def measure(port: PortInterface, prepared: Any, mode: str, forward: str, config:
         port.set_mode(mode)
         call = port.compiled_forward() if forward == "compiled" else \
             (lambda p: port.forward(p, train=False))
-
-        def synced() -> Any:
-            out = call(prepared)
-            port.sync(out)
-            return out
-
-        record["first_call_s"], out = time_once(synced)
+        timed = synced(port, lambda: call(prepared))
+        record["first_call_s"], out = time_once(timed)
         verdict = gate.judge(row, port.spec, np.asarray(port.to_numpy(out))[:gate.GATE_IMAGES], config)
         record["gate"] = verdict.to_dict()
         if not verdict.passed:
             return {**record, "status": "failed", "reason": f"equivalence gate: {verdict.reason}"}
-        samples = repeat(synced, MEASURE_BUDGET)
+        samples = repeat(timed, MEASURE_BUDGET)
     except Exception as exc:  # a mode that cannot run here is a failed candidate, not a failed row
         return {**record, "status": "failed",
                 "reason": first_line(exc, typed=True)[:200]}
@@ -204,13 +198,11 @@ def choose_for(framework: str, module: PortModule, port: PortInterface, prepared
     worker keys its cache by, so both commands share one choice per machine and spec shape, and
     the same gate on each candidate (the parent's reference for the same weights and images).
     Returns the record `choose` made."""
-    from shared.measure.backends import device_name, versions
-
     device = port.device_class
     row: dict[str, Any] = {
         "framework": framework, "param_count": port.param_count(), "notes": [],
-        "versions": versions(module),
-        "conditions": {"device_class": device, "device_name": device_name(module, device),
+        "versions": backends.versions(module),
+        "conditions": {"device_class": device, "device_name": backends.device_name(module, device),
                        "spec_hash": port.spec.spec_hash, "batch": batch, "threads": threads,
                        "precision": port.precision.rung}}
     config = {"modes": [forward], "mode_options": {}, "reference_npz": reference_npz,

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from shared.core.terminal import printable, wrap
-from shared.measure.contention import CONTENDED, is_contended
+from shared.measure.contention import is_contended
 from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
 from shared.measure.roofline import above_roof, best_fraction
 from shared.measure.rounds import gemm_warning
@@ -37,6 +37,16 @@ def fmt_bytes(value: int | None) -> str:
     return f"{value / 2**20:.0f}MiB"
 
 
+def peak_memory(row: dict[str, Any]) -> tuple[int | None, str]:
+    """(bytes, source): the framework allocator's peak on an accelerator, else peak RSS (a CPU
+    allocator's counter, where a framework keeps one, misses most of what it holds)."""
+    memory = row.get("memory") or {}
+    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
+    if not on_cpu and isinstance(memory.get("allocator_peak_bytes"), int):
+        return memory["allocator_peak_bytes"], "allocator peak"
+    return memory.get("peak_rss_bytes"), "peak RSS"
+
+
 def phase_cell(phase: dict[str, Any] | None) -> str:
     if not phase:
         return "-"
@@ -48,6 +58,10 @@ def phase_cell(phase: dict[str, Any] | None) -> str:
 
 
 COMPACT_PHASES = ("forward_eager", "forward_compiled", "train_step")
+COMPACT_HEADER = ["rank", "port", *[SHORT[p] for p in COMPACT_PHASES], "compile", "peak mem", "roof",
+                  "status"]
+WIDE_HEADER = ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "cache",
+               "peak RSS", "alloc peak", "gate |err|", "GFLOP/s", "GEMM GFLOP/s", "roof"]
 MARKS = {"ok": "ok", "invalid": "INVALID", "crashed": "CRASHED", "timeout": "TIMEOUT",
          "unavailable": "UNAVAIL"}
 LEGEND = ("times: median ±IQR/2 of n repeats (n and raw samples in the JSON); compile: one "
@@ -88,7 +102,7 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         notes.append("ranks: one round, so the order was not checked across rounds (--processes 2 "
                      "checks it)")
     notes += refused
-    lines = [_wide_header()] if wide else [_compact_header()]
+    lines = [WIDE_HEADER if wide else COMPACT_HEADER]
     for row in rows:
         position = str(ranks.get(id(row), "-"))
         lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
@@ -102,24 +116,12 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
     return "\n".join([text, *wrap(legend), *[w for n in notes for w in wrap(n)]])
 
 
-def _compact_header() -> list[str]:
-    return ["rank", "port", *[SHORT[p] for p in COMPACT_PHASES], "compile", "peak mem", "roof", "status"]
-
-
 def _compact_cells(row: dict[str, Any], position: str) -> list[str]:
-    phases, mem = row.get("phases", {}), row.get("memory", {})
-    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
-    peak = None if on_cpu else mem.get("allocator_peak_bytes")
+    phases = row.get("phases", {})
     _, fraction = best_fraction(row)
     return [position, port_cell(row), *[phase_cell(phases.get(p)) for p in COMPACT_PHASES],
-            compile_cell(phases.get("compile")),
-            fmt_bytes(peak if isinstance(peak, int) else mem.get("peak_rss_bytes")),
+            compile_cell(phases.get("compile")), fmt_bytes(peak_memory(row)[0]),
             roof_cell(row, fraction), status_mark(row)]
-
-
-def _wide_header() -> list[str]:
-    return ["rank", "framework", "spec", "status", "device", *[SHORT[p] for p, _ in PHASES], "cache",
-            "peak RSS", "alloc peak", "gate |err|", "GFLOP/s", "GEMM GFLOP/s", "roof"]
 
 
 def _wide_cells(row: dict[str, Any], position: str) -> list[str]:
@@ -207,7 +209,7 @@ def row_notes(row: dict[str, Any]) -> list[str]:
     naming the row: contended phases, oversubscribed threads, why it failed, what is n/a."""
     notes: list[str] = []
     phases = row.get("phases", {})
-    contended = [p for p, v in phases.items() if (v.get("foreign_cpu") or 0) > CONTENDED]
+    contended = [p for p, v in phases.items() if is_contended(v.get("foreign_cpu"))]
     if contended:
         worst = max(phases[p]["foreign_cpu"] for p in contended)
         notes.append(f"{label(row)}: CONTENDED during {', '.join(SHORT[p] for p in contended)} "

@@ -30,7 +30,7 @@ from shared.measure import flops, gate, modes, roofline
 from shared.measure import rounds as rounds_rule
 from shared.measure.contention import ForeignCpu, pinned_cpus
 from shared.measure.runner import compile_cache_env
-from shared.measure.stats import Budget, repeat, summarise, time_once
+from shared.measure.stats import Budget, repeat, summarise, synced, time_once
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import cpu_record, run_worker
 from shared.runtime.worker import one_line
@@ -281,16 +281,10 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
     forward = port.compiled_forward() if mode == "compiled" else (lambda x: port.forward(x, train=False))
     # A tf.function says whether XLA compiles it (read back, not assumed: the choice is the port's).
     xla = getattr(forward, "_jit_compile", "unknown")
-
-    def call() -> Any:
-        result = forward(prepared)
-        port.sync(result)
-        return result
-
     facts: dict[str, Any] = {"params": port.param_count(), "mode": mode, "mode_choice": choice}
     if name == "keras" and mode == "compiled":
         facts["runs_as"] = f"tf.function, XLA {XLA_STATES.get(xla, 'unknown')}"
-    return call, facts
+    return synced(port, lambda: forward(prepared)), facts
 
 
 def job_config(batch: int, threads: int, device: str, budget: Budget, seed: int = 1234) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared.measure.contention import CONTENDED, ForeignCpu
+from shared.measure.contention import ForeignCpu, is_contended
 from shared.measure.stats import Budget, repeat, summarise
 from shared.runtime.launch import print_progress
 
@@ -36,7 +36,7 @@ class Phases:
         util = (time.process_time() - cpu0) / wall if wall > 0 else None
         self.phases[name] = {"status": "ok", "samples": samples, **summarise(samples),
                              "cpu_util": util, "foreign_cpu": foreign.value, "note": note}
-        if foreign.value is not None and foreign.value > CONTENDED:
+        if is_contended(foreign.value):
             self.row["notes"].append(f"{name}: other processes used {foreign.value:.2f} CPUs on this "
                                      "worker's CPUs while it was timed (contended)")
 

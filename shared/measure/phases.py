@@ -34,7 +34,7 @@ from shared.measure import backends, gate, modes, roofline
 from shared.measure.contention import ForeignCpu
 from shared.measure.environment import emulation_note, recorded_env
 from shared.measure.phase_record import Phases
-from shared.measure.stats import Budget, time_once
+from shared.measure.stats import Budget, synced, time_once
 from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.job_kinds import JobKind, Output
@@ -133,13 +133,13 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     the main job compares the ports pairwise with them). Returns the compiled forward, or None
     when there is none."""
     timer.progress("first eager call")
-    seconds, first_out = time_once(lambda: _synced(port, port.forward(prepared, train=False)))
+    seconds, first_out = time_once(synced(port, lambda: port.forward(prepared, train=False)))
     timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
     arrays["eager_logits"] = port.to_numpy(first_out)[:gate.GATE_IMAGES]
     # The user's model has no precision contract to read; a port's dtypes are read on the timed
     # batch (a new shape would make JAX compile every eager op again); they judge the eager mode.
     dtypes = {} if config.get("user") else contract_dtypes(port, images)
-    gate.check_mode(row, "eager", port.spec, arrays["eager_logits"], config, dtypes)
+    row["equivalence"]["eager"] = gate.judge(row, port.spec, arrays["eager_logits"], config, dtypes).to_dict()
     if "compiled" not in config["modes"]:
         timer.unavailable("compile", "compiled mode not requested (--modes)")
         timer.unavailable("forward_compiled", "compiled mode not requested (--modes)")
@@ -152,7 +152,7 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
         return None
     timer.progress("compiling")
     try:
-        seconds, compiled_out = time_once(lambda: _synced(port, compiled(prepared)))
+        seconds, compiled_out = time_once(synced(port, lambda: compiled(prepared)))
     except Exception as exc:  # a compiler failure costs the compiled mode, not the row
         reason = f"compile failed: {first_line(exc, typed=True)[:200]}"
         timer.unavailable("compile", reason)
@@ -163,20 +163,21 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     # first call is the compile; this one found the framework's in-process cache warm
     seconds = modes.first_compile(row, seconds)
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
-    gate.check_mode(row, "compiled", port.spec, port.to_numpy(compiled_out)[:gate.GATE_IMAGES], config)
+    compiled_logits = port.to_numpy(compiled_out)[:gate.GATE_IMAGES]
+    row["equivalence"]["compiled"] = gate.judge(row, port.spec, compiled_logits, config).to_dict()
     return compiled
 
 
 def timed_phases(port: PortInterface, images: np.ndarray, prepared: Any,
                  compiled: Callable[[Any], Any] | None, config: dict[str, Any], timer: Phases) -> None:
     spec, batch = port.spec, int(config["batch"])
-    timer.repeated("prepare", lambda: _synced(port, port.prepare(images)))
+    timer.repeated("prepare", synced(port, lambda: port.prepare(images)))
     if "eager" in config["modes"]:
-        timer.repeated("forward_eager", lambda: _synced(port, port.forward(prepared, train=False)))
+        timer.repeated("forward_eager", synced(port, lambda: port.forward(prepared, train=False)))
     else:
         timer.unavailable("forward_eager", "eager mode not requested (--modes)")
     if compiled is not None:
-        timer.repeated("forward_compiled", lambda: _synced(port, compiled(prepared)))
+        timer.repeated("forward_compiled", synced(port, lambda: compiled(prepared)))
     eval_batches = [probe_batch(spec, batch=batch, seed=int(config["seed"]) + 1 + k)
                     for k in range(int(config["eval_batches"]))]
     forward = compiled if compiled is not None else (lambda p: port.forward(p, train=False))
@@ -272,8 +273,3 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
 
 
 TIMING = JobKind("timing", run)
-
-
-def _synced(port: PortInterface, result: Any) -> Any:
-    port.sync(result)
-    return result

@@ -19,8 +19,6 @@ from typing import Any
 from shared.errors import InputError
 
 Check = Callable[[Any, str], None]
-EXPECTED = {"dict": "an object", "list": "a list", "str": "a string", "int": "an integer",
-            "bool": "a boolean"}
 
 
 class SchemaError(InputError):

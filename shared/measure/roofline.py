@@ -38,18 +38,16 @@ FORWARD_PHASES = ("forward_eager", "forward_compiled")
 MIN_GEMM_FLOPS = 2 * 10**8  # per timed product: milliseconds at tens of GFLOP/s, so the call is noise
 
 
-def gemm_rate(module: PortModule, spec: ModelSpec, batch: int, device: str,
-              budget: Budget = GEMM_BUDGET, dtype: str = "float32",
+def gemm_rate(module: PortModule, spec: ModelSpec, batch: int, device: str, dtype: str = "float32",
               mode: str | None = None) -> dict[str, Any]:
     """The framework's GEMM rate in `dtype` on the spec's shapes, its products run as `mode` (the
     run's chosen mode, recorded with the rate) runs them; or why there is none."""
-    if not hasattr(module, "gemm_call"):
-        return {"status": "n/a", "reason": "the port module has no gemm_call"}
     shapes = []
     with ForeignCpu(pinned_cpus()) as foreign:  # a rate measured on a busy CPU is no ceiling
         for mm in flops.gemm_shapes(spec, batch):
             rows = max(mm.m, -(-MIN_GEMM_FLOPS // (2 * mm.k * mm.n)))
-            stats = summarise(repeat(module.gemm_call(rows, mm.k, mm.n, device, dtype, mode=mode), budget))
+            call = module.gemm_call(rows, mm.k, mm.n, device, dtype, mode=mode)
+            stats = summarise(repeat(call, GEMM_BUDGET))
             rate = 2 * rows * mm.k * mm.n / stats["min"] / 1e9
             shapes.append({"name": mm.name, "m": mm.m, "k": mm.k, "n": mm.n, "count": mm.count,
                            "m_timed": rows, "n_samples": stats["n"], "gflops": rate,
@@ -79,21 +77,17 @@ def achieved(work: int, phases: dict[str, Any], gemm: dict[str, Any]) -> dict[st
     return out
 
 
-def roofline(spec: ModelSpec, batch: int, phases: dict[str, Any], gemm: dict[str, Any]) -> dict[str, Any]:
-    """The row's `roofline` record (docs/results-schema.md)."""
-    work = flops.forward_flops(spec, batch)
-    return {"forward_flops": work, "gemm": gemm, "phases": achieved(work, phases, gemm)}
-
-
 def measured(module: Any, spec: ModelSpec, batch: int, device: str, dtype: str,
              phases: dict[str, Any], mode: str | None) -> dict[str, Any]:
-    """`roofline` from a GEMM rate measured now in the run's `mode`; a failing measurement costs
-    the roofline only (its reason is the row's roofline entry), never the timing row."""
+    """The row's `roofline` record (docs/results-schema.md), from a GEMM rate measured now in the
+    run's `mode`; a failing measurement costs the roofline only (its reason is the row's roofline
+    entry), never the timing row."""
     try:
         gemm = gemm_rate(module, spec, batch, device, dtype=dtype, mode=mode)
     except Exception as exc:
         gemm = {"status": "n/a", "reason": f"GEMM rate failed: {one_line(exc)}"}
-    return roofline(spec, batch, phases, gemm)
+    work = flops.forward_flops(spec, batch)
+    return {"forward_flops": work, "gemm": gemm, "phases": achieved(work, phases, gemm)}
 
 
 # A share above 1 is no finding about the forward: its ceiling was timed another way than the

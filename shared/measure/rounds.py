@@ -33,13 +33,9 @@ from shared.measure.contention import is_contended
 SPREAD = 0.10
 
 
-def _cores(value: float | None) -> str:
-    return "not measured" if value is None else f"{value:.2f} CPUs"
-
-
 def contended_rounds(name: str, rounds: Sequence[dict[str, Any]]) -> list[str]:
     """'NAME round K (X CPUs)' for every round whose worker was contended."""
-    return [f"{name} round {r['round']} ({_cores(r.get('foreign_cpu'))})" for r in rounds
+    return [f"{name} round {r['round']} ({r['foreign_cpu']:.2f} CPUs)" for r in rounds
             if is_contended(r.get("foreign_cpu"))]
 
 

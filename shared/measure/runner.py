@@ -147,9 +147,9 @@ def _failed_row(framework: str, config: RunConfig, status: str, reason: str, tai
     """A row for a worker that did not finish: keeps whatever it measured, states why."""
     row = dict(partial or {})
     conditions = dict(row.get("conditions") or {})
-    for key in ("spec_name", "spec_hash", "batch", "dtype", "precision", "threads"):
-        conditions.setdefault(key, config.conditions()[key])
-    conditions.setdefault("device_request", config.device)
+    stated = config.conditions()
+    for key in ("spec_name", "spec_hash", "batch", "dtype", "precision", "threads", "device_request"):
+        conditions.setdefault(key, stated[key])
     conditions.setdefault("device_class", None)
     conditions.setdefault("device_name", None)
     row.update({"framework": framework, "status": status, "reason": reason,

@@ -32,7 +32,6 @@ PHASES: tuple[tuple[str, str], ...] = (
     ("eval_pass", "evaluation pass over a dataset: prepare + forward + read back, per pass"),
 )
 PHASE_NAMES = tuple(name for name, _ in PHASES)
-SINGLE_SHOT_PHASES = ("import", "build_load", "first_call_eager", "compile")
 # The fields that must match before two rows may be ranked (see shared/measure/guard.py).
 COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "precision", "threads", "device_class", "device_name")
 # A field a results file written before it existed lacks: read as this value (the precision ladder

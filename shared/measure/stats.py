@@ -46,6 +46,17 @@ def time_once(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
+def synced(port: Any, call: Callable[[], Any]) -> Callable[[], Any]:
+    """`call`, then the port's own wait for its result (`port.sync`): a call that may be timed."""
+
+    def run() -> Any:
+        result = call()
+        port.sync(result)
+        return result
+
+    return run
+
+
 def repeat(call: Callable[[], Any], budget: Budget) -> list[float]:
     """Warm-up calls (not recorded), then timed calls until the budget says stop."""
     for _ in range(budget.warmup):

@@ -23,6 +23,7 @@ from shared.core.budget import check_fits
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 from shared.measure.guard import FORWARD, metric_value
+from shared.measure.output import peak_memory
 from shared.measure.runner import RunConfig, run_all
 
 Progress = Callable[[str], None]
@@ -74,18 +75,8 @@ def run_sweep(points: list[tuple[ModelSpec, int]], frameworks: list[str], config
 
 def point_time(row: dict[str, Any]) -> float | None:
     """The row's best forward median (seconds), None when it has none or is not valid."""
-    found = metric_value(row, FORWARD) if row.get("status") == "ok" else None
+    found = metric_value(row, FORWARD)
     return None if found is None else found[0]
-
-
-def point_memory(row: dict[str, Any]) -> tuple[int | None, str]:
-    """(bytes, source): the framework allocator's peak on an accelerator, else peak RSS (a CPU
-    allocator's counter, where a framework keeps one, misses most of what it holds)."""
-    memory = row.get("memory") or {}
-    on_cpu = (row.get("conditions") or {}).get("device_class") in (None, "cpu")
-    if not on_cpu and isinstance(memory.get("allocator_peak_bytes"), int):
-        return memory["allocator_peak_bytes"], "allocator peak"
-    return memory.get("peak_rss_bytes"), "peak RSS"
 
 
 def fit_slopes(batches: list[float], tokens: list[float], values: list[float]) -> dict[str, float | None]:
@@ -113,11 +104,11 @@ def fits(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for framework in dict.fromkeys(r["framework"] for r in rows):
         mine = [r for r in rows if r["framework"] == framework and "sweep_point" in r]
         timed = [(r, t) for r in mine if (t := point_time(r)) is not None and t > 0]
-        sized = [(r, m) for r in mine if (m := point_memory(r)[0])]
+        sized = [(r, m) for r in mine if (m := peak_memory(r)[0])]
         out[framework] = {"points": len(timed),
                           "time": _fit([r for r, _ in timed], [t for _, t in timed]),
                           "memory": _fit([r for r, _ in sized], [float(m) for _, m in sized]),
-                          "memory_source": point_memory(mine[0])[1] if mine else None}
+                          "memory_source": peak_memory(mine[0])[1] if mine else None}
     return out
 
 
@@ -137,9 +128,9 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     for row in rows:
         point = row["sweep_point"]
-        found = metric_value(row, FORWARD) if row.get("status") == "ok" else None
+        found = metric_value(row, FORWARD)
         phase = row["phases"].get(found[1], {}) if found else {}
-        peak, source = point_memory(row)
+        peak, source = peak_memory(row)
         writer.writerow({"framework": row["framework"], "status": row["status"], "batch": point["batch"],
                          "image_height": point["image"][0], "image_width": point["image"][1],
                          "tokens": point["tokens"], "time_median_s": phase.get("median"),
