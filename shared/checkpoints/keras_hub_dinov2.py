@@ -35,9 +35,10 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    block_group,
     check_depth,
     image_facts,
+    keras_object,
+    layer_groups,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -146,15 +147,12 @@ def configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """config.json; a gated MLP's intermediate_dim is 3/2 of the hidden width (which rounds back)."""
     width = s.mlp_dim * 3 // 2 if s.mlp == "gated" else s.mlp_dim
     shape = [s.image_height, s.image_width, s.channels]
-    return {"module": "keras_hub.src.models.dinov2.dinov2_backbone", "class_name": "DINOV2Backbone",
-            "registered_name": "keras_hub>DINOV2Backbone",
-            "config": {"name": "dinov2_backbone", "trainable": True, "patch_size": s.patch_height,
-                       "num_layers": s.depth, "hidden_dim": s.dim, "num_heads": s.heads,
-                       "intermediate_dim": width, "layer_scale_init_value": 1.0,
-                       "num_register_tokens": s.registers, "use_mask_token": False,
-                       "use_swiglu_ffn": s.mlp == "gated", "dropout_rate": 0.0, "drop_path_rate": 0.0,
-                       "image_shape": shape, "position_embedding_shape": shape,
-                       "antialias_in_interpolation": False, "apply_layernorm": False}}, None
+    return keras_object("dinov2.dinov2_backbone", "DINOV2Backbone", {
+        "name": "dinov2_backbone", "trainable": True, "patch_size": s.patch_height, "num_layers": s.depth,
+        "hidden_dim": s.dim, "num_heads": s.heads, "intermediate_dim": width, "layer_scale_init_value": 1.0,
+        "num_register_tokens": s.registers, "use_mask_token": False, "use_swiglu_ffn": s.mlp == "gated",
+        "dropout_rate": 0.0, "drop_path_rate": 0.0, "image_shape": shape, "position_embedding_shape": shape,
+        "antialias_in_interpolation": False, "apply_layernorm": False}), None
 
 
 def extras(s: ModelSpec, raw: Raw) -> Raw:
@@ -164,14 +162,8 @@ def extras(s: ModelSpec, raw: Raw) -> Raw:
 
 GROUPS = {
     "embeddings": "layers/dinov2_embedding", "encoder": "layers/dinov2_encoder",
-    "layernorm": "layers/layer_normalization", "query": "query_dense", "key": "key_dense",
-    "value": "value_dense", "attention_output": "output_dense",
+    "layernorm": "layers/layer_normalization",
 }
-
-
-def group(name: str) -> str:
-    return block_group(name, "layers_", "layers/dinov2_layer", 0) or GROUPS.get(name, name)
-
-
-DINOV2 = Family("DINOV2Backbone", None, rows, infer, check, configs, group, variables, inert=INERT,
+DINOV2 = Family("DINOV2Backbone", None, rows, infer, check, configs,
+                layer_groups("layers_", "layers/dinov2_layer", 0, GROUPS), variables, inert=INERT,
                 extras=extras, features=("registers", "layer_scale"))

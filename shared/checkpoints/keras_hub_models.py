@@ -105,13 +105,31 @@ def position_ids(name: str, s: ModelSpec) -> Raw:
     return {name: np.arange(s.derived.pos_rows_total, dtype=np.int64)[None]}
 
 
-def block_group(name: str, stem: str, saved: str, base: int) -> str | None:
-    """A block's layer name (`{stem}{k}`) -> its h5 group: Keras saves a list of layers under
-    the class's name, deduplicated (`saved`, `saved_1`, ...); blocks are numbered from `base`."""
-    if not name.startswith(stem) or not name[len(stem):].isdigit():
-        return None
-    k = int(name[len(stem):]) - base
-    return saved + (f"_{k}" if k else "")
+# Keras' MultiHeadAttention saves its four Dense layers under these attributes, in every family.
+MHA_GROUPS = {"query": "query_dense", "key": "key_dense", "value": "value_dense",
+              "attention_output": "output_dense"}
+
+
+def layer_groups(stem: str, saved: str, base: int, named: dict[str, str]) -> Callable[[str], str]:
+    """A family's `group`: one segment of a variable's layer path -> its h5 group (the attribute
+    Keras saves the layer under). A block (`{stem}{k}`, numbered from `base`) is in the list Keras
+    saves under the class's name, deduplicated (`saved`, `saved_1`, ...); another layer is
+    `named`'s or Keras' MultiHeadAttention's, else its own name."""
+    def group(name: str) -> str:
+        number = name[len(stem):]
+        if name.startswith(stem) and number.isdigit():
+            k = int(number) - base
+            return saved + (f"_{k}" if k else "")
+        return named.get(name, MHA_GROUPS.get(name, name))
+
+    return group
+
+
+def keras_object(module: str, cls: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A keras-hub class as Keras serialises it (config.json, task.json); `module` under
+    `keras_hub.src.models`."""
+    return {"module": f"keras_hub.src.models.{module}", "class_name": cls,
+            "registered_name": f"keras_hub>{cls}", "config": config}
 
 
 def numbered_blocks(text: str, s: ModelSpec, layer: str) -> str:

@@ -30,9 +30,10 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    block_group,
     check_depth,
     image_facts,
+    keras_object,
+    layer_groups,
     numbered_blocks,
     with_defaults,
 )
@@ -139,41 +140,27 @@ def check_vit(target: str, s: ModelSpec) -> None:
 
 def vit_configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """config.json (the backbone) and task.json (the classifier, when the spec has a head)."""
-    backbone = {
-        "module": "keras_hub.src.models.vit.vit_backbone", "class_name": "ViTBackbone",
-        "registered_name": "keras_hub>ViTBackbone",
-        "config": {"name": "vi_t_backbone", "trainable": True, "image_shape": [s.image_height, s.image_width,
-                                                                               s.channels],
-                   "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth, "num_heads": s.heads,
-                   "hidden_dim": s.dim, "mlp_dim": s.mlp_dim, "dropout_rate": 0.0, "attention_dropout": 0.0,
-                   "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True, "use_mlp_bias": True,
-                   "use_class_token": s.class_token, "use_patch_bias": s.patch_bias},
-    }
+    backbone = keras_object("vit.vit_backbone", "ViTBackbone", {
+        "name": "vi_t_backbone", "trainable": True,
+        "image_shape": [s.image_height, s.image_width, s.channels],
+        "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth, "num_heads": s.heads,
+        "hidden_dim": s.dim, "mlp_dim": s.mlp_dim, "dropout_rate": 0.0, "attention_dropout": 0.0,
+        "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True, "use_mlp_bias": True,
+        "use_class_token": s.class_token, "use_patch_bias": s.patch_bias})
     if not s.num_classes:
         return backbone, None
     pooling = {v: k for k, v in VIT_POOLING.items()}[s.pooling]
-    task = {"module": "keras_hub.src.models.vit.vit_image_classifier", "class_name": "ViTImageClassifier",
-            "registered_name": "keras_hub>ViTImageClassifier",
-            "config": {"backbone": backbone, "preprocessor": None, "name": "vi_t_image_classifier",
-                       "num_classes": s.num_classes, "pooling": pooling, "activation": None, "dropout": 0.0,
-                       "intermediate_dim": None}}
+    task = keras_object("vit.vit_image_classifier", "ViTImageClassifier", {
+        "backbone": backbone, "preprocessor": None, "name": "vi_t_image_classifier",
+        "num_classes": s.num_classes, "pooling": pooling, "activation": None, "dropout": 0.0,
+        "intermediate_dim": None})
     return backbone, task
 
 
 VIT_GROUPS = {  # a layer's name -> its group in the h5 file (the attribute Keras saves it under)
     "vit_patching_and_embedding": "layers/vi_t_patching_and_embedding", "vit_encoder": "layers/vi_t_encoder",
     "predictions": "layers/dense", "ln_1": "layer_norm_1", "ln_2": "layer_norm_2", "ln": "layer_norm",
-    "query": "query_dense", "key": "key_dense", "value": "value_dense", "attention_output": "output_dense",
 }
-
-
-def vit_group(name: str) -> str:
-    """One segment of a variable's layer path -> its h5 group; Keras saves the list of blocks
-    under the class name, deduplicated: `vi_t_encoder_block`, `vi_t_encoder_block_1`, ..."""
-    block = block_group(name, "transformer_block_", "encoder_layers/vi_t_encoder_block", 1)
-    return block or VIT_GROUPS.get(name, name)
-
-
 
 
 # ---- DeiTBackbone (+ DeiTImageClassifier) ------------------------------------------------------
@@ -246,38 +233,30 @@ def check_deit(target: str, s: ModelSpec) -> None:
 
 
 def deit_configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    backbone = {"module": "keras_hub.src.models.deit.deit_backbone", "class_name": "DeiTBackbone",
-                "registered_name": "keras_hub>DeiTBackbone",
-                "config": {"name": "dei_t_backbone", "trainable": True,
-                           "image_shape": [s.image_height, s.image_width, s.channels],
-                           "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth,
-                           "num_heads": s.heads, "hidden_dim": s.dim, "intermediate_dim": s.mlp_dim,
-                           "dropout_rate": 0.0, "attention_dropout": 0.0,
-                           "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True}}
+    backbone = keras_object("deit.deit_backbone", "DeiTBackbone", {
+        "name": "dei_t_backbone", "trainable": True,
+        "image_shape": [s.image_height, s.image_width, s.channels],
+        "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth, "num_heads": s.heads,
+        "hidden_dim": s.dim, "intermediate_dim": s.mlp_dim, "dropout_rate": 0.0, "attention_dropout": 0.0,
+        "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True})
     if not s.num_classes:
         return backbone, None
     pooling = {v: k for k, v in VIT_POOLING.items()}[s.pooling]
-    return backbone, {"module": "keras_hub.src.models.deit.deit_image_classifier",
-                      "class_name": "DeiTImageClassifier", "registered_name": "keras_hub>DeiTImageClassifier",
-                      "config": {"backbone": backbone, "preprocessor": None, "name": "dei_t_image_classifier",
-                                 "num_classes": s.num_classes, "pooling": pooling, "activation": None,
-                                 "dropout": 0.0}}
+    return backbone, keras_object("deit.deit_image_classifier", "DeiTImageClassifier", {
+        "backbone": backbone, "preprocessor": None, "name": "dei_t_image_classifier",
+        "num_classes": s.num_classes, "pooling": pooling, "activation": None, "dropout": 0.0})
 
 
 DEIT_GROUPS = {
     "deit_patching_and_embedding": "layers/dei_t_embeddings", "deit_encoder": "layers/dei_t_encoder",
     "predictions": "layers/dense", "ln_1": "layer_norm_1", "ln_2": "layer_norm_2", "ln": "layer_norm",
-    "output": "dense", "query": "query_dense", "key": "key_dense", "value": "value_dense",
-    "attention_output": "output_dense",
+    "output": "dense",
 }
 
 
-def deit_group(name: str) -> str:
-    block = block_group(name, "transformer_block_", "encoder_layers/dei_t_encoder_block", 1)
-    return block or DEIT_GROUPS.get(name, name)
-
-
-VIT = Family("ViTBackbone", "ViTImageClassifier", vit_rows, infer_vit, check_vit, vit_configs, vit_group,
+VIT = Family("ViTBackbone", "ViTImageClassifier", vit_rows, infer_vit, check_vit, vit_configs,
+             layer_groups("transformer_block_", "encoder_layers/vi_t_encoder_block", 1, VIT_GROUPS),
              lambda cfg: VIT_VARIABLES, task_layers=("predictions",))
 DEIT = Family("DeiTBackbone", "DeiTImageClassifier", deit_rows, infer_deit, check_deit, deit_configs,
-              deit_group, lambda cfg: DEIT_VARIABLES, task_layers=("predictions",), features=("registers",))
+              layer_groups("transformer_block_", "encoder_layers/dei_t_encoder_block", 1, DEIT_GROUPS),
+              lambda cfg: DEIT_VARIABLES, task_layers=("predictions",), features=("registers",))
