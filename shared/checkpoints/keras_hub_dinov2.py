@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from shared.checkpoints.common import Inference, Raw, require
+from shared.checkpoints.hf_models import swiglu_width
 from shared.checkpoints.keras_hub_models import (
     COMMON_VARIABLES,
     DENSE,
@@ -87,11 +88,6 @@ def variables(cfg: dict[str, Any]) -> Variables:
             **dict.fromkeys(("layer_scale1", "layer_scale2"), ("lambda1",)), "embeddings": embedding}
 
 
-def hidden_width(intermediate_dim: int) -> int:
-    """DINOV2SwiGLUFFN's hidden width from the configured one."""
-    return (int(intermediate_dim * 2 / 3) + 7) // 8 * 8
-
-
 def infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     cfg = with_defaults(inf, "DINOV2Backbone", REQUIRED, DEFAULTS, backbone)
     source = cfg["position_embedding_shape"]
@@ -108,7 +104,7 @@ def infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, An
     facts: dict[str, Any] = {
         **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
         "mlp": "gated" if gated else "standard", "activation": "silu" if gated else "gelu",
-        "mlp_dim": hidden_width(width) if gated else width,
+        "mlp_dim": swiglu_width(width) if gated else width,
         "registers": int(cfg["num_register_tokens"]), "layer_norm_eps": EPS,
     }
     for name, value in facts.items():
