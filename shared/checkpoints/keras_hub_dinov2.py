@@ -36,10 +36,9 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    check_depth,
-    image_facts,
     keras_object,
     layer_groups,
+    size_facts,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -96,14 +95,12 @@ def infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, An
                         f"table to image_shape {cfg['image_shape']!r} with keras.ops.image.resize(bicubic), "
                         "whose kernel depends on the Keras backend and is none of the spec's pos_resample "
                         "methods (expected position_embedding_shape equal to image_shape)")
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "embeddings/patch_embeddings/projection/kernel", dim)
-    check_depth(raw, "encoder/layers_{i}/norm1/gamma", depth)
+    sizes = size_facts(inf, raw, cfg, "embeddings/patch_embeddings/projection/kernel",
+                       "encoder/layers_{i}/norm1/gamma")
     gated = bool(cfg["use_swiglu_ffn"])
     width = int(cfg["intermediate_dim"])
     facts: dict[str, Any] = {
-        **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-        "mlp": "gated" if gated else "standard", "activation": "silu" if gated else "gelu",
+        **sizes, "mlp": "gated" if gated else "standard", "activation": "silu" if gated else "gelu",
         "mlp_dim": swiglu_width(width) if gated else width,
         "registers": int(cfg["num_register_tokens"]), "layer_norm_eps": EPS,
     }

@@ -63,8 +63,11 @@ def with_defaults(inf: Inference, cls: str, required: tuple[str, ...], defaults:
     return {**defaults, **backbone, **(task or {})}
 
 
-def image_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, dim: int) -> dict[str, Any]:
-    """image_shape and patch_size, checked against the patch kernel (channels_last HWIO)."""
+def size_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, block: str) -> dict[str, Any]:
+    """The sizes every family's config states: image_shape, patch_size and hidden_dim checked
+    against the patch kernel (channels_last HWIO), num_layers against the blocks the checkpoint
+    holds (`block`: one variable per block, its number as {i}), and num_heads."""
+    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
     shape = cfg["image_shape"]
     if not (isinstance(shape, (list, tuple)) and len(shape) == 3):
         raise SpecError(f"keras_hub config image_shape = {shape!r}: expected [height, width, channels]")
@@ -73,19 +76,15 @@ def image_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, dim:
     if tuple(found.shape) != (ph, pw, shape[2], dim):
         raise SpecError(f"keras_hub config image_shape = {shape!r}, patch_size = {cfg['patch_size']!r} and "
                         f"hidden_dim = {dim} contradict tensor {kernel!r} {found.shape} (channels_last HWIO)")
-    return {"image_height": int(shape[0]), "image_width": int(shape[1]), "channels": int(shape[2]),
-            "patch_height": ph, "patch_width": pw}
-
-
-def check_depth(raw: Raw, block: str, depth: int) -> None:
-    """num_layers against the blocks the checkpoint holds (`block`: one variable per block, its
-    number as {i})."""
     pattern = re.escape(block).replace(re.escape("{i}"), r"\d+")
     found = sum(1 for k in raw if re.fullmatch(pattern, k))
     what = block.partition("{i}")[0] + "*"
     if found != depth:
         raise SpecError(f"keras_hub config num_layers = {depth} contradicts the {found} {what!r} blocks "
                         "in the checkpoint")
+    return {"image_height": int(shape[0]), "image_width": int(shape[1]), "channels": int(shape[2]),
+            "patch_height": ph, "patch_width": pw, "dim": dim, "depth": depth, "heads": heads,
+            "head_dim": dim // heads}
 
 
 def check_position_ids(raw: Raw, name: str, rows: int) -> None:

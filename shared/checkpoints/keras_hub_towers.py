@@ -34,12 +34,11 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    check_depth,
     check_position_ids,
-    image_facts,
     keras_object,
     layer_groups,
     position_ids,
+    size_facts,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -53,11 +52,7 @@ PLAIN_FACTS: dict[str, Any] = {"pos_embed": "learned", "pos_rows": None, "norm":
 
 def tower_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, blocks: str, cls: str) -> None:
     """What both towers' configs state: the sizes, checked against the tensors."""
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, kernel, dim)
-    check_depth(raw, blocks, depth)
-    facts = {**image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-             "mlp_dim": int(cfg["intermediate_dim"])}
+    facts = {**size_facts(inf, raw, cfg, kernel, blocks), "mlp_dim": int(cfg["intermediate_dim"])}
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
     for name, value in PLAIN_FACTS.items():

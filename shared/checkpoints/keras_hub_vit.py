@@ -30,11 +30,10 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    check_depth,
-    image_facts,
     keras_object,
     layer_groups,
     numbered_blocks,
+    size_facts,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -96,9 +95,8 @@ def state(inf: Inference, facts: dict[str, Any], task: dict[str, Any] | None, ar
 def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     """ViTBackbone's get_config (and ViTImageClassifier's, if a task) -> facts and defaults."""
     cfg = with_defaults(inf, "ViTBackbone", VIT_REQUIRED, VIT_DEFAULTS, backbone, task)
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "vit_patching_and_embedding/patch_embedding/kernel", dim)
-    check_depth(raw, "vit_encoder/transformer_block_{i}/ln_1/gamma", depth)
+    sizes = size_facts(inf, raw, cfg, "vit_patching_and_embedding/patch_embedding/kernel",
+                       "vit_encoder/transformer_block_{i}/ln_1/gamma")
     for key, what in (("use_mha_bias", "attention"), ("use_mlp_bias", "MLP")):
         if not cfg[key]:
             raise SpecError(f"keras_hub config {key} = false: the spec's {what} layers always have biases")
@@ -113,8 +111,7 @@ def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str
                         "use_class_token true (token reads token 0)")
     head = raw.get("predictions/kernel")
     facts: dict[str, Any] = {
-        **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-        "mlp_dim": int(cfg["mlp_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
+        **sizes, "mlp_dim": int(cfg["mlp_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
         "class_token": class_token, "pos_embed_class_row": class_token, "pooling": pooling,
         "patch_bias": bool(cfg["use_patch_bias"]), "qkv_bias": True,
         "num_classes": 0 if head is None else int(head.shape[1]),
@@ -196,9 +193,8 @@ def deit_rows(s: ModelSpec) -> str:
 def infer_deit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     """DeiTBackbone's get_config (and DeiTImageClassifier's, if a task) -> facts and defaults."""
     cfg = with_defaults(inf, "DeiTBackbone", DEIT_REQUIRED, DEIT_DEFAULTS, backbone, task)
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "deit_patching_and_embedding/patch_embedding/kernel", dim)
-    check_depth(raw, "deit_encoder/transformer_block_{i}/ln_1/gamma", depth)
+    sizes = size_facts(inf, raw, cfg, "deit_patching_and_embedding/patch_embedding/kernel",
+                       "deit_encoder/transformer_block_{i}/ln_1/gamma")
     if not cfg["use_mha_bias"]:
         raise SpecError("keras_hub config use_mha_bias = false: it also removes the attention output's "
                         "bias, which the spec always has")
@@ -208,8 +204,7 @@ def infer_deit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
         raise SpecError(f"keras_hub config pooling = {cfg['pooling']!r}: expected 'token' or 'gap'")
     head = raw.get("predictions/kernel")
     facts: dict[str, Any] = {
-        **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-        "mlp_dim": int(cfg["intermediate_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
+        **sizes, "mlp_dim": int(cfg["intermediate_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
         "class_token": True, "registers": 1, "pos_embed_class_row": True, "pos_embed_register_rows": True,
         "distill_token": False, "pooling": pooling, "patch_bias": True, "qkv_bias": True,
         "num_classes": 0 if head is None else int(head.shape[1]),
