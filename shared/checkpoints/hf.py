@@ -265,8 +265,7 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
         raise WeightsError(f"output {str(out)!r}: hf export writes a directory (config.json + "
                            "model.safetensors), and a file is in the way")
     weights = encode_tensors(out / "model.safetensors", raw, metadata={"format": "pt"})
+    config = config_for(s)
     write_folder(out, {"model.safetensors": weights,
-                       "config.json": (json.dumps(config_for(s), indent=2) + "\n").encode()})
-    model_class = ARCHITECTURES[model_type_for(s)].model_class if model_type_for(s) != "vit" else \
-        "ViTForImageClassification"
-    return [f"load with transformers.{model_class}.from_pretrained({str(out)!r})"]
+                       "config.json": (json.dumps(config, indent=2) + "\n").encode()})
+    return [f"load with transformers.{config['architectures'][0]}.from_pretrained({str(out)!r})"]
