@@ -42,7 +42,7 @@ def read_tensors(path: str | Path) -> Raw:
     elif suffix in TORCH_SUFFIXES:
         raw = _read_torch(path)
     elif suffix == ".npz":
-        raw = _read_npz(path)
+        raw = read_npz(path, f"checkpoint {str(path)!r}", WeightsError)
     else:
         raise WeightsError(
             f"checkpoint {str(path)!r}: unknown file type {suffix!r}; expected .safetensors, "
@@ -104,10 +104,6 @@ def _state_dict_of(path: Path, obj: Any) -> Raw:
                                "expected a floating-point tensor")
         out[name] = value.detach().to(torch.float32).contiguous().numpy()
     return out
-
-
-def _read_npz(path: Path) -> Raw:
-    return read_npz(path, f"checkpoint {str(path)!r}", WeightsError)
 
 
 def _as_float32(path: Path, name: str, value: np.ndarray) -> np.ndarray:
@@ -281,12 +277,11 @@ LATER_FEATURES = ("patch_norm_in", "patch_norm_out", "distill_token", "registers
                   "qk_norm", "layer_scale")
 
 
-def require_defaults(target: str, s: ModelSpec, names: tuple[str, ...] = LATER_FEATURES) -> None:
-    """An exporter's refusal of each named feature the target library does not build."""
-    for name in names:
+def require_defaults(target: str, s: ModelSpec) -> None:
+    """An exporter's refusal of every later feature (the target library builds none of them)."""
+    for name in LATER_FEATURES:
         require(not getattr(s, name), target, name, getattr(s, name), "none (it has no such feature)")
-    if "mlp" not in names:
-        require(s.mlp == "standard", target, "mlp", s.mlp, "standard (no gated MLP)")
+    require(s.mlp == "standard", target, "mlp", s.mlp, "standard (no gated MLP)")
     require(s.patch_bias, target, "patch_bias", s.patch_bias, "true (its patch projection has a bias)")
 
 

@@ -39,8 +39,12 @@ from shared.checkpoints.hf_dinov3 import REGISTER_TOKENS
 from shared.checkpoints.hf_models import (
     ACTIVATIONS,
     ARCHITECTURES,
+    ENCODER_ROWS,
     HF_ACT,
     MASK_TOKEN,
+    PATCH_ROWS,
+    VIT_DEFAULTS,
+    VIT_STYLE,
     config_for_model,
     infer_architecture,
     size_pair,
@@ -53,11 +57,8 @@ from shared.errors import SpecError, WeightsError
 
 TARGET = "Hugging Face ViTForImageClassification"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-VIT_CONFIG_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig() defaults (v4.x)
-    "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
-    "hidden_act": "gelu", "layer_norm_eps": 1e-12, "image_size": 224, "patch_size": 16,
-    "num_channels": 3, "qkv_bias": True,
-}
+
+
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
     """`path` is a save_pretrained directory (config.json + weights) or a weights file."""
     if path.is_dir():
@@ -103,7 +104,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     model_type = (config or {}).get("model_type", "vit")
     if model_type in ARCHITECTURES:
         return infer_architecture(fmt, model_type, raw, config or {}, given)
-    cfg = {**VIT_CONFIG_DEFAULTS, **(config or {})}
+    cfg = {**VIT_DEFAULTS, **(config or {})}
     if model_type != "vit":
         raise SpecError(f"config model_type = {model_type!r}: expected one of vit, "
                         f"{', '.join(ARCHITECTURES)}")
@@ -197,7 +198,8 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     if s.mlp == "gated" and model_type != "dinov3_vit":  # DINOv3's gate_proj takes any hidden_act
         require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
                 "standard (only DINOv2's SwiGLU, with silu, is gated)")
-        require(swiglu_width(s.dim, 1.5 * s.mlp_dim / s.dim) == s.mlp_dim, target, "mlp_dim", s.mlp_dim,
+        rebuilt = swiglu_width(int(s.dim * (1.5 * s.mlp_dim / s.dim)))  # from config_for's mlp_ratio
+        require(rebuilt == s.mlp_dim, target, "mlp_dim", s.mlp_dim,
                 "a multiple of 8 (Dinov2SwiGLUFFN rounds its width up to one)")
 
 
@@ -220,16 +222,9 @@ def config_for(s: ModelSpec) -> dict[str, Any]:
     }
 
 
-ROWS = """
+ROWS = PATCH_ROWS + ENCODER_ROWS + """
 cls_token                                   {embed}.cls_token                         batch_token
 pos_embed                                   {embed}.position_embeddings               batch
-patch_embed.kernel                          {embed}.patch_embeddings.projection.weight  conv
-patch_embed.bias                            {embed}.patch_embeddings.projection.bias
-blocks.{i}.{n:norm1=layernorm_before|norm2=layernorm_after}.{w:scale=weight|bias}  {layer}.{n}.{w}
-blocks.{i}.attn.{p:query|key|value}.kernel  {layer}.attention.attention.{p}.weight    heads_linear
-blocks.{i}.attn.{p:query|key|value}.bias    {layer}.attention.attention.{p}.bias      heads_bias
-blocks.{i}.attn.out.kernel                  {layer}.attention.output.dense.weight     heads_out_linear
-blocks.{i}.attn.out.bias                    {layer}.attention.output.dense.bias
 blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
 blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
 final_norm.{w:scale=weight|bias}            vit.layernorm.{w}
@@ -241,7 +236,8 @@ head.out.bias                               classifier.bias
 def table(fmt: str, s: ModelSpec) -> Table:
     model_type = model_type_for(s)
     if model_type == "vit":
-        return Table(ROWS, fmt, embed="vit.embeddings", layer="vit.encoder.layer.{i}")
+        return Table(ROWS, fmt, layer="vit.encoder.layer.{i}", **VIT_STYLE, embed="vit.embeddings",
+                     patch="patch_embeddings.projection")
     arch = ARCHITECTURES[model_type]
     inert = (MASK_TOKEN,) if model_type.startswith(("dinov2", "dinov3")) else ()
     if model_type == "dinov3_vit" and not s.registers:
@@ -269,8 +265,7 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
         raise WeightsError(f"output {str(out)!r}: hf export writes a directory (config.json + "
                            "model.safetensors), and a file is in the way")
     weights = encode_tensors(out / "model.safetensors", raw, metadata={"format": "pt"})
+    config = config_for(s)
     write_folder(out, {"model.safetensors": weights,
-                       "config.json": (json.dumps(config_for(s), indent=2) + "\n").encode()})
-    model_class = ARCHITECTURES[model_type_for(s)].model_class if model_type_for(s) != "vit" else \
-        "ViTForImageClassification"
-    return [f"load with transformers.{model_class}.from_pretrained({str(out)!r})"]
+                       "config.json": (json.dumps(config, indent=2) + "\n").encode()})
+    return [f"load with transformers.{config['architectures'][0]}.from_pretrained({str(out)!r})"]

@@ -121,6 +121,10 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "num_channels": 3,
     "image_size": 224,
 }
+VIT_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig()'s, and DeiTConfig()'s
+    **COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu",
+    "layer_norm_eps": 1e-12, "qkv_bias": True,
+}
 
 
 @dataclass(frozen=True)
@@ -181,9 +185,7 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         dict(CLIP_STYLE, embed="vision_model.embeddings", patch="patch_embedding")),
     "deit": Architecture(
         "DeiTForImageClassificationWithTeacher", "deit.embeddings.patch_embeddings.projection.weight",
-        "deit.encoder.layer.{i}",
-        {**COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu",
-         "layer_norm_eps": 1e-12, "qkv_bias": True},
+        "deit.encoder.layer.{i}", VIT_DEFAULTS,
         {"class_token": True, "distill_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
          "pooling": "cls", "final_norm": "tokens", "patch_bias": True},
         dict(VIT_STYLE, embed="deit.embeddings", patch="patch_embeddings.projection")),
@@ -204,9 +206,10 @@ DINOV2_RESAMPLE = {
 MASK_TOKEN = "embeddings.mask_token"  # DINOv2's and DINOv3's, used only with bool_masked_pos
 
 
-def swiglu_width(dim: int, mlp_ratio: float) -> int:
-    """Dinov2SwiGLUFFN's hidden width: two thirds of dim * mlp_ratio, rounded up to a multiple of 8."""
-    return (int(int(dim * mlp_ratio) * 2 / 3) + 7) // 8 * 8
+def swiglu_width(width: int) -> int:
+    """Dinov2SwiGLUFFN's hidden width (keras-hub's DINOV2SwiGLUFFN's too): two thirds of the
+    configured `width`, rounded up to a multiple of 8."""
+    return (int(width * 2 / 3) + 7) // 8 * 8
 
 
 def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
@@ -272,10 +275,11 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
             del facts["image_height"], facts["image_width"]  # the image asked for, the table resampled to it
             resampled_table(inf, (h // ph, w // pw), f"config image_size {cfg['image_size']!r}",
                             *DINOV2_RESAMPLE[model_type])
+        width = int(dim * cfg["mlp_ratio"])
         if cfg["use_swiglu_ffn"]:  # Dinov2SwiGLUFFN: F.silu whatever hidden_act says
-            facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(dim, cfg["mlp_ratio"])}
+            facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(width)}
         else:
-            facts["mlp_dim"] = int(dim * cfg["mlp_ratio"])
+            facts["mlp_dim"] = width
         if model_type == "dinov2_with_registers":
             facts["registers"] = int(cfg["num_register_tokens"])
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")

@@ -29,15 +29,16 @@ from typing import Any
 import numpy as np
 
 from shared.checkpoints.common import Inference, Raw, require
+from shared.checkpoints.hf_models import swiglu_width
 from shared.checkpoints.keras_hub_models import (
     COMMON_VARIABLES,
     DENSE,
     NORM,
     Family,
     Variables,
-    block_group,
-    check_depth,
-    image_facts,
+    keras_object,
+    layer_groups,
+    size_facts,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -86,11 +87,6 @@ def variables(cfg: dict[str, Any]) -> Variables:
             **dict.fromkeys(("layer_scale1", "layer_scale2"), ("lambda1",)), "embeddings": embedding}
 
 
-def hidden_width(intermediate_dim: int) -> int:
-    """DINOV2SwiGLUFFN's hidden width from the configured one."""
-    return (int(intermediate_dim * 2 / 3) + 7) // 8 * 8
-
-
 def infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     cfg = with_defaults(inf, "DINOV2Backbone", REQUIRED, DEFAULTS, backbone)
     source = cfg["position_embedding_shape"]
@@ -99,15 +95,13 @@ def infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, An
                         f"table to image_shape {cfg['image_shape']!r} with keras.ops.image.resize(bicubic), "
                         "whose kernel depends on the Keras backend and is none of the spec's pos_resample "
                         "methods (expected position_embedding_shape equal to image_shape)")
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "embeddings/patch_embeddings/projection/kernel", dim)
-    check_depth(raw, "encoder/layers_{i}/norm1/gamma", depth)
+    sizes = size_facts(inf, raw, cfg, "embeddings/patch_embeddings/projection/kernel",
+                       "encoder/layers_{i}/norm1/gamma")
     gated = bool(cfg["use_swiglu_ffn"])
     width = int(cfg["intermediate_dim"])
     facts: dict[str, Any] = {
-        **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-        "mlp": "gated" if gated else "standard", "activation": "silu" if gated else "gelu",
-        "mlp_dim": hidden_width(width) if gated else width,
+        **sizes, "mlp": "gated" if gated else "standard", "activation": "silu" if gated else "gelu",
+        "mlp_dim": swiglu_width(width) if gated else width,
         "registers": int(cfg["num_register_tokens"]), "layer_norm_eps": EPS,
     }
     for name, value in facts.items():
@@ -146,15 +140,12 @@ def configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """config.json; a gated MLP's intermediate_dim is 3/2 of the hidden width (which rounds back)."""
     width = s.mlp_dim * 3 // 2 if s.mlp == "gated" else s.mlp_dim
     shape = [s.image_height, s.image_width, s.channels]
-    return {"module": "keras_hub.src.models.dinov2.dinov2_backbone", "class_name": "DINOV2Backbone",
-            "registered_name": "keras_hub>DINOV2Backbone",
-            "config": {"name": "dinov2_backbone", "trainable": True, "patch_size": s.patch_height,
-                       "num_layers": s.depth, "hidden_dim": s.dim, "num_heads": s.heads,
-                       "intermediate_dim": width, "layer_scale_init_value": 1.0,
-                       "num_register_tokens": s.registers, "use_mask_token": False,
-                       "use_swiglu_ffn": s.mlp == "gated", "dropout_rate": 0.0, "drop_path_rate": 0.0,
-                       "image_shape": shape, "position_embedding_shape": shape,
-                       "antialias_in_interpolation": False, "apply_layernorm": False}}, None
+    return keras_object("dinov2.dinov2_backbone", "DINOV2Backbone", {
+        "name": "dinov2_backbone", "trainable": True, "patch_size": s.patch_height, "num_layers": s.depth,
+        "hidden_dim": s.dim, "num_heads": s.heads, "intermediate_dim": width, "layer_scale_init_value": 1.0,
+        "num_register_tokens": s.registers, "use_mask_token": False, "use_swiglu_ffn": s.mlp == "gated",
+        "dropout_rate": 0.0, "drop_path_rate": 0.0, "image_shape": shape, "position_embedding_shape": shape,
+        "antialias_in_interpolation": False, "apply_layernorm": False}), None
 
 
 def extras(s: ModelSpec, raw: Raw) -> Raw:
@@ -164,14 +155,8 @@ def extras(s: ModelSpec, raw: Raw) -> Raw:
 
 GROUPS = {
     "embeddings": "layers/dinov2_embedding", "encoder": "layers/dinov2_encoder",
-    "layernorm": "layers/layer_normalization", "query": "query_dense", "key": "key_dense",
-    "value": "value_dense", "attention_output": "output_dense",
+    "layernorm": "layers/layer_normalization",
 }
-
-
-def group(name: str) -> str:
-    return block_group(name, "layers_", "layers/dinov2_layer", 0) or GROUPS.get(name, name)
-
-
-DINOV2 = Family("DINOV2Backbone", None, rows, infer, check, configs, group, variables, inert=INERT,
+DINOV2 = Family("DINOV2Backbone", None, rows, infer, check, configs,
+                layer_groups("layers_", "layers/dinov2_layer", 0, GROUPS), variables, inert=INERT,
                 extras=extras, features=("registers", "layer_scale"))

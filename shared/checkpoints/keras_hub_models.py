@@ -63,8 +63,11 @@ def with_defaults(inf: Inference, cls: str, required: tuple[str, ...], defaults:
     return {**defaults, **backbone, **(task or {})}
 
 
-def image_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, dim: int) -> dict[str, Any]:
-    """image_shape and patch_size, checked against the patch kernel (channels_last HWIO)."""
+def size_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, block: str) -> dict[str, Any]:
+    """The sizes every family's config states: image_shape, patch_size and hidden_dim checked
+    against the patch kernel (channels_last HWIO), num_layers against the blocks the checkpoint
+    holds (`block`: one variable per block, its number as {i}), and num_heads."""
+    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
     shape = cfg["image_shape"]
     if not (isinstance(shape, (list, tuple)) and len(shape) == 3):
         raise SpecError(f"keras_hub config image_shape = {shape!r}: expected [height, width, channels]")
@@ -73,19 +76,15 @@ def image_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, dim:
     if tuple(found.shape) != (ph, pw, shape[2], dim):
         raise SpecError(f"keras_hub config image_shape = {shape!r}, patch_size = {cfg['patch_size']!r} and "
                         f"hidden_dim = {dim} contradict tensor {kernel!r} {found.shape} (channels_last HWIO)")
-    return {"image_height": int(shape[0]), "image_width": int(shape[1]), "channels": int(shape[2]),
-            "patch_height": ph, "patch_width": pw}
-
-
-def check_depth(raw: Raw, block: str, depth: int) -> None:
-    """num_layers against the blocks the checkpoint holds (`block`: one variable per block, its
-    number as {i})."""
     pattern = re.escape(block).replace(re.escape("{i}"), r"\d+")
     found = sum(1 for k in raw if re.fullmatch(pattern, k))
     what = block.partition("{i}")[0] + "*"
     if found != depth:
         raise SpecError(f"keras_hub config num_layers = {depth} contradicts the {found} {what!r} blocks "
                         "in the checkpoint")
+    return {"image_height": int(shape[0]), "image_width": int(shape[1]), "channels": int(shape[2]),
+            "patch_height": ph, "patch_width": pw, "dim": dim, "depth": depth, "heads": heads,
+            "head_dim": dim // heads}
 
 
 def check_position_ids(raw: Raw, name: str, rows: int) -> None:
@@ -105,13 +104,31 @@ def position_ids(name: str, s: ModelSpec) -> Raw:
     return {name: np.arange(s.derived.pos_rows_total, dtype=np.int64)[None]}
 
 
-def block_group(name: str, stem: str, saved: str, base: int) -> str | None:
-    """A block's layer name (`{stem}{k}`) -> its h5 group: Keras saves a list of layers under
-    the class's name, deduplicated (`saved`, `saved_1`, ...); blocks are numbered from `base`."""
-    if not name.startswith(stem) or not name[len(stem):].isdigit():
-        return None
-    k = int(name[len(stem):]) - base
-    return saved + (f"_{k}" if k else "")
+# Keras' MultiHeadAttention saves its four Dense layers under these attributes, in every family.
+MHA_GROUPS = {"query": "query_dense", "key": "key_dense", "value": "value_dense",
+              "attention_output": "output_dense"}
+
+
+def layer_groups(stem: str, saved: str, base: int, named: dict[str, str]) -> Callable[[str], str]:
+    """A family's `group`: one segment of a variable's layer path -> its h5 group (the attribute
+    Keras saves the layer under). A block (`{stem}{k}`, numbered from `base`) is in the list Keras
+    saves under the class's name, deduplicated (`saved`, `saved_1`, ...); another layer is
+    `named`'s or Keras' MultiHeadAttention's, else its own name."""
+    def group(name: str) -> str:
+        number = name[len(stem):]
+        if name.startswith(stem) and number.isdigit():
+            k = int(number) - base
+            return saved + (f"_{k}" if k else "")
+        return named.get(name, MHA_GROUPS.get(name, name))
+
+    return group
+
+
+def keras_object(module: str, cls: str, config: dict[str, Any]) -> dict[str, Any]:
+    """A keras-hub class as Keras serialises it (config.json, task.json); `module` under
+    `keras_hub.src.models`."""
+    return {"module": f"keras_hub.src.models.{module}", "class_name": cls,
+            "registered_name": f"keras_hub>{cls}", "config": config}
 
 
 def numbered_blocks(text: str, s: ModelSpec, layer: str) -> str:

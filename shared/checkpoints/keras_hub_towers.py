@@ -34,11 +34,11 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    block_group,
-    check_depth,
     check_position_ids,
-    image_facts,
+    keras_object,
+    layer_groups,
     position_ids,
+    size_facts,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -52,11 +52,7 @@ PLAIN_FACTS: dict[str, Any] = {"pos_embed": "learned", "pos_rows": None, "norm":
 
 def tower_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, blocks: str, cls: str) -> None:
     """What both towers' configs state: the sizes, checked against the tensors."""
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, kernel, dim)
-    check_depth(raw, blocks, depth)
-    facts = {**image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-             "mlp_dim": int(cfg["intermediate_dim"])}
+    facts = {**size_facts(inf, raw, cfg, kernel, blocks), "mlp_dim": int(cfg["intermediate_dim"])}
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
     for name, value in PLAIN_FACTS.items():
@@ -74,12 +70,10 @@ def check_tower(target: str, s: ModelSpec, eps: float) -> None:
 
 
 def tower_config(cls: str, module: str, name: str, s: ModelSpec, activation: str) -> dict[str, Any]:
-    return {"module": f"keras_hub.src.models.{module}", "class_name": cls,
-            "registered_name": f"keras_hub>{cls}",
-            "config": {"name": name, "trainable": True, "patch_size": s.patch_height, "hidden_dim": s.dim,
-                       "num_layers": s.depth, "num_heads": s.heads, "intermediate_dim": s.mlp_dim,
-                       "intermediate_activation": activation,
-                       "image_shape": [s.image_height, s.image_width, s.channels]}}
+    return keras_object(module, cls, {
+        "name": name, "trainable": True, "patch_size": s.patch_height, "hidden_dim": s.dim,
+        "num_layers": s.depth, "num_heads": s.heads, "intermediate_dim": s.mlp_dim,
+        "intermediate_activation": activation, "image_shape": [s.image_height, s.image_width, s.channels]})
 
 
 # ---- SigLIPVisionEncoder -----------------------------------------------------------------------
@@ -146,13 +140,7 @@ def siglip_configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]
 SIGLIP_GROUPS = {
     "embedding": "layers/sig_lip_vision_embedding", "post_layer_norm": "layers/layer_normalization",
     "head": "layers/sig_lip_multi_head_attention_pooling", "layernorm": "layer_norm",
-    "query": "query_dense", "key": "key_dense", "value": "value_dense", "attention_output": "output_dense",
 }
-
-
-def siglip_group(name: str) -> str:
-    block = block_group(name, "encoder_block_", "layers/sig_lip_encoder_layer", 0)
-    return block or SIGLIP_GROUPS.get(name, name)
 
 
 # ---- CLIPVisionEncoder -------------------------------------------------------------------------
@@ -218,18 +206,16 @@ def clip_configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
 CLIP_GROUPS = {
     "embedding": "layers/clip_vision_embedding", "pre_layer_norm": "layers/layer_normalization",
     "layer_norm": "layers/layer_normalization_1",
-    "query": "query_dense", "key": "key_dense", "value": "value_dense", "attention_output": "output_dense",
 }
 
 
-def clip_group(name: str) -> str:
-    return block_group(name, "encoder_block_", "layers/clip_encoder_layer", 0) or CLIP_GROUPS.get(name, name)
-
-
 SIGLIP = Family("SigLIPVisionEncoder", None, lambda s: SIGLIP_ROWS, siglip_infer, siglip_check,
-                siglip_configs, siglip_group, lambda cfg: SIGLIP_VARIABLES, inert=("embedding/position_ids",),
+                siglip_configs,
+                layer_groups("encoder_block_", "layers/sig_lip_encoder_layer", 0, SIGLIP_GROUPS),
+                lambda cfg: SIGLIP_VARIABLES, inert=("embedding/position_ids",),
                 extras=lambda s, raw: position_ids("embedding/position_ids", s))
 CLIP = Family("CLIPVisionEncoder", None, lambda s: CLIP_ROWS, clip_infer, clip_check, clip_configs,
-              clip_group, lambda cfg: CLIP_VARIABLES, inert=("embedding/position_ids",),
+              layer_groups("encoder_block_", "layers/clip_encoder_layer", 0, CLIP_GROUPS),
+              lambda cfg: CLIP_VARIABLES, inert=("embedding/position_ids",),
               extras=lambda s, raw: position_ids("embedding/position_ids", s),
               features=("norm_before_blocks",))

@@ -30,10 +30,10 @@ from shared.checkpoints.keras_hub_models import (
     NORM,
     Family,
     Variables,
-    block_group,
-    check_depth,
-    image_facts,
+    keras_object,
+    layer_groups,
     numbered_blocks,
+    size_facts,
     with_defaults,
 )
 from shared.core.spec import ModelSpec
@@ -95,9 +95,8 @@ def state(inf: Inference, facts: dict[str, Any], task: dict[str, Any] | None, ar
 def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     """ViTBackbone's get_config (and ViTImageClassifier's, if a task) -> facts and defaults."""
     cfg = with_defaults(inf, "ViTBackbone", VIT_REQUIRED, VIT_DEFAULTS, backbone, task)
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "vit_patching_and_embedding/patch_embedding/kernel", dim)
-    check_depth(raw, "vit_encoder/transformer_block_{i}/ln_1/gamma", depth)
+    sizes = size_facts(inf, raw, cfg, "vit_patching_and_embedding/patch_embedding/kernel",
+                       "vit_encoder/transformer_block_{i}/ln_1/gamma")
     for key, what in (("use_mha_bias", "attention"), ("use_mlp_bias", "MLP")):
         if not cfg[key]:
             raise SpecError(f"keras_hub config {key} = false: the spec's {what} layers always have biases")
@@ -112,8 +111,7 @@ def infer_vit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str
                         "use_class_token true (token reads token 0)")
     head = raw.get("predictions/kernel")
     facts: dict[str, Any] = {
-        **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-        "mlp_dim": int(cfg["mlp_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
+        **sizes, "mlp_dim": int(cfg["mlp_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
         "class_token": class_token, "pos_embed_class_row": class_token, "pooling": pooling,
         "patch_bias": bool(cfg["use_patch_bias"]), "qkv_bias": True,
         "num_classes": 0 if head is None else int(head.shape[1]),
@@ -139,41 +137,27 @@ def check_vit(target: str, s: ModelSpec) -> None:
 
 def vit_configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """config.json (the backbone) and task.json (the classifier, when the spec has a head)."""
-    backbone = {
-        "module": "keras_hub.src.models.vit.vit_backbone", "class_name": "ViTBackbone",
-        "registered_name": "keras_hub>ViTBackbone",
-        "config": {"name": "vi_t_backbone", "trainable": True, "image_shape": [s.image_height, s.image_width,
-                                                                               s.channels],
-                   "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth, "num_heads": s.heads,
-                   "hidden_dim": s.dim, "mlp_dim": s.mlp_dim, "dropout_rate": 0.0, "attention_dropout": 0.0,
-                   "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True, "use_mlp_bias": True,
-                   "use_class_token": s.class_token, "use_patch_bias": s.patch_bias},
-    }
+    backbone = keras_object("vit.vit_backbone", "ViTBackbone", {
+        "name": "vi_t_backbone", "trainable": True,
+        "image_shape": [s.image_height, s.image_width, s.channels],
+        "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth, "num_heads": s.heads,
+        "hidden_dim": s.dim, "mlp_dim": s.mlp_dim, "dropout_rate": 0.0, "attention_dropout": 0.0,
+        "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True, "use_mlp_bias": True,
+        "use_class_token": s.class_token, "use_patch_bias": s.patch_bias})
     if not s.num_classes:
         return backbone, None
     pooling = {v: k for k, v in VIT_POOLING.items()}[s.pooling]
-    task = {"module": "keras_hub.src.models.vit.vit_image_classifier", "class_name": "ViTImageClassifier",
-            "registered_name": "keras_hub>ViTImageClassifier",
-            "config": {"backbone": backbone, "preprocessor": None, "name": "vi_t_image_classifier",
-                       "num_classes": s.num_classes, "pooling": pooling, "activation": None, "dropout": 0.0,
-                       "intermediate_dim": None}}
+    task = keras_object("vit.vit_image_classifier", "ViTImageClassifier", {
+        "backbone": backbone, "preprocessor": None, "name": "vi_t_image_classifier",
+        "num_classes": s.num_classes, "pooling": pooling, "activation": None, "dropout": 0.0,
+        "intermediate_dim": None})
     return backbone, task
 
 
 VIT_GROUPS = {  # a layer's name -> its group in the h5 file (the attribute Keras saves it under)
     "vit_patching_and_embedding": "layers/vi_t_patching_and_embedding", "vit_encoder": "layers/vi_t_encoder",
     "predictions": "layers/dense", "ln_1": "layer_norm_1", "ln_2": "layer_norm_2", "ln": "layer_norm",
-    "query": "query_dense", "key": "key_dense", "value": "value_dense", "attention_output": "output_dense",
 }
-
-
-def vit_group(name: str) -> str:
-    """One segment of a variable's layer path -> its h5 group; Keras saves the list of blocks
-    under the class name, deduplicated: `vi_t_encoder_block`, `vi_t_encoder_block_1`, ..."""
-    block = block_group(name, "transformer_block_", "encoder_layers/vi_t_encoder_block", 1)
-    return block or VIT_GROUPS.get(name, name)
-
-
 
 
 # ---- DeiTBackbone (+ DeiTImageClassifier) ------------------------------------------------------
@@ -209,9 +193,8 @@ def deit_rows(s: ModelSpec) -> str:
 def infer_deit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[str, Any] | None) -> None:
     """DeiTBackbone's get_config (and DeiTImageClassifier's, if a task) -> facts and defaults."""
     cfg = with_defaults(inf, "DeiTBackbone", DEIT_REQUIRED, DEIT_DEFAULTS, backbone, task)
-    dim, depth, heads = int(cfg["hidden_dim"]), int(cfg["num_layers"]), int(cfg["num_heads"])
-    image = image_facts(inf, raw, cfg, "deit_patching_and_embedding/patch_embedding/kernel", dim)
-    check_depth(raw, "deit_encoder/transformer_block_{i}/ln_1/gamma", depth)
+    sizes = size_facts(inf, raw, cfg, "deit_patching_and_embedding/patch_embedding/kernel",
+                       "deit_encoder/transformer_block_{i}/ln_1/gamma")
     if not cfg["use_mha_bias"]:
         raise SpecError("keras_hub config use_mha_bias = false: it also removes the attention output's "
                         "bias, which the spec always has")
@@ -221,8 +204,7 @@ def infer_deit(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
         raise SpecError(f"keras_hub config pooling = {cfg['pooling']!r}: expected 'token' or 'gap'")
     head = raw.get("predictions/kernel")
     facts: dict[str, Any] = {
-        **image, "dim": dim, "depth": depth, "heads": heads, "head_dim": dim // heads,
-        "mlp_dim": int(cfg["intermediate_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
+        **sizes, "mlp_dim": int(cfg["intermediate_dim"]), "layer_norm_eps": float(cfg["layer_norm_epsilon"]),
         "class_token": True, "registers": 1, "pos_embed_class_row": True, "pos_embed_register_rows": True,
         "distill_token": False, "pooling": pooling, "patch_bias": True, "qkv_bias": True,
         "num_classes": 0 if head is None else int(head.shape[1]),
@@ -246,38 +228,30 @@ def check_deit(target: str, s: ModelSpec) -> None:
 
 
 def deit_configs(s: ModelSpec) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    backbone = {"module": "keras_hub.src.models.deit.deit_backbone", "class_name": "DeiTBackbone",
-                "registered_name": "keras_hub>DeiTBackbone",
-                "config": {"name": "dei_t_backbone", "trainable": True,
-                           "image_shape": [s.image_height, s.image_width, s.channels],
-                           "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth,
-                           "num_heads": s.heads, "hidden_dim": s.dim, "intermediate_dim": s.mlp_dim,
-                           "dropout_rate": 0.0, "attention_dropout": 0.0,
-                           "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True}}
+    backbone = keras_object("deit.deit_backbone", "DeiTBackbone", {
+        "name": "dei_t_backbone", "trainable": True,
+        "image_shape": [s.image_height, s.image_width, s.channels],
+        "patch_size": [s.patch_height, s.patch_width], "num_layers": s.depth, "num_heads": s.heads,
+        "hidden_dim": s.dim, "intermediate_dim": s.mlp_dim, "dropout_rate": 0.0, "attention_dropout": 0.0,
+        "layer_norm_epsilon": s.layer_norm_eps, "use_mha_bias": True})
     if not s.num_classes:
         return backbone, None
     pooling = {v: k for k, v in VIT_POOLING.items()}[s.pooling]
-    return backbone, {"module": "keras_hub.src.models.deit.deit_image_classifier",
-                      "class_name": "DeiTImageClassifier", "registered_name": "keras_hub>DeiTImageClassifier",
-                      "config": {"backbone": backbone, "preprocessor": None, "name": "dei_t_image_classifier",
-                                 "num_classes": s.num_classes, "pooling": pooling, "activation": None,
-                                 "dropout": 0.0}}
+    return backbone, keras_object("deit.deit_image_classifier", "DeiTImageClassifier", {
+        "backbone": backbone, "preprocessor": None, "name": "dei_t_image_classifier",
+        "num_classes": s.num_classes, "pooling": pooling, "activation": None, "dropout": 0.0})
 
 
 DEIT_GROUPS = {
     "deit_patching_and_embedding": "layers/dei_t_embeddings", "deit_encoder": "layers/dei_t_encoder",
     "predictions": "layers/dense", "ln_1": "layer_norm_1", "ln_2": "layer_norm_2", "ln": "layer_norm",
-    "output": "dense", "query": "query_dense", "key": "key_dense", "value": "value_dense",
-    "attention_output": "output_dense",
+    "output": "dense",
 }
 
 
-def deit_group(name: str) -> str:
-    block = block_group(name, "transformer_block_", "encoder_layers/dei_t_encoder_block", 1)
-    return block or DEIT_GROUPS.get(name, name)
-
-
-VIT = Family("ViTBackbone", "ViTImageClassifier", vit_rows, infer_vit, check_vit, vit_configs, vit_group,
+VIT = Family("ViTBackbone", "ViTImageClassifier", vit_rows, infer_vit, check_vit, vit_configs,
+             layer_groups("transformer_block_", "encoder_layers/vi_t_encoder_block", 1, VIT_GROUPS),
              lambda cfg: VIT_VARIABLES, task_layers=("predictions",))
 DEIT = Family("DeiTBackbone", "DeiTImageClassifier", deit_rows, infer_deit, check_deit, deit_configs,
-              deit_group, lambda cfg: DEIT_VARIABLES, task_layers=("predictions",), features=("registers",))
+              layer_groups("transformer_block_", "encoder_layers/dei_t_encoder_block", 1, DEIT_GROUPS),
+              lambda cfg: DEIT_VARIABLES, task_layers=("predictions",), features=("registers",))

@@ -34,7 +34,6 @@ from shared.checkpoints.common import (
 from shared.checkpoints.timm_eva import check_eva_exportable, eva_kwargs, eva_state_dict, normalise_eva
 from shared.checkpoints.timm_inference import infer as infer  # the format's inference, in its own module
 from shared.core.files import write_output
-from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.timm_names import timm_table
 from shared.errors import WeightsError
@@ -53,6 +52,7 @@ UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec
     ("attn_pool.q_norm", "AttentionPoolLatent(qk_norm=True)"),
 )
 SPLIT_GATE, SPLIT_LINEAR = ".mlp.fc1_g.", ".mlp.fc1_x."  # timm's SwiGLU: the gate and the linear half
+table = timm_table  # the format's table (shared/core/timm_names.py), the torch port's too
 
 
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
@@ -127,10 +127,6 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     if s.distill_token:
         del kwargs["class_token"], kwargs["reg_tokens"]
     return kwargs
-
-
-def table(fmt: str, s: ModelSpec) -> Table:
-    return timm_table(fmt, s)
 
 
 def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:

@@ -51,20 +51,18 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
     conv = inf.need(raw, "conv_proj.weight")
-    dim, channels, ph, pw = conv.shape
+    dim, channels, ph, pw = (int(x) for x in conv.shape)
     where = f"tensor 'conv_proj.weight' {conv.shape}"
-    inf.fact("dim", int(dim), where)
-    inf.fact("channels", int(channels), where)
-    inf.fact("patch_height", int(ph), where)
-    inf.fact("patch_width", int(pw), where)
+    for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
+        inf.fact(name, value, where)
     rows = inf.need(raw, "encoder.pos_embedding").shape[1]
     side = square_grid(rows - 1)
     if side is None:
         raise WeightsError(f"{fmt} checkpoint: tensor 'encoder.pos_embedding' has {rows} rows; "
                            "torchvision needs (image/patch)^2 + 1 (a square grid plus the class row)")
     where = f"tensor 'encoder.pos_embedding' ({rows} rows = {side}x{side} patches + class row)"
-    inf.fact("image_height", side * int(ph), where)
-    inf.fact("image_width", side * int(pw), where)
+    inf.fact("image_height", side * ph, where)
+    inf.fact("image_width", side * pw, where)
     depth = sum(1 for k in raw if k.endswith(".ln_1.weight"))
     inf.fact("depth", depth, f"{depth} 'encoder.layers.encoder_layer_*' blocks")
     inf.fact("mlp_dim", int(inf.need(raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
@@ -80,7 +78,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.convention("activation", "gelu", "torchvision's nn.GELU")
     inf.asks["heads"] = "torchvision state dicts do not record it; head width = width / heads"
     if "heads" in given and given.get("dim", dim) == dim:  # a contradicting dim is reported first
-        inf.fact("head_dim", width_per_head(fmt, int(dim), "tensor 'conv_proj.weight'",
+        inf.fact("head_dim", width_per_head(fmt, dim, "tensor 'conv_proj.weight'",
                                             given["heads"], "spec field heads"),
                  "width / heads (nn.MultiheadAttention)")
     return inf
