@@ -100,11 +100,11 @@ def structural_links(spec: ModelSpec, native: dict[str, Shape], layers: list[Lay
     return b.links, b.why
 
 
-def take(units: list[Unit], where: str, kind: str = "layer_norm", last: bool = False,
-         width: int | None = None) -> Unit:
-    hits = [u for u in units if u.kind == kind and (width is None or u.width() == width)]
+def take(units: list[Unit], where: str, last: bool = False, width: int | None = None) -> Unit:
+    """The first (`last`: the last) LayerNorm of `units` (of that `width`, when given), taken out."""
+    hits = [u for u in units if u.kind == "layer_norm" and (width is None or u.width() == width)]
     if not hits:
-        raise WeightsError(f"your model has no {kind} layer for the {where}")
+        raise WeightsError(f"your model has no layer_norm layer for the {where}")
     unit = hits[-1] if last else hits[0]
     units.remove(unit)
     return unit

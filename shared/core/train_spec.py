@@ -124,10 +124,10 @@ def get_recipe(name: str) -> TrainSpec:
     return pick("recipe", RECIPES, name)
 
 
-def resolve_recipe(value: str | None, overrides: list[str] | None = None,
-                   default: str = "archive") -> TrainSpec:
-    """A `--recipe` argument (name, JSON/TOML file or JSON document), then `--rset` overrides."""
-    recipe = TrainSpec.from_argument(value or default, RECIPES, "--recipe", "recipe")
+def resolve_recipe(value: str | None, overrides: list[str] | None = None) -> TrainSpec:
+    """A `--recipe` argument (name, JSON/TOML file or JSON document; default: archive), then
+    `--rset` overrides."""
+    recipe = TrainSpec.from_argument(value or "archive", RECIPES, "--recipe", "recipe")
     return recipe.with_overrides(overrides or [], "--rset")
 
 
