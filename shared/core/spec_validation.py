@@ -37,8 +37,6 @@ def validate_spec(s: ModelSpec) -> None:
         value = getattr(s, name)
         if not is_integer(value) or not 0 <= value <= bound:
             _fail(name, value, f"an integer from 0 to {bound:,}")
-    if s.depth < 1:
-        _fail("depth", s.depth, "at least one block")
     if s.patch_height > s.image_height:
         _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
     if s.patch_width > s.image_width:
