@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
@@ -173,16 +172,6 @@ def field_types(cls: type) -> dict[str, Any]:
 # ---- typed values ------------------------------------------------------------------------
 def fail(kind: str, name: str, value: Any, expected: str) -> NoReturn:
     raise SpecError(f"{kind} field {name!r} = {shown(value)}: expected {expected}") from None
-
-
-def is_integer(value: Any) -> bool:
-    """An int that is not a bool (Python counts True as 1; a record never does)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value: Any) -> bool:
-    """A finite int or float that is not a bool."""
-    return is_integer(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def shown(value: Any) -> str:

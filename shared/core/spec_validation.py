@@ -1,12 +1,14 @@
 """What a valid `ModelSpec` is: bounds on every field and the combinations no library builds,
-each refused in one line that names the field, the value and what was expected."""
+each refused in one line that names the field, the value and what was expected. Its two value
+tests (`is_integer`, `is_number`) are `TrainSpec`'s too (train_spec.py)."""
 
 from __future__ import annotations
 
+import math
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from shared.core.record import fail, is_integer, is_number
+from shared.core.record import fail
 from shared.core.tensor_shapes import patch_grid, positioned_prefix
 
 if TYPE_CHECKING:
@@ -25,6 +27,16 @@ FIELD_BOUNDS = {"image_height": 1 << 16, "image_width": 1 << 16, "channels": 1 <
 COUNT_BOUNDS = {"registers": 1 << 10, "num_classes": 1 << 20}
 MAX_TOKENS = 1 << 20  # patches per image
 MAX_HEAD_LAYERS = 16
+
+
+def is_integer(value: Any) -> bool:
+    """An int that is not a bool (Python counts True as 1; a record never does)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float that is not a bool."""
+    return is_integer(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def validate_spec(s: ModelSpec) -> None:

@@ -34,7 +34,8 @@ from functools import partial
 from typing import Any, ClassVar, Literal, get_args
 
 from shared.core.precision import Precision
-from shared.core.record import Record, fail, is_integer, is_number, pick
+from shared.core.record import Record, fail, pick
+from shared.core.spec_validation import is_integer, is_number
 from shared.errors import FrameworkUnavailable
 
 Metric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
