@@ -5,7 +5,6 @@ from here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +12,7 @@ import numpy as np
 
 from shared.core import mapping
 from shared.core.documents import decode_toml, read_text
-from shared.core.mapping import Link, Table
+from shared.core.mapping import Link, Table, listed
 from shared.core.spec import ModelSpec
 from shared.core.structure import Layer, Shape, structural_links
 from shared.errors import WeightsError
@@ -34,12 +33,6 @@ from shared.errors import WeightsError
 # Every native tensor must land on exactly one canonical one and every canonical tensor must be
 # filled; otherwise the refusal names what is missing, unused or ambiguous in one line.
 
-def layout(name: str) -> tuple[Callable, Callable]:
-    """A layout's pair of transforms (canonical -> native, native -> canonical): one table,
-    `shared.core.mapping.LAYOUTS`, for the conventions, structure and `--map` rows alike."""
-    return mapping.LAYOUTS[name]
-
-
 @dataclass
 class Binding:
     """User name -> canonical names, the layout between them and the rule that chose it."""
@@ -56,7 +49,7 @@ class Binding:
         shapes, out = self.spec.derived.tensor_shapes, {}
         for link in self.links:
             array = native.pop(link.native) if consume else native[link.native]
-            parts = layout(link.layout)[1](array, [shapes[c] for c in link.canonical])
+            parts = mapping.LAYOUTS[link.layout][1](array, [shapes[c] for c in link.canonical])
             del array
             out.update({c: np.ascontiguousarray(p, dtype=np.float32) for c, p in zip(link.canonical, parts,
                                                                                     strict=True)})
@@ -65,7 +58,7 @@ class Binding:
     def to_native(self, tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Canonical tensors -> the user's names and layouts, for `user.assign`."""
         def native(link: Link) -> np.ndarray:
-            return np.ascontiguousarray(layout(link.layout)[0]([tensors[c] for c in link.canonical]))
+            return np.ascontiguousarray(mapping.LAYOUTS[link.layout][0]([tensors[c] for c in link.canonical]))
 
         return {link.native: native(link) for link in self.links}
 
@@ -82,11 +75,6 @@ class Binding:
                                              for n, c, lay, w in self.table()]}
 
 
-def _listed(what: str, names: list[str]) -> str:
-    more = f", ... {len(names) - 4} more" if len(names) > 4 else ""
-    return f"{len(names)} {what} ({', '.join(names[:4])}{more})"
-
-
 def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link], rule: str) -> None:
     """Every native tensor used once, every canonical tensor filled, each at its shape."""
     used = [link.native for link in links]
@@ -96,7 +84,7 @@ def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link],
         raise WeightsError(f"your model's parameters bind two ways ({rule}): {', '.join(twice[:4])}")
     missing = [c for c in spec.derived.tensor_shapes if c not in filled]
     unused = [n for n in native if n not in used]
-    problems = [_listed(what, names) for what, names in (("canonical tensors missing", missing),
+    problems = [listed(what, names) for what, names in (("canonical tensors missing", missing),
                                                          ("of your parameters unused", unused)) if names]
     if problems:
         raise WeightsError(f"your model's parameters do not bind to spec {spec.name!r} ({rule}): "
@@ -104,7 +92,7 @@ def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link],
     for link in links:
         # the layout run on zero-stride placeholders: its shape, without touching a model's worth of bytes
         placeholders = [np.broadcast_to(np.False_, spec.derived.tensor_shapes[c]) for c in link.canonical]
-        want = tuple(layout(link.layout)[0](placeholders).shape)
+        want = tuple(mapping.LAYOUTS[link.layout][0](placeholders).shape)
         if tuple(native[link.native]) != want:
             raise WeightsError(f"your parameter {link.native!r} has shape {tuple(native[link.native])}, "
                                f"bound to {', '.join(link.canonical)} ({rule}) it must be {want}")

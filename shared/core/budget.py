@@ -50,7 +50,7 @@ def estimate(s: ModelSpec, batch: int) -> Estimate:
     return Estimate(params=params, weight_bytes=params * (4 + 8), activation_bytes=8 * batch * per_image)
 
 
-def check_fits(s: ModelSpec, batch: int, what: str = "this command") -> Estimate:
+def check_fits(s: ModelSpec, batch: int, what: str) -> Estimate:
     """The estimate, or a one-line SpecError stating it and the memory available."""
     found = estimate(s, batch)
     available = available_bytes()
@@ -81,13 +81,13 @@ def check_options(values: dict[str, float | None]) -> None:
             check_work(option, value)
 
 
-def check_weights_file(s: ModelSpec, what: str = "writing its weights file") -> int:
+def check_weights_file(s: ModelSpec) -> int:
     """Bytes a command that writes `s`'s weights file holds at once (the float32 tensors, the
     serialized file and the library's own copy while it builds it), refused when they cannot fit."""
     need = 3 * 4 * s.derived.params
     available = available_bytes()
     if available is not None and need > USABLE_FRACTION * available:
-        raise SpecError(f"spec {s.name!r} needs about {gib(need)} for {what} ({s.derived.params:,} "
-                        f"parameters), but only {gib(available)} of memory is available; use a "
-                        "smaller spec")
+        raise SpecError(f"spec {s.name!r} needs about {gib(need)} for writing its weights file "
+                        f"({s.derived.params:,} parameters), but only {gib(available)} of memory is "
+                        "available; use a smaller spec")
     return need

@@ -88,11 +88,9 @@ def _read_exactly(stream: IO[bytes], count: int, where: str, error: Error) -> by
 
 
 # ---- .npz ---------------------------------------------------------------------------------
-def read_npz(path: str | Path, where: str, error: Error = InputError,
-             expect: Callable[[str], Expect | None] | None = None) -> dict[str, np.ndarray]:
-    """Every array of a user's `.npz` (member name without `.npy` -> array); `expect(name)` gives
-    the checks of one member's header. What the archive unpacks to is refused first when the
-    memory available cannot hold it."""
+def read_npz(path: str | Path, where: str, error: Error = InputError) -> dict[str, np.ndarray]:
+    """Every array of a user's `.npz` (member name without `.npy` -> array). What the archive
+    unpacks to is refused first when the memory available cannot hold it."""
     with open_user_file(path, where, error) as handle:
         try:
             archive = zipfile.ZipFile(handle)
@@ -106,8 +104,7 @@ def read_npz(path: str | Path, where: str, error: Error = InputError,
                 name = info.filename.removesuffix(".npy")
                 try:
                     with archive.open(info) as member:
-                        out[name] = npy_from_stream(member, info.file_size, f"{where} member {name!r}", error,
-                                                    expect(name) if expect else None)
+                        out[name] = npy_from_stream(member, info.file_size, f"{where} member {name!r}", error)
                 except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, zlib.error) as exc:
                     raise error(f"{where} member {name!r} cannot be read ({first_line(exc)[:160]})") from None
             return out

@@ -123,17 +123,13 @@ def write_folder(path: str | Path, files: dict[str, bytes]) -> None:
         try:
             os.rename(staging, path)  # ... and the rename replaces only that empty folder of ours
         except OSError as exc:
-            _rmdir_quietly(path)
+            with contextlib.suppress(OSError):
+                path.rmdir()
             raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
     except OSError as exc:
         raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _rmdir_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.rmdir()
 
 
 def _stage(path: Path, data: bytes) -> Path:

@@ -222,9 +222,8 @@ class Plan:
         expected = self.native_shapes
         missing = [n for n in expected if n not in native]
         unused = [n for n in native if n not in expected]
-        problems = [f"{len(names)} {what} ({', '.join(names[:4])}"
-                    + (f", ... {len(names) - 4} more)" if len(names) > 4 else ")")
-                    for what, names in (("missing", missing), ("unused", unused)) if names]
+        problems = [listed(what, names) for what, names in (("missing", missing), ("unused", unused))
+                    if names]
         if problems:
             raise WeightsError(f"{source}: does not map onto the spec: " + "; ".join(problems))
         for name, shape in expected.items():
@@ -248,6 +247,12 @@ class Plan:
         if moved:
             raise WeightsError(f"{self.name} table: native tensor {moved[0]!r} is not a plain rename")
         return {link.canonical[0]: link.native for link in self.links}
+
+
+def listed(what: str, names: list[str]) -> str:
+    """How many names, and the first four of them: one line however many there are."""
+    more = f", ... {len(names) - 4} more" if len(names) > 4 else ""
+    return f"{len(names)} {what} ({', '.join(names[:4])}{more})"
 
 
 def lookup(root: object, path: str) -> object:

@@ -20,17 +20,17 @@ UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]")
 
 
 # ---- where an output may go ---------------------------------------------------------------
-def output_path(path: str | Path, *, folder: bool = False, what: str = "output") -> Path:
+def output_path(path: str | Path, *, folder: bool = False) -> Path:
     """The one path-safety check of every writer: `path` must name a file (`folder`: a folder)
     by a last component that is a real name: not empty, `.`, `..`, nor, for a file, ending in a
     separator (`newdir/` names a folder, and is never written as a file called `newdir`)."""
     text = os.fspath(path)
     if not text or "\0" in text:
-        raise InputError(f"{what} {text!r} is not a usable path")
+        raise InputError(f"output {text!r} is not a usable path")
     if not folder and text.endswith((os.sep, "/")):
-        raise InputError(f"{what} {text!r} ends with {os.sep!r}: it names a folder; expected a file name")
+        raise InputError(f"output {text!r} ends with {os.sep!r}: it names a folder; expected a file name")
     if Path(text).name in ("", ".", ".."):
-        raise InputError(f"{what} {text!r} does not end in a file or folder name")
+        raise InputError(f"output {text!r} does not end in a file or folder name")
     return Path(text)
 
 

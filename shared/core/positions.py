@@ -11,11 +11,11 @@ from shared.core.tensor_shapes import positioned_prefix
 SINCOS_TEMPERATURE = 10_000.0
 
 
-def sincos_2d(rows: int, cols: int, dim: int, temperature: float = SINCOS_TEMPERATURE) -> np.ndarray:
+def sincos_2d(rows: int, cols: int, dim: int) -> np.ndarray:
     """big_vision's `posemb_sincos_2d`: [sin x, cos x, sin y, cos y] over a row-major grid."""
     quarter = dim // 4
     omega = np.arange(quarter, dtype=np.float64) / max(quarter - 1, 1)
-    omega = 1.0 / temperature**omega
+    omega = 1.0 / SINCOS_TEMPERATURE**omega
     y, x = np.mgrid[:rows, :cols]
     x_angles = np.einsum("m,d->md", x.reshape(-1).astype(np.float64), omega)
     y_angles = np.einsum("m,d->md", y.reshape(-1).astype(np.float64), omega)

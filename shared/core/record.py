@@ -174,13 +174,13 @@ def fail(kind: str, name: str, value: Any, expected: str) -> NoReturn:
     raise SpecError(f"{kind} field {name!r} = {shown(value)}: expected {expected}") from None
 
 
-def shown(value: Any, limit: int = 200) -> str:
-    """`repr(value)`, cut to `limit` characters so a message stays one readable line."""
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to 200 characters so a message stays one readable line."""
     try:
         text = repr(value)
     except ValueError:  # an integer beyond the int-string conversion limit
         return f"<an integer of about {int(value.bit_length() * 0.30103)} digits>"
-    return text if len(text) <= limit else f"{text[:limit - 40]}... ({len(text)} characters)"
+    return text if len(text) <= 200 else f"{text[:160]}... ({len(text)} characters)"
 
 
 def coerce(kind: str, name: str, value: Any, declared: Any) -> Any:

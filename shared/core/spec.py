@@ -50,7 +50,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from shared.core.record import Record
 from shared.core.spec_validation import validate_spec
-from shared.core.tensor_shapes import canonical_shapes, param_group, positioned_prefix
+from shared.core.tensor_shapes import canonical_shapes, param_group, patch_grid, positioned_prefix
 
 Remainder = Literal["drop", "pad"]
 PosEmbed = Literal["learned", "sincos", "none"]
@@ -184,11 +184,7 @@ class Derived:
 
     @classmethod
     def of(cls, s: ModelSpec) -> Derived:
-        if s.remainder == "drop":
-            rows, cols = s.image_height // s.patch_height, s.image_width // s.patch_width
-        else:
-            rows = math.ceil(s.image_height / s.patch_height)
-            cols = math.ceil(s.image_width / s.patch_width)
+        rows, cols = patch_grid(s)
         used_h, used_w = rows * s.patch_height, cols * s.patch_width
         num_patches = rows * cols
         prefix = int(s.class_token) + int(s.distill_token) + s.registers

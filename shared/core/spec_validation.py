@@ -1,14 +1,15 @@
 """What a valid `ModelSpec` is: bounds on every field and the combinations no library builds,
-each refused in one line that names the field, the value and what was expected."""
+each refused in one line that names the field, the value and what was expected. Its two value
+tests (`is_integer`, `is_number`) are `TrainSpec`'s too (train_spec.py)."""
 
 from __future__ import annotations
 
 import math
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shared.core.record import fail
-from shared.core.tensor_shapes import positioned_prefix
+from shared.core.tensor_shapes import patch_grid, positioned_prefix
 
 if TYPE_CHECKING:
     from shared.core.spec import ModelSpec
@@ -28,39 +29,42 @@ MAX_TOKENS = 1 << 20  # patches per image
 MAX_HEAD_LAYERS = 16
 
 
+def is_integer(value: Any) -> bool:
+    """An int that is not a bool (Python counts True as 1; a record never does)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    """A finite int or float that is not a bool."""
+    return is_integer(value) or (isinstance(value, float) and math.isfinite(value))
+
+
 def validate_spec(s: ModelSpec) -> None:
     """Refuse, in one line naming the field, a spec no library builds or this machine cannot hold."""
     for name, bound in FIELD_BOUNDS.items():
         value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= bound:
+        if not is_integer(value) or not 1 <= value <= bound:
             _fail(name, value, f"a positive integer of at most {bound:,}")
     for name, bound in COUNT_BOUNDS.items():
         value = getattr(s, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound:
+        if not is_integer(value) or not 0 <= value <= bound:
             _fail(name, value, f"an integer from 0 to {bound:,}")
-    if s.depth < 1:
-        _fail("depth", s.depth, "at least one block")
     if s.patch_height > s.image_height:
         _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
     if s.patch_width > s.image_width:
         _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
-    eps = s.layer_norm_eps
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (
-        math.isfinite(eps) and eps > 0
-    ):
-        _fail("layer_norm_eps", eps, "a finite number > 0")
+    if not is_number(s.layer_norm_eps) or s.layer_norm_eps <= 0:
+        _fail("layer_norm_eps", s.layer_norm_eps, "a finite number > 0")
     for name in ("dropout_embed", "dropout_attn", "dropout_mlp", "dropout_head"):
         rate = getattr(s, name)
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate < 1:
+        if not is_number(rate) or not 0 <= rate < 1:
             _fail(name, rate, "a rate in [0, 1)")
-    if not isinstance(s.head_hidden, tuple) or any(
-        isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in s.head_hidden
-    ):
+    if not isinstance(s.head_hidden, tuple) or any(not is_integer(w) or w < 1 for w in s.head_hidden):
         _fail("head_hidden", s.head_hidden, "a list of positive integers")
     if len(s.head_hidden) > MAX_HEAD_LAYERS or any(w > FIELD_BOUNDS["mlp_dim"] for w in s.head_hidden):
         _fail("head_hidden", s.head_hidden, f"at most {MAX_HEAD_LAYERS} widths of at most "
               f"{FIELD_BOUNDS['mlp_dim']:,}")
-    rows, cols = _grid(s)
+    rows, cols = patch_grid(s)
     if rows * cols > MAX_TOKENS:
         _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
               f"(this image makes {rows * cols:,})")
@@ -76,7 +80,7 @@ def validate_spec(s: ModelSpec) -> None:
     if s.pos_rows is not None:
         if s.pos_embed != "learned":
             _fail("pos_rows", s.pos_rows, f"null when pos_embed is {s.pos_embed!r}")
-        if isinstance(s.pos_rows, bool) or not isinstance(s.pos_rows, int) or s.pos_rows > 4 * MAX_TOKENS:
+        if not is_integer(s.pos_rows) or s.pos_rows > 4 * MAX_TOKENS:
             _fail("pos_rows", s.pos_rows, f"an integer of at most {4 * MAX_TOKENS:,}, or null")
         needed = rows * cols + positioned_prefix(s)
         if s.pos_rows < needed:
@@ -111,7 +115,7 @@ def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
         if s.pos_embed != "learned":
             _fail(name, value, f"null when pos_embed is {s.pos_embed!r} (only a learned table has a grid "
                   "of its own)")
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        if not is_integer(value) or not 1 <= value <= MAX_TOKENS:
             _fail(name, value, f"a positive integer of at most {MAX_TOKENS:,}, or null (the image's grid)")
         if s.pos_resample == "none" and value != own:
             _fail(name, value, f"{own} (the image's patch grid) when pos_resample is 'none'; name the "
@@ -132,14 +136,11 @@ def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
 
 def _validate_rope(s: ModelSpec) -> None:
     """2-D axial RoPE (shared/core/rotary.py): a quarter of each head per axis and per sin/cos half."""
-    theta = s.rope_theta
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not (
-        math.isfinite(theta) and theta > 0
-    ):
-        _fail("rope_theta", theta, "a finite number > 0")
+    if not is_number(s.rope_theta) or s.rope_theta <= 0:
+        _fail("rope_theta", s.rope_theta, "a finite number > 0")
     ref = s.rope_ref_grid
     if not isinstance(ref, tuple) or (ref and (len(ref) != 2 or any(
-        isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TOKENS for n in ref
+        not is_integer(n) or not 1 <= n <= MAX_TOKENS for n in ref
     ))):
         _fail("rope_ref_grid", ref, f"empty or two positive integers (rows, cols) of at most {MAX_TOKENS:,}")
     if s.rope == "none":
@@ -155,8 +156,3 @@ def _validate_rope(s: ModelSpec) -> None:
         _fail("rope_ref_grid", ref, "empty with rope_coords 'centered' (timm's ref_feat_shape rescales "
               "integer grid positions only)")
 
-
-def _grid(s: ModelSpec) -> tuple[int, int]:
-    if s.remainder == "drop":
-        return s.image_height // s.patch_height, s.image_width // s.patch_width
-    return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)

@@ -12,6 +12,7 @@ head), then the free parameters (tokens, positions, the pool's probe) by size an
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from shared.core.mapping import Link, Table
 from shared.core.spec import ModelSpec
 from shared.core.structure_blocks import BODY, attention_plan, bind_block, block_groups, emit, split_blocks
-from shared.core.structure_parts import Builder, Shape, Unit, misfit, size
+from shared.core.structure_parts import Builder, Shape, Unit, misfit
 from shared.errors import WeightsError
 
 FREE = ("other", "embedding")
@@ -100,11 +101,11 @@ def structural_links(spec: ModelSpec, native: dict[str, Shape], layers: list[Lay
     return b.links, b.why
 
 
-def take(units: list[Unit], where: str, kind: str = "layer_norm", last: bool = False,
-         width: int | None = None) -> Unit:
-    hits = [u for u in units if u.kind == kind and (width is None or u.width() == width)]
+def take(units: list[Unit], where: str, last: bool = False, width: int | None = None) -> Unit:
+    """The first (`last`: the last) LayerNorm of `units` (of that `width`, when given), taken out."""
+    hits = [u for u in units if u.kind == "layer_norm" and (width is None or u.width() == width)]
     if not hits:
-        raise WeightsError(f"your model has no {kind} layer for the {where}")
+        raise WeightsError(f"your model has no layer_norm layer for the {where}")
     unit = hits[-1] if last else hits[0]
     units.remove(unit)
     return unit
@@ -201,10 +202,10 @@ def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
     wanted = [c for c in TOKEN_HINTS if c in shapes and c not in b.fixed]
     params = [(u, n, s) for u in free for n, s in u.params.items()]
     for canonical in wanted:
-        want = size(shapes[canonical])
-        hits = [p for p in params if size(p[2]) == want]
+        want = math.prod(shapes[canonical])
+        hits = [p for p in params if math.prod(p[2]) == want]
         named = [p for p in hits if re.search(TOKEN_HINTS[canonical], p[1].lower())]
-        alike = [c for c in wanted[wanted.index(canonical):] if size(shapes[c]) == want]
+        alike = [c for c in wanted[wanted.index(canonical):] if math.prod(shapes[c]) == want]
         if len(hits) > 1 and len(named) == 1:
             hits = named
         elif len(hits) > 1 and len(hits) == len(alike):
@@ -219,5 +220,5 @@ def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
     # any other stays unbound, and `bind` names it unused
     lacking = not (spec.class_token and spec.distill_token and spec.registers and spec.pos_embed == "learned")
     for unit, name, shape in params if lacking else []:
-        if size(shape) % spec.dim == 0:
+        if math.prod(shape) % spec.dim == 0:
             raise misfit(spec, Unit(name, "parameter", {name: shape}, unit.order), "outside", b.torch_like)

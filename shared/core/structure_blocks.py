@@ -4,10 +4,11 @@ block's layers against the canonical block (norms, attention, qk-norm, LayerScal
 
 from __future__ import annotations
 
+import math
 import re
 
 from shared.core.spec import ModelSpec
-from shared.core.structure_parts import PARTS, Builder, Unit, misfit, size
+from shared.core.structure_parts import PARTS, Builder, Unit, misfit
 from shared.errors import WeightsError
 
 BODY = ("layer_norm", "attention", "linear")
@@ -164,7 +165,7 @@ def layer_scale(b: Builder, spec: ModelSpec, i: int, loose: list[Unit]) -> None:
         return Unit(name, "parameter", {name: shape}, unit.order)
 
     for at, canonical in enumerate(wanted[:len(found)]):
-        if size(found[at][2]) != spec.dim or len(found[at][2]) not in (1, 3):
+        if math.prod(found[at][2]) != spec.dim or len(found[at][2]) not in (1, 3):
             raise misfit(spec, one(at), "block", b.torch_like)
         b.token(found[at][1], found[at][2], canonical, found[at][0].label)
     if len(found) > len(wanted):

@@ -69,13 +69,6 @@ def role(unit: Unit, name: str) -> list[str]:
     return [s for s in re.split(r"[./]", rest) if s] or [name]
 
 
-def size(shape: Shape) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
-
-
 class Builder:
     """The links found so far, why each, and the framework's layouts."""
 

@@ -5,10 +5,18 @@ table and parameter count starts from this list. Layouts are documented in weigh
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from shared.core.spec import ModelSpec
+
+
+def patch_grid(s: ModelSpec) -> tuple[int, int]:
+    """(rows, cols) of patches: whole patches only under `drop`, the padded image's under `pad`."""
+    if s.remainder == "drop":
+        return s.image_height // s.patch_height, s.image_width // s.patch_width
+    return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
 
 
 def positioned_prefix(s: ModelSpec) -> int:

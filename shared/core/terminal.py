@@ -37,10 +37,10 @@ def _escape(match: re.Match[str]) -> str:
     return repr(match[0])[1:-1]  # Python's own escape: \n, \r, \t, \x1b, \x9b, \u202e
 
 
-def wrap(text: str, width: int = WIDTH, indent: str = "    ", paths: bool = False) -> list[str]:
+def wrap(text: str, width: int = WIDTH, paths: bool = False) -> list[str]:
     """One line of text, escaped, as lines of at most `width` columns. With `paths`, a word longer
     than that (a long file name) is kept whole, so that it can still be copied."""
-    return textwrap.wrap(printable(text), width, subsequent_indent=indent, break_on_hyphens=False,
+    return textwrap.wrap(printable(text), width, subsequent_indent="    ", break_on_hyphens=False,
                          break_long_words=not paths) or [""]
 
 

@@ -83,9 +83,8 @@ def logit_scale(reference_logits: np.ndarray | None) -> float:
 
 
 def float32_atol(spec: ModelSpec, reference_logits: np.ndarray | None = None) -> float:
-    base = LARGE_MODEL_ATOL if spec.derived.params >= LARGE_MODEL_PARAMS else SMALL_MODEL_ATOL
-    largest = 0.0 if reference_logits is None else float(np.max(np.abs(reference_logits)))
-    return base * max(1.0, largest / MEASURED_LOGIT_RANGE)
+    base = LARGE_MODEL_ATOL if size_class(spec) == "large" else SMALL_MODEL_ATOL
+    return base * max(1.0, logit_scale(reference_logits) / MEASURED_LOGIT_RANGE)
 
 
 def _emulated(precision: Precision, emulated_gap: float | None) -> float:

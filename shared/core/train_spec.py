@@ -28,12 +28,14 @@ module pins them once:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, Literal, get_args
 
 from shared.core.precision import Precision
 from shared.core.record import Record, fail, pick
+from shared.core.spec_validation import is_integer, is_number
 from shared.errors import FrameworkUnavailable
 
 Metric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
@@ -42,8 +44,6 @@ ThresholdMode = Literal["rel", "abs"]
 # Initialisation of a training run (shared/training/init_schemes.py states each distribution).
 InitScheme = Literal["canonical", "torch", "keras", "flax", "vit"]
 METRICS, DECAY_TARGETS, INIT_SCHEMES = get_args(Metric), get_args(DecayTarget), get_args(InitScheme)
-EPSILON_FORM = "keras-hat"  # see the module docstring; not a field: every port implements this one
-CLIP_FORM = "g * min(1, clip / ||g||)"  # no epsilon in the denominator
 
 
 @dataclass(frozen=True)
@@ -125,10 +125,10 @@ def get_recipe(name: str) -> TrainSpec:
     return pick("recipe", RECIPES, name)
 
 
-def resolve_recipe(value: str | None, overrides: list[str] | None = None,
-                   default: str = "archive") -> TrainSpec:
-    """A `--recipe` argument (name, JSON/TOML file or JSON document), then `--rset` overrides."""
-    recipe = TrainSpec.from_argument(value or default, RECIPES, "--recipe", "recipe")
+def resolve_recipe(value: str | None, overrides: list[str] | None = None) -> TrainSpec:
+    """A `--recipe` argument (name, JSON/TOML file or JSON document; default: archive), then
+    `--rset` overrides."""
+    recipe = TrainSpec.from_argument(value or "archive", RECIPES, "--recipe", "recipe")
     return recipe.with_overrides(overrides or [], "--rset")
 
 
@@ -136,47 +136,37 @@ def resolve_recipe(value: str | None, overrides: list[str] | None = None,
 _fail = partial(fail, TrainSpec.KIND)
 
 
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-
-
 def _validate(r: TrainSpec) -> None:
-    if not _number(r.learning_rate) or r.learning_rate <= 0:
-        _fail("learning_rate", r.learning_rate, "a finite number > 0")
-    for name in ("beta1", "beta2"):
-        if not _number(getattr(r, name)) or not 0 <= getattr(r, name) < 1:
-            _fail(name, getattr(r, name), "a number in [0, 1)")
-    if not _number(r.epsilon) or r.epsilon <= 0:
-        _fail("epsilon", r.epsilon, "a finite number > 0")
-    if not _number(r.weight_decay) or r.weight_decay < 0:
-        _fail("weight_decay", r.weight_decay, "a finite number >= 0")
-    if r.clip_global_norm is not None and (not _number(r.clip_global_norm) or r.clip_global_norm <= 0):
-        _fail("clip_global_norm", r.clip_global_norm, "a finite number > 0, or null for no clipping")
-    for name in ("batch_size", "max_epochs"):
-        value = getattr(r, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            _fail(name, value, "a positive integer")
-    for name in ("warmup_epochs", "plateau_patience", "plateau_cooldown", "seed"):
-        value = getattr(r, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            _fail(name, value, "an integer >= 0")
-    if r.early_stop_patience is not None and (
-        isinstance(r.early_stop_patience, bool) or not isinstance(r.early_stop_patience, int)
-        or r.early_stop_patience < 1
-    ):
-        _fail("early_stop_patience", r.early_stop_patience, "a positive integer, or null")
-    if not _number(r.plateau_factor) or not 0 < r.plateau_factor <= 1:
-        _fail("plateau_factor", r.plateau_factor, "a number in (0, 1] (1: never cut)")
-    if not _number(r.plateau_threshold) or r.plateau_threshold < 0:
-        _fail("plateau_threshold", r.plateau_threshold, "a finite number >= 0")
-    if not _number(r.min_learning_rate) or not 0 <= r.min_learning_rate <= r.learning_rate:
-        _fail("min_learning_rate", r.min_learning_rate, f"in [0, learning_rate = {r.learning_rate}]")
-    if not _number(r.validation_fraction) or not 0 <= r.validation_fraction < 1:
-        _fail("validation_fraction", r.validation_fraction, "a fraction in [0, 1)")
-    if not _number(r.init_kernel_gain) or r.init_kernel_gain <= 0:
-        _fail("init_kernel_gain", r.init_kernel_gain, "a finite number > 0")
-    if r.init_pos_std is not None and (not _number(r.init_pos_std) or r.init_pos_std < 0):
-        _fail("init_pos_std", r.init_pos_std, "a finite number >= 0, or null for the scheme's own")
+    # (field, whether its value is accepted, what was expected), checked in this order; None is
+    # accepted only where the expectation says "or null".
+    rules: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+        ("learning_rate", lambda v: is_number(v) and v > 0, "a finite number > 0"),
+        ("beta1", lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+        ("beta2", lambda v: is_number(v) and 0 <= v < 1, "a number in [0, 1)"),
+        ("epsilon", lambda v: is_number(v) and v > 0, "a finite number > 0"),
+        ("weight_decay", lambda v: is_number(v) and v >= 0, "a finite number >= 0"),
+        ("clip_global_norm", lambda v: v is None or (is_number(v) and v > 0),
+         "a finite number > 0, or null for no clipping"),
+        ("batch_size", lambda v: is_integer(v) and v >= 1, "a positive integer"),
+        ("max_epochs", lambda v: is_integer(v) and v >= 1, "a positive integer"),
+        ("warmup_epochs", lambda v: is_integer(v) and v >= 0, "an integer >= 0"),
+        ("plateau_patience", lambda v: is_integer(v) and v >= 0, "an integer >= 0"),
+        ("plateau_cooldown", lambda v: is_integer(v) and v >= 0, "an integer >= 0"),
+        ("seed", lambda v: is_integer(v) and v >= 0, "an integer >= 0"),
+        ("early_stop_patience", lambda v: v is None or (is_integer(v) and v >= 1),
+         "a positive integer, or null"),
+        ("plateau_factor", lambda v: is_number(v) and 0 < v <= 1, "a number in (0, 1] (1: never cut)"),
+        ("plateau_threshold", lambda v: is_number(v) and v >= 0, "a finite number >= 0"),
+        ("min_learning_rate", lambda v: is_number(v) and 0 <= v <= r.learning_rate,
+         f"in [0, learning_rate = {r.learning_rate}]"),
+        ("validation_fraction", lambda v: is_number(v) and 0 <= v < 1, "a fraction in [0, 1)"),
+        ("init_kernel_gain", lambda v: is_number(v) and v > 0, "a finite number > 0"),
+        ("init_pos_std", lambda v: v is None or (is_number(v) and v >= 0),
+         "a finite number >= 0, or null for the scheme's own"),
+    )
+    for name, accepted, expected in rules:
+        if not accepted(getattr(r, name)):
+            _fail(name, getattr(r, name), expected)
     uses_val = any(m.startswith("val_") for m in (r.plateau_metric, r.early_stop_metric))
     if uses_val and r.validation_fraction == 0:
         _fail("validation_fraction", 0, "> 0 when a val_ metric is monitored")
@@ -212,14 +202,4 @@ RECIPES: dict[str, TrainSpec] = {
         early_stop_metric="val_loss", early_stop_patience=None, validation_fraction=0.2, seed=0,
         init="canonical", init_kernel_gain=1.0, init_pos_std=None,
     ),
-}
-RECIPE_NOTES = {
-    "archive": "The archive's recipe: AdamW lr 5e-5, wd 1e-4 on every parameter (torch's AdamW on "
-               "model.parameters()), batch 256, up to 200 epochs, 5-epoch linear warm-up, "
-               "plateau x0.8 after 15 epochs, early stop after 40, global-norm clip 1.0.",
-    "mnist": "The archive's MNIST recipe: AdamW lr 1e-4, wd 1e-4, batch 64, up to 100 epochs, early "
-             "stop after 15 epochs without a better accuracy on a held-out fifth of the training "
-             "set; no schedule (plateau factor 1). The last epoch is reported, not the best.",
-    "quick": "This project's recipe for the 8x8 demo tasks: lr 1e-3 after a 2-epoch warm-up, halved "
-             "after 5 flat epochs, decay on kernels only, 30 epochs, no early stop.",
 }
