@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from shared.cli._options import non_negative_int
-from shared.core.files import write_output
+from shared.core.files import check_output, write_output
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
@@ -71,6 +73,21 @@ def save_npy(path: str | Path, array: np.ndarray, force: bool = False) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array)
     write_output(path, buffer.getvalue(), force=force)
+
+
+def add_json_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", metavar="FILE", help=f"also write {what} as JSON")
+    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+
+
+def check_json(args: argparse.Namespace) -> None:
+    """Refuse an existing or unwritable --json file before the work, not after it."""
+    if getattr(args, "json", None):
+        check_output(args.json, args.force)
+
+
+def write_json(path: str, payload: Any, force: bool = False) -> None:
+    write_output(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), force=force)
 
 
 def add_user_model_args(parser: argparse.ArgumentParser) -> None:

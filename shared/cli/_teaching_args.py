@@ -5,14 +5,11 @@ of the subcommand discovery."""
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from shared.cli._common import add_spec_args, add_user_model_args, resolve_model, user_options, user_spec
-from shared.core.files import check_output, write_output
 from shared.core.inputs import load_images, probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
@@ -50,18 +47,3 @@ def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, 
     if args.show_binding:
         notes += run.binding_lines()
     return run, images, notes
-
-
-def add_json_arg(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--json", metavar="FILE", help=f"also write {what} as JSON")
-    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
-
-
-def check_json(args: argparse.Namespace) -> None:
-    """Refuse an existing or unwritable --json file before the work, not after it."""
-    if getattr(args, "json", None):
-        check_output(args.json, args.force)
-
-
-def write_json(path: str, payload: Any, force: bool = False) -> None:
-    write_output(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), force=force)

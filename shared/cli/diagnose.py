@@ -6,14 +6,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from shared.cli._teaching_args import (
-    add_json_arg,
-    add_model_args,
-    check_json,
-    load_model,
-    load_user_model,
-    write_json,
-)
+from shared.cli._common import add_json_arg, check_json, write_json
+from shared.cli._teaching_args import add_model_args, load_model, load_user_model
 from shared.core.presets import resolve_spec
 from shared.errors import InputError, WeightsError
 from shared.teaching.gap_explanation import diagnose, load_user_logits

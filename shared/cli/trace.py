@@ -6,16 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ports import parse_frameworks
-from shared.cli._common import installed_ports
+from shared.cli._common import add_json_arg, check_json, installed_ports, write_json
 from shared.cli._options import add_precision
-from shared.cli._teaching_args import (
-    add_json_arg,
-    add_model_args,
-    check_json,
-    load_model,
-    load_user_model,
-    write_json,
-)
+from shared.cli._teaching_args import add_model_args, load_model, load_user_model
 from shared.core.files import check_output, write_output
 from shared.core.precision import from_args
 from shared.teaching.first_divergence import report_lines, trace

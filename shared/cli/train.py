@@ -77,7 +77,7 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import PORTS
+    from ports import PORTS, load_port_module
     from shared.core.precision import from_args
     from shared.core.train_spec import check_training_precision
     from shared.training.checkpoint import holds_checkpoint, resume_point
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     # Data and recipe are checked before any framework is imported: mistakes cost nothing.
     dataset = load_dataset(data_name, spec, recipe.validation_fraction, seeds[0])
     check_batch_size(dataset.train, recipe.batch_size)
-    _set_threads(args.framework, args.threads)
+    load_port_module(args.framework).set_threads(args.threads)
     # The default folder is built from content (the spec's name): `inside` keeps it in runs/.
     folder = output_path(args.checkpoints, folder=True) if args.checkpoints else \
         inside("runs", f"{spec.name}-{args.framework}")
@@ -144,12 +144,6 @@ def run(args: argparse.Namespace) -> int:
         if path:
             print(f"wrote {path}")
     return 0
-
-
-def _set_threads(framework: str, threads: int) -> None:
-    from ports import load_port_module
-
-    load_port_module(framework).set_threads(threads)
 
 
 def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: list[dict[str, Any]],

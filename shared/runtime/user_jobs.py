@@ -62,15 +62,11 @@ def model_class(model: Any) -> str:
 
 
 def _owner(model: Any) -> tuple[str, Any] | None:
-    for name in (f for f in USER_FRAMEWORKS if _imported(f)):
+    for name in (f for f in USER_FRAMEWORKS if f in sys.modules):  # a model's framework is imported
         module = ports.load_port_part(name, "user")
         if module.owns(model):
             return name, module
     return None
-
-
-def _imported(framework: str) -> bool:
-    return {"keras": "keras", "flax": "flax", "torch": "torch", "mlx": "mlx"}[framework] in sys.modules
 
 
 def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Table]:

@@ -50,9 +50,6 @@ TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key b
 BREACHED_TENSOR = "block0.out"  # the token stream: the parameter dtype by contract
 
 
-Kind = Handler  # the test hook below wraps one
-
-
 def one_line(exc: BaseException) -> str:
     """A failure as a user reads it: the message of a PortbenchError, else type and first line;
     at most MESSAGE_LIMIT characters either way."""
@@ -127,7 +124,7 @@ def fault_for(framework: str) -> str | None:
     return None
 
 
-def with_fault(function: Kind, fault: str) -> Kind:
+def with_fault(function: Handler, fault: str) -> Handler:
     def faulty(framework: str, job: dict[str, Any], out: Output) -> None:
         if fault == "crash":
             import signal
