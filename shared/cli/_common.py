@@ -1,5 +1,5 @@
-"""Argument helpers shared by the subcommands: `--spec` / `--set` / `--weights` resolve the same
-way everywhere."""
+"""Argument helpers shared by the subcommands: `--spec` / `--set` / `--weights` (and a user's
+`--model`) resolve the same way everywhere, and `--json` is checked and written the same way."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from shared.cli._options import non_negative_int
 from shared.core.files import check_output, write_output
+from shared.core.inputs import load_images, probe_batch
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
@@ -138,3 +139,36 @@ def user_options(args: argparse.Namespace) -> dict[str, object]:
     """The keyword arguments of `shared.teaching.user_model.run_user` from the common flags."""
     return {"framework": args.framework, "layout": args.input_layout, "output": args.output,
             "weights": getattr(args, "weights", None), "rules": args.map}
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    add_spec_args(parser)
+    parser.add_argument("--input", help="NHWC float32 .npy images (default: the spec's probe batch)")
+    add_user_model_args(parser)
+
+
+def load_model(args: argparse.Namespace) -> tuple[ModelSpec, Tensors, np.ndarray, list[str]]:
+    """(spec, canonical weights, images, notes) from the common arguments."""
+    model = resolve_model(args)
+    notes = [model.note] if model.note else []
+    if not getattr(args, "weights", None):
+        notes.append(f"weights: canonical init_weights(spec, seed={args.seed})")
+    images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
+    return model.spec, model.tensors, images, notes
+
+
+def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, np.ndarray, list[str]]:
+    """`--model`: the user's model run once in the worker on the images (its `UserRun`), the
+    images and notes (what weights it ran with, and how they were bound)."""
+    from shared.teaching.user_model import run_user
+
+    spec = user_spec(args)
+    images = load_images(args.input, spec) if args.input else probe_batch(spec)
+    run = run_user(args.model, spec, images, taps=taps, **user_options(args))
+    how = "--weights loaded into your model" if args.weights else "your model's own parameters"
+    notes = [run.framework_note] if run.framework_note else []
+    notes.append(f"weights: {how}, bound by {run.binding['rule']}")
+    notes += [f"spec check: {c.line()}" for c in run.contradictions]
+    if args.show_binding:
+        notes += run.binding_lines()
+    return run, images, notes

@@ -99,8 +99,7 @@ def run_user_model(args: argparse.Namespace) -> int:
 
     check_json(args)
     spec = user_spec(args)
-    named = parse_frameworks(args.frameworks, ()) if args.frameworks else []
-    frameworks = [f for f in named if f != "reference"]
+    frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
     images = probe_batch(spec, args.batch)
     result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
                         **user_options(args))
