@@ -16,7 +16,6 @@ from shared.cli._options import add_precision, add_threads, positive_int
 from shared.core.budget import check_fits, check_work
 from shared.core.files import Outputs
 from shared.core.paths import check_distinct, check_output, inside, output_path
-from shared.core.precision import FLOAT32
 from shared.errors import InputError, SpecError
 
 ORDER = 40
@@ -147,11 +146,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: list[dict[str, Any]],
-              wall: float, precision: dict[str, Any] | None = None) -> dict[str, Any]:
+              wall: float, precision: dict[str, Any]) -> dict[str, Any]:
     finals = np.array([r["final_accuracy"] for r in results], dtype=float)
     return {
         "spec": spec.to_dict(), "spec_hash": spec.spec_hash, "recipe": recipe.to_dict(),
-        "precision": precision or FLOAT32.to_dict(),  # the rung the port trained at
+        "precision": precision,  # the rung the port trained at
         "framework": framework, "data": dataset.describe(), "data_name": dataset.name,
         "majority_baseline": dataset.majority_baseline(),
         "seeds": results,
