@@ -2,8 +2,8 @@
 `USER` (shared/runtime/job_kinds.py). The user's file is imported here, in the worker process,
 never in the parent. One job builds the model once and, as asked: binds its parameters to the
 canonical tensors (the conventions arrive as table text from the parent, the port's own table is
-added here), returns them or loads canonical weights into it, runs it on the probe batch, captures
-the canonical taps and times it.
+added here), returns them or loads canonical weights into it, runs it on the probe batch and
+captures the canonical taps (timing it is the timing harness's, through `UserPort`).
 
 The user's file is imported and its factory called by `user_guard.build`: whatever they do is
 one line, and the launcher is told the phase (`user-import`, `user-build`: each has its own,
@@ -95,7 +95,7 @@ def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
 
 def user(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
-    "conventions", "taps"?: bool, "timing"?: {"repeats"}}."""
+    "conventions", "taps"?: bool}."""
     started = time.perf_counter()
     spec = ModelSpec.from_json(job["spec"])
     model = build(job["model"], spec)
@@ -144,8 +144,6 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
-    if job.get("timing"):
-        out.report["timing"] = timing(module, model, images, layout, job)
     out.report["peak_rss_bytes"] = peak_rss()
 
 
@@ -193,25 +191,6 @@ def _tokens(value: np.ndarray, spec: ModelSpec) -> np.ndarray:
         value = value.reshape(*value.shape[:2], -1).transpose(0, 2, 1) if channels_first else \
             value.reshape(value.shape[0], -1, value.shape[-1])
     return np.ascontiguousarray(value)
-
-
-def timing(module: Any, model: Any, images: np.ndarray, layout: str,
-           job: dict[str, Any]) -> dict[str, Any]:
-    """Eager and compiled forward times, first call apart (the compile), then repeats."""
-    repeats = int(job["timing"].get("repeats", 10))
-    out: dict[str, Any] = {}
-    for phase, forward in (("eager", lambda x: module.run(model, x, layout, job.get("output"))),
-                           ("compiled", module.compiled(model, layout, job.get("output")))):
-        t0 = time.perf_counter()
-        forward(images)
-        first = time.perf_counter() - t0
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            forward(images)
-            times.append(time.perf_counter() - t0)
-        out[phase] = {"first_s": first, "median_s": float(np.median(times)), "n": repeats}
-    return out
 
 
 class UserPort:
