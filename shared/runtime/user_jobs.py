@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -96,10 +95,8 @@ def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
 def user(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
     "conventions", "taps"?: bool}."""
-    started = time.perf_counter()
     spec = ModelSpec.from_json(job["spec"])
     model = build(job["model"], spec)
-    out.report["build_s"] = time.perf_counter() - started
     found, _ = user_port(model, job.get("framework"))
     if found != port_name(framework):  # the parent's guess was wrong: the object says `found`
         out.report.update(found=found, model_class=model_class(model))
@@ -123,13 +120,11 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     found = module.layers(model)
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
                             for a in found]
-    t0 = time.perf_counter()
     binding = bind(spec, {n: v.shape for n, v in params.items()}, found, fw,
                    conventions(job, fw, spec), job.get("rules"))
     bound = {link.native for link in binding.links}  # all but a convention's inert tensors
-    out.report.update({"bind_s": time.perf_counter() - t0, "binding": binding.to_dict(),
-                       "param_count": int(sum(v.size for n, v in params.items() if n in bound)),
-                       "inert": sorted(n for n in params if n not in bound)})
+    out.report.update({"binding": binding.to_dict(),
+                       "param_count": int(sum(v.size for n, v in params.items() if n in bound))})
     if job.get("weights"):
         module.assign(model, binding.to_native(load_weights(job["weights"], spec).tensors))
     else:
@@ -144,16 +139,6 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
-    out.report["peak_rss_bytes"] = peak_rss()
-
-
-def peak_rss() -> int | None:
-    """This process's peak resident memory (the model, its one copy out, the canonical tensors)."""
-    try:
-        import resource
-    except ImportError:  # not on Windows
-        return None
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
 
 
 def forward(call: Any) -> np.ndarray:
