@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -91,8 +90,6 @@ def run(args: argparse.Namespace) -> int:
     check_training_precision(precision)
     if args.framework not in PORTS:
         raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(PORTS)}")
-    for key, value in PORTS[args.framework].env.items():
-        os.environ.setdefault(key, value)
     # Data and recipe are checked before any framework is imported: mistakes cost nothing.
     dataset = load_dataset(data_name, spec, recipe.validation_fraction, seeds[0])
     check_batch_size(dataset.train, recipe.batch_size)
