@@ -50,8 +50,7 @@ def resolve_model(args: argparse.Namespace) -> Model:
         if args.spec:
             spec = resolve_spec(args.spec, args.set)
         else:
-            file_spec = read_weight_file(weights)[0]
-            spec = file_spec.with_overrides(args.set)
+            spec = read_weight_file(weights)[0].with_overrides(args.set)
         loaded = load_weights(weights, spec)
         return Model(loaded.spec, loaded.tensors, loaded.note())
     spec = resolve_spec(args.spec, args.set)
