@@ -132,23 +132,18 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     del params
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
     with user_code(str(job.get("model")), "running the forward"):
-        logits = forward(lambda: module.run(model, images, layout, job.get("output")))
+        try:
+            logits = np.asarray(module.run(model, images, layout, job.get("output")), np.float32)
+        except PortbenchError:
+            raise
+        except Exception as exc:  # whatever the user's forward raises is one line
+            raise InputError(f"your model's forward raised {one_line(exc)}") from None
     check_logits(logits, spec, len(images))
     out.arrays["logits"] = logits
     if job.get("taps"):
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
-
-
-def forward(call: Any) -> np.ndarray:
-    """The user's forward; whatever it raises is one line."""
-    try:
-        return np.asarray(call(), np.float32)
-    except PortbenchError:
-        raise
-    except Exception as exc:
-        raise InputError(f"your model's forward raised {one_line(exc)}") from None
 
 
 def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
