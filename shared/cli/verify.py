@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     frameworks = parse_frameworks(args.frameworks, installed_ports())
     if args.frameworks:
         for name in frameworks:
-            reason = installed().get(name) if name != "reference" else None
+            reason = installed().get(name)  # None for the reference, which is always here
             if reason:
                 raise FrameworkUnavailable(reason)
     precision = from_args(args)
