@@ -1,18 +1,21 @@
-"""Argument helpers shared by the subcommands: `--spec` / `--set` / `--weights` resolve the same
-way everywhere."""
+"""Argument helpers shared by the subcommands: `--spec` / `--set` / `--weights` (and a user's
+`--model`) resolve the same way everywhere, and `--json` is checked and written the same way."""
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from shared.cli._options import non_negative_int
-from shared.core.files import write_output
+from shared.core.files import check_output, write_output
+from shared.core.inputs import load_images, probe_batch
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
@@ -47,8 +50,7 @@ def resolve_model(args: argparse.Namespace) -> Model:
         if args.spec:
             spec = resolve_spec(args.spec, args.set)
         else:
-            file_spec = read_weight_file(weights)[0]
-            spec = file_spec.with_overrides(args.set)
+            spec = read_weight_file(weights)[0].with_overrides(args.set)
         loaded = load_weights(weights, spec)
         return Model(loaded.spec, loaded.tensors, loaded.note())
     spec = resolve_spec(args.spec, args.set)
@@ -71,6 +73,21 @@ def save_npy(path: str | Path, array: np.ndarray, force: bool = False) -> None:
     buffer = io.BytesIO()
     np.save(buffer, array)
     write_output(path, buffer.getvalue(), force=force)
+
+
+def add_json_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", metavar="FILE", help=f"also write {what} as JSON")
+    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+
+
+def check_json(args: argparse.Namespace) -> None:
+    """Refuse an existing or unwritable --json file before the work, not after it."""
+    if getattr(args, "json", None):
+        check_output(args.json, args.force)
+
+
+def write_json(path: str, payload: Any, force: bool = False) -> None:
+    write_output(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), force=force)
 
 
 def add_user_model_args(parser: argparse.ArgumentParser) -> None:
@@ -121,3 +138,36 @@ def user_options(args: argparse.Namespace) -> dict[str, object]:
     """The keyword arguments of `shared.teaching.user_model.run_user` from the common flags."""
     return {"framework": args.framework, "layout": args.input_layout, "output": args.output,
             "weights": getattr(args, "weights", None), "rules": args.map}
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    add_spec_args(parser)
+    parser.add_argument("--input", help="NHWC float32 .npy images (default: the spec's probe batch)")
+    add_user_model_args(parser)
+
+
+def load_model(args: argparse.Namespace) -> tuple[ModelSpec, Tensors, np.ndarray, list[str]]:
+    """(spec, canonical weights, images, notes) from the common arguments."""
+    model = resolve_model(args)
+    notes = [model.note] if model.note else []
+    if not getattr(args, "weights", None):
+        notes.append(f"weights: canonical init_weights(spec, seed={args.seed})")
+    images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
+    return model.spec, model.tensors, images, notes
+
+
+def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, np.ndarray, list[str]]:
+    """`--model`: the user's model run once in the worker on the images (its `UserRun`), the
+    images and notes (what weights it ran with, and how they were bound)."""
+    from shared.teaching.user_model import run_user
+
+    spec = user_spec(args)
+    images = load_images(args.input, spec) if args.input else probe_batch(spec)
+    run = run_user(args.model, spec, images, taps=taps, **user_options(args))
+    how = "--weights loaded into your model" if args.weights else "your model's own parameters"
+    notes = [run.framework_note] if run.framework_note else []
+    notes.append(f"weights: {how}, bound by {run.binding['rule']}")
+    notes += [f"spec check: {c.line()}" for c in run.contradictions]
+    if args.show_binding:
+        notes += run.binding_lines()
+    return run, images, notes

@@ -15,7 +15,7 @@ def _number(kind: type, minimum: float, what: str) -> Callable[[str], float]:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not value >= minimum or value != value or value in (float("inf"), float("-inf")):
+        if not minimum <= value < float("inf"):  # NaN fails every comparison
             raise argparse.ArgumentTypeError(f"{text} is not {what}")
         return value
 

@@ -8,26 +8,25 @@ process, started by the one launcher; this module only parses and prints.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 import tempfile
 from typing import Any
 
-from shared.core.files import check_output, write_output
+from shared.cli._common import add_json_arg, check_json, installed_ports, write_json
+from shared.cli._options import add_timeout
 from shared.core.summary import format_table
+from shared.runtime.devices import DEVICE_CLASSES
 
 ORDER = 45
 SCHEMA = "portbench.devices/1"
-DEVICE_CLASSES = ("cpu", "cuda", "metal")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("devices", help="which devices each installed port can use here, and why not")
     parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per framework")
-    parser.add_argument("--json", help="write the table here")
-    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+    add_timeout(parser, 300.0)
+    add_json_arg(parser, "the table")
     parser.set_defaults(run=run)
 
 
@@ -52,12 +51,10 @@ def launch_probe(framework: str, timeout: float) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from ports import installed, parse_frameworks
 
-    if args.json:
-        check_output(args.json, args.force)  # before the probes, not after
+    check_json(args)  # before the probes, not after
     available = installed()
-    default = tuple(name for name, why in available.items() if why is None)
     rows: list[dict[str, Any]] = []
-    for framework in [f for f in parse_frameworks(args.frameworks, default) if f != "reference"]:
+    for framework in [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]:
         if available[framework]:
             rows += [{"framework": framework, "device": d, "usable": False, "reason": available[framework]}
                      for d in DEVICE_CLASSES]
@@ -70,5 +67,5 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(["framework", "device", "usable", "why not / note"], table))
     if args.json:
         document = {"schema": SCHEMA, "platform": platform.platform(), "entries": rows}
-        write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
+        write_json(args.json, document, args.force)
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from shared.cli._teaching_args import (
+from shared.cli._common import (
     add_json_arg,
     add_model_args,
     check_json,
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Re-run the float64 reference under each catalogue alternative (Keras/Flax/"
                     "torch defaults and classic layout slips), alone and in pairs, and report which "
                     "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")
-    add_model_args(p, user=True)
+    add_model_args(p)
     p.add_argument("--logits", help=".npy logits of your port, shape (batch, num_classes); or --model "
                    "to run your model itself")
     p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "

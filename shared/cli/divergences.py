@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._teaching_args import add_json_arg, check_json, write_json
+from shared.cli._common import add_json_arg, check_json, write_json
 from shared.errors import SpecError
 from shared.teaching.divergences import CATALOGUE, entry
 

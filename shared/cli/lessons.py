@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from shared.cli._teaching_args import add_json_arg, check_json, write_json
+from shared.cli._common import add_json_arg, check_json, write_json
 from shared.core.files import check_output, write_output
 from shared.errors import SpecError
 from shared.teaching import detectability

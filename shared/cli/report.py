@@ -41,6 +41,9 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     seen_runs: dict[str, str] = {}  # fingerprint of a run -> the file it came from
     for path, source in zip(paths, labels, strict=True):
         doc = schema.load(path)
+        sources.append({"file": str(path), "source": source, "created": doc["created"],
+                        "environment": doc["environment"], "conditions": doc["conditions"],
+                        "sweep": doc.get("sweep")})
         for row in doc["runs"]:  # a run given twice would be ranked against itself
             key = json.dumps([doc["created"], doc["environment"].get("hostname"), row["framework"],
                               row["conditions"], row["phases"]], sort_keys=True, default=str)
@@ -48,10 +51,6 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                 raise InputError(f"results file {path!r} repeats the {row['framework']} run already "
                                  f"read from {seen_runs[key]!r}; give each run once")
             seen_runs[key] = path
-        sources.append({"file": str(path), "source": source, "created": doc["created"],
-                        "environment": doc["environment"], "conditions": doc["conditions"],
-                        "sweep": doc.get("sweep")})
-        for row in doc["runs"]:
             merged = dict(row)
             merged["source"] = source
             merged.setdefault("host", doc["environment"])

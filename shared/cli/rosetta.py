@@ -4,7 +4,6 @@ torch, Keras, Flax and MLX code that implements it (shared/teaching/rosetta.py).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from shared.core.weights import atomic_write_bytes
 from shared.teaching.port_source import ROOT
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         current = ROSETTA.read_text() if ROSETTA.is_file() else ""
         if current != text:
-            print(f"{Path(ROSETTA).relative_to(ROOT)} is stale: run `python compare.py rosetta --write`")
+            print(f"{ROSETTA.relative_to(ROOT)} is stale: run `python compare.py rosetta --write`")
             return 1
         print(f"{ROSETTA.relative_to(ROOT)} is up to date")
         return 0

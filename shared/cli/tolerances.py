@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from ports import NATIVE, parse_frameworks
-from shared.cli._common import installed_ports
+from shared.cli._common import installed_ports, write_json
 from shared.cli._options import add_device, add_timeout
 from shared.cli.time import parse_list
 from shared.core.files import check_output, read_text, write_output
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             document = {"schema": SCHEMA, "date": today, "path": label,
                         "entries": [{**vars(m), "ratio": m.ratio} for m in measured], "pairwise": pairs}
-            write_output(args.json, (json.dumps(document, indent=2) + "\n").encode(), force=args.force)
+            write_json(args.json, document, args.force)
     if args.markdown:
         write_output(args.markdown, markdown(paths, today).encode(), force=args.force)
     return 0

@@ -6,16 +6,16 @@ from __future__ import annotations
 import argparse
 
 from ports import parse_frameworks
-from shared.cli._common import installed_ports
-from shared.cli._options import add_precision
-from shared.cli._teaching_args import (
+from shared.cli._common import (
     add_json_arg,
     add_model_args,
     check_json,
+    installed_ports,
     load_model,
     load_user_model,
     write_json,
 )
+from shared.cli._options import add_precision
 from shared.core.files import check_output, write_output
 from shared.core.precision import from_args
 from shared.teaching.first_divergence import report_lines, trace
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "block's norms/attention/MLP, pooled vector, logits) against the float64 "
                     "reference; report the first tensor over a budget scaled to its magnitude. "
                     "Exit 0: all within budget; 1: a divergence or a port that could not run.")
-    add_model_args(p, user=True)
+    add_model_args(p)
     p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
     add_precision(p)
@@ -50,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
         run, images, notes = load_user_model(args, taps=True)
         spec, tensors = run.spec, run.tensors
-        frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"] \
-            if args.frameworks else []
+        frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
         _, traces = trace(spec, tensors, images, frameworks)
         traces.insert(0, user_trace(run, images))
     else:

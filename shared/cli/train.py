@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from shared.cli._options import add_precision, add_threads, positive_int
 from shared.core.budget import check_fits, check_work
 from shared.core.files import Outputs
 from shared.core.paths import check_distinct, check_output, inside, output_path
-from shared.core.precision import FLOAT32
 from shared.errors import InputError, SpecError
 
 ORDER = 40
@@ -77,7 +75,7 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import PORTS
+    from ports import PORTS, load_port_module
     from shared.core.precision import from_args
     from shared.core.train_spec import check_training_precision
     from shared.training.checkpoint import holds_checkpoint, resume_point
@@ -92,12 +90,10 @@ def run(args: argparse.Namespace) -> int:
     check_training_precision(precision)
     if args.framework not in PORTS:
         raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(PORTS)}")
-    for key, value in PORTS[args.framework].env.items():
-        os.environ.setdefault(key, value)
     # Data and recipe are checked before any framework is imported: mistakes cost nothing.
     dataset = load_dataset(data_name, spec, recipe.validation_fraction, seeds[0])
     check_batch_size(dataset.train, recipe.batch_size)
-    _set_threads(args.framework, args.threads)
+    load_port_module(args.framework).set_threads(args.threads)
     # The default folder is built from content (the spec's name): `inside` keeps it in runs/.
     folder = output_path(args.checkpoints, folder=True) if args.checkpoints else \
         inside("runs", f"{spec.name}-{args.framework}")
@@ -146,18 +142,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _set_threads(framework: str, threads: int) -> None:
-    from ports import load_port_module
-
-    load_port_module(framework).set_threads(threads)
-
-
 def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: list[dict[str, Any]],
-              wall: float, precision: dict[str, Any] | None = None) -> dict[str, Any]:
+              wall: float, precision: dict[str, Any]) -> dict[str, Any]:
     finals = np.array([r["final_accuracy"] for r in results], dtype=float)
     return {
         "spec": spec.to_dict(), "spec_hash": spec.spec_hash, "recipe": recipe.to_dict(),
-        "precision": precision or FLOAT32.to_dict(),  # the rung the port trained at
+        "precision": precision,  # the rung the port trained at
         "framework": framework, "data": dataset.describe(), "data_name": dataset.name,
         "majority_baseline": dataset.majority_baseline(),
         "seeds": results,

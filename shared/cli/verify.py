@@ -5,22 +5,24 @@ is shared/core/equivalence.py's). Exit status 1 when any port fails."""
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from ports import installed, parse_frameworks
 from shared.cli._common import (
+    add_json_arg,
     add_spec_args,
     add_user_model_args,
+    check_json,
     installed_ports,
     resolve_model,
     user_options,
     user_spec,
+    write_json,
 )
 from shared.cli._options import add_batch, add_device, add_precision, add_timeout
 from shared.cli._verdicts import print_verdicts, tally
 from shared.core.equivalence import PortVerdict
-from shared.core.files import check_output, write_output
+from shared.core.files import check_output
 from shared.core.inputs import probe_batch
 from shared.core.precision import from_args
 from shared.core.presets import PRESETS, get_preset
@@ -41,17 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_device(parser, "cpu")
     add_precision(parser)
     add_timeout(parser, 900.0)
-    parser.add_argument("--json", help="write the results here (one entry per spec and framework)")
-    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+    add_json_arg(parser, "the results (one entry per spec and framework)")
     add_user_model_args(parser)
     parser.set_defaults(run=run)
 
 
-def write_json(path: str, verdicts: list[PortVerdict], pairwise: list[dict[str, Any]], force: bool = False,
-               **extra: Any) -> None:
+def write_verdicts(path: str, verdicts: list[PortVerdict], pairwise: list[dict[str, Any]],
+                   force: bool = False, **extra: Any) -> None:
     """The verdicts in their one JSON form (`PortVerdict.to_dict`), the pairwise gaps, and `extra`."""
-    document = {"schema": SCHEMA, "entries": [v.to_dict() for v in verdicts], "pairwise": pairwise, **extra}
-    write_output(path, (json.dumps(document, indent=2) + "\n").encode(), force=force)
+    write_json(path, {"schema": SCHEMA, "entries": [v.to_dict() for v in verdicts], "pairwise": pairwise,
+                      **extra}, force)
 
 
 def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeout: float,
@@ -61,7 +62,7 @@ def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeo
     verdicts, pairwise = verify(cases, frameworks, device, timeout)
     print_verdicts(cases, verdicts, pairwise)
     if json_path:
-        write_json(json_path, verdicts, pairwise, force)
+        write_verdicts(json_path, verdicts, pairwise, force)
     if all(v.unavailable for v in verdicts):
         raise FrameworkUnavailable(f"no framework could run here: {verdicts[0].reason}" if verdicts
                                    else "no framework to verify")
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     frameworks = parse_frameworks(args.frameworks, installed_ports())
     if args.frameworks:
         for name in frameworks:
-            reason = installed().get(name) if name != "reference" else None
+            reason = installed().get(name)  # None for the reference, which is always here
             if reason:
                 raise FrameworkUnavailable(reason)
     precision = from_args(args)
@@ -96,11 +97,9 @@ def run_user_model(args: argparse.Namespace) -> int:
     --frameworks); spec contradictions first; on a gap, diagnose's finding."""
     from shared.teaching.user_model import check_user
 
-    if args.json:
-        check_output(args.json, args.force)
+    check_json(args)
     spec = user_spec(args)
-    named = parse_frameworks(args.frameworks, ()) if args.frameworks else []
-    frameworks = [f for f in named if f != "reference"]
+    frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
     images = probe_batch(spec, args.batch)
     result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
                         **user_options(args))
@@ -117,9 +116,9 @@ def run_user_model(args: argparse.Namespace) -> int:
     if result.diagnosis is not None:
         print("diagnose: " + "\n  ".join(result.diagnosis.lines()))
     if args.json:
-        write_json(args.json, [result.entry, *result.ports], result.pairwise, args.force, binding=run.binding,
-                   contradictions=[c.line() for c in run.contradictions],
-                   diagnosis=result.diagnosis.to_dict() if result.diagnosis else None)
+        write_verdicts(args.json, [result.entry, *result.ports], result.pairwise, args.force,
+                       binding=run.binding, contradictions=[c.line() for c in run.contradictions],
+                       diagnosis=result.diagnosis.to_dict() if result.diagnosis else None)
     failed = [v for v in [result.entry, *result.ports] if not v.passed and not v.unavailable]
     ok = result.passed and not failed
     verdict = result.explanation() if ok else f"NOT equivalent: {result.explanation()}"

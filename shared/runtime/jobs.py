@@ -4,7 +4,6 @@ intermediates (`compare.py trace`, experiments) out. Run in the worker process o
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -49,11 +48,9 @@ def low_precision_logits(port: PortInterface, images: np.ndarray) -> np.ndarray:
 
 def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"spec", "weights", "input": .npy, "device", "precision", "dtypes"} -> arrays["logits"]; the
-    report gives the port's own parameter count, device, versions, the framework's import time
-    and, below float32 (unless "dtypes" is false), the dtype of every named tensor."""
-    started = time.perf_counter()
-    module = ports.load_port_module(framework)  # the first job of a process pays the import
-    out.report["import_s"] = time.perf_counter() - started
+    report gives the port's own parameter count, device, versions and, below float32 (unless
+    "dtypes" is false), the dtype of every named tensor."""
+    module = ports.load_port_module(framework)
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
     out.arrays["logits"] = low_precision_logits(port, images)
@@ -62,8 +59,7 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     if job.get("dtypes", True):  # on the same batch: a new shape would make JAX compile every eager op again
         out.report["tap_dtypes"] = contract_dtypes(port, images)
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
-                       "versions": module.version_info(), "precision": port.precision.to_dict(),
-                       "precision_settings": port.settings})
+                       "versions": module.version_info(), "precision": port.precision.to_dict()})
 
 
 def taps(framework: str, job: dict[str, Any], out: Output) -> None:

@@ -9,7 +9,7 @@ Gaps are also shown normalised by max(1, max |float64 logit|), so presets can be
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -86,8 +86,7 @@ def _measured(verdict: PortVerdict, case: VerifyCase) -> Measured:
 
 def from_dict(data: dict[str, Any]) -> Measured:
     """One entry of a `--json` file `compare.py tolerances` wrote."""
-    fields = ("spec", "size", "rung", "framework", "gap", "status", "reason", "emulated")
-    return Measured(**{k: data.get(k) for k in fields})
+    return Measured(**{f.name: data.get(f.name) for f in fields(Measured)})
 
 
 def ratio_summary(measured: list[Measured]) -> dict[str, tuple[float, float]]:

@@ -35,10 +35,10 @@ from typing import Any
 
 from shared import REPO_ROOT
 from shared.runtime.job_kinds import Job, write_job_file
+from shared.runtime.worker import PARENT_ENV
 
 PROGRESS_PREFIX = "portbench-progress:"
 PHASE_PREFIX = "portbench-phase:"
-PARENT_ENV = "PORTBENCH_PARENT_PID"
 TAIL_LINES = 20
 LINE_LIMIT = 400  # characters of one kept line: a 50 MB print is not a "line" of a message
 # Phases with their own default limit (the run's --timeout still applies when it is shorter),
@@ -67,24 +67,21 @@ def thread_env(threads: int) -> dict[str, str]:
     return env
 
 
-def pin_cpus(threads: int) -> dict[str, Any]:
+def pin_cpus(threads: int) -> None:
     """Restrict the calling thread (and the processes it starts) to the first N usable CPUs."""
-    if not hasattr(os, "sched_setaffinity"):
-        return cpu_record(threads)
-    usable = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, usable[: max(1, threads)])
-    return cpu_record(threads, len(usable))
+    if hasattr(os, "sched_setaffinity"):
+        usable = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, usable[: max(1, threads)])
 
 
-def cpu_record(threads: int, usable: int | None = None) -> dict[str, Any]:
+def cpu_record(threads: int) -> dict[str, Any]:
     """The affinity this process runs with, read back, and a note when it is not N CPUs."""
     if not hasattr(os, "sched_getaffinity"):
         return {"affinity": None, "affinity_note": "no CPU affinity API on this OS; not pinned"}
     affinity = sorted(os.sched_getaffinity(0))
-    usable = len(affinity) if usable is None else usable
     note = None
-    if threads > usable:
-        note = f"{threads} threads requested but only {usable} CPUs usable: oversubscribed"
+    if threads > len(affinity):
+        note = f"{threads} threads requested but only {len(affinity)} CPUs usable: oversubscribed"
     return {"affinity": affinity, "affinity_note": note}
 
 

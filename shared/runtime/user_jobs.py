@@ -2,8 +2,8 @@
 `USER` (shared/runtime/job_kinds.py). The user's file is imported here, in the worker process,
 never in the parent. One job builds the model once and, as asked: binds its parameters to the
 canonical tensors (the conventions arrive as table text from the parent, the port's own table is
-added here), returns them or loads canonical weights into it, runs it on the probe batch, captures
-the canonical taps and times it.
+added here), returns them or loads canonical weights into it, runs it on the probe batch and
+captures the canonical taps (timing it is the timing harness's, through `UserPort`).
 
 The user's file is imported and its factory called by `user_guard.build`: whatever they do is
 one line, and the launcher is told the phase (`user-import`, `user-build`: each has its own,
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 from typing import Any
 
 import numpy as np
@@ -62,15 +61,11 @@ def model_class(model: Any) -> str:
 
 
 def _owner(model: Any) -> tuple[str, Any] | None:
-    for name in (f for f in USER_FRAMEWORKS if _imported(f)):
+    for name in (f for f in USER_FRAMEWORKS if f in sys.modules):  # a model's framework is imported
         module = ports.load_port_part(name, "user")
         if module.owns(model):
             return name, module
     return None
-
-
-def _imported(framework: str) -> bool:
-    return {"keras": "keras", "flax": "flax", "torch": "torch", "mlx": "mlx"}[framework] in sys.modules
 
 
 def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Table]:
@@ -99,11 +94,9 @@ def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
 
 def user(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
-    "conventions", "taps"?: bool, "timing"?: {"repeats"}}."""
-    started = time.perf_counter()
+    "conventions", "taps"?: bool}."""
     spec = ModelSpec.from_json(job["spec"])
     model = build(job["model"], spec)
-    out.report["build_s"] = time.perf_counter() - started
     found, _ = user_port(model, job.get("framework"))
     if found != port_name(framework):  # the parent's guess was wrong: the object says `found`
         out.report.update(found=found, model_class=model_class(model))
@@ -127,13 +120,11 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     found = module.layers(model)
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
                             for a in found]
-    t0 = time.perf_counter()
     binding = bind(spec, {n: v.shape for n, v in params.items()}, found, fw,
                    conventions(job, fw, spec), job.get("rules"))
     bound = {link.native for link in binding.links}  # all but a convention's inert tensors
-    out.report.update({"bind_s": time.perf_counter() - t0, "binding": binding.to_dict(),
-                       "param_count": int(sum(v.size for n, v in params.items() if n in bound)),
-                       "inert": sorted(n for n in params if n not in bound)})
+    out.report.update({"binding": binding.to_dict(),
+                       "param_count": int(sum(v.size for n, v in params.items() if n in bound))})
     if job.get("weights"):
         module.assign(model, binding.to_native(load_weights(job["weights"], spec).tensors))
     else:
@@ -141,35 +132,18 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     del params
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
     with user_code(str(job.get("model")), "running the forward"):
-        logits = forward(lambda: module.run(model, images, layout, job.get("output")))
+        try:
+            logits = np.asarray(module.run(model, images, layout, job.get("output")), np.float32)
+        except PortbenchError:
+            raise
+        except Exception as exc:  # whatever the user's forward raises is one line
+            raise InputError(f"your model's forward raised {one_line(exc)}") from None
     check_logits(logits, spec, len(images))
     out.arrays["logits"] = logits
     if job.get("taps"):
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
-    if job.get("timing"):
-        out.report["timing"] = timing(module, model, images, layout, job)
-    out.report["peak_rss_bytes"] = peak_rss()
-
-
-def peak_rss() -> int | None:
-    """This process's peak resident memory (the model, its one copy out, the canonical tensors)."""
-    try:
-        import resource
-    except ImportError:  # not on Windows
-        return None
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # KiB on Linux
-
-
-def forward(call: Any) -> np.ndarray:
-    """The user's forward; whatever it raises is one line."""
-    try:
-        return np.asarray(call(), np.float32)
-    except PortbenchError:
-        raise
-    except Exception as exc:
-        raise InputError(f"your model's forward raised {one_line(exc)}") from None
 
 
 def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
@@ -197,25 +171,6 @@ def _tokens(value: np.ndarray, spec: ModelSpec) -> np.ndarray:
         value = value.reshape(*value.shape[:2], -1).transpose(0, 2, 1) if channels_first else \
             value.reshape(value.shape[0], -1, value.shape[-1])
     return np.ascontiguousarray(value)
-
-
-def timing(module: Any, model: Any, images: np.ndarray, layout: str,
-           job: dict[str, Any]) -> dict[str, Any]:
-    """Eager and compiled forward times, first call apart (the compile), then repeats."""
-    repeats = int(job["timing"].get("repeats", 10))
-    out: dict[str, Any] = {}
-    for phase, forward in (("eager", lambda x: module.run(model, x, layout, job.get("output"))),
-                           ("compiled", module.compiled(model, layout, job.get("output")))):
-        t0 = time.perf_counter()
-        forward(images)
-        first = time.perf_counter() - t0
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            forward(images)
-            times.append(time.perf_counter() - t0)
-        out[phase] = {"first_s": first, "median_s": float(np.median(times)), "n": repeats}
-    return out
 
 
 class UserPort:

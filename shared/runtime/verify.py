@@ -72,12 +72,6 @@ def collect_logits(worker: Worker, timeout: float) -> list[dict[str, Any]]:
     return reports
 
 
-def run_logits(framework: str, cases: list[VerifyCase], workdir: Path, device: str,
-               timeout: float) -> list[dict[str, Any]]:
-    """One fresh worker for `framework` on every case; one report per case."""
-    return collect_logits(start_logits(framework, cases, workdir, device), timeout)
-
-
 def fill_reference(cases: list[VerifyCase]) -> None:
     """Each case's float64 reference logits (one pass per weights and batch) and, below float32,
     its emulated rounding gap (one rung-emulating pass per case), unless already filled."""
@@ -131,7 +125,8 @@ def verify(cases: list[VerifyCase], frameworks: list[str], device: str = "cpu",
                 by_framework[framework] = [{"error": reason, "unavailable": True} for reason in reasons]
                 continue
             print(f"  running {framework} ...", file=sys.stderr, flush=True)
-            by_framework[framework] = run_logits(framework, cases, Path(tmp), device, timeout)
+            worker = start_logits(framework, cases, Path(tmp), device)  # one fresh worker, every case
+            by_framework[framework] = collect_logits(worker, timeout)
     verdicts: list[PortVerdict] = []
     pairwise: list[dict[str, Any]] = []
     for i, (case, ref) in enumerate(zip(cases, references, strict=True)):

@@ -50,9 +50,6 @@ TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key b
 BREACHED_TENSOR = "block0.out"  # the token stream: the parameter dtype by contract
 
 
-Kind = Handler  # the test hook below wraps one
-
-
 def one_line(exc: BaseException) -> str:
     """A failure as a user reads it: the message of a PortbenchError, else type and first line;
     at most MESSAGE_LIMIT characters either way."""
@@ -127,7 +124,7 @@ def fault_for(framework: str) -> str | None:
     return None
 
 
-def with_fault(function: Kind, fault: str) -> Kind:
+def with_fault(function: Handler, fault: str) -> Handler:
     def faulty(framework: str, job: dict[str, Any], out: Output) -> None:
         if fault == "crash":
             import signal
@@ -138,11 +135,11 @@ def with_fault(function: Kind, fault: str) -> Kind:
 
             time.sleep(10**6)
         if fault == "tamper":
-            _tamper_ports()
+            _replace_port(_tampered)
         if fault == "breach":
-            _breach_ports()
+            _replace_port(_breached)
         if fault.startswith("tamper-mode="):
-            _tamper_mode(fault.partition("=")[2])
+            _replace_port(lambda port: _mode_tampered(port, fault.partition("=")[2]))
         function(framework, job, out)
         if fault == "error":
             raise RuntimeError(f"injected failure after the job ran ({FAULT_ENV})")
@@ -150,50 +147,41 @@ def with_fault(function: Kind, fault: str) -> Kind:
     return faulty
 
 
-def _tamper_ports() -> None:
-    """Every port this process loads adds 1e-3 to TAMPERED_TENSOR in `load`."""
+def _tampered(port: type) -> type:
+    """`port` adding 1e-3 to TAMPERED_TENSOR in `load`."""
     import numpy as np
 
-    def tampered(port: type) -> type:
-        class TamperedPort(port):  # type: ignore[valid-type, misc]
-            def load(self, tensors: dict[str, Any]) -> None:
-                shifted = dict(tensors)
-                shifted[TAMPERED_TENSOR] = (tensors[TAMPERED_TENSOR] + np.float32(1e-3)).astype(np.float32)
-                super().load(shifted)
+    class TamperedPort(port):  # type: ignore[valid-type, misc]
+        def load(self, tensors: dict[str, Any]) -> None:
+            shifted = dict(tensors)
+            shifted[TAMPERED_TENSOR] = (tensors[TAMPERED_TENSOR] + np.float32(1e-3)).astype(np.float32)
+            super().load(shifted)
 
-        return TamperedPort
-
-    _replace_port(tampered)
+    return TamperedPort
 
 
-def _breach_ports() -> None:
-    """Every port this process loads reports BREACHED_TENSOR's dtype as the other one of its
-    rung's two (float32 <-> the low dtype): the stream held in the compute dtype under mixed
-    precision, or left in float32 under pure. Its values are untouched."""
-    def breached(port: type) -> type:
-        class BreachedPort(port):  # type: ignore[valid-type, misc]
-            def tap_dtypes(self, images: Any) -> dict[str, str]:
-                dtypes = super().tap_dtypes(images)
-                kept = dtypes[BREACHED_TENSOR]
-                dtypes[BREACHED_TENSOR] = self.precision.dtype if kept == "float32" else "float32"
-                return dtypes
+def _breached(port: type) -> type:
+    """`port` reporting BREACHED_TENSOR's dtype as the other one of its rung's two (float32 <->
+    the low dtype): the stream held in the compute dtype under mixed precision, or left in
+    float32 under pure. Its values are untouched."""
+    class BreachedPort(port):  # type: ignore[valid-type, misc]
+        def tap_dtypes(self, images: Any) -> dict[str, str]:
+            dtypes = super().tap_dtypes(images)
+            kept = dtypes[BREACHED_TENSOR]
+            dtypes[BREACHED_TENSOR] = self.precision.dtype if kept == "float32" else "float32"
+            return dtypes
 
-        return BreachedPort
-
-    _replace_port(breached)
+    return BreachedPort
 
 
-def _tamper_mode(mode: str) -> None:
-    """Every port this process loads reads its results back 1e-3 off while it runs `mode`."""
-    def tampered(port: type) -> type:
-        class ModeTamperedPort(port):  # type: ignore[valid-type, misc]
-            def to_numpy(self, result: Any) -> Any:
-                values = super().to_numpy(result)
-                return values + 1e-3 if getattr(self, "mode", None) == mode else values
+def _mode_tampered(port: type, mode: str) -> type:
+    """`port` reading its results back 1e-3 off while it runs `mode`."""
+    class ModeTamperedPort(port):  # type: ignore[valid-type, misc]
+        def to_numpy(self, result: Any) -> Any:
+            values = super().to_numpy(result)
+            return values + 1e-3 if getattr(self, "mode", None) == mode else values
 
-        return ModeTamperedPort
-
-    _replace_port(tampered)
+    return ModeTamperedPort
 
 
 def _replace_port(subclass: Callable[[type], type]) -> None:

@@ -191,10 +191,10 @@ def split_validation(train: Split, fraction: float, seed: int) -> tuple[Split, S
             Split(train.images[val_idx], train.labels[val_idx]))
 
 
-def check_batch_size(split: Split, batch_size: int, what: str = "training set") -> None:
+def check_batch_size(split: Split, batch_size: int) -> None:
     if batch_size > len(split):
         raise InputError(f"recipe field 'batch_size' = {batch_size}: expected at most the "
-                         f"{len(split)} examples of the {what}")
+                         f"{len(split)} examples of the training set")
 
 
 def batch_order(n: int, epoch: int, seed: int, shuffle: bool) -> np.ndarray:
@@ -209,9 +209,9 @@ def steps_per_epoch(n: int, batch_size: int, drop_last: bool) -> int:
 
 
 def batches(split: Split, batch_size: int, epoch: int, seed: int, shuffle: bool = True,
-            drop_last: bool = False, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The epoch's batches as (images, labels) NumPy arrays, from batch `start` on."""
+            drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The epoch's batches as (images, labels) NumPy arrays."""
     order = batch_order(len(split), epoch, seed, shuffle)
-    for k in range(start, steps_per_epoch(len(split), batch_size, drop_last)):
+    for k in range(steps_per_epoch(len(split), batch_size, drop_last)):
         idx = order[k * batch_size:(k + 1) * batch_size]
         yield split.images[idx], split.labels[idx]

@@ -45,12 +45,6 @@ def _store(out: Output, results: dict[str, Tensors]) -> None:
             out.arrays[f"{snap}/{tensor}"] = value
 
 
-def _single_thread(framework: str) -> None:
-    from ports import load_port_module
-
-    load_port_module(framework).set_threads(1)
-
-
 def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     """Stores {"grad": canonical gradients at the start, "<step>": parameters after that many
     updates, "loss<step>": {"loss": that step's loss, "scale": the loss scale after it, "updates":
@@ -58,21 +52,19 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     precision rung."""
     import importlib
 
-    from ports import create_port
+    from ports import create_port, load_port_module
     from shared.core.precision import Precision
     from shared.core.spec import ModelSpec
     from shared.core.train_spec import TrainSpec
     from shared.core.weights import init_weights
 
-    _single_thread(framework)
+    load_port_module(framework).set_threads(1)
     spec = ModelSpec.from_json(job["spec"])
     recipe = TrainSpec.from_json(job["recipe"])
     precision = Precision.from_dict(job.get("precision"))
     module = importlib.import_module(f"ports.{framework}.train")
-    saved = {name: getattr(module, name) for name in job.get("pins", {})}
+    saved = {name: getattr(module, name) for name in job.get("pins", {})}  # an unknown pin: AttributeError
     for name, value in job.get("pins", {}).items():
-        if name not in saved:
-            raise AttributeError(name)
         setattr(module, name, value)
     try:
         port = create_port(framework, spec, precision=precision)
@@ -100,12 +92,13 @@ def loop(framework: str, job: dict[str, Any], out: Output) -> None:
     """The shared training loop on the quadrant task, three ways: `epochs` epochs uninterrupted;
     1 epoch, then resumed from its checkpoint to `epochs`. Stores both final weights and the
     uninterrupted run's test accuracy per epoch."""
+    from ports import load_port_module
     from shared.core.spec import ModelSpec
     from shared.core.train_spec import TrainSpec
     from shared.training.data import load_dataset
     from shared.training.trainloop import train_seed
 
-    _single_thread(framework)
+    load_port_module(framework).set_threads(1)
     spec, recipe = ModelSpec.from_json(job["spec"]), TrainSpec.from_json(job["recipe"])
     data = load_dataset(job["data"], spec, recipe.validation_fraction, 0)
     folder = Path(tempfile.mkdtemp(prefix=f"loop-{framework}-"))
@@ -124,6 +117,7 @@ def loop(framework: str, job: dict[str, Any], out: Output) -> None:
 def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
     """Train with the learning rate forced to 1e30 from epoch 1 on; report the error message, the
     checkpoint's state.json and whether its weights still load."""
+    from ports import load_port_module
     from shared.core.spec import ModelSpec
     from shared.core.train_spec import TrainSpec
     from shared.core.weights import load_weights
@@ -131,7 +125,7 @@ def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
     from shared.training.data import load_dataset
     from shared.training.trainloop import TrainingError, train_seed
 
-    _single_thread(framework)
+    load_port_module(framework).set_threads(1)
     spec, recipe = ModelSpec.from_json(job["spec"]), TrainSpec.from_json(job["recipe"])
     data = load_dataset(job["data"], spec, recipe.validation_fraction, 0)
     folder = Path(tempfile.mkdtemp(prefix=f"diverge-{framework}-")) / "ck"
@@ -165,11 +159,11 @@ def diverge(framework: str, job: dict[str, Any], out: Output) -> None:
 
 def gradients(framework: str, job: dict[str, Any], out: Output) -> None:
     """Canonical gradients of the mean CE at seed-0 weights on a seeded batch of 16."""
-    from ports import create_port
+    from ports import create_port, load_port_module
     from shared.core.spec import ModelSpec
     from shared.core.weights import init_weights
 
-    _single_thread(framework)
+    load_port_module(framework).set_threads(1)
     spec = ModelSpec.from_json(job["spec"])
     port = create_port(framework, spec)
     port.load(init_weights(spec, 0))

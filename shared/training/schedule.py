@@ -53,10 +53,6 @@ def improved(metric: str, value: float, best: float | None, threshold: float, mo
 class Decision:
     """What the controller decided at the end of an epoch."""
 
-    epoch: int
-    lr_used: float
-    next_lr: float
-    cut: bool
     stop: bool
     reason: str = ""
 
@@ -87,31 +83,28 @@ class Controller:
     def end_epoch(self, metrics: dict[str, float]) -> Decision:
         """Report the finished epoch's metrics; returns the decision (and advances the epoch)."""
         r = self.recipe
-        lr_used = self.lr_for_epoch()
         for name in {r.plateau_metric, r.early_stop_metric}:
             if name not in metrics:
                 raise InputError(
                     f"schedule: metric {name!r} was not reported (got {', '.join(sorted(metrics))}); "
                     f"expected one of {', '.join(METRICS)}"
                 )
-        if any(not math.isfinite(float(v)) for v in metrics.values()):
-            bad = next(k for k, v in metrics.items() if not math.isfinite(float(v)))
+        bad = next((k for k, v in metrics.items() if not math.isfinite(float(v))), None)
+        if bad is not None:
             raise InputError(f"schedule: metric {bad!r} is {metrics[bad]} at epoch {self.epoch}")
-        cut = stop = False
+        stop = False
         reason = ""
         if self.epoch >= r.warmup_epochs:
-            cut = self._plateau(float(metrics[r.plateau_metric]))
-            if cut:
+            if self._plateau(float(metrics[r.plateau_metric])):
                 reason = f"{r.plateau_metric} flat for {r.plateau_patience} epochs: lr -> {self.lr:.3g}"
             stop = self._early_stop(float(metrics[r.early_stop_metric]))
             if stop:
                 reason = f"{r.early_stop_metric} flat for {r.early_stop_patience} epochs: early stop"
-        finished = self.epoch
         self.epoch += 1
         if self.epoch >= r.max_epochs and not stop:
             stop, reason = True, f"max_epochs = {r.max_epochs} reached"
         self.stopped = stop
-        return Decision(finished, lr_used, self.lr_for_epoch(), cut, stop, reason)
+        return Decision(stop, reason)
 
     def _plateau(self, value: float) -> bool:
         r = self.recipe
