@@ -12,8 +12,7 @@ from shared.core.presets import get_preset
 from shared.core.reference import activation, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import first_shape_mismatch
-from shared.teaching.demo import Demo, demo_case, framework, gap, variant_demo
-from shared.teaching.first_divergence import compare_taps, reference_taps
+from shared.teaching.demo import Demo, demo_case, first_seen, framework, gap, variant_demo
 from shared.teaching.variants import variant
 
 
@@ -25,11 +24,8 @@ def demo_layer_scale() -> Demo:
     dropped = variant(key).apply(case)
     if dropped is None:  # a preset without LayerScale: variant_demo has said so
         return demo
-    trace = compare_taps(spec, reference_taps(spec, case.weights, case.images),
-                         reference_taps(dropped.spec, dropped.weights, dropped.images), "gammas of one")
-    first = trace.first_divergence
     demo.lines.append(f"trace of the reference run with gammas of one: first divergence at "
-                      f"{first.name if first else 'none'} (block 0's attention branch, after ls1)")
+                      f"{first_seen(case, dropped)} (block 0's attention branch, after ls1)")
     return demo
 
 
