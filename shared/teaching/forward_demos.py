@@ -14,6 +14,7 @@ from shared.core.reference import activation, attention, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import conv_hwio_to_oihw
 from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant, variant_demo
+from shared.teaching.first_divergence import reference_taps
 from shared.teaching.framework_defaults import layer_norm_eps_defaults
 from shared.teaching.variants import Case
 
@@ -114,8 +115,7 @@ def demo_attention_scale() -> Demo:
 
 def _block0_attention_io(spec: ModelSpec) -> tuple[Case, np.ndarray, np.ndarray]:
     case = demo_case(spec)
-    taps: dict[str, np.ndarray] = {}
-    forward(spec, case.weights, case.images, taps)
+    taps = reference_taps(spec, case.weights, case.images)
     return case, taps["block0.norm1"], taps["block0.attn"]
 
 
@@ -148,21 +148,19 @@ def demo_conv_layout() -> Demo:
     if torch is None:
         return demo
     case = demo_case(spec)
-    taps: dict[str, np.ndarray] = {}
-    forward(spec, case.weights, case.images, taps)
+    expected = reference_taps(spec, case.weights, case.images)["patch_embed"]
     k, b = case.weights["patch_embed.kernel"], case.weights["patch_embed.bias"]
-    good = gap(torch.conv_patch_embed(spec, conv_hwio_to_oihw(k), b, case.images), taps["patch_embed"])
+    good = gap(torch.conv_patch_embed(spec, conv_hwio_to_oihw(k), b, case.images), expected)
     reshaped = k.reshape(spec.dim, spec.channels, *k.shape[:2])
-    bad = gap(torch.conv_patch_embed(spec, reshaped, b, case.images), taps["patch_embed"])
+    bad = gap(torch.conv_patch_embed(spec, reshaped, b, case.images), expected)
     demo.ran_with.append("torch")
     demo.gap = max(demo.gap or 0.0, bad)
     demo.lines.append(f"torch Conv2d patch embedding: HWIO->OIHW by transpose {good:.3g}, by reshape "
                       f"{bad:.3g} (same shape, no error)")
     mlx = framework("mlx")
     if mlx is not None:  # MLX: (O, H, W, I), on NHWC images
-        good = gap(mlx.conv_patch_embed(spec, k.transpose(3, 0, 1, 2), b, case.images), taps["patch_embed"])
-        bad = gap(mlx.conv_patch_embed(spec, k.reshape(spec.dim, *k.shape[:3]), b, case.images),
-                  taps["patch_embed"])
+        good = gap(mlx.conv_patch_embed(spec, k.transpose(3, 0, 1, 2), b, case.images), expected)
+        bad = gap(mlx.conv_patch_embed(spec, k.reshape(spec.dim, *k.shape[:3]), b, case.images), expected)
         demo.ran_with.append("mlx")
         demo.gap = max(demo.gap, bad)
         demo.lines.append(f"mlx nn.Conv2d patch embedding (float32): HWIO->OHWI by transpose {good:.3g}, "
