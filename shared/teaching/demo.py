@@ -3,6 +3,7 @@ and the pinned-vs-unpinned gap through the float64 reference (`variant_demo`).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -71,3 +72,8 @@ def variant_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "", traced:
     if note:
         demo.lines.append(note)
     return demo
+
+
+def variants_on(preset: str, keys: tuple[str, ...], note: str = "") -> Callable[[], Demo]:
+    """A demonstration that is `variant_demo` alone: `keys` on the preset's canonical weights."""
+    return lambda: variant_demo(get_preset(preset), keys, note)

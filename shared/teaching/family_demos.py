@@ -1,8 +1,8 @@
 """The catalogue's demonstrations for the model families people port now (DINOv2 with registers,
-DeiT-III, SigLIP, CLIP, distilled DeiT): LayerScale, the attention pool's biases, QuickGELU, the
-gated MLP, registers and the distillation head. Each runs the same canonical weights of a tiny
-preset with the pin and without it through the float64 reference (`variant_demo`), plus what
-that place needs said beside the gap."""
+DeiT-III, SigLIP, CLIP): LayerScale, the attention pool's biases, QuickGELU, the gated MLP and
+registers. Each runs the same canonical weights of a tiny preset with the pin and without it
+through the float64 reference (`variant_demo`), plus what that place needs said beside the gap;
+the distilled DeiT's heads need nothing beside it (`variants_on` in the catalogue)."""
 
 from __future__ import annotations
 
@@ -115,9 +115,3 @@ def demo_register_positions() -> Demo:
                          f"{rows_without} without (DINOv2 and Transformers insert the registers after "
                          "the positions are added)")
     return demo
-
-
-def demo_distilled_heads() -> Demo:
-    return variant_demo(get_preset("deit-distilled-tiny"), ("class head alone", "distillation head alone"),
-                        note="either head alone is |class - distillation| / 2 from the mean, so the two "
-                             "gaps are equal; timm (eval) and Transformers' ...WithTeacher output the mean")

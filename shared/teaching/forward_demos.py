@@ -81,20 +81,6 @@ def demo_patch_layout() -> Demo:
                         note="with one channel both flatten orders coincide (gap 0): test with C > 1")
 
 
-def demo_gelu() -> Demo:
-    return variant_demo(quadrant(), ("gelu form flipped (MLP)",))
-
-
-def demo_norm() -> Demo:
-    return variant_demo(quadrant(), ("norm=post",))
-
-
-def demo_pooling() -> Demo:
-    return variant_demo(quadrant(), ("pooling=mean", "final_norm=pooled", "final_norm=none"),
-                        note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
-                             "is per token")
-
-
 def demo_pos_rows() -> Demo:
     spec = get_preset("archive-final")
     demo = variant_demo(spec, ("position rows taken from the end",))
@@ -107,10 +93,6 @@ def demo_pos_rows() -> Demo:
                       f"alone (archive-final-repaired): gap {moved:.3g}: the "
                       f"{spec.derived.pos_rows_unused} extra rows are dead weight")
     return demo
-
-
-def demo_attention_scale() -> Demo:
-    return variant_demo(quadrant(), ("attention scaled by 1/sqrt(dim)", "attention not scaled"))
 
 
 def _block0_attention_io(spec: ModelSpec) -> tuple[Case, np.ndarray, np.ndarray]:
