@@ -144,10 +144,10 @@ class Raw(str):
     """Already-safe HTML for a table cell (e.g. a status with its own markup)."""
 
 
-def status(passed: bool, text: str = "") -> Raw:
+def status(passed: bool) -> Raw:
     word = "PASS" if passed else "FAIL"
     css = "status-pass" if passed else "status-fail"
-    return Raw(f'<span class="{css}">{word}</span>' + (f" {escape(text)}" if text else ""))
+    return Raw(f'<span class="{css}">{word}</span>')
 
 
 def _cell(value: Any) -> str:

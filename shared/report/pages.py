@@ -235,19 +235,9 @@ def lessons_page(lessons: list[dict[str, Any]], rosetta_markdown: str | None = N
                                  ("measured gap without the pin", "not measured" if gap is None
                                   else f"{gap:.3g}")])]
         head += [html.paragraph(m, "muted") for m in item.get("measurements", [])]
-        columns = []
-        for framework, excerpts in item["code"].items():
-            blocks = "".join(f"<p class=muted>{html.escape(e['file'])}:{e['start_line']} "
-                             f"{html.escape(e['unit'])}</p>{highlight(e['lines'])}" for e in excerpts)
-            columns.append(f"<div><h4>{html.escape(framework)}</h4>"
-                           f"{blocks or html.paragraph('(nothing found)', 'muted')}</div>")
-        libraries = []
-        for library, excerpts in item.get("library_code", {}).items():
-            blocks = "".join(html.paragraph(e["missing"], "muted") if e["missing"] else
-                             f"<p class=muted>{html.escape(e['file'])}:{e['start_line']} "
-                             f"{html.escape(e['unit'])}</p>{highlight(e['lines'])}" for e in excerpts)
-            libraries.append(f"<div><h4>{html.escape(library_label(library, excerpts[0]['version']))}"
-                             f"</h4>{blocks}</div>")
+        columns = [_code_column(framework, excerpts) for framework, excerpts in item["code"].items()]
+        libraries = [_code_column(library_label(library, excerpts[0]["version"]), excerpts)
+                     for library, excerpts in item.get("library_code", {}).items()]
         if libraries:
             libraries = [html.paragraph("The libraries' own code, read from the installed files:"),
                          f'<div class="code-grid">{"".join(libraries)}</div>']
@@ -256,6 +246,15 @@ def lessons_page(lessons: list[dict[str, Any]], rosetta_markdown: str | None = N
     if rosetta_markdown:
         parts.append(html.section("Rosetta: every spec field in every port", rosetta_html(rosetta_markdown)))
     return html.check_size(html.page("portbench lessons: where frameworks silently differ", parts))
+
+
+def _code_column(heading: str, excerpts: list[dict[str, Any]]) -> str:
+    """One port's or library's excerpts (`Excerpt.to_dict`, `LibraryExcerpt.to_dict`) under its
+    heading: each with its file, line and unit, or the line saying why it is missing."""
+    blocks = "".join(html.paragraph(e["missing"], "muted") if e.get("missing") else
+                     f"<p class=muted>{html.escape(e['file'])}:{e['start_line']} "
+                     f"{html.escape(e['unit'])}</p>{highlight(e['lines'])}" for e in excerpts)
+    return f"<div><h4>{html.escape(heading)}</h4>{blocks or html.paragraph('(nothing found)', 'muted')}</div>"
 
 
 def highlight(lines: Sequence[str]) -> str:

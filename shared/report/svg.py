@@ -34,7 +34,6 @@ class Chart:
     log_y: bool = False
     log_x: bool = False
     x_ticks: Sequence[tuple[float, str]] = ()  # categorical axes: (position, label)
-    hlines: Sequence[tuple[float, str]] = ()  # reference lines: (value, label)
     width: int = 760
     height: int = 380
 
@@ -81,17 +80,12 @@ def line_chart(chart: Chart, series: Sequence[Series]) -> str:
     left, right, top, bottom = 78, 150, 34, 64 + extra
     w, h = chart.width, chart.height
     xs = [x for s in series for x in s.x]
-    ys = [y for s in series for y in s.y if y is not None] + [v for v, _ in chart.hlines]
+    ys = [y for s in series for y in s.y if y is not None]
     to_x, x_lo, x_hi = _scale(xs, chart.log_x, left, w - right)
     to_y, y_lo, y_hi = _scale(ys, chart.log_y, h - bottom, top)
     out = [_open(chart), _axes(chart, left, right, top, bottom)]
     out += _y_ticks(chart, to_y, y_lo, y_hi, left, w - right)
     out += _x_ticks(chart, to_x, x_lo, x_hi, h - bottom)
-    for value, text in chart.hlines:
-        y = to_y(value)
-        out.append(f'<line x1="{left}" x2="{w - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#555" '
-                   f'stroke-dasharray="4 4"/><text x="{w - right + 4}" y="{y + 4:.1f}" '
-                   f'font-size="11">{escape(text)}</text>')
     for i, s in enumerate(series):
         colour, dash, marker = PALETTE[i % 8], DASHES[i % 6], MARKERS[i % 6]
         points = [(to_x(x), to_y(y)) for x, y in zip(s.x, s.y, strict=True)

@@ -3,17 +3,18 @@ and the pinned-vs-unpinned gap through the float64 reference (`variant_demo`).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-
-import numpy as np
 
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
+from shared.core.tolerance import max_abs_diff as gap
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
+from shared.teaching.first_divergence import compare_taps, reference_taps
 from shared.teaching.framework_defaults import demos_module
 from shared.teaching.variants import Case, variant
 
@@ -31,10 +32,6 @@ def demo_case(spec: ModelSpec) -> Case:
     return Case(spec, init_weights(spec, DEMO_SEED), probe_batch(spec))
 
 
-def gap(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-
-
 def quadrant() -> ModelSpec:
     return get_preset("quadrant")
 
@@ -48,8 +45,17 @@ def framework(name: str) -> ModuleType | None:
         return None
 
 
-def variant_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "") -> Demo:
-    """The reference's logits under each variant in `keys` against the pinned spec's."""
+def first_seen(case: Case, changed: Case) -> str:
+    """The first tap where `trace` tells the changed run from the pinned one (float32 budgets)."""
+    trace = compare_taps(case.spec, reference_taps(case.spec, case.weights, case.images),
+                         reference_taps(changed.spec, changed.weights, changed.images), "variant")
+    first = trace.first_divergence
+    return first.name if first else "none"
+
+
+def variant_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "", traced: bool = False) -> Demo:
+    """The reference's logits under each variant in `keys` against the pinned spec's (`traced`:
+    each line also names the first tap where the trace sees the variant)."""
     case = demo_case(spec)
     pinned = forward(case.spec, case.weights, case.images)
     demo = Demo(None, ran_with=["reference"])
@@ -60,8 +66,14 @@ def variant_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "") -> Demo
             continue
         moved = gap(forward(changed.spec, changed.weights, changed.images), pinned)
         demo.gap = max(demo.gap or 0.0, moved)
+        where = f"; trace first sees it at {first_seen(case, changed)}" if traced else ""
         demo.lines.append(f"spec {spec.name!r}, same canonical weights: logits move by {moved:.3g} "
-                          f"with {key}")
+                          f"with {key}{where}")
     if note:
         demo.lines.append(note)
     return demo
+
+
+def variants_on(preset: str, keys: tuple[str, ...], note: str = "") -> Callable[[], Demo]:
+    """A demonstration that is `variant_demo` alone: `keys` on the preset's canonical weights."""
+    return lambda: variant_demo(get_preset(preset), keys, note)

@@ -20,7 +20,7 @@ from shared.teaching import forward_demos as fwd
 from shared.teaching import position_demos as pos
 from shared.teaching import precision_demos as prec
 from shared.teaching import training_demos as train
-from shared.teaching.demo import Demo
+from shared.teaching.demo import Demo, variants_on
 from shared.teaching.framework_defaults import FRAMEWORKS, read_default
 
 
@@ -68,15 +68,19 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry("gelu", "GELU: exact or tanh",
           "torch and keras.activations use exact erf; jax.nn.gelu, nnx.gelu and keras.ops.gelu "
           "default to the tanh approximation", "ModelSpec.activation / head_activation", "forward",
-          "3", fwd.demo_gelu, ("gelu form flipped (MLP)", "gelu form flipped (head)",
-                            "gelu form flipped (MLP and head)")),
+          "3", variants_on("quadrant", ("gelu form flipped (MLP)",)),
+          ("gelu form flipped (MLP)", "gelu form flipped (head)", "gelu form flipped (MLP and head)")),
     Entry("norm_placement", "Pre-norm or post-norm",
           "x + f(LN(x)) (ViT) vs LN(x + f(x)) (torch TransformerEncoderLayer's default)",
-          "ModelSpec.norm", "forward", "20", fwd.demo_norm, ("norm=pre", "norm=post")),
+          "ModelSpec.norm", "forward", "20", variants_on("quadrant", ("norm=post",)),
+          ("norm=pre", "norm=post")),
     Entry("pooling", "Readout: class token, mean or flatten; where the final norm sits",
           "timm reads the class token, Keras' GlobalAveragePooling1D averages every token, "
           "big_vision averages the patches; timm's fc_norm normalises after pooling",
-          "ModelSpec.pooling / final_norm", "forward", "-", fwd.demo_pooling,
+          "ModelSpec.pooling / final_norm", "forward", "-",
+          variants_on("quadrant", ("pooling=mean", "final_norm=pooled", "final_norm=none"),
+                      note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
+                           "is per token"),
           ("pooling=cls", "pooling=mean", "final_norm=pooled", "final_norm=tokens", "final_norm=none")),
     Entry("pos_table_rows", "A position table larger than the sequence",
           "only the first rows receive a position; a port that slices differently (or interpolates) "
@@ -90,7 +94,8 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry("attention_scale", "Attention scale 1/sqrt(head width)",
           "every framework scales by 1/sqrt of its own head width, so the scale follows the head "
           "width; a hand-written 1/sqrt(dim) or no scale changes the function",
-          "ModelSpec.head_dim", "forward", "6", fwd.demo_attention_scale,
+          "ModelSpec.head_dim", "forward", "6",
+          variants_on("quadrant", ("attention scaled by 1/sqrt(dim)", "attention not scaled")),
           ("attention scaled by 1/sqrt(dim)", "attention not scaled")),
     Entry("conv_kernel_layout", "Conv2d kernel OIHW vs HWIO vs OHWI",
           "torch stores (O, I, H, W) for NCHW input, Keras and Flax (H, W, I, O), MLX (O, H, W, I) "
@@ -206,8 +211,11 @@ CATALOGUE: tuple[Entry, ...] = (
           "timm (eval) and Transformers' DeiTForImageClassificationWithTeacher output the mean of "
           "the class and distillation heads; DeiTForImageClassification reads the class head "
           "alone", "convention: logits = mean of both heads (ModelSpec.distill_token)", "forward",
-          "-", family.demo_distilled_heads, ("class head alone", "distillation head alone"),
-          framework_default=False),
+          "-", variants_on("deit-distilled-tiny", ("class head alone", "distillation head alone"),
+                           note="either head alone is |class - distillation| / 2 from the mean, so the "
+                                "two gaps are equal; timm (eval) and Transformers' ...WithTeacher output "
+                                "the mean"),
+          ("class head alone", "distillation head alone"), framework_default=False),
     # positions at another resolution and 2-D rotary embeddings (issue 23)
     Entry("pos_resample", "Resampling a position table: bicubic, zoom or bilinear",
           "a table trained at another grid is resampled: Transformers' interpolate_pos_encoding and "

@@ -1,8 +1,8 @@
 """The catalogue's demonstrations for the model families people port now (DINOv2 with registers,
-DeiT-III, SigLIP, CLIP, distilled DeiT): LayerScale, the attention pool's biases, QuickGELU, the
-gated MLP, registers and the distillation head. Each runs the same canonical weights of a tiny
-preset with the pin and without it through the float64 reference (`variant_demo`), plus what
-that place needs said beside the gap."""
+DeiT-III, SigLIP, CLIP): LayerScale, the attention pool's biases, QuickGELU, the gated MLP and
+registers. Each runs the same canonical weights of a tiny preset with the pin and without it
+through the float64 reference (`variant_demo`), plus what that place needs said beside the gap;
+the distilled DeiT's heads need nothing beside it (`variants_on` in the catalogue)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from shared.core.presets import get_preset
 from shared.core.reference import activation, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import first_shape_mismatch
-from shared.teaching.demo import Demo, demo_case, framework, gap, variant_demo
-from shared.teaching.first_divergence import compare_taps, reference_taps
+from shared.teaching.demo import Demo, demo_case, first_seen, framework, gap, variant_demo
 from shared.teaching.variants import variant
 
 
@@ -25,11 +24,8 @@ def demo_layer_scale() -> Demo:
     dropped = variant(key).apply(case)
     if dropped is None:  # a preset without LayerScale: variant_demo has said so
         return demo
-    trace = compare_taps(spec, reference_taps(spec, case.weights, case.images),
-                         reference_taps(dropped.spec, dropped.weights, dropped.images), "gammas of one")
-    first = trace.first_divergence
     demo.lines.append(f"trace of the reference run with gammas of one: first divergence at "
-                      f"{first.name if first else 'none'} (block 0's attention branch, after ls1)")
+                      f"{first_seen(case, dropped)} (block 0's attention branch, after ls1)")
     return demo
 
 
@@ -119,9 +115,3 @@ def demo_register_positions() -> Demo:
                          f"{rows_without} without (DINOv2 and Transformers insert the registers after "
                          "the positions are added)")
     return demo
-
-
-def demo_distilled_heads() -> Demo:
-    return variant_demo(get_preset("deit-distilled-tiny"), ("class head alone", "distillation head alone"),
-                        note="either head alone is |class - distillation| / 2 from the mean, so the two "
-                             "gaps are equal; timm (eval) and Transformers' ...WithTeacher output the mean")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.spec import ModelSpec
 from shared.teaching.transforms import Case, Transform, with_spec, with_weights
 
 
@@ -81,11 +80,6 @@ def registers_in_mean(case: Case) -> Case | None:
     return Case(s.replace(pooling="flatten"), {**case.weights, name: flat}, case.images)
 
 
-def _register_rows(spec: ModelSpec) -> slice:
-    first = int(spec.class_token) + int(spec.distill_token) if spec.pos_embed_class_row else 0
-    return slice(first, first + spec.registers)
-
-
 def register_rows_dropped(case: Case) -> Case | None:
     """A table with register rows (timm without no_embed_class) loaded by a port whose registers
     get no position (DINOv2's, Transformers'): the register rows are cut, the patches keep theirs."""
@@ -93,8 +87,8 @@ def register_rows_dropped(case: Case) -> Case | None:
     if not s.pos_embed_register_rows:
         return None
     table = case.weights["pos_embed"]
-    rows = _register_rows(s)
-    kept = np.concatenate([table[: rows.start], table[rows.stop:]])
+    first = int(s.class_token) + int(s.distill_token) if s.pos_embed_class_row else 0  # first register row
+    kept = np.concatenate([table[:first], table[first + s.registers:]])
     pos_rows = None if s.pos_rows is None else s.pos_rows - s.registers
     spec = s.replace(pos_embed_register_rows=False, pos_rows=pos_rows)
     return Case(spec, {**case.weights, "pos_embed": np.ascontiguousarray(kept)}, case.images)

@@ -10,10 +10,11 @@ import math
 import numpy as np
 
 from shared.core.presets import get_preset
-from shared.core.reference import attention, forward
+from shared.core.reference import activation, attention, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import conv_hwio_to_oihw
 from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant, variant_demo
+from shared.teaching.first_divergence import reference_taps
 from shared.teaching.framework_defaults import layer_norm_eps_defaults
 from shared.teaching.variants import Case
 
@@ -21,11 +22,16 @@ from shared.teaching.variants import Case
 DOCUMENTED_EPS = {"torch": 1e-5, "keras": 1e-3, "flax": 1e-6, "mlx": 1e-5}
 
 
+def _eps_moved(spec: ModelSpec, eps: float) -> float:
+    """How far the logits of `spec`'s demonstration case move when it runs with LayerNorm `eps`."""
+    case = demo_case(spec)
+    return gap(forward(spec.replace(layer_norm_eps=eps), case.weights, case.images),
+               forward(spec, case.weights, case.images))
+
+
 def demo_eps() -> Demo:
     spec = quadrant()
     read = layer_norm_eps_defaults()
-    case = demo_case(spec)
-    pinned = forward(spec, case.weights, case.images)
     demo = Demo(None, ran_with=["reference"])
     for fw, eps in {**DOCUMENTED_EPS, **read}.items():
         source = "read" if fw in read else "documented (framework not installed)"
@@ -33,22 +39,17 @@ def demo_eps() -> Demo:
             demo.lines.append(f"{fw} default {eps:g} ({source}) equals the spec's "
                               f"{spec.layer_norm_eps:g}: gap 0")
             continue
-        moved = gap(forward(spec.replace(layer_norm_eps=eps), case.weights, case.images), pinned)
+        moved = _eps_moved(spec, eps)
         demo.gap = max(demo.gap or 0.0, moved)
         demo.lines.append(f"spec {spec.name!r} (eps {spec.layer_norm_eps:g}) run with {fw}'s default "
                           f"{eps:g} ({source}): logits move by {moved:.3g}")
-    small = get_preset("archive-torch")
-    c2 = demo_case(small)
-    g2 = gap(forward(small.replace(layer_norm_eps=1e-6), c2.weights, c2.images),
-             forward(small, c2.weights, c2.images))
-    demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {g2:.3g}, below the 5e-6 "
+    moved = _eps_moved(get_preset("archive-torch"), 1e-6)
+    demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {moved:.3g}, below the 5e-6 "
                       "tolerance: on some models only the spec, not the tolerance, catches it")
     deit = get_preset("deit-distilled-tiny")  # timm's DeiT epsilon, 1e-6
-    c3 = demo_case(deit)
-    g3 = gap(forward(deit.replace(layer_norm_eps=1e-12), c3.weights, c3.images),
-             forward(deit, c3.weights, c3.images))
     demo.lines.append(f"spec 'deit-distilled-tiny' (timm's eps {deit.layer_norm_eps:g}) with Transformers' "
-                      f"DeiTConfig/ViTConfig 1e-12: {g3:.3g} (the converter carries the source's value)")
+                      f"DeiTConfig/ViTConfig 1e-12: {_eps_moved(deit, 1e-12):.3g} (the converter carries "
+                      "the source's value)")
     return demo
 
 
@@ -80,20 +81,6 @@ def demo_patch_layout() -> Demo:
                         note="with one channel both flatten orders coincide (gap 0): test with C > 1")
 
 
-def demo_gelu() -> Demo:
-    return variant_demo(quadrant(), ("gelu form flipped (MLP)",))
-
-
-def demo_norm() -> Demo:
-    return variant_demo(quadrant(), ("norm=post",))
-
-
-def demo_pooling() -> Demo:
-    return variant_demo(quadrant(), ("pooling=mean", "final_norm=pooled", "final_norm=none"),
-                        note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
-                             "is per token")
-
-
 def demo_pos_rows() -> Demo:
     spec = get_preset("archive-final")
     demo = variant_demo(spec, ("position rows taken from the end",))
@@ -108,14 +95,9 @@ def demo_pos_rows() -> Demo:
     return demo
 
 
-def demo_attention_scale() -> Demo:
-    return variant_demo(quadrant(), ("attention scaled by 1/sqrt(dim)", "attention not scaled"))
-
-
 def _block0_attention_io(spec: ModelSpec) -> tuple[Case, np.ndarray, np.ndarray]:
     case = demo_case(spec)
-    taps: dict[str, np.ndarray] = {}
-    forward(spec, case.weights, case.images, taps)
+    taps = reference_taps(spec, case.weights, case.images)
     return case, taps["block0.norm1"], taps["block0.attn"]
 
 
@@ -148,21 +130,19 @@ def demo_conv_layout() -> Demo:
     if torch is None:
         return demo
     case = demo_case(spec)
-    taps: dict[str, np.ndarray] = {}
-    forward(spec, case.weights, case.images, taps)
+    expected = reference_taps(spec, case.weights, case.images)["patch_embed"]
     k, b = case.weights["patch_embed.kernel"], case.weights["patch_embed.bias"]
-    good = gap(torch.conv_patch_embed(spec, conv_hwio_to_oihw(k), b, case.images), taps["patch_embed"])
+    good = gap(torch.conv_patch_embed(spec, conv_hwio_to_oihw(k), b, case.images), expected)
     reshaped = k.reshape(spec.dim, spec.channels, *k.shape[:2])
-    bad = gap(torch.conv_patch_embed(spec, reshaped, b, case.images), taps["patch_embed"])
+    bad = gap(torch.conv_patch_embed(spec, reshaped, b, case.images), expected)
     demo.ran_with.append("torch")
     demo.gap = max(demo.gap or 0.0, bad)
     demo.lines.append(f"torch Conv2d patch embedding: HWIO->OIHW by transpose {good:.3g}, by reshape "
                       f"{bad:.3g} (same shape, no error)")
     mlx = framework("mlx")
     if mlx is not None:  # MLX: (O, H, W, I), on NHWC images
-        good = gap(mlx.conv_patch_embed(spec, k.transpose(3, 0, 1, 2), b, case.images), taps["patch_embed"])
-        bad = gap(mlx.conv_patch_embed(spec, k.reshape(spec.dim, *k.shape[:3]), b, case.images),
-                  taps["patch_embed"])
+        good = gap(mlx.conv_patch_embed(spec, k.transpose(3, 0, 1, 2), b, case.images), expected)
+        bad = gap(mlx.conv_patch_embed(spec, k.reshape(spec.dim, *k.shape[:3]), b, case.images), expected)
         demo.ran_with.append("mlx")
         demo.gap = max(demo.gap, bad)
         demo.lines.append(f"mlx nn.Conv2d patch embedding (float32): HWIO->OHWI by transpose {good:.3g}, "
@@ -205,16 +185,10 @@ def demo_attention_bias() -> Demo:
     return demo
 
 
-def _gelu_forms(x: np.ndarray) -> dict[str, np.ndarray]:
-    erf = np.vectorize(math.erf)
-    return {"exact": 0.5 * x * (1 + erf(x / math.sqrt(2))),
-            "tanh": 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
-            "sigmoid(1.702x)": x / (1 + np.exp(-1.702 * x))}
-
-
 def demo_gelu_names() -> Demo:
     x = np.linspace(-4, 4, 81)
-    forms = _gelu_forms(x)
+    forms = {"exact": activation(x, "gelu"), "tanh": activation(x, "gelu_tanh"),
+             "sigmoid(1.702x)": activation(x, "quick_gelu")}  # the reference's formulas
     demo = Demo(gap(forms["sigmoid(1.702x)"], forms["exact"]), ran_with=["numpy"])
     demo.lines.append(f"x in [-4, 4]: x*sigmoid(1.702x) vs exact GELU {demo.gap:.3g}; tanh form vs "
                       f"exact {gap(forms['tanh'], forms['exact']):.3g} (numpy formulas)")

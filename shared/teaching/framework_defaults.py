@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from types import ModuleType
-from typing import Any
 
 from ports import NATIVE, load_port_part
 from shared.errors import FrameworkUnavailable, first_line
@@ -39,18 +38,14 @@ def read_default(entry: str, framework: str) -> str:
         return f"unreadable in this version ({first_line(exc, typed=True)})"
 
 
-def _installed_values(function: str) -> dict[str, Any]:
-    """`function()` of every installed framework's defaults module, merged."""
-    out: dict[str, Any] = {}
-    for framework in FRAMEWORKS:
-        with contextlib.suppress(FrameworkUnavailable):
-            out.update(getattr(defaults_module(framework), function)())
-    return out
-
-
 # Numeric defaults other modules rely on (shared.teaching.variants.EPSILON_SOURCES, the demonstrations):
 # read here so a test can check the documented values against the installed frameworks.
 def layer_norm_eps_defaults() -> dict[str, float]:
-    """framework API -> its default LayerNorm epsilon ("torch", "keras", "keras.ops", "flax")."""
-    return _installed_values("layer_norm_eps_values")
+    """framework API -> its default LayerNorm epsilon ("torch", "keras", "keras.ops", "flax"),
+    merged over every installed framework."""
+    out: dict[str, float] = {}
+    for framework in FRAMEWORKS:
+        with contextlib.suppress(FrameworkUnavailable):
+            out.update(defaults_module(framework).layer_norm_eps_values())
+    return out
 

@@ -17,17 +17,13 @@ import numpy as np
 from shared.core.containers import read_npy
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol
+from shared.core.tolerance import logit_atol, max_abs_diff
 from shared.core.weights import Tensors
 from shared.errors import InputError
 from shared.teaching.variants import Case, Variant, applicable, applicable_pairs
 
 # Float64 reference runs that differ by less than this compute the same function (round-off).
 NO_CHANGE = 1e-12
-
-
-def max_gap(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
 
 
 @dataclass
@@ -138,7 +134,7 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
     reference = forward(spec, weights, images)
     # the project's equivalence tolerance (shared/core/tolerance.py), scaled by the logit magnitude
     tol = logit_atol(spec, reference) if tolerance is None else tolerance
-    baseline = max_gap(reference, user)
+    baseline = max_abs_diff(reference, user)
     result = Diagnosis(spec.name, baseline, tol)
     if baseline <= tol:
         return result
@@ -147,17 +143,17 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
     singles = [(named_for(v, model_from), case) for v, case in applicable(base)]
     for v, case in singles:
         logits = forward(case.spec, case.weights, case.images)
-        if max_gap(logits, reference) <= NO_CHANGE:
+        if max_abs_diff(logits, reference) <= NO_CHANGE:
             continue  # e.g. pad on a divisible image, or a final norm on the class token
         effective.append(v)
-        tried.append(Candidate((v,), max_gap(logits, user)))
+        tried.append(Candidate((v,), max_abs_diff(logits, user)))
     result.tried_single = len(effective)
     result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
     if not result.explained and pairs:
         combos = applicable_pairs(base, effective)
         result.tried_pairs = len(combos)
         for (a, b), case in combos:
-            gap = max_gap(forward(case.spec, case.weights, case.images), user)
+            gap = max_abs_diff(forward(case.spec, case.weights, case.images), user)
             tried.append(Candidate((a, b), gap))
         result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
     if not result.explained:

@@ -20,8 +20,7 @@ from shared.teaching.port_source import Excerpt, Select
 
 @dataclass(frozen=True)
 class Lesson:
-    name: str
-    entry: str  # shared/teaching/divergences.py key: the gap and the pin come from there
+    name: str  # its catalogue entry (shared/teaching/divergences.py): the gap and the pin come from there
     point: str  # what to look at in the code
     selects: tuple[Select, ...]
     library: tuple[LibrarySelect, ...] = ()  # the libraries' own code, in the order shown
@@ -47,79 +46,79 @@ HF_DINOV3_ROTATE = (LibrarySelect("transformers", HF_DINOV3, "rotate_half"),
 
 
 LESSONS: tuple[Lesson, ...] = (
-    Lesson("layer_norm_eps", "layer_norm_eps", "each port passes the spec's epsilon; none keeps its own",
+    Lesson("layer_norm_eps", "each port passes the spec's epsilon; none keeps its own",
            (Select(unit="layer_norm"),)),
-    Lesson("layer_norm_variance", "layer_norm_variance", "Flax alone needs use_fast_variance=False",
+    Lesson("layer_norm_variance", "Flax alone needs use_fast_variance=False",
            (Select(unit="layer_norm"),)),
-    Lesson("gelu", "gelu", "the GELU form is passed explicitly in every port",
+    Lesson("gelu", "the GELU form is passed explicitly in every port",
            (Select(unit="activation"),)),
-    Lesson("head_width", "head_width", "torch/Flax/MLX take the total width, Keras the per-head width",
+    Lesson("head_width", "torch/Flax/MLX take the total width, Keras the per-head width",
            (Select(unit="Attention.__init__"),)),
-    Lesson("attention_scale", "attention_scale", "the scale is 1/sqrt(head width) in every port",
+    Lesson("attention_scale", "the scale is 1/sqrt(head width) in every port",
            (Select(unit="Attention.call", contains=("scale",)),
             Select(unit="Attention.explicit", contains=("scale",))),),
-    Lesson("batch_first", "batch_first", "why torch does not use nn.MultiheadAttention",
+    Lesson("batch_first", "why torch does not use nn.MultiheadAttention",
            (Select(unit="Attention", docstring=True),)),
-    Lesson("remainder", "remainder", "padding is explicit; the conv itself is 'valid'",
+    Lesson("remainder", "padding is explicit; the conv itself is 'valid'",
            (Select(unit="PatchEmbed.__init__"),)),
-    Lesson("patch_layout", "patch_layout", "torch alone converts NHWC to NCHW",
+    Lesson("patch_layout", "torch alone converts NHWC to NCHW",
            (Select(unit="Port.prepare"),)),
-    Lesson("conv_kernel_layout", "conv_kernel_layout", "HWIO is copied as is, or transposed for torch",
+    Lesson("conv_kernel_layout", "HWIO is copied as is, or transposed for torch",
            (Select(file="transfer.py", contains=("patch_embed.kernel", "patch_embed.proj")),)),
-    Lesson("dense_kernel_layout", "dense_kernel_layout", "(in, out) kernels; torch transposes",
+    Lesson("dense_kernel_layout", "(in, out) kernels; torch transposes",
            (Select(file="transfer.py", contains=("mlp.{fc}", "mlp.{name}", "fc1", "fc2")),)),
-    Lesson("norm_placement", "norm_placement", "pre- and post-norm are both written out",
+    Lesson("norm_placement", "pre- and post-norm are both written out",
            (Select(unit="Block.call"),)),
-    Lesson("pooling", "pooling", "readout and final norm follow the spec",
+    Lesson("pooling", "readout and final norm follow the spec",
            (Select(fields=("pooling", "final_norm"), file="model.py"),)),
-    Lesson("pos_table_rows", "pos_table_rows", "only the first pos_rows_used rows are added",
+    Lesson("pos_table_rows", "only the first pos_rows_used rows are added",
            (Select(unit="VisionTransformer.positions"),)),
-    Lesson("dropout_flags", "dropout_flags", "dropout runs only when train=True",
+    Lesson("dropout_flags", "dropout runs only when train=True",
            (Select(unit="Port.forward"),)),
-    Lesson("cpu_precision", "cpu_precision", "each port pins full float32 matmuls",
+    Lesson("cpu_precision", "each port pins full float32 matmuls",
            (Select(unit="pin_precision"),)),
-    Lesson("cross_entropy", "cross_entropy", "mean CE from logits in every port",
+    Lesson("cross_entropy", "mean CE from logits in every port",
            (Select(unit="Port.loss_and_gradients", contains=("cross_entropy", "from_logits", "mean",
                                                              "CrossEntropy", "optax.")),)),
-    Lesson("attention_bias", "attention_bias", "every port passes the spec's qkv_bias; MLX's default is none",
+    Lesson("attention_bias", "every port passes the spec's qkv_bias; MLX's default is none",
            (Select(unit="Attention.__init__"),)),
-    Lesson("gelu_names", "gelu_names", "four spellings of the same two forms; MLX's 'fast' is neither",
+    Lesson("gelu_names", "four spellings of the same two forms; MLX's 'fast' is neither",
            (Select(unit="activation"),)),
     # the newer families' parts
-    Lesson("layer_scale", "layer_scale", "the gammas are parameters every port maps and loads",
+    Lesson("layer_scale", "the gammas are parameters every port maps and loads",
            (Select(unit="LayerScale"), Select(file="transfer.py", contains=("ls1", "ls{", ".gamma")))),
-    Lesson("pool_qkv_bias", "pool_qkv_bias", "the pool's attention takes the spec's pool_qkv_bias",
+    Lesson("pool_qkv_bias", "the pool's attention takes the spec's pool_qkv_bias",
            (Select(unit="AttentionPool.__init__"),)),
-    Lesson("quick_gelu", "quick_gelu", "QuickGELU is written out, x * sigmoid(1.702 x), in every port",
+    Lesson("quick_gelu", "QuickGELU is written out, x * sigmoid(1.702 x), in every port",
            (Select(unit="QuickGELU"),)),
-    Lesson("swiglu", "swiglu", "the gate is its own layer, and the activated one",
+    Lesson("swiglu", "the gate is its own layer, and the activated one",
            (Select(unit="Mlp.call"),)),
-    Lesson("register_pooling", "register_pooling", "mean pooling skips every prefix token",
+    Lesson("register_pooling", "mean pooling skips every prefix token",
            (Select(unit="VisionTransformer.call", contains=("prefix_tokens",)),)),
-    Lesson("register_positions", "register_positions", "zero rows for the prefix tokens the table skips",
+    Lesson("register_positions", "zero rows for the prefix tokens the table skips",
            (Select(unit="VisionTransformer.positions"),)),
-    Lesson("distilled_heads", "distilled_heads", "the logits are the mean of both heads",
+    Lesson("distilled_heads", "the logits are the mean of both heads",
            (Select(unit="VisionTransformer.call", contains=("head_dist",)),)),
     # positions at another resolution and 2-D RoPE (issue 23): the tables come from shared/core
-    Lesson("pos_resample", "pos_resample", "the rows added are the table's, resampled as the spec names",
+    Lesson("pos_resample", "the rows added are the table's, resampled as the spec names",
            (Select(unit="VisionTransformer.positions"),),
            (TIMM_RESAMPLE, HF_VIT_RESAMPLE, BIG_VISION_RESAMPLE)),
-    Lesson("pos_resample_antialias", "pos_resample_antialias",
+    Lesson("pos_resample_antialias",
            "timm passes antialias=True by default, Transformers none: each port names it per method",
            (Select(unit="resample_positions"),), (TIMM_RESAMPLE, HF_VIT_RESAMPLE)),
-    Lesson("pos_resample_offset", "pos_resample_offset",
+    Lesson("pos_resample_offset",
            "Transformers' Dinov2 passes the size; DINOv2's own code a scale factor with +0.1",
            (Select(unit="resample_positions"),), (HF_DINOV2_RESAMPLE, DINOV2_RESAMPLE, TIMM_RESAMPLE)),
-    Lesson("rope_layout", "rope_layout", "one formula, x * cos + x[partner] * sin: the partner is the layout",
+    Lesson("rope_layout", "one formula, x * cos + x[partner] * sin: the partner is the layout",
            (Select(unit="Rotary"),), (*TIMM_ROTATE, *HF_DINOV3_ROTATE)),
-    Lesson("rope_coords", "rope_coords", "the ports take their angles from shared/core/rotary.py; timm "
+    Lesson("rope_coords", "the ports take their angles from shared/core/rotary.py; timm "
            "rotates by patch indices, DINOv3 by centres in [-1, 1]",
            (Select(unit="Rotary.__init__"),),
            (LibrarySelect("timm", TIMM_SINCOS, "_build_grid"),
             LibrarySelect("timm", TIMM_SINCOS, "RotaryEmbeddingCat.get_embed"),
             LibrarySelect("transformers", HF_DINOV3, "get_patches_center_coordinates"),
             LibrarySelect("transformers", HF_DINOV3, "DINOv3ViTRopePositionEmbedding.forward"))),
-    Lesson("rope_prefix", "rope_prefix", "the prefix rows of the table are cos 1, sin 0",
+    Lesson("rope_prefix", "the prefix rows of the table are cos 1, sin 0",
            (Select(unit="Rotary", docstring=True),),
            (LibrarySelect("timm", "timm.models.eva", "EvaAttention.forward"),
             LibrarySelect("timm", TIMM_SINCOS, "apply_rot_embed_cat"),
@@ -138,7 +137,7 @@ class LessonView:
     measurements: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.lesson.name, "entry": self.lesson.entry, "title": self.title,
+        return {"name": self.lesson.name, "entry": self.lesson.name, "title": self.title,
                 "point": self.lesson.point, "pin": self.pin, "gap": self.gap,
                 "measurements": self.measurements,
                 "code": {fw: [e.to_dict() for e in ex] for fw, ex in self.code.items()},
@@ -155,7 +154,7 @@ def lesson(name: str) -> Lesson:
 def build_view(item: Lesson, measure: bool = True) -> LessonView:
     from shared.teaching.divergences import entry
 
-    catalogue = entry(item.entry)
+    catalogue = entry(item.name)
     code = {fw: [e for s in item.selects for e in s.extract(fw)] for fw in FRAMEWORKS}
     library_code: dict[str, list[LibraryExcerpt]] = {}
     for select in item.library:

@@ -170,13 +170,6 @@ DERIVED_FIELDS = tuple(f.name for f in dataclasses.fields(Derived))
 SPEC_BASES = ("spec", "s", "self.spec", "model.spec")
 
 
-def _base_text(node: ast.AST) -> str:
-    try:
-        return ast.unparse(node)
-    except Exception:  # pragma: no cover - ast.unparse handles every expression node
-        return ""
-
-
 @cache
 def _reads(framework: str, file: str) -> tuple[tuple[int, str], ...]:
     """(line, name) for every read of a spec field (spec.x, s.x, self.spec.x) or a derived
@@ -188,7 +181,7 @@ def _reads(framework: str, file: str) -> tuple[tuple[int, str], ...]:
     for node in ast.walk(ast.parse(path.read_text())):
         if not isinstance(node, ast.Attribute):
             continue
-        base = _base_text(node.value)
+        base = ast.unparse(node.value)
         if node.attr in SPEC_FIELDS and (base in SPEC_BASES or base.endswith(".spec")):
             out.append((node.lineno, node.attr))
         elif node.attr in DERIVED_FIELDS and (base == "d" or base.endswith("derived")):

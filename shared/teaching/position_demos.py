@@ -18,16 +18,16 @@ from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.resample import AXIS_WEIGHTS
 from shared.core.spec import ModelSpec
-from shared.teaching.demo import Demo, demo_case, gap, variant_demo
+from shared.teaching.demo import Demo, demo_case, first_seen, gap, variant_demo
 from shared.teaching.first_divergence import compare_taps, reference_taps
 from shared.teaching.position_transforms import prefix_rotated_tables
-from shared.teaching.variants import Case, variant
+from shared.teaching.variants import variant
 
 SOURCE_GRID = (4, 4)  # the table's grid; the images' grids below are other
 TARGET_GRIDS = {"enlarged 4x4 -> 6x5": (24, 20), "shrunk 4x4 -> 3x3": (12, 12)}  # image (h, w), 4x4 patches
 
 
-def resampled_spec(method: str = "timm_bicubic_antialias", image: tuple[int, int] = (24, 20)) -> ModelSpec:
+def resampled_spec(method: str, image: tuple[int, int]) -> ModelSpec:
     """dinov2-reg-tiny, one block, with a 4x4 table resampled by `method` to the image's patch grid."""
     h, w = image
     return get_preset("dinov2-reg-tiny").replace(
@@ -35,25 +35,12 @@ def resampled_spec(method: str = "timm_bicubic_antialias", image: tuple[int, int
         pos_grid_height=SOURCE_GRID[0], pos_grid_width=SOURCE_GRID[1], pos_resample=method)
 
 
-def first_seen(case: Case, changed: Case) -> str:
-    """The first tap where `trace` tells the changed run from the pinned one (float32 budgets)."""
-    trace = compare_taps(case.spec, reference_taps(case.spec, case.weights, case.images),
-                         reference_taps(changed.spec, changed.weights, changed.images), "variant")
-    first = trace.first_divergence
-    return first.name if first else "none"
-
-
 def _resample_demo(method: str, keys: tuple[str, ...], note: str = "") -> Demo:
     demo = Demo(None, ran_with=["reference"])
     for label, image in TARGET_GRIDS.items():
-        spec = resampled_spec(method, image)
-        part = variant_demo(spec, keys)
+        part = variant_demo(resampled_spec(method, image), keys, traced=True)
         demo.gap = max(demo.gap or 0.0, part.gap or 0.0)
-        case = demo_case(spec)
-        for key, line in zip(keys, part.lines, strict=True):
-            changed = variant(key).apply(case)
-            where = f"; trace first sees it at {first_seen(case, changed)}" if changed else ""
-            demo.lines.append(f"{label}: {line}{where}")
+        demo.lines += [f"{label}: {line}" for line in part.lines]
     if note:
         demo.lines.append(note)
     return demo

@@ -77,11 +77,6 @@ def from_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) ->
     return list(out.values())
 
 
-def contradictions(spec: ModelSpec, report: dict[str, Any]) -> list[Contradiction]:
-    """Everything the worker's `user` report shows that the spec contradicts (first of each field)."""
-    return from_layers(spec, report.get("layers", []))
-
-
 # ---- one kind of layer each ------------------------------------------------------------------------
 def _unpack(layer: Layer | Mapping[str, Any]) -> tuple[str, Mapping[str, Any], str]:
     if isinstance(layer, Layer):

@@ -17,10 +17,10 @@ from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant
 OPTIMIZER_NAMES = {"torch": "torch", "keras": "keras", "flax": "optax", "mlx": "mlx"}
 
 
-def adam_numpy(p: np.ndarray, g: np.ndarray, lr: float, eps: float, eps_hat: bool,
-               b1: float = 0.9, b2: float = 0.999, t: int = 1) -> np.ndarray:
-    """One Adam step from zero moments. eps_hat: Keras' placement (eps added to sqrt(v) before
-    bias correction), else torch/optax (eps added to sqrt(v_hat))."""
+def adam_numpy(p: np.ndarray, g: np.ndarray, lr: float, eps: float, eps_hat: bool) -> np.ndarray:
+    """One Adam step from zero moments, at the default betas. eps_hat: Keras' placement (eps added
+    to sqrt(v) before bias correction), else torch/optax (eps added to sqrt(v_hat))."""
+    b1, b2, t = 0.9, 0.999, 1
     m, v = (1 - b1) * g, (1 - b2) * g * g
     if eps_hat:
         step = lr * math.sqrt(1 - b2**t) / (1 - b1**t) * m / (np.sqrt(v) + eps)

@@ -65,18 +65,16 @@ def gelu(where: str) -> Transform:
     def run(case: Case) -> Case | None:
         s = case.spec
         flip = {"gelu": "gelu_tanh", "gelu_tanh": "gelu"}
+        if where != "mlp" and not s.head_hidden:
+            return None  # no head MLP: "head" has nothing to flip, "all" is identical to "mlp"
         if (where != "head" and s.activation not in flip) or (
-                where != "mlp" and s.head_hidden and s.head_activation not in flip):
+                where != "mlp" and s.head_activation not in flip):
             return None  # QuickGELU and SiLU have no tanh form (quick_gelu_swapped is their slip)
         changes: dict[str, str] = {}
         if where in ("mlp", "all"):
             changes["activation"] = flip[s.activation]
-        if where in ("head", "all") and s.head_hidden:
+        if where in ("head", "all"):
             changes["head_activation"] = flip[s.head_activation]
-        if where == "head" and not s.head_hidden:
-            return None
-        if where == "all" and not s.head_hidden:
-            return None  # identical to "mlp"
         return with_spec(case, **changes)
     return run
 

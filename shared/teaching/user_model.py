@@ -29,7 +29,7 @@ from shared.runtime.user_jobs import USER
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps
 from shared.teaching.gap_explanation import Diagnosis, diagnose
-from shared.teaching.spec_check import Contradiction, contradictions
+from shared.teaching.spec_check import Contradiction, from_layers
 
 MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
 # The user's model's worker gets Transformers' own defaults, not the launcher's USE_TF / USE_FLAX /
@@ -192,7 +192,7 @@ def user_run(spec: ModelSpec, report: dict[str, Any], arrays: dict[str, np.ndarr
     tensors = {name: tensors[name] for name in spec.derived.tensor_shapes}
     run = UserRun(spec, report["framework"], arrays["logits"], tensors, report["binding"], report,
                   taps={k[4:]: v for k, v in arrays.items() if k.startswith("tap/")})
-    run.contradictions = contradictions(spec, report)
+    run.contradictions = from_layers(spec, report.get("layers", []))
     return run
 
 

@@ -194,13 +194,11 @@ def applicable(case: Case) -> list[tuple[Variant, Case]]:
     return out
 
 
-def applicable_pairs(case: Case, singles: list[Variant] | None = None
-                     ) -> list[tuple[tuple[Variant, Variant], Case]]:
-    """Every pair of alternatives on different knobs, applied one after the other (from
-    `singles` when given: callers drop alternatives that do not change this case's function)."""
+def applicable_pairs(case: Case, singles: list[Variant]) -> list[tuple[tuple[Variant, Variant], Case]]:
+    """Every pair of `singles` on different knobs, applied one after the other (the caller has
+    dropped the alternatives that do not change this case's function)."""
     out = []
-    chosen = singles if singles is not None else [v for v, _ in applicable(case)]
-    for a, b in combinations(chosen, 2):
+    for a, b in combinations(singles, 2):
         if a.group == b.group:
             continue
         first = a.apply(case)
