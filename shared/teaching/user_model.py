@@ -144,13 +144,12 @@ class UserRun:
 
 def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: str | None = None,
              layout: str | None = None, output: str | None = None, weights: str | None = None,
-             rules: str | None = None, taps: bool = False, timing: dict[str, Any] | None = None,
-             timeout: float = 300.0) -> UserRun:
+             rules: str | None = None, taps: bool = False, timeout: float = 300.0) -> UserRun:
     """One worker run of the user's model; bad input of any kind is one-line InputError/WeightsError."""
     reference = check_model_argument(reference)
     loaded = load_weights(weights, spec) if weights else None
     job = {**user_job(spec, framework=framework, layout=layout, output=output, weights=weights,
-                      rules=rules, taps=taps, timing=timing), "model": reference}
+                      rules=rules, taps=taps), "model": reference}
     entry, guess = (framework, "") if framework else framework_guess(reference)
     note = None
     with tempfile.TemporaryDirectory(prefix="portbench-user-") as tmp:
@@ -178,10 +177,10 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
 
 def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | None = None,
              output: str | None = None, weights: str | None = None, rules: str | None = None,
-             taps: bool = False, timing: dict[str, Any] | None = None) -> dict[str, Any]:
+             taps: bool = False) -> dict[str, Any]:
     """The `user` job's fields (all but the model and its input)."""
     return {"spec": spec.to_json(), "framework": framework, "layout": layout,
-            "output": output, "weights": weights, "taps": taps, "timing": timing,
+            "output": output, "weights": weights, "taps": taps,
             "rules": read_rules(rules, spec) if rules else None, "conventions": convention_texts(spec)}
 
 
