@@ -78,3 +78,10 @@ def test_the_python_api_refuses_bad_options_in_one_line(tmp_path, model: str, op
         portbench.check(given, "quadrant", **options)
     assert expect in str(info.value) and "\n" not in str(info.value)
     assert child_pids() == before
+
+
+def test_train_refuses_a_port_without_a_trainer(tmp_path: Path) -> None:
+    """keras-jax shares the Keras port's module but not its trainer (a tf.function step): it was
+    an internal error importing `ports.keras-jax.train`; now one line naming the ports that train."""
+    refused(tmp_path, "train", "--spec", "quadrant", "--framework", "keras-jax", "--epochs", "1",
+            expect="--framework 'keras-jax': expected one of torch, keras, flax, mlx (the ports that train)")

@@ -75,7 +75,7 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import PORTS, load_port_module
+    from ports import NATIVE, load_port_module
     from shared.core.precision import from_args
     from shared.core.train_spec import check_training_precision
     from shared.training.checkpoint import holds_checkpoint, resume_point
@@ -88,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
     check_fits(spec, recipe.batch_size, "a training batch")
     precision = from_args(args)  # one-line SpecError for a rung that does not exist
     check_training_precision(precision)
-    if args.framework not in PORTS:
-        raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(PORTS)}")
+    if args.framework not in NATIVE:  # keras-jax, keras-torch and onnx run the forward only
+        raise InputError(f"--framework {args.framework!r}: expected one of {', '.join(NATIVE)} "
+                         "(the ports that train)")
     # Data and recipe are checked before any framework is imported: mistakes cost nothing.
     dataset = load_dataset(data_name, spec, recipe.validation_fraction, seeds[0])
     check_batch_size(dataset.train, recipe.batch_size)
