@@ -88,11 +88,14 @@ def test_documented_epsilons_match_the_installed_frameworks() -> None:
 
 
 def test_variants_and_entries_refer_to_each_other() -> None:
+    """Each variant is listed by its own entry (the rung table reads the entries' lists, diagnose
+    the variants' entry); an entry may list another's variant that shows its divergence too
+    (head_width's 1/sqrt(dim) scale). pooling=mean_all was once left out of the rung table so."""
     keys = {v.key for v in all_variants()}
     for item in CATALOGUE:
         assert set(item.variants) <= keys, item.key
     for v in all_variants():
-        assert entry(v.entry).key == v.entry
+        assert v.key in entry(v.entry).variants, (v.key, v.entry)
 
 
 def test_cli_lists_and_writes_json(tmp_path: Path) -> None:

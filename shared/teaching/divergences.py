@@ -81,7 +81,8 @@ CATALOGUE: tuple[Entry, ...] = (
           variants_on("quadrant", ("pooling=mean", "final_norm=pooled", "final_norm=none"),
                       note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
                            "is per token"),
-          ("pooling=cls", "pooling=mean", "final_norm=pooled", "final_norm=tokens", "final_norm=none")),
+          ("pooling=cls", "pooling=mean", "pooling=mean_all", "final_norm=pooled", "final_norm=tokens",
+           "final_norm=none")),
     Entry("pos_table_rows", "A position table larger than the sequence",
           "only the first rows receive a position; a port that slices differently (or interpolates) "
           "computes another function", "ModelSpec.pos_rows (first rows used)", "forward", "-",
@@ -229,7 +230,8 @@ CATALOGUE: tuple[Entry, ...] = (
           "at the edges); F.interpolate and Transformers default to antialias=False (a=-0.75, edge "
           "clamped): they differ when enlarging too", "ModelSpec.pos_resample (timm_bicubic_antialias "
           "/ timm_bicubic, hf_bicubic)", "forward", "-", pos.demo_pos_resample_antialias,
-          ("table resampled by bicubic, size-based",), framework_default=False),
+          ("table resampled by bicubic, size-based", "table resampled by antialiased bicubic"),
+          framework_default=False),
     Entry("pos_resample_offset", "DINOv2's +0.1 scale factor or the size",
           "DINOv2's original code passes scale_factor=(out + 0.1) / in to F.interpolate (same output "
           "size, coordinate step in / (out + 0.1)); Transformers' Dinov2 and timm pass the size; ports "
