@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from shared.core.weights import atomic_write_bytes
+from shared.core.files import write_output
 from shared.teaching.port_source import ROOT
 from shared.teaching.rosetta import ROSETTA, rosetta_markdown
 
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     text = rosetta_markdown()
     if args.write:
         ROSETTA.parent.mkdir(exist_ok=True)
-        atomic_write_bytes(ROSETTA, text.encode())
+        write_output(ROSETTA, text.encode(), force=True)  # the generated page, replaced atomically
         print(f"wrote {ROSETTA.relative_to(ROOT)}")
         return 0
     if args.check:

@@ -124,12 +124,6 @@ def first_shape_mismatch(spec: ModelSpec, tensors: Tensors) -> str | None:
 
 
 # ---- the file ----------------------------------------------------------------------------
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Replace `path` atomically: for files portbench itself owns (a checkpoint's parts, a
-    worker's scratch). What a user asked for goes through `write_output(..., force=...)`."""
-    write_output(path, data, force=True)
-
-
 def save_weights(path: str | Path, spec: ModelSpec, tensors: Tensors, *,
                  extra_metadata: dict[str, str] | None = None, force: bool = True) -> None:
     """Check, then write the canonical file atomically with the spec in its metadata; with

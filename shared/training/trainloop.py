@@ -11,7 +11,6 @@ moment leaves the last complete unit, and `resume` continues from it.
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 import time
@@ -58,10 +57,9 @@ class SeedResult:
 
 
 def load_trainer_module(framework: str):
-    from ports import load_port_module
+    from ports import load_port_part
 
-    load_port_module(framework)  # one-line FrameworkUnavailable when it is missing
-    return importlib.import_module(f"ports.{framework}.train")
+    return load_port_part(framework, "train")  # one-line FrameworkUnavailable when it is missing
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
