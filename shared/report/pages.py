@@ -132,7 +132,7 @@ def scaling(rows: list[dict[str, Any]], sources: list[dict[str, Any]]) -> list[s
     points: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         point = row.get("sweep_point")
-        value = metric_value(row, FORWARD) if row.get("status") == "ok" else None
+        value = metric_value(row, FORWARD)
         if point and value:
             points.setdefault(label(row), []).append((point["batch"] * point["tokens"], value[0]))
     if not points:
