@@ -55,9 +55,12 @@ patch_embed.{w:kernel|bias}      vit_patching_and_embedding/patch_embedding/{w}
 final_norm.{w:scale=gamma|bias=beta}  vit_encoder/ln/{w}
 head.out.{w:kernel|bias}         predictions/{w}
 """
-VIT_BLOCK_ROWS = """
+# A ViT and a DeiT block share their norms and attention names; their MLPs are named apart.
+NORM_ATTENTION_ROWS = """
 blocks.{b}.{n:norm1=ln_1|norm2=ln_2}.{w:scale=gamma|bias=beta}  {layer}/{n}/{w}
 blocks.{b}.attn.{p:query|key|value|out=attention_output}.{w:kernel|bias}  {layer}/mha/{p}/{w}
+"""
+VIT_BLOCK_ROWS = NORM_ATTENTION_ROWS + """
 blocks.{b}.mlp.{fc:fc1=dense_1|fc2=dense_2}.{w:kernel|bias}  {layer}/mlp/{fc}/{w}
 """
 VIT_DEFAULTS: dict[str, Any] = {  # ViTBackbone's and ViTImageClassifier's keyword defaults
@@ -175,9 +178,7 @@ patch_embed.{w:kernel|bias}  deit_patching_and_embedding/patch_embedding/{w}
 final_norm.{w:scale=gamma|bias=beta}  deit_encoder/ln/{w}
 head.out.{w:kernel|bias}     predictions/{w}
 """
-DEIT_BLOCK_ROWS = """
-blocks.{b}.{n:norm1=ln_1|norm2=ln_2}.{w:scale=gamma|bias=beta}  {layer}/{n}/{w}
-blocks.{b}.attn.{p:query|key|value|out=attention_output}.{w:kernel|bias}  {layer}/mha/{p}/{w}
+DEIT_BLOCK_ROWS = NORM_ATTENTION_ROWS + """
 blocks.{b}.mlp.fc1.{w:kernel|bias}  {layer}/mlp/dense/{w}
 blocks.{b}.mlp.fc2.{w:kernel|bias}  {layer}/output_layer/output/{w}
 """
