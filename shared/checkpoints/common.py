@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.containers import read_npz, safetensors_header
+from shared.core.containers import check_torch_archive, read_npz, safetensors_header
 from shared.core.documents import decode_json, read_text
 from shared.core.files import open_user_file
 from shared.core.memory import check_bytes_fit
@@ -70,8 +70,11 @@ def _read_torch(path: Path) -> Raw:
 
     import torch
 
+    where = f"checkpoint {str(path)!r}"
     try:
-        obj = torch.load(str(path), weights_only=True, map_location="cpu")
+        with open_user_file(path, where, WeightsError) as handle:  # what was checked is what torch reads
+            check_torch_archive(handle, where, WeightsError)
+            obj = torch.load(handle, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         raise WeightsError(
             f"checkpoint {str(path)!r} is not a plain state dict: torch.load(weights_only=True) "

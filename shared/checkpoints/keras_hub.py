@@ -14,7 +14,8 @@ with the layer's name in each `vars` group's `name` attribute: the layer path is
 names (the backbone nested in a task adds none, as in `v.path`; a top layer's `<backbone name>_`
 prefix, which DINOv2, SigLIP and CLIP add when built with a name as `from_preset` does, is
 dropped), and the variable's name from its index (the family's `variables`, which for DINOv2
-depend on the config). The h5 is read with h5py as plain arrays; a dataset the family does not
+depend on the config). The h5 is read through `shared/core/hdf5.py`, which reads nothing outside
+the file and no data before the whole file is checked; a dataset the family does not
 name is refused in one line naming it. The optimizer's state (`optimizer/...`) is training
 state, not part of the function: it is not read. Integer variables are read only where a family
 names index tensors (`position_ids`), which it checks and marks inert.
@@ -41,9 +42,9 @@ from shared.checkpoints.keras_hub_dinov2 import DINOV2
 from shared.checkpoints.keras_hub_models import Family, Variables
 from shared.checkpoints.keras_hub_towers import CLIP, SIGLIP
 from shared.checkpoints.keras_hub_vit import DEIT, VIT
-from shared.core.files import open_user_file, write_folder
+from shared.core.files import write_folder
+from shared.core.hdf5 import Dataset, Group, open_hdf5
 from shared.core.mapping import Table
-from shared.core.memory import check_bytes_fit
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError, WeightsError
 
@@ -78,73 +79,74 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
 
 
 def read_h5(path: Path, variables: Variables, backbone: str) -> Raw:
-    """A Keras `.weights.h5` as {variable path: float32 array (int64 for index variables)};
-    nothing is unpickled. `backbone`: the backbone's name (its group adds no path segment)."""
-    import h5py
-
+    """A Keras `.weights.h5` as {variable path: float32 array (int64 for index variables)}, read
+    through the one HDF5 reader (`shared/core/hdf5.py`: nothing outside the file, nothing
+    unpickled). `backbone`: the backbone's name (its group adds no path segment)."""
     where = f"keras_hub weights {str(path)!r}"
-    with open_user_file(path, where, WeightsError) as handle:
-        try:
-            with h5py.File(handle, "r") as h5:
-                found = _datasets(h5, variables, backbone)
-                check_bytes_fit(sum(d.nbytes for _, d in found), f"{where} declares", WeightsError)
-                return {name: _as_array(where, name, data) for name, data in found}
-        except OSError as exc:
-            raise WeightsError(f"{where} is not a readable HDF5 file ({str(exc).splitlines()[0]})") from None
+    with open_hdf5(path, where, WeightsError, attributes=("name",)) as h5:
+        found = _datasets(h5.root, variables, backbone, where)
+        for name, dataset in found:
+            _check_dtype(where, name, dataset)
+        arrays = h5.read(dataset for _, dataset in found)
+        return {name: _as_array(where, name, value) for (name, _), value in zip(found, arrays, strict=True)}
 
 
-def _datasets(h5: Any, variables: Variables, backbone: str) -> list[tuple[str, Any]]:
-    import h5py
+def _datasets(root: Group, variables: Variables, backbone: str, where: str) -> list[tuple[str, Dataset]]:
+    out: list[tuple[str, Dataset]] = []
 
-    out: list[tuple[str, Any]] = []
-
-    def visit(group: Any, layer_path: list[str]) -> None:
-        for key, node in group.items():
-            if key == "optimizer" and group.name == "/":
+    def visit(group: Group, layer_path: list[str]) -> None:
+        for dataset in group.datasets.values():
+            raise WeightsError(f"{where}: dataset {dataset.path!r} is outside a 'vars' group")
+        for key, node in group.groups.items():
+            if key == "optimizer" and group.path == "/":
                 continue
-            if isinstance(node, h5py.Dataset):
-                raise WeightsError(f"keras_hub weights: dataset {node.name!r} is outside a 'vars' group")
             if key == "vars":
-                _variables(node, layer_path, variables, out)
+                _variables(node, layer_path, variables, out, where)
                 continue
-            own = node.get("vars")
-            name = None if own is None else _layer_name(own)
+            own = node.groups.get("vars")
+            name = None if own is None else _layer_name(own, where)
             if name is not None and not layer_path and name.startswith(f"{backbone}_"):
                 name = name[len(backbone) + 1:]  # a top layer of a backbone built with a name
             named = name is not None and name != backbone  # the backbone nested in a task adds none
             visit(node, [*layer_path, name] if named else layer_path)
 
-    visit(h5, [])
+    visit(root, [])
     return out
 
 
-def _layer_name(vars_group: Any) -> str:
-    name = vars_group.attrs.get("name")
-    if not isinstance(name, (str, bytes)):
-        raise WeightsError(f"keras_hub weights: group {vars_group.name!r} has no layer name attribute")
-    return name.decode() if isinstance(name, bytes) else name
+def _layer_name(vars_group: Group, where: str) -> str:
+    if "name" not in vars_group.attrs:
+        raise WeightsError(f"{where}: group {vars_group.path!r} has no layer name attribute")
+    return vars_group.attrs["name"]
 
 
-def _variables(group: Any, layer_path: list[str], variables: Variables, out: list[tuple[str, Any]]) -> None:
-    if not group.keys():
-        return
+def _variables(group: Group, layer_path: list[str], variables: Variables, out: list[tuple[str, Dataset]],
+               where: str) -> None:
+    if group.groups:
+        raise WeightsError(f"{where}: group {next(iter(group.groups.values())).path!r} is inside a "
+                           "'vars' group, which holds only variables")
     layer = layer_path[-1] if layer_path else ""
     names = variables.get(layer, ())
-    for key in sorted(group.keys(), key=lambda k: int(k) if k.isdigit() else -1):
+    for key in sorted(group.datasets, key=lambda k: int(k) if k.isdigit() else -1):
         index = int(key) if key.isdigit() else -1
         if not 0 <= index < len(names):
-            raise WeightsError(f"keras_hub weights: dataset {group[key].name!r} (layer "
+            raise WeightsError(f"{where}: dataset {group.datasets[key].path!r} (layer "
                                f"{'/'.join(layer_path)!r}, variable {key}) belongs to no layer the keras_hub "
                                "family names")
-        out.append(("/".join([*layer_path, names[index]]), group[key]))
+        out.append(("/".join([*layer_path, names[index]]), group.datasets[key]))
 
 
-def _as_array(where: str, name: str, data: Any) -> np.ndarray:
+def _check_dtype(where: str, name: str, dataset: Dataset) -> None:
+    """Floating point, or integers for an index variable: refused before anything is read."""
     index = name.rpartition("/")[2] in INDEX_VARIABLES
-    if data.dtype.kind not in ("fiu" if index else "f"):
-        raise WeightsError(f"{where}: variable {name!r} has dtype {data.dtype}, expected "
+    if dataset.dtype.kind not in ("fiu" if index else "f"):
+        raise WeightsError(f"{where}: variable {name!r} has dtype {dataset.dtype}, expected "
                            f"{'integers' if index else 'floating point'}")
-    value = np.asarray(data[()], dtype=np.int64 if index else np.float32)
+
+
+def _as_array(where: str, name: str, data: np.ndarray) -> np.ndarray:
+    index = name.rpartition("/")[2] in INDEX_VARIABLES
+    value = np.asarray(data, dtype=np.int64 if index else np.float32)
     if not np.all(np.isfinite(value)):
         raise WeightsError(f"{where}: variable {name!r} has non-finite values")
     return np.ascontiguousarray(value)

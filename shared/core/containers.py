@@ -174,3 +174,25 @@ def _declared(name: str, entry: Any, data_size: int, where: str, error: Error) -
 def _naturals(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                            for v in value)
+
+
+# ---- torch.save archives ------------------------------------------------------------------
+def check_torch_archive(handle: IO[bytes], where: str, error: Error = InputError) -> None:
+    """A `torch.save` file checked before torch reads it from `handle`: a zip whose members
+    (a restricted pickle and raw storages) are stored uncompressed, as torch writes them, so no
+    member can unpack beyond the file's own bytes, and those bytes fit the memory available.
+    The pre-zip format (torch < 1.6) declares its storages' sizes inside the pickle, where
+    nothing can check them before torch allocates: it is refused with how to re-save it."""
+    size = os.fstat(handle.fileno()).st_size
+    try:
+        archive = zipfile.ZipFile(handle)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        raise error(f"{where} is not a torch.save zip archive (the format torch writes since 1.6); "
+                    "re-save it with torch.save, or as .safetensors") from None
+    with archive:
+        packed = [info.filename for info in archive.infolist() if info.compress_type != zipfile.ZIP_STORED]
+        if packed:
+            raise error(f"{where}: member {packed[0]!r:.120} is compressed; torch.save stores every "
+                        "member uncompressed, and a compressed one could unpack beyond the file")
+    check_bytes_fit(size, f"{where} holds", error)
+    handle.seek(0)
