@@ -12,25 +12,43 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from pathlib import Path
 
 from shared.errors import PortbenchError, first_line
 
+EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 
-def build_parser() -> argparse.ArgumentParser:
-    from experiments import cli as experiment_command  # the research beside the product: last
-    from shared.cli import command_modules  # inside main's handlers: Ctrl-C while loading is one line
+
+def build_parser(load: Collection[str | None] | None = None) -> argparse.ArgumentParser:
+    """The parser: every command is listed with its one line; the commands in `load` (all, when
+    None) are loaded and given their full parsers. `run` loads only the command its argv names,
+    so `--help` and a refused argument import nothing of the other commands."""
+    # Imported inside main's handlers: Ctrl-C while loading is one line.
+    from shared.cli import command_at, command_index
     from shared.cli._options import OneLineParser
 
     parser = OneLineParser(prog="compare.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (*command_modules(), experiment_command):
-        module.register(sub)
+    experiment = command_at("experiment", "experiments.cli", EXPERIMENTS / "cli.py")  # research: listed last
+    for command in (*command_index(), experiment):
+        if load is None or command.name in load:
+            command.load().register(sub)
+        else:
+            sub.add_parser(command.name, help=command.help)
     return parser
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The command `argv` names: its first word, or the main job for a bare `compare.py`."""
+    if not argv:
+        return "main"
+    return None if argv[0].startswith("-") else argv[0]
+
+
 def run(argv: list[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser({_command_named(argv)})
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["main"])  # the default job: verify, then time

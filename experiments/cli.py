@@ -15,12 +15,13 @@ import argparse
 from shared.cli._options import positive_int
 from shared.errors import InputError
 
+HELP = "the archive's experiments, by NAME (experiment --help lists them)"
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
 FRAMEWORKS = ("torch", "keras", "flax", "mlx")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("experiment", help="the archive's experiments: " + ", ".join(NAMES))
+    p = sub.add_parser("experiment", help=HELP)
     p.add_argument("name", choices=NAMES)
     p.add_argument("--out", default="runs/exp", help="folder for JSON, PNG and checkpoints")
     p.add_argument("--epochs", type=positive_int, help="epochs per run (default per experiment)")

@@ -11,11 +11,12 @@ from shared.core.presets import resolve_spec
 from shared.teaching.audit import audit_file, audit_ports
 
 ORDER = 63
+HELP = "list framework defaults used instead of spec values"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "audit", help="list framework defaults used instead of spec values",
+        "audit", help=HELP,
         description="Without --source: read each port's source for calls that omit a pinning "
                     "keyword, then build each port for two probe specs whose settings differ from "
                     "every framework default and compare each layer with the spec. With --source: "

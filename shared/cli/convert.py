@@ -9,6 +9,7 @@ from pathlib import Path
 from shared.errors import SpecError
 
 ORDER = 60
+HELP = "convert third-party ViT checkpoints to and from the canonical file"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     formats = "; ".join(f"{name}: {text}" for name, text in DESCRIPTIONS.items())
     parser = sub.add_parser(
-        "convert", help="convert third-party ViT checkpoints to and from the canonical file",
+        "convert", help=HELP,
         description=f"Convert between the canonical file and other checkpoint formats. Formats: {formats}.",
     )
     direction = parser.add_mutually_exclusive_group(required=True)

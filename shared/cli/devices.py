@@ -19,11 +19,12 @@ from shared.core.summary import format_table
 from shared.runtime.devices import DEVICE_CLASSES
 
 ORDER = 45
+HELP = "which devices each installed port can use here, and why not"
 SCHEMA = "portbench.devices/1"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("devices", help="which devices each installed port can use here, and why not")
+    parser = sub.add_parser("devices", help=HELP)
     parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
     add_timeout(parser, 300.0)
     add_json_arg(parser, "the table")

@@ -19,11 +19,12 @@ from shared.errors import InputError, WeightsError
 from shared.teaching.gap_explanation import diagnose, load_user_logits
 
 ORDER = 62
+HELP = "explain the gap between your port's logits and the reference"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "diagnose", help="explain the gap between your port's logits and the reference",
+        "diagnose", help=HELP,
         description="Re-run the float64 reference under each catalogue alternative (Keras/Flax/"
                     "torch defaults and classic layout slips), alone and in pairs, and report which "
                     "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")

@@ -10,11 +10,12 @@ from shared.errors import SpecError
 from shared.teaching.divergences import CATALOGUE, entry
 
 ORDER = 60
+HELP = "the catalogue of silent framework differences, measured"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "divergences", help="the catalogue of silent framework differences, measured",
+        "divergences", help=HELP,
         description="Each entry: what differs, the installed frameworks' defaults, the pin, and "
                     "the logit (or update/loss) gap with and without the pin.")
     p.add_argument("name", nargs="?", help="one entry (default: all); `--list` shows the names")

@@ -12,10 +12,11 @@ from shared.core.presets import resolve_spec
 from shared.core.weights import init_weights, save_weights
 
 ORDER = 20
+HELP = "write seeded canonical weights for a spec"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("init", help="write seeded canonical weights for a spec")
+    parser = sub.add_parser("init", help=HELP)
     add_spec_args(parser, weights=False)
     parser.add_argument("--seed", type=non_negative_int, default=0, help="init seed (default 0)")
     parser.add_argument("--out", required=True, help="output .safetensors path")

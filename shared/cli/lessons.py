@@ -15,11 +15,12 @@ from shared.teaching import detectability
 from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
 
 ORDER = 64
+HELP = "the ports' code side by side where frameworks differ, with measured gaps"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "lessons", help="the ports' code side by side where frameworks differ, with measured gaps",
+        "lessons", help=HELP,
         description="Each lesson extracts the relevant code from ports/torch, ports/keras, "
                     "ports/flax and ports/mlx (with ast, when run: it cannot drift from the ports), "
                     "and shows the catalogue's measured gap and the spec field that pins it.")

@@ -20,10 +20,11 @@ from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, InputError
 
 ORDER = 30
+HELP = "logits of one port (or the reference) on canonical inputs"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("logits", help="logits of one port (or the reference) on canonical inputs")
+    parser = sub.add_parser("logits", help=HELP)
     add_spec_args(parser)
     parser.add_argument("--framework", required=True, help=f"one of: reference, {', '.join(PORTS)}")
     parser.add_argument("--input", help="NHWC float32 .npy (default: the spec's seeded probe batch)")

@@ -20,12 +20,13 @@ import argparse
 from shared.cli.time import add_timing_arguments, run  # the main job is a timing run
 
 ORDER = 0
+HELP = "verify and time the parallel texts in one pass"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ports import NATIVE
 
-    parser = sub.add_parser("main", help="verify and time the parallel texts in one pass",
+    parser = sub.add_parser("main", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
     add_timing_arguments(parser, f"the installed ones of {','.join(NATIVE)}")

@@ -30,11 +30,12 @@ from shared.cli._options import add_batch, add_device, add_threads, add_timeout,
 from shared.core.terminal import wrap
 
 ORDER = 44
+HELP = "each port against timm, Transformers and keras-hub, in one run"
 PORTED = ("torch", "keras", "flax")  # the ports that have peers
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("peers", help="each port against timm, Transformers and keras-hub, in one run",
+    parser = sub.add_parser("peers", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", help="preset name, spec file or JSON (default: vit-b16)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",

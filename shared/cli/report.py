@@ -14,10 +14,11 @@ from shared.core.terminal import printable
 from shared.errors import InputError, PortbenchError
 
 ORDER = 45
+HELP = "merge timing result files into one table and chart"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("report", help="merge timing result files into one table and chart",
+    parser = sub.add_parser("report", help=HELP,
                             description=__doc__)
     parser.add_argument("files", nargs="+", metavar="RESULTS.json")
     parser.add_argument("--json", dest="json_path", help="write the merged results here")

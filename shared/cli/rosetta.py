@@ -10,11 +10,12 @@ from shared.teaching.port_source import ROOT
 from shared.teaching.rosetta import ROSETTA, rosetta_markdown
 
 ORDER = 65
+HELP = "docs/rosetta.md: spec fields -> torch / Keras / Flax / MLX code"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "rosetta", help="docs/rosetta.md: spec fields -> torch / Keras / Flax / MLX code",
+        "rosetta", help=HELP,
         description="Print the Rosetta table generated from the ports' source; --write updates "
                     "docs/rosetta.md, --check exits 1 when the file is stale.")
     group = p.add_mutually_exclusive_group()

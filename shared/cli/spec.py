@@ -15,11 +15,11 @@ from shared.core.summary import format_table, layer_table
 from shared.errors import InputError
 
 ORDER = 10
+HELP = "show a spec, its derived quantities and layer table; or read one from your model (--from-model)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("spec", help="show a spec, its derived quantities and layer table; or read "
-                            "one from your model (--from-model)")
+    parser = sub.add_parser("spec", help=HELP)
     parser.add_argument("name", nargs="?", help="preset name, spec file or JSON document "
                         f"(presets: {', '.join(PRESETS)})")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")

@@ -20,10 +20,11 @@ from typing import Any
 from shared.cli._options import add_device, add_threads, add_timeout, non_negative_float
 
 ORDER = 42
+HELP = "time and memory against batch and image size, with fitted slopes"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("sweep", help="time and memory against batch and image size, with fitted slopes",
+    parser = sub.add_parser("sweep", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",

@@ -20,6 +20,7 @@ from shared.core.terminal import wrapped
 from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
+HELP = "time every port fairly, phase by phase"
 MODES = ("eager", "compiled", "train")
 
 
@@ -69,7 +70,7 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("time", help="time every port fairly, phase by phase",
+    parser = sub.add_parser("time", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spec", help="preset name, spec file or JSON (default: with --model, the spec "
                         "read from your model; else the default preset)")

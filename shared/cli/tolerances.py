@@ -29,12 +29,13 @@ from shared.core.tolerance import FLOOR_FRACTION, MARGIN
 from shared.errors import InputError
 
 ORDER = 45
+HELP = "measure every rung of the precision ladder against float64"
 SCHEMA = "portbench.tolerances/2"
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("tolerances", help="measure every rung of the precision ladder against float64")
+    parser = sub.add_parser("tolerances", help=HELP)
     parser.add_argument("--presets", help="comma-separated (default: every preset)")
     parser.add_argument("--frameworks", help="comma-separated (default: every installed native port)")
     parser.add_argument("--rungs", help=f"comma-separated, of {','.join(RUNGS)} "

@@ -21,11 +21,12 @@ from shared.core.precision import from_args
 from shared.teaching.first_divergence import report_lines, trace
 
 ORDER = 61
+HELP = "locate the first intermediate tensor where a port diverges"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "trace", help="locate the first intermediate tensor where a port diverges",
+        "trace", help=HELP,
         description="Run every port's named intermediates (patch embedding, positions, each "
                     "block's norms/attention/MLP, pooled vector, logits) against the float64 "
                     "reference; report the first tensor over a budget scaled to its magnitude. "

@@ -18,6 +18,7 @@ from shared.core.paths import check_distinct, check_output, inside, output_path
 from shared.errors import InputError, SpecError
 
 ORDER = 40
+HELP = "train a spec in one framework (seeds, curves, checkpoints)"
 
 # A preset's sensible defaults: (recipe, data). None: the user must say (no bundled data).
 DEFAULTS: dict[str, tuple[str, str | None]] = {
@@ -27,7 +28,7 @@ DEFAULTS: dict[str, tuple[str, str | None]] = {
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a spec in one framework (seeds, curves, checkpoints)")
+    p = sub.add_parser("train", help=HELP)
     p.add_argument("--spec", default="quadrant", help="preset name, spec file or JSON (default quadrant)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="spec override")
     p.add_argument("--recipe", help="recipe name (archive, mnist, quick), file or JSON; default per preset")

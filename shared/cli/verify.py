@@ -31,11 +31,12 @@ from shared.errors import FrameworkUnavailable
 from shared.runtime.verify import VerifyCase, verify
 
 ORDER = 40
+HELP = "check every port's logits against the float64 reference"
 SCHEMA = "portbench.verify/2"  # 2: entries are PortVerdict.to_dict (max_abs_err, atol, reason)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("verify", help="check every port's logits against the float64 reference")
+    parser = sub.add_parser("verify", help=HELP)
     add_spec_args(parser)
     parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
     parser.add_argument("--all-presets", action="store_true", help="verify every preset")

@@ -1,0 +1,69 @@
+"""The CLI loads only the command it runs (shared/cli/__init__.py): `compare.py --help` reads
+each command's line from its module's source without importing it, and a refused argument of any
+command imports no framework. Checked in fresh processes, where `sys.modules` is the whole truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import compare
+from shared.cli import command_index
+
+ROOT = Path(compare.__file__).resolve().parent
+FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "mlx", "onnxruntime")
+OURS = ("shared", "ports", "experiments")
+PROBE = """
+import contextlib, io, json, sys
+import compare
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+    try:
+        code = compare.main(sys.argv[1:])
+    except SystemExit as exc:  # argparse's own exit, after --help or a refused argument
+        code = exc.code
+modules = sorted(m for m in sys.modules if m.split(".")[0] in {ours} or m == "compare")
+print(json.dumps({{"code": code, "error": err.getvalue(), "modules": modules,
+                  "frameworks": sorted(m for m in sys.modules if m.split(".")[0] in {frameworks})}}))
+""".format(ours=OURS, frameworks=FRAMEWORKS)
+
+
+def probe(*argvs: list[str]) -> list[dict]:
+    """Run compare.main on each argv in a fresh process of its own (all at once) and report what
+    each imported."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    runs = [subprocess.Popen([sys.executable, "-c", PROBE, *argv], cwd=ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for argv in argvs]
+    out = []
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr
+        out.append(json.loads(stdout))
+    return out
+
+
+def test_help_imports_a_handful_of_modules_and_no_framework() -> None:
+    (seen,) = probe(["--help"])
+    assert seen["code"] == 0 and seen["frameworks"] == []
+    assert len(seen["modules"]) <= 15, seen["modules"]
+    assert not [m for m in seen["modules"] if m.startswith(("shared.cli.", "experiments.")) and
+                not m.startswith("shared.cli._")], seen["modules"]  # no command module was loaded
+
+
+def test_a_refused_argument_of_any_command_imports_no_framework() -> None:
+    names = [c.name for c in command_index()] + ["experiment"]
+    for name, seen in zip(names, probe(*[[name, "--no-such-option"] for name in names]), strict=True):
+        assert seen["code"] == 2, (name, seen["error"])
+        assert seen["error"].startswith("error: compare.py") and seen["error"].count("\n") == 1, seen["error"]
+        assert seen["frameworks"] == [], (name, seen["frameworks"])
+
+
+def test_the_line_read_from_the_source_is_the_line_the_module_registers() -> None:
+    """`HELP` is read by `ast` for --help and passed by the module to `add_parser`: one fact."""
+    sub = next(a for a in compare.build_parser()._actions if a.dest == "command")
+    registered = {action.dest: action.help for action in sub._choices_actions}
+    listed = {c.name: c.help for c in command_index()}
+    assert listed == {name: registered[name] for name in listed}
+    assert set(registered) == {*listed, "experiment"}
