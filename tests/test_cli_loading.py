@@ -16,7 +16,7 @@ from shared.cli import command_index
 ROOT = Path(compare.__file__).resolve().parent
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "mlx", "onnxruntime")
 OURS = ("shared", "ports", "experiments")
-PROBE = """
+PROBE = f"""
 import contextlib, io, json, sys
 import compare
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
@@ -24,10 +24,10 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
         code = compare.main(sys.argv[1:])
     except SystemExit as exc:  # argparse's own exit, after --help or a refused argument
         code = exc.code
-modules = sorted(m for m in sys.modules if m.split(".")[0] in {ours} or m == "compare")
+modules = sorted(m for m in sys.modules if m.split(".")[0] in {OURS} or m == "compare")
 print(json.dumps({{"code": code, "error": err.getvalue(), "modules": modules,
-                  "frameworks": sorted(m for m in sys.modules if m.split(".")[0] in {frameworks})}}))
-""".format(ours=OURS, frameworks=FRAMEWORKS)
+                  "frameworks": sorted(m for m in sys.modules if m.split(".")[0] in {FRAMEWORKS})}}))
+"""
 
 
 def probe(*argvs: list[str]) -> list[dict]:

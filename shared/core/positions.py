@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.core.resample import resample_grid
-from shared.core.spec import ModelSpec
-from shared.core.tensor_shapes import positioned_prefix
+from shared.core.spec import ModelSpec, positioned_prefix
 
 SINCOS_TEMPERATURE = 10_000.0
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal, get_args
 
 from shared.core.precision import Precision
 from shared.core.record import Record, fail, pick
-from shared.core.spec_validation import is_integer, is_number
+from shared.core.spec import is_integer, is_number
 from shared.errors import FrameworkUnavailable
 
 Metric = Literal["val_loss", "val_accuracy", "train_loss", "train_accuracy"]
