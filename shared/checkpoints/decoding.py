@@ -77,8 +77,7 @@ class Key:
         return f"{text} {bound}" if self.declared in (int, float) else f"{text}, each number {bound}"
 
     def refuse(self, value: Any) -> SpecError:
-        *others, last = self.sets or ("",)
-        sets = f" (it sets the spec's {', '.join(others)}{' and ' if others else ''}{last})" if last else ""
+        sets = f" (it sets the spec's {_listed(self.sets)})" if self.sets else ""
         return SpecError(f"config {self.name} = {shown(value)}: expected {self.expected()}{sets}")
 
 
@@ -143,6 +142,11 @@ def _declares(declared: Any, kind: type) -> bool:
     if get_origin(declared) in (UnionType, tuple):
         return any(_declares(arm, kind) for arm in get_args(declared) if arm is not Ellipsis)
     return False
+
+
+def _listed(names: tuple[str, ...]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 def _declares_numbers(declared: Any) -> bool:

@@ -57,6 +57,7 @@ from shared.checkpoints.hf_models import (
 )
 from shared.core.files import write_folder
 from shared.core.mapping import Table
+from shared.core.record import shown
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError, WeightsError
 
@@ -113,7 +114,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     if kind in ARCHITECTURES:
         return infer_architecture(fmt, kind, raw, class_config(config, ARCHITECTURES[kind].defaults), given)
     if kind != "vit":
-        raise SpecError(f"config model_type = {kind!r}: expected one of vit, {', '.join(ARCHITECTURES)}")
+        raise SpecError(f"config model_type = {shown(kind)}: expected one of vit, {', '.join(ARCHITECTURES)}")
     cfg = class_config(config, VIT_DEFAULTS)
     inf = Inference(fmt)
     proj = "vit.embeddings.patch_embeddings.projection.weight"

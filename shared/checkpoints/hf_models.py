@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints.common import Inference, Raw, asks_another_grid, resampled_table, width_per_head
-from shared.checkpoints.decoding import Key, pair, tensor_shape
-from shared.checkpoints.hf_config import ACTIVATIONS, COMMON_DEFAULTS, SIZE, VIT_DEFAULTS
+from shared.checkpoints.decoding import pair, tensor_shape
+from shared.checkpoints.hf_config import ACTIVATIONS, COMMON_DEFAULTS, HF_KEYS, VIT_DEFAULTS
 from shared.checkpoints.hf_dinov3 import (
     DINOV3_DEFAULTS,
     DINOV3_FIXED,
@@ -47,9 +47,9 @@ HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick
 
 
 def size_pair(value: Any, key: str) -> tuple[int, int]:
-    """A config's image or patch size (one side, or [height, width]) as (height, width), held to
-    its type and bounds first: 8.9 is not a size of 8."""
-    size = Key(key, SIZE, ("image_height", "image_width"))
+    """A config's `image_size` or `patch_size` (one side, or [height, width]; keras-hub's patch_size
+    is spelled so too) as (height, width), held to its row of HF_KEYS first: 8.9 is not a size of 8."""
+    size = HF_KEYS[key]
     if not size.holds(value):
         raise size.refuse(value)
     return pair(value)

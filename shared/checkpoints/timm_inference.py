@@ -9,6 +9,7 @@ from typing import Any, Literal
 from shared.checkpoints.common import Inference, Raw, resampled_table, square_grid, width_per_head
 from shared.checkpoints.decoding import Key, decode_config, pair, tensor_shape
 from shared.checkpoints.timm_eva import infer_eva
+from shared.core.record import shown
 from shared.errors import SpecError, WeightsError
 
 POOLS = {"token": "cls", "avg": "mean", "map": "map"}
@@ -22,7 +23,7 @@ TIMM_KEYS = (
     Key("global_pool", str, ("pooling",)),
     Key("model_args.global_pool", str, ("pooling",)),
     Key("model_args.img_size", int | tuple[int, int], ("image_height", "image_width")),
-    Key("pretrained_cfg.input_size", tuple[int, int, int], ("channels", "image_height", "image_width")),
+    Key("pretrained_cfg.input_size", tuple[int, int, int], ("image_height", "image_width")),  # (C, H, W)
 )
 
 
@@ -142,8 +143,8 @@ def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw) -> None:
     elif "global_pool" in cfg:
         pool = cfg["global_pool"]
         if pool not in ("token", "avg"):
-            raise SpecError(f"config global_pool = {pool!r}: with a class token the spec expresses 'token' "
-                            "and 'avg'")
+            raise SpecError(f"config global_pool = {shown(pool)}: with a class token the spec expresses "
+                            "'token' and 'avg'")
         inf.fact("pooling", POOLS[pool], f"config global_pool = {pool!r}")
     else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
         inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
