@@ -41,6 +41,7 @@ from shared.checkpoints.common import (
     require_plain_blocks,
     square_grid,
 )
+from shared.checkpoints.decoding import tensor_shape
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
@@ -98,24 +99,26 @@ def _dialect(fmt: str, raw: Raw) -> str:
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     names = DIALECTS[_dialect(fmt, raw)]
     inf = Inference(fmt)
-    patch = raw["embedding/kernel"]
-    ph, pw, channels, dim = (int(x) for x in patch.shape)
-    where = f"tensor 'embedding/kernel' {patch.shape}"
+    patch = tensor_shape(inf, raw, "embedding/kernel", "height, width, in, out")
+    ph, pw, channels, dim = patch
+    where = f"tensor 'embedding/kernel' {patch}"
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
         inf.fact(name, value, where)
     query_key = BLOCK.format(0) + names["attn"] + "/query/kernel"
-    query = inf.need(raw, query_key)
-    _, heads, head_dim = (int(x) for x in query.shape)
-    inf.fact("heads", heads, f"tensor {query_key!r} {query.shape}")
-    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {query.shape}")
+    query = tensor_shape(inf, raw, query_key, "in, heads, head width")
+    _, heads, head_dim = query
+    inf.fact("heads", heads, f"tensor {query_key!r} {query}")
+    inf.fact("head_dim", head_dim, f"tensor {query_key!r} {query}")
     inf.fact("qkv_bias", BLOCK.format(0) + names["attn"] + "/query/bias" in raw, "presence of query/bias")
     depth = sum(1 for k in raw if k.startswith("Transformer/encoderblock_") and k.endswith("/query/kernel"))
     inf.fact("depth", depth, f"{depth} 'Transformer/encoderblock_*' blocks")
     fc1 = BLOCK.format(0) + names["mlp"] + "/Dense_0/kernel"
-    inf.fact("mlp_dim", int(inf.need(raw, fc1).shape[1]), f"tensor {fc1!r}")
-    head = raw.get("head/kernel")
-    inf.fact("num_classes", 0 if head is None else int(head.shape[1]),
-             "no tensor 'head/kernel' (num_classes=0)" if head is None else "tensor 'head/kernel'")
+    inf.fact("mlp_dim", tensor_shape(inf, raw, fc1, "in, out")[1], f"tensor {fc1!r}")
+    if "head/kernel" in raw:
+        classes = tensor_shape(inf, raw, "head/kernel", "in, classes")[1]
+        inf.fact("num_classes", classes, "tensor 'head/kernel'")
+    else:
+        inf.fact("num_classes", 0, "no tensor 'head/kernel' (num_classes=0)")
     class_token = "cls" in raw
     inf.fact("class_token", class_token, "presence of tensor 'cls'")
     if "MAPHead_0/probe" in raw:
@@ -151,7 +154,7 @@ def _infer_positions(fmt: str, inf: Inference, raw: Raw, key: str, class_token: 
         inf.asks["image_width"] = inf.asks["image_height"]
         return
     inf.fact("pos_embed", "learned", f"tensor {key!r}")
-    rows = int(raw[key].shape[1])
+    rows = tensor_shape(inf, raw, key, "batch, rows, width")[1]
     if "image_height" in given or "image_width" in given:
         return  # the user's size; the table's shape is then checked against it
     side = square_grid(rows - int(class_row))

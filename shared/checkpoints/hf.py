@@ -35,23 +35,29 @@ from shared.checkpoints.common import (
     resampled_table,
     width_per_head,
 )
+from shared.checkpoints.decoding import pair, tensor_shape
+from shared.checkpoints.hf_config import (
+    ACTIVATIONS,
+    VIT_DEFAULTS,
+    class_config,
+    config_model_type,
+    refuse_custom_code,
+)
 from shared.checkpoints.hf_dinov3 import REGISTER_TOKENS
 from shared.checkpoints.hf_models import (
-    ACTIVATIONS,
     ARCHITECTURES,
     ENCODER_ROWS,
     HF_ACT,
     MASK_TOKEN,
     PATCH_ROWS,
-    VIT_DEFAULTS,
     VIT_STYLE,
     config_for_model,
     infer_architecture,
-    size_pair,
     swiglu_width,
 )
 from shared.core.files import write_folder
 from shared.core.mapping import Table
+from shared.core.record import shown
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError, WeightsError
 
@@ -101,35 +107,34 @@ VIT_ARCHITECTURE = {"class_token": True, "pos_embed": "learned", "pos_embed_clas
 
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
-    model_type = (config or {}).get("model_type", "vit")
-    if model_type in ARCHITECTURES:
-        return infer_architecture(fmt, model_type, raw, config or {}, given)
-    cfg = {**VIT_DEFAULTS, **(config or {})}
-    if model_type != "vit":
-        raise SpecError(f"config model_type = {model_type!r}: expected one of vit, "
-                        f"{', '.join(ARCHITECTURES)}")
+    """The class the config's model_type names, from its config (every key it reads decoded
+    first: hf_config.py) and the tensors."""
+    refuse_custom_code(config, given)
+    kind = config_model_type(config)
+    if kind in ARCHITECTURES:
+        return infer_architecture(fmt, kind, raw, class_config(config, ARCHITECTURES[kind].defaults), given)
+    if kind != "vit":
+        raise SpecError(f"config model_type = {shown(kind)}: expected one of vit, {', '.join(ARCHITECTURES)}")
+    cfg = class_config(config, VIT_DEFAULTS)
     inf = Inference(fmt)
-    proj = inf.need(raw, "vit.embeddings.patch_embeddings.projection.weight")
-    dim = int(proj.shape[0])
-    for key, value in (("hidden_size", dim), ("num_channels", int(proj.shape[1]))):
+    proj = "vit.embeddings.patch_embeddings.projection.weight"
+    shape = tensor_shape(inf, raw, proj, "out, in, height, width")
+    dim, channels = shape[:2]
+    for key, value in (("hidden_size", dim), ("num_channels", channels)):
         if cfg[key] != value:
-            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor "
-                            f"'vit.embeddings.patch_embeddings.projection.weight' {proj.shape}")
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {proj!r} {shape}")
     depth = sum(1 for k in raw if k.endswith(".layernorm_before.weight"))
     if cfg["num_hidden_layers"] != depth:
         raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the "
                         f"{depth} 'vit.encoder.layer.*' blocks in the checkpoint")
     heads = cfg["num_attention_heads"]
     head_dim = width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads")
-    act = cfg["hidden_act"]
-    if act not in ACTIVATIONS:
-        raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
-    (h, w), (ph, pw) = size_pair(cfg["image_size"], "image_size"), size_pair(cfg["patch_size"], "patch_size")
+    (h, w), (ph, pw) = pair(cfg["image_size"]), pair(cfg["patch_size"])
     facts = {
-        "dim": dim, "channels": int(proj.shape[1]), "depth": depth, "heads": heads, "head_dim": head_dim,
-        "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[act],
+        "dim": dim, "channels": channels, "depth": depth, "heads": heads, "head_dim": head_dim,
+        "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[cfg["hidden_act"]],
         "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h, "image_width": w,
-        "patch_height": ph, "patch_width": pw, "qkv_bias": bool(cfg["qkv_bias"]),
+        "patch_height": ph, "patch_width": pw, "qkv_bias": cfg["qkv_bias"],
     }
     grid = (h // ph, w // pw)
     if asks_another_grid(given, grid, (ph, pw)):
@@ -142,12 +147,13 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
                         "model(pixel_values, interpolate_pos_encoding=True) calls it")
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
-    classifier = inf.need(raw, "classifier.weight", " (a ViTModel without a classification head?)")
-    labels = cfg.get("id2label")
-    if isinstance(labels, dict) and len(labels) != classifier.shape[0]:
+    classes = tensor_shape(inf, raw, "classifier.weight", "classes, width",
+                           " (a ViTModel without a classification head?)")[0]
+    labels = (config or {}).get("id2label")
+    if isinstance(labels, dict) and len(labels) != classes:
         raise SpecError(f"config id2label has {len(labels)} labels, tensor 'classifier.weight' has "
-                        f"{classifier.shape[0]} rows")
-    inf.fact("num_classes", int(classifier.shape[0]), "tensor 'classifier.weight'")
+                        f"{classes} rows")
+    inf.fact("num_classes", classes, "tensor 'classifier.weight'")
     for name, value in VIT_ARCHITECTURE.items():
         inf.fact(name, value, "HF ViT's architecture")
     return inf

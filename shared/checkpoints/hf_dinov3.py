@@ -47,9 +47,10 @@ REGISTER_TOKENS = "embeddings.register_tokens"  # a (1, 0, D) tensor without reg
 
 
 def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
-    """What a DINOv3ViTConfig says beyond the common fields; its biases the spec cannot place are
-    refused naming the config field (the spec's attention has q, k and v biases together or none,
-    and always an output bias; a missing key bias alone is a zero one, added on import)."""
+    """What a DINOv3ViTConfig (decoded: hf_config.py) says beyond the common fields; its biases the
+    spec cannot place are refused naming the config field (the spec's attention has q, k and v
+    biases together or none, and always an output bias; a missing key bias alone is a zero one,
+    added on import)."""
     for key in ("proj_bias", "mlp_bias"):
         if not cfg[key]:
             raise SpecError(f"config {key} = {cfg[key]!r}: the spec's output projection and MLP always "
@@ -58,9 +59,8 @@ def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
         raise SpecError(f"config query_bias = {cfg['query_bias']!r}, key_bias = {cfg['key_bias']!r}, "
                         f"value_bias = {cfg['value_bias']!r}: expected query and value biases alike "
                         "(the spec's qkv_bias), with the key bias among them or off")
-    gated = bool(cfg["use_gated_mlp"])
-    return {"qkv_bias": bool(cfg["query_bias"]), "mlp": "gated" if gated else "standard",
-            "registers": int(cfg["num_register_tokens"]), "rope_theta": float(cfg["rope_theta"])}
+    return {"qkv_bias": cfg["query_bias"], "mlp": "gated" if cfg["use_gated_mlp"] else "standard",
+            "registers": cfg["num_register_tokens"], "rope_theta": float(cfg["rope_theta"])}
 
 
 def dinov3_config(s: ModelSpec) -> dict[str, Any]:

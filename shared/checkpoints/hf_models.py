@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints.common import Inference, Raw, asks_another_grid, resampled_table, width_per_head
+from shared.checkpoints.decoding import pair, tensor_shape
+from shared.checkpoints.hf_config import ACTIVATIONS, COMMON_DEFAULTS, HF_KEYS, VIT_DEFAULTS
 from shared.checkpoints.hf_dinov3 import (
     DINOV3_DEFAULTS,
     DINOV3_FIXED,
@@ -36,21 +38,21 @@ from shared.checkpoints.hf_dinov3 import (
     dinov3_config,
     dinov3_facts,
 )
+from shared.core.record import shown
 from shared.core.spec import ModelSpec
+from shared.core.spec_validation import FIELD_BOUNDS
 from shared.errors import SpecError
 
-ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
-               "gelu_fast": "gelu_tanh",  # these three compute the tanh approximation
-               "quick_gelu": "quick_gelu", "silu": "silu", "swish": "silu"}
 HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
 
 
 def size_pair(value: Any, key: str) -> tuple[int, int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value, value
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return int(value[0]), int(value[1])
-    raise SpecError(f"config {key} = {value!r}: expected an integer or a [height, width] pair")
+    """A config's `image_size` or `patch_size` (one side, or [height, width]; keras-hub's patch_size
+    is spelled so too) as (height, width), held to its row of HF_KEYS first: 8.9 is not a size of 8."""
+    size = HF_KEYS[key]
+    if not size.holds(value):
+        raise size.refuse(value)
+    return pair(value)
 
 
 ENCODER_ROWS = """
@@ -117,14 +119,6 @@ head.out.bias                            cls_classifier.bias
 head_dist.out.kernel                     distillation_classifier.weight  linear
 head_dist.out.bias                       distillation_classifier.bias
 """
-COMMON_DEFAULTS: dict[str, Any] = {
-    "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "num_channels": 3,
-    "image_size": 224,
-}
-VIT_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig()'s, and DeiTConfig()'s
-    **COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu",
-    "layer_norm_eps": 1e-12, "qkv_bias": True,
-}
 
 
 @dataclass(frozen=True)
@@ -206,6 +200,16 @@ DINOV2_RESAMPLE = {
 MASK_TOKEN = "embeddings.mask_token"  # DINOv2's and DINOv3's, used only with bool_masked_pos
 
 
+def mlp_width(dim: int, ratio: float) -> int:
+    """DINOv2's MLP width, `int(hidden_size * mlp_ratio)`, within the spec's bound: a ratio that
+    makes none (or one too wide to build) is named as the config's."""
+    width, bound = dim * ratio, FIELD_BOUNDS["mlp_dim"]  # a float: int() of an infinite one would raise
+    if not 1 <= width < bound + 1:
+        raise SpecError(f"config mlp_ratio = {ratio!r} makes an MLP width of {dim} x {ratio!r} = "
+                        f"{shown(width)}: expected a ratio that makes one from 1 to {bound:,}")
+    return int(width)
+
+
 def swiglu_width(width: int) -> int:
     """Dinov2SwiGLUFFN's hidden width (keras-hub's DINOV2SwiGLUFFN's too): two thirds of the
     configured `width`, rounded up to a multiple of 8."""
@@ -239,16 +243,16 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
     return out
 
 
-def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, Any],
+def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
                        given: dict[str, Any]) -> Inference:
+    """`cfg`: the class's config, decoded (hf_config.py's `class_config`)."""
     arch = ARCHITECTURES[model_type]
-    cfg = {**arch.defaults, **config}
     inf = Inference(fmt)
-    proj = inf.need(raw, arch.patch_key)
-    dim, channels = int(proj.shape[0]), int(proj.shape[1])
+    shape = tensor_shape(inf, raw, arch.patch_key, "out, in, height, width")
+    dim, channels = shape[:2]
     for key, value in (("hidden_size", dim), ("num_channels", channels)):
         if cfg[key] != value:
-            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {arch.patch_key!r} {proj.shape}")
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {arch.patch_key!r} {shape}")
     layer = re.escape(arch.layer_key).replace(r"\{i\}", r"\d+")
     block = re.compile(layer + r"\." + re.escape(arch.fill["ln1"]) + r"\.weight")
     depth = sum(1 for k in raw if block.fullmatch(k))
@@ -256,16 +260,13 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
         raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the {depth} "
                         f"'{arch.layer_key}' blocks in the checkpoint")
     heads = cfg["num_attention_heads"]
-    act = cfg["hidden_act"]
-    if act not in ACTIVATIONS:
-        raise SpecError(f"config hidden_act = {act!r}: expected one of {', '.join(ACTIVATIONS)}")
-    (h, w), (ph, pw) = size_pair(cfg["image_size"], "image_size"), size_pair(cfg["patch_size"], "patch_size")
+    (h, w), (ph, pw) = pair(cfg["image_size"]), pair(cfg["patch_size"])
     facts: dict[str, Any] = {
         "dim": dim, "channels": channels, "depth": depth, "heads": heads,
         "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
-        "activation": ACTIVATIONS[act], "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h,
-        "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
-        "qkv_bias": bool(cfg.get("qkv_bias", True)),
+        "activation": ACTIVATIONS[cfg["hidden_act"]], "layer_norm_eps": float(cfg["layer_norm_eps"]),
+        "image_height": h, "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
+        "qkv_bias": cfg.get("qkv_bias", True),
     }
     if model_type.startswith("dinov2"):
         if h != w:
@@ -275,13 +276,13 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
             del facts["image_height"], facts["image_width"]  # the image asked for, the table resampled to it
             resampled_table(inf, (h // ph, w // pw), f"config image_size {cfg['image_size']!r}",
                             *DINOV2_RESAMPLE[model_type])
-        width = int(dim * cfg["mlp_ratio"])
+        width = mlp_width(dim, cfg["mlp_ratio"])
         if cfg["use_swiglu_ffn"]:  # Dinov2SwiGLUFFN: F.silu whatever hidden_act says
             facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(width)}
         else:
             facts["mlp_dim"] = width
         if model_type == "dinov2_with_registers":
-            facts["registers"] = int(cfg["num_register_tokens"])
+            facts["registers"] = cfg["num_register_tokens"]
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
     else:
         facts["mlp_dim"] = cfg["intermediate_size"]
@@ -289,7 +290,7 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, config: dict[str, An
         facts |= dinov3_facts(cfg)
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
     if model_type == "deit":
-        facts["num_classes"] = int(inf.need(raw, "cls_classifier.weight").shape[0])
+        facts["num_classes"] = tensor_shape(inf, raw, "cls_classifier.weight", "classes, width")[0]
     facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
     for name, value in facts.items():
         inf.fact(name, value, "config.json")

@@ -24,11 +24,28 @@ from typing import Any
 import numpy as np
 
 from shared.checkpoints.common import Inference, Raw, require
+from shared.checkpoints.decoding import Key, decode_config, pair
+from shared.core.record import shown
 from shared.core.spec import ModelSpec
+from shared.core.spec_validation import MAX_TOKENS
 from shared.errors import SpecError, WeightsError
 
 TARGET = "timm Eva"
 ROPE_ARGS = ("use_rot_pos_emb", "rope_type", "rope_rotate_half", "rope_temperature", "ref_feat_shape")
+EVA_KEYS = (  # the Eva arguments a timm config's model_args may state, as Eva(**model_args) takes them
+    Key("model_args.use_rot_pos_emb", bool, ("rope",)),
+    Key("model_args.rope_type", str, ("rope",)),
+    Key("model_args.rope_rotate_half", bool, ("rope",)),
+    Key("model_args.rope_temperature", float, ("rope_theta",)),
+    Key("model_args.ref_feat_shape", int | tuple[int, int] | None, ("rope_ref_grid",), at_most=MAX_TOKENS),
+    Key("model_args.rope_grid_offset", float, ("rope_coords",), positive=False),
+    Key("model_args.rope_grid_indexing", str, ("rope",)),
+    Key("model_args.use_post_norm", bool, ("norm",)),
+    Key("model_args.scale_attn_inner", bool),
+    Key("model_args.scale_mlp", bool),
+    Key("model_args.num_kv_heads", int | None, ("heads",)),
+    Key("model_args.attn_only_layer_scale", bool, ("layer_scale",)),
+)
 REFUSED_ARGS = (  # Eva model_args -> (what the spec can say, why another value is refused)
     ("rope_type", "cat", "only RotaryEmbeddingCat's axial index grid ('mixed' learns its frequencies, "
                          "'mrope' and 'dinov3' build other grids)"),
@@ -84,25 +101,30 @@ def normalise_eva(raw: Raw, source: str) -> Raw:
     return out
 
 
-def is_eva(raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> bool:
+def eva_args(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The Eva arguments the config's model_args states, decoded (`EVA_KEYS`), by their names there."""
+    decoded = decode_config(config, EVA_KEYS)
+    return {name.removeprefix("model_args."): value for name, value in decoded.items()}
+
+
+def is_eva(raw: Raw, args: dict[str, Any], given: dict[str, Any]) -> bool:
     """Eva's, not VisionTransformer's: its spelling, a config that states an Eva argument, or a
     rotary embedding asked for (timm's VisionTransformer has none)."""
-    args = (config or {}).get("model_args") or {}
     return isinstance(raw, EvaStateDict) or any(k in args for k in ROPE_ARGS) or \
         given.get("rope", "none") != "none"
 
 
 def infer_eva(inf: Inference, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> None:
     """Eva's facts and conventions over VisionTransformer's (`timm_inference.infer` has run)."""
-    if not is_eva(raw, config, given):
+    args = eva_args(config)
+    if not is_eva(raw, args, given):
         return
-    args = (config or {}).get("model_args") or {}
     for key, expected, why in REFUSED_ARGS:
         if key in args and args[key] != expected:
-            raise SpecError(f"config model_args.{key} = {args[key]!r}: expected {expected!r} ({why}); "
+            raise SpecError(f"config model_args.{key} = {shown(args[key])}: expected {expected!r} ({why}); "
                             "the spec cannot express it")
     _infer_rope(inf, args, given)
-    if "act_layer" not in args:  # Eva takes no act_layer: its Mlp is nn.GELU, its GluMlp nn.SiLU
+    if "activation" in inf.conventions:  # no act_layer stated: Eva takes none (Mlp: nn.GELU, GluMlp: nn.SiLU)
         gated = inf.facts["mlp"][0] == "gated"
         inf.conventions.pop("activation", None)
         layer = "GluMlp with nn.SiLU" if gated else "Mlp with nn.GELU"
@@ -117,7 +139,7 @@ def infer_eva(inf: Inference, raw: Raw, config: dict[str, Any] | None, given: di
 def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> None:
     where = "config model_args"
     if "use_rot_pos_emb" in args:
-        on, half = bool(args["use_rot_pos_emb"]), bool(args.get("rope_rotate_half", False))
+        on, half = args["use_rot_pos_emb"], args.get("rope_rotate_half", False)
         inf.fact("rope", ("axial_half" if half else "axial_interleaved") if on else "none",
                  f"{where}.use_rot_pos_emb = {on}, rope_rotate_half = {half}")
         if not on:
@@ -134,9 +156,8 @@ def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> 
     else:
         inf.convention("rope_theta", 10_000.0, "timm's default rope_temperature")
     ref = args.get("ref_feat_shape")
-    if "ref_feat_shape" in args:
-        grid = () if ref is None else (int(ref),) * 2 if isinstance(ref, int) else tuple(int(x) for x in ref)
-        inf.fact("rope_ref_grid", grid, f"{where}.ref_feat_shape = {ref!r}")
+    if "ref_feat_shape" in args:  # timm's to_2tuple: one side is both
+        inf.fact("rope_ref_grid", () if ref is None else pair(ref), f"{where}.ref_feat_shape = {ref!r}")
     else:
         inf.convention("rope_ref_grid", (), "timm's default ref_feat_shape=None (the grid's own indices)")
 

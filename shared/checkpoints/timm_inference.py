@@ -4,42 +4,51 @@ the fields that must be asked for (shared/checkpoints/common.py's `Inference`)."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from shared.checkpoints.common import Inference, Raw, resampled_table, square_grid, width_per_head
+from shared.checkpoints.decoding import Key, decode_config, pair, tensor_shape
 from shared.checkpoints.timm_eva import infer_eva
+from shared.core.record import shown
 from shared.errors import SpecError, WeightsError
 
 POOLS = {"token": "cls", "avg": "mean", "map": "map"}
 ACT_LAYERS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu",
               "swish": "silu"}  # timm's get_act_layer names -> the spec's
+# The keys of a timm config.json (push_to_hub's; `pretrained_cfg` as timm writes it) that state what
+# a state dict does not; the rest are left to the tensors. Eva's own: timm_eva.py's EVA_KEYS.
+TIMM_KEYS = (
+    Key("model_args.num_heads", int, ("heads",)),
+    Key("model_args.act_layer", Literal[tuple(ACT_LAYERS)], ("activation",)),
+    Key("global_pool", str, ("pooling",)),
+    Key("model_args.global_pool", str, ("pooling",)),
+    Key("model_args.img_size", int | tuple[int, int], ("image_height", "image_width")),
+    Key("pretrained_cfg.input_size", tuple[int, int, int], ("image_height", "image_width")),  # (C, H, W)
+)
 
 
 def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
     """The few fields a timm config.json (push_to_hub / pretrained_cfg) states that a state
-    dict does not: num_heads, global_pool, img_size, act_layer."""
-    if not config:
-        return {}
-    args = config.get("model_args") or {}
-    out: dict[str, Any] = {}
-    for key in ("num_heads", "act_layer"):
-        if key in args:
-            out[key] = args[key]
-    pool = config.get("global_pool", args.get("global_pool"))
+    dict does not, decoded: num_heads, global_pool, img_size, act_layer."""
+    values = decode_config(config, TIMM_KEYS)
+    out = {short: values[key] for short, key in (("num_heads", "model_args.num_heads"),
+                                                 ("act_layer", "model_args.act_layer")) if key in values}
+    pool = values.get("global_pool", values.get("model_args.global_pool"))
     if pool is not None:
         out["global_pool"] = pool
-    size = args.get("img_size") or (config.get("pretrained_cfg") or {}).get("input_size", [None])[1:]
-    if size:
-        out["img_size"] = (size, size) if isinstance(size, int) else tuple(size)
+    if "model_args.img_size" in values:
+        out["img_size"] = pair(values["model_args.img_size"])
+    elif "pretrained_cfg.input_size" in values:  # (channels, height, width)
+        out["img_size"] = tuple(values["pretrained_cfg.input_size"][1:])
     return out
 
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
     cfg = _config_values(config)
-    conv = inf.need(raw, "patch_embed.proj.weight")
-    dim, channels, ph, pw = (int(x) for x in conv.shape)
-    where = f"tensor 'patch_embed.proj.weight' {conv.shape}"
+    conv = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
+    dim, channels, ph, pw = conv
+    where = f"tensor 'patch_embed.proj.weight' {conv}"
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
         inf.fact(name, value, where)
     depth = sum(1 for k in raw if k.startswith("blocks.") and k.endswith(".norm1.weight"))
@@ -76,26 +85,29 @@ def _infer_tokens_and_head(inf: Inference, raw: Raw) -> None:
     inf.fact("class_token", "cls_token" in raw, "presence of tensor 'cls_token'")
     inf.fact("distill_token", "dist_token" in raw,
              "presence of tensor 'dist_token' (VisionTransformerDistilled)")
-    registers = int(raw["reg_token"].shape[1]) if "reg_token" in raw else 0
+    registers = _registers(inf, raw)
     inf.fact("registers", registers, "tensor 'reg_token'" if registers else "no tensor 'reg_token'")
-    head = raw.get("head.weight")
-    inf.fact("num_classes", 0 if head is None else int(head.shape[0]),
-             "no tensor 'head.weight' (timm num_classes=0: the pooled vector)" if head is None
-             else "tensor 'head.weight'")
+    if "head.weight" in raw:
+        classes = tensor_shape(inf, raw, "head.weight", "classes, width")[0]
+        inf.fact("num_classes", classes, "tensor 'head.weight'")
+    else:
+        inf.fact("num_classes", 0, "no tensor 'head.weight' (timm num_classes=0: the pooled vector)")
+
+
+def _registers(inf: Inference, raw: Raw) -> int:
+    return tensor_shape(inf, raw, "reg_token", "batch, tokens, width")[1] if "reg_token" in raw else 0
 
 
 def _infer_mlp(inf: Inference, raw: Raw, cfg: dict[str, Any]) -> None:
     """A packed gated MLP's fc1 is twice as wide as its fc2 reads; a plain MLP's the same width."""
-    fc1 = int(inf.need(raw, "blocks.0.mlp.fc1.weight").shape[0])
-    fc2 = int(inf.need(raw, "blocks.0.mlp.fc2.weight").shape[1])
+    fc1 = tensor_shape(inf, raw, "blocks.0.mlp.fc1.weight", "out, in")[0]
+    fc2 = tensor_shape(inf, raw, "blocks.0.mlp.fc2.weight", "out, in")[1]
     gated = fc1 == 2 * fc2
     where = f"'blocks.0.mlp.fc1.weight' ({fc1} rows) vs 'blocks.0.mlp.fc2.weight' ({fc2} columns)"
     inf.fact("mlp", "gated" if gated else "standard", where)
     inf.fact("mlp_dim", fc2, where)
     if "act_layer" in cfg:
         act = cfg["act_layer"]
-        if act not in ACT_LAYERS:
-            raise SpecError(f"config model_args.act_layer = {act!r}: expected one of {', '.join(ACT_LAYERS)}")
         inf.fact("activation", ACT_LAYERS[act], f"config model_args.act_layer = {act!r}")
     elif gated:
         inf.convention("activation", "silu",
@@ -131,8 +143,8 @@ def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw) -> None:
     elif "global_pool" in cfg:
         pool = cfg["global_pool"]
         if pool not in ("token", "avg"):
-            raise SpecError(f"config global_pool = {pool!r}: with a class token the spec expresses 'token' "
-                            "and 'avg'")
+            raise SpecError(f"config global_pool = {shown(pool)}: with a class token the spec expresses "
+                            "'token' and 'avg'")
         inf.fact("pooling", POOLS[pool], f"config global_pool = {pool!r}")
     else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
         inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
@@ -144,8 +156,7 @@ def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, ph
     `no_embed_class=True` (DeiT-III, DINOv2-reg), the patches only."""
     class_token = "cls_token" in raw
     registers = "reg_token" in raw
-    prefix = int(class_token) + int("dist_token" in raw)
-    prefix += int(raw["reg_token"].shape[1]) if registers else 0
+    prefix = int(class_token) + int("dist_token" in raw) + _registers(inf, raw)
     if "pos_embed" not in raw:
         inf.fact("pos_embed", "none", "no tensor 'pos_embed' (timm pos_embed='none')")
         inf.fact("pos_embed_class_row", False, "no tensor 'pos_embed'")
@@ -159,20 +170,20 @@ def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, ph
             inf.asks["image_width"] = "no position table to read the token grid from"
         return
     inf.fact("pos_embed", "learned", "tensor 'pos_embed'")
-    rows = int(raw["pos_embed"].shape[1])
+    rows = tensor_shape(inf, raw, "pos_embed", "batch, rows, width")[1]
     where = f"tensor 'pos_embed' ({rows} rows)"
     wanted = (given["image_height"], given["image_width"]) if {"image_height", "image_width"} <= set(given) \
         else None
     size = cfg.get("img_size") or wanted
     grid: tuple[int, int] | None = None  # the table's patch grid
     if size is not None:
-        tokens = (int(size[0]) // ph) * (int(size[1]) // pw)
+        tokens = (size[0] // ph) * (size[1] // pw)
         if rows in (tokens, tokens + prefix):
             prefix_rows = bool(prefix) and rows == tokens + prefix  # else timm no_embed_class=True
-            grid, evidence = (int(size[0]) // ph, int(size[1]) // pw), f"{where} vs {tokens} patches"
+            grid, evidence = (size[0] // ph, size[1] // pw), f"{where} vs {tokens} patches"
             if "img_size" in cfg and wanted is None:
-                inf.fact("image_height", int(size[0]), "config img_size")
-                inf.fact("image_width", int(size[1]), "config img_size")
+                inf.fact("image_height", size[0], "config img_size")
+                inf.fact("image_width", size[1], "config img_size")
         elif "img_size" in cfg:
             raise WeightsError(f"{fmt} checkpoint: {where} does not fit image {size[0]}x{size[1]} with "
                                f"{ph}x{pw} patches ({tokens} patches, {prefix} prefix tokens)")

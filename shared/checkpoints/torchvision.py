@@ -24,6 +24,7 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
+from shared.checkpoints.decoding import tensor_shape
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
@@ -50,12 +51,12 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
-    conv = inf.need(raw, "conv_proj.weight")
-    dim, channels, ph, pw = (int(x) for x in conv.shape)
-    where = f"tensor 'conv_proj.weight' {conv.shape}"
+    conv = tensor_shape(inf, raw, "conv_proj.weight", "out, in, height, width")
+    dim, channels, ph, pw = conv
+    where = f"tensor 'conv_proj.weight' {conv}"
     for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
         inf.fact(name, value, where)
-    rows = inf.need(raw, "encoder.pos_embedding").shape[1]
+    rows = tensor_shape(inf, raw, "encoder.pos_embedding", "batch, rows, width")[1]
     side = square_grid(rows - 1)
     if side is None:
         raise WeightsError(f"{fmt} checkpoint: tensor 'encoder.pos_embedding' has {rows} rows; "
@@ -65,10 +66,10 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     inf.fact("image_width", side * pw, where)
     depth = sum(1 for k in raw if k.endswith(".ln_1.weight"))
     inf.fact("depth", depth, f"{depth} 'encoder.layers.encoder_layer_*' blocks")
-    inf.fact("mlp_dim", int(inf.need(raw, "encoder.layers.encoder_layer_0.mlp.0.weight").shape[0]),
-             "tensor 'encoder.layers.encoder_layer_0.mlp.0.weight'")
-    head = inf.need(raw, "heads.head.weight")
-    inf.fact("num_classes", int(head.shape[0]), "tensor 'heads.head.weight'")
+    fc1 = "encoder.layers.encoder_layer_0.mlp.0.weight"
+    inf.fact("mlp_dim", tensor_shape(inf, raw, fc1, "out, in")[0], f"tensor {fc1!r}")
+    inf.fact("num_classes", tensor_shape(inf, raw, "heads.head.weight", "classes, width")[0],
+             "tensor 'heads.head.weight'")
     fixed = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pos_rows": None,
              "norm": "pre", "qkv_bias": True, "final_norm": "tokens", "pooling": "cls",
              "head_hidden": (), "remainder": "drop"}

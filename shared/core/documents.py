@@ -5,20 +5,25 @@ Each problem is one `SpecError` line that names the file (or the document) and w
 never a traceback: a file that cannot be read or is not UTF-8, a syntax error, JSON or TOML
 nested deeper than Python's recursion limit, an integer longer than Python's int-string
 conversion limit (4300 digits by default), and a top-level JSON value that is not an object.
+
+A value read from a decoded document is then held to its declared type as it is (`value_fits`,
+`type_text`): a record's types (shared/core/record.py), for a record's fields and for the config
+keys each checkpoint reader reads (shared/checkpoints/config_keys.py).
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import math
 import os
 import re
 import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from types import NoneType
-from typing import Any
+from types import NoneType, UnionType
+from typing import Any, Literal, get_args, get_origin
 
 from shared.core.files import open_user_file, read_user_bytes
 from shared.errors import PortbenchError, SpecError
@@ -109,3 +114,58 @@ def names_a_path(text: str) -> bool:
         return os.path.lexists(text)
     except (OSError, ValueError):  # a name longer than the file system allows, a NUL byte
         return False
+
+
+# ---- typed values ---------------------------------------------------------------------------
+def value_fits(value: Any, declared: Any) -> bool:
+    """Whether `value`, as a decoded document holds it, is of the declared type: `bool`, `int`,
+    `float`, `str`, `Literal[...]`, `None`, `tuple[T, ...]` or `tuple[T, T]` (a fixed length), and
+    unions of them. Nothing is parsed or converted (unlike `record.coerce`, which parses a `--set`
+    text): a string is never a number, a boolean never an integer, an integer is a float within
+    float range, a float is finite, and a list is a tuple."""
+    args = get_args(declared)
+    if get_origin(declared) is UnionType:
+        return any(value_fits(value, arm) for arm in args)
+    if declared is NoneType:
+        return value is None
+    if declared is bool or declared is str:
+        return isinstance(value, declared)
+    if declared is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if declared is float:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return abs(value) <= sys.float_info.max
+        return isinstance(value, float) and math.isfinite(value)
+    if get_origin(declared) is Literal:
+        return any(type(value) is type(choice) and value == choice for choice in args)
+    if get_origin(declared) is tuple:
+        if not isinstance(value, (list, tuple)):
+            return False
+        items = args[:1] * len(value) if args[-1:] == (Ellipsis,) else args
+        if len(items) != len(value):
+            return False
+        return all(value_fits(v, item) for v, item in zip(value, items, strict=True))
+    raise TypeError(f"{declared!r} is not a type a document's value is declared as")
+
+
+PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "texts"}
+
+
+def type_text(declared: Any) -> str:
+    """What a value of the declared type is, in a message's words ("an integer or a list of 2
+    integers")."""
+    args = get_args(declared)
+    if get_origin(declared) is UnionType:
+        words = [type_text(arm) for arm in args]
+        return ", ".join(words[:-1]) + " or " + words[-1]
+    if get_origin(declared) is Literal:
+        return choices_text(declared)
+    if get_origin(declared) is tuple:
+        many = PLURALS.get(args[0], "values")
+        return f"a list of {many}" if args[-1:] == (Ellipsis,) else f"a list of {len(args)} {many}"
+    return {NoneType: "null", bool: "true or false", int: "an integer", float: "a finite number",
+            str: "text"}[declared]
+
+
+def choices_text(declared: Any) -> str:
+    return "one of " + " | ".join(str(choice) for choice in get_args(declared))

@@ -27,7 +27,16 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, ClassVar, Literal, NoReturn, Self, TypeVar, get_args, get_origin, get_type_hints
 
-from shared.core.documents import check_regular, decode_json, decode_toml, names_a_path, read_text
+from shared.core.documents import (
+    check_regular,
+    choices_text,
+    decode_json,
+    decode_toml,
+    names_a_path,
+    read_text,
+    type_text,
+    value_fits,
+)
 from shared.core.terminal import has_control
 from shared.errors import SpecError
 
@@ -224,7 +233,7 @@ def _parse(kind: str, name: str, text: str, declared: Any) -> Any:
         for choice in get_args(declared):
             if word == str(choice):
                 return choice
-        fail(kind, name, text, _choices(declared))
+        fail(kind, name, text, choices_text(declared))
     if get_origin(declared) is tuple:
         item = get_args(declared)[0]
         parts = [part for part in word.strip("[]()").split(",") if part.strip()]
@@ -253,23 +262,15 @@ def _mismatch(value: Any, declared: Any) -> str | None:
     declared, optional = _optional(declared)
     if value is None and optional:
         return None
-    if get_origin(declared) is Literal:
-        allowed = get_args(declared)
-        return None if any(type(value) is type(c) and value == c for c in allowed) else _choices(declared)
-    if declared is bool and not isinstance(value, bool):
-        return "true or false"
+    checked = get_origin(declared) is Literal or declared in (bool, str)  # numbers: each record's ranges
+    if checked and not value_fits(value, declared):
+        return type_text(declared)
     if declared is str:
-        if not isinstance(value, str):
-            return "text"
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
             return "text without unpaired surrogates"
     return None
-
-
-def _choices(declared: Any) -> str:
-    return "one of " + " | ".join(str(choice) for choice in get_args(declared))
 
 
 def _optional(declared: Any) -> tuple[Any, bool]:
