@@ -21,7 +21,7 @@ from typing import Any, get_args, get_origin
 from shared.checkpoints.common import Inference, Raw
 from shared.core.documents import type_text, value_fits
 from shared.core.record import shown
-from shared.core.spec_validation import COUNT_BOUNDS, FIELD_BOUNDS
+from shared.core.spec import COUNT_BOUNDS, FIELD_BOUNDS
 from shared.errors import SpecError, WeightsError
 
 SPEC_BOUNDS = FIELD_BOUNDS | COUNT_BOUNDS  # the spec's integer fields and their largest values

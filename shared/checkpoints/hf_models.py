@@ -39,8 +39,7 @@ from shared.checkpoints.hf_dinov3 import (
     dinov3_facts,
 )
 from shared.core.record import shown
-from shared.core.spec import ModelSpec
-from shared.core.spec_validation import FIELD_BOUNDS
+from shared.core.spec import FIELD_BOUNDS, ModelSpec
 from shared.errors import SpecError
 
 HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}

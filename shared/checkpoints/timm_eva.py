@@ -26,8 +26,7 @@ import numpy as np
 from shared.checkpoints.common import Inference, Raw, require
 from shared.checkpoints.decoding import Key, decode_config, pair
 from shared.core.record import shown
-from shared.core.spec import ModelSpec
-from shared.core.spec_validation import MAX_TOKENS
+from shared.core.spec import MAX_TOKENS, ModelSpec
 from shared.errors import SpecError, WeightsError
 
 TARGET = "timm Eva"
