@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shared.runtime.launch import pin_cpus, thread_env
+from shared.runtime.process_env import pin_cpus, thread_env
 
 Variants = list[tuple[str, Callable[[], Any]]]
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared import REPO_ROOT
 from shared.errors import InputError
 from shared.runtime.launch import launch
 
@@ -26,8 +27,9 @@ def train_json(out: Path, tag: str, argv: list[str], reuse: bool) -> dict[str, A
     with `reuse`, read the file a previous run left instead."""
     path = out / f"{tag}.json"
     if not (reuse and path.is_file()):
-        cmd = ["compare.py", "train", *argv, "--json", str(path), "--quiet", "--force",  # a re-run
-               "--checkpoints", str(out / "ck" / tag)]
+        # compare.py by its path: the launcher starts it in this process's working directory
+        cmd = [str(REPO_ROOT / "compare.py"), "train", *argv, "--json", str(path), "--quiet",
+               "--force", "--checkpoints", str(out / "ck" / tag)]  # --force: a re-run
         print("$ " + " ".join(cmd), flush=True)
         done = launch(cmd, _framework(argv), None, echo=print)
         if done.error:

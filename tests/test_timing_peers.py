@@ -26,7 +26,7 @@ from tests.timing_helpers import error_line, finish, start_compare
 
 PEERS_ON_QUADRANT = ("peers", "--spec", "quadrant", "--frameworks", "torch", "--modes", "eager",
                      "--batch", "4", "--threads", "1", "--repeats", "3")
-# A busy loop on one core: the CPU the launcher pins a one-thread worker to (launch.pin_cpus takes
+# A busy loop on one core: the CPU the launcher pins a one-thread worker to (process_env.pin_cpus takes
 # the first of the parent's CPUs), so every worker shares its core with it. Bounded by its own
 # deadline, and killed in a finally.
 SPIN = ("import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\n"

@@ -32,7 +32,8 @@ from shared.measure.contention import ForeignCpu, pinned_cpus
 from shared.measure.runner import compile_cache_env
 from shared.measure.stats import Budget, repeat, summarise, synced, time_once
 from shared.runtime.job_kinds import JobKind, Output
-from shared.runtime.launch import cpu_record, run_worker
+from shared.runtime.launch import run_worker
+from shared.runtime.process_env import cpu_record
 from shared.runtime.worker import one_line
 
 INSTALL = ("pip install -e '.[peers]' && pip install --no-deps keras-hub==0.32.0 tf_keras==2.21.0")

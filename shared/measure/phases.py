@@ -39,7 +39,7 @@ from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.jobs import contract_dtypes
-from shared.runtime.launch import cpu_record
+from shared.runtime.process_env import cpu_record
 
 
 def start_row(framework: str, config: dict[str, Any], row: dict[str, Any]) -> ModelSpec:

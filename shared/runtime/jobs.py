@@ -16,6 +16,7 @@ from shared.core.weights import load_weights
 from shared.errors import FrameworkUnavailable, first_line
 from shared.runtime.contract import PortInterface
 from shared.runtime.job_kinds import JobKind, Output
+from shared.runtime.worker import print_phase
 
 # How frameworks say a dtype has no kernel on this device: torch "... not implemented for
 # 'Half'", TensorFlow "No registered ... kernel", XLA "UNIMPLEMENTED", MLX "not supported".
@@ -24,7 +25,10 @@ NO_KERNEL = ("not implemented for", "no registered", "unimplemented", "not suppo
 
 def _loaded_port(framework: str, job: dict[str, Any]) -> PortInterface:
     """The port for `job`: its spec (the weight file's when the job gives none), weights loaded,
-    at the job's precision rung."""
+    at the job's precision rung. The launcher is told the phase (a timeout names it)."""
+    print_phase("port-import")
+    ports.load_port_module(framework)  # the framework's import, its own phase
+    print_phase("port-build")
     spec = ModelSpec.from_json(job["spec"]) if job.get("spec") else None
     loaded = load_weights(job["weights"], spec)
     precision = Precision.from_dict(job.get("precision"))
@@ -50,16 +54,18 @@ def logits(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"spec", "weights", "input": .npy, "device", "precision", "dtypes"} -> arrays["logits"]; the
     report gives the port's own parameter count, device, versions and, below float32 (unless
     "dtypes" is false), the dtype of every named tensor."""
-    module = ports.load_port_module(framework)
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
+    print_phase("port-forward")
     out.arrays["logits"] = low_precision_logits(port, images)
     if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
         out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
     if job.get("dtypes", True):  # on the same batch: a new shape would make JAX compile every eager op again
+        print_phase("port-dtypes")
         out.report["tap_dtypes"] = contract_dtypes(port, images)
     out.report.update({"param_count": int(port.param_count()), "device": port.device_class,
-                       "versions": module.version_info(), "precision": port.precision.to_dict()})
+                       "versions": ports.load_port_module(framework).version_info(),
+                       "precision": port.precision.to_dict()})
 
 
 def taps(framework: str, job: dict[str, Any], out: Output) -> None:
@@ -68,7 +74,9 @@ def taps(framework: str, job: dict[str, Any], out: Output) -> None:
     (what `check_logits` decides the port on, beside the logits tap)."""
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
+    print_phase("port-forward")
     out.arrays.update({name: np.asarray(t) for name, t in port.intermediates(images).items()})
+    print_phase("port-dtypes")
     out.report.update({"param_count": int(port.param_count()), "tap_dtypes": contract_dtypes(port, images)})
 
 

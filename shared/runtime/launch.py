@@ -1,22 +1,24 @@
 """The one launcher: every framework subprocess starts here, the same way.
 
-A framework process gets, before it imports anything:
-- the registry entry's environment (`ports.PORTS[name].env`, e.g. KERAS_BACKEND, fixed at import);
-- `USE_TF` / `USE_FLAX` / `USE_TORCH` set to the entry's own runtimes: Transformers 4.x imports
-  every installed framework otherwise, and torch's triton loaded after TensorFlow segfaults;
-- with `threads`, every library's thread variable; with `pin`, a CPU affinity of that many CPUs,
-  inherited from the launching thread at fork (affinity is the only cap JAX's CPU runtime obeys);
-- PYTHONPATH = the repository root, TF_CPP_MIN_LOG_LEVEL, PYTHONUNBUFFERED;
-- its own session, so a timeout kills the process and everything it started (compilers);
-- `PORTBENCH_PARENT_PID`: the worker kills its own process group when this process is gone
-  (shared/runtime/worker.py), so a SIGKILL of portbench leaves no worker running.
+A framework process gets, before it imports anything, its environment and its CPUs
+(shared/runtime/process_env.py: the registry entry's variables, `USE_TF` / `USE_FLAX` /
+`USE_TORCH`, thread variables, a CPU affinity inherited at fork, PYTHONPATH = the repository root,
+`PORTBENCH_PARENT_PID`: the worker kills its own process group when this process is gone, so a
+SIGKILL of portbench leaves no worker running), and:
+- the user's working directory (this process's): a relative path in a user's model means where
+  the user is, not portbench's checkout. Python starts with `-P`, so that directory is not on
+  sys.path: a `shared/` or `torch/` there cannot stand in for portbench's packages or a framework
+  (they are found through PYTHONPATH);
+- its own session, so a timeout kills the process and everything it started (compilers).
 When the process ends, whatever is left in its group (a child a user's model started) is killed
 before the process is reaped; an interrupt (Ctrl-C, or SIGTERM, which compare.py turns into
-one) kills the group too. Lines starting with PROGRESS_PREFIX are relayed; PHASE_PREFIX lines
-name the phase the worker is in, some of which have their own, shorter time limit
-(PHASE_LIMITS_S: a user's model that hangs while importing or building is stopped after
-minutes, not at the run's --timeout); the last other lines are kept, each at most LINE_LIMIT
-characters, for the report.
+one) kills the group too. A worker whose answer (its report) is written but which is still
+running ANSWER_GRACE_S later is killed with its group: nothing a job left behind is waited on.
+Lines starting with PROGRESS_PREFIX are relayed; PHASE_PREFIX lines name the phase the worker is
+in, some of which have their own, shorter time limit (PHASE_LIMITS_S: a user's model that hangs
+while importing or building is stopped after minutes, not at the run's --timeout); a timeout
+names the phase it ran out in and the last progress line after it; the last other lines are
+kept, each at most LINE_LIMIT characters, for the report.
 """
 
 from __future__ import annotations
@@ -33,56 +35,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared import REPO_ROOT
 from shared.runtime.job_kinds import Job, write_job_file
-from shared.runtime.worker import PARENT_ENV
+from shared.runtime.process_env import framework_env, pin_cpus
+from shared.runtime.worker import JOB_PHASE, PHASE_PREFIX
 
 PROGRESS_PREFIX = "portbench-progress:"
-PHASE_PREFIX = "portbench-phase:"
 TAIL_LINES = 20
 LINE_LIMIT = 400  # characters of one kept line: a 50 MB print is not a "line" of a message
-# Phases with their own default limit (the run's --timeout still applies when it is shorter),
-# and how a message names them.
+# Phases with their own default limit (the run's --timeout still applies when it is shorter).
 PHASE_LIMITS_S = {"user-import": 120.0, "user-build": 120.0}
+# How a message names each phase a worker announces (shared/runtime/worker.py print_phase); a
+# job's own phase, JOB_PHASE + its kind, is named by the kind.
 PHASE_WORDS = {"user-import": "while importing your model's file",
-               "user-build": "while building your model"}
+               "user-build": "while building your model",
+               "user-run": "while running your model",
+               "user-bind": "while binding your model's parameters to the spec's tensors",
+               "user-forward": "while running your model's forward",
+               "user-taps": "while capturing your model's intermediate outputs",
+               "port-import": "while importing the port's framework",
+               "port-build": "while building the port and loading its weights",
+               "port-forward": "while running the port's forward",
+               "port-dtypes": "while reading the dtype of every named tensor",
+               "report": "while writing its report"}
+ANSWER_GRACE_S = 5.0  # a worker that wrote its answer ends at once (os._exit); this is the bound
 Lines = Callable[[str], None]
-
-
-# ---- threads and CPUs -----------------------------------------------------------------------
-def thread_env(threads: int) -> dict[str, str]:
-    """Every library's own thread variable, set to N. XLA's flags only mean something for one
-    thread (there is no 'N threads' flag); they are set for completeness and recorded."""
-    env = {
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
-        "OPENBLAS_NUM_THREADS": str(threads),
-        "TF_NUM_INTRAOP_THREADS": str(threads),
-        "TF_NUM_INTEROP_THREADS": str(threads),
-    }
-    if threads == 1:
-        existing = os.environ.get("XLA_FLAGS", "")
-        single = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        env["XLA_FLAGS"] = f"{existing} {single}".strip() if single not in existing else existing
-    return env
-
-
-def pin_cpus(threads: int) -> None:
-    """Restrict the calling thread (and the processes it starts) to the first N usable CPUs."""
-    if hasattr(os, "sched_setaffinity"):
-        usable = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, usable[: max(1, threads)])
-
-
-def cpu_record(threads: int) -> dict[str, Any]:
-    """The affinity this process runs with, read back, and a note when it is not N CPUs."""
-    if not hasattr(os, "sched_getaffinity"):
-        return {"affinity": None, "affinity_note": "no CPU affinity API on this OS; not pinned"}
-    affinity = sorted(os.sched_getaffinity(0))
-    note = None
-    if threads > len(affinity):
-        note = f"{threads} threads requested but only {len(affinity)} CPUs usable: oversubscribed"
-    return {"affinity": affinity, "affinity_note": note}
 
 
 def print_progress(framework: str, message: str) -> None:
@@ -90,38 +66,18 @@ def print_progress(framework: str, message: str) -> None:
     print(f"{PROGRESS_PREFIX} {framework}: {message}", file=sys.stderr, flush=True)
 
 
-def print_phase(phase: str) -> None:
-    """In a framework process: the phase it enters now (a key of PHASE_LIMITS_S has a limit)."""
-    print(f"{PHASE_PREFIX} {phase}", file=sys.stderr, flush=True)
+def phase_words(phase: str) -> str:
+    """A phase a worker announced, as a timeout message says it."""
+    if phase in PHASE_WORDS:
+        return PHASE_WORDS[phase]
+    if phase.startswith(JOB_PHASE):
+        return f"in its {phase[len(JOB_PHASE):]!r} job"
+    return f"in phase {phase!r}"
 
 
 def clip(line: str, limit: int = LINE_LIMIT) -> str:
     """At most `limit` characters of `line`, saying how many were left out."""
     return line if len(line) <= limit else f"{line[:limit]}... ({len(line) - limit:,} more characters)"
-
-
-# ---- the environment --------------------------------------------------------------------------
-def framework_env(framework: str | None, threads: int | None = None,
-                  extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a process for registry entry `framework` starts with (None: no port)."""
-    from ports import PORTS
-
-    env = dict(os.environ)
-    if threads is not None:
-        env.update(thread_env(threads))
-    if framework is not None:
-        entry = PORTS[framework]
-        env.update(entry.env)
-        uses = set(entry.requires)
-        env.update({"USE_TF": "1" if "tensorflow" in uses else "0",
-                    "USE_FLAX": "1" if "jax" in uses else "0",
-                    "USE_TORCH": "1" if "torch" in uses else "0"})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    env["PYTHONUNBUFFERED"] = "1"
-    env[PARENT_ENV] = str(os.getpid())
-    env.update(extra or {})
-    return env
 
 
 # ---- one process ------------------------------------------------------------------------------
@@ -132,7 +88,8 @@ class Finished:
     timeout_s: float | None
     wall_s: float
     tail: list[str] = field(default_factory=list)  # the last lines that were not progress
-    phase: str | None = None  # the phase whose own limit ran out, when that is why it timed out
+    phase: str | None = None  # on a timeout: what the worker was doing, in words (None: it never said)
+    lingered: bool = False  # it wrote its answer but was still running ANSWER_GRACE_S later: killed
 
     @property
     def exit(self) -> str:
@@ -144,11 +101,12 @@ class Finished:
 
     @property
     def error(self) -> str | None:
-        """Why the process failed, in one line; None when it exited with status 0."""
+        """Why the process failed, in one line; None when it exited with status 0 (or was killed
+        after its answer was written: the answer is whole)."""
         if self.timed_out:
-            during = f" {PHASE_WORDS.get(self.phase, 'in phase ' + repr(self.phase))}" if self.phase else ""
+            during = f" {self.phase}" if self.phase else ""
             return f"timed out after {self.timeout_s:g} s{during}; worker killed"
-        if self.returncode == 0:
+        if self.returncode == 0 or self.lingered:
             return None
         if self.returncode is not None and self.returncode < 0:
             return f"worker {self.exit}"
@@ -163,13 +121,15 @@ class Process:
                  echo: Lines | None = None) -> None:
         self.tail: list[str] = []
         self.phase: tuple[str, float] | None = None  # (name, when it started)
+        self.last_progress: tuple[str, float] | None = None  # (its text, when it came)
         self.started = time.perf_counter()
         saved = os.sched_getaffinity(0) if pin and hasattr(os, "sched_getaffinity") else None
         try:
             if pin and threads is not None:
                 pin_cpus(threads)  # the child inherits this thread's affinity at fork
+            # cwd: this process's, the user's; -P: that directory is not put on sys.path
             self.popen = subprocess.Popen(
-                [sys.executable, *argv], cwd=REPO_ROOT, env=framework_env(framework, threads, env),
+                [sys.executable, "-P", *argv], env=framework_env(framework, threads, env),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)
         finally:
@@ -186,8 +146,10 @@ class Process:
                 self.phase = (line[len(PHASE_PREFIX):].strip(), time.perf_counter())
                 continue
             if line.startswith(PROGRESS_PREFIX):
+                text = line[len(PROGRESS_PREFIX):].strip()
+                self.last_progress = (clip(text), time.perf_counter())
                 if progress is not None:
-                    progress("  " + line[len(PROGRESS_PREFIX):].strip())
+                    progress("  " + text)
                 continue
             if echo is not None:
                 echo(line)
@@ -195,28 +157,44 @@ class Process:
                 self.tail.append(clip(line))
                 del self.tail[:-TAIL_LINES]
 
-    def finish(self, timeout: float | None) -> Finished:
+    def doing(self) -> str | None:
+        """What the process says it is doing, in words: its phase, and the last progress line
+        since that phase began (the timing worker's steps); None when it said neither."""
+        words = phase_words(self.phase[0]) if self.phase else None
+        if self.last_progress and (self.phase is None or self.last_progress[1] >= self.phase[1]):
+            last = f"last at {self.last_progress[0]!r}"
+            words = f"{words}, {last}" if words else last
+        return words
+
+    def finish(self, timeout: float | None, answered: Callable[[], bool] | None = None) -> Finished:
         """Wait for the process: until it exits, its `timeout` passes, or the phase it is in
-        outlasts its own limit. Whatever is left in its group is killed, also on an interrupt."""
-        limit, phase = timeout, None
+        outlasts its own limit; once `answered()` is true (its answer is written), no longer than
+        ANSWER_GRACE_S. Whatever is left in its group is killed, also on an interrupt."""
+        limit, answered_at = timeout, None
         try:
             while not self._exited():
                 now = time.perf_counter()
-                if timeout is not None and now - self.started > timeout:
-                    phase = self.phase[0] if self.phase and self.phase[0] in PHASE_WORDS else None
+                if answered_at is None and answered is not None and answered():
+                    answered_at = now
+                if answered_at is not None:
+                    if now - answered_at > ANSWER_GRACE_S:
+                        break  # what a job left running is not waited on
+                elif timeout is not None and now - self.started > timeout:
                     break
-                if self.phase is not None and self.phase[0] in PHASE_LIMITS_S:
+                elif self.phase is not None and self.phase[0] in PHASE_LIMITS_S:
                     own = PHASE_LIMITS_S[self.phase[0]]
                     if (timeout is None or own < timeout) and now - self.phase[1] > own:
-                        limit, phase = own, self.phase[0]
+                        limit = own
                         break
                 time.sleep(0.05)
         finally:  # also on Ctrl-C / SIGTERM: nothing of the worker's is left running
-            timed_out = not self._exited()
+            running = not self._exited()
             self.kill()
         self.reader.join(timeout=5)
+        lingered = running and answered_at is not None
+        timed_out = running and not lingered
         return Finished(self.popen.returncode, timed_out, limit, time.perf_counter() - self.started,
-                        list(self.tail), phase if timed_out else None)
+                        list(self.tail), self.doing() if timed_out else None, lingered)
 
     def _exited(self) -> bool:
         """Whether the process has exited; it is not reaped yet, so its group id stays its own."""
@@ -267,7 +245,7 @@ class Worker:
     def __init__(self, framework: str, jobs: Mapping[str, Job], workdir: str | Path,
                  **options: Any) -> None:
         self.jobs = list(jobs)
-        folder = Path(workdir)
+        folder = Path(workdir).absolute()  # the job file's name means one file in any working directory
         folder.mkdir(parents=True, exist_ok=True)
         self.job_file = folder / f"{framework}-jobs.json"
         for stale in (self.job_file.with_suffix(".report.json"), self.job_file.with_suffix(".npz")):
@@ -276,9 +254,9 @@ class Worker:
         self.process = Process(["-m", "shared.runtime.worker", str(self.job_file)], framework, **options)
 
     def result(self, timeout: float | None) -> WorkerResult:
-        finished = self.process.finish(timeout)
-        reports: dict[str, dict[str, Any]] = {}
         report_file, array_file = self.job_file.with_suffix(".report.json"), self.job_file.with_suffix(".npz")
+        finished = self.process.finish(timeout, answered=report_file.exists)  # written last, by a rename
+        reports: dict[str, dict[str, Any]] = {}
         if report_file.exists() and not finished.timed_out:
             reports = json.loads(report_file.read_text())
         arrays: dict[str, dict[str, Any]] = {}

@@ -20,8 +20,7 @@ from typing import Any
 from shared import REPO_ROOT
 from shared.core.spec import ModelSpec
 from shared.errors import InputError, PortbenchError
-from shared.runtime.launch import print_phase
-from shared.runtime.worker import one_line
+from shared.runtime.worker import one_line, print_phase
 
 OWN_PACKAGES = ("shared", "ports")  # portbench's top-level packages, imported in every worker
 
@@ -75,6 +74,7 @@ def load_factory(reference: str) -> Any:
     """`FILE.py:NAME` or `package.module:NAME` -> the object NAME (import errors are one line)."""
     where, _, name = reference.rpartition(":")
     triton_before_tensorflow()
+    sys.dont_write_bytecode = True  # nothing is written beside the user's file or package
     try:
         print_phase("user-import")
         if where.endswith(".py"):
@@ -84,10 +84,10 @@ def load_factory(reference: str) -> Any:
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             sys.modules[spec.name] = module  # type: ignore[union-attr]
             sys.path.insert(0, str(path.parent))  # its own sibling imports
-            sys.dont_write_bytecode = True  # nothing is written beside the user's file
             with user_code(reference, "importing it"):
                 spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
+            sys.path.insert(0, os.getcwd())  # a package where the user is, as `python -m` finds it
             with user_code(reference, "importing it"):
                 module = importlib.import_module(where)
     except SyntaxError as exc:

@@ -7,7 +7,8 @@ captures the canonical taps (timing it is the timing harness's, through `UserPor
 
 The user's file is imported and its factory called by `user_guard.build`: whatever they do is
 one line, and the launcher is told the phase (`user-import`, `user-build`: each has its own,
-shorter time limit, shared.runtime.launch). The framework is read from the object it returns."""
+shorter time limit, shared.runtime.launch; then `user-bind`, `user-forward`, `user-taps`, which a
+timeout names). The framework is read from the object it returns."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from shared.core.weights import load_weights
 from shared.errors import InputError, PortbenchError
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.user_guard import build, user_code
-from shared.runtime.worker import one_line
+from shared.runtime.worker import one_line, print_phase
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
 
@@ -116,6 +117,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
+    print_phase("user-bind")
     params = module.parameters(model)
     found = module.layers(model)
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
@@ -131,6 +133,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params, consume=True).items()})
     del params
     layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
+    print_phase("user-forward")
     with user_code(str(job.get("model")), "running the forward"):
         try:
             logits = np.asarray(module.run(model, images, layout, job.get("output")), np.float32)
@@ -141,6 +144,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     check_logits(logits, spec, len(images))
     out.arrays["logits"] = logits
     if job.get("taps"):
+        print_phase("user-taps")
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
         out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
@@ -185,6 +189,7 @@ class UserPort:
         self.spec = spec
         self.model = build(job["model"], spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
+        print_phase("user-bind")
         params = self.module.parameters(self.model)
         found = self.module.layers(self.model)
         binding = bind(spec, {n: v.shape for n, v in params.items()}, found, self.framework,
@@ -192,6 +197,7 @@ class UserPort:
         self.count = int(sum(v.size for v in params.values()))
         del params
         self.module.assign(self.model, binding.to_native(tensors))
+        print_phase("user-run")  # the timing harness's progress lines name its steps
         self.layout = job.get("layout") or ("NCHW" if self.framework == "torch" else "NHWC")
         self.output = job.get("output")
 

@@ -10,10 +10,19 @@ failure part-way keeps what was done. The worker writes JOB.report.json (job nam
 "error": a one-line reason or None) and JOB.npz ("<job>/<array>"). One job's failure does not stop
 the others.
 
-The worker dies with its parent: a thread watches the parent's pid (PORTBENCH_PARENT_PID, set
-by the launcher) and, when the parent is gone (even SIGKILLed), kills the worker's own process
-group, so nothing it or a user's model started keeps running. An error is at most
-MESSAGE_LIMIT characters; a job that calls sys.exit is a one-line error, not a missing report.
+The worker ends when its answer is written: once JOB.report.json is in place it flushes its
+output and leaves through `os._exit` (`exit_now`), so a non-daemon thread or an `atexit` handler a
+user's model left behind cannot keep it running until the launcher's --timeout. It dies with its
+parent too: a thread watches the parent's pid (PORTBENCH_PARENT_PID, set by the launcher) and,
+when the parent is gone (even SIGKILLed), kills the worker's own process group, so nothing it or a
+user's model started keeps running. An error is at most MESSAGE_LIMIT characters; a job that
+calls sys.exit is a one-line error, not a missing report.
+
+It tells the launcher the phase it is in (`print_phase`): each job's kind as the job starts, then
+the finer phases the kinds name (importing the framework, building, binding, the forward), so a
+timeout says what ran out of time (shared/runtime/launch.py), and some phases have their own limit.
+It runs in the user's working directory (the launcher's), and finds portbench's packages through
+PYTHONPATH, never through that directory.
 
 Only the standard library and the job format are imported here: the launcher has set threads,
 CPU affinity and the registry environment before this process started, and each kind imports
@@ -31,6 +40,7 @@ the job has run: its partial report is kept and the error is reported in one lin
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -38,13 +48,18 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from shared.errors import PortbenchError, first_line
 from shared.runtime.job_kinds import DECLARED, Handler, Job, Output, read_job_file
 
 FAULT_ENV = "PORTBENCH_TEST_FAULT"
 PARENT_ENV = "PORTBENCH_PARENT_PID"  # shared.runtime.launch sets it
+PHASE_PREFIX = "portbench-phase:"  # a line naming the phase the worker enters (shared.runtime.launch)
+JOB_PHASE = "job:"  # the phase a job is in until its kind names a finer one: "job:" + its kind
+# The process's own exit, taken before any job runs: a user's code may replace os._exit (the
+# guards in shared/runtime/user_guard.py do, while it runs), and the worker must still end.
+EXIT = os._exit
 MESSAGE_LIMIT = 600  # characters of one error line
 TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key bias would cancel)
 BREACHED_TENSOR = "block0.out"  # the token stream: the parameter dtype by contract
@@ -62,6 +77,15 @@ def one_line(exc: BaseException) -> str:
     if len(text) > MESSAGE_LIMIT:
         text = f"{text[:MESSAGE_LIMIT]}... ({len(text) - MESSAGE_LIMIT:,} more characters)"
     return " ".join(text.splitlines())
+
+
+def print_phase(phase: str) -> None:
+    """The phase this worker enters now, for the launcher (a key of its PHASE_LIMITS_S has a limit
+    of its own; a timeout names the phase it was in). Outside a process the launcher started
+    (`portbench.check` runs a user's model in the caller's own process) there is no launcher to
+    tell, and the caller's output gets no such line."""
+    if PARENT_ENV in os.environ:
+        print(f"{PHASE_PREFIX} {phase}", file=sys.stderr, flush=True)
 
 
 # ---- dying with the parent --------------------------------------------------------------------
@@ -222,9 +246,11 @@ def main(argv: list[str]) -> int:
     reports: dict[str, Any] = {}
     arrays: dict[str, Any] = {}
     for name, job in jobs.items():
+        print_phase(JOB_PHASE + job.kind)
         out = run_job(framework, job)
         reports[name] = out.report
         arrays.update({f"{name}/{key}": value for key, value in out.arrays.items()})
+    print_phase("report")
     if arrays:
         import numpy as np
 
@@ -244,5 +270,24 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def exit_now(status: int) -> NoReturn:
+    """End this process now, with its output flushed: no wait for the threads a job left running
+    (a user's model's non-daemon thread) and no `atexit` handler (one that sleeps), whatever they
+    are; the launcher kills whatever they started (the process group)."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):  # a stream the user's code closed or replaced
+            stream.flush()  # type: ignore[union-attr]
+    with contextlib.suppress(Exception):  # C's stdio buffers, which a normal exit would flush
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    EXIT(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        status = main(sys.argv[1:])
+    except BaseException:  # no report was written: the launcher quotes the traceback's last line
+        traceback.print_exc()
+        status = 1
+    exit_now(status)
