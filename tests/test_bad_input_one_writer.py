@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shared.training.writer_lock import LOCK, hold, owner_record
-from tests.adversarial import run_cli, snapshot
+from tests.adversarial import refused, run_cli, snapshot
 
 Q = ["--spec", "quadrant"]
 TRAIN = ["train", *Q, "--framework", "torch", "--epochs", "1", "--quiet", "--checkpoints", "ck"]
@@ -87,6 +87,14 @@ def test_a_lock_written_on_another_host_is_refused(tmp_path: Path) -> None:
             "started 2026-01-02T03:04:05Z, recipe 'archive')") in outcome.error
     assert "remove 'ck/LOCK'" in outcome.error
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("content", [b"my notes on this run", b"{}", b"\xff\xfe"])
+def test_a_file_named_lock_that_is_not_a_record_is_kept(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / LOCK).write_bytes(content)
+    line = refused(tmp_path, *TRAIN, expect="'ck/LOCK' is not a train run's lock (it holds no owner record)")
+    assert "it is kept: move it away" in line
 
 
 def test_the_lock_is_refused_while_held_and_free_once_released(tmp_path: Path) -> None:

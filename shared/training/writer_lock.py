@@ -6,7 +6,8 @@ other's as superseded.
 The lock is the kernel's (`flock` on the open file, released when its process ends however it
 ends), so a run killed with SIGKILL leaves no lock that holds anyone out; the file's content only
 says who holds it: pid, host, start time, recipe, spec, framework and seeds. A `LOCK` left by a
-run of this host that is gone is taken over with a note naming it. One written from another host
+run of this host that is gone is taken over with a note naming it; a file of that name that holds
+no such record is not ours, and is kept (refused). One written from another host
 is refused while it is there: whether that run still goes on cannot be told from here (a network
 filesystem's locks may not reach across hosts), so the message says which file to remove once it
 has ended. The owner removes `LOCK` when it ends (and the folder, if it made it and left it empty).
@@ -19,6 +20,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,7 +55,8 @@ def hold(folder: Path, owner: dict[str, Any], note: Callable[[str], None]) -> It
         yield
     finally:
         with contextlib.suppress(OSError):
-            os.unlink(folder / LOCK)  # before the kernel lock goes: a waiting run then sees no file
+            if _still_named(fd, folder / LOCK):  # ours still: removed before the kernel lock goes,
+                os.unlink(folder / LOCK)  # so a run that opens it later finds no file to wait on
         os.close(fd)
         remove_empty(created)
 
@@ -61,13 +64,13 @@ def hold(folder: Path, owner: dict[str, Any], note: Callable[[str], None]) -> It
 def _acquire(folder: Path, owner: dict[str, Any], note: Callable[[str], None]) -> int:
     path = folder / LOCK
     for _ in range(ATTEMPTS):
+        opened = _open(folder, path)
+        if opened is None:  # there as we looked, gone as we opened it: look again
+            continue
+        fd, created = opened
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        except OSError as exc:
-            raise InputError(f"--checkpoints {str(folder)!r}: its lock {LOCK!r} cannot be made "
-                             f"({exc.strerror}); one train folder has one writer") from None
-        try:
-            held = _lock(fd)
+            _refuse_not_regular(fd, path)
+            held = _lock(fd, path)
             previous = _read(fd)
             if not held:
                 raise InputError(f"--checkpoints {str(folder)!r} is in use by another train run "
@@ -76,11 +79,16 @@ def _acquire(folder: Path, owner: dict[str, Any], note: Callable[[str], None]) -
             if not _still_named(fd, path):  # its owner removed it as we opened it: a new one
                 os.close(fd)
                 continue
+            if previous is None and os.fstat(fd).st_size:  # a file of someone else's, not ours to empty
+                raise InputError(f"{str(path)!r} is not a train run's lock (it holds no owner record); "
+                                 "it is kept: move it away, or choose another --checkpoints folder")
             _check_stale(folder, previous, note)
             os.ftruncate(fd, 0)
             os.pwrite(fd, (json.dumps(owner) + "\n").encode(), 0)
         except BaseException:
             with contextlib.suppress(OSError):
+                if created:  # refused with the file ours and empty: the folder is left as it was
+                    os.unlink(path)
                 os.close(fd)
             raise
         return fd
@@ -88,25 +96,49 @@ def _acquire(folder: Path, owner: dict[str, Any], note: Callable[[str], None]) -
                      "train run is starting there: choose another --checkpoints folder")
 
 
-def _lock(fd: int) -> bool:
+def _open(folder: Path, path: Path) -> tuple[int, bool] | None:
+    """(descriptor, whether this call created the file), or None when it vanished meanwhile."""
+    flags = os.O_RDWR | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        try:
+            return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            return os.open(path, flags), False
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"--checkpoints {str(folder)!r}: its lock {LOCK!r} cannot be opened "
+                         f"({exc.strerror}); one train folder has one writer") from None
+
+
+def _lock(fd: int, path: Path) -> bool:
     """Whether this process now holds the kernel lock on `fd` (False: a live process does)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
     except OSError as exc:
-        raise InputError(f"the checkpoint folder's lock cannot be taken ({exc.strerror}): this "
-                         "filesystem offers no file locks; choose --checkpoints on a local disk") from None
+        raise InputError(f"{str(path)!r} cannot be locked ({exc.strerror}): this filesystem offers no "
+                         "file locks; choose --checkpoints on a local disk") from None
     return True
 
 
+def _refuse_not_regular(fd: int, path: Path) -> None:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        raise InputError(f"{str(path)!r} is not a regular file; a checkpoint folder's {LOCK!r} is the "
+                         "file train holds while it writes there: move it away")
+
+
 def _read(fd: int) -> dict[str, Any] | None:
-    """The owner record in `LOCK`, or None when it is empty or not a record of ours."""
+    """The owner record in `LOCK`; None when there is none (an empty file: new, or its owner is
+    writing it or died before it did; or a file that is not a lock of ours)."""
     try:
         record = json.loads(os.pread(fd, RECORD_BYTES, 0).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError):
         return None
-    return record if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        return None
+    return record if isinstance(record.get("pid"), int) and isinstance(record.get("host"), str) else None
 
 
 def _still_named(fd: int, path: Path) -> bool:
@@ -121,13 +153,11 @@ def _check_stale(folder: Path, previous: dict[str, Any] | None, note: Callable[[
     run that is gone (said in a note), unless it names another host, which is refused."""
     if previous is None:
         return  # a new file, or one whose owner died before it wrote who it was
-    host = previous.get("host")
-    if host != socket.gethostname():
+    if previous["host"] != socket.gethostname():
         raise InputError(f"--checkpoints {str(folder)!r} is locked by a train run on another host "
                          f"({describe(previous)}); whether it still runs cannot be told from here: once "
                          f"it has ended, remove {str(folder / LOCK)!r}")
-    pid = previous.get("pid")
-    gone = "that is gone" if isinstance(pid, int) and not writer_alive(pid) else "that no longer holds it"
+    gone = "that is gone" if not writer_alive(previous["pid"]) else "that no longer holds it"
     note(f"note: --checkpoints {str(folder)!r}: took over the lock of a train run {gone} "
          f"({describe(previous)}); its checkpoints are checked as any others")
 
