@@ -114,3 +114,78 @@ def test_two_time_runs_given_the_same_json_one_wins(tmp_path: Path) -> None:
 
     json.loads((tmp_path / "r.json").read_text())  # whole, the winner's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json", "r.png"]  # no temporary
+
+
+# ---- --force replaces what was there before the work, never a file that appeared during it -------
+def canned_rows(*args, **kwargs) -> list[dict]:
+    """A timing run's rows without timing anything (tests/results_docs.py)."""
+    from tests.results_docs import results_doc
+
+    return results_doc()["runs"]
+
+
+def report_input(folder: Path) -> str:
+    import json
+
+    from tests.results_docs import results_doc
+
+    (folder / "in.json").write_text(json.dumps(results_doc()))
+    return "in.json"
+
+
+# command -> (argv, the module attribute it calls during its work, the output made meanwhile);
+# `time`'s step is replaced, not wrapped: `canned_rows` stands in for the timing itself
+DURING = {
+    "init": (["init", *Q, "--out", "o.safetensors"], "shared.cli.init.init_weights", "o.safetensors"),
+    "logits": (["logits", *Q, "--framework", "reference", "--out", "o.npy"],
+               "shared.cli.logits.resolve_model", "o.npy"),
+    "report": (["report", "in.json", "--json", "o.json", "--html", "o.html"], "shared.cli.report.merge",
+               "o.html"),
+    "time": (["time", *FAST, "--json", "o.json"], "shared.cli.time.time_spec", "o.csv"),
+    "train": (["train", *Q, "--framework", "torch", "--epochs", "1", "--quiet", "--checkpoints", "ck",
+               "--json", "o.json"], "shared.cli.train.train_seeds", "o.png"),
+}
+
+
+@pytest.mark.parametrize("command", list(DURING))
+@pytest.mark.parametrize("before", [None, b"the user's file, there when the run started"])
+def test_a_file_made_at_an_output_during_a_forced_run_is_kept(tmp_path: Path, monkeypatch, command: str,
+                                                                 before: bytes | None) -> None:
+    """--force means "replace what is there now": a file that appears at an output while the run
+    works (or replaces the one that was there) is someone else's. The step the command calls
+    mid-run makes it; the run then ends in one line, keeps it, and publishes none of its outputs."""
+    import importlib
+
+    argv, where, name = DURING[command]
+    if command == "report":
+        report_input(tmp_path)
+    if before is not None:
+        (tmp_path / name).write_bytes(before)
+    module_name, attribute = where.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+    real = canned_rows if command == "time" else getattr(module, attribute)
+    made = b"another writer's file, made while the run worked"
+
+    def another_writer_meanwhile(*args, **kwargs):
+        replacement = tmp_path / f"{name}.new"
+        replacement.write_bytes(made)
+        replacement.replace(tmp_path / name)  # a new file at that name, as an editor saves one
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, attribute, another_writer_meanwhile)
+    outcome = run_cli(*argv, "--force", cwd=tmp_path)
+    happened = "was created" if before is None else "was replaced or changed"
+    assert outcome.code == 2, outcome.stderr
+    assert f"output {name!r} {happened} while the run worked; it is kept" in outcome.error
+    assert (tmp_path / name).read_bytes() == made
+    outputs = {p.name for p in tmp_path.iterdir() if p.name.startswith("o.")}
+    assert outputs == {name}, outputs  # none of the run's own outputs published, no temporary
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_force_replaces_the_file_that_was_there_when_the_run_started(tmp_path: Path) -> None:
+    report_input(tmp_path)
+    (tmp_path / "o.json").write_text("the old merged results")
+    outcome = run_cli("report", "in.json", "--json", "o.json", "--force", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    assert '"runs"' in (tmp_path / "o.json").read_text()

@@ -161,3 +161,27 @@ def test_a_safetensors_header_length_that_lies_is_refused(tmp_path: Path, head: 
     (tmp_path / "w.safetensors").write_bytes(head)
     refused_promptly(tmp_path, *WEIGHTS, "w.safetensors",
                      expect="'w.safetensors' is not a readable safetensors file")
+
+
+MILLION_TOKENS = ("--spec", "rope-tiny", "--set", "image_height=4100", "--set", "image_width=4100")
+
+
+@pytest.mark.parametrize("argv, what", [
+    (("logits", *MILLION_TOKENS, "--framework", "reference", "--out", "y.npy"),
+     "for its weights and one image through the reference"),
+    (("time", *MILLION_TOKENS, "--frameworks", "torch", "--batch", "1", "--eval-batches", "1"),
+     "for a timing run's batches"),
+])
+def test_a_million_token_rope_spec_is_refused_by_the_memory_estimate(tmp_path: Path, argv: tuple[str, ...],
+                                                                    what: str) -> None:
+    """1025 x 1025 patches and two prefix tokens: a spec (no field is out of its bounds), whose
+    attention cannot fit: the estimate says so, naming the tokens and the memory it needs."""
+    line = refused_promptly(tmp_path, *argv, expect="spec 'rope-tiny' needs about ")
+    assert f"GiB {what} (1,050,627 tokens an image, 10,304 parameters: " in line
+    assert "of memory is available; use a smaller spec or batch" in line
+
+
+def test_a_million_token_spec_is_still_a_spec_to_describe(tmp_path: Path) -> None:
+    outcome = run_cli("spec", *MILLION_TOKENS[1:], "--json", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    assert json.loads(outcome.stdout)["derived"]["seq_len"] == 1_050_627

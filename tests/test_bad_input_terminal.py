@@ -90,3 +90,47 @@ def test_a_models_own_error_message_is_printed_escaped(tmp_path: Path) -> None:
     assert outcome.code == 2, outcome.stderr
     assert "RuntimeError: \\x1b[2Jgone" in outcome.error
     assert_nothing_raw(outcome.stdout, outcome.stderr)
+
+
+# ---- every line bounded ---------------------------------------------------------------------------
+def test_a_ten_megabyte_name_in_a_results_file_prints_bounded_lines(tmp_path: Path) -> None:
+    """The name reaches the table's cell, the notes, the chart's labels and the page: each shows
+    its start, its end and how much was left out (shared/core/terminal.py `elide`)."""
+    from shared.core.terminal import CELL_LIMIT, LINE_LIMIT
+
+    doc = results_doc()
+    doc["runs"][0]["framework"] = "torch" + "x" * 10_000_000 + f"END{CLEAR}"
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    outcome = run_cli("report", "r.json", "--html", "r.html", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr[:2000]
+    printed = outcome.stdout + outcome.stderr
+    assert len(printed) < 20_000  # was 41 million characters
+    assert max(len(line) for line in printed.splitlines()) <= LINE_LIMIT
+    cell = next(line for line in outcome.stdout.splitlines() if line.startswith("1 "))
+    assert "torchxxx" in cell and "xxxEND\\x1b[2J" in cell and " characters left out ...] " in cell
+    assert len(cell) < CELL_LIMIT + 80  # the row keeps its other columns beside the bounded cell
+    assert_nothing_raw(printed)
+    page = (tmp_path / "r.html").read_text()
+    assert len(page) < 200_000 and "characters left out" in page
+
+
+def test_an_error_line_holding_a_huge_value_is_bounded(tmp_path: Path) -> None:
+    """A megabyte argument named in an error is elided in the middle; the line keeps what the
+    message expected, at its end."""
+    from shared.core.terminal import LINE_LIMIT
+
+    line = refused_promptly(tmp_path, "logits", "--spec", "quadrant", "--framework", "t" * 1_000_000 + "END",
+                            "--out", "y.npy", expect="unknown framework 'tttt")
+    assert len(line) <= len("error: ") + LINE_LIMIT
+    assert " characters left out ...] " in line and "tttEND'; expected one of: reference, torch" in line
+
+
+def test_elide_keeps_the_start_the_end_and_the_count() -> None:
+    from shared.core.terminal import elide
+
+    text = "start" + "m" * 5000 + "end"
+    short = elide(text, 100)
+    assert len(short) <= 100 and short.startswith("start") and short.endswith("end")
+    kept = len(short) - len(" [... 4,939 characters left out ...] ")
+    assert f" [... {len(text) - kept:,} characters left out ...] " in short
+    assert elide("short", 100) == "short"

@@ -5,6 +5,8 @@ The main job's `index.html` is its own file beside its results JSON (`MAIN_PAGE_
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,9 @@ RESULTS_DIR = Path("results")
 
 
 def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dict[str, Path | None]:
-    """JSON, CSV, chart (and HTML) paths, each checked before any timing: a safe name
+    """JSON, CSV, chart (and HTML) paths, each checked before any timing. Without --json, the
+    name is the run's own (`results/KIND-SPEC-UTC-RUN.json`, `run_id`: no other run names it).
+    Each: a safe name
     (shared/core/paths.py; a default name built from spec names stays in results/), not
     existing without --force, in a folder that exists or can be made (it is made when the
     outputs are written), not a file another output of this run names."""
@@ -24,7 +28,8 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
     if args.json_path:
         json_path = output_path(args.json_path)
     else:
-        json_path = inside(RESULTS_DIR, f"{kind}-{stem}-{utc_now().replace(':', '').replace('-', '')}.json")
+        when = utc_now().replace(":", "").replace("-", "")
+        json_path = inside(RESULTS_DIR, f"{kind}-{stem}-{when}-{run_id()}.json")
     paths: dict[str, Path | None] = {
         "json": json_path,
         "csv": output_path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
@@ -41,6 +46,17 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
     check_distinct({f"--{name}" if name != "main_page" else "the main job's page": path
                     for name, path in paths.items()})
     return paths
+
+
+RUNS_IN_THIS_PROCESS = itertools.count(1)
+
+
+def run_id() -> str:
+    """This run among every run that may write results/ in the same second: its process id (no
+    two live processes of a host share one), and its number within the process after the first
+    (a notebook, a test, a script that calls compare.main twice)."""
+    number = next(RUNS_IN_THIS_PROCESS)
+    return str(os.getpid()) if number == 1 else f"{os.getpid()}-{number}"
 
 
 MAIN_PAGE_NAME = "index.html"

@@ -7,6 +7,7 @@ import argparse
 
 from ports import parse_frameworks
 from shared.cli._common import installed_ports
+from shared.core.budget import check_fits
 from shared.core.presets import resolve_spec
 from shared.teaching.audit import audit_file, audit_ports
 
@@ -38,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         checked = [f"source of {', '.join(args.source)}"]
     else:
         frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
-        findings, checked = audit_ports(frameworks, resolve_spec(args.spec, args.set))
+        spec = resolve_spec(args.spec, args.set)
+        check_fits(spec, 1, "building each port for the audit")  # before a port allocates it
+        findings, checked = audit_ports(frameworks, spec)
     for item in checked:
         print(f"checked {item}")
     if not findings:

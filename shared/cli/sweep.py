@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--compile-cache", default="warm", choices=("cold", "warm"),
                         help="warm (default): reuse one torch.compile cache; cold: a fresh one per worker")
     add_timeout(parser, 900.0)
-    parser.add_argument("--json", dest="json_path", help="results file (default results/sweep-SPEC-UTC.json)")
+    parser.add_argument("--json", dest="json_path",
+                        help="results file (default results/sweep-SPEC-UTC-PID.json)")
     parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
     parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")

@@ -46,7 +46,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     add_timeout(parser, 900.0)
     parser.add_argument("--compile-cache", default="cold", choices=("cold", "warm"),
                         help="cold: fresh torch.compile cache per run (default); warm: reuse one")
-    parser.add_argument("--json", dest="json_path", help="results file (default results/time-SPEC-UTC.json)")
+    parser.add_argument("--json", dest="json_path",
+                        help="results file (default results/time-SPEC-UTC-PID.json)")
     parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
     parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
     parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from shared.cli._options import add_precision, add_threads, positive_int
 from shared.core.budget import check_fits, check_work
 from shared.core.files import Outputs
 from shared.core.paths import check_distinct, check_output, inside, output_path
+from shared.core.terminal import wrapped
 from shared.errors import InputError, SpecError
 
 ORDER = 40
@@ -79,9 +81,8 @@ def run(args: argparse.Namespace) -> int:
     from ports import NATIVE, load_port_module
     from shared.core.precision import from_args
     from shared.core.train_spec import check_training_precision
-    from shared.training.checkpoint import holds_checkpoint, resume_point
     from shared.training.data import check_batch_size, load_dataset
-    from shared.training.trainloop import stderr_progress, train_seed
+    from shared.training.writer_lock import hold, owner_record
 
     spec, recipe, data_name = resolve(args)
     seeds = parse_seeds(args.seeds)
@@ -104,7 +105,33 @@ def run(args: argparse.Namespace) -> int:
         if path:
             check_output(path, args.force)
     check_distinct({"--json": args.json_path, "--png": png})
-    if args.resume:  # a resume that cannot continue says so now, before any framework starts
+    owner = owner_record(recipe=recipe.name, spec=spec.name, framework=args.framework, seeds=args.seeds)
+    # One folder, one writer: what it holds is judged, and written, under its lock.
+    with hold(folder, owner, note=lambda line: print(wrapped(line), file=sys.stderr)):
+        check_checkpoints(args, folder, seeds)
+        print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework} at "
+              f"{precision.rung}, recipe {recipe.name}, seeds {','.join(map(str, seeds))}, "
+              f"checkpoints in {folder}")
+        print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
+        document = train_seeds(args, spec, recipe, data_name, seeds, folder, precision)
+    with Outputs(args.force) as outputs:  # both, or neither (a full disk leaves no half)
+        if args.json_path:
+            outputs.add(args.json_path, json.dumps(document, indent=1).encode())
+        if png:
+            outputs.add(png, curves_png(document))
+        outputs.publish()
+    for path in (args.json_path, png):
+        if path:
+            print(f"wrote {path}")
+    return 0
+
+
+def check_checkpoints(args: argparse.Namespace, folder: Path, seeds: list[int]) -> None:
+    """A resume that cannot continue says so now, before any framework starts; a fresh run
+    without --force never replaces a checkpoint."""
+    from shared.training.checkpoint import holds_checkpoint, resume_point
+
+    if args.resume:
         for s in seeds:
             resume_point(folder / f"seed{s}")
     elif not args.force:
@@ -112,10 +139,14 @@ def run(args: argparse.Namespace) -> int:
         if kept:
             raise InputError(f"{folder} already holds a checkpoint for seed {kept[0]}; pass --resume to "
                              "continue it or --force to start over (the old one is replaced)")
-    print(f"train {spec.name} ({spec.derived.params:,} parameters) with {args.framework} at "
-          f"{precision.rung}, recipe {recipe.name}, seeds {','.join(map(str, seeds))}, "
-          f"checkpoints in {folder}")
-    print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
+
+
+def train_seeds(args: argparse.Namespace, spec: Any, recipe: Any, data_name: str, seeds: list[int],
+                folder: Path, precision: Any) -> dict[str, Any]:
+    """Each seed trained in turn, checkpointed under `folder`; the run's summary document."""
+    from shared.training.data import load_dataset
+    from shared.training.trainloop import stderr_progress, train_seed
+
     results, started = [], time.perf_counter()
     for seed in seeds:
         dataset = load_dataset(data_name, spec, recipe.validation_fraction, seed)
@@ -132,16 +163,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"summary: test accuracy mean {document['summary']['final_accuracy_mean']:.4f} "
           f"(min {document['summary']['final_accuracy_min']:.4f}, max "
           f"{document['summary']['final_accuracy_max']:.4f}) over {len(seeds)} seed(s)")
-    with Outputs(args.force) as outputs:  # both, or neither (a full disk leaves no half)
-        if args.json_path:
-            outputs.add(args.json_path, json.dumps(document, indent=1).encode())
-        if png:
-            outputs.add(png, curves_png(document))
-        outputs.publish()
-    for path in (args.json_path, png):
-        if path:
-            print(f"wrote {path}")
-    return 0
+    return document
 
 
 def summarise(spec: Any, recipe: Any, framework: str, dataset: Any, results: list[dict[str, Any]],

@@ -58,8 +58,9 @@ def check_fits(s: ModelSpec, batch: int, what: str) -> Estimate:
         at_batch = f" at batch {batch}" if batch > 1 else ""
         raise SpecError(
             f"spec {s.name!r} needs about {gib(found.total_bytes)} for {what}{at_batch} "
-            f"({found.params:,} parameters: {gib(found.weight_bytes)} of weights, "
-            f"{gib(found.activation_bytes)} of activations), but only {gib(available)} of memory "
+            f"({s.derived.seq_len:,} tokens an image, {found.params:,} parameters: "
+            f"{gib(found.weight_bytes)} of weights, {gib(found.activation_bytes)} of activations), "
+            f"but only {gib(available)} of memory "
             "is available; use a smaller spec or batch"
         )
     return found

@@ -7,7 +7,9 @@ never sees half a file, a failure leaves the target as it was) and, unless the u
 `--force`, exclusive: the temporary file is hard-linked to the target name, which fails if the
 name exists, so the existence check and the publication are one step, at the moment of
 writing, and two writers cannot both succeed. `--force` replaces a regular file and nothing
-else (a FIFO, a device, a symlink or a folder is refused). The outputs of one run are published
+else (a FIFO, a device, a symlink or a folder is refused), and only the file that was there when
+the run checked its outputs, before the work: one that appeared or changed at that name while the
+run worked is kept (shared/core/paths.py `changed_since_check`). The outputs of one run are published
 together (`Outputs`): all of them or none. A temporary whose writer died (SIGKILL) is removed
 the next time the same target is written. Reads decode with one-line errors that name the file.
 """
@@ -25,10 +27,14 @@ from typing import BinaryIO
 from shared.core.memory import check_bytes_fit
 from shared.core.paths import (
     article,
+    changed_since_check,
     check_distinct,
     check_output,
+    check_target,
     clean_stale,
     existing_kind,
+    forget_check,
+    identity,
     make_folders,
     remove_empty,
 )
@@ -53,15 +59,22 @@ class Outputs:
         self.staged: list[tuple[Path, Path, bool]] = []  # (temporary, target, force)
         self.created: list[Path] = []  # folders made for the outputs: removed if none is published
 
-    def add(self, path: str | Path, data: bytes, force: bool | None = None) -> Path:
-        """Stage `data` for `path` (`force`: this output's own, else the run's); returns `path`."""
+    def add(self, path: str | Path, data: bytes, force: bool | None = None, *,
+            shown_as: Path | None = None) -> Path:
+        """Stage `data` for `path` (`force`: this output's own, else the run's); returns `path`.
+        `shown_as`: the name the user knows the file by, when `path` lies in a staging folder of
+        portbench's own (a full disk names the output asked for, not a temporary)."""
         if self.make_folders:
             self.created.extend(make_folders(Path(path).parent))
-        path = check_output(path, force=True)  # folder checks; existence is decided at publication
+        path = check_target(path, force=True)  # folder checks; existence is decided at publication
         named = {f"output {str(target)!r}": target for _, target, _ in self.staged}
         check_distinct({**named, f"output {str(path)!r}": path})
         clean_stale(path)
-        self.staged.append((_stage(path, data), path, self.force if force is None else force))
+        try:
+            tmp = _stage(path, data)
+        except OSError as exc:  # e.g. ENOSPC: nothing is left under any name
+            raise InputError(f"output {str(shown_as or path)!r} cannot be written: {exc.strerror}") from None
+        self.staged.append((tmp, path, self.force if force is None else force))
         return path
 
     def publish(self) -> None:
@@ -76,7 +89,8 @@ class Outputs:
             raise
         self.created = []  # published: the folders hold the outputs now
         self.discard()
-        for _, backup in done:
+        for path, backup in done:
+            forget_check(path)
             if backup is not None:
                 backup.unlink(missing_ok=True)
 
@@ -95,10 +109,12 @@ class Outputs:
         self.discard()
 
 
-def write_output(path: str | Path, data: bytes, *, force: bool = False) -> None:
-    """Publish `data` at `path` atomically; without `force`, only if nothing is there yet."""
+def write_output(path: str | Path, data: bytes, *, force: bool = False,
+                 shown_as: Path | None = None) -> None:
+    """Publish `data` at `path` atomically; without `force`, only if nothing is there yet
+    (`shown_as`: as `Outputs.add`)."""
     with Outputs(force) as outputs:
-        outputs.add(path, data)
+        outputs.add(path, data, shown_as=shown_as)
         outputs.publish()
 
 
@@ -115,7 +131,7 @@ def write_folder(path: str | Path, files: dict[str, bytes]) -> None:
     try:
         staging.chmod(0o777 & ~UMASK)  # mkdtemp makes 0700; a published folder gets the usual mode
         for name, data in files.items():
-            write_output(staging / name, data)
+            write_output(staging / name, data, shown_as=path / name)
         try:
             os.mkdir(path)  # exclusive: fails when the name exists ...
         except FileExistsError:
@@ -133,11 +149,10 @@ def write_folder(path: str | Path, files: dict[str, bytes]) -> None:
 
 
 def _stage(path: Path, data: bytes) -> Path:
-    try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                                    dir=path.parent if str(path.parent) else ".")
-    except OSError as exc:
-        raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
+    """`data` written and fsynced in a new temporary beside `path`; on any failure (an OSError
+    such as ENOSPC, or an interrupt) the temporary is removed and the exception raised."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                dir=path.parent if str(path.parent) else ".")
     tmp = Path(name)
     try:
         os.fchmod(fd, 0o666 & ~UMASK)  # mkstemp makes 0600; a published file gets the usual mode
@@ -145,17 +160,16 @@ def _stage(path: Path, data: bytes) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-    except BaseException as exc:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):  # e.g. ENOSPC: nothing is left under any name
-            raise InputError(f"output {str(path)!r} cannot be written: {exc.strerror}") from None
         raise
     return tmp
 
 
 def _publish(tmp: Path, path: Path, force: bool) -> Path | None:
-    """Link `tmp` to `path` (exclusive); with `force`, replace a regular file and return a
-    backup link to it (so the run can take it back), refusing anything else."""
+    """Link `tmp` to `path` (exclusive); with `force`, replace the regular file the run found there
+    before its work and return a backup link to it (so the run can take it back), refusing
+    anything else."""
     try:
         os.link(tmp, path)  # atomic create-if-absent: fails when the name exists
         return None
@@ -177,9 +191,17 @@ def _publish(tmp: Path, path: Path, force: bool) -> Path | None:
                          "only a regular file")
     backup = Path(f"{tmp}.old.tmp")
     try:
-        os.link(path, backup)
+        os.link(path, backup)  # what is judged below is the file the backup holds
     except OSError:
         backup = None  # type: ignore[assignment]
+    # Only the file that was there when the run started: the backup pins which file that is
+    # (without one, the name is read), so what is replaced is what was judged, unless another
+    # writer swaps the name in the microseconds between this check and the rename.
+    why = changed_since_check(path, identity(backup if backup is not None else path))
+    if why:
+        if backup is not None:
+            backup.unlink(missing_ok=True)
+        raise InputError(why)
     _replace(tmp, path)
     return backup
 

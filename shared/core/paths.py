@@ -2,8 +2,10 @@
 every writer (results, checkpoints, HTML pages, converted files and folders), and `name_part`
 turns content (a spec name, a framework) into one safe path component, so that a default path
 built from it (`inside`) cannot leave the folder the user named. Also: the checks made before
-any work (`check_output`, `check_distinct`), the folders a run creates, and the removal of the
-temporaries a killed writer left (`clean_stale`). The writing itself is shared/core/files.py.
+any work (`check_output`, `check_distinct`) and what each output's name held then
+(`changed_since_check`: `--force` replaces that file, never one that appeared while the run
+worked), the folders a run creates, and the removal of the temporaries a killed writer left
+(`clean_stale`). The writing itself is shared/core/files.py.
 """
 
 from __future__ import annotations
@@ -53,7 +55,17 @@ def inside(folder: str | Path, *parts: str) -> Path:
 def check_output(path: str | Path, force: bool, *, folder: bool = False, creatable: bool = False) -> Path:
     """Fail early, before any work, when `path` is unsafe, exists (without --force; with it,
     when it is not a regular file), or sits in a folder that is missing (`creatable`: that
-    cannot be made) or not writable. The write itself checks again, atomically."""
+    cannot be made) or not writable. Remembers what the name holds now: the write checks again,
+    atomically, and `--force` then replaces that file only (`changed_since_check`)."""
+    path = check_target(path, force, folder=folder, creatable=creatable)
+    if not folder:  # a folder output is never replaced: nothing to compare at the write
+        CHECKED[_name_key(path)] = identity(path)
+    return path
+
+
+def check_target(path: str | Path, force: bool, *, folder: bool = False, creatable: bool = False) -> Path:
+    """`check_output`'s checks alone, remembering nothing (a write staging its temporary checks
+    the folder again; what the name held before the work stays what --force may replace)."""
     path = output_path(path, folder=folder)
     kind = existing_kind(path)
     if kind is not None:
@@ -74,6 +86,51 @@ def check_output(path: str | Path, force: bool, *, folder: bool = False, creatab
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"output {str(path)!r}: directory {str(parent)!r} is not writable")
     return path
+
+
+# ---- what an output's name held when the run checked it ----------------------------------------
+# `--force` means "replace the file that is there now", said before the work: a file created at
+# that name while the run worked (or changed there since) is someone else's, and is kept.
+Identity = tuple[int, int, int, int]  # (device, inode, mtime in ns, size) of what a name holds
+CHECKED: dict[str, Identity | None] = {}  # the name, as `_name_key` -> what it held (None: nothing)
+
+
+def identity(path: Path) -> Identity | None:
+    """Which file `path` names now, and whether it was written since (None: nothing there)."""
+    try:
+        found = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise InputError(f"output {str(path)!r} cannot be used: {exc.strerror}") from None
+    return found.st_dev, found.st_ino, found.st_mtime_ns, found.st_size
+
+
+def changed_since_check(path: Path, now: Identity | None) -> str | None:
+    """Why `--force` may not replace what `path` holds (`now`: its identity) — it appeared or
+    changed after `check_output` looked — or None (the same file, or a name never checked: a
+    file portbench itself replaces each run, such as a generated page or a cache)."""
+    key = _name_key(path)
+    if key not in CHECKED:
+        return None
+    before = CHECKED[key]
+    if before == now:
+        return None
+    happened = "was created" if before is None else "was replaced or changed"
+    return (f"output {str(path)!r} {happened} while the run worked; it is kept (--force replaces only "
+            "the file that was there when the run started): move it away or choose another name")
+
+
+def forget_check(path: Path) -> None:
+    """The output is written: what its name held before no longer says anything."""
+    CHECKED.pop(_name_key(path), None)
+
+
+def _name_key(path: Path) -> str:
+    # The folder resolved (a relative path, a symlinked folder), the last component as given:
+    # the name itself is what is checked, whatever it may come to point at.
+    parent = path.parent if str(path.parent) else Path(".")
+    return os.path.join(os.path.realpath(parent), path.name)
 
 
 def check_distinct(outputs: dict[str, str | Path | None]) -> None:

@@ -252,7 +252,10 @@ FIELD_BOUNDS = {"image_height": 1 << 16, "image_width": 1 << 16, "channels": 1 <
                 "heads": 1 << 10, "head_dim": 1 << 13, "mlp_dim": 1 << 20}
 # Fields where 0 means "none": no register tokens, no classifier head (the pooled vector is the output).
 COUNT_BOUNDS = {"registers": 1 << 10, "num_classes": 1 << 20}
-MAX_TOKENS = 1 << 20  # patches per image
+# The rows a position table may declare (a checkpoint's source grid, its row count). The image's
+# own token count has no bound of its own: the image and patch bounds keep it a small integer, and
+# whether its attention fits is budget.py's estimate, which names what it would take.
+MAX_TOKENS = 1 << 20
 MAX_HEAD_LAYERS = 16
 
 
@@ -292,9 +295,6 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("head_hidden", s.head_hidden, f"at most {MAX_HEAD_LAYERS} widths of at most "
               f"{FIELD_BOUNDS['mlp_dim']:,}")
     rows, cols = patch_grid(s)
-    if rows * cols > MAX_TOKENS:
-        _fail("patch_height", s.patch_height, f"patches large enough for at most {MAX_TOKENS:,} tokens "
-              f"(this image makes {rows * cols:,})")
     if s.pooling == "cls" and not s.class_token:
         _fail("pooling", s.pooling, "mean, mean_all, flatten or map when class_token is false "
               "(no class token)")
@@ -348,7 +348,7 @@ def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
             _fail(name, value, f"{own} (the image's patch grid) when pos_resample is 'none'; name the "
                   "method that resamples a table of another grid")
     source = (s.pos_grid_height or rows, s.pos_grid_width or cols)
-    if source[0] * source[1] > MAX_TOKENS:
+    if (s.pos_grid_height or s.pos_grid_width) and source[0] * source[1] > MAX_TOKENS:  # a declared grid
         name = "pos_grid_width" if s.pos_grid_width is not None else "pos_grid_height"
         _fail(name, getattr(s, name), f"a table grid of at most {MAX_TOKENS:,} patches")
     if s.pos_resample == "none":

@@ -9,6 +9,12 @@ printed as its Python escape (`\\x1b`, `\\n`, `\\u202e`), so the line says exact
 and stays one line. Every `error:` line, table cell and results-file field goes through
 `printable`.
 
+Length: user text is bounded where it is made printable. A text longer than LINE_LIMIT
+characters (a table cell: CELL_LIMIT) keeps its start and its end around a count of the
+characters left out (`elide`), so a results file's 10 MB framework name prints as one line of a
+thousand characters, not 10 million of them, and still says where it begins, ends and how long it
+is. Escaping comes after: an escape shows one character as up to six.
+
 Width: tables are built to fit; every free-text line (notes, lists of files, pairwise gaps) is
 wrapped by `wrap`, continuations indented.
 """
@@ -24,9 +30,28 @@ WIDTH = 100
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def printable(text: object) -> str:
-    """`str(text)` with every control character written as its escape."""
-    return UNSAFE.sub(_escape, str(text))
+LINE_LIMIT = 10 * WIDTH  # the most characters of one text a printed line holds
+CELL_LIMIT = WIDTH - 20  # the most one table cell holds, so that a row keeps its other columns
+
+
+def printable(text: object, limit: int = LINE_LIMIT) -> str:
+    """`str(text)`, at most `limit` characters of it (`elide`), with every control character
+    written as its escape."""
+    return UNSAFE.sub(_escape, elide(str(text), limit))
+
+
+def elide(text: str, limit: int = LINE_LIMIT) -> str:
+    """`text` if it has at most `limit` characters; else its start and end around a count of
+    the characters between them, `limit` characters in all."""
+    if len(text) <= limit:
+        return text
+    kept = max(limit - len(_left_out(len(text))), 2)  # the count is at most the text's length
+    head, tail = text[:(kept + 1) // 2], text[len(text) - kept // 2:]
+    return head + _left_out(len(text) - len(head) - len(tail)) + tail
+
+
+def _left_out(count: int) -> str:
+    return f" [... {count:,} characters left out ...] "
 
 
 def has_control(text: str) -> bool:

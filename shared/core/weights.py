@@ -125,9 +125,11 @@ def first_shape_mismatch(spec: ModelSpec, tensors: Tensors) -> str | None:
 
 # ---- the file ----------------------------------------------------------------------------
 def save_weights(path: str | Path, spec: ModelSpec, tensors: Tensors, *,
-                 extra_metadata: dict[str, str] | None = None, force: bool = True) -> None:
+                 extra_metadata: dict[str, str] | None = None, force: bool = True,
+                 shown_as: Path | None = None) -> None:
     """Check, then write the canonical file atomically with the spec in its metadata; with
-    `force=False` only if nothing is at `path` (checked and published in one step)."""
+    `force=False` only if nothing is at `path` (checked and published in one step). `shown_as`:
+    the name a message gives the file when `path` is in a staging folder (files.write_output)."""
     from safetensors.numpy import save
 
     check_tensors(spec, tensors, source=f"weights for {str(path)!r}")
@@ -139,7 +141,7 @@ def save_weights(path: str | Path, spec: ModelSpec, tensors: Tensors, *,
         **(extra_metadata or {}),
     }
     ordered = {name: np.ascontiguousarray(tensors[name]) for name in spec.derived.tensor_shapes}
-    write_output(path, save(ordered, metadata=metadata), force=force)
+    write_output(path, save(ordered, metadata=metadata), force=force, shown_as=shown_as)
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from shared.core.terminal import printable, wrap
+from shared.core.terminal import CELL_LIMIT, printable, wrap
 from shared.measure.contention import is_contended
 from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
 from shared.measure.roofline import above_roof, best_fraction
@@ -107,7 +107,8 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         position = str(ranks.get(id(row), "-"))
         lines.append(_wide_cells(row, position) if wide else _compact_cells(row, position))
         notes.extend(row_notes(row))
-    lines = [[printable(cell) for cell in line] for line in lines]  # a results file's text, escaped
+    # a results file's text: escaped, and a cell no wider than CELL_LIMIT (shared/core/terminal.py)
+    lines = [[printable(cell, CELL_LIMIT) for cell in line] for line in lines]
     notes = [printable(note) for note in [*roof_line(rows), *mode_line(rows), *notes]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()

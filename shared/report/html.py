@@ -3,13 +3,14 @@ needs is inside it (one inline stylesheet, one inline script that sorts tables).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
-from html import escape
-
-__all__ = ["escape"]
 from typing import Any
 
+from shared.core.terminal import elide
 from shared.errors import InputError
+
+__all__ = ["escape"]
 
 # Bounds that keep a page readable (and a browser responsive); a larger request is refused.
 MAX_TABLE_ROWS = 2000
@@ -79,6 +80,12 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
   });
 });
 """
+
+
+def escape(text: str, quote: bool = True) -> str:
+    """`text` as HTML, at most LINE_LIMIT characters of it: a results file's text is bounded on
+    a page as on the terminal (shared/core/terminal.py `elide`: its start, end and a count)."""
+    return html.escape(elide(text), quote)
 
 
 def page(title: str, sections: Sequence[str], subtitle: str = "") -> str:

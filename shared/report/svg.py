@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html import escape
+
+from shared.report.html import escape
 
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 DASHES = ("", "6 3", "2 3", "8 3 2 3", "1 2", "10 4")

@@ -29,7 +29,7 @@ from shared.core.paths import make_folders, output_path, remove_empty, writer_al
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec
 from shared.core.weights import load_weights, save_weights
-from shared.errors import PortbenchError, WeightsError
+from shared.errors import InputError, PortbenchError, WeightsError
 from shared.training.checkpoint_proof import MOMENTS, STATE, CheckpointError, prove
 from shared.training.schedule import Controller
 
@@ -115,34 +115,38 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
     created = make_folders(output_path(folder, folder=True))
     first, second, updates = trainer.export_state()
     meta = {"epoch": str(controller.epoch), "updates": str(updates)}
-    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folder))
-    unit, aside, placed = folder / f"epoch-{controller.epoch:06d}", None, False
+    unit, staging, aside, placed = folder / f"epoch-{controller.epoch:06d}", None, None, False
     try:
+        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folder))
         staging.chmod(0o777 & ~UMASK)  # mkdtemp makes 0700; a published unit gets the usual mode
         for name, tensors in zip(MOMENTS, (trainer.port.export(), first, second), strict=True):
-            save_weights(staging / name, spec, tensors, extra_metadata=meta)
+            # a message names the file as the unit will hold it, not the staging folder
+            save_weights(staging / name, spec, tensors, extra_metadata=meta, shown_as=unit / name)
         state = {"recipe": recipe.to_dict(), "spec_hash": spec.spec_hash, "updates": updates,
                  "precision": rung_of(trainer), "controller": controller.state(), "result": result}
-        write_output(staging / STATE, json.dumps(state, indent=1).encode())
+        write_output(staging / STATE, json.dumps(state, indent=1).encode(), shown_as=unit / STATE)
         if unit.exists():  # a run started over (--force) reaches an epoch the previous one saved
             aside = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-old-", dir=folder))
             os.replace(unit, aside / unit.name)
         os.replace(staging, unit)
         placed = True
         write_output(folder / LATEST, unit.name.encode(), force=True)
-    except BaseException:  # interrupted or failed
+    except BaseException as exc:  # interrupted or failed
         if placed:  # complete and in place, only not yet named in LATEST: kept, since a resume
             # proves it complete whatever LATEST says (taking it back would lose a unit that a
             # reader may already have seen); what it replaced under --force is superseded
             if aside is not None:
                 shutil.rmtree(aside, ignore_errors=True)
             raise
-        shutil.rmtree(staging, ignore_errors=True)  # not placed: the folder is as it was
+        if staging is not None:  # not placed: the folder is as it was
+            shutil.rmtree(staging, ignore_errors=True)
         if aside is not None and (aside / unit.name).exists():
             os.replace(aside / unit.name, unit)
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
         remove_empty(created)
+        if isinstance(exc, OSError):  # the unit the user would find, not the staging folder
+            raise InputError(f"checkpoint {str(unit)!r} cannot be written: {exc.strerror}") from None
         raise
     for old in [p for p in units(folder) if p != unit]:
         discard(old)  # superseded by `unit`, complete and named in LATEST
