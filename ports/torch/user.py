@@ -21,7 +21,7 @@ from torch import nn
 from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.probes import activation_form
 from shared.core.structure import Layer
-from shared.errors import InputError
+from shared.errors import InputError, WeightsError
 
 # The attributes an attention module of Transformers or timm computes its heads from, (count, width):
 # timm's Attention and Transformers' CLIP / SigLIP say num_heads and head_dim, Transformers' ViT,
@@ -79,17 +79,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
     # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
     # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
     # list or dict (an index or key); None means "the one array of shape (batch, classes)"
-    if model in _RUN_ONCE:
-        return _logits(model, model, images, layout, output)
-    calls = _count_calls(model)
-    try:
-        logits = _logits(model, model, images, layout, output)
-    finally:
-        for handle in calls.handles:
-            handle.remove()
-    _check_applied_once(calls.counts)
-    _RUN_ONCE.add(model)
-    return logits
+    return _logits(model, model, images, layout, output, count=model not in _RUN_ONCE)
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
@@ -178,7 +168,8 @@ class _Calls:
     handles: list[Any]
 
 
-_RUN_ONCE: weakref.WeakSet[nn.Module] = weakref.WeakSet()  # models whose forward was counted once
+# Counted on a model's first run only: the hooks would cost every timed forward.
+_RUN_ONCE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
 
 
 def _holds_parameters(module: nn.Module) -> bool:
@@ -199,10 +190,10 @@ def _check_shared(model: nn.Module) -> None:
     if shared or tied:
         what, paths = ("module", shared[0]) if shared else ("parameter", tied[0])
         also = ", ".join(repr(p) for p in paths[1:])
-        raise InputError(f"your torch model holds {what} {paths[0]!r} {len(paths)} times (also as {also}): "
-                         f"its weights would be applied {len(paths)} times, and each of a spec's layers has "
-                         "its own, so it cannot be bound to the spec; give each place its own "
-                         f"{what} (copy.deepcopy)")
+        raise WeightsError(f"your torch model holds {what} {paths[0]!r} at {len(paths)} paths (also "
+                           f"{also}): one set of weights, where each of a spec's layers has its own, so it "
+                           "cannot be bound to the spec; hold it once, or give each place its own "
+                           f"{what} (copy.deepcopy)")
 
 
 def _count_calls(model: nn.Module) -> _Calls:
@@ -221,9 +212,10 @@ def _check_applied_once(counts: dict[str, int]) -> None:
     twice = sorted((path for path, n in counts.items() if n > 1), key=lambda p: p.count("."))
     if twice:
         path, n = twice[0], counts[twice[0]]
-        raise InputError(f"your torch model's forward applied module {path!r} {n} times: its weights are "
-                         "shared between the applications, and each of a spec's layers has its own, so it "
-                         "cannot be bound to the spec; give each application its own module (copy.deepcopy)")
+        raise WeightsError(f"your torch model's forward applied module {path!r} {n} times: its weights "
+                           "are shared between the applications, where each of a spec's layers has its own, "
+                           "so it cannot be bound to the spec; give each application its own module "
+                           "(copy.deepcopy)")
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -238,12 +230,20 @@ def _check_device(model: nn.Module) -> torch.device:
 
 
 def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray, layout: str,
-            output: str | None, check: bool = True) -> np.ndarray:
+            output: str | None, check: bool = True, count: bool = False) -> np.ndarray:
     device = _check_device(model)
     model.eval()
     x = torch.from_numpy(native_layout(np.asarray(images, np.float32), layout)).to(device)
-    with torch.no_grad():
-        result = forward(x)
+    calls = _count_calls(model) if count else None
+    try:
+        with torch.no_grad():
+            result = forward(x)
+    finally:
+        for handle in calls.handles if calls else ():
+            handle.remove()
+    if calls is not None:
+        _check_applied_once(calls.counts)
+        _RUN_ONCE.add(model)
     return pick_logits(numpy_outputs(result, _numpy), output, len(images)) if check else np.zeros(0)
 
 

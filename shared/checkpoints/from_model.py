@@ -40,11 +40,13 @@ from shared.checkpoints.model_layers import (
 from shared.checkpoints.model_readers import Fact, Reading, library_reading
 from shared.checkpoints.model_search import format_names, wrapped_reading
 from shared.core.binding import by_table
+from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
-from shared.errors import PortbenchError, SpecError
+from shared.errors import PortbenchError, SpecError, WeightsError
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.user_guard import build
 from shared.runtime.user_jobs import user_port
+from shared.runtime.worker import one_line
 
 DEFAULT = "default"
 UNREAD_NAME = "read-from-model"
@@ -94,13 +96,33 @@ def propose_spec(model: Any, framework: str | None = None) -> Proposal:
     layers = port.layers(model)
     direct = library_reading(model)
     found = (direct, params) if direct is not None else wrapped_reading(model, port, params)
-    if found is None:
-        by_names = _by_format_names(params, layers, fw)
-        if by_names is not None:
-            return by_names
-    reading, named = found or (Reading(""), params)
-    facts, notes = _facts(reading, named, layers)
-    return _proposal(facts, reading.library or None, notes, fw)
+    by_names = _by_format_names(params, layers, fw) if found is None else None
+    if by_names is not None:
+        proposal = by_names
+    else:
+        reading, named = found or (Reading(""), params)
+        facts, notes = _facts(reading, named, layers)
+        proposal = _proposal(facts, reading.library or None, notes, fw)
+    proposal.notes += run_once(port, model, proposal.spec, fw)
+    return proposal
+
+
+def run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[str]:
+    """A block the forward applies twice is seen only when it runs, and torch's reader counts each
+    module's calls on a model's first run (`ports/torch/user.py`): so a torch model runs once on the
+    proposed spec's probe image, in torch's layout. A module applied twice is refused there (a
+    WeightsError); a forward that fails on that image is a note, since the proposal stands without it."""
+    if framework != "torch":
+        return []
+    try:
+        port.run(model, probe_batch(spec, 1), "NCHW", None)
+    except WeightsError:
+        raise
+    except Exception as exc:  # whatever the user's forward raises
+        return [f"your model did not run on the proposed spec's probe image (NCHW, {spec.image_height}x"
+                f"{spec.image_width}): {one_line(exc)}; a block applied more than once, which only a run "
+                "shows, was not looked for"]
+    return []
 
 
 def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
