@@ -7,7 +7,8 @@ each without a spec. Weights applied twice, which no binding can hold honestly (
 each have their own weights: the second write into a shared block would replace the first), are
 refused in one line naming the module: a block held at two paths, a parameter tied to another, and
 a block the forward applies twice. Through the CLI, `spec --from-model` prints the note and writes
-the layers' spec, and `verify --model` refuses a shared block with exit 2 and nothing written."""
+the layers' spec, `verify --model` prints it and passes, and refuses a shared block with exit 2 and
+nothing written."""
 
 from __future__ import annotations
 
@@ -188,7 +189,7 @@ def shared_block():
 """
 
 
-def test_spec_from_model_prints_the_contradiction_and_writes_the_layers_spec(tmp_path: Path) -> None:
+def test_spec_from_model_and_verify_print_the_contradiction_and_take_the_layers(tmp_path: Path) -> None:
     models = tmp_path / "models.py"
     models.write_text(HF_MODELS.format(config=HF_CONFIG))
     out = tmp_path / "vit.toml"
@@ -199,6 +200,9 @@ def test_spec_from_model_prints_the_contradiction_and_writes_the_layers_spec(tmp
     assert f"  layer_norm_eps=1e-12 ({SOURCES['layer_norm_eps'][1]})" in lines
     written = ModelSpec.from_file(out)
     assert written == propose_spec(hf_vit()).spec.replace(name=written.name)
+    verified = run_cli("verify", "--model", f"{models}:lying_eps")  # reads the spec the same way
+    assert verified.code == 0, verified.stdout + verified.stderr
+    assert f"note: {EPS}" in verified.stdout.splitlines() and "PASS" in verified.stdout
 
 
 def test_verify_refuses_a_shared_block_in_one_line_and_writes_nothing(tmp_path: Path) -> None:

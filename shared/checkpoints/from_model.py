@@ -103,14 +103,14 @@ def propose_spec(model: Any, framework: str | None = None) -> Proposal:
         reading, named = found or (Reading(""), params)
         facts, notes = _facts(reading, named, layers)
         proposal = _proposal(facts, reading.library or None, notes, fw)
-    proposal.notes += run_once(port, model, proposal.spec, fw)
+    proposal.notes += _run_once(port, model, proposal.spec, fw)
     return proposal
 
 
-def run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[str]:
+def _run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[str]:
     """A block the forward applies twice is seen only when it runs, and torch's reader counts each
-    module's calls on a model's first run (`ports/torch/user.py`): so a torch model runs once on the
-    proposed spec's probe image, in torch's layout. A module applied twice is refused there (a
+    module's calls on a model's first run (`ports/torch/user.py`): so a torch model runs once, on one
+    probe image of the proposed spec in torch's layout. A module applied twice is refused there (a
     WeightsError); a forward that fails on that image is a note, since the proposal stands without it."""
     if framework != "torch":
         return []

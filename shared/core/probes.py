@@ -1,6 +1,6 @@
 """Framework-neutral helpers for each port's `defaults.py` (`ports/<fw>/defaults.py`): reading a
 keyword's default from a signature or from a source file, and the pieces of the built-model audit
-that do not depend on the framework (the finding, GELU form by probing, the spec's rates).
+that do not depend on the framework (the finding, activation form by probing, the spec's rates).
 
 In `shared/core` because the ports use it and ports stand on the core alone; the teaching tools
 (`shared/teaching/audit.py`, `spec_check.py`) use it from here too.
