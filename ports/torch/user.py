@@ -8,7 +8,10 @@ device this machine lacks is refused in one line; inputs go to the device its pa
 
 from __future__ import annotations
 
+import re
+import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,8 +19,18 @@ import torch
 from torch import nn
 
 from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.probes import activation_form
 from shared.core.structure import Layer
-from shared.errors import InputError
+from shared.errors import InputError, WeightsError
+
+# The attributes an attention module of Transformers or timm computes its heads from, (count, width):
+# timm's Attention and Transformers' CLIP / SigLIP say num_heads and head_dim, Transformers' ViT,
+# DeiT and DINOv2 num_attention_heads and attention_head_size (their forwards reshape by them).
+HEAD_ATTRIBUTES = (("num_heads", "head_dim"), ("num_attention_heads", "attention_head_size"))
+# Parameterless modules probed for the activation they compute (Transformers' GELUActivation and
+# QuickGELUActivation, timm's QuickGELU and GELUTanh, nn.SiLU): only classes named as activations
+# are called, since calling an arbitrary module of the user's could do anything.
+ACTIVATION_CLASS = re.compile(r"gelu|silu|swish|activation", re.IGNORECASE)
 
 
 def owns(obj: Any) -> bool:
@@ -29,6 +42,7 @@ def parameters(model: Any) -> dict[str, np.ndarray]:
     # every parameter (and every buffer that changes the function) by its native name (the module
     # docstring's "Names"), float32 NumPy copies, in definition order
     _check_device(model)
+    _check_shared(model)
     return {name: value.detach().cpu().numpy().astype(np.float32, copy=True)
             for name, value in model.state_dict().items() if value.is_floating_point()}
 
@@ -65,7 +79,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
     # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
     # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
     # list or dict (an index or key); None means "the one array of shape (batch, classes)"
-    return _logits(model, model, images, layout, output)
+    return _logits(model, model, images, layout, output, count=model not in _RUN_ONCE)
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
@@ -115,13 +129,93 @@ def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
     if isinstance(module, nn.GELU):
         return "gelu", {"approximate": module.approximate != "none",
                         "form": "gelu" if module.approximate == "none" else "gelu_tanh"}
+    form = _activation_form(module)
+    if form is not None:
+        return "gelu", {"approximate": form == "gelu_tanh", "form": form}
     if isinstance(module, nn.Dropout):
         return "dropout", {"rate": float(module.p)}
     if isinstance(module, nn.Embedding):
         return "embedding", {"num_embeddings": module.num_embeddings}
     if isinstance(module, nn.TransformerEncoderLayer):
         return "other", {"norm_first": module.norm_first}
+    for count, width in HEAD_ATTRIBUTES:  # a library's attention module: a container of its Linears
+        heads, head_dim = getattr(module, count, None), getattr(module, width, None)
+        if isinstance(heads, int) and isinstance(head_dim, int) and not isinstance(heads, bool):
+            return "other", {"num_heads": heads, "head_dim": head_dim}
     return "other", {}
+
+
+def _activation_form(module: nn.Module) -> str | None:
+    """The spec activation a parameterless module named as one computes, by probing it."""
+    if not ACTIVATION_CLASS.search(type(module).__name__) or next(module.children(), None) is not None \
+            or next(module.parameters(), None) is not None or next(module.buffers(), None) is not None:
+        return None
+
+    def call(x: np.ndarray) -> torch.Tensor:
+        with torch.no_grad():
+            return module(torch.from_numpy(x))
+
+    return activation_form(call)
+
+
+# ---- weights applied once ------------------------------------------------------------------------
+# Each of a spec's tensors is applied once per forward, and a binding writes each canonical tensor
+# into its own native one: weights a model holds at two places, or applies twice, would take two
+# canonical tensors into one (the second write replacing the first), so they are refused by name.
+@dataclass
+class _Calls:
+    counts: dict[str, int]  # path of a module holding parameters -> its calls in one forward
+    handles: list[Any]
+
+
+# Counted on a model's first run only: the hooks would cost every timed forward.
+_RUN_ONCE: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+
+
+def _holds_parameters(module: nn.Module) -> bool:
+    return next(module.parameters(), None) is not None
+
+
+def _check_shared(model: nn.Module) -> None:
+    # a module held at two paths (a ModuleList with one block twice), else one parameter at two names
+    places: dict[int, list[str]] = {}
+    for path, module in model.named_modules(remove_duplicate=False):
+        if _holds_parameters(module):
+            places.setdefault(id(module), []).append(path)
+    shared = sorted((paths for paths in places.values() if len(paths) > 1), key=lambda p: p[0].count("."))
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    tied = [found for found in names.values() if len(found) > 1]
+    if shared or tied:
+        what, paths = ("module", shared[0]) if shared else ("parameter", tied[0])
+        also = ", ".join(repr(p) for p in paths[1:])
+        raise WeightsError(f"your torch model holds {what} {paths[0]!r} at {len(paths)} paths (also "
+                           f"{also}): one set of weights, where each of a spec's layers has its own, so it "
+                           "cannot be bound to the spec; hold it once, or give each place its own "
+                           f"{what} (copy.deepcopy)")
+
+
+def _count_calls(model: nn.Module) -> _Calls:
+    calls = _Calls({}, [])
+    for path, module in model.named_modules():
+        if path and _holds_parameters(module):
+            calls.counts[path] = 0
+
+            def count(module: nn.Module, args: Any, result: Any, path: str = path) -> None:
+                calls.counts[path] += 1
+            calls.handles.append(module.register_forward_hook(count))
+    return calls
+
+
+def _check_applied_once(counts: dict[str, int]) -> None:
+    twice = sorted((path for path, n in counts.items() if n > 1), key=lambda p: p.count("."))
+    if twice:
+        path, n = twice[0], counts[twice[0]]
+        raise WeightsError(f"your torch model's forward applied module {path!r} {n} times: its weights "
+                           "are shared between the applications, where each of a spec's layers has its own, "
+                           "so it cannot be bound to the spec; give each application its own module "
+                           "(copy.deepcopy)")
 
 
 # ---- running ------------------------------------------------------------------------------------
@@ -136,12 +230,20 @@ def _check_device(model: nn.Module) -> torch.device:
 
 
 def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray, layout: str,
-            output: str | None, check: bool = True) -> np.ndarray:
+            output: str | None, check: bool = True, count: bool = False) -> np.ndarray:
     device = _check_device(model)
     model.eval()
     x = torch.from_numpy(native_layout(np.asarray(images, np.float32), layout)).to(device)
-    with torch.no_grad():
-        result = forward(x)
+    calls = _count_calls(model) if count else None
+    try:
+        with torch.no_grad():
+            result = forward(x)
+    finally:
+        for handle in calls.handles if calls else ():
+            handle.remove()
+    if calls is not None:
+        _check_applied_once(calls.counts)
+        _RUN_ONCE.add(model)
     return pick_logits(numpy_outputs(result, _numpy), output, len(images)) if check else np.zeros(0)
 
 

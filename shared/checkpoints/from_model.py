@@ -5,8 +5,10 @@ framework) -> Proposal`, each field with its source. Sources, first wins:
    Transformers `config`, timm's and torchvision's attributes, keras-hub's `get_config()`);
 2. the state dict, read by the matching checkpoint format's own `infer` (shared/checkpoints/*.py):
    its facts (tensor names and shapes);
-3. the layers' settings as the spec check reads them (`ports/<fw>/user.py` `layers()`): LayerNorm
-   eps, GELU form, attention heads, head width and bias, norm placement, depth;
+3. the layers' settings as the spec check reads them (`ports/<fw>/user.py` `layers()`,
+   shared/checkpoints/model_layers.py): LayerNorm eps, activation form, attention heads, head width
+   and bias, norm placement, depth. What the layers compute with (eps, activation, heads, head
+   width) also overrules a configuration that says otherwise, with a note naming both;
 4. the library's conventions that `infer` applies (timm's eps 1e-6, ...);
 5. dependent defaults: a field that follows from one read (no class token => no class row and
    no class token to pool).
@@ -29,14 +31,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.checkpoints import format_module
+from shared.checkpoints.model_layers import (
+    config_as_computed,
+    layer_facts,
+    overruled_by_layers,
+    variance_notes,
+)
 from shared.checkpoints.model_readers import Fact, Reading, library_reading
 from shared.checkpoints.model_search import format_names, wrapped_reading
 from shared.core.binding import by_table
+from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
-from shared.errors import PortbenchError, SpecError
+from shared.errors import PortbenchError, SpecError, WeightsError
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.user_guard import build
 from shared.runtime.user_jobs import user_port
+from shared.runtime.worker import one_line
 
 DEFAULT = "default"
 UNREAD_NAME = "read-from-model"
@@ -86,13 +96,33 @@ def propose_spec(model: Any, framework: str | None = None) -> Proposal:
     layers = port.layers(model)
     direct = library_reading(model)
     found = (direct, params) if direct is not None else wrapped_reading(model, port, params)
-    if found is None:
-        by_names = _by_format_names(params, layers, fw)
-        if by_names is not None:
-            return by_names
-    reading, named = found or (Reading(""), params)
-    facts, notes = _facts(reading, named, layers)
-    return _proposal(facts, reading.library or None, notes, fw)
+    by_names = _by_format_names(params, layers, fw) if found is None else None
+    if by_names is not None:
+        proposal = by_names
+    else:
+        reading, named = found or (Reading(""), params)
+        facts, notes = _facts(reading, named, layers)
+        proposal = _proposal(facts, reading.library or None, notes, fw)
+    proposal.notes += _run_once(port, model, proposal.spec, fw)
+    return proposal
+
+
+def _run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[str]:
+    """A block the forward applies twice is seen only when it runs, and torch's reader counts each
+    module's calls on a model's first run (`ports/torch/user.py`): so a torch model runs once, on one
+    probe image of the proposed spec in torch's layout. A module applied twice is refused there (a
+    WeightsError); a forward that fails on that image is a note, since the proposal stands without it."""
+    if framework != "torch":
+        return []
+    try:
+        port.run(model, probe_batch(spec, 1), "NCHW", None)
+    except WeightsError:
+        raise
+    except Exception as exc:  # whatever the user's forward raises
+        return [f"your model did not run on the proposed spec's probe image (NCHW, {spec.image_height}x"
+                f"{spec.image_width}): {one_line(exc)}; a block applied more than once, which only a run "
+                "shows, was not looked for"]
+    return []
 
 
 def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
@@ -104,7 +134,7 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
     conventions: dict[str, Fact] = {}
     if reading.fmt:
         try:
-            inferred = _inferred(reading, params, found)
+            inferred = _inferred(reading, params, found, layers)
         except PortbenchError as exc:
             if strict:
                 raise
@@ -114,6 +144,7 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
                 found.setdefault(name, fact)
             conventions = {name: (value, f"{why}: the library's convention")
                            for name, (value, why) in inferred.conventions.items()}
+    notes += overruled_by_layers(found, layers)
     for name, fact in layer_facts(layers).items():
         found.setdefault(name, fact)
     for name, fact in conventions.items():
@@ -123,14 +154,16 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
     return found, notes + variance_notes(layers)
 
 
-def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact]) -> Any:
-    """The format's `infer` on the model's state dict, given what the configuration said."""
+def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact], layers: list[Any]) -> Any:
+    """The format's `infer` on the model's state dict, given what the configuration said (its keys
+    for what the layers compute set to the layers' values)."""
     fmt = reading.fmt or ""
     fmt_module = format_module(fmt)
     raw = dict(params)
     if hasattr(fmt_module, "normalise"):
         raw = fmt_module.normalise(raw, "(your model)")
-    return fmt_module.infer(fmt, raw, reading.config, {k: v for k, (v, _) in found.items()})
+    config = config_as_computed(reading.config, reading.config_keys, layers)
+    return fmt_module.infer(fmt, raw, config, {k: v for k, (v, _) in found.items()})
 
 
 def _by_format_names(params: dict[str, Any], layers: list[Any], framework: str) -> Proposal | None:
@@ -148,45 +181,6 @@ def _by_format_names(params: dict[str, Any], layers: list[Any], framework: str) 
         except (PortbenchError, KeyError):  # not this format's names (a KeyError: a tensor it reads)
             continue
     return None
-
-
-def layer_facts(layers: list[Any]) -> dict[str, Fact]:
-    """What the layers' own settings say (`ports/<fw>/user.py` `layers()`), as the spec check reads
-    them: the first LayerNorm's eps, the first GELU's form (a layer, or a dense layer's activation),
-    the first attention layer's heads, head width and bias, the norm placement, and the number of
-    attention layers as the depth."""
-    out: dict[str, Fact] = {}
-    attention = 0
-    for layer in layers:
-        kind, s, where = layer.kind, layer.settings, layer.path or "<root>"
-        if kind == "layer_norm" and "eps" in s:
-            out.setdefault("layer_norm_eps", (float(s["eps"]), f"eps of LayerNorm {where}"))
-        form = s.get("form") if kind == "gelu" else s.get("activation") if kind == "linear" else None
-        if form in ("gelu", "gelu_tanh") and "head" not in where.lower():
-            out.setdefault("activation", (form, f"GELU form of {where}"))
-        if kind == "attention":
-            attention += 1
-            for name, key in (("heads", "num_heads"), ("head_dim", "head_dim"), ("qkv_bias", "use_bias")):
-                if s.get(key) is not None:
-                    value = bool(s[key]) if name == "qkv_bias" else int(s[key])
-                    out.setdefault(name, (value, f"{key} of attention {where}"))
-        if "norm_first" in s:
-            out.setdefault("norm", ("pre" if s["norm_first"] else "post", f"norm_first of {where}"))
-    if attention:
-        out["depth"] = (attention, f"{attention} attention layers")
-    return out
-
-
-def variance_notes(layers: list[Any]) -> list[str]:
-    """linen's and nnx's LayerNorm default, `use_fast_variance=True`, computes E[x^2] - E[x]^2; the
-    spec has no field for it (its variance is the two-pass one): said with the first such layer."""
-    fast = [layer.path or "<root>" for layer in layers
-            if layer.kind == "layer_norm" and layer.settings.get("use_fast_variance")]
-    if not fast:
-        return []
-    return [f"layer_norm_variance: use_fast_variance=True of LayerNorm {fast[0]} ({len(fast)} of your "
-            "LayerNorms) computes E[x^2] - E[x]^2, which no spec field states (the reference's variance "
-            "is two-pass): the spec check names it and verify's tolerance judges it"]
 
 
 def dependent_defaults(found: dict[str, Fact]) -> dict[str, Fact]:

@@ -31,6 +31,8 @@ class Reading:
     fmt: str | None = None  # the checkpoint format (shared/checkpoints/FORMATS) of its state dict
     config: dict[str, Any] | None = None  # what that format's `infer` reads beside the tensors
     notes: list[str] = field(default_factory=list)
+    # field -> its key in `config`, for fields the layers compute (shared/checkpoints/model_layers.py)
+    config_keys: dict[str, str] = field(default_factory=dict)
 
     def fact(self, name: str, value: Any, source: str) -> None:
         self.facts[name] = (value, source)
@@ -187,7 +189,9 @@ def transformers_reading(model: Any) -> Reading | None:
     values = config.to_dict()
     class_name = type(model).__name__
     torch_names = not class_name.startswith(("TF", "Flax"))
-    r = Reading(f"transformers {class_name}", fmt="hf" if torch_names else None, config=values)
+    # its modules took the heads and eps from `config` when built; `config` may have been edited since
+    r = Reading(f"transformers {class_name}", fmt="hf" if torch_names else None, config=values,
+                config_keys={"heads": "num_attention_heads", "layer_norm_eps": "layer_norm_eps"})
     if not torch_names and values.get("model_type") != "vit":
         r.notes.append(f"transformers {class_name}: a {values.get('model_type')} config is read with "
                        "PyTorch's tensor names; its PyTorch class, or --spec, states every field")

@@ -131,6 +131,8 @@ def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec
     spec = proposal.spec.with_overrides(overrides)
     print(f"spec read from your model: {proposal.summary()}; compare.py spec --from-model "
           f"{printable(args.model)} --out FILE.toml keeps it")
+    for note in proposal.notes:  # what the reading overruled or could not state, as spec --from-model says
+        print(f"note: {printable(note)}")
     return spec
 
 

@@ -1,6 +1,6 @@
 """Framework-neutral helpers for each port's `defaults.py` (`ports/<fw>/defaults.py`): reading a
 keyword's default from a signature or from a source file, and the pieces of the built-model audit
-that do not depend on the framework (the finding, GELU form by probing, the spec's rates).
+that do not depend on the framework (the finding, activation form by probing, the spec's rates).
 
 In `shared/core` because the ports use it and ports stand on the core alone; the teaching tools
 (`shared/teaching/audit.py`, `spec_check.py`) use it from here too.
@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.spec import ModelSpec
+from shared.core.reference import activation
+from shared.core.spec import ACTIVATIONS, ModelSpec
 
 
 def default_of(obj: Any, name: str) -> Any:
@@ -62,23 +63,27 @@ class Finding:
         return f"{self.where}: [{self.entry}] {self.message}"
 
 
-def gelu_form(fn: Callable[[np.ndarray], Any]) -> str | None:
-    """'gelu' or 'gelu_tanh' by probing a callable at x = 1.5 (the forms differ by 2e-4 there);
-    None when it is neither or cannot take a NumPy array."""
-    x = np.array([1.5], dtype=np.float32)
+def activation_form(fn: Callable[[np.ndarray], Any]) -> str | None:
+    """The spec activation (`shared.core.spec.ACTIVATIONS`) a callable computes, by probing it at
+    x = 1.5 and -0.75 against the reference's forms (GELU's two differ by 2e-4 at 1.5, the others by
+    more); None when it is none of them or cannot take a NumPy array."""
+    x = np.array([1.5, -0.75], dtype=np.float32)
     try:
         y = fn(x)
-        y = y.detach().numpy() if hasattr(y, "detach") else y  # a torch tensor (Keras on torch)
-        value = float(np.asarray(y).reshape(-1)[0])
+        y = y.detach().cpu().numpy() if hasattr(y, "detach") else y  # a torch tensor (Keras on torch)
+        got = np.asarray(y, dtype=np.float64).reshape(-1)
     except Exception:
         return None
-    exact = 0.5 * 1.5 * (1 + math.erf(1.5 / math.sqrt(2)))
-    tanh = 0.5 * 1.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1.5 + 0.044715 * 1.5**3)))
-    if abs(value - exact) < 2e-5:
-        return "gelu"
-    if abs(value - tanh) < 2e-5:
-        return "gelu_tanh"
-    return None
+    if got.shape != x.shape:
+        return None
+    return next((form for form in ACTIVATIONS
+                 if np.all(np.abs(got - activation(x.astype(np.float64), form)) < 2e-5)), None)
+
+
+def gelu_form(fn: Callable[[np.ndarray], Any]) -> str | None:
+    """'gelu' or 'gelu_tanh' by probing a callable (`activation_form`); None when it is neither."""
+    form = activation_form(fn)
+    return form if form in ("gelu", "gelu_tanh") else None
 
 
 def spec_rates(spec: ModelSpec) -> set[float]:

@@ -53,6 +53,8 @@ def check_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -
         elif kind == "attention":
             attention += 1
             out += _attention(spec, s, where)
+        elif "num_heads" in s:  # a library's attention module (Transformers', timm's): its head shape
+            out += _heads(spec, s, where)
         elif kind == "dropout" and "rate" in s and not is_spec_rate(float(s["rate"]), spec):
             rates = "/".join(f"{r:g}" for r in sorted(spec_rates(spec)))
             out.append(Contradiction("dropout", "dropout_flags", f"p={s['rate']:g}",
@@ -108,16 +110,22 @@ def _gelu(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradicti
     return [Contradiction(field, entry, form, wanted, where)]
 
 
+def _heads(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradiction]:
+    out = []
+    if s.get("num_heads") is not None and int(s["num_heads"]) != spec.heads:
+        out.append(Contradiction("heads", "head_width", s["num_heads"], spec.heads, where))
+    if s.get("head_dim") is not None and int(s["head_dim"]) != spec.head_dim:
+        out.append(Contradiction("head_dim", "head_width", s["head_dim"], spec.head_dim, where))
+    return out
+
+
 def _attention(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradiction]:
     out = []
     if s.get("batch_first") is False:
         yours = "MultiheadAttention batch_first=False (torch's default: a (B, T, D) input attends across " \
                 "the batch)"
         out.append(Contradiction("batch_first", "batch_first", yours, "batch-first tokens", where))
-    if s.get("num_heads") is not None and int(s["num_heads"]) != spec.heads:
-        out.append(Contradiction("heads", "head_width", s["num_heads"], spec.heads, where))
-    if s.get("head_dim") is not None and int(s["head_dim"]) != spec.head_dim:
-        out.append(Contradiction("head_dim", "head_width", s["head_dim"], spec.head_dim, where))
+    out += _heads(spec, s, where)
     if s.get("use_bias") is not None and bool(s["use_bias"]) != spec.qkv_bias:
         out.append(Contradiction("qkv_bias", "attention_bias", f"projection bias={s['use_bias']}",
                                  spec.qkv_bias, where))
