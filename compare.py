@@ -18,6 +18,7 @@ from pathlib import Path
 from shared.errors import PortbenchError, first_line
 
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
+PROG = "compare.py"  # how usage and argument errors name the program (`portbench` when installed)
 
 
 def build_parser(load: Collection[str | None] | None = None) -> argparse.ArgumentParser:
@@ -28,7 +29,8 @@ def build_parser(load: Collection[str | None] | None = None) -> argparse.Argumen
     from shared.cli import command_at, command_index
     from shared.cli._options import OneLineParser
 
-    parser = OneLineParser(prog="compare.py", description=__doc__)
+    parser = OneLineParser(prog=PROG, description=__doc__)
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     experiment = command_at("experiment", "experiments.cli", EXPERIMENTS / "cli.py")  # research: listed last
     for command in (*command_index(), experiment):
@@ -37,6 +39,25 @@ def build_parser(load: Collection[str | None] | None = None) -> argparse.Argumen
         else:
             sub.add_parser(command.name, help=command.help)
     return parser
+
+
+class VersionAction(argparse.Action):
+    """`--version`: portbench's version, then each framework's and reference library's installed
+    version (or "not installed"), read from package metadata when asked, never by importing."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print portbench's version and each installed "
+                         "framework's, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from importlib import metadata
+
+        from ports import library_versions
+
+        print(f"portbench {metadata.version('portbench')} (Python {sys.version.split()[0]})")
+        for module, version in library_versions().items():
+            print(f"  {module:<13} {version or 'not installed'}")
+        parser.exit()
 
 
 def _command_named(argv: list[str]) -> str | None:
@@ -116,6 +137,13 @@ def _main(argv: list[str] | None) -> int:
         print_error(f"internal error {first_line(exc, typed=True)} "
                     "(a portbench bug; PORTBENCH_DEBUG=1 shows the traceback)")
         return 3
+
+
+def entry_point() -> int:
+    """The installed `portbench` command (pyproject's [project.scripts]): `python compare.py`."""
+    global PROG
+    PROG = "portbench"
+    return main()
 
 
 if __name__ == "__main__":

@@ -72,6 +72,26 @@ def installed() -> dict[str, str | None]:
     return {name: missing_requirement(name) for name in PORTS}
 
 
+# The libraries portbench reads checkpoints and live models of, besides the ports' own frameworks.
+REFERENCE_LIBRARIES = ("transformers", "timm", "keras_hub", "numpy")
+
+
+def library_versions() -> dict[str, str | None]:
+    """Every module a registered entry needs, and the reference libraries -> the installed
+    distribution's version (None: not installed). Read from the installed metadata: nothing is
+    imported, so `compare.py --version` costs no framework start."""
+    from importlib import metadata
+
+    needed = [module for entry in PORTS.values() for module in entry.requires]
+    modules = dict.fromkeys([*needed, *REFERENCE_LIBRARIES])
+    distributions = metadata.packages_distributions()
+    out: dict[str, str | None] = {}
+    for module in modules:
+        names = distributions.get(module, [])
+        out[module] = metadata.version(names[0]) if names else None
+    return out
+
+
 def parse_frameworks(text: str | None, default: tuple[str, ...] = NATIVE) -> list[str]:
     names = [n.strip() for n in (text or ",".join(default)).split(",") if n.strip()]
     for n in names:

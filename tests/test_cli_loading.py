@@ -19,13 +19,13 @@ OURS = ("shared", "ports", "experiments")
 PROBE = f"""
 import contextlib, io, json, sys
 import compare
-with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
     try:
         code = compare.main(sys.argv[1:])
     except SystemExit as exc:  # argparse's own exit, after --help or a refused argument
         code = exc.code
 modules = sorted(m for m in sys.modules if m.split(".")[0] in {OURS} or m == "compare")
-print(json.dumps({{"code": code, "error": err.getvalue(), "modules": modules,
+print(json.dumps({{"code": code, "out": out.getvalue(), "error": err.getvalue(), "modules": modules,
                   "frameworks": sorted(m for m in sys.modules if m.split(".")[0] in {FRAMEWORKS})}}))
 """
 
@@ -67,3 +67,23 @@ def test_the_line_read_from_the_source_is_the_line_the_module_registers() -> Non
     listed = {c.name: c.help for c in command_index()}
     assert listed == {name: registered[name] for name in listed}
     assert set(registered) == {*listed, "experiment"}
+
+
+def test_version_names_portbench_and_every_framework_without_importing_one() -> None:
+    """`--version` (also the installed `portbench` command's, pyproject's [project.scripts]) reads
+    package metadata: portbench's version first, then each framework, none imported."""
+    import tomllib
+    from importlib import metadata
+
+    from ports import PORTS
+
+    (seen,) = probe(["--version"])
+    assert seen["code"] == 0 and seen["frameworks"] == []
+    lines = seen["out"].splitlines()
+    assert lines[0].startswith(f"portbench {metadata.version('portbench')} (Python ")
+    listed = {line.split()[0]: line.split(maxsplit=1)[1] for line in lines[1:]}
+    assert {m for entry in PORTS.values() for m in entry.requires} <= set(listed)
+    assert listed["numpy"] == metadata.version("numpy")
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["portbench"].partition(":")
+    assert module == "compare" and callable(getattr(compare, function))
