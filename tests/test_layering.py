@@ -47,6 +47,9 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                            "imported the other (a circle)",
     "ports/keras/port.py": "the parallel text's interface with a branch per Keras backend (TensorFlow, JAX, "
                            "torch) in each runtime function: it cannot split alone",
+    "shared/teaching/divergences.py": "the catalogue, one row per divergence holding all of it "
+                                      "(alternatives, specs, demonstration, lesson): a table read top to "
+                                      "bottom, where a new divergence is one row",
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file

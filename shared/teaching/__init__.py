@@ -1,5 +1,9 @@
-"""Where frameworks silently differ: the divergence catalogue (`divergences`, its demonstrations in
-`forward_demos` / `training_demos`, its reference variants in `variants` / `transforms`),
+"""Where frameworks silently differ: the divergence catalogue (`divergences`: one row per divergence,
+an `Entry` of `row`, holding its alternatives, the specs they are measured on, its demonstration
+and its lesson; the demonstrations' template in `demo`, what they measure beyond it in
+`forward_demos` / `family_demos` / `position_demos` / `training_demos` / `precision_demos`; the
+alternatives' changes in `transforms` / `family_transforms` / `position_transforms`; the rows read
+for `diagnose` in `variants` and for the rung table in `detectability`),
 `first_divergence` (the first tensor where a port leaves the reference), `gap_explanation`
 (which setting explains a gap), `audit` (framework defaults used instead of spec values),
 `user_model` / `spec_check` (a user's own model where the

@@ -1,9 +1,10 @@
 """What every catalogue demonstration shares: its result (`Demo`), the canonical weights it runs,
-and the pinned-vs-unpinned gap through the float64 reference (`variant_demo`)."""
+and the template most of them are: the pinned-vs-unpinned gap through the float64 reference
+(`variant_demo`), declared in an entry's row as a `Reference`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -16,7 +17,7 @@ from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable
 from shared.teaching.first_divergence import compare_taps, reference_taps
 from shared.teaching.framework_defaults import demos_module
-from shared.teaching.variants import Case, variant
+from shared.teaching.transforms import Case, Variant
 
 DEMO_SEED = 0  # canonical weights for every demonstration: init_weights(spec, DEMO_SEED)
 
@@ -53,27 +54,48 @@ def first_seen(case: Case, changed: Case) -> str:
     return first.name if first else "none"
 
 
-def variant_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "", traced: bool = False) -> Demo:
-    """The reference's logits under each variant in `keys` against the pinned spec's (`traced`:
-    each line also names the first tap where the trace sees the variant)."""
+def variant_demo(spec: ModelSpec, variants: Sequence[Variant], traced: bool = False) -> Demo:
+    """The reference's logits under each of `variants` against the pinned spec's (`traced`: each
+    line also names the first tap where the trace sees the variant)."""
     case = demo_case(spec)
     pinned = forward(case.spec, case.weights, case.images)
     demo = Demo(None, ran_with=["reference"])
-    for key in keys:
-        changed = variant(key).apply(case)
+    for v in variants:
+        changed = v.apply(case)
         if changed is None:
-            demo.lines.append(f"{key}: does not apply to spec {spec.name!r}")
+            demo.lines.append(f"{v.key}: does not apply to spec {spec.name!r}")
             continue
         moved = gap(forward(changed.spec, changed.weights, changed.images), pinned)
         demo.gap = max(demo.gap or 0.0, moved)
         where = f"; trace first sees it at {first_seen(case, changed)}" if traced else ""
         demo.lines.append(f"spec {spec.name!r}, same canonical weights: logits move by {moved:.3g} "
-                          f"with {key}{where}")
-    if note:
-        demo.lines.append(note)
+                          f"with {v.key}{where}")
     return demo
 
 
-def variants_on(preset: str, keys: tuple[str, ...], note: str = "") -> Callable[[], Demo]:
-    """A demonstration that is `variant_demo` alone: `keys` on the preset's canonical weights."""
-    return lambda: variant_demo(get_preset(preset), keys, note)
+Template = Callable[[ModelSpec, Sequence[Variant]], Demo]  # lays the variants' runs out on a spec
+More = Callable[[Demo, Case, Sequence[Variant]], None]  # adds what else a demonstration measures
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A demonstration that is the template: an entry's alternatives (`only` these, when named) on
+    the canonical weights of the entry's first spec, each against the pinned spec through the
+    float64 reference (`template`: `variant_demo`, or another layout of the same runs); then the
+    `note`, then what `more` measures beside them (a framework's own API, a count, a trace)."""
+
+    only: tuple[str, ...] = ()
+    note: str = ""
+    more: More | None = None
+    template: Template = variant_demo
+
+    def run(self, spec: ModelSpec, variants: Sequence[Variant]) -> Demo:
+        if self.only:
+            declared = {v.key: v for v in variants}
+            variants = [declared[key] for key in self.only]
+        demo = self.template(spec, variants)
+        if self.note:
+            demo.lines.append(self.note)
+        if self.more is not None:
+            self.more(demo, demo_case(spec), variants)
+        return demo

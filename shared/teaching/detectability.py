@@ -25,49 +25,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shared.core.precision import LOW_RUNGS, Precision
-from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import MARGIN, logit_atol, logit_scale
 from shared.teaching.demo import demo_case, gap
-from shared.teaching.divergences import CATALOGUE, Entry
+from shared.teaching.divergences import CATALOGUE, entry
+from shared.teaching.row import Entry
 from shared.teaching.variants import Case, variant
 
 RUNG_COLUMNS = ("float32", *LOW_RUNGS)  # TF32 is unmeasured: it borrows float16-pure's bound
 # MARGIN (shared/core/tolerance.py): within this factor of a bound either way, a verdict is
 # rounding noise: "marginal"
 CAUGHT, MISSED, MARGINAL, NOT_MODELLED = "caught", "missed", "marginal", "not modelled"
-
-# The specs each entry's variants are measured on, tried in order until a variant applies: the
-# specs of the float32 mutation tests (tests/test_teaching_mutations.py), so the float32 column
-# is what those tests assert.
-DEFAULT_CASES: tuple[tuple[str, dict[str, object]], ...] = (("quadrant", {}),)
-ENTRY_CASES: dict[str, tuple[tuple[str, dict[str, object]], ...]] = {
-    "gelu": (("quadrant", {}), ("archive-torch", {})),  # quadrant has no head MLP
-    # pos_rows=32 fits both remainders (drop uses the first 28 rows)
-    "remainder": (("archive-keras", {"remainder": "drop", "pos_rows": 32}),),
-    "patch_layout": (("quadrant", {"channels": 3}),),  # one channel: both orders coincide
-    "pos_table_rows": (("archive-final", {}),),  # a position table larger than the sequence
-    # the newer families: the tiny preset that has the feature
-    "layer_scale": (("dinov2-reg-tiny", {}),),
-    "pool_qkv_bias": (("siglip-tiny", {}),),
-    "quick_gelu": (("clip-tiny", {}),),
-    "swiglu": (("dinov2-reg-tiny", {}),),
-    "register_pooling": (("dinov2-reg-tiny", {"pooling": "mean"}),),
-    "register_positions": (("dinov2-reg-tiny", {"pos_embed_register_rows": True}),),
-    "distilled_heads": (("deit-distilled-tiny", {}),),
-    # issue 23: a 4x4 table resampled to the 6x5 grid of a 24x20 image, one block
-    # (position_demos.resampled_spec)
-    **{key: (("dinov2-reg-tiny", {"depth": 1, "image_height": 24, "image_width": 20, "pos_grid_height": 4,
-                                  "pos_grid_width": 4, "pos_resample": method}),)
-       for key, method in (("pos_resample", "hf_bicubic"),
-                           ("pos_resample_antialias", "timm_bicubic_antialias"),
-                           ("pos_resample_offset", "hf_bicubic"))},
-    "rope_layout": (("rope-tiny", {}),),
-    "rope_coords": (("rope-tiny", {}),),
-}
-
 
 @dataclass(frozen=True)
 class Measured:
@@ -117,23 +87,16 @@ def classify(gap_value: float, bound: float) -> str:
     return MARGINAL
 
 
-def _label(preset: str, changes: dict[str, object]) -> str:
-    extra = ", ".join(f"{k}={v}" for k, v in changes.items())
-    return f"{preset} ({extra})" if extra else preset
-
-
 def measure(entry_key: str, variant_key: str) -> Measured | None:
-    """The variant on the first of the entry's cases it applies to, or None (it is the pinned
-    setting on every one of them)."""
-    for preset, changes in ENTRY_CASES.get(entry_key, DEFAULT_CASES):
-        spec = get_preset(preset)
-        case, reference, emulated = _pinned(spec.replace(**changes) if changes else spec)
+    """The variant on the first of the entry's cases it applies to (`Entry.cases`: the specs of the
+    float32 mutation tests), or None (it is the pinned setting on every one of them)."""
+    for on in entry(entry_key).cases:
+        case, reference, emulated = _pinned(on.spec())
         mutated = variant(variant_key).apply(case)
         if mutated is None:
             continue
         moved = gap(forward(mutated.spec, mutated.weights, mutated.images), reference)
-        return Measured(entry_key, variant_key, _label(preset, changes), case, mutated, reference, moved,
-                        dict(emulated))
+        return Measured(entry_key, variant_key, on.label, case, mutated, reference, moved, dict(emulated))
     return None
 
 

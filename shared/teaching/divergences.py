@@ -1,113 +1,231 @@
 """The catalogue: every place where torch, Keras, Flax and MLX silently differ for this model, what the
-spec (or the training recipe) pins, and a measured demonstration.
+spec (or the training recipe) pins, and a measured demonstration, one row per divergence.
 
-Each entry states what differs, reads each framework's default from the installed framework
-(`shared.teaching.framework_defaults`, through `ports/<fw>/defaults.py`), names the pin, and
-demonstrates the gap by running the same canonical weights with the pin and without it: through
-the float64 reference with a changed spec/weights/images (`shared.teaching.variants`), or, where
-the divergence lives in a framework API (batch_first, kernel layouts, optimizers, losses, dropout
-flags, CPU precision), through that API (`shared.teaching.forward_demos`,
-`shared.teaching.training_demos`).
+Each row (`shared.teaching.row.Entry`) is the whole entry: what differs, the pin, its alternatives
+(what a port that took the other setting computes, as a change to the reference's spec, weights or
+images: `shared.teaching.transforms`), the specs they are measured on, its demonstration and its
+lesson. Each framework's default is read from the installed framework
+(`shared.teaching.framework_defaults`, through `ports/<fw>/defaults.py`). A demonstration runs the
+same canonical weights with the pin and without it: through the float64 reference
+(`Reference`, the template in `shared.teaching.demo`, with what else it measures in
+`shared.teaching.forward_demos`, `family_demos` and `position_demos`), or, where the divergence
+lives in a framework API (batch_first, optimizers, losses, dropout flags, CPU precision), through
+that API (`shared.teaching.forward_demos`, `training_demos`, `precision_demos`).
+
+A new divergence is one `Entry` in CATALOGUE; `compare.py divergences`, `diagnose`, `lessons`
+and `lessons --rungs` read it from here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
 
 from shared.teaching import family_demos as family
+from shared.teaching import family_transforms as ft
 from shared.teaching import forward_demos as fwd
 from shared.teaching import position_demos as pos
+from shared.teaching import position_transforms as pt
 from shared.teaching import precision_demos as prec
 from shared.teaching import training_demos as train
-from shared.teaching.demo import Demo, variants_on
-from shared.teaching.framework_defaults import FRAMEWORKS, read_default
+from shared.teaching import transforms as t
+from shared.teaching.demo import Reference
+from shared.teaching.library_source import LibrarySelect
+from shared.teaching.port_source import Select
+from shared.teaching.row import Entry, Lesson, On
+from shared.teaching.transforms import Variant
 
+# Documented framework defaults. The catalogue (`shared.teaching.framework_defaults`) reads the
+# installed frameworks' values at run time; tests/test_teaching_catalogue.py checks they agree,
+# so diagnose can stay fast (no framework import) without drifting from the frameworks.
+EPSILON_SOURCES: tuple[tuple[float, str], ...] = (
+    (1e-3, "Keras' LayerNormalization default epsilon"),
+    (1e-5, "torch's and MLX's nn.LayerNorm default eps"),
+    (1e-6, "Flax's nnx.LayerNorm default epsilon"),
+    (1e-7, "keras.ops.layer_normalization's default (backend.epsilon())"),
+    (1e-12, "the epsilon of BERT-style Hugging Face configs (layer_norm_eps=1e-12: Transformers' "
+            "ViTConfig and DeiTConfig, where timm's ViT and DeiT use 1e-6)"),
+)
 
-@dataclass(frozen=True)
-class Entry:
-    key: str
-    title: str
-    differs: str
-    pin: str  # the spec / train-spec field or fixed convention that pins it
-    kind: str  # forward | training | numerics
-    rows: str  # where the measurement came from in the project's first survey (kept for JSON readers)
-    demo: Callable[[], Demo]
-    variants: tuple[str, ...] = ()  # shared.teaching.variants keys that model the unpinned port
-    framework_default: bool = True  # False: a convention of the model code, no framework API to read
+# One alternative shows two entries (attention_scale's, shown by head_width too): a head width of
+# dim where the spec means dim/heads scales the scores by 1/sqrt(dim).
+SCALED_BY_DIM = Variant("attention scaled by 1/sqrt(dim)",
+                        "your port's head width is dim, not dim/heads (the 'same integer' trap: Keras "
+                        "key_dim=dim, or a hand-written 1/sqrt(dim))",
+                        t.query_scaled(lambda s: math.sqrt(s.head_dim / s.dim)))
 
-    def defaults(self) -> dict[str, str]:
-        if not self.framework_default:
-            return dict.fromkeys(FRAMEWORKS, "n/a")
-        return {fw: read_default(self.key, fw) for fw in FRAMEWORKS}
+# The libraries' functions the issue-23 lessons show (shared/teaching/library_source.py reads them).
+TIMM_RESAMPLE = LibrarySelect("timm", "timm.layers.pos_embed", "resample_abs_pos_embed")
+HF_VIT_RESAMPLE = LibrarySelect("transformers", "transformers.models.vit.modeling_vit",
+                                "ViTEmbeddings.interpolate_pos_encoding")
+HF_DINOV2_RESAMPLE = LibrarySelect("transformers", "transformers.models.dinov2.modeling_dinov2",
+                                   "Dinov2Embeddings.interpolate_pos_encoding")
+BIG_VISION_RESAMPLE = LibrarySelect("big_vision", "big_vision.models.vit", "resample_posemb",
+                                    calls="scipy.ndimage.zoom(..., order=1)")
+DINOV2_RESAMPLE = LibrarySelect("dinov2", "dinov2.models.vision_transformer",
+                                "DinoVisionTransformer.interpolate_pos_encoding",
+                                calls="F.interpolate with scale_factor (out + 0.1) / in")
+TIMM_SINCOS = "timm.layers.pos_embed_sincos"
+HF_DINOV3 = "transformers.models.dinov3_vit.modeling_dinov3_vit"
+TIMM_ROTATE = tuple(LibrarySelect("timm", TIMM_SINCOS, unit)
+                    for unit in ("rot", "rope_rotate_half", "apply_rot_embed", "apply_rot_embed_cat"))
+HF_DINOV3_ROTATE = (LibrarySelect("transformers", HF_DINOV3, "rotate_half"),
+                    LibrarySelect("transformers", HF_DINOV3, "apply_rotary_pos_emb"))
 
-    def run_demo(self) -> Demo:
-        return self.demo()
-
-
+# `tried` and `place` keep the order `diagnose` tried the first entries' alternatives in (spec
+# fields first) and the lessons' reading order; an entry without them comes after, in catalogue order.
 CATALOGUE: tuple[Entry, ...] = (
     Entry("head_width", "What the integer in 'heads=4, dim 32' means",
           "torch nn.MultiheadAttention's and MLX nn.MultiHeadAttention's head width is dims/num_heads; "
           "Keras' key_dim is the width of each head, so passing the same integer gives heads four "
           "times wider",
-          "ModelSpec.head_dim", "forward", "4", fwd.demo_head_width,
-          ("attention scaled by 1/sqrt(dim)", "heads merged into one")),
+          "ModelSpec.head_dim", "forward", "4", Reference(more=fwd.key_dim_params),
+          also=(SCALED_BY_DIM,),
+          alternatives=(
+              Variant("heads merged into one", "your port runs one head of width heads*head_dim "
+                      "(num_heads=1, or heads folded into key_dim)", t.heads_merged, group="heads"),),
+          lesson=Lesson("torch/Flax/MLX take the total width, Keras the per-head width",
+                        (Select(unit="Attention.__init__"),), place=4),
+          tried=7),
     Entry("remainder", "Trailing pixels: drop or pad",
           "a 'valid' conv/unfold drops pixels that do not fill a patch; 'same' padding adds zeros "
           "and more tokens (32x31 with 8x4 patches: 28 vs 32)", "ModelSpec.remainder", "forward",
-          "17", fwd.demo_remainder, ("remainder=pad", "remainder=drop")),
+          "17", Reference(only=("remainder=pad",), more=fwd.remainder_tokens),
+          alternatives=(
+              Variant("remainder=pad", "your port zero-pads the image to whole patches (Keras/Flax "
+                      "padding='same')", t.spec_field("remainder", "pad")),
+              Variant("remainder=drop", "your port drops the trailing pixels (a 'valid' conv, torch's "
+                      "unfold)", t.spec_field("remainder", "drop"))),
+          # pos_rows=32 fits both remainders (drop uses the first 28 rows)
+          cases=(On("archive-keras", {"remainder": "drop", "pos_rows": 32}, name="archive-keras"),),
+          lesson=Lesson("padding is explicit; the conv itself is 'valid'",
+                        (Select(unit="PatchEmbed.__init__"),), place=7),
+          tried=5),
     Entry("patch_layout", "Patch flatten order and NCHW/NHWC",
           "torch flattens patches (C, ph, pw) and takes NCHW; Keras and Flax flatten (ph, pw, C) "
           "and take NHWC", "convention: NHWC input, (ph, pw, C) flatten (shared/core/spec.py)", "forward",
-          "16", fwd.demo_patch_layout, ("patches flattened (C, ph, pw)", "images reshaped to NCHW")),
+          "16", Reference(note="with one channel both flatten orders coincide (gap 0): test with C > 1"),
+          alternatives=(
+              Variant("patches flattened (C, ph, pw)", "your port flattens patches channel-first "
+                      "(F.unfold order) against a (ph, pw, C) kernel", t.patch_flatten_chw,
+                      group="patch_order"),
+              Variant("images reshaped to NCHW", "your port reshapes NHWC images to NCHW instead of "
+                      "transposing them", t.images_reshaped_nchw, group="image_layout")),
+          cases=(On("quadrant", {"channels": 3}, name="quadrant-rgb"),),  # one channel: both orders coincide
+          lesson=Lesson("torch alone converts NHWC to NCHW", (Select(unit="Port.prepare"),), place=8),
+          tried=8),
     Entry("layer_norm_eps", "LayerNorm epsilon",
           "torch and MLX 1e-5, Flax 1e-6, Keras 1e-3 by default; model configs differ too: "
           "Transformers' ViTConfig and DeiTConfig 1e-12 (BERT's) where timm's ViT and DeiT use 1e-6, "
           "so a converter must carry the source's value", "ModelSpec.layer_norm_eps", "forward", "1",
-          fwd.demo_eps, tuple(f"layer_norm_eps={v:g}" for v in (1e-3, 1e-5, 1e-6, 1e-7, 1e-12))),
+          fwd.demo_eps,
+          alternatives=tuple(Variant(f"layer_norm_eps={value:g}", f"your port uses {source} ({value:g})",
+                                     t.epsilon(value)) for value, source in EPSILON_SOURCES),
+          lesson=Lesson("each port passes the spec's epsilon; none keeps its own",
+                        (Select(unit="layer_norm"),), place=1),
+          tried=1),
     Entry("gelu", "GELU: exact or tanh",
           "torch and keras.activations use exact erf; jax.nn.gelu, nnx.gelu and keras.ops.gelu "
           "default to the tanh approximation", "ModelSpec.activation / head_activation", "forward",
-          "3", variants_on("quadrant", ("gelu form flipped (MLP)",)),
-          ("gelu form flipped (MLP)", "gelu form flipped (head)", "gelu form flipped (MLP and head)")),
+          "3", Reference(only=("gelu form flipped (MLP)",)),
+          alternatives=(
+              Variant("gelu form flipped (MLP)", "your port's MLP uses the other GELU form (torch and "
+                      "keras.activations: exact; jax.nn.gelu, nnx.gelu and keras.ops.gelu: tanh by "
+                      "default)", t.gelu("mlp"), group="activation"),
+              Variant("gelu form flipped (head)", "your port's head uses the other GELU form",
+                      t.gelu("head"), group="head_activation"),
+              Variant("gelu form flipped (MLP and head)", "your port uses the other GELU form "
+                      "everywhere", t.gelu("all"), group="activation")),
+          cases=(On("quadrant"), On("archive-torch")),  # quadrant has no head MLP
+          lesson=Lesson("the GELU form is passed explicitly in every port", (Select(unit="activation"),),
+                        place=3),
+          tried=2),
     Entry("norm_placement", "Pre-norm or post-norm",
           "x + f(LN(x)) (ViT) vs LN(x + f(x)) (torch TransformerEncoderLayer's default)",
-          "ModelSpec.norm", "forward", "20", variants_on("quadrant", ("norm=post",)),
-          ("norm=pre", "norm=post")),
+          "ModelSpec.norm", "forward", "20", Reference(only=("norm=post",)),
+          alternatives=(
+              Variant("norm=pre", "your port normalises before each sub-block (pre-norm) where the "
+                      "spec says post-norm", t.spec_field("norm", "pre"), group="norm"),
+              Variant("norm=post", "your port normalises after each residual sum (post-norm, torch's "
+                      "TransformerEncoderLayer default)", t.spec_field("norm", "post"), group="norm")),
+          lesson=Lesson("pre- and post-norm are both written out", (Select(unit="Block.call"),), place=11),
+          tried=3),
     Entry("pooling", "Readout: class token, mean or flatten; where the final norm sits",
           "timm reads the class token, Keras' GlobalAveragePooling1D averages every token, "
           "big_vision averages the patches; timm's fc_norm normalises after pooling",
           "ModelSpec.pooling / final_norm", "forward", "-",
-          variants_on("quadrant", ("pooling=mean", "final_norm=pooled", "final_norm=none"),
-                      note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
-                           "is per token"),
-          ("pooling=cls", "pooling=mean", "pooling=mean_all", "final_norm=pooled", "final_norm=tokens",
-           "final_norm=none")),
+          Reference(only=("pooling=mean", "final_norm=pooled", "final_norm=none"),
+                    note="final_norm=pooled on the class token equals tokens (gap 0): LayerNorm "
+                         "is per token"),
+          alternatives=(
+              Variant("pooling=cls", "your port reads the class token", t.spec_field("pooling", "cls")),
+              Variant("pooling=mean", "your port averages the patch tokens", t.spec_field("pooling", "mean")),
+              Variant("pooling=mean_all", "your port averages every token, the class token included "
+                      "(keras-hub's ViT with pooling='gap')", t.spec_field("pooling", "mean_all")),
+              Variant("final_norm=pooled", "your port applies the final LayerNorm after pooling "
+                      "(timm's fc_norm)", t.spec_field("final_norm", "pooled"), group="final_norm"),
+              Variant("final_norm=tokens", "your port applies the final LayerNorm to every token "
+                      "before pooling", t.spec_field("final_norm", "tokens"), group="final_norm"),
+              Variant("final_norm=none", "your port has no final LayerNorm", t.drop_final_norm,
+                      group="final_norm")),
+          lesson=Lesson("readout and final norm follow the spec",
+                        (Select(fields=("pooling", "final_norm"), file="model.py"),), place=12),
+          tried=4),
     Entry("pos_table_rows", "A position table larger than the sequence",
           "only the first rows receive a position; a port that slices differently (or interpolates) "
           "computes another function", "ModelSpec.pos_rows (first rows used)", "forward", "-",
-          fwd.demo_pos_rows, ("position rows taken from the end", "no position embedding"),
-          framework_default=False),
+          Reference(only=("position rows taken from the end",), more=fwd.first_rows_alone),
+          alternatives=(
+              Variant("position rows taken from the end", "your port reads the last rows of the larger "
+                      "position table, not the first", t.pos_last_rows, group="pos_rows"),
+              Variant("no position embedding", "your port never adds the position table", t.no_positions,
+                      group="pos_embed")),
+          cases=(On("archive-final"),),  # a position table larger than the sequence
+          lesson=Lesson("only the first pos_rows_used rows are added",
+                        (Select(unit="VisionTransformer.positions"),), place=13),
+          tried=11, framework_default=False),
     Entry("batch_first", "torch nn.MultiheadAttention batch_first=False",
           "the default expects (T, B, E); a (B, T, E) tensor runs without error and attends across "
           "the batch", "convention: (B, T, E) everywhere; the torch port uses its own Attention",
-          "forward", "8", fwd.demo_batch_first),
+          "forward", "8", fwd.demo_batch_first,
+          lesson=Lesson("why torch does not use nn.MultiheadAttention",
+                        (Select(unit="Attention", docstring=True),), place=6)),
     Entry("attention_scale", "Attention scale 1/sqrt(head width)",
           "every framework scales by 1/sqrt of its own head width, so the scale follows the head "
           "width; a hand-written 1/sqrt(dim) or no scale changes the function",
-          "ModelSpec.head_dim", "forward", "6",
-          variants_on("quadrant", ("attention scaled by 1/sqrt(dim)", "attention not scaled")),
-          ("attention scaled by 1/sqrt(dim)", "attention not scaled")),
+          "ModelSpec.head_dim", "forward", "6", Reference(),
+          alternatives=(
+              SCALED_BY_DIM,
+              Variant("attention not scaled", "your port omits the 1/sqrt(head width) scale",
+                      t.query_scaled(lambda s: math.sqrt(s.head_dim)))),
+          lesson=Lesson("the scale is 1/sqrt(head width) in every port",
+                        (Select(unit="Attention.call", contains=("scale",)),
+                         Select(unit="Attention.explicit", contains=("scale",))), place=5),
+          tried=6),
     Entry("conv_kernel_layout", "Conv2d kernel OIHW vs HWIO vs OHWI",
           "torch stores (O, I, H, W) for NCHW input, Keras and Flax (H, W, I, O), MLX (O, H, W, I) "
           "for NHWC input; a reshape instead of a transpose keeps the shape and scrambles the values",
           "canonical HWIO + conv_hwio_to_oihw (torch) / conv_hwio_to_ohwi (MLX)", "forward", "14",
-          fwd.demo_conv_layout,
-          ("patch kernel reshaped to OIHW",)),
+          Reference(more=fwd.conv_in_frameworks),
+          alternatives=(
+              Variant("patch kernel reshaped to OIHW", "your port loads the HWIO patch kernel into an "
+                      "OIHW Conv2d with reshape instead of transpose(3, 2, 0, 1)", t.conv_kernel_reshaped,
+                      group="patch_kernel"),),
+          lesson=Lesson("HWIO is copied as is, or transposed for torch",
+                        (Select(file="transfer.py", contains=("patch_embed.kernel", "patch_embed.proj")),),
+                        place=9),
+          tried=9),
     Entry("dense_kernel_layout", "Dense kernel (out, in) vs (in, out)",
           "torch Linear weights are (out, in), Keras/Flax kernels (in, out); a square layer with a "
           "missed transpose raises nothing", "canonical (in, out) + shared.core.weights.dense_to_out_in",
-          "forward", "13", fwd.demo_dense_layout, ("dense kernels reshaped to (out, in)",)),
+          "forward", "13", Reference(more=fwd.linear_in_torch),
+          alternatives=(
+              Variant("dense kernels reshaped to (out, in)", "your port loads (in, out) dense kernels "
+                      "into (out, in) weights with reshape instead of a transpose", t.dense_reshaped,
+                      group="dense_kernel"),),
+          lesson=Lesson("(in, out) kernels; torch transposes",
+                        (Select(file="transfer.py", contains=("mlp.{fc}", "mlp.{name}", "fc1", "fc2")),),
+                        place=10),
+          tried=10),
     Entry("adamw_epsilon", "AdamW epsilon placement and defaults",
           "torch/optax add eps to sqrt(v_hat); Keras adds it before bias correction (effective "
           "eps/sqrt(1-b2^t)); defaults 1e-8 / 1e-7 / 1e-8", "TrainSpec.epsilon (Keras' epsilon hat)",
@@ -125,30 +243,46 @@ CATALOGUE: tuple[Entry, ...] = (
     Entry("cross_entropy", "Cross-entropy reduction and from_logits",
           "torch takes logits and averages; Keras' sparse CE defaults to probabilities "
           "(from_logits=False); optax returns per-example losses", "loss: mean softmax CE from logits",
-          "training", "32", train.demo_cross_entropy),
+          "training", "32", train.demo_cross_entropy,
+          lesson=Lesson("mean CE from logits in every port",
+                        (Select(unit="Port.loss_and_gradients",
+                                contains=("cross_entropy", "from_logits", "mean", "CrossEntropy",
+                                          "optax.")),),
+                        place=16)),
     Entry("dropout_flags", "Dropout placement and train/eval flags",
           "a new torch module is in train mode; Keras layers are in inference unless training=True; "
           "nnx.Dropout is active by default and Flax attention shares one mask across batch and heads",
           "ModelSpec.dropout_* (rates); eval mode for every equivalence check", "forward", "18, 19",
-          train.demo_dropout),
+          train.demo_dropout,
+          lesson=Lesson("dropout runs only when train=True", (Select(unit="Port.forward"),), place=14)),
     Entry("cpu_precision", "Default float precision on CPU (oneDNN, XLA, bf16)",
           "torch 'medium' matmul precision runs bf16 on AMX CPUs; autocast/mixed policies change "
           "the numbers by 1e-2; oneDNN on/off and JAX precision flags are noise on CPU",
-          "each port's pin_precision() ('highest')", "numerics", "36, 37", train.demo_precision),
+          "each port's pin_precision() ('highest')", "numerics", "36, 37", train.demo_precision,
+          lesson=Lesson("each port pins full float32 matmuls", (Select(unit="pin_precision"),), place=15)),
     Entry("layer_norm_variance", "LayerNorm variance formula",
           "Flax computes E[x^2]-E[x]^2 by default (use_fast_variance=True): cancellation when "
           "tokens carry a large mean", "use_fast_variance=False in the Flax port", "numerics", "2",
-          train.demo_variance),
+          train.demo_variance,
+          lesson=Lesson("Flax alone needs use_fast_variance=False", (Select(unit="layer_norm"),), place=2)),
     Entry("attention_bias", "Attention projection bias: on or off by default",
           "torch, Keras and Flax attention layers have q/k/v/output biases by default; MLX "
           "nn.MultiHeadAttention has bias=False: canonical biases have nowhere to go",
           "ModelSpec.qkv_bias, passed to MLX as bias= (a separate output bias when False)", "forward",
-          "-", fwd.demo_attention_bias, ("attention biases dropped",)),
+          "-", Reference(more=fwd.mlx_attention_bias),
+          alternatives=(
+              Variant("attention biases dropped", "your port's attention has no biases (MLX "
+                      "nn.MultiHeadAttention's default bias=False)", t.attention_biases_zeroed),),
+          lesson=Lesson("every port passes the spec's qkv_bias; MLX's default is none",
+                        (Select(unit="Attention.__init__"),), place=17),
+          tried=12),
     Entry("gelu_names", "GELU variant names: 'tanh', 'precise', True, and MLX's 'fast'",
           "torch says approximate='tanh', Keras and JAX approximate=True, MLX approx='precise' (alias "
           "'tanh'); MLX's approx='fast' is x*sigmoid(1.702x), a third function 1e-2 away",
           "ModelSpec.activation: gelu -> approx='none', gelu_tanh -> approx='precise' (MLX)", "forward",
-          "-", fwd.demo_gelu_names),
+          "-", fwd.demo_gelu_names,
+          lesson=Lesson("four spellings of the same two forms; MLX's 'fast' is neither",
+                        (Select(unit="activation"),), place=18)),
     Entry("adam_bias_correction", "Adam bias correction: always, or off by default",
           "torch, Keras and optax always divide by (1 - beta^t); MLX's Adam/AdamW default "
           "bias_correction=False (and weight_decay=0.01), so its first steps are another update",
@@ -171,88 +305,211 @@ CATALOGUE: tuple[Entry, ...] = (
           "the stream in the parameter dtype (shared/core/precision.py, point 1): every port casts the "
           "patch embedding to it; Keras gives mixed_<dtype> to computing layers only, float32 to "
           "containers and LayerNorms", "numerics", "-", prec.demo_mixed_stream),
+    # the newer families' parts: each measured on the tiny preset that has the feature
     Entry("layer_scale", "LayerScale dropped on load",
           "DINOv2 and DeiT-III scale each residual branch by a learned per-channel gamma (timm "
           "ls1/ls2.gamma, Transformers layer_scale1/2.lambda1); a loader that skips those tensors "
           "leaves the gammas at one and raises nothing (the public MLX DINOv2 port: cosine 0.9998 "
           "only after the fix)", "ModelSpec.layer_scale; every canonical tensor must be loaded",
-          "forward", "-", family.demo_layer_scale, ("LayerScale gammas dropped",),
+          "forward", "-", Reference(more=family.trace_without_gammas),
+          alternatives=(
+              Variant("LayerScale gammas dropped", "your loader ignores the LayerScale gammas (timm "
+                      "ls1/ls2.gamma, Transformers layer_scale1/2.lambda1) and leaves them at one (the "
+                      "public MLX DINOv2 bug)", ft.layer_scale_dropped),),
+          cases=(On("dinov2-reg-tiny"),),
+          lesson=Lesson("the gammas are parameters every port maps and loads",
+                        (Select(unit="LayerScale"),
+                         Select(file="transfer.py", contains=("ls1", "ls{", ".gamma")))),
           framework_default=False),
     Entry("pool_qkv_bias", "Attention pool: query/key/value biases on or off",
           "big_vision's MAPHead (SigLIP) and timm's map pool have q/k/v biases; AlgoPerf's PyTorch "
           "attention-pool ViT had them off where its JAX one had them on (the key bias alone "
           "changes nothing: the softmax removes it)", "ModelSpec.pool_qkv_bias", "forward", "-",
-          family.demo_pool_qkv_bias, ("pool q/k/v biases dropped",), framework_default=False),
+          Reference(more=family.key_bias_alone),
+          alternatives=(
+              Variant("pool q/k/v biases dropped", "your attention pool has no query/key/value biases "
+                      "(AlgoPerf's PyTorch MAP head; its JAX one has them)", ft.pool_qkv_biases_dropped),),
+          cases=(On("siglip-tiny"),),
+          lesson=Lesson("the pool's attention takes the spec's pool_qkv_bias",
+                        (Select(unit="AttentionPool.__init__"),)),
+          framework_default=False),
     Entry("quick_gelu", "QuickGELU or exact GELU",
           "OpenAI CLIP computes x*sigmoid(1.702x) (QuickGELU), open_clip's own models and most "
           "ViTs exact GELU; MLX's gelu_fast_approx (nn.GELU(approx='fast')) is QuickGELU under a "
           "GELU name", "ModelSpec.activation (quick_gelu / gelu)", "forward", "-",
-          family.demo_quick_gelu, ("QuickGELU and exact GELU swapped",), framework_default=False),
+          Reference(more=family.quick_gelu_values),
+          alternatives=(
+              Variant("QuickGELU and exact GELU swapped", "your port runs exact GELU where the spec says "
+                      "QuickGELU x*sigmoid(1.702x) (OpenAI CLIP), or QuickGELU (MLX's gelu_fast_approx, "
+                      "approx='fast') where it says exact GELU", ft.quick_gelu_swapped, group="activation"),),
+          cases=(On("clip-tiny"),),
+          lesson=Lesson("QuickGELU is written out, x * sigmoid(1.702 x), in every port",
+                        (Select(unit="QuickGELU"),)),
+          framework_default=False),
     Entry("swiglu", "SwiGLU: which half is the gate, and the hidden width",
           "a packed fc1 holds both halves: timm's SwiGLUPacked, DINOv2's w12 and Transformers' "
           "weights_in take the gate from the first, timm's GluMlp default (gate_last=True) from the "
           "second; DINOv2's hidden width is (int(h*2/3)+7)//8*8, a port that drops the rounding "
           "builds other shapes (refused on load, not silently wrong)",
           "ModelSpec.mlp=gated: fc2(act(gate x) * fc1 x); ModelSpec.mlp_dim is the width itself",
-          "forward", "-", family.demo_swiglu, ("gated MLP halves swapped",), framework_default=False),
+          "forward", "-", Reference(more=family.swiglu_widths),
+          alternatives=(
+              Variant("gated MLP halves swapped", "your port reads the gate from the other half of the "
+                      "packed fc1 (timm's GluMlp default gate_last=True; SwiGLUPacked, DINOv2's w12 and "
+                      "Transformers' weights_in are gate first)", ft.gated_halves_swapped,
+                      group="gated_halves"),),
+          cases=(On("dinov2-reg-tiny"),),
+          lesson=Lesson("the gate is its own layer, and the activated one", (Select(unit="Mlp.call"),)),
+          framework_default=False),
     Entry("register_pooling", "Registers in mean pooling",
           "timm and Transformers average the patch tokens only (class and register tokens "
           "excluded); a port that skips only the class token averages the registers in",
           "convention: mean pooling averages the patches (shared/core/spec.py)", "forward", "-",
-          family.demo_register_pooling, ("registers averaged with the patches",),
+          Reference(more=family.registers_counted),
+          alternatives=(
+              Variant("registers averaged with the patches", "your mean pooling skips only the class "
+                      "token and averages the registers too", ft.registers_in_mean),),
+          cases=(On("dinov2-reg-tiny", {"pooling": "mean"}),),
+          lesson=Lesson("mean pooling skips every prefix token",
+                        (Select(unit="VisionTransformer.call", contains=("prefix_tokens",)),)),
           framework_default=False),
     Entry("register_positions", "Register tokens with or without position rows",
           "DINOv2 and Transformers give registers no position (inserted after the table is added); "
           "timm's reg models without no_embed_class give them rows: a port with the other "
           "convention cuts or shifts rows of the table", "ModelSpec.pos_embed_register_rows",
-          "forward", "-", family.demo_register_positions,
-          ("register position rows dropped", "register position rows read as patch rows"),
+          "forward", "-", Reference(more=family.register_rows_counted),
+          alternatives=(
+              Variant("register position rows dropped", "your port gives the registers no position "
+                      "(DINOv2, Transformers) and cuts their rows from a table that has them (timm "
+                      "without no_embed_class)", ft.register_rows_dropped, group="register_rows"),
+              Variant("register position rows read as patch rows", "your port gives the registers no "
+                      "position and adds the table's first rows, so the patches receive the register "
+                      "rows", ft.register_rows_read_as_patches, group="register_rows")),
+          cases=(On("dinov2-reg-tiny", {"pos_embed_register_rows": True}),),
+          lesson=Lesson("zero rows for the prefix tokens the table skips",
+                        (Select(unit="VisionTransformer.positions"),)),
           framework_default=False),
     Entry("distilled_heads", "Distilled DeiT: the mean of two heads or one",
           "timm (eval) and Transformers' DeiTForImageClassificationWithTeacher output the mean of "
           "the class and distillation heads; DeiTForImageClassification reads the class head "
           "alone", "convention: logits = mean of both heads (ModelSpec.distill_token)", "forward",
-          "-", variants_on("deit-distilled-tiny", ("class head alone", "distillation head alone"),
-                           note="either head alone is |class - distillation| / 2 from the mean, so the "
-                                "two gaps are equal; timm (eval) and Transformers' ...WithTeacher output "
-                                "the mean"),
-          ("class head alone", "distillation head alone"), framework_default=False),
-    # positions at another resolution and 2-D rotary embeddings (issue 23)
+          "-", Reference(note="either head alone is |class - distillation| / 2 from the mean, so the "
+                              "two gaps are equal; timm (eval) and Transformers' ...WithTeacher output "
+                              "the mean"),
+          alternatives=(
+              Variant("class head alone", "your port reads the class head only, not the mean of the "
+                      "class and distillation heads (Transformers' DeiTForImageClassification)",
+                      ft.distilled_head_alone("class")),
+              Variant("distillation head alone", "your port reads the distillation head only "
+                      "(DeiTForImageClassificationWithTeacher's distillation_logits)",
+                      ft.distilled_head_alone("distillation"))),
+          cases=(On("deit-distilled-tiny"),),
+          lesson=Lesson("the logits are the mean of both heads",
+                        (Select(unit="VisionTransformer.call", contains=("head_dist",)),)),
+          framework_default=False),
+    # positions at another resolution and 2-D rotary embeddings (issue 23): the tables come from
+    # shared/core; a resampling entry is measured with a 4x4 table resampled to the 6x5 grid of a
+    # 24x20 image, one block (position_demos.resampled_on)
     Entry("pos_resample", "Resampling a position table: bicubic, zoom or bilinear",
           "a table trained at another grid is resampled: Transformers' interpolate_pos_encoding and "
           "timm (antialias=False) by F.interpolate(bicubic, size, a=-0.75, half-pixel); big_vision by "
           "scipy.ndimage.zoom(order=1), corners on corners; a bilinear resize by the half-pixel grid",
           "ModelSpec.pos_resample (+ pos_grid_height/width: the table's own grid)", "forward", "-",
-          pos.demo_pos_resample, ("table resampled by big_vision's first-order zoom",
-                                  "table resampled bilinearly"), framework_default=False),
+          Reference(template=pos.over_grids, more=pos.conventions_paired),
+          alternatives=(
+              Variant("table resampled by big_vision's first-order zoom", "your port resamples the "
+                      "position table with scipy.ndimage.zoom(order=1) (big_vision's resample_posemb: "
+                      "corners on corners)", pt.resampled_by("big_vision_zoom")),
+              Variant("table resampled bilinearly", "your port resamples the position table with a "
+                      "bilinear resize (F.interpolate(mode='bilinear'))", pt.resampled_by("bilinear"))),
+          cases=(pos.resampled_on("hf_bicubic"),),
+          lesson=Lesson("the rows added are the table's, resampled as the spec names",
+                        (Select(unit="VisionTransformer.positions"),),
+                        (TIMM_RESAMPLE, HF_VIT_RESAMPLE, BIG_VISION_RESAMPLE)),
+          framework_default=False),
     Entry("pos_resample_antialias", "Resampling bicubic with antialiasing or without",
           "timm's resample_abs_pos_embed defaults to antialias=True (PIL's cubic, a=-0.5, renormalised "
           "at the edges); F.interpolate and Transformers default to antialias=False (a=-0.75, edge "
           "clamped): they differ when enlarging too", "ModelSpec.pos_resample (timm_bicubic_antialias "
-          "/ timm_bicubic, hf_bicubic)", "forward", "-", pos.demo_pos_resample_antialias,
-          ("table resampled by bicubic, size-based", "table resampled by antialiased bicubic"),
+          "/ timm_bicubic, hf_bicubic)", "forward", "-",
+          Reference(only=("table resampled by bicubic, size-based",), template=pos.over_grids,
+                    note="the antialiased kernel is PIL's (a = -0.5, taps outside the table "
+                         "dropped and renormalised), so it differs when enlarging too",
+                    more=pos.antialias_kernels),
+          alternatives=(
+              Variant("table resampled by bicubic, size-based", "your port resamples the position table "
+                      "with F.interpolate(bicubic, size=...) (Transformers' interpolate_pos_encoding, "
+                      "timm's resample_abs_pos_embed(antialias=False))", pt.resampled_by("hf_bicubic"),
+                      group="pos_resample"),
+              Variant("table resampled by antialiased bicubic", "your port resamples the position table "
+                      "with timm's default, antialiased bicubic (resample_abs_pos_embed(antialias=True))",
+                      pt.resampled_by("timm_bicubic_antialias"), group="pos_resample")),
+          cases=(pos.resampled_on("timm_bicubic_antialias"),),
+          lesson=Lesson("timm passes antialias=True by default, Transformers none: each port names it "
+                        "per method", (Select(unit="resample_positions"),), (TIMM_RESAMPLE, HF_VIT_RESAMPLE)),
           framework_default=False),
     Entry("pos_resample_offset", "DINOv2's +0.1 scale factor or the size",
           "DINOv2's original code passes scale_factor=(out + 0.1) / in to F.interpolate (same output "
           "size, coordinate step in / (out + 0.1)); Transformers' Dinov2 and timm pass the size; ports "
           "keep both paths to match different checkpoints", "ModelSpec.pos_resample (dinov2_legacy / "
-          "hf_bicubic)", "forward", "-", pos.demo_pos_resample_offset,
-          ("table resampled with DINOv2's +0.1 scale factor",), framework_default=False),
+          "hf_bicubic)", "forward", "-",
+          Reference(template=pos.over_grids,
+                    note="both give the same output size; the +0.1 path samples with the step "
+                         "in / (out + 0.1), not in / out (shared/core/resample.py)"),
+          alternatives=(
+              Variant("table resampled with DINOv2's +0.1 scale factor", "your port resamples with "
+                      "DINOv2's original scale_factor=(out + 0.1) / in, not the size",
+                      pt.resampled_by("dinov2_legacy"), group="pos_resample"),),
+          cases=(pos.resampled_on("hf_bicubic"),),
+          lesson=Lesson("Transformers' Dinov2 passes the size; DINOv2's own code a scale factor with +0.1",
+                        (Select(unit="resample_positions"),),
+                        (HF_DINOV2_RESAMPLE, DINOV2_RESAMPLE, TIMM_RESAMPLE)),
+          framework_default=False),
     Entry("rope_layout", "RoPE: halves or interleaved pairs",
           "timm's default (EVA-02) rotates dimension 2i with 2i + 1; timm's rotate_half and DINOv3 "
           "rotate i with i + head_dim / 2: the same tables paired the other way run, train and are "
           "wrong", "ModelSpec.rope (axial_half / axial_interleaved)", "forward", "-",
-          pos.demo_rope_layout, ("RoPE halves and interleaved pairs swapped",), framework_default=False),
+          Reference(template=pos.with_trace_lines, more=pos.on_timm_layout),
+          alternatives=(
+              Variant("RoPE halves and interleaved pairs swapped", "your port pairs each dimension with "
+                      "the other partner: i with i + head_dim / 2 (timm rotate_half, DINOv3) where the "
+                      "model pairs 2i with 2i + 1 (timm's default, EVA-02), or the reverse",
+                      pt.rope_layout_swapped, group="rope"),),
+          cases=(On("rope-tiny"),),
+          lesson=Lesson("one formula, x * cos + x[partner] * sin: the partner is the layout",
+                        (Select(unit="Rotary"),), (*TIMM_ROTATE, *HF_DINOV3_ROTATE)),
+          framework_default=False),
     Entry("rope_coords", "RoPE coordinates: patch indices or centred",
           "timm rotates by integer patch indices (scaled to ref_feat_shape when set); DINOv3 by patch "
           "centres normalised to [-1, 1], times 2 pi", "ModelSpec.rope_coords (index / centered)",
-          "forward", "-", pos.demo_rope_coords, ("RoPE index and centred coordinates swapped",),
+          "forward", "-",
+          Reference(template=pos.with_trace_lines,
+                    note="the patch queries and keys alone move: the class and register tokens "
+                         "are unrotated in both"),
+          alternatives=(
+              Variant("RoPE index and centred coordinates swapped", "your port rotates by integer patch "
+                      "indices (timm) where the model uses patch centres in [-1, 1] times 2 pi (DINOv3), "
+                      "or the reverse", pt.rope_coords_swapped),),
+          cases=(On("rope-tiny"),),
+          lesson=Lesson("the ports take their angles from shared/core/rotary.py; timm "
+                        "rotates by patch indices, DINOv3 by centres in [-1, 1]",
+                        (Select(unit="Rotary.__init__"),),
+                        (LibrarySelect("timm", TIMM_SINCOS, "_build_grid"),
+                         LibrarySelect("timm", TIMM_SINCOS, "RotaryEmbeddingCat.get_embed"),
+                         LibrarySelect("transformers", HF_DINOV3, "get_patches_center_coordinates"),
+                         LibrarySelect("transformers", HF_DINOV3, "DINOv3ViTRopePositionEmbedding.forward"))),
           framework_default=False),
     Entry("rope_prefix", "RoPE on the class and register tokens, or not",
           "timm's EvaAttention and DINOv3 split the prefix tokens off and rotate the patches only; a "
           "port whose table is aligned to the sequence start rotates the prefix too (and shifts every "
           "patch)", "convention: prefix tokens unrotated (shared/core/rotary.py: cos 1, sin 0 rows)",
-          "forward", "-", pos.demo_rope_prefix, framework_default=False),
+          "forward", "-", pos.demo_rope_prefix,
+          lesson=Lesson("the prefix rows of the table are cos 1, sin 0",
+                        (Select(unit="Rotary", docstring=True),),
+                        (LibrarySelect("timm", "timm.models.eva", "EvaAttention.forward"),
+                         LibrarySelect("timm", TIMM_SINCOS, "apply_rot_embed_cat"),
+                         LibrarySelect("transformers", HF_DINOV3, "apply_rotary_pos_emb"))),
+          framework_default=False),
 )
 
 

@@ -1,49 +1,43 @@
-"""The catalogue's demonstrations for the model families people port now (DINOv2 with registers,
-DeiT-III, SigLIP, CLIP): LayerScale, the attention pool's biases, QuickGELU, the gated MLP and
-registers. Each runs the same canonical weights of a tiny preset with the pin and without it
-through the float64 reference (`variant_demo`), plus what that place needs said beside the gap;
-the distilled DeiT's heads need nothing beside it (`variants_on` in the catalogue)."""
+"""What the catalogue's demonstrations for the model families people port now (DINOv2 with
+registers, DeiT-III, SigLIP, CLIP) say beside the template's pinned-vs-unpinned gap (each entry's
+`Reference`): where the trace first sees a dropped LayerScale, what the attention pool's key bias
+alone does, QuickGELU in MLX, the SwiGLU width rules and the register counts."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from shared.core.presets import get_preset
 from shared.core.reference import activation, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import first_shape_mismatch
-from shared.teaching.demo import Demo, demo_case, first_seen, framework, gap, variant_demo
-from shared.teaching.variants import variant
+from shared.teaching.demo import Demo, demo_case, first_seen, framework, gap
+from shared.teaching.transforms import Case, Variant
 
 
-def demo_layer_scale() -> Demo:
-    spec = get_preset("dinov2-reg-tiny")
-    key = "LayerScale gammas dropped"
-    demo = variant_demo(spec, (key,))
-    case = demo_case(spec)
-    dropped = variant(key).apply(case)
-    if dropped is None:  # a preset without LayerScale: variant_demo has said so
-        return demo
+def trace_without_gammas(demo: Demo, case: Case, variants: Sequence[Variant]) -> None:
+    """Where the trace of the reference first sees gammas of one."""
+    dropped = variants[0].apply(case)
+    if dropped is None:  # a preset without LayerScale: the template has said so
+        return
     demo.lines.append(f"trace of the reference run with gammas of one: first divergence at "
                       f"{first_seen(case, dropped)} (block 0's attention branch, after ls1)")
-    return demo
 
 
-def demo_pool_qkv_bias() -> Demo:
-    spec = get_preset("siglip-tiny")
-    demo = variant_demo(spec, ("pool q/k/v biases dropped",))
-    case = demo_case(spec)
+def key_bias_alone(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The pool's key bias alone: the softmax removes it."""
+    spec = case.spec
     pinned = forward(spec, case.weights, case.images)
     key_bias = {**case.weights, "pool.attn.key.bias": np.zeros_like(case.weights["pool.attn.key.bias"])}
     moved = gap(forward(spec, key_bias, case.images), pinned)
     demo.lines.append(f"the key bias alone moves them by {moved:.3g}: "
                       "q . b_k is one constant per query, which the softmax removes; the query and "
                       f"value biases carry the gap (output width {spec.derived.outputs}: the embedding)")
-    return demo
 
 
-def demo_quick_gelu() -> Demo:
-    demo = variant_demo(get_preset("clip-tiny"), ("QuickGELU and exact GELU swapped",))
+def quick_gelu_values(demo: Demo, _case: Case, _variants: Sequence[Variant]) -> None:
+    """The two functions on [-4, 4], and MLX's approx='fast', which is QuickGELU."""
     x = np.linspace(-4, 4, 81)
     quick = activation(x, "quick_gelu")
     exact = activation(x, "gelu")
@@ -51,11 +45,10 @@ def demo_quick_gelu() -> Demo:
                       "(the reference's formulas)")
     mlx = framework("mlx")
     if mlx is None:
-        return demo
+        return
     demo.ran_with.append("mlx")
     demo.lines.append(f"mlx nn.GELU(approx='fast') (gelu_fast_approx: x * mx.sigmoid(1.702 * x)) vs "
                       f"QuickGELU: {gap(mlx.gelu_values(x)['fast'], quick):.3g} (float32): the same function")
-    return demo
 
 
 def swiglu_hidden(dim: int, mlp_ratio: float, align: bool) -> int:
@@ -72,9 +65,9 @@ def _gated_sizes(name: str, dim: int, depth: int, heads: int, mlp_dim: int) -> M
                      mlp_dim=mlp_dim, layer_scale=True, num_classes=0)
 
 
-def demo_swiglu() -> Demo:
-    spec = get_preset("dinov2-reg-tiny")
-    demo = variant_demo(spec, ("gated MLP halves swapped",))
+def swiglu_widths(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """Both width rules at DINOv2's sizes, and a port built with the other rule refused by shape."""
+    spec = case.spec
     for label, dim, depth, heads in (("DINOv2 ViT-g/14", 1536, 40, 24), ("a SwiGLU ViT-L/14", 1024, 24, 16)):
         widths = {rule: swiglu_hidden(dim, 4, align) for rule, align in (("(int(h*2/3)+7)//8*8", True),
                                                                           ("int(h*2/3)", False))}
@@ -88,30 +81,22 @@ def demo_swiglu() -> Demo:
     refused = first_shape_mismatch(spec.replace(mlp_dim=plain), demo_case(checkpoint).weights)
     demo.lines.append(f"width {spec.dim}, ratio 4: {aligned} vs {plain}; a port built with the other rule "
                       f"is refused by shape, not silently wrong: {refused}")
-    return demo
 
 
-def _dinov2_with(**changes: object) -> ModelSpec:
-    return get_preset("dinov2-reg-tiny").replace(
-        name="dinov2-reg-tiny (" + ", ".join(f"{k}={v}" for k, v in changes.items()) + ")", **changes)
-
-
-def demo_register_pooling() -> Demo:
-    spec = _dinov2_with(pooling="mean")
+def registers_counted(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """How many tokens each convention averages, said first."""
+    spec = case.spec
     d = spec.derived
-    demo = variant_demo(spec, ("registers averaged with the patches",))
     demo.lines.insert(0, f"{d.num_patches} patches, {spec.registers} registers: the spec averages the "
                          f"{d.num_patches} patches (timm x[:, num_prefix_tokens:], Transformers' "
                          "Dinov2WithRegisters 1 + num_register_tokens:); a port that skips only the class "
                          f"token averages {d.num_patches + spec.registers}")
-    return demo
 
 
-def demo_register_positions() -> Demo:
-    spec = _dinov2_with(pos_embed_register_rows=True)
-    demo = variant_demo(spec, ("register position rows dropped", "register position rows read as patch rows"))
+def register_rows_counted(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The table's rows with register rows and without, said first."""
+    spec = case.spec
     rows_without = spec.replace(pos_embed_register_rows=False).derived.pos_rows_used
     demo.lines.insert(0, f"a table of {spec.derived.pos_rows_used} rows with register rows, "
                          f"{rows_without} without (DINOv2 and Transformers insert the registers after "
                          "the positions are added)")
-    return demo

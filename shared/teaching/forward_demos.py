@@ -1,11 +1,13 @@
-"""The catalogue's forward-pass demonstrations: the same canonical weights run with the pin and
-without it, through the float64 reference under a changed spec, weights or images
-(`shared.teaching.variants`), and where the divergence lives in a framework API (batch_first,
-kernel layouts) through that API (`ports/<fw>/demos.py`)."""
+"""The catalogue's forward-pass demonstrations beyond the template: what an entry's `Reference`
+adds beside the pinned-vs-unpinned gap (a count, a framework's own API: torch's Conv2d and Linear,
+MLX's attention), and the demonstrations that are not the template at all, because the divergence
+lives in a framework API (batch_first, GELU names) or in every framework's default (epsilon)
+(`ports/<fw>/demos.py` makes the framework calls)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -13,10 +15,10 @@ from shared.core.presets import get_preset
 from shared.core.reference import activation, attention, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import conv_hwio_to_oihw
-from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant, variant_demo
+from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant
 from shared.teaching.first_divergence import reference_taps
 from shared.teaching.framework_defaults import layer_norm_eps_defaults
-from shared.teaching.variants import Case
+from shared.teaching.transforms import Case, Variant
 
 # The frameworks' documented LayerNorm epsilons, used where a framework is not installed.
 DOCUMENTED_EPS = {"torch": 1e-5, "keras": 1e-3, "flax": 1e-6, "mlx": 1e-5}
@@ -53,38 +55,28 @@ def demo_eps() -> Demo:
     return demo
 
 
-def demo_head_width() -> Demo:
-    spec = quadrant()
-    demo = variant_demo(spec, ("attention scaled by 1/sqrt(dim)", "heads merged into one"))
+def key_dim_params(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The same integer taken as Keras' key_dim: another model, with other parameter counts."""
+    spec = case.spec
     wide = spec.replace(head_dim=spec.dim)
     demo.lines.append(
         f"taking the integer {spec.dim} as Keras' key_dim builds a different model: attention "
         f"params {spec.derived.param_groups['blocks.attn']:,} -> {wide.derived.param_groups['blocks.attn']:,}"
     )
-    return demo
 
 
-def demo_remainder() -> Demo:
-    base = get_preset("archive-keras")
-    spec = base.replace(name="archive-keras", remainder="drop", pos_rows=32)
-    demo = variant_demo(spec, ("remainder=pad",))
+def remainder_tokens(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The token counts of both remainders, said first."""
+    spec = case.spec
     drop, pad = spec.derived, spec.replace(remainder="pad").derived
     demo.lines.insert(0, f"{spec.image_height}x{spec.image_width} image, {spec.patch_height}x"
                          f"{spec.patch_width} patches: drop -> {drop.num_patches} tokens "
                          f"({drop.cols_dropped} columns discarded), pad -> {pad.num_patches} tokens")
-    return demo
 
 
-def demo_patch_layout() -> Demo:
-    spec = quadrant().replace(name="quadrant-rgb", channels=3)
-    return variant_demo(spec, ("patches flattened (C, ph, pw)", "images reshaped to NCHW"),
-                        note="with one channel both flatten orders coincide (gap 0): test with C > 1")
-
-
-def demo_pos_rows() -> Demo:
-    spec = get_preset("archive-final")
-    demo = variant_demo(spec, ("position rows taken from the end",))
-    case = demo_case(spec)
+def first_rows_alone(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The table's first rows alone compute the same function: the extra rows are dead weight."""
+    spec = case.spec
     repaired = get_preset("archive-final-repaired")
     trimmed = dict(case.weights)
     trimmed["pos_embed"] = case.weights["pos_embed"][: repaired.derived.pos_rows_total]
@@ -92,18 +84,17 @@ def demo_pos_rows() -> Demo:
     demo.lines.append(f"the first {repaired.derived.pos_rows_total} of {spec.derived.pos_rows_total} rows "
                       f"alone (archive-final-repaired): gap {moved:.3g}: the "
                       f"{spec.derived.pos_rows_unused} extra rows are dead weight")
-    return demo
 
 
-def _block0_attention_io(spec: ModelSpec) -> tuple[Case, np.ndarray, np.ndarray]:
-    case = demo_case(spec)
-    taps = reference_taps(spec, case.weights, case.images)
-    return case, taps["block0.norm1"], taps["block0.attn"]
+def _block0_attention_io(case: Case) -> tuple[np.ndarray, np.ndarray]:
+    taps = reference_taps(case.spec, case.weights, case.images)
+    return taps["block0.norm1"], taps["block0.attn"]
 
 
 def demo_batch_first() -> Demo:
     spec = quadrant()
-    case, h, expected = _block0_attention_io(spec)
+    case = demo_case(spec)
+    h, expected = _block0_attention_io(case)
     w = {k: v.astype(np.float64) for k, v in case.weights.items()}
     # (B, T, E) read as (T, B, E): attention runs across the batch at each token position
     swapped = attention(spec, w, "blocks.0.attn.", h.transpose(1, 0, 2)).transpose(1, 0, 2)
@@ -123,13 +114,12 @@ def demo_batch_first() -> Demo:
     return demo
 
 
-def demo_conv_layout() -> Demo:
-    spec = quadrant()
-    demo = variant_demo(spec, ("patch kernel reshaped to OIHW",))
+def conv_in_frameworks(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The patch kernel reshaped instead of transposed in torch's Conv2d (OIHW) and MLX's (OHWI)."""
     torch = framework("torch")
     if torch is None:
-        return demo
-    case = demo_case(spec)
+        return
+    spec = case.spec
     expected = reference_taps(spec, case.weights, case.images)["patch_embed"]
     k, b = case.weights["patch_embed.kernel"], case.weights["patch_embed.bias"]
     good = gap(torch.conv_patch_embed(spec, conv_hwio_to_oihw(k), b, case.images), expected)
@@ -147,16 +137,13 @@ def demo_conv_layout() -> Demo:
         demo.gap = max(demo.gap, bad)
         demo.lines.append(f"mlx nn.Conv2d patch embedding (float32): HWIO->OHWI by transpose {good:.3g}, "
                           f"by reshape {bad:.3g}")
-    return demo
 
 
-def demo_dense_layout() -> Demo:
-    spec = quadrant()
-    demo = variant_demo(spec, ("dense kernels reshaped to (out, in)",))
+def linear_in_torch(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """A dense kernel loaded into torch's nn.Linear by transpose and by reshape."""
     torch = framework("torch")
     if torch is None:
-        return demo
-    case = demo_case(spec)
+        return
     k, b = case.weights["blocks.0.mlp.fc1.kernel"], case.weights["blocks.0.mlp.fc1.bias"]
     x = np.random.default_rng(0).standard_normal((4, k.shape[0]))
     expected = x @ k + b
@@ -166,23 +153,21 @@ def demo_dense_layout() -> Demo:
     demo.gap = max(demo.gap or 0.0, bad)
     demo.lines.append(f"torch nn.Linear{tuple(k.shape)[::-1]}: weight = k.T {good:.3g}, "
                       f"weight = k.reshape(out, in) {bad:.3g}")
-    return demo
 
 
-def demo_attention_bias() -> Demo:
-    spec = quadrant()
-    demo = variant_demo(spec, ("attention biases dropped",))
+def mlx_attention_bias(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """Block 0's attention in MLX's nn.MultiHeadAttention, with biases and at its default, none."""
     mlx = framework("mlx")
     if mlx is None:
-        return demo
-    case, h, expected = _block0_attention_io(spec)
+        return
+    spec = case.spec
+    h, expected = _block0_attention_io(case)
     pinned = gap(mlx.attention_block(spec, case.weights, h, bias=True), expected)
     default = gap(mlx.attention_block(spec, case.weights, h, bias=None), expected)
     demo.ran_with.append("mlx")
     demo.gap = max(demo.gap or 0.0, default)
     demo.lines.append(f"block 0 attention in mlx nn.MultiHeadAttention vs reference: bias=True "
                       f"{pinned:.3g}, MLX's default bias=False {default:.3g} (the biases are dropped)")
-    return demo
 
 
 def demo_gelu_names() -> Demo:

@@ -38,7 +38,7 @@ def read_default(entry: str, framework: str) -> str:
         return f"unreadable in this version ({first_line(exc, typed=True)})"
 
 
-# Numeric defaults other modules rely on (shared.teaching.variants.EPSILON_SOURCES, the demonstrations):
+# Numeric defaults other modules rely on (shared.teaching.divergences.EPSILON_SOURCES, the demonstrations):
 # read here so a test can check the documented values against the installed frameworks.
 def layer_norm_eps_defaults() -> dict[str, float]:
     """framework API -> its default LayerNorm epsilon ("torch", "keras", "keras.ops", "flax"),

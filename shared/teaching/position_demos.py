@@ -1,7 +1,8 @@
 """The catalogue's demonstrations for positions at another resolution and 2-D rotary embeddings
 (issue 23): the same canonical weights and input run with the pin and without it through the
-float64 reference (`variant_demo`), each with the tap where `trace` first sees the difference
-(the position sum for a resampled table, the first block's attention for RoPE).
+float64 reference, laid out per target grid (`over_grids`) or with the tap where `trace` first
+sees the difference (`with_trace_lines`: the first block's attention for RoPE); and RoPE on the
+prefix tokens, which has no spec field, run in the torch port (`demo_rope_prefix`).
 
 Resampling runs on DINOv2's features at a tiny size (class token, two registers without position
 rows, LayerScale, SwiGLU; one block) with a 4x4 source table, at two target grids: 6x5 (enlarged,
@@ -10,6 +11,8 @@ coordinates, theta 100, a class and a register token).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -21,7 +24,8 @@ from shared.core.spec import ModelSpec
 from shared.teaching.demo import Demo, demo_case, first_seen, gap, variant_demo
 from shared.teaching.first_divergence import compare_taps, reference_taps
 from shared.teaching.position_transforms import prefix_rotated_tables
-from shared.teaching.variants import variant
+from shared.teaching.row import On
+from shared.teaching.transforms import Case, Variant
 
 SOURCE_GRID = (4, 4)  # the table's grid; the images' grids below are other
 TARGET_GRIDS = {"enlarged 4x4 -> 6x5": (24, 20), "shrunk 4x4 -> 3x3": (12, 12)}  # image (h, w), 4x4 patches
@@ -35,80 +39,64 @@ def resampled_spec(method: str, image: tuple[int, int]) -> ModelSpec:
         pos_grid_height=SOURCE_GRID[0], pos_grid_width=SOURCE_GRID[1], pos_resample=method)
 
 
-def _resample_demo(method: str, keys: tuple[str, ...], note: str = "") -> Demo:
+def resampled_on(method: str) -> On:
+    """What a resampling entry is measured on: `resampled_spec` at the enlarged grid (6x5)."""
+    h, w = TARGET_GRIDS["enlarged 4x4 -> 6x5"]
+    return On("dinov2-reg-tiny", {"depth": 1, "image_height": h, "image_width": w,
+                                  "pos_grid_height": SOURCE_GRID[0], "pos_grid_width": SOURCE_GRID[1],
+                                  "pos_resample": method})
+
+
+def over_grids(spec: ModelSpec, variants: Sequence[Variant]) -> Demo:
+    """The template at each target grid, the table resampled by `spec`'s method, each line headed
+    by its grid and naming the tap where the trace first sees the variant."""
     demo = Demo(None, ran_with=["reference"])
     for label, image in TARGET_GRIDS.items():
-        part = variant_demo(resampled_spec(method, image), keys, traced=True)
+        part = variant_demo(resampled_spec(spec.pos_resample, image), variants, traced=True)
         demo.gap = max(demo.gap or 0.0, part.gap or 0.0)
         demo.lines += [f"{label}: {line}" for line in part.lines]
-    if note:
-        demo.lines.append(note)
     return demo
 
 
-def demo_pos_resample() -> Demo:
-    """Each pair of the libraries' resampling conventions on one table: the matrix of gaps."""
-    demo = _resample_demo("hf_bicubic", ("table resampled by big_vision's first-order zoom",
-                                         "table resampled bilinearly"))
+def conventions_paired(demo: Demo, case: Case, _variants: Sequence[Variant]) -> None:
+    """The two alternatives against each other, and the two libraries that compute one function."""
     for label, image in TARGET_GRIDS.items():
-        spec = resampled_spec("hf_bicubic", image)
-        case = demo_case(spec)
-        logits = {m: forward(spec.replace(pos_resample=m), case.weights, case.images)
+        spec = resampled_spec(case.spec.pos_resample, image)
+        grid = demo_case(spec)
+        logits = {m: forward(spec.replace(pos_resample=m), grid.weights, grid.images)
                   for m in ("big_vision_zoom", "bilinear")}
         zoom_bilinear = gap(logits["big_vision_zoom"], logits["bilinear"])
         demo.lines.append(f"{label}: big_vision zoom vs bilinear {zoom_bilinear:.3g} (corners on corners "
                           "vs the half-pixel grid)")
     demo.lines.append("timm's resample_abs_pos_embed(antialias=False) and Transformers' "
                       "interpolate_pos_encoding both call F.interpolate(bicubic, size=...): gap 0")
-    return demo
 
 
-def demo_pos_resample_antialias() -> Demo:
-    """timm's default antialias=True against F.interpolate's default antialias=False."""
-    demo = _resample_demo("timm_bicubic_antialias", ("table resampled by bicubic, size-based",),
-                          note="the antialiased kernel is PIL's (a = -0.5, taps outside the table "
-                               "dropped and renormalised), so it differs when enlarging too")
+def antialias_kernels(demo: Demo, _case: Case, _variants: Sequence[Variant]) -> None:
+    """How far the two bicubic kernels' weights differ along one axis."""
     for n_out in (6, 3):
         moved = gap(AXIS_WEIGHTS["timm_bicubic_antialias"](4, n_out), AXIS_WEIGHTS["hf_bicubic"](4, n_out))
         demo.lines.append(f"one axis 4 -> {n_out}: the two kernels' weights differ by up to {moved:.3g}")
-    return demo
 
 
-def demo_pos_resample_offset() -> Demo:
-    """DINOv2's scale factor (out + 0.1) / in against the size-based call."""
-    return _resample_demo("hf_bicubic", ("table resampled with DINOv2's +0.1 scale factor",),
-                          note="both give the same output size; the +0.1 path samples with the step "
-                               "in / (out + 0.1), not in / out (shared/core/resample.py)")
-
-
-def _rope_demo(spec: ModelSpec, keys: tuple[str, ...], note: str = "") -> Demo:
-    demo = variant_demo(spec, keys)
+def with_trace_lines(spec: ModelSpec, variants: Sequence[Variant]) -> Demo:
+    """The template, then for each variant the tap where the trace first sees it."""
+    demo = variant_demo(spec, variants)
     case = demo_case(spec)
-    for key in keys:
-        changed = variant(key).apply(case)
+    for v in variants:
+        changed = v.apply(case)
         if changed is not None:
-            demo.lines.append(f"{key}: trace first sees it at {first_seen(case, changed)}")
-    if note:
-        demo.lines.append(note)
+            demo.lines.append(f"{v.key}: trace first sees it at {first_seen(case, changed)}")
     return demo
 
 
-def demo_rope_layout() -> Demo:
-    """Halves vs interleaved on DINOv3's (rope-tiny) and on timm's layout (index coordinates)."""
-    demo = _rope_demo(get_preset("rope-tiny"), ("RoPE halves and interleaved pairs swapped",))
-    timm_like = get_preset("rope-tiny").replace(name="rope-tiny (timm: interleaved, index, theta 1e4)",
-                                                rope="axial_interleaved", rope_coords="index",
-                                                rope_theta=10_000.0)
-    more = _rope_demo(timm_like, ("RoPE halves and interleaved pairs swapped",))
+def on_timm_layout(demo: Demo, case: Case, variants: Sequence[Variant]) -> None:
+    """The same on timm's layout: interleaved pairs, index coordinates, theta 1e4."""
+    timm_like = case.spec.replace(name="rope-tiny (timm: interleaved, index, theta 1e4)",
+                                  rope="axial_interleaved", rope_coords="index", rope_theta=10_000.0)
+    more = with_trace_lines(timm_like, variants)
     demo.gap = max(demo.gap or 0.0, more.gap or 0.0)
     demo.lines += more.lines
-    return demo
-
-
-def demo_rope_coords() -> Demo:
-    return _rope_demo(get_preset("rope-tiny"), ("RoPE index and centred coordinates swapped",),
-                      note="the patch queries and keys alone move: the class and register tokens "
-                           "are unrotated in both")
 
 
 def prefix_rotated_port(spec: ModelSpec, weights: dict[str, np.ndarray]) -> object:

@@ -1,6 +1,7 @@
-"""The changes behind the catalogue's alternatives (`shared.teaching.variants`): each turns one
-run of the reference (a `Case`) into what a port that took a framework default, or made a classic
-porting slip, computes, or None when it does not apply to that case.
+"""The changes behind the catalogue's alternatives (`Variant`, declared in the rows of
+`shared.teaching.divergences`): each turns one run of the reference (a `Case`) into what a port
+that took a framework default, or made a classic porting slip, computes, or None when it does not
+apply to that case.
 
 Spec-field changes come first; then the changes with no field, because the spec fixes a
 convention (patch flatten order, kernel layouts, which rows of a larger position table are used),
@@ -30,6 +31,22 @@ class Case:
 
 
 Transform = Callable[[Case], "Case | None"]  # None: the alternative does not apply to this case
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One alternative, as `diagnose` reports it and the demonstrations and the rung table run it:
+    declared in its catalogue entry's row (shared/teaching/divergences.py), which fills in `entry`
+    and, left empty, `group`."""
+
+    key: str  # unique, as printed: "layer_norm_eps=0.001"
+    cause: str  # what a port that computes this did, for `diagnose`'s report
+    transform: Transform
+    group: str = ""  # its knob: variants of one group exclude each other in pairs ("": its entry's own)
+    entry: str = ""  # the catalogue entry that declares it
+
+    def apply(self, case: Case) -> Case | None:
+        return self.transform(case)
 
 
 def with_spec(case: Case, **changes: object) -> Case | None:
