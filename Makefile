@@ -1,8 +1,9 @@
-# The front-door commands. Each creates .venv (Python 3.11) and installs the pinned set on first use.
+# The front-door commands. Each creates .venv (Python 3.12, found by tools/python.sh; 3.11 where
+# no 3.12 is found) and installs the pinned set on first use.
 #   make compare   verify the default spec in torch, Keras, Flax and MLX, then time the ports
 #   make test      ruff and the whole test suite (what CI runs); finds or installs headless Chromium
 #   make check     the fast tier for iteration: ruff, the core units and one preset in each port
-PY ?= python3
+PY ?= $(shell tools/python.sh)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
