@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 
 from shared.cli._options import positive_int
-from shared.errors import InputError
 
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
@@ -43,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from experiments import attention, positions, quadrant
+    from ports import parse_frameworks
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
@@ -50,11 +50,8 @@ def run(args: argparse.Namespace) -> int:
     make_folders(out := output_path(args.out, folder=True))
     plateau_sweep = args.name == "plateau" and args.sweep
     args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
-    frameworks = [f.strip() for f in (args.frameworks or ("torch" if plateau_sweep else
-                                                         ",".join(FRAMEWORKS))).split(",") if f.strip()]
-    for fw in frameworks:
-        if fw not in FRAMEWORKS:
-            raise InputError(f"--frameworks: {fw!r} is not one of {', '.join(FRAMEWORKS)}")
+    default = ("torch",) if plateau_sweep else FRAMEWORKS
+    frameworks = parse_frameworks(args.frameworks, default, offered=FRAMEWORKS)
     return {"pos-embed": positions.pos_embed, "narrow": quadrant.narrow, "sqrt-dk": attention.sqrt_dk,
             "attention-map": attention.attention_map, "dead-rows": positions.dead_rows,
             "plateau": quadrant.plateau_dwell}[args.name](args, out, frameworks)

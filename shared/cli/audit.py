@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
             findings += audit_file(name)
         checked = [f"source of {', '.join(args.source)}"]
     else:
-        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
+        frameworks = parse_frameworks(args.frameworks, installed_ports())
         spec = resolve_spec(args.spec, args.set)
         check_fits(spec, 1, "building each port for the audit")  # before a port allocates it
         findings, checked = audit_ports(frameworks, spec)

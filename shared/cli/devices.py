@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_json(args)  # before the probes, not after
     available = installed()
     rows: list[dict[str, Any]] = []
-    for framework in [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]:
+    for framework in parse_frameworks(args.frameworks, installed_ports()):
         if available[framework]:
             rows += [{"framework": framework, "device": d, "usable": False, "reason": available[framework]}
                      for d in DEVICE_CLASSES]

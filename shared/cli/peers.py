@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ports import parse_frameworks
     from shared.cli.time import parse_list, progress
     from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
     check_work("--processes", args.processes)
-    frameworks = list(parse_list(args.frameworks or ",".join(PORTED), PORTED, "framework"))
+    frameworks = parse_frameworks(args.frameworks, PORTED, offered=PORTED)
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     if args.json_path:
         check_output(args.json_path, args.force)

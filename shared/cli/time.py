@@ -103,21 +103,14 @@ def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
                       ) -> tuple[list[str], list[dict[str, Any]]]:
     """(runnable names, an `unavailable` row for each one that is not installed or that
     `refusal` refuses: `ports.rung_refusal` at the run's rung, the decision `verify` and every
-    worker take, here before any worker starts). Unknown names are an error. Without names:
-    the installed ones of `default` (None: every installed one); 'all': every installed one."""
-    from ports import PORTS, missing_requirement
+    worker take, here before any worker starts). The names are read by `ports.parse_frameworks`;
+    without names: the installed ones of `default` (None: every installed one)."""
+    from ports import NOTHING_INSTALLED, missing_requirement, parse_frameworks
     from shared.cli._common import installed_ports
 
-    if text is None or text.strip() == "all":
-        names = [n for n in installed_ports() if text is not None or default is None or n in default]
-        if not names:
-            raise FrameworkUnavailable("no framework is installed; install one of the extras, "
-                                       "e.g. pip install -e '.[torch]'")
-    else:
-        names = [n.strip() for n in text.split(",") if n.strip()]
-    for n in names:
-        if n not in PORTS:
-            raise FrameworkUnavailable(f"unknown framework {n!r}; expected one of: {', '.join(PORTS)}")
+    names = parse_frameworks(text, [n for n in installed_ports() if default is None or n in default])
+    if not names:
+        raise FrameworkUnavailable(NOTHING_INSTALLED)
     why = {n: missing_requirement(n) or (refusal(n) if refusal else None) for n in names}
     missing = [{"framework": n, "status": "unavailable", "reason": why[n], "conditions": {}, "phases": {},
                 "memory": {}} for n in names if why[n]]

@@ -51,12 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
         run, images, notes = load_user_model(args, taps=True)
         spec, tensors = run.spec, run.tensors
-        frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
+        frameworks = [f for f in parse_frameworks(args.frameworks, (), reference=True)
+                      if f != "reference"]  # only if named
         _, traces = trace(spec, tensors, images, frameworks)
         traces.insert(0, user_trace(run, images))
     else:
         spec, tensors, images, notes = load_model(args)
-        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
+        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports(), reference=True)
+                      if f != "reference"]
         _, traces = trace(spec, tensors, images, frameworks, precision)
     for note in notes:
         print(note)

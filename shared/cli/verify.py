@@ -75,7 +75,7 @@ def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeo
 def run(args: argparse.Namespace) -> int:
     if args.model:
         return run_user_model(args)
-    frameworks = parse_frameworks(args.frameworks, installed_ports())
+    frameworks = parse_frameworks(args.frameworks, installed_ports(), reference=True)
     if args.frameworks:
         for name in frameworks:
             reason = installed().get(name)  # None for the reference, which is always here
@@ -100,7 +100,8 @@ def run_user_model(args: argparse.Namespace) -> int:
 
     check_json(args)
     spec = user_spec(args)
-    frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
+    frameworks = [f for f in parse_frameworks(args.frameworks, (), reference=True)
+                  if f != "reference"]  # only if named
     images = probe_batch(spec, args.batch)
     result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
                         **user_options(args))
