@@ -15,7 +15,7 @@ from shared.cli._common import (
     load_user_model,
     write_json,
 )
-from shared.cli._options import add_precision
+from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
 from shared.core.files import check_output, write_output
 from shared.core.precision import from_args
 from shared.teaching.first_divergence import report_lines, trace
@@ -32,12 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "reference; report the first tensor over a budget scaled to its magnitude. "
                     "Exit 0: all within budget; 1: a divergence or a port that could not run.")
     add_model_args(p)
-    p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
+    FRAMEWORKS.add(p, note=WITH_REFERENCE)
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
     add_precision(p)
-    add_json_arg(p, "the per-tap table")
-    p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the error of "
-                   "every tensor along the depth of the network")
+    add_json_arg(p, "the per-tap table", "existing --json/--html files")
+    HTML.add(p, "the error of every tensor along the depth of the network")
     p.set_defaults(run=run)
 
 
