@@ -47,11 +47,11 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.paths import make_folders, output_path
 
     check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
-    make_folders(out := output_path(args.out, folder=True))
     plateau_sweep = args.name == "plateau" and args.sweep
-    args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
     default = ("torch",) if plateau_sweep else FRAMEWORKS_RUN
-    frameworks = parse_frameworks(args.frameworks, default, offered=FRAMEWORKS_RUN)
+    frameworks = parse_frameworks(args.frameworks, default, offered=FRAMEWORKS_RUN)  # before --out is made
+    make_folders(out := output_path(args.out, folder=True))
+    args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
     return {"pos-embed": positions.pos_embed, "narrow": quadrant.narrow, "sqrt-dk": attention.sqrt_dk,
             "attention-map": attention.attention_map, "dead-rows": positions.dead_rows,
             "plateau": quadrant.plateau_dwell}[args.name](args, out, frameworks)
