@@ -12,24 +12,23 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._options import positive_int
-from shared.errors import InputError
+from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS
 
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
-FRAMEWORKS = ("torch", "keras", "flax", "mlx")
+FRAMEWORKS_RUN = ("torch", "keras", "flax", "mlx")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", help=HELP)
     p.add_argument("name", choices=NAMES)
     p.add_argument("--out", default="runs/exp", help="folder for JSON, PNG and checkpoints")
-    p.add_argument("--epochs", type=positive_int, help="epochs per run (default per experiment)")
-    p.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; plateau 0,1,2,3,4)")
-    p.add_argument("--frameworks", help="default " + ",".join(FRAMEWORKS) + " (plateau --sweep: torch)")
+    EPOCHS.add(p, "per experiment")
+    SEEDS.add(p, "0,1,2; plateau 0,1,2,3,4")
+    FRAMEWORKS.add(p, note=f"default: {','.join(FRAMEWORKS_RUN)}; plateau --sweep: torch")
     p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
-    p.add_argument("--recipe", help="recipe for the training runs (default: the preset's)")
-    p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
+    RECIPE.add(p)
+    RSET.add(p)
     g = p.add_argument_group("plateau")
     g.add_argument("--shapes", default="16/2,24/3,32/4", help="WIDTH/HEADS list (head width = W/H)")
     g.add_argument("--steps", type=int, default=600, help="updates per run (default 600)")
@@ -37,24 +36,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--band", type=float, default=0.05, help="half-width of the band around ln(2)/2")
     g.add_argument("--window", type=int, default=16, help="updates in the loss's trailing mean")
     g.add_argument("--sweep", action="store_true", help="vary one setting at a time (torch)")
-    g.add_argument("--force", action="store_true", help="overwrite existing plateau files in --out")
+    FORCE.add(g, "existing plateau files in --out")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from experiments import attention, positions, quadrant
+    from ports import parse_frameworks
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
     check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
-    make_folders(out := output_path(args.out, folder=True))
     plateau_sweep = args.name == "plateau" and args.sweep
+    default = ("torch",) if plateau_sweep else FRAMEWORKS_RUN
+    frameworks = parse_frameworks(args.frameworks, default, offered=FRAMEWORKS_RUN)  # before --out is made
+    make_folders(out := output_path(args.out, folder=True))
     args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
-    frameworks = [f.strip() for f in (args.frameworks or ("torch" if plateau_sweep else
-                                                         ",".join(FRAMEWORKS))).split(",") if f.strip()]
-    for fw in frameworks:
-        if fw not in FRAMEWORKS:
-            raise InputError(f"--frameworks: {fw!r} is not one of {', '.join(FRAMEWORKS)}")
     return {"pos-embed": positions.pos_embed, "narrow": quadrant.narrow, "sqrt-dk": attention.sqrt_dk,
             "attention-map": attention.attention_map, "dead-rows": positions.dead_rows,
             "plateau": quadrant.plateau_dwell}[args.name](args, out, frameworks)

@@ -13,11 +13,12 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
-from shared.errors import FrameworkUnavailable, first_line
+from shared.errors import FrameworkUnavailable, InputError, first_line
 
 if TYPE_CHECKING:
     from shared.runtime.contract import PortInterface, PortModule
@@ -59,7 +60,7 @@ NATIVE = ("torch", "keras", "flax", "mlx")  # the four parallel texts
 def missing_requirement(name: str) -> str | None:
     """None when the entry can run here, else a one-line reason."""
     if name not in PORTS:
-        return f"unknown framework {name!r}; expected one of: {', '.join(PORTS)}"
+        return unknown_framework(name)
     entry = PORTS[name]
     for module in entry.requires:
         if importlib.util.find_spec(module) is None:
@@ -92,11 +93,41 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
-def parse_frameworks(text: str | None, default: tuple[str, ...] = NATIVE) -> list[str]:
-    names = [n.strip() for n in (text or ",".join(default)).split(",") if n.strip()]
+def unknown_framework(name: str) -> str:
+    """The one line every command refuses a framework name it has never heard of with."""
+    return f"unknown framework {name!r}; expected one of: {', '.join(PORTS)}"
+
+
+NOTHING_INSTALLED = "no framework is installed; install one of the extras, e.g. pip install -e '.[torch]'"
+
+
+def parse_frameworks(text: str | None, default: Sequence[str] = NATIVE, offered: Sequence[str] | None = None,
+                     reference: bool = False) -> list[str]:
+    """The frameworks a `--frameworks` value names: the one reading every command shares.
+
+    Not given (None): `default`, as the command computed it. 'all': every installed one of
+    `offered` (None: every registered port). Otherwise comma-separated names: a name that is not
+    registered is `unknown_framework`'s line, the same in every command; a registered one the
+    command does not offer, and 'reference' (the float64 oracle alone) unless `reference` allows
+    it, is refused naming what it offers; an empty list is refused, not read as the default."""
+    offered = tuple(PORTS) if offered is None else tuple(offered)
+    choices = ("reference", *offered) if reference else offered
+    if text is None:
+        return list(default)
+    if text.strip() == "all":
+        names = [n for n in offered if missing_requirement(n) is None]
+        if not names:
+            raise FrameworkUnavailable(NOTHING_INSTALLED)
+        return names
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise InputError(f"--frameworks is empty; expected some of: {', '.join(choices)}")
     for n in names:
         if n not in PORTS and n != "reference":
-            raise FrameworkUnavailable(f"unknown framework {n!r}; expected one of: {', '.join(PORTS)}")
+            raise FrameworkUnavailable(unknown_framework(n))
+        if n not in choices:
+            raise FrameworkUnavailable(f"framework {n!r} is not one this command runs; expected some of: "
+                                       f"{', '.join(choices)}")
     return names
 
 

@@ -149,7 +149,7 @@ def test_a_default_results_name_is_the_runs_own(kind: str) -> None:
 
     from shared.cli._outputs import output_paths
 
-    args = argparse.Namespace(json_path=None, csv_path=None, chart_path=None, no_chart=False, force=False)
+    args = argparse.Namespace(json=None, csv=None, chart=None, no_chart=False, force=False)
     names = [output_paths(args, "quadrant", kind)["json"].name for _ in range(2)]
     assert names[0] != names[1]
     assert all(name.startswith(f"{kind}-quadrant-") and f"-{os.getpid()}" in name for name in names)

@@ -1,9 +1,13 @@
-"""Class 7, the same option means the same thing everywhere: --batch, --threads, --device and
---timeout are defined once (shared/cli/_options.py), so a bad value is the same one-line error,
-exit 2, in every command that takes it."""
+"""Class 7, the same option means the same thing everywhere: every option several commands take
+is one row of the options table (shared/cli/_options.py), so a bad value is the same one-line
+error, exit 2, in every command that takes it, and every command reads `--frameworks` through the
+one parser (ports.parse_frameworks): an unknown name, an empty list, 'reference' where it is not
+run are each the same line everywhere."""
 
 from __future__ import annotations
 
+import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -25,11 +29,16 @@ BAD = [
 ]
 
 
-def takes(command: str, option: str) -> bool:
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command's full parser (compare.build_parser() loads them all)."""
     import compare
 
     sub = next(a for a in compare.build_parser()._actions if a.dest == "command")
-    return any(option in a.option_strings for a in sub.choices[command]._actions)
+    return dict(sub.choices)
+
+
+def takes(command: str, option: str) -> bool:
+    return any(option in a.option_strings for a in parsers()[command]._actions)
 
 
 # Every (command, bad value) pair where the command takes the option, decided from the parser.
@@ -43,16 +52,106 @@ def test_a_bad_shared_option_is_one_line(tmp_path: Path, command: str, option: s
     assert f"compare.py {command}" in line
 
 
-def test_every_command_with_a_batch_or_threads_option_uses_the_shared_definition() -> None:
-    import compare
-    from shared.cli import _options
+# The same flag with another meaning, each defined by its command (and why).
+OWN_MEANING = {
+    ("sweep", "--batch"): "a list of points (1,8,64), read by its own one-line parser",
+    ("spec", "--json"): "prints the spec as JSON; writes no file",
+    ("logits", "--framework"): "the one port (or the reference) to run, not your model's framework",
+    ("train", "--framework"): "the one port to train, not your model's framework",
+}
 
-    sub = next(a for a in compare.build_parser()._actions if a.dest == "command")
-    for name, parser in sub.choices.items():
+
+def worded(template: str) -> str:
+    """A pattern for every help a row can render: its text, any words in its slots, a note."""
+    return re.sub(r"\\\{[^}]*\\\}", ".*", re.escape(template)) + r"( \(.*\))?"
+
+
+def test_every_shared_option_is_its_table_row_in_every_command() -> None:
+    """Each option in the table is defined once: wherever a command takes its flag, the action
+    has the row's destination, type, metavar, choices, kind (store, append, store_true) and
+    wording (the command's own words only in the row's slots and note)."""
+    from shared.cli._options import TABLE
+
+    rows = {row.flags: row for row in TABLE}
+    assert len(rows) == len(TABLE), "two rows define the same flags"
+    flags = {flag for row in TABLE for flag in row.flags}
+    seen = set()
+    for name, parser in parsers().items():
         for action in parser._actions:
-            # sweep's --batch is a list of points (1,8,64), read by its own one-line parser
-            if {"--batch", "--threads"} & set(action.option_strings) and action.dest != "batches":
-                assert action.type is _options.positive_int, f"{name} {action.option_strings}"
+            if not set(action.option_strings) & flags or (name, action.option_strings[0]) in OWN_MEANING:
+                continue
+            row = rows.get(tuple(action.option_strings))
+            where = f"{name} {action.option_strings}"
+            assert row is not None, f"{where}: not the flags of a row"
+            assert action.dest == row.dest, where
+            assert action.type is row.type, where
+            assert action.metavar == row.metavar, where
+            assert action.choices == row.choices, where
+            assert type(action) is parser._registry_get("action", row.action), where
+            assert re.fullmatch(worded(row.help), action.help or ""), (where, action.help)
+            seen.add(row.flags)
+    assert seen == set(rows), f"rows no command takes: {set(rows) - seen}"
+
+
+def test_a_spec_override_is_read_from_one_destination_everywhere() -> None:
+    """`--set` was `args.set` in seven commands and `args.overrides` in five; the main job, which
+    takes no --set, still gives its readers an empty `args.set`."""
+    for name, parser in parsers().items():
+        dests = {a.dest for a in parser._actions if "--set" in a.option_strings}
+        assert dests <= {"set"}, name
+        if dests or name == "main":
+            assert parser.get_default("set") == [], name
+
+
+# What each command needs besides --frameworks to reach its reading of the list (and no further).
+REQUIRED = {"sweep": ["--batch", "1"], "experiment": ["narrow"]}
+WITH_REFERENCE = {"verify", "trace"}  # the float64 reference alone is a run of theirs
+FRAMEWORK_COMMANDS = [name for name in parsers() if takes(name, "--frameworks")]
+
+
+def frameworks_refused(tmp_path: Path, command: str, value: str) -> str:
+    spec = ["--spec", "quadrant"] if takes(command, "--spec") else []
+    return refused(tmp_path, command, *REQUIRED.get(command, []), *spec, "--frameworks", value)
+
+
+@pytest.mark.parametrize("command", FRAMEWORK_COMMANDS)
+def test_every_command_refuses_an_unknown_framework_with_the_same_line(tmp_path: Path, command: str) -> None:
+    from ports import PORTS
+
+    line = frameworks_refused(tmp_path, command, "torch,mxnet")
+    assert line == f"error: unknown framework 'mxnet'; expected one of: {', '.join(PORTS)}"
+
+
+@pytest.mark.parametrize("command", FRAMEWORK_COMMANDS)
+def test_every_command_refuses_an_empty_framework_list(tmp_path: Path, command: str) -> None:
+    """An empty value is a script's unset variable: it was the default set in some commands and
+    no framework at all in others (time then timed nothing)."""
+    line = frameworks_refused(tmp_path, command, " , ")
+    assert line.startswith("error: --frameworks is empty; expected some of: ")
+    assert ("reference" in line) == (command in WITH_REFERENCE)
+
+
+@pytest.mark.parametrize("command", [c for c in FRAMEWORK_COMMANDS if c not in WITH_REFERENCE])
+def test_a_command_that_does_not_run_the_reference_alone_refuses_it(tmp_path: Path, command: str) -> None:
+    """audit, devices and tolerances took it and did nothing; time called it unknown."""
+    line = frameworks_refused(tmp_path, command, "reference")
+    assert line.startswith("error: framework 'reference' is not one this command runs; expected some of: ")
+
+
+def test_the_one_framework_parser() -> None:
+    from ports import NATIVE, PORTS, installed, parse_frameworks
+    from shared.errors import FrameworkUnavailable
+
+    here = [name for name, why in installed().items() if why is None]
+    assert parse_frameworks(None, ("torch",)) == ["torch"]  # not given: the command's default
+    assert parse_frameworks(" torch , flax ") == ["torch", "flax"]
+    assert parse_frameworks("all") == [n for n in PORTS if n in here]
+    assert parse_frameworks("all", offered=NATIVE) == [n for n in NATIVE if n in here]
+    assert parse_frameworks("reference,torch", reference=True) == ["reference", "torch"]
+    with pytest.raises(FrameworkUnavailable) as info:
+        parse_frameworks("torch,mlx", offered=("torch", "keras", "flax"))
+    assert str(info.value) == ("framework 'mlx' is not one this command runs; expected some of: "
+                               "torch, keras, flax")
 
 
 @pytest.mark.parametrize("options, expect", [

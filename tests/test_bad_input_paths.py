@@ -31,7 +31,7 @@ def test_a_name_from_content_stays_in_its_folder(tmp_path: Path, name: str) -> N
 
 
 def _args(**given) -> argparse.Namespace:
-    base = {"json_path": None, "csv_path": None, "chart_path": None, "no_chart": False, "html_path": None,
+    base = {"json": None, "csv": None, "chart": None, "no_chart": False, "html": None,
             "html_index": True, "force": False}
     return argparse.Namespace(**{**base, **given})
 
@@ -58,7 +58,7 @@ def test_train_checkpoints_of_a_spec_named_to_escape_stay_in_runs(tmp_path: Path
 
 def test_the_main_job_page_goes_beside_its_json(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    paths = output_paths(_args(json_path="sub/r.json"), "quadrant")
+    paths = output_paths(_args(json="sub/r.json"), "quadrant")
     assert paths["main_page"] == Path("sub/index.html")
     assert not (tmp_path / "results").exists()
 

@@ -13,7 +13,21 @@ from typing import Any
 
 import numpy as np
 
-from shared.cli._options import non_negative_int
+from shared.cli._options import (
+    FORCE,
+    INPUT,
+    INPUT_LAYOUT,
+    JSON,
+    MAP,
+    MODEL,
+    MODEL_FRAMEWORK,
+    OUTPUT,
+    SEED,
+    SET,
+    SHOW_BINDING,
+    SPEC,
+    WEIGHTS,
+)
 from shared.core.files import check_output, write_output
 from shared.core.inputs import load_images, probe_batch
 from shared.core.presets import resolve_spec
@@ -22,16 +36,20 @@ from shared.core.weights import Tensors, init_weights, load_weights, read_weight
 from shared.errors import SpecError
 
 
-def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True) -> None:
-    parser.add_argument("--spec", help="preset name, spec file (.json/.toml) or JSON document "
-                        "(default: the weight file's spec; with --model, the spec read from your model; "
-                        "else archive-torch)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="change one spec field (repeatable)")
+def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True, model: bool = False) -> None:
+    """--spec and --set, and with `weights` --weights and --seed; `model`: the command also takes
+    a user's --model, whose spec is the default without --spec."""
+    note: str | None = None  # the row's: the default preset
+    if model:
+        note = ("default: the weight file's spec; with --model, the spec read from your model; "
+                "else archive-torch")
+    elif weights:
+        note = "default: the weight file's spec; else archive-torch"
+    SPEC.add(parser, note=note)
+    SET.add(parser)
     if weights:
-        parser.add_argument("--weights", help="canonical .safetensors file (default: seeded init)")
-        parser.add_argument("--seed", type=non_negative_int, default=0,
-                            help="init seed when no --weights (default 0)")
+        WEIGHTS.add(parser)
+        SEED.add(parser)
 
 
 @dataclass
@@ -75,9 +93,11 @@ def save_npy(path: str | Path, array: np.ndarray, force: bool = False) -> None:
     write_output(path, buffer.getvalue(), force=force)
 
 
-def add_json_arg(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--json", metavar="FILE", help=f"also write {what} as JSON")
-    parser.add_argument("--force", action="store_true", help="replace an existing --json file")
+def add_json_arg(parser: argparse.ArgumentParser, what: str,
+                 replaced: str = "an existing --json file") -> None:
+    """--json FILE holding `what`, and --force, which replaces `replaced`."""
+    JSON.add(parser, what)
+    FORCE.add(parser, replaced)
 
 
 def check_json(args: argparse.Namespace) -> None:
@@ -92,18 +112,8 @@ def write_json(path: str, payload: Any, force: bool = False) -> None:
 
 def add_user_model_args(parser: argparse.ArgumentParser) -> None:
     """`--model FILE.py:NAME` and what says how to run it (verify, trace, diagnose, time)."""
-    parser.add_argument("--model", metavar="FILE.py:NAME", help="your own torch / Keras / Flax model: "
-                        "NAME is a class or function called with no arguments or with the spec")
-    parser.add_argument("--framework", help="your model's framework, when the object is ambiguous "
-                        "(e.g. keras-torch: Keras on torch is also a torch.nn.Module)")
-    parser.add_argument("--input-layout", choices=("NHWC", "NCHW", "NHW"),
-                        help="what your model's forward takes (default: torch NCHW, Keras / Flax NHWC)")
-    parser.add_argument("--output", metavar="INDEX|KEY", help="the element of a tuple, list or dict "
-                        "forward result that holds the logits (default: the one (batch, classes) array)")
-    parser.add_argument("--map", metavar="rules.toml", help="rename rules: a [map] table of "
-                        "\"your-name-pattern\" = \"canonical-pattern\" (or [pattern, layout])")
-    parser.add_argument("--show-binding", action="store_true",
-                        help="print your parameter -> canonical tensor table")
+    for option in (MODEL, MODEL_FRAMEWORK, INPUT_LAYOUT, OUTPUT, MAP, SHOW_BINDING):
+        option.add(parser)
 
 
 def user_spec(args: argparse.Namespace) -> ModelSpec:
@@ -143,8 +153,8 @@ def user_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
-    add_spec_args(parser)
-    parser.add_argument("--input", help="NHWC float32 .npy images (default: the spec's probe batch)")
+    add_spec_args(parser, model=True)
+    INPUT.add(parser)
     add_user_model_args(parser)
 
 

@@ -25,19 +25,19 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
     from shared.core.paths import check_distinct, check_output, inside, output_path
     from shared.measure.environment import utc_now
 
-    if args.json_path:
-        json_path = output_path(args.json_path)
+    if args.json:
+        json_path = output_path(args.json)
     else:
         when = utc_now().replace(":", "").replace("-", "")
         json_path = inside(RESULTS_DIR, f"{kind}-{stem}-{when}-{run_id()}.json")
     paths: dict[str, Path | None] = {
         "json": json_path,
-        "csv": output_path(args.csv_path) if args.csv_path else json_path.with_suffix(".csv"),
-        "chart": None if args.no_chart else (output_path(args.chart_path) if args.chart_path
+        "csv": output_path(args.csv) if args.csv else json_path.with_suffix(".csv"),
+        "chart": None if args.no_chart else (output_path(args.chart) if args.chart
                                              else json_path.with_suffix(".png")),
     }
-    if getattr(args, "html_path", None):
-        paths["html"] = output_path(args.html_path)
+    if getattr(args, "html", None):
+        paths["html"] = output_path(args.html)
     elif getattr(args, "html_index", False):  # the main job's own page, beside its results
         paths["main_page"] = json_path.parent / MAIN_PAGE_NAME
     for name, path in paths.items():

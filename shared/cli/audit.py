@@ -7,6 +7,7 @@ import argparse
 
 from ports import parse_frameworks
 from shared.cli._common import installed_ports
+from shared.cli._options import FRAMEWORKS, SET, SPEC
 from shared.core.budget import check_fits
 from shared.core.presets import resolve_spec
 from shared.teaching.audit import audit_file, audit_ports
@@ -24,9 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "only the source check, on your files (nothing is imported or run). "
                     "For a built model of your own, use shared.teaching.audit.audit_model(model, spec). "
                     "Exit 0: no findings; 1: findings.")
-    p.add_argument("--spec", help="base spec for the probe builds (default: archive-torch)")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
-    p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
+    SPEC.add(p, note="the base of the probe builds; default: archive-torch")
+    SET.add(p)
+    FRAMEWORKS.add(p, note="default: every installed one")
     p.add_argument("--source", nargs="+", metavar="FILE", help="audit these Python files instead")
     p.set_defaults(run=run)
 
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             findings += audit_file(name)
         checked = [f"source of {', '.join(args.source)}"]
     else:
-        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
+        frameworks = parse_frameworks(args.frameworks, installed_ports())
         spec = resolve_spec(args.spec, args.set)
         check_fits(spec, 1, "building each port for the audit")  # before a port allocates it
         findings, checked = audit_ports(frameworks, spec)

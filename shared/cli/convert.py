@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from shared.cli._options import FORCE, SET, SPEC
 from shared.errors import SpecError
 
 ORDER = 60
@@ -28,14 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--in", dest="input", required=True, metavar="PATH",
                         help="the checkpoint (a file; hf: a save_pretrained directory or a weights file)")
     parser.add_argument("--config", metavar="PATH", help="hf config.json, or a timm config.json (--from)")
-    parser.add_argument("--spec", help="a spec (preset, file or JSON) stating fields the checkpoint does not "
-                                       "(--from); every field the checkpoint fixes must agree")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="a spec field the checkpoint cannot tell, e.g. heads=12 (--from; repeatable)")
+    SPEC.add(parser, note="--from: the fields the checkpoint does not state; every field it fixes must agree")
+    SET.add(parser, note="--from: a field the checkpoint cannot tell, e.g. heads=12")
     parser.add_argument("--out", required=True, metavar="PATH",
                         help="--from: the canonical .safetensors; --to: the checkpoint (hf: a directory)")
-    parser.add_argument("--force", action="store_true",
-                        help="replace an existing output file (a folder output, hf, is never replaced)")
+    FORCE.add(parser, "an existing output file", note="a folder output, hf, is never replaced")
     parser.set_defaults(run=run)
 
 
@@ -61,7 +59,7 @@ def _import(args: argparse.Namespace) -> int:
     if out.suffix != ".safetensors":
         raise SpecError(f"--out {args.out!r}: the canonical file is .safetensors")
     base = resolve_spec(args.spec) if args.spec else None
-    converted = import_checkpoint(args.source_format, args.input, args.config, base, args.overrides)
+    converted = import_checkpoint(args.source_format, args.input, args.config, base, args.set)
     spec = converted.spec
     save_weights(out, spec, converted.tensors, force=args.force,
                  extra_metadata={"converted_from": args.source_format, "source": Path(args.input).name})
@@ -77,7 +75,7 @@ def _export(args: argparse.Namespace) -> int:
     from shared.core.weights import load_weights
 
     format_module(args.target_format)
-    for flag, value in (("--spec", args.spec), ("--set", args.overrides), ("--config", args.config)):
+    for flag, value in (("--spec", args.spec), ("--set", args.set), ("--config", args.config)):
         if value:
             raise SpecError(f"{flag} applies to --from; --to exports the canonical file's own spec")
     loaded = load_weights(args.input)

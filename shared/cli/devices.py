@@ -14,7 +14,7 @@ import tempfile
 from typing import Any
 
 from shared.cli._common import add_json_arg, check_json, installed_ports, write_json
-from shared.cli._options import add_timeout
+from shared.cli._options import FRAMEWORKS, TIMEOUT
 from shared.core.summary import format_table
 from shared.runtime.devices import DEVICE_CLASSES
 
@@ -25,8 +25,8 @@ SCHEMA = "portbench.devices/1"
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("devices", help=HELP)
-    parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
-    add_timeout(parser, 300.0)
+    FRAMEWORKS.add(parser, note="default: every installed one")
+    TIMEOUT.add(parser, default=300.0)
     add_json_arg(parser, "the table")
     parser.set_defaults(run=run)
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     check_json(args)  # before the probes, not after
     available = installed()
     rows: list[dict[str, Any]] = []
-    for framework in [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]:
+    for framework in parse_frameworks(args.frameworks, installed_ports()):
         if available[framework]:
             rows += [{"framework": framework, "device": d, "usable": False, "reason": available[framework]}
                      for d in DEVICE_CLASSES]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from shared.cli._common import add_spec_args
-from shared.cli._options import non_negative_int
+from shared.cli._options import FORCE, SEED
 from shared.core.budget import check_weights_file
 from shared.core.files import check_output
 from shared.core.presets import resolve_spec
@@ -18,9 +18,9 @@ HELP = "write seeded canonical weights for a spec"
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("init", help=HELP)
     add_spec_args(parser, weights=False)
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="init seed (default 0)")
+    SEED.add(parser, "")
     parser.add_argument("--out", required=True, help="output .safetensors path")
-    parser.add_argument("--force", action="store_true", help="replace an existing file")
+    FORCE.add(parser, "an existing --out file")
     parser.set_defaults(run=run)
 
 

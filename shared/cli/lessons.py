@@ -9,6 +9,7 @@ import argparse
 import shutil
 
 from shared.cli._common import add_json_arg, check_json, write_json
+from shared.cli._options import HTML
 from shared.core.files import check_output, write_output
 from shared.errors import SpecError
 from shared.teaching import detectability
@@ -32,9 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", action="store_true", help="with --rungs: the table in Markdown, as "
                    "docs/teaching.md shows it")
     p.add_argument("--width", type=int, help="output width (default: the terminal's, at least 150)")
-    add_json_arg(p, "one object per lesson")
-    p.add_argument("--html", metavar="FILE", help="also write a self-contained page: the code side by "
-                   "side with highlighting, the measured gaps, the rosetta table")
+    add_json_arg(p, "one object per lesson", "existing --json/--html files")
+    HTML.add(p, "the code side by side with highlighting, the measured gaps and the rosetta table")
     p.set_defaults(run=run)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ports import PORTS, create_port
 from shared.cli._common import add_spec_args, print_note, resolve_model, save_npy
-from shared.cli._options import add_device, add_precision
+from shared.cli._options import DEVICE, FORCE, INPUT, add_precision
 from shared.core import reference
 from shared.core.equivalence import first_nonfinite, nonfinite_message
 from shared.core.files import check_output
@@ -27,11 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("logits", help=HELP)
     add_spec_args(parser)
     parser.add_argument("--framework", required=True, help=f"one of: reference, {', '.join(PORTS)}")
-    parser.add_argument("--input", help="NHWC float32 .npy (default: the spec's seeded probe batch)")
-    add_device(parser, "cpu")
+    INPUT.add(parser)
+    DEVICE.add(parser)
     add_precision(parser)
     parser.add_argument("--out", required=True, help="output .npy path")
-    parser.add_argument("--force", action="store_true", help="replace an existing output file")
+    FORCE.add(parser, "an existing --out file")
     parser.set_defaults(run=run)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from shared.cli._options import SPEC
 from shared.cli.time import add_timing_arguments, run  # the main job is a timing run
 
 ORDER = 0
@@ -28,8 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     parser = sub.add_parser("main", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
-    add_timing_arguments(parser, f"the installed ones of {','.join(NATIVE)}")
-    parser.set_defaults(run=run, overrides=[], factorial=None, budget=0.25, eval_batches=2,
-                        compile_cache="warm", max_repeats=50, processes=1, default_frameworks=NATIVE,
-                        print_verdicts=True, html_index=True)
+    SPEC.add(parser)
+    add_timing_arguments(parser, f"the installed ones of {','.join(NATIVE)}", budget=0.25, max_repeats=50,
+                         eval_batches=2, processes=1, compile_cache="warm")
+    parser.set_defaults(run=run, set=[], factorial=None, default_frameworks=NATIVE, print_verdicts=True,
+                        html_index=True)

@@ -26,7 +26,20 @@ import json
 import sys
 from typing import Any
 
-from shared.cli._options import add_batch, add_device, add_threads, add_timeout, positive_int
+from shared.cli._options import (
+    BATCH,
+    DEVICE,
+    FORCE,
+    FRAMEWORKS,
+    JSON,
+    MODES,
+    PROCESSES,
+    SET,
+    SPEC,
+    THREADS,
+    TIMEOUT,
+    positive_int,
+)
 from shared.core.terminal import wrap
 
 ORDER = 44
@@ -37,27 +50,26 @@ PORTED = ("torch", "keras", "flax")  # the ports that have peers
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("peers", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", help="preset name, spec file or JSON (default: vit-b16)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override one spec field (repeatable)")
-    parser.add_argument("--frameworks", help="ports to compare, comma-separated (default: torch,keras,flax)")
-    parser.add_argument("--modes", default="eager,compiled", help="port modes: eager and/or compiled")
-    add_batch(parser, 8)
-    add_threads(parser, 2)
-    add_device(parser, "cpu")
+    SPEC.add(parser, note="default: vit-b16")
+    SET.add(parser)
+    FRAMEWORKS.add(parser, note=f"default: {','.join(PORTED)}, the ports with peers")
+    MODES.add(parser, default="eager,compiled")
+    BATCH.add(parser, default=8)
+    THREADS.add(parser, default=2)
+    DEVICE.add(parser)
     parser.add_argument("--repeats", type=positive_int, default=5,
                         help="timed calls per process, at least (default 5; a fast forward repeats for "
                              "0.25 s, so other processes' CPU use over it can be measured)")
-    parser.add_argument("--processes", type=positive_int, default=3,
-                        help="rounds: times the whole sequence runs, interleaved (default 3); a ratio "
-                             "is printed only where no round was contended and the rounds agree")
-    add_timeout(parser, 900.0)
-    parser.add_argument("--json", dest="json_path", help="write every report and ratio here")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing --json file")
+    PROCESSES.add(parser, "the whole sequence again; a ratio is printed only where no round was contended "
+                  "and the rounds agree", default=3)
+    TIMEOUT.add(parser, default=900.0)
+    JSON.add(parser, "every report and ratio")
+    FORCE.add(parser, "an existing --json file")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ports import parse_frameworks
     from shared.cli.time import parse_list, progress
     from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output
@@ -68,15 +80,15 @@ def run(args: argparse.Namespace) -> int:
     from shared.measure.rounds import SPREAD
     from shared.measure.stats import Budget
 
-    spec = resolve_spec(args.spec or "vit-b16", args.overrides)
+    spec = resolve_spec(args.spec or "vit-b16", args.set)
     peer_timing.check_expressible(spec)
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
     check_work("--processes", args.processes)
-    frameworks = list(parse_list(args.frameworks or ",".join(PORTED), PORTED, "framework"))
+    frameworks = parse_frameworks(args.frameworks, PORTED, offered=PORTED)
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
-    if args.json_path:
-        check_output(args.json_path, args.force)
+    if args.json:
+        check_output(args.json, args.force)
     impls, missing, refused = peer_timing.plan(frameworks, modes, spec)
     no_peer = not any(not i.name.startswith("port:") for i in impls)
     if no_peer and not missing:
@@ -99,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
     results = peer_timing.run_peers(spec, impls, job, args.processes, args.timeout, progress)
     found = peer_timing.ratios(results)
     print(report_text(spec, args, results, found))
-    if args.json_path:
+    if args.json:
         # the thresholds the decisions in this file were taken with
         rule = {"contended_above": CONTENDED, "spread": SPREAD, "differs_above": peer_timing.DIFFERS_ABOVE}
         document = {"spec": spec.to_dict(), "batch": args.batch, "threads": args.threads,
                     "rounds": args.processes, "rule": rule, "results": results, "ratios": found}
-        write_output(args.json_path, (json.dumps(document, indent=1, default=str) + "\n").encode(),
+        write_output(args.json, (json.dumps(document, indent=1, default=str) + "\n").encode(),
                      force=args.force)
-        print(f"wrote {args.json_path}")
+        print(f"wrote {args.json}")
     return 1 if any(r.get("error") for r in results.values()) else 0
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.cli._options import ALLOW_MIXED, CHART, CSV, FORCE, HTML, JSON, RANK_BY
 from shared.core.terminal import printable
 from shared.errors import InputError, PortbenchError
 
@@ -21,14 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("report", help=HELP,
                             description=__doc__)
     parser.add_argument("files", nargs="+", metavar="RESULTS.json")
-    parser.add_argument("--json", dest="json_path", help="write the merged results here")
-    parser.add_argument("--csv", dest="csv_path", help="write the merged CSV here")
-    parser.add_argument("--chart", dest="chart_path", help="write the merged PNG chart here")
-    parser.add_argument("--html", dest="html_path",
-                        help="write one self-contained HTML page (tables, charts, conditions) here")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--allow-mixed", action="store_true", help="rank across device classes")
-    parser.add_argument("--rank-by", default="forward", help="phase to rank by (default 'forward')")
+    JSON.add(parser, "the merged results")
+    CSV.add(parser)
+    CHART.add(parser)
+    HTML.add(parser, "the merged tables, charts and conditions")
+    FORCE.add(parser)
+    ALLOW_MIXED.add(parser)
+    RANK_BY.add(parser)
     parser.set_defaults(run=run)
 
 
@@ -76,8 +76,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rank_by not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
                              f"{', '.join(RANK_METRICS)}")
-    outputs = {"json": args.json_path, "csv": args.csv_path, "chart": args.chart_path,
-               "html": args.html_path}
+    outputs = {"json": args.json, "csv": args.csv, "chart": args.chart, "html": args.html}
     from shared.core.paths import check_distinct, check_output
 
     for path in outputs.values():
@@ -96,22 +95,22 @@ def run(args: argparse.Namespace) -> int:
 
     with Outputs(args.force, make_folders=True) as staged:  # every output, or none
         written = []
-        if args.json_path:
+        if args.json:
             doc = schema.new_results(host_record(), {"merged": [s["conditions"] for s in sources]}, rows,
                                      utc_now(), ["compare.py", "report", *args.files],
                                      {"merged_from": sources})
             schema.validate(doc, "results being written")
-            written.append(staged.add(args.json_path, schema.dumps(doc).encode()))
-        if args.csv_path:
-            written.append(staged.add(args.csv_path, exports.csv_text(rows).encode()))
-        if args.chart_path:
+            written.append(staged.add(args.json, schema.dumps(doc).encode()))
+        if args.csv:
+            written.append(staged.add(args.csv, exports.csv_text(rows).encode()))
+        if args.chart:
             title = f"merged: {', '.join(s['source'] for s in sources)}"
-            written.append(staged.add(args.chart_path, exports.chart_png(rows, title)))
-        if args.html_path:
+            written.append(staged.add(args.chart, exports.chart_png(rows, title)))
+        if args.html:
             from shared.report.pages import results_page
 
             page = results_page(rows, sources, f"portbench timing: {', '.join(s['source'] for s in sources)}")
-            written.append(staged.add(args.html_path, page.encode()))
+            written.append(staged.add(args.html, page.encode()))
         staged.publish()
     if written:
         print(printable("wrote " + ", ".join(str(p) for p in written)))

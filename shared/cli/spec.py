@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.cli._options import add_timeout
+from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT
 from shared.core.files import check_output, write_output
 from shared.core.presets import PRESETS, resolve_spec
 from shared.core.summary import format_table, layer_table
@@ -22,16 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("spec", help=HELP)
     parser.add_argument("name", nargs="?", help="preset name, spec file or JSON document "
                         f"(presets: {', '.join(PRESETS)})")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    SET.add(parser)
     parser.add_argument("--json", action="store_true", help='print {"spec": ..., "derived": ...}')
     parser.add_argument("--from-model", metavar="FILE.py:NAME",
                         help="read the spec from your model (NAME: a class or function called with no "
                              "arguments); each field is printed with its source")
-    parser.add_argument("--framework", help="with --from-model: your model's framework, when the object "
-                        "is ambiguous")
+    MODEL_FRAMEWORK.add(parser, note="with --from-model")
     parser.add_argument("--out", metavar="FILE.toml|FILE.json", help="with --from-model: write the spec here")
-    parser.add_argument("--force", action="store_true", help="replace an existing --out file")
-    add_timeout(parser, 300.0)
+    FORCE.add(parser, "an existing --out file")
+    TIMEOUT.add(parser, default=300.0)
     parser.set_defaults(run=run)
 
 

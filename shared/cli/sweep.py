@@ -17,7 +17,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.cli._options import add_device, add_threads, add_timeout, non_negative_float
+from shared.cli._options import (
+    BUDGET,
+    CHART,
+    COMPILE_CACHE,
+    CSV,
+    DEVICE,
+    FORCE,
+    FRAMEWORKS,
+    JSON,
+    MODES,
+    NO_CHART,
+    SET,
+    SPEC,
+    THREADS,
+    TIMEOUT,
+)
 
 ORDER = 42
 HELP = "time and memory against batch and image size, with fitted slopes"
@@ -26,29 +41,24 @@ HELP = "time and memory against batch and image size, with fitted slopes"
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("sweep", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", help="preset name, spec file or JSON (default: the default preset)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override one spec field (repeatable)")
+    SPEC.add(parser)
+    SET.add(parser)
     parser.add_argument("--batch", dest="batches", required=True,
                         help="comma-separated batch sizes, e.g. 1,8,64")
     parser.add_argument("--image", dest="images", help="comma-separated square image sizes in pixels, "
                                                        "e.g. 32,64,128 (default: the spec's)")
-    parser.add_argument("--frameworks", help="comma-separated registry names, or 'all' "
-                                             "(default: every installed one)")
-    add_threads(parser, 1)
-    add_device(parser, "auto")
-    parser.add_argument("--modes", default="eager,compiled", help="eager and/or compiled (default both)")
-    parser.add_argument("--budget", type=non_negative_float, default=0.25,
-                        help="seconds of repeats per phase after warm-up (default 0.25)")
-    parser.add_argument("--compile-cache", default="warm", choices=("cold", "warm"),
-                        help="warm (default): reuse one torch.compile cache; cold: a fresh one per worker")
-    add_timeout(parser, 900.0)
-    parser.add_argument("--json", dest="json_path",
-                        help="results file (default results/sweep-SPEC-UTC-PID.json)")
-    parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
-    parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
-    parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+    FRAMEWORKS.add(parser, note="default: every installed one")
+    THREADS.add(parser)
+    DEVICE.add(parser, default="auto")
+    MODES.add(parser, default="eager,compiled")
+    BUDGET.add(parser, default=0.25)
+    COMPILE_CACHE.add(parser, default="warm")
+    TIMEOUT.add(parser, default=900.0)
+    JSON.add(parser, note="default: results/sweep-SPEC-UTC-PID.json")
+    CSV.add(parser, note="default: beside the JSON")
+    CHART.add(parser, note="default: beside the JSON")
+    NO_CHART.add(parser)
+    FORCE.add(parser)
     parser.set_defaults(run=run, min_repeats=5, max_repeats=50, warmup=2, eval_batches=1, processes=1,
                         rank_by="forward", dtype="float32", precision=None, allow_tf32=False, batch=1)
 
@@ -64,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--modes for a sweep is eager and/or compiled (it fits forward times)")
     batches = sweep.parse_values(args.batches, "--batch")
     images = sweep.parse_values(args.images, "--image") if args.images else None
-    spec = resolve_spec(args.spec, args.overrides)
+    spec = resolve_spec(args.spec, args.set)
     points = sweep.plan(spec, batches, images)  # refuses a point that cannot fit, before any runs
     config = build_config(args, spec)
     frameworks, missing = choose_frameworks(args.frameworks)

@@ -13,7 +13,28 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shared.cli._options import add_batch, add_device, add_precision, add_threads, add_timeout
+from shared.cli._options import (
+    ALLOW_MIXED,
+    BATCH,
+    BUDGET,
+    CHART,
+    COMPILE_CACHE,
+    CSV,
+    DEVICE,
+    FORCE,
+    FRAMEWORKS,
+    HTML,
+    JSON,
+    MODES,
+    NO_CHART,
+    PROCESSES,
+    RANK_BY,
+    SET,
+    SPEC,
+    THREADS,
+    TIMEOUT,
+    add_precision,
+)
 from shared.cli._outputs import output_paths, write_outputs
 from shared.core.precision import from_args
 from shared.core.terminal import wrapped
@@ -21,45 +42,40 @@ from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
 HELP = "time every port fairly, phase by phase"
-MODES = ("eager", "compiled", "train")
+MODES_TIMED = ("eager", "compiled", "train")
 
 
-def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "every installed one") -> None:
-    """The options shared by `time` and the bare `compare.py`."""
-    parser.add_argument("--frameworks", help="comma-separated registry names, or 'all' for every "
-                                             f"installed one (default: {default_set})")
-    add_batch(parser, 8)
-    add_threads(parser, 1)
-    add_device(parser, "auto")
-    parser.add_argument("--modes", default="eager,compiled,train",
-                        help="which of eager,compiled,train to time (default all)")
-    parser.add_argument("--budget", type=float, default=1.0,
-                        help="seconds of repeats per phase after warm-up (default 1.0)")
-    parser.add_argument("--min-repeats", type=int, default=5, help="repeats per phase, at least (5)")
-    parser.add_argument("--max-repeats", type=int, default=100, help="repeats per phase, at most (100)")
+def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "every installed one", *,
+                         budget: float = 1.0, max_repeats: int = 100, eval_batches: int = 3,
+                         processes: int = 2, compile_cache: str = "cold") -> None:
+    """The options shared by `time` and the bare `compare.py`, with the defaults each runs (and
+    its --help states)."""
+    FRAMEWORKS.add(parser, note=f"default: {default_set}")
+    BATCH.add(parser, default=8)
+    THREADS.add(parser)
+    DEVICE.add(parser, default="auto")
+    MODES.add(parser, default=",".join(MODES_TIMED))
+    BUDGET.add(parser, default=budget)
+    parser.add_argument("--min-repeats", type=int, default=5, help="repeats per phase, at least (default 5)")
+    parser.add_argument("--max-repeats", type=int, default=max_repeats,
+                        help=f"repeats per phase, at most (default {max_repeats})")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls before repeats (default 2)")
-    parser.add_argument("--eval-batches", type=int, default=3, help="batches per evaluation pass (3)")
-    parser.add_argument("--processes", type=int, default=2,
-                        help="rounds: fresh workers per framework, interleaved (a b c, a b c); a row is "
-                             "ranked only where every round puts it in the same place and no round "
-                             "was contended (default 2: the fewest that can disagree)")
-    add_timeout(parser, 900.0)
-    parser.add_argument("--compile-cache", default="cold", choices=("cold", "warm"),
-                        help="cold: fresh torch.compile cache per run (default); warm: reuse one")
-    parser.add_argument("--json", dest="json_path",
-                        help="results file (default results/time-SPEC-UTC-PID.json)")
-    parser.add_argument("--csv", dest="csv_path", help="CSV file (default: beside the JSON)")
-    parser.add_argument("--chart", dest="chart_path", help="PNG chart (default: beside the JSON)")
-    parser.add_argument("--no-chart", action="store_true", help="do not draw the PNG chart")
-    parser.add_argument("--html", dest="html_path",
-                        help="also write the run as one self-contained HTML page (the bare job: "
-                             "index.html beside its results JSON, its own page, replaced each run)")
+    parser.add_argument("--eval-batches", type=int, default=eval_batches,
+                        help=f"batches per evaluation pass (default {eval_batches})")
+    PROCESSES.add(parser, "fresh workers per framework; a row is ranked only where every round puts it in "
+                  "the same place and no round was contended; two are the fewest that can disagree",
+                  default=processes)
+    TIMEOUT.add(parser, default=900.0)
+    COMPILE_CACHE.add(parser, default=compile_cache)
+    JSON.add(parser, note="default: results/time-SPEC-UTC-PID.json")
+    CSV.add(parser, note="default: beside the JSON")
+    CHART.add(parser, note="default: beside the JSON")
+    NO_CHART.add(parser)
+    HTML.add(parser, note="the bare job: index.html beside its results JSON, its own page, replaced each run")
     add_precision(parser)
-    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--allow-mixed", action="store_true",
-                        help="rank even when frameworks ran on different device classes")
-    parser.add_argument("--rank-by", default="forward",
-                        help="phase to rank by (default 'forward': each port's best forward mode)")
+    FORCE.add(parser)
+    ALLOW_MIXED.add(parser)
+    RANK_BY.add(parser)
     parser.add_argument("--wide", action="store_true",
                         help="every column (default: a table that fits 100 columns)")
     parser.add_argument("--mode", dest="force_modes", action="append", default=[],
@@ -73,10 +89,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("time", help=HELP,
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", help="preset name, spec file or JSON (default: with --model, the spec "
-                        "read from your model; else the default preset)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override one spec field (repeatable)")
+    SPEC.add(parser, note="default: with --model, the spec read from your model; else archive-torch")
+    SET.add(parser)
     parser.add_argument("--factorial", nargs=2, metavar=("SPEC_A", "SPEC_B"),
                         help="run both specs with every framework and split the time gap into a "
                              "spec effect and a framework effect")
@@ -103,21 +117,14 @@ def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
                       ) -> tuple[list[str], list[dict[str, Any]]]:
     """(runnable names, an `unavailable` row for each one that is not installed or that
     `refusal` refuses: `ports.rung_refusal` at the run's rung, the decision `verify` and every
-    worker take, here before any worker starts). Unknown names are an error. Without names:
-    the installed ones of `default` (None: every installed one); 'all': every installed one."""
-    from ports import PORTS, missing_requirement
+    worker take, here before any worker starts). The names are read by `ports.parse_frameworks`;
+    without names: the installed ones of `default` (None: every installed one)."""
+    from ports import NOTHING_INSTALLED, missing_requirement, parse_frameworks
     from shared.cli._common import installed_ports
 
-    if text is None or text.strip() == "all":
-        names = [n for n in installed_ports() if text is not None or default is None or n in default]
-        if not names:
-            raise FrameworkUnavailable("no framework is installed; install one of the extras, "
-                                       "e.g. pip install -e '.[torch]'")
-    else:
-        names = [n.strip() for n in text.split(",") if n.strip()]
-    for n in names:
-        if n not in PORTS:
-            raise FrameworkUnavailable(f"unknown framework {n!r}; expected one of: {', '.join(PORTS)}")
+    names = parse_frameworks(text, [n for n in installed_ports() if default is None or n in default])
+    if not names:
+        raise FrameworkUnavailable(NOTHING_INSTALLED)
     why = {n: missing_requirement(n) or (refusal(n) if refusal else None) for n in names}
     missing = [{"framework": n, "status": "unavailable", "reason": why[n], "conditions": {}, "phases": {},
                 "memory": {}} for n in names if why[n]]
@@ -129,7 +136,7 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     from shared.measure.runner import RunConfig
     from shared.measure.stats import Budget
 
-    modes = parse_list(args.modes, MODES, "mode")
+    modes = parse_list(args.modes, MODES_TIMED, "mode")
     if args.rank_by not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
                              f"{', '.join(RANK_METRICS)}")
@@ -227,15 +234,15 @@ def run(args: argparse.Namespace) -> int:
     from shared.measure.guard import ranking_record
 
     if args.factorial:
-        if args.spec or args.overrides:
+        if args.spec or args.set:
             raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
         specs = [resolve_spec(s) for s in args.factorial]
     elif getattr(args, "model", None) and not args.spec:  # the spec read from the user's model
         from shared.cli._common import spec_from_model
 
-        specs = [spec_from_model(args, args.overrides)]
+        specs = [spec_from_model(args, args.set)]
     else:
-        specs = [resolve_spec(args.spec, args.overrides)]
+        specs = [resolve_spec(args.spec, args.set)]
     configs = [build_config(args, s) for s in specs]
     frameworks, missing = choose_frameworks(args.frameworks, getattr(args, "default_frameworks", None),
                                             lambda n: rung_refusal(n, configs[0].precision, args.device))

@@ -20,7 +20,7 @@ from typing import Any
 
 from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports, write_json
-from shared.cli._options import add_device, add_timeout
+from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT
 from shared.cli.time import parse_list
 from shared.core.files import check_output, read_text, write_output
 from shared.core.precision import LOW_RUNGS, RUNGS
@@ -37,16 +37,16 @@ ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("tolerances", help=HELP)
     parser.add_argument("--presets", help="comma-separated (default: every preset)")
-    parser.add_argument("--frameworks", help="comma-separated (default: every installed native port)")
+    FRAMEWORKS.add(parser, note="default: every installed native port")
     parser.add_argument("--rungs", help=f"comma-separated, of {','.join(RUNGS)} "
                                         f"(default: {','.join(LOW_RUNGS)}; tf32 needs --device cuda)")
-    add_device(parser, "cpu")
-    add_timeout(parser, 3600.0)
+    DEVICE.add(parser)
+    TIMEOUT.add(parser, default=3600.0)
     parser.add_argument("--from", dest="sources", action="append", metavar="JSON",
                         help="measure nothing: read a --json file of an earlier run (once per path)")
     parser.add_argument("--markdown", help="write the measurements as a Markdown page here")
-    parser.add_argument("--json", help="write every measurement here")
-    parser.add_argument("--force", action="store_true", help="replace existing output files")
+    JSON.add(parser, "every measurement")
+    FORCE.add(parser)
     parser.set_defaults(run=run)
 
 

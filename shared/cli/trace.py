@@ -15,7 +15,7 @@ from shared.cli._common import (
     load_user_model,
     write_json,
 )
-from shared.cli._options import add_precision
+from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
 from shared.core.files import check_output, write_output
 from shared.core.precision import from_args
 from shared.teaching.first_divergence import report_lines, trace
@@ -32,12 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "reference; report the first tensor over a budget scaled to its magnitude. "
                     "Exit 0: all within budget; 1: a divergence or a port that could not run.")
     add_model_args(p)
-    p.add_argument("--frameworks", help="comma-separated ports (default: every installed one)")
+    FRAMEWORKS.add(p, note=WITH_REFERENCE)
     p.add_argument("--verbose", action="store_true", help="print every tap of every port")
     add_precision(p)
-    add_json_arg(p, "the per-tap table")
-    p.add_argument("--html", metavar="FILE", help="also write a self-contained page with the error of "
-                   "every tensor along the depth of the network")
+    add_json_arg(p, "the per-tap table", "existing --json/--html files")
+    HTML.add(p, "the error of every tensor along the depth of the network")
     p.set_defaults(run=run)
 
 
@@ -51,12 +50,14 @@ def run(args: argparse.Namespace) -> int:
 
         run, images, notes = load_user_model(args, taps=True)
         spec, tensors = run.spec, run.tensors
-        frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
+        frameworks = [f for f in parse_frameworks(args.frameworks, (), reference=True)
+                      if f != "reference"]  # only if named
         _, traces = trace(spec, tensors, images, frameworks)
         traces.insert(0, user_trace(run, images))
     else:
         spec, tensors, images, notes = load_model(args)
-        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports()) if f != "reference"]
+        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports(), reference=True)
+                      if f != "reference"]
         _, traces = trace(spec, tensors, images, frameworks, precision)
     for note in notes:
         print(note)

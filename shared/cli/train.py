@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.cli._options import add_precision, add_threads, positive_int
+from shared.cli._options import EPOCHS, FORCE, JSON, RECIPE, RSET, SEEDS, SET, SPEC, THREADS, add_precision
 from shared.core.budget import check_fits, check_work
 from shared.core.files import Outputs
 from shared.core.paths import check_distinct, check_output, inside, output_path
@@ -31,21 +31,20 @@ DEFAULTS: dict[str, tuple[str, str | None]] = {
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help=HELP)
-    p.add_argument("--spec", default="quadrant", help="preset name, spec file or JSON (default quadrant)")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="spec override")
-    p.add_argument("--recipe", help="recipe name (archive, mnist, quick), file or JSON; default per preset")
-    p.add_argument("--rset", action="append", default=[], metavar="FIELD=VALUE", help="recipe override")
+    SPEC.add(p, note="default: quadrant", default="quadrant")
+    SET.add(p)
+    RECIPE.add(p)
+    RSET.add(p)
     p.add_argument("--framework", default="torch", help="torch | keras | flax | mlx (default torch)")
-    p.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    SEEDS.add(p, "0", default="0")
     p.add_argument("--data", help="quadrant | digits | mnist:PATH.npz (default per preset)")
-    p.add_argument("--epochs", type=positive_int, help="shortcut for --rset max_epochs=N")
-    p.add_argument("--json", dest="json_path", help="results JSON path")
+    EPOCHS.add(p)
+    JSON.add(p)
     p.add_argument("--png", help="curves PNG path (default: beside --json)")
     p.add_argument("--checkpoints", help="checkpoint folder (default runs/<spec>-<framework>)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints' last epoch")
-    p.add_argument("--force", action="store_true",
-                   help="replace existing --json/--png files and start over existing checkpoints")
-    add_threads(p, 1)
+    FORCE.add(p, "existing --json/--png files and start over existing checkpoints")
+    THREADS.add(p)
     add_precision(p)  # mixed rungs only: a pure rung is refused (shared.core.train_spec)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
@@ -100,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     # The default folder is built from content (the spec's name): `inside` keeps it in runs/.
     folder = output_path(args.checkpoints, folder=True) if args.checkpoints else \
         inside("runs", f"{spec.name}-{args.framework}")
-    png = args.png or (str(Path(args.json_path).with_suffix(".png")) if args.json_path else None)
-    for path in (args.json_path, png):  # refused now, not after the training
+    png = args.png or (str(Path(args.json).with_suffix(".png")) if args.json else None)
+    for path in (args.json, png):  # refused now, not after the training
         if path:
             check_output(path, args.force)
-    check_distinct({"--json": args.json_path, "--png": png})
+    check_distinct({"--json": args.json, "--png": png})
     owner = owner_record(recipe=recipe.name, spec=spec.name, framework=args.framework, seeds=args.seeds)
     # One folder, one writer: what it holds is judged, and written, under its lock.
     with hold(folder, owner, note=lambda line: print(wrapped(line), file=sys.stderr)):
@@ -115,12 +114,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"data {dataset.describe()}; majority-class baseline {dataset.majority_baseline():.3f}")
         document = train_seeds(args, spec, recipe, data_name, seeds, folder, precision)
     with Outputs(args.force) as outputs:  # both, or neither (a full disk leaves no half)
-        if args.json_path:
-            outputs.add(args.json_path, json.dumps(document, indent=1).encode())
+        if args.json:
+            outputs.add(args.json, json.dumps(document, indent=1).encode())
         if png:
             outputs.add(png, curves_png(document))
         outputs.publish()
-    for path in (args.json_path, png):
+    for path in (args.json, png):
         if path:
             print(f"wrote {path}")
     return 0

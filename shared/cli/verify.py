@@ -19,7 +19,7 @@ from shared.cli._common import (
     user_spec,
     write_json,
 )
-from shared.cli._options import add_batch, add_device, add_precision, add_timeout
+from shared.cli._options import BATCH, DEVICE, FRAMEWORKS, TIMEOUT, WITH_REFERENCE, add_precision
 from shared.cli._verdicts import print_verdicts, tally
 from shared.core.equivalence import PortVerdict
 from shared.core.files import check_output
@@ -37,13 +37,13 @@ SCHEMA = "portbench.verify/2"  # 2: entries are PortVerdict.to_dict (max_abs_err
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("verify", help=HELP)
-    add_spec_args(parser)
-    parser.add_argument("--frameworks", help="comma-separated (default: every installed port)")
+    add_spec_args(parser, model=True)
+    FRAMEWORKS.add(parser, note=WITH_REFERENCE)
     parser.add_argument("--all-presets", action="store_true", help="verify every preset")
-    add_batch(parser, 4, "probe batch size")
-    add_device(parser, "cpu")
+    BATCH.add(parser, "probe batch size", default=4)
+    DEVICE.add(parser)
     add_precision(parser)
-    add_timeout(parser, 900.0)
+    TIMEOUT.add(parser, default=900.0)
     add_json_arg(parser, "the results (one entry per spec and framework)")
     add_user_model_args(parser)
     parser.set_defaults(run=run)
@@ -75,7 +75,7 @@ def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeo
 def run(args: argparse.Namespace) -> int:
     if args.model:
         return run_user_model(args)
-    frameworks = parse_frameworks(args.frameworks, installed_ports())
+    frameworks = parse_frameworks(args.frameworks, installed_ports(), reference=True)
     if args.frameworks:
         for name in frameworks:
             reason = installed().get(name)  # None for the reference, which is always here
@@ -100,7 +100,8 @@ def run_user_model(args: argparse.Namespace) -> int:
 
     check_json(args)
     spec = user_spec(args)
-    frameworks = [f for f in parse_frameworks(args.frameworks, ()) if f != "reference"]  # only if named
+    frameworks = [f for f in parse_frameworks(args.frameworks, (), reference=True)
+                  if f != "reference"]  # only if named
     images = probe_batch(spec, args.batch)
     result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
                         **user_options(args))
