@@ -125,3 +125,25 @@ def test_cli_source_mode(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, "compare.py", "audit", "--source", "nope.py"], cwd=ROOT,
                              capture_output=True, text=True, timeout=120, check=False)
     assert missing.returncode == 2 and "source file 'nope.py' does not exist" in missing.stderr
+
+
+def test_the_bare_audit_builds_the_parallel_texts_only(monkeypatch, tmp_path) -> None:
+    """`compare.py audit` builds its ports in one process: by default the installed parallel
+    texts, never keras-jax/keras-torch (the Keras port's own source, on a backend this process
+    cannot start once Keras runs) or onnx; naming one of those is refused in one line."""
+    from ports import NATIVE
+    from shared.cli import audit as audit_command
+    from shared.cli._common import installed_ports
+    from tests.adversarial import refused, run_cli
+
+    built: list[list[str]] = []
+
+    def audit_ports(frameworks: list[str], spec: object) -> tuple[list, list]:
+        built.append(frameworks)
+        return [], []
+
+    monkeypatch.setattr(audit_command, "audit_ports", audit_ports)
+    assert run_cli("audit", cwd=tmp_path).code == 0
+    assert built == [[name for name in NATIVE if name in installed_ports()]]
+    refused(tmp_path, "audit", "--frameworks", "keras-jax",
+            expect="framework 'keras-jax' is not one this command runs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ports import parse_frameworks
+from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
 from shared.cli._options import FRAMEWORKS, SET, SPEC
 from shared.core.budget import check_fits
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "Exit 0: no findings; 1: findings.")
     SPEC.add(p, note="the base of the probe builds; default: archive-torch")
     SET.add(p)
-    FRAMEWORKS.add(p, note="default: every installed one")
+    FRAMEWORKS.add(p, note="default: every installed parallel text (torch, keras, flax, mlx)")
     p.add_argument("--source", nargs="+", metavar="FILE", help="audit these Python files instead")
     p.set_defaults(run=run)
 
@@ -39,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
             findings += audit_file(name)
         checked = [f"source of {', '.join(args.source)}"]
     else:
-        frameworks = parse_frameworks(args.frameworks, installed_ports())
+        # The parallel texts only, in this one process: keras-jax and keras-torch are the Keras
+        # port's own source (and a second Keras backend cannot start here), onnx has no layers.
+        native = [name for name in NATIVE if name in installed_ports()]
+        frameworks = parse_frameworks(args.frameworks, native, offered=NATIVE)
         spec = resolve_spec(args.spec, args.set)
         check_fits(spec, 1, "building each port for the audit")  # before a port allocates it
         findings, checked = audit_ports(frameworks, spec)
