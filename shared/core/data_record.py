@@ -119,7 +119,7 @@ def stored_as(key: str, **options: Any) -> Any:
 def derived() -> Any:
     """A field the record computes (`derived_values`): written with the others, never given; a
     reader checks its type and leaves its value to the record."""
-    return field(init=False, compare=False)
+    return field(init=False, compare=False, repr=False)
 
 
 def transient(**options: Any) -> Any:
