@@ -9,7 +9,8 @@ integer), and the annotations are the whole schema:
 
 - `bool`, `int`, `float` (finite), `str`, `Literal[...]`, `Any`, `T | None`;
 - `Annotated[int | float, Bound(low=...)]`: a lower bound (`Bound(infinite=True)`: +inf allowed);
-- `list[T]`, `tuple[T, ...]`, `dict[str, T]`, and a nested record (read by its own `from_dict`);
+- `list[T]`, `tuple[T, ...]`, `dict[str, T]` (`dict[Literal[...], T]`: only those keys), and a
+  nested record (read by its own `from_dict`);
 - a field without a default must be present; a key no field declares is refused, unless the
   record is `OPEN` (a results file a newer portbench wrote may add fields a reader ignores).
 
@@ -89,7 +90,7 @@ class DataRecord(Record):
             refuse_value(where, data, "an object", error)
         stored = stored_fields(cls)
         for f, key in stored:
-            if f.init and f.default is MISSING and f.default_factory is MISSING and key not in data:
+            if required(f) and key not in data:
                 raise error(f"{where} lacks the field {key!r}")
         known = [key for _, key in stored]
         unknown = [key for key in data if key not in known]
@@ -133,6 +134,11 @@ def stored_fields(cls: type) -> tuple[tuple[Field[Any], str], ...]:
     return tuple((f, f.metadata.get(KEY, f.name)) for f in fields(cls) if not f.metadata.get(TRANSIENT))
 
 
+def required(f: Field[Any]) -> bool:
+    """Whether a reader needs the field's key: it is given (not derived) and has no default."""
+    return f.init and f.default is MISSING and f.default_factory is MISSING
+
+
 def plain(value: Any) -> Any:
     """A value as JSON types: a record as its dict, a tuple as a list, containers copied."""
     if isinstance(value, Record):
@@ -170,6 +176,10 @@ def read_value(declared: Any, value: Any, where: str, error: type[PortbenchError
     if origin is dict:
         if not isinstance(value, dict):
             refuse_value(where, value, expected, error)
+        names = get_args(args[0]) if get_origin(args[0]) is Literal else None
+        unknown = sorted(key for key in value if key not in names) if names else []
+        if unknown:  # before any entry is read: a name no writer uses says more than its fields
+            raise error(f"{where} has unknown key(s) {unknown}; expected some of {', '.join(names)}")
         return {key: read_value(args[1], item, f"{where}.{key}", error) for key, item in value.items()}
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
