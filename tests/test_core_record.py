@@ -178,6 +178,7 @@ class Fitting(DataRecord):
     on: bool
     bulbs: list[Bulb] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    levels: dict[Literal["low", "high"], Watts] = field(default_factory=dict)  # these keys only
     lamp: Lamp | None = None  # a settings record inside a data record
     error: Annotated[float, Bound(low=0, infinite=True)] | None = stored_as("err", default=None)
     glow: object = transient(default=None)
@@ -199,10 +200,11 @@ class Loose(DataRecord):
 
 
 def test_a_data_record_round_trips_nested_and_keyed_fields_in_declaration_order() -> None:
-    fitting = Fitting(on=True, bulbs=[Bulb(60.0, 2)], labels={"room": "hall"}, lamp=Lamp(count=2),
+    fitting = Fitting(on=True, bulbs=[Bulb(60.0, 2)], labels={"room": "hall"}, levels={"low": 5.0},
+                      lamp=Lamp(count=2),
                       error=float("inf"), glow=object())
     data = fitting.to_dict()
-    assert list(data) == ["state", "on", "bulbs", "labels", "lamp", "err"]  # `glow` is never written
+    assert list(data) == ["state", "on", "bulbs", "labels", "levels", "lamp", "err"]  # no `glow`: transient
     assert data["state"] == "lit" and data["bulbs"] == [{"watts": 60.0, "hours": 2}]
     assert data["lamp"] == Lamp(count=2).to_dict()
     assert Fitting.from_dict(json.loads(json.dumps(data))) == fitting
@@ -231,7 +233,9 @@ DATA_MISTAKES = [
     ({"on": True}, "fitting.bulbs is [], expected a bulb: a fitting that is on holds one"),
     ({}, "fitting lacks the field 'on'"),
     ({"on": False, "colour": "red"},
-     "fitting has the unknown field 'colour'; expected some of: state, on, bulbs, labels, lamp, err"),
+     "fitting has the unknown field 'colour'; expected some of: state, on, bulbs, labels, levels, lamp, err"),
+    ({"on": False, "levels": {"low": 1.0, "mid": {}}},
+     "fitting.levels has unknown key(s) ['mid']; expected some of low, high"),
     ([], "fitting is [], expected an object"),
 ]
 
