@@ -32,15 +32,15 @@ class RankedRow(Part):
 
 @dataclass(frozen=True, kw_only=True)
 class Ranking(Part):
-    """The rank decision a `time` table printed (shared/measure/guard.ranking_record)."""
+    """The rank decision a `time` table printed: `guard.ranking_record` writes it as this record."""
 
     KIND: ClassVar[str] = "ranking"
 
     metric: Text = None
     spread: NonNegative = None
     contended_above: NonNegative = None
-    incomparable: Text = None
     rows: list[RankedRow] | None = None
+    incomparable: Text = None  # the guard's line when no row could be ranked
 
 
 @dataclass(frozen=True, kw_only=True)
