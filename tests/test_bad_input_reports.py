@@ -148,4 +148,4 @@ def test_a_sweep_fit_and_a_roofline_phase_are_checked_too(tmp_path: Path) -> Non
     doc = broken((*ROW, "roofline", "phases", "bogus"), {"gflops": 1.0, "fraction": 0.1})
     write(tmp_path, "r.json", doc)
     refused(tmp_path, "report", "r.json", "--html", "p.html",
-            expect="roofline has unknown phase(s) ['bogus']")
+            expect="roofline.phases has unknown key(s) ['bogus']")

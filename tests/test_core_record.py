@@ -1,18 +1,21 @@
 """`Record` on a small record of every declared type: coercion, overrides, round trips, the
-declared-type check, the hash, and the decoders every spec, recipe and config file goes through."""
+declared-type check, the hash, and the decoders every spec, recipe and config file goes through;
+`DataRecord` on a small nested one: its strict reading, the paths its refusals name, and the field
+markers (derived, stored under another key, transient)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import pytest
 
 from shared.checkpoints.common import read_config
+from shared.core.data_record import Bound, DataRecord, derived, stored_as, transient
 from shared.core.record import Record, fail, pick
-from shared.errors import SpecError
+from shared.errors import InputError, SpecError
 
 Shade = Literal["light", "dark"]
 
@@ -153,3 +156,96 @@ def test_missing_files_and_checkpoint_configs_decode_the_same_way(tmp_path) -> N
         assert str(info.value).startswith(f"config {str(config)!r} {problem}")
     config.write_text('{"hidden_size": 16}')
     assert read_config(config) == {"hidden_size": 16}
+
+
+# ---- data records: what portbench writes and reads back, held to the annotations as they are
+Watts = Annotated[float, Bound(low=0)]
+
+
+@dataclass(frozen=True)
+class Bulb(DataRecord):
+    KIND: ClassVar[str] = "bulb"
+
+    watts: Watts
+    hours: Annotated[int, Bound(low=1)] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fitting(DataRecord):
+    KIND: ClassVar[str] = "fitting"
+
+    state: Literal["lit", "dark"] = derived()  # written, never given: `on` decides it
+    on: bool
+    bulbs: list[Bulb] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    levels: dict[Literal["low", "high"], Watts] = field(default_factory=dict)  # these keys only
+    lamp: Lamp | None = None  # a settings record inside a data record
+    error: Annotated[float, Bound(low=0, infinite=True)] | None = stored_as("err", default=None)
+    glow: object = transient(default=None)
+
+    def derived_values(self) -> dict[str, object]:
+        return {"state": "lit" if self.on else "dark"}
+
+    def validate(self) -> None:
+        if self.on and not self.bulbs:
+            self.refuse(".bulbs is [], expected a bulb: a fitting that is on holds one")
+
+
+@dataclass(frozen=True)
+class Loose(DataRecord):
+    KIND: ClassVar[str] = "loose"
+    OPEN: ClassVar[bool] = True
+
+    count: int = 0
+
+
+def test_a_data_record_round_trips_nested_and_keyed_fields_in_declaration_order() -> None:
+    fitting = Fitting(on=True, bulbs=[Bulb(60.0, 2)], labels={"room": "hall"}, levels={"low": 5.0},
+                      lamp=Lamp(count=2),
+                      error=float("inf"), glow=object())
+    data = fitting.to_dict()
+    assert list(data) == ["state", "on", "bulbs", "labels", "levels", "lamp", "err"]  # no `glow`: transient
+    assert data["state"] == "lit" and data["bulbs"] == [{"watts": 60.0, "hours": 2}]
+    assert data["lamp"] == Lamp(count=2).to_dict()
+    assert Fitting.from_dict(json.loads(json.dumps(data))) == fitting
+    assert Fitting.from_dict({**data, "state": "dark"}).state == "lit"  # derived: the record's own
+    assert Bulb.from_dict({"watts": 1}).watts == 1  # an integer is a number, kept as written
+    assert Loose.from_dict({"count": 2, "newer": True}) == Loose(2)
+
+
+DATA_MISTAKES = [
+    ({"on": "yes"}, "fitting.on is 'yes', expected a boolean"),
+    ({"on": False, "bulbs": [{"watts": -1.0}]},
+     "fitting.bulbs[0].watts is -1.0, expected a non-negative number"),
+    ({"on": False, "bulbs": [{"watts": "60"}]}, "fitting.bulbs[0].watts is '60', expected a non-negative"),
+    ({"on": False, "bulbs": [{"watts": float("nan")}]},
+     "fitting.bulbs[0].watts is nan, expected a non-negative number (finite)"),
+    ({"on": False, "bulbs": [{"watts": 1.0, "hours": 0}]},
+     "fitting.bulbs[0].hours is 0, expected an integer >= 1 or null"),
+    ({"on": False, "bulbs": [{"watts": True}]}, "fitting.bulbs[0].watts is True, expected a non-negative"),
+    ({"on": False, "bulbs": {}}, "fitting.bulbs is {}, expected a list"),
+    ({"on": False, "bulbs": [{}]}, "fitting.bulbs[0] lacks the field 'watts'"),
+    ({"on": False, "labels": {"room": 3}}, "fitting.labels.room is 3, expected a string"),
+    ({"on": False, "err": "big"}, "fitting.err is 'big', expected a non-negative number or null"),
+    ({"on": False, "state": "dim"}, "fitting.state is 'dim', expected one of lit, dark"),
+    ({"on": False, "lamp": []}, "fitting.lamp is [], expected an object or null"),
+    ({"on": False, "lamp": {"count": 0}}, "fitting.lamp: lamp field 'count' = 0: expected at least 1"),
+    ({"on": True}, "fitting.bulbs is [], expected a bulb: a fitting that is on holds one"),
+    ({}, "fitting lacks the field 'on'"),
+    ({"on": False, "colour": "red"},
+     "fitting has the unknown field 'colour'; expected some of: state, on, bulbs, labels, levels, lamp, err"),
+    ({"on": False, "levels": {"low": 1.0, "mid": {}}},
+     "fitting.levels has unknown key(s) ['mid']; expected some of low, high"),
+    ([], "fitting is [], expected an object"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), DATA_MISTAKES)
+def test_a_data_record_refuses_in_one_line_naming_the_path_the_value_and_what_was_expected(
+        data, message) -> None:
+    with pytest.raises(SpecError) as info:
+        Fitting.from_dict(data)
+    assert str(info.value).startswith(message)
+    with pytest.raises(InputError) as info:  # a reader names where the record sits, and its own error
+        Fitting.from_dict(data, "shop 'x': fittings[2]", InputError)
+    assert str(info.value).startswith(message.replace("fitting", "shop 'x': fittings[2]", 1))

@@ -15,7 +15,7 @@ from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
 from shared.core.presets import get_preset
 from shared.core.tolerance import logit_atol
 from shared.measure import gate
-from shared.measure.results_types import CHECK
+from shared.measure.results_types import SchemaError
 from shared.teaching.first_divergence import compare_taps, tap_order
 
 SPEC = get_preset("quadrant")
@@ -83,8 +83,8 @@ def test_the_record_has_one_json_form_that_the_results_file_accepts() -> None:
     back to the same record (its logits stay behind), and a check from before the record reads."""
     for verdict in _verdicts():
         data = json.loads(json.dumps(verdict.to_dict()))
-        CHECK(data, "runs[0].equivalence.eager")
-        assert PortVerdict.from_dict(data) == verdict, verdict.reason
+        read = PortVerdict.from_dict(data, "runs[0].equivalence.eager", SchemaError)  # as a results file's
+        assert read == verdict, verdict.reason
     nonfinite = _verdicts()[2].to_dict()
     assert nonfinite["max_abs_err"] == float("inf") and nonfinite["max_rel_err"] is None
     assert nonfinite["reason"] == ("1 of 16 values of the logits are not finite (NaN or infinity); the "

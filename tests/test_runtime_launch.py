@@ -145,10 +145,18 @@ def test_a_job_file_round_trips_and_a_malformed_job_is_one_line(tmp_path: Path) 
     write_job_file(tmp_path / "j.json", "torch", jobs)
     assert read_job_file(tmp_path / "j.json") == ("torch", jobs)
     assert jobs["a"] == Job("logits", "shared.runtime.jobs:logits", {"spec": "{}", "dtypes": False})
-    with pytest.raises(PortbenchError) as refused:
-        Job.from_dict("x", {"kind": "logits"})
-    assert str(refused.value) == ("job 'x': {'kind': 'logits'} is not a job; expected {\"kind\": str, "
-                                  "\"handler\": \"module:function\", \"fields\": {...}}")
+    for data, message in [
+        ({"kind": "logits"}, "job 'x' lacks the field 'handler'"),
+        ({"kind": "logits", "handler": "logits", "fields": {}}, "job 'x'.handler is 'logits', expected "
+                                                                 "\"module:function\""),
+        ({"kind": 1, "handler": "m:f", "fields": {}}, "job 'x'.kind is 1, expected a string"),
+        ({"kind": "k", "handler": "m:f", "fields": []}, "job 'x'.fields is [], expected an object"),
+        ({"kind": "k", "handler": "m:f", "fields": {}, "when": 1},
+         "job 'x' has the unknown field 'when'; expected some of: kind, handler, fields"),
+    ]:
+        with pytest.raises(PortbenchError) as refused:
+            Job.from_dict(data, "job 'x'", PortbenchError)
+        assert str(refused.value) == message
     with pytest.raises(RuntimeError) as twice:
         JobKind("logits", child_record)  # another function under a taken name
     assert str(twice.value) == ("job kind 'logits' declared twice: shared.runtime.jobs:logits and "

@@ -12,6 +12,7 @@ import pytest
 from shared.errors import PortbenchError
 from shared.measure import exports, factorial, guard, output, schema
 from shared.measure.stats import Budget, repeat, summarise
+from shared.measure.timing_row import TimingRow
 
 
 def make_row(framework: str, median: float, **conditions: object) -> dict:
@@ -63,7 +64,7 @@ def test_schema_refuses_other_version_and_foreign_files(tmp_path) -> None:
         schema.load(tmp_path / "other.json")
     bad = make_doc([make_row("torch", 0.01)])
     bad["runs"][0]["phases"]["warp_speed"] = {}
-    with pytest.raises(schema.SchemaError, match="unknown phase"):
+    with pytest.raises(schema.SchemaError, match=r"runs\[0\]\.phases has unknown key\(s\) \[.warp_speed.\]"):
         schema.validate(bad, "x")
 
 
@@ -451,3 +452,12 @@ def test_peers_print_a_ratio_only_where_the_rule_allows_and_say_what_differs() -
     assert ("  port:flax:compiled / hf-flax:jit: 0.54-0.72x, faster in every round; rounds disagree by 33%"
             in text.splitlines())
     assert "0.63x" not in text
+
+
+def test_a_row_reads_as_typed_records() -> None:
+    """The schema is the records' annotations: what `load` checked is a `TimingRow` a reader can use."""
+    doc = make_doc([make_row("torch", 0.01)])
+    row = TimingRow.from_dict(schema.validate(doc, "x")["runs"][0], "runs[0]", schema.SchemaError)
+    assert row.framework == "torch" and row.status == "ok"
+    assert row.phases["forward_eager"].median == doc["runs"][0]["phases"]["forward_eager"]["median"]
+    assert row.conditions.spec_hash == doc["runs"][0]["conditions"]["spec_hash"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from shared.checkpoints import format_module
 from shared.checkpoints.model_layers import (
@@ -40,6 +40,7 @@ from shared.checkpoints.model_layers import (
 from shared.checkpoints.model_readers import Fact, Reading, library_reading
 from shared.checkpoints.model_search import format_names, wrapped_reading
 from shared.core.binding import by_table
+from shared.core.data_record import DataRecord
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.errors import PortbenchError, SpecError, WeightsError
@@ -52,9 +53,12 @@ DEFAULT = "default"
 UNREAD_NAME = "read-from-model"
 
 
-@dataclass
-class Proposal:
-    """A spec read from a model: each field's source, the fields nothing read, and notes."""
+@dataclass(frozen=True)
+class Proposal(DataRecord):
+    """A spec read from a model: each field's source, the fields nothing read, and notes. It
+    travels from the worker that read the model as its `to_dict`."""
+
+    KIND: ClassVar[str] = "proposal"
 
     spec: ModelSpec
     sources: dict[str, str]  # field -> where its value was read; DEFAULT for an unread field
@@ -79,15 +83,6 @@ class Proposal:
                f"layer_norm_eps={self.spec.layer_norm_eps:g}, activation={self.spec.activation}, " \
                f"pooling={self.spec.pooling}){unread}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"spec": self.spec.to_dict(), "sources": self.sources, "library": self.library,
-                "notes": self.notes}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Proposal:
-        return cls(ModelSpec.from_dict(data["spec"]), dict(data["sources"]), data.get("library"),
-                   list(data.get("notes", [])))
-
 
 def propose_spec(model: Any, framework: str | None = None) -> Proposal:
     """The spec `model` states about itself (see the module docstring for the order of sources)."""
@@ -103,8 +98,7 @@ def propose_spec(model: Any, framework: str | None = None) -> Proposal:
         reading, named = found or (Reading(""), params)
         facts, notes = _facts(reading, named, layers)
         proposal = _proposal(facts, reading.library or None, notes, fw)
-    proposal.notes += _run_once(port, model, proposal.spec, fw)
-    return proposal
+    return proposal.replace(notes=[*proposal.notes, *_run_once(port, model, proposal.spec, fw)])
 
 
 def _run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[str]:

@@ -15,15 +15,18 @@ it, so they cannot disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
 
+from shared.core.data_record import Bound, DataRecord, derived, stored_as, transient
 from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import derivation, logit_atol, max_abs_diff, max_rel_diff, rung_floor
+from shared.errors import PortbenchError, SpecError
 
 PAIRWISE_FACTOR = 2.0  # two ports, each within the tolerance of the reference, are within twice it
+INFINITE = float("inf")
 
 
 @dataclass(frozen=True)
@@ -37,37 +40,50 @@ class Comparison:
     reason: str | None = None  # why it failed, one line; None when it passed
 
 
-@dataclass(frozen=True)
-class PortVerdict:
+# The numbers a verdict states: non-negative and finite (a gap that could not be measured is None).
+Gap = Annotated[float, Bound(low=0)]
+Count = Annotated[int, Bound(low=0)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortVerdict(DataRecord):
     """One port on one case: whether it computes the spec's function, the numbers that decided
     it, and why not, in one line. Made by `check_logits` (or `not_run`, for a port that gave no
     logits); `to_dict` / `from_dict` are its one JSON form (verify's --json entries and the
-    results file's `equivalence` checks, docs/results-schema.md)."""
+    results file's `equivalence` checks, docs/results-schema.md), and its annotations are that
+    form's schema (shared/core/data_record.py)."""
 
-    framework: str
-    spec: str
-    spec_hash: str
-    rung: str
+    KIND: ClassVar[str] = "verdict"
+    OPEN: ClassVar[bool] = True  # a results file a newer portbench wrote may hold more
+
+    # A check written before this record states only passed, max_abs_err, max_rel_err, atol,
+    # images and reason: the rest reads as these defaults.
+    framework: str = ""
+    spec: str = ""
+    spec_hash: str = ""
+    rung: str = "float32"
+    status: Literal["PASS", "FAIL", "UNAVAILABLE"] = derived()
     passed: bool
     reason: str | None = None  # why it failed or could not run, one line; None when it passed
     unavailable: bool = False  # the framework, rung or device is not here: not a failure
-    tolerance: float | None = None  # the bound max |logits - reference| must stay within
-    floor: float | None = None  # below this gap the port did not compute at the rung (0 at float32)
+    tolerance: Gap | None = stored_as("atol", default=None)  # max |logits - reference| must stay within it
+    floor: Gap | None = None  # below this gap the port did not compute at the rung (0 at float32)
     bound: str | None = None  # below float32: how the tolerance and floor were derived
-    emulated_gap: float | None = None  # below float32: |rung-emulating reference - float64|
-    max_abs_diff: float | None = None  # None when not comparable (shape, non-finite) or not run
-    max_rel_diff: float | None = None
-    images: int | None = None  # how many images the logits were checked on
-    param_count: int | None = None  # the port's own count, when it reported one
-    expected_params: int | None = None  # spec.derived.params
+    emulated_gap: Gap | None = None  # below float32: |rung-emulating reference - float64|
+    # None when not comparable (shape, non-finite) or not run; written infinite when checked (to_dict)
+    max_abs_diff: Gap | None = stored_as("max_abs_err", default=None)
+    max_rel_diff: Annotated[float, Bound(low=0, infinite=True)] | None = stored_as("max_rel_err",
+                                                                                  default=None)
+    images: Count | None = None  # how many images the logits were checked on
+    param_count: Count | None = None  # the port's own count, when it reported one
+    expected_params: Count | None = None  # spec.derived.params
     device: str | None = None
     versions: dict[str, str] = field(default_factory=dict)
     dtypes: dict[str, str] = field(default_factory=dict)  # named tensor -> dtype, as the framework ran it
-    logits: np.ndarray | None = field(default=None, repr=False, compare=False)  # never serialised
+    logits: np.ndarray | None = transient(default=None)  # for the pairwise gaps; never written
 
-    @property
-    def status(self) -> str:
-        return "PASS" if self.passed else "UNAVAILABLE" if self.unavailable else "FAIL"
+    def derived_values(self) -> dict[str, Any]:
+        return {"status": "PASS" if self.passed else "UNAVAILABLE" if self.unavailable else "FAIL"}
 
     @property
     def checked(self) -> bool:
@@ -76,28 +92,20 @@ class PortVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         """The one JSON form. `max_abs_err` is infinite when logits were checked but could not be
-        compared (wrong shape, non-finite values) and null when none were checked."""
-        err = self.max_abs_diff if self.max_abs_diff is not None or not self.checked else float("inf")
-        return {"framework": self.framework, "spec": self.spec, "spec_hash": self.spec_hash,
-                "rung": self.rung, "status": self.status, "passed": self.passed, "reason": self.reason,
-                "unavailable": self.unavailable, "atol": self.tolerance, "floor": self.floor,
-                "bound": self.bound, "emulated_gap": self.emulated_gap, "max_abs_err": err,
-                "max_rel_err": self.max_rel_diff, "images": self.images, "param_count": self.param_count,
-                "expected_params": self.expected_params, "device": self.device,
-                "versions": dict(self.versions), "dtypes": dict(self.dtypes)}
+        compared (wrong shape, non-finite values) and null when none were checked: a reader of
+        the file tells the two apart, where the attribute says None for both."""
+        data = super().to_dict()
+        if self.checked and self.max_abs_diff is None:
+            data["max_abs_err"] = INFINITE
+        return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PortVerdict:
-        """`to_dict`'s inverse; a check written before this record (the results file's
-        `passed`, `max_abs_err`, `max_rel_err`, `atol`, `images`, `reason` only) reads too."""
-        err = data.get("max_abs_err")
-        return cls(str(data.get("framework") or ""), str(data.get("spec") or ""),
-                   str(data.get("spec_hash") or ""), str(data.get("rung") or "float32"),
-                   bool(data["passed"]), data.get("reason"), bool(data.get("unavailable", False)),
-                   data.get("atol"), data.get("floor"), data.get("bound"), data.get("emulated_gap"),
-                   None if err is None or err == float("inf") else float(err), data.get("max_rel_err"),
-                   data.get("images"), data.get("param_count"), data.get("expected_params"),
-                   data.get("device"), dict(data.get("versions") or {}), dict(data.get("dtypes") or {}))
+    def from_dict(cls, data: Any, where: str | None = None,
+                  error: type[PortbenchError] = SpecError) -> Self:
+        """`to_dict`'s inverse: an infinite `max_abs_err` reads as None again."""
+        if isinstance(data, dict) and data.get("max_abs_err") == INFINITE:
+            data = {**data, "max_abs_err": None}
+        return super().from_dict(data, where, error)
 
 
 def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
@@ -146,8 +154,8 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     elif reason is None:
         reason = contract_breach(tap_dtypes or {}, precision, spec)
     return PortVerdict(
-        framework, spec.name, spec.spec_hash, precision.rung, reason is None, reason,
-        tolerance=tolerance, floor=floor,
+        framework=framework, spec=spec.name, spec_hash=spec.spec_hash, rung=precision.rung,
+        passed=reason is None, reason=reason, tolerance=tolerance, floor=floor,
         bound=derivation(spec, reference, precision, emulated_gap) if precision.low else None,
         emulated_gap=emulated_gap, max_abs_diff=err, max_rel_diff=comparison.max_rel_diff,
         images=int(np.shape(reference)[0]) if np.ndim(reference) else None, param_count=param_count,
@@ -159,7 +167,8 @@ def not_run(spec: ModelSpec, framework: str, precision: Precision, reason: str,
             unavailable: bool = False) -> PortVerdict:
     """The verdict on a port that gave no logits: a failure, or `unavailable` (the framework,
     the rung or the device is not here), with its one-line reason."""
-    return PortVerdict(framework, spec.name, spec.spec_hash, precision.rung, False, reason, unavailable,
+    return PortVerdict(framework=framework, spec=spec.name, spec_hash=spec.spec_hash, rung=precision.rung,
+                       passed=False, reason=reason, unavailable=unavailable,
                        expected_params=spec.derived.params)
 
 

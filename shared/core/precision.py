@@ -33,8 +33,9 @@ only and a mixed request is an `unavailable` row that says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from shared.core.data_record import DataRecord, derived
 from shared.errors import SpecError
 
 if TYPE_CHECKING:
@@ -48,12 +49,25 @@ COMPUTE_TAPS = ("attn", "attn_probs", "mlp", "logits")  # outputs of compute-dty
 
 
 @dataclass(frozen=True)
-class Precision:
+class Precision(DataRecord):
+    """A rung, as the command line asks for it and as jobs and results files carry it (`to_dict`:
+    the rung's name first, then what it is made of)."""
+
+    KIND: ClassVar[str] = "precision"
+
+    rung: str = derived()
+    # str, not Literal: a wrong value is refused in the words of the option that gave it (validate)
     dtype: str = "float32"
     mode: str = "pure"
     tf32: bool = False
 
-    def __post_init__(self) -> None:
+    def derived_values(self) -> dict[str, Any]:
+        """One name per rung: float32, tf32, bfloat16-pure, bfloat16-mixed, float16-pure, ..."""
+        if self.dtype == "float32":
+            return {"rung": "tf32" if self.tf32 else "float32"}
+        return {"rung": f"{self.dtype}-{self.mode}"}
+
+    def validate(self) -> None:
         if self.dtype not in DTYPES:
             raise SpecError(f"--dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
         if self.mode not in MODES:
@@ -64,13 +78,6 @@ class Precision:
         if self.tf32 and self.dtype != "float32":
             raise SpecError(f"--allow-tf32 with --dtype {self.dtype}: TF32 is a mode of float32 "
                             "matmuls; pass --dtype float32 (the default)")
-
-    @property
-    def rung(self) -> str:
-        """One name per rung: float32, tf32, bfloat16-pure, bfloat16-mixed, float16-pure, ..."""
-        if self.dtype == "float32":
-            return "tf32" if self.tf32 else "float32"
-        return f"{self.dtype}-{self.mode}"
 
     @property
     def low(self) -> bool:
@@ -84,15 +91,6 @@ class Precision:
     @property
     def compute_dtype(self) -> str:
         return self.dtype
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rung": self.rung, "dtype": self.dtype, "mode": self.mode, "tf32": self.tf32}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Precision:
-        data = data or {}
-        return cls(str(data.get("dtype", "float32")), str(data.get("mode", "pure")),
-                   bool(data.get("tf32", False)))
 
     @classmethod
     def from_rung(cls, rung: str) -> Precision:

@@ -1,5 +1,6 @@
 """`Record`: the one way a frozen settings dataclass (`ModelSpec`, `TrainSpec`) is read, written,
-overridden from the command line and hashed.
+overridden from the command line and hashed; what portbench writes and reads back (a verdict, a
+job, a results row) is a `shared.core.data_record.DataRecord`, the same machinery held strictly.
 
 A record is a frozen dataclass that also inherits `Record` and names itself in `KIND` ("spec",
 "recipe"): the word every message starts with. Its field annotations are the schema:
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import typing
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import fields
 from dataclasses import replace as dataclass_replace
@@ -96,7 +98,7 @@ class Record:
     def from_toml(cls, text: str, where: str | None = None) -> Self:
         data = cls._unwrap(decode_toml(text, where or f"{cls.KIND} document"))
         for name, declared in field_types(cls).items():
-            if _optional(declared)[1]:
+            if unwrap_optional(declared)[1]:
                 data.setdefault(name, None)  # not the dataclass default: `to_toml` leaves None out
         return cls.from_dict(data)
 
@@ -173,8 +175,9 @@ def pick(noun: str, named: Mapping[str, Named], name: str) -> Named:
 
 @cache
 def field_types(cls: type) -> dict[str, Any]:
-    """Field name -> its declared type, resolved from the annotations, in declaration order."""
-    hints = get_type_hints(cls)
+    """Field name -> its declared type, resolved from the annotations (an `Annotated` bound kept),
+    in declaration order."""
+    hints = get_type_hints(cls, include_extras=True)
     return {f.name: hints[f.name] for f in fields(cls)}
 
 
@@ -196,7 +199,7 @@ def coerce(kind: str, name: str, value: Any, declared: Any) -> Any:
     """`value` as the declared type. A string is parsed (or refused in one line); anything else
     that does not fit is returned unchanged, for `check_declared` or the record's own validation
     to name with its range."""
-    declared, optional = _optional(declared)
+    declared, optional = unwrap_optional(declared)
     if optional and (value is None or (isinstance(value, str) and value.strip().lower() in NULL_WORDS)):
         return None
     if isinstance(value, str):
@@ -259,7 +262,7 @@ def check_declared(record: Record) -> None:
 
 
 def _mismatch(value: Any, declared: Any) -> str | None:
-    declared, optional = _optional(declared)
+    declared, optional = unwrap_optional(declared)
     if value is None and optional:
         return None
     checked = get_origin(declared) is Literal or declared in (bool, str)  # numbers: each record's ranges
@@ -273,10 +276,11 @@ def _mismatch(value: Any, declared: Any) -> str | None:
     return None
 
 
-def _optional(declared: Any) -> tuple[Any, bool]:
-    """(T, True) for a field declared `T | None`, else (declared, False)."""
+def unwrap_optional(declared: Any) -> tuple[Any, bool]:
+    """(T, True) for a field declared `T | None`, else (declared, False). `Literal[...] | None` and
+    `Annotated[...] | None` are `typing.Union`s, `int | None` a `types.UnionType`: both read."""
     args = get_args(declared)
-    if get_origin(declared) is UnionType and len(args) == 2 and NoneType in args:
+    if get_origin(declared) in (UnionType, typing.Union) and len(args) == 2 and NoneType in args:
         return next(arg for arg in args if arg is not NoneType), True
     return declared, False
 

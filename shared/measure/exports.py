@@ -10,7 +10,7 @@ from typing import Any
 from shared.errors import PortbenchError
 from shared.measure.guard import label
 from shared.measure.output import SHORT
-from shared.measure.schema import PHASES
+from shared.measure.timing_row import PHASES
 
 CSV_FIELDS = ("source", "framework", "status", "reason", "spec_name", "spec_hash", "batch", "dtype",
               "precision", "threads", "device_class", "device_name", "phase", "phase_status", "median_s",

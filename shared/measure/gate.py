@@ -40,7 +40,7 @@ def tolerance_rule(spec: ModelSpec, precision: Precision) -> dict[str, Any]:
 
 def rung(config: dict[str, Any]) -> Precision:
     """The precision rung the run computes at (float32 unless the parent asked for another)."""
-    return Precision.from_dict(config.get("precision"))
+    return Precision.from_dict(config.get("precision") or {})
 
 
 def mode_verdicts(row: dict[str, Any]) -> dict[str, PortVerdict]:

@@ -10,6 +10,7 @@ from typing import Any
 from shared.errors import PortbenchError
 from shared.measure import rounds
 from shared.measure.contention import CONTENDED
+from shared.measure.results_types import RankedRow, Ranking
 from shared.measure.schema import COMPARABILITY_FIELDS, CONDITION_DEFAULTS
 
 DEVICE_FIELDS = ("device_class", "device_name")  # the ones --allow-mixed lets differ
@@ -105,14 +106,12 @@ def decided_ranks(rows: list[dict[str, Any]], metric: str = FORWARD,
 
 def ranking_record(rows: list[dict[str, Any]], metric: str = FORWARD,
                    allow_mixed: bool = False) -> dict[str, Any]:
-    """The decision a results file keeps (docs/results-schema.md, `ranking`)."""
-    record: dict[str, Any] = {"metric": metric, "spread": rounds.SPREAD, "contended_above": CONTENDED,
-                              "rows": [], "incomparable": None}
+    """The decision a results file keeps (docs/results-schema.md, `ranking`): a `Ranking`'s dict."""
+    rule = {"metric": metric, "spread": rounds.SPREAD, "contended_above": CONTENDED}
     try:
         decided = decided_ranks(rows, metric, allow_mixed)
     except IncomparableRunsError as exc:
-        record["incomparable"] = str(exc)
-        return record
-    record["rows"] = [{"framework": label(d["row"]), "phase": d["phase"], "rank": d["rank"], "why": d["why"],
-                       "rounds": len(worker_foreign(d["row"]))} for d in decided]
-    return record
+        return Ranking(**rule, rows=[], incomparable=str(exc)).to_dict()
+    ranked = [RankedRow(framework=label(d["row"]), phase=d["phase"], rank=d["rank"], why=d["why"],
+                        rounds=len(worker_foreign(d["row"]))) for d in decided]
+    return Ranking(**rule, rows=ranked).to_dict()

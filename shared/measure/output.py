@@ -11,7 +11,7 @@ from shared.measure.contention import is_contended
 from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
 from shared.measure.roofline import above_roof, best_fraction
 from shared.measure.rounds import gemm_warning
-from shared.measure.schema import PHASES
+from shared.measure.timing_row import PHASES
 
 SHORT = {
     "import": "import", "build_load": "build+load", "first_call_eager": "1st eager",

@@ -18,6 +18,7 @@ from shared.core.spec import ModelSpec
 from shared.measure import backends, gate, roofline, rounds
 from shared.measure.phases import TIMING
 from shared.measure.stats import Budget, summarise
+from shared.measure.timing_row import Round
 from shared.runtime.launch import run_worker
 
 Progress = Callable[[str], None]
@@ -201,9 +202,9 @@ def round_record(number: int, row: dict[str, Any]) -> dict[str, Any]:
     """What one round's worker says about the machine: its status, the foreign CPU over its
     whole timed span and over its GEMM measurement, and the GEMM rate."""
     gemm = (row.get("roofline") or {}).get("gemm") or {}
-    return {"round": number, "status": row.get("status"), "foreign_cpu": row.get("foreign_cpu"),
-            "gemm_gflops": gemm.get("gflops"), "gemm_foreign_cpu": gemm.get("foreign_cpu"),
-            "worker_wall_seconds": row.get("worker_wall_seconds")}
+    return Round(round=number, status=row.get("status"), foreign_cpu=row.get("foreign_cpu"),
+                 gemm_gflops=gemm.get("gflops"), gemm_foreign_cpu=gemm.get("foreign_cpu"),
+                 worker_wall_seconds=row.get("worker_wall_seconds")).to_dict()
 
 
 def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:

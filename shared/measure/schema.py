@@ -1,8 +1,9 @@
 """The versioned JSON results file written by `compare.py time` and read by `compare.py report`.
 
-Documented field by field in docs/results-schema.md. A reader refuses any other `schema` name or
-`schema_version` with a one-line error (never a guess at an old layout). Writers never replace an
-existing file unless asked (`--force`), and always write atomically.
+Documented field by field in docs/results-schema.md; its records, whose annotations are the
+schema every document is checked by, are shared/measure/results_types.py. A reader refuses any
+other `schema` name or `schema_version` with a one-line error (never a guess at an old layout).
+Writers never replace an existing file unless asked (`--force`), and always write atomically.
 """
 
 from __future__ import annotations
@@ -11,34 +12,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+from shared.core.data_record import read_value, refuse_value, required, stored_fields
 from shared.core.documents import unique_keys
 from shared.core.files import read_text
-from shared.measure.results_types import TOP_TYPES, SchemaError, check_row
+from shared.core.record import field_types
+from shared.measure.results_types import Results, SchemaError
+from shared.measure.timing_row import TimingRow
 
 SCHEMA_NAME = "portbench-results"
 SCHEMA_VERSION = 1
 
-# Phases in the order they happen inside a worker. `n1` phases are one cold measurement per
-# fresh process (they cannot be repeated without a new process); the rest are repeated.
-PHASES: tuple[tuple[str, str], ...] = (
-    ("import", "import the framework and the port (fresh process, cold)"),
-    ("build_load", "build the model and load the canonical weights"),
-    ("first_call_eager", "first eager forward (lazy initialisation)"),
-    ("compile", "first compiled forward: trace + compile + run"),
-    ("prepare", "canonical NHWC batch -> native layout and device"),
-    ("forward_eager", "warmed eager forward, eval mode"),
-    ("forward_compiled", "warmed compiled forward, eval mode"),
-    ("train_step", "one training update: forward, mean CE, backward, clip, AdamW"),
-    ("eval_pass", "evaluation pass over a dataset: prepare + forward + read back, per pass"),
-)
-PHASE_NAMES = tuple(name for name, _ in PHASES)
 # The fields that must match before two rows may be ranked (see shared/measure/guard.py).
 COMPARABILITY_FIELDS = ("spec_hash", "batch", "dtype", "precision", "threads", "device_class", "device_name")
 # A field a results file written before it existed lacks: read as this value (the precision ladder
 # came later; every earlier run was float32).
 CONDITION_DEFAULTS = {"precision": "float32"}
-
-REQUIRED_TOP = ("schema", "schema_version", "created", "environment", "conditions", "runs")
 
 
 def new_results(environment: dict[str, Any], conditions: dict[str, Any], runs: list[dict[str, Any]],
@@ -60,7 +48,8 @@ def new_results(environment: dict[str, Any], conditions: dict[str, Any], runs: l
 def validate(doc: Any, source: str) -> dict[str, Any]:
     """Raise SchemaError (one line) unless `doc` is a results document of this version, with
     every field the readers use of the type they expect (a string where a number belongs would
-    otherwise be ranked, or crash the table)."""
+    otherwise be ranked, or crash the table): `doc` read into its records, `Results` and each
+    row's `TimingRow`."""
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_NAME:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise SchemaError(f"{source}: not a portbench results file (schema {found!r}, "
@@ -69,13 +58,18 @@ def validate(doc: Any, source: str) -> dict[str, Any]:
     if version != SCHEMA_VERSION:
         raise SchemaError(f"{source}: results schema_version {version!r}, this portbench reads "
                           f"version {SCHEMA_VERSION} only; re-run `compare.py time` to regenerate it")
-    for key in REQUIRED_TOP:
-        if key not in doc:
+    top = stored_fields(Results)
+    for f, key in top:
+        if required(f) and key not in doc:
             raise SchemaError(f"{source}: results file lacks the field {key!r}")
-    for key, check in TOP_TYPES.items():
-        check(doc.get(key), f"{source}: {key!r}")  # the optional ones may be absent: null
+    types = field_types(Results)
+    for f, key in top:  # the top level's fields are named as such (`'created'`), the rows by index
+        if key in doc and key != "runs":
+            read_value(types[f.name], doc[key], f"{source}: {key!r}", SchemaError)
+    if not isinstance(doc["runs"], list):
+        refuse_value(f"{source}: 'runs'", doc["runs"], "a list", SchemaError)
     for i, row in enumerate(doc["runs"]):
-        check_row(row, f"{source}: runs[{i}]", PHASE_NAMES)
+        TimingRow.from_dict(row, f"{source}: runs[{i}]", SchemaError)
     return doc
 
 

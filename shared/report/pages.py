@@ -8,7 +8,7 @@ from typing import Any
 
 from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, metric_value
 from shared.measure.output import SHORT, fmt_bytes, fmt_seconds, row_notes
-from shared.measure.schema import PHASES
+from shared.measure.timing_row import PHASES
 from shared.report import html, svg
 
 TIMED = ("prepare", "forward_eager", "forward_compiled", "train_step", "eval_pass")

@@ -22,8 +22,9 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from shared.core.data_record import DataRecord
 from shared.errors import PortbenchError
 
 
@@ -66,26 +67,20 @@ class JobKind:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One request to the worker: its kind, the handler that runs it and the handler's fields."""
+class Job(DataRecord):
+    """One request to the worker: its kind, the handler that runs it and the handler's fields
+    (JSON values). JOB.json holds each as its `to_dict`; `from_dict` refuses anything else in one
+    line naming the job and the field."""
+
+    KIND: ClassVar[str] = "job"
 
     kind: str
-    handler: str
+    handler: str  # "module:function"
     fields: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "handler": self.handler, "fields": self.fields}
-
-    @classmethod
-    def from_dict(cls, name: str, data: Any) -> Job:
-        """A job as JOB.json holds it; anything else is one line naming the job."""
-        ok = isinstance(data, dict) and set(data) == {"kind", "handler", "fields"} and \
-            isinstance(data["kind"], str) and isinstance(data["handler"], str) and \
-            ":" in data["handler"] and isinstance(data["fields"], dict)
-        if not ok:
-            raise PortbenchError(f"job {name!r}: {str(data)[:120]} is not a job; expected "
-                                 "{\"kind\": str, \"handler\": \"module:function\", \"fields\": {...}}")
-        return cls(data["kind"], data["handler"], data["fields"])
+    def validate(self) -> None:
+        if ":" not in self.handler:
+            self.refuse(f".handler is {self.handler!r:.40}, expected \"module:function\"")
 
 
 def write_job_file(path: Path, framework: str, jobs: Mapping[str, Job]) -> None:
@@ -97,4 +92,5 @@ def write_job_file(path: Path, framework: str, jobs: Mapping[str, Job]) -> None:
 def read_job_file(path: Path) -> tuple[str, dict[str, Job]]:
     """(framework, name -> job) from a JOB.json `write_job_file` wrote."""
     request = json.loads(path.read_text())
-    return request["framework"], {name: Job.from_dict(name, data) for name, data in request["jobs"].items()}
+    return request["framework"], {name: Job.from_dict(data, f"job {name!r}", PortbenchError)
+                                  for name, data in request["jobs"].items()}

@@ -31,7 +31,7 @@ def _loaded_port(framework: str, job: dict[str, Any]) -> PortInterface:
     print_phase("port-build")
     spec = ModelSpec.from_json(job["spec"]) if job.get("spec") else None
     loaded = load_weights(job["weights"], spec)
-    precision = Precision.from_dict(job.get("precision"))
+    precision = Precision.from_dict(job.get("precision") or {})  # none named: float32
     port = ports.create_port(framework, loaded.spec, device=job.get("device", "cpu"), precision=precision)
     port.load(loaded.tensors)
     return port

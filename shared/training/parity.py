@@ -61,7 +61,7 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
     load_port_module(framework).set_threads(1)
     spec = ModelSpec.from_json(job["spec"])
     recipe = TrainSpec.from_json(job["recipe"])
-    precision = Precision.from_dict(job.get("precision"))
+    precision = Precision.from_dict(job.get("precision") or {})  # none named: float32
     module = importlib.import_module(f"ports.{framework}.train")
     saved = {name: getattr(module, name) for name in job.get("pins", {})}  # an unknown pin: AttributeError
     for name, value in job.get("pins", {}).items():
