@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 import pytest
 
@@ -25,8 +26,6 @@ from shared.checkpoints import export_checkpoint, import_checkpoint
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
 from tests.adversarial import refused, run_cli
-
-h5py = pytest.importorskip("h5py")
 
 SPEC = get_preset("quadrant").replace(class_token=True, pooling="cls", pos_embed_class_row=True)
 SECRET = b"portbench-secret-" * 16  # 272 bytes: what a file outside the preset holds
@@ -176,7 +175,8 @@ def test_chunked_and_compressed_storage_inside_the_file_reads_the_same_tensors(f
 def test_a_torch_file_is_checked_before_torch_reads_it(tmp_path: Path) -> None:
     """torch.save's own archive converts; the same archive with its members deflated, and the
     pre-zip format, are refused in one line naming the file, nothing written."""
-    torch = pytest.importorskip("torch")
+    import torch
+
     from shared.checkpoints import export_tensors
 
     spec = get_preset("quadrant")
