@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from shared.checkpoints import export_checkpoint
-from shared.checkpoints.timm import target
+from shared.checkpoints.libraries.timm import target
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
 from tests.adversarial import refused, run_cli
@@ -215,8 +215,7 @@ def test_custom_code_is_refused_unless_the_user_states_the_spec(bases: Path, tmp
 def test_every_key_a_transformers_class_reads_has_a_row_its_default_keeps() -> None:
     """A class reads the keys its defaults name (hf_config.py): each must have a row in HF_KEYS (or
     reading it would fail as a bug), and Transformers' own default must pass that row."""
-    from shared.checkpoints.hf_config import HF_KEYS, VIT_DEFAULTS
-    from shared.checkpoints.hf_models import ARCHITECTURES
+    from shared.checkpoints.libraries.hf import ARCHITECTURES, HF_KEYS, VIT_DEFAULTS
 
     for defaults in [VIT_DEFAULTS, *(arch.defaults for arch in ARCHITECTURES.values())]:
         for name, default in defaults.items():

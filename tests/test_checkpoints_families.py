@@ -17,7 +17,7 @@ import torch
 import ports
 from shared.checkpoints import export_tensors, import_tensors
 from shared.checkpoints.common import parse_given
-from shared.checkpoints.timm import target
+from shared.checkpoints.libraries.timm import target
 from shared.core import reference
 from shared.core.weights import init_weights
 from tests.checkpoints_support import (
@@ -159,7 +159,7 @@ def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> No
     spec exports only as Eva builds it."""
     from timm.models.eva import Eva
 
-    from shared.checkpoints.timm import model_kwargs
+    from shared.checkpoints.libraries.timm import model_kwargs
     from shared.core.presets import get_preset
     from shared.errors import SpecError, WeightsError
 
@@ -212,7 +212,7 @@ def hf_model(model_class: str, config: dict[str, Any]) -> torch.nn.Module:
 
 @pytest.mark.parametrize(("model_class", "config"), [c[1:] for c in HF_CASES], ids=[c[0] for c in HF_CASES])
 def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -> None:
-    from shared.checkpoints.hf import config_for
+    from shared.checkpoints.libraries.hf import config_for
 
     torch.manual_seed(0)
     model = perturbed(hf_model(model_class, config), seed=1)

@@ -12,7 +12,7 @@ from typing import Annotated, ClassVar, Literal
 
 import pytest
 
-from shared.checkpoints.common import read_config
+from shared.checkpoints.tensor_files import read_config
 from shared.core.data_record import Bound, DataRecord, derived, stored_as, transient
 from shared.core.record import Record, fail, pick
 from shared.errors import InputError, SpecError

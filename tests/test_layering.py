@@ -53,6 +53,10 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file
+# a checkpoint library's plug-in: its keys, conventions, names, reading, writing and a live model's
+# reading, whole; adding a library is adding one file
+LONG_MODULES |= {f"shared/checkpoints/libraries/{name}.py": "one checkpoint library, whole"
+                 for name in ("hf", "keras_hub", "timm")}
 LONG_MODULES |= {f"ports/{fw}/model.py": "one model, read top to bottom as a parallel text"
                  for fw in ("torch", "keras", "flax", "mlx")}
 LONG_FUNCTIONS: dict[str, str] = {}  # "path::function" -> why

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 import compare
-from shared.checkpoints import timm as timm_format
+from shared.checkpoints.libraries import timm as timm_format
 from shared.core.presets import get_preset
 from shared.measure import peer_timing, rounds
 from shared.measure.contention import CONTENDED

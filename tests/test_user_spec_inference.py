@@ -22,8 +22,8 @@ import pytest
 
 import portbench
 from shared.checkpoints.from_model import DEFAULT, Proposal, propose_spec
-from shared.checkpoints.hf import config_for
-from shared.checkpoints.timm import model_kwargs
+from shared.checkpoints.libraries.hf import config_for
+from shared.checkpoints.libraries.timm import model_kwargs
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError

@@ -177,7 +177,7 @@ def test_a_users_own_vit_of_each_zoo_family_binds_by_structure_and_is_the_spec(p
 
 def _timm(spec, **changes):
     from ports.public_models import timm_model
-    from shared.checkpoints.timm import model_kwargs
+    from shared.checkpoints.libraries.timm import model_kwargs
 
     return timm_model({**model_kwargs(spec), **changes})
 

@@ -12,42 +12,70 @@ Mapping code is NumPy only: torch is imported inside functions, only to read or 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from shared.checkpoints.common import Raw, parse_given, resolve_spec
+from shared.checkpoints.live import Reading
+from shared.core.literals import module_literals
 from shared.core.mapping import Plan
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import SpecError
 
-FORMATS: dict[str, str] = {  # name -> module under shared.checkpoints
-    "torchvision": "torchvision",
-    "timm": "timm",
-    "hf": "hf",
-    "big_vision": "big_vision",
-    "vit_jax": "big_vision",
-    "keras_hub": "keras_hub",
-}
-DESCRIPTIONS = {
-    "torchvision": "torchvision.models.VisionTransformer state dict (.pth/.pt/.safetensors)",
-    "timm": "timm VisionTransformer state dict (.pth/.pt/.bin/.safetensors; optional timm config.json)",
-    "hf": "Hugging Face ViTForImageClassification: a directory with config.json and "
-          "model.safetensors/pytorch_model.bin, or a weights file with --config",
-    "big_vision": "big_vision ViT parameter tree as .npz (posemb without class row)",
-    "vit_jax": "google-research/vision_transformer (vit_jax) parameter tree as .npz",
-    "keras_hub": "keras-hub ViT, DeiT (backbone or classifier), DINOv2, SigLIP and CLIP image towers: a "
-                 "save_to_preset directory (config.json + "
-                 "model.weights.h5, task.json + task.weights.h5), or a .weights.h5 with --config",
-}
+LIBRARIES = Path(__file__).with_name("libraries")  # one plug-in module per checkpoint library
+
+
+@dataclass(frozen=True)
+class Format:
+    """A checkpoint format as its library's plug-in declares it (`ORDER`, `FORMATS`,
+    `WRITES_FOLDER`: literals, read here without importing the plug-in)."""
+
+    name: str
+    module: str  # the plug-in, under shared.checkpoints.libraries
+    description: str  # its line in `convert --help`
+    writes_folder: bool  # save_pretrained / save_to_preset: a new folder, never a file
+    order: int
+
+
+def _formats() -> dict[str, Format]:
+    """Every plug-in's formats, in the plug-ins' `ORDER`: adding a library is adding its file."""
+    found: list[Format] = []
+    for plugin in pkgutil.iter_modules([str(LIBRARIES)]):
+        facts = module_literals(LIBRARIES / f"{plugin.name}.py", ("ORDER", "FORMATS", "WRITES_FOLDER"))
+        for name, description in dict(facts["FORMATS"]).items():  # type: ignore[call-overload]
+            found.append(Format(name, plugin.name, description, bool(facts.get("WRITES_FOLDER", False)),
+                                int(facts["ORDER"])))  # type: ignore[call-overload]
+    return {f.name: f for f in sorted(found, key=lambda f: f.order)}
+
+
+FORMATS: dict[str, Format] = _formats()
 
 
 def format_module(name: str) -> ModuleType:
+    """The plug-in of format `name`."""
     if name not in FORMATS:
         raise SpecError(f"unknown checkpoint format {name!r}; expected one of: {', '.join(FORMATS)}")
-    return importlib.import_module(f"shared.checkpoints.{FORMATS[name]}")
+    return importlib.import_module(f"{__name__}.libraries.{FORMATS[name].module}")
+
+
+def plugins() -> list[ModuleType]:
+    """Every library's plug-in, each once, in format order."""
+    modules = dict.fromkeys(f.module for f in FORMATS.values())
+    return [importlib.import_module(f"{__name__}.libraries.{module}") for module in modules]
+
+
+def library_reading(model: Any) -> Reading | None:
+    """What the first library whose plug-in recognises `model` (its `read_live`) says about it;
+    None for a model no known library built."""
+    for plugin in plugins():
+        found = plugin.read_live(model) if hasattr(plugin, "read_live") else None
+        if found is not None:
+            return found
+    return None
 
 
 def plan(fmt: str, spec: ModelSpec) -> Plan:

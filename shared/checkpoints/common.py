@@ -1,7 +1,7 @@
-"""Pieces every checkpoint format shares: reading tensors without unpickling, turning what a
-checkpoint (and its config) says into a `ModelSpec`, and refusing what a format cannot express.
+"""Pieces every checkpoint library shares: turning what a checkpoint (and its config) says into a
+`ModelSpec`, and refusing on export what a library cannot express.
 
-A format module (torchvision.py, timm.py, hf.py, big_vision.py) supplies
+A library's plug-in (shared/checkpoints/libraries/) supplies
 `infer(raw, config, given) -> Inference` (what the tensors and config fix, the library's own
 conventions, and what must be asked) and `table(fmt, spec)`: its names as a
 `shared.core.mapping.Table`, from which both directions and the refusal of missing, unused and
@@ -9,145 +9,14 @@ misshapen tensors are derived, so each mapping is written once.
 """
 from __future__ import annotations
 
-import io
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shared.core.containers import check_torch_archive, read_npz, safetensors_header
-from shared.core.documents import decode_json, read_text
-from shared.core.files import open_user_file
-from shared.core.memory import check_bytes_fit
+from shared.checkpoints.tensor_files import Raw
 from shared.core.spec import ModelSpec
-from shared.errors import SpecError, WeightsError, first_line
-
-Raw = dict[str, np.ndarray]
-
-
-# ---- reading -----------------------------------------------------------------------------
-TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
-
-
-def read_tensors(path: str | Path) -> Raw:
-    """A state dict / parameter tree as float32 NumPy arrays, from safetensors, a torch file
-    (loaded with weights_only=True: plain tensors only, never arbitrary objects) or an `.npz`
-    (allow_pickle=False). Every failure is one line naming the file."""
-    path = Path(path)
-    open_user_file(path, f"checkpoint {str(path)!r}", WeightsError).close()  # a FIFO, a directory: named
-    suffix = path.suffix.lower()
-    if suffix == ".safetensors":
-        raw = _read_safetensors(path)
-    elif suffix in TORCH_SUFFIXES:
-        raw = _read_torch(path)
-    elif suffix == ".npz":
-        raw = read_npz(path, f"checkpoint {str(path)!r}", WeightsError)
-    else:
-        raise WeightsError(
-            f"checkpoint {str(path)!r}: unknown file type {suffix!r}; expected .safetensors, "
-            f"{', '.join(TORCH_SUFFIXES)} or .npz"
-        )
-    return {name: _as_float32(path, name, value) for name, value in raw.items()}
-
-
-def _read_safetensors(path: Path) -> Raw:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
-    where = f"checkpoint {str(path)!r}"
-    declared, _ = safetensors_header(path, where, WeightsError)  # sizes and dtypes, before any data
-    check_bytes_fit(sum(d.nbytes for d in declared.values()), f"{where} declares", WeightsError)
-    try:
-        return dict(load_file(str(path)))
-    except (SafetensorError, OSError, ValueError, TypeError) as exc:
-        raise WeightsError(f"checkpoint {str(path)!r} is not a readable safetensors file "
-                           f"({first_line(exc)})") from None
-
-
-def _read_torch(path: Path) -> Raw:
-    import pickle
-
-    import torch
-
-    where = f"checkpoint {str(path)!r}"
-    try:
-        with open_user_file(path, where, WeightsError) as handle:  # what was checked is what torch reads
-            check_torch_archive(handle, where, WeightsError)
-            obj = torch.load(handle, weights_only=True, map_location="cpu")
-    except pickle.UnpicklingError as exc:
-        raise WeightsError(
-            f"checkpoint {str(path)!r} is not a plain state dict: torch.load(weights_only=True) "
-            f"refused it ({first_line(exc)[:160]}); portbench never unpickles arbitrary objects"
-        ) from None
-    except (RuntimeError, OSError, EOFError, ValueError) as exc:
-        raise WeightsError(f"checkpoint {str(path)!r} is not a readable torch file "
-                           f"({first_line(exc)[:160]})") from None
-    return _state_dict_of(path, obj)
-
-
-def _state_dict_of(path: Path, obj: Any) -> Raw:
-    import torch
-
-    if isinstance(obj, dict) and set(obj) & {"state_dict", "model"} and not all(
-        isinstance(v, torch.Tensor) for v in obj.values()
-    ):  # a training checkpoint {"model": state_dict, "epoch": ...}: use its state dict
-        key = "state_dict" if "state_dict" in obj else "model"
-        obj = obj[key]
-    if not isinstance(obj, dict):
-        raise WeightsError(f"checkpoint {str(path)!r} holds a {type(obj).__name__}, expected a "
-                           "state dict (a mapping of names to tensors)")
-    out: Raw = {}
-    for name, value in obj.items():
-        if not isinstance(value, torch.Tensor):
-            raise WeightsError(f"checkpoint {str(path)!r}: entry {name!r} is a "
-                               f"{type(value).__name__}, expected a tensor (not a plain state dict)")
-        if not value.is_floating_point():
-            raise WeightsError(f"checkpoint {str(path)!r}: tensor {name!r} has dtype {value.dtype}, "
-                               "expected a floating-point tensor")
-        out[name] = value.detach().to(torch.float32).contiguous().numpy()
-    return out
-
-
-def _as_float32(path: Path, name: str, value: np.ndarray) -> np.ndarray:
-    if value.dtype.kind != "f":
-        raise WeightsError(f"checkpoint {str(path)!r}: tensor {name!r} has dtype {value.dtype}, "
-                           "expected floating point")
-    if not np.all(np.isfinite(value)):
-        raise WeightsError(f"checkpoint {str(path)!r}: tensor {name!r} has non-finite values")
-    return np.ascontiguousarray(value, dtype=np.float32)
-
-
-def read_config(path: str | Path | None) -> dict[str, Any] | None:
-    """A checkpoint's JSON config, decoded as every spec file is (one line naming the file)."""
-    if path is None:
-        return None
-    where = f"config {str(path)!r}"
-    return decode_json(read_text(Path(path), where), where)
-
-
-# ---- writing -----------------------------------------------------------------------------
-def encode_tensors(path: str | Path, raw: Raw, metadata: dict[str, str] | None = None) -> bytes:
-    """Bytes of a state dict in the file type `path` names: safetensors, a torch file of plain
-    tensors (what the library's own `load_state_dict` reads) or an `.npz` tree."""
-    suffix = Path(path).suffix.lower()
-    ordered = {name: np.ascontiguousarray(value, dtype=np.float32) for name, value in raw.items()}
-    if suffix == ".safetensors":
-        from safetensors.numpy import save
-
-        return save(ordered, metadata=metadata)
-    if suffix in TORCH_SUFFIXES:
-        import torch
-
-        buffer = io.BytesIO()
-        torch.save({name: torch.from_numpy(value) for name, value in ordered.items()}, buffer)
-        return buffer.getvalue()
-    if suffix == ".npz":
-        buffer = io.BytesIO()
-        np.savez(buffer, **ordered)
-        return buffer.getvalue()
-    raise WeightsError(f"output {str(path)!r}: unknown file type {suffix!r}; expected .safetensors, "
-                       f"{', '.join(TORCH_SUFFIXES)} or .npz")
+from shared.errors import SpecError, WeightsError
 
 
 # ---- from checkpoint facts to a spec -----------------------------------------------------
@@ -295,3 +164,9 @@ def require_class_token_readout(target: str, s: ModelSpec) -> None:
     require(s.pos_embed == "learned" and s.pos_embed_class_row, target, "pos_embed", s.pos_embed,
             "a learned table with a class row")
     require(s.final_norm == "tokens", target, "final_norm", s.final_norm, "tokens")
+
+
+def swiglu_width(width: int) -> int:
+    """Dinov2SwiGLUFFN's hidden width (keras-hub's DINOV2SwiGLUFFN's too): two thirds of the
+    configured `width`, rounded up to a multiple of 8."""
+    return (int(width * 2 / 3) + 7) // 8 * 8

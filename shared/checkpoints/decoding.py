@@ -25,6 +25,7 @@ from shared.core.spec import COUNT_BOUNDS, FIELD_BOUNDS
 from shared.errors import SpecError, WeightsError
 
 SPEC_BOUNDS = FIELD_BOUNDS | COUNT_BOUNDS  # the spec's integer fields and their largest values
+SIZE = int | tuple[int, int]  # a config's image or patch size: one side, or (height, width)
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from shared.checkpoints import format_module
+from shared.checkpoints import format_module, library_reading
+from shared.checkpoints.live import Fact, Reading
 from shared.checkpoints.model_layers import (
     config_as_computed,
     layer_facts,
     overruled_by_layers,
     variance_notes,
 )
-from shared.checkpoints.model_readers import Fact, Reading, library_reading
 from shared.checkpoints.model_search import format_names, wrapped_reading
 from shared.core.binding import by_table
 from shared.core.data_record import DataRecord

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.checkpoints.model_readers import Fact
+from shared.checkpoints.live import Fact
 from shared.core.probes import close
 from shared.core.spec import ACTIVATIONS
 

@@ -2,7 +2,7 @@
 (shared/checkpoints/from_model.py), in the model's own process:
 
 - `wrapped_reading`: a library's model held in the user's own module (`self.net = timm_model`), at
-  any depth: the first child, in definition order, that a reader in `READERS` recognises and that
+  any depth: the first child, in definition order, that a library's plug-in (`read_live`) recognises and that
   holds every parameter of the model. Its reading's sources name the child's path
   (`timm: net.blocks[0].attn.num_heads`).
 - `format_names`: the known checkpoint formats whose names the parameters carry (a linen
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from shared.checkpoints import FORMATS
-from shared.checkpoints.model_readers import READERS, Reading
+from shared.checkpoints import FORMATS, library_reading
+from shared.checkpoints.live import Reading
 from shared.core.binding import wrapper_prefix
 
 MAX_DEPTH = 8  # a user's wrappers are a few levels deep; a walk never follows a cycle this far
@@ -32,14 +32,13 @@ def wrapped_reading(model: Any, port: Any, params: dict[str, np.ndarray]) -> tup
     """(the reading of the one child a library reader recognises that holds all of `model`'s
     parameters, that child's own parameters by its own names); None when there is none."""
     for path, child in _children(model, port):
-        for reader in READERS:
-            reading = reader(child)
-            if reading is None:
-                continue
-            inner = port.parameters(child)
-            if _same_tensors(inner, params):
-                return _at(reading, path), inner
-            break  # recognised, but the model holds more: a part of it, not the model
+        reading = library_reading(child)
+        if reading is None:
+            continue
+        inner = port.parameters(child)
+        if _same_tensors(inner, params):
+            return _at(reading, path), inner
+        # recognised, but the model holds more: a part of it, not the model
     return None
 
 

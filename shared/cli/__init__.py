@@ -10,12 +10,13 @@ refused argument of a command whose module imports its tools inside `run`, impor
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+from shared.core.literals import module_literals
 
 
 @dataclass(frozen=True)
@@ -42,17 +43,7 @@ def command_index() -> list[Command]:
 def command_at(name: str, module: str, path: Path) -> Command:
     """The command `name` that `module` (whose source is `path`) registers, read from its
     literal `ORDER` and `HELP` without importing it."""
-    facts = _literals(path, ("ORDER", "HELP"))
+    facts = module_literals(path, ("ORDER", "HELP"))
     if "HELP" not in facts:
         raise LookupError(f"{path}: a command module states its --help line as HELP = '...'")
     return Command(name, module, str(facts["HELP"]), int(facts.get("ORDER", 100)))  # type: ignore[call-overload]
-
-
-def _literals(path: Path, names: tuple[str, ...]) -> dict[str, object]:
-    """The module-level `NAME = <literal>` assignments of a source file, for the names asked."""
-    found: dict[str, object] = {}
-    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if isinstance(target, ast.Name) and target.id in names:
-            found[target.id] = ast.literal_eval(node.value)
-    return found

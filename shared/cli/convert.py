@@ -14,9 +14,9 @@ HELP = "convert third-party ViT checkpoints to and from the canonical file"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from shared.checkpoints import DESCRIPTIONS
+    from shared.checkpoints import FORMATS
 
-    formats = "; ".join(f"{name}: {text}" for name, text in DESCRIPTIONS.items())
+    formats = "; ".join(f"{name}: {f.description}" for name, f in FORMATS.items())
     parser = sub.add_parser(
         "convert", help=HELP,
         description=f"Convert between the canonical file and other checkpoint formats. Formats: {formats}.",
@@ -37,13 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-FOLDER_FORMATS = ("hf", "keras_hub")  # written as a new folder (save_pretrained, save_to_preset)
-
-
 def run(args: argparse.Namespace) -> int:
+    from shared.checkpoints import FORMATS
     from shared.core.paths import check_output
 
-    check_output(args.out, args.force, folder=args.target_format in FOLDER_FORMATS)
+    target = FORMATS.get(args.target_format or "")
+    check_output(args.out, args.force, folder=target is not None and target.writes_folder)
     if args.source_format is not None:
         return _import(args)
     return _export(args)

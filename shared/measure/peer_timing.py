@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import ports
-from shared.checkpoints import timm as timm_format
+from shared.checkpoints.libraries import timm as timm_format
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights

@@ -34,18 +34,26 @@ from shared.checkpoints.common import (
     LATER_FEATURES,
     Inference,
     Raw,
-    encode_tensors,
-    read_tensors,
     require,
     require_defaults,
     require_plain_blocks,
     square_grid,
 )
 from shared.checkpoints.decoding import tensor_shape
+from shared.checkpoints.tensor_files import encode_tensors, read_tensors
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.errors import WeightsError
+
+# The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
+# whether its checkpoint is a folder: literals, read without importing the module.
+ORDER = 40
+FORMATS = {
+    "big_vision": ("big_vision ViT parameter tree as .npz (posemb without class row)"),
+    "vit_jax": ("google-research/vision_transformer (vit_jax) parameter tree as .npz"),
+}
+WRITES_FOLDER = False
 
 DIALECTS = {
     "big_vision": {"ln1": "LayerNorm_0", "attn": "MultiHeadDotProductAttention_0", "ln2": "LayerNorm_1",

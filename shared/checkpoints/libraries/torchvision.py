@@ -16,8 +16,6 @@ from typing import Any
 from shared.checkpoints.common import (
     Inference,
     Raw,
-    encode_tensors,
-    read_tensors,
     require,
     require_class_token_readout,
     require_plain_blocks,
@@ -25,10 +23,20 @@ from shared.checkpoints.common import (
     width_per_head,
 )
 from shared.checkpoints.decoding import tensor_shape
+from shared.checkpoints.live import Reading, module_of
+from shared.checkpoints.tensor_files import encode_tensors, read_tensors
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.errors import WeightsError
+
+# The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
+# whether its checkpoint is a folder: literals, read without importing the module.
+ORDER = 10
+FORMATS = {
+    "torchvision": ("torchvision.models.VisionTransformer state dict (.pth/.pt/.safetensors)"),
+}
+WRITES_FOLDER = False
 
 TARGET = "torchvision VisionTransformer"
 
@@ -125,3 +133,26 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
     return [f"load with torchvision.models.VisionTransformer(image_size={s.image_height}, "
             f"patch_size={s.patch_height}, num_layers={s.depth}, num_heads={s.heads}, "
             f"hidden_dim={s.dim}, mlp_dim={s.mlp_dim}, num_classes={s.num_classes})"]
+
+
+# ==== a live model ==================================================================================
+def read_live(model: Any) -> Reading | None:
+    """torchvision's VisionTransformer keeps its constructor arguments as attributes; the head
+    count is its attention modules' (`encoder.layers[0].self_attention.num_heads`)."""
+    if not module_of(model).startswith("torchvision.models.vision_transformer"):
+        return None
+    r = Reading(f"torchvision {type(model).__name__}", fmt="torchvision")
+    for name, attr in (("image_height", "image_size"), ("image_width", "image_size"),
+                       ("patch_height", "patch_size"), ("patch_width", "patch_size"), ("dim", "hidden_dim"),
+                       ("mlp_dim", "mlp_dim"), ("num_classes", "num_classes")):
+        if isinstance(getattr(model, attr, None), int):
+            r.fact(name, int(getattr(model, attr)), f"torchvision: model.{attr}")
+    r.plain_vit("torchvision VisionTransformer's architecture")
+    layers = getattr(getattr(model, "encoder", None), "layers", None)
+    if layers is not None and len(layers):
+        r.fact("heads", int(layers[0].self_attention.num_heads),
+               "torchvision: model.encoder.layers[0].self_attention.num_heads")
+    if getattr(model, "representation_size", None):
+        r.notes.append(f"torchvision: model.representation_size = {model.representation_size} (a Linear + "
+                       "tanh before the head) has no spec field")
+    return r

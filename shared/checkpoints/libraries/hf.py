@@ -1,0 +1,723 @@
+"""A Transformers config.json, read as its class reads it: every key the classes here read, its
+type and the spec fields it sets (`HF_KEYS`, decoding.py's `Key`), the defaults `from_pretrained`
+applies when a key is absent, and the refusal of a config that names custom code.
+
+A class reads the keys its defaults name (shared/checkpoints/hf_models.py's `Architecture.defaults`,
+`VIT_DEFAULTS`): those the config gives are held to their row here, the others are Transformers'
+own defaults. A key no class here reads (dropout rates, `layerscale_value`) is not looked at.
+
+Transformers' `DINOv3ViTModel` (v4.57, `models/dinov3_vit/modeling_dinov3_vit.py`), the
+architecture hf_models.py's table lists: its names, config defaults, the facts it fixes and the
+config.json fields of its own.
+
+No position table; 2-D RoPE on each head's patch queries and keys (`DINOv3ViTRopePositionEmbedding`:
+patch centres in [-1, 1], angles 2 pi x coordinate x `1 / rope_theta ** arange(0, 1, 4 / head_dim)`,
+`rotate_half` pairs; `apply_rotary_pos_emb` leaves the class and register tokens unrotated), which
+is the spec's `rope='axial_half'`, `rope_coords='centered'`. LayerScale (`layer_scale1.lambda1`);
+q/k/v/o projections with `key_bias` off by default (a zero key bias on import, hf.py's
+`normalise`); MLP `up_proj`/`down_proj`, or gated with `gate_proj`. `register_tokens` is a
+(1, 0, D) tensor without registers and `mask_token` is pre-training's: neither is converted.
+Output: `pooler_output`, the normed class token. Training-only coordinate augmentation
+(`pos_embed_shift`, `pos_embed_jitter`, `pos_embed_rescale`) takes no part at inference.
+
+The Hugging Face Transformers vision models beside ViT (PyTorch classes, v4.57): each one's
+state-dict names as a mapping table, its config defaults (what `from_pretrained` applies when a
+key is absent), what its architecture fixes, and the config.json that rebuilds it.
+
+- `Dinov2Model` / `Dinov2WithRegistersModel`: LayerScale always (`layer_scale1.lambda1`), the
+  position table has the class row and no register rows (registers are inserted after it),
+  `Dinov2SwiGLUFFN` packs [activated, linear] halves in `weights_in`, with hidden width
+  `(int(int(D*mlp_ratio)*2/3)+7)//8*8`; `mask_token` is used only with `bool_masked_pos`
+  (masked pre-training), so it is not converted (zeros on export). Output: `pooler_output`, the
+  normed class token. Its interpolate_pos_encoding reads the table as a square grid, so only a
+  square config image_size converts; at another image size (`--set image_height=.. image_width=..`)
+  the table is kept and resampled by the class's own method (`DINOV2_RESAMPLE`: they differ).
+- `SiglipVisionModel`: no class token, positions over the patches, final norm on every token
+  (`post_layernorm`), then the MAP head (`head.probe`, `head.attention` an nn.MultiheadAttention
+  with in_proj packed q, k, v, `head.layernorm`, `head.mlp`). Output: `pooler_output`.
+- `CLIPVisionModel`: `class_embedding`, a patch projection without bias (`patch_bias` false),
+  `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
+  `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
+- `DINOv3ViTModel` (2-D RoPE): `shared/checkpoints/hf_dinov3.py`.
+- `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
+  with a position row, `cls_classifier` and `distillation_classifier`; logits are their mean.
+
+Hugging Face `ViTForImageClassification` (PyTorch) state dicts + `config.json`.
+
+Names: `vit.embeddings.{cls_token (1, 1, D), position_embeddings (1, N+1, D),
+patch_embeddings.projection (OIHW)}`, `vit.encoder.layer.i.{layernorm_before,
+attention.attention.{query,key,value} (separate (D, D) Linears), attention.output.dense,
+layernorm_after, intermediate.dense, output.dense}`, `vit.layernorm`, `classifier`.
+
+The config states what the tensors cannot: the head count, LayerNorm eps (HF's own default is
+1e-12, not timm's 1e-6: the config value is used, never a guess), hidden_act, image and patch
+size. A field the config omits takes `ViTConfig`'s default, as `from_pretrained` does.
+
+The config's `model_type` picks the class: `vit` (above) or one of the vision models in
+`shared/checkpoints/hf_models.py` (DINOv2 with and without registers, SigLIP's and CLIP's vision
+towers, DeiT with its distillation head); on export the spec picks it (see `model_type_for`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from shared.checkpoints.common import (
+    Inference,
+    Raw,
+    asks_another_grid,
+    require,
+    require_class_token_readout,
+    require_plain_blocks,
+    resampled_table,
+    swiglu_width,
+    width_per_head,
+)
+from shared.checkpoints.decoding import SIZE, Key, decode_config, pair, tensor_shape
+from shared.checkpoints.live import Reading, module_of, size_of
+from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
+from shared.core.files import write_folder
+from shared.core.mapping import Table
+from shared.core.record import field_types, shown
+from shared.core.spec import FIELD_BOUNDS, ModelSpec
+from shared.errors import SpecError, WeightsError
+
+# The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
+# whether its checkpoint is a folder: literals, read without importing the module.
+ORDER = 30
+FORMATS = {
+    "hf": ("Hugging Face ViTForImageClassification: a directory with config.json and "
+           "model.safetensors/pytorch_model.bin, or a weights file with --config"),
+}
+WRITES_FOLDER = True
+
+# ==== config.json, read as its classes read it =======================================================
+ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+               "gelu_fast": "gelu_tanh",  # these three compute the tanh approximation
+               "quick_gelu": "quick_gelu", "silu": "silu", "swish": "silu"}
+HF_KEYS: dict[str, Key] = {key.name: key for key in (
+    Key("hidden_size", int, ("dim",)),
+    Key("num_hidden_layers", int, ("depth",)),
+    Key("num_attention_heads", int, ("heads",)),
+    Key("num_channels", int, ("channels",)),
+    Key("image_size", SIZE, ("image_height", "image_width")),
+    Key("patch_size", SIZE, ("patch_height", "patch_width")),
+    Key("intermediate_size", int, ("mlp_dim",)),
+    Key("mlp_ratio", float, ("mlp_dim",)),  # DINOv2: the width is int(hidden_size * mlp_ratio)
+    Key("hidden_act", Literal[tuple(ACTIVATIONS)], ("activation",)),
+    Key("layer_norm_eps", float, ("layer_norm_eps",)),
+    Key("qkv_bias", bool, ("qkv_bias",)),
+    Key("use_swiglu_ffn", bool, ("mlp",)),  # DINOv2
+    Key("num_register_tokens", int, ("registers",), positive=False),
+    Key("rope_theta", float, ("rope_theta",)),  # DINOv3
+    Key("use_gated_mlp", bool, ("mlp",)),
+    Key("query_bias", bool, ("qkv_bias",)),
+    Key("key_bias", bool, ("qkv_bias",)),
+    Key("value_bias", bool, ("qkv_bias",)),
+    Key("proj_bias", bool),
+    Key("mlp_bias", bool),
+)}
+MODEL_TYPE = Key("model_type", str)
+COMMON_DEFAULTS: dict[str, Any] = {
+    "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "num_channels": 3,
+    "image_size": 224,
+}
+VIT_DEFAULTS: dict[str, Any] = {  # transformers.ViTConfig()'s, and DeiTConfig()'s
+    **COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu",
+    "layer_norm_eps": 1e-12, "qkv_bias": True,
+}
+
+
+def config_model_type(config: dict[str, Any] | None) -> str:
+    """The config's `model_type` (Transformers' ViT when absent)."""
+    return decode_config(config, [MODEL_TYPE]).get(MODEL_TYPE.name, "vit")
+
+
+def class_config(config: dict[str, Any] | None, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The keys a class reads (those `defaults` names), each from the config, decoded, or its default."""
+    return {**defaults, **decode_config(config, [HF_KEYS[name] for name in defaults])}
+
+
+def refuse_custom_code(config: dict[str, Any] | None, given: dict[str, Any]) -> None:
+    """A config with `auto_map` names a class of its own (code beside the checkpoint, which
+    portbench never runs): its tensors carry a standard class's names, but nothing says it
+    computes that class's function. It is read only when the user states the whole spec
+    (`--spec`): then the tensors are mapped by the standard names and every fact is checked
+    against the stated fields."""
+    if not config or "auto_map" not in config or set(field_types(ModelSpec)) <= set(given):
+        return
+    raise SpecError(f"config auto_map = {shown(config['auto_map'])} names custom code, which portbench never "
+                    "runs, and the standard class's function may not be the one it computes; state the spec "
+                    "it computes with --spec (a preset, spec file or JSON document) to read its tensors by "
+                    "the standard names")
+
+
+# ==== DINOv3 =========================================================================================
+DINOV3_STYLE = dict(ln1="norm1", ln2="norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
+                    attn="attention", out="attention.o_proj")
+DINOV3_ROWS = """
+cls_token                                embeddings.cls_token        batch_token
+reg_tokens                               embeddings.register_tokens  batch
+patch_embed.kernel                       embeddings.patch_embeddings.weight  conv
+patch_embed.bias                         embeddings.patch_embeddings.bias
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.mlp.{fc}.weight  linear
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.bias    {layer}.mlp.{fc}.bias
+blocks.{i}.{n:ls1=layer_scale1|ls2=layer_scale2}.gamma  {layer}.{n}.lambda1
+final_norm.{w:scale=weight|bias}         norm.{w}
+"""
+DINOV3_DEFAULTS: dict[str, Any] = {
+    "patch_size": 16, "hidden_size": 384, "num_attention_heads": 6, "intermediate_size": 1536,
+    "hidden_act": "gelu", "layer_norm_eps": 1e-5, "rope_theta": 100.0, "query_bias": True,
+    "key_bias": False, "value_bias": True, "proj_bias": True, "mlp_bias": True, "use_gated_mlp": False,
+    "num_register_tokens": 0,
+}
+DINOV3_FIXED: dict[str, Any] = {
+    "class_token": True, "pos_embed": "none", "pos_embed_class_row": False, "pooling": "cls",
+    "layer_scale": True, "final_norm": "tokens", "num_classes": 0, "patch_bias": True,
+    "rope": "axial_half", "rope_coords": "centered", "rope_ref_grid": (),
+}
+REGISTER_TOKENS = "embeddings.register_tokens"  # a (1, 0, D) tensor without registers
+
+
+def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a DINOv3ViTConfig (decoded: hf_config.py) says beyond the common fields; its biases the
+    spec cannot place are refused naming the config field (the spec's attention has q, k and v
+    biases together or none, and always an output bias; a missing key bias alone is a zero one,
+    added on import)."""
+    for key in ("proj_bias", "mlp_bias"):
+        if not cfg[key]:
+            raise SpecError(f"config {key} = {cfg[key]!r}: the spec's output projection and MLP always "
+                            "have biases; expected true")
+    if cfg["query_bias"] != cfg["value_bias"] or (cfg["key_bias"] and not cfg["query_bias"]):
+        raise SpecError(f"config query_bias = {cfg['query_bias']!r}, key_bias = {cfg['key_bias']!r}, "
+                        f"value_bias = {cfg['value_bias']!r}: expected query and value biases alike "
+                        "(the spec's qkv_bias), with the key bias among them or off")
+    return {"qkv_bias": cfg["query_bias"], "mlp": "gated" if cfg["use_gated_mlp"] else "standard",
+            "registers": cfg["num_register_tokens"], "rope_theta": float(cfg["rope_theta"])}
+
+
+def dinov3_config(s: ModelSpec) -> dict[str, Any]:
+    """The DINOv3ViTConfig fields of its own that rebuild `s` (hf_models.py writes the common ones)."""
+    return {"use_gated_mlp": s.mlp == "gated", "rope_theta": s.rope_theta, "num_register_tokens": s.registers,
+            "query_bias": s.qkv_bias, "key_bias": s.qkv_bias, "value_bias": s.qkv_bias, "proj_bias": True,
+            "mlp_bias": True, "layerscale_value": 1.0, "drop_path_rate": 0.0}
+
+
+# ==== the vision models ==============================================================================
+HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
+
+
+
+ENCODER_ROWS = """
+blocks.{i}.{n:norm1={ln1}|norm2={ln2}}.{w:scale=weight|bias}  {layer}.{n}.{w}
+blocks.{i}.attn.{p:{q}|{k}|{v}}.kernel   {layer}.{attn}.{p}.weight   heads_linear
+blocks.{i}.attn.{p:{q}|{k}|{v}}.bias     {layer}.{attn}.{p}.bias     heads_bias
+blocks.{i}.attn.out.kernel               {layer}.{out}.weight        heads_out_linear
+blocks.{i}.attn.out.bias                 {layer}.{out}.bias
+"""
+VIT_STYLE = dict(ln1="layernorm_before", ln2="layernorm_after", q="query", k="key", v="value",
+                 attn="attention.attention", out="attention.output.dense")
+DINOV2_STYLE = dict(VIT_STYLE, ln1="norm1", ln2="norm2", embed="embeddings",
+                    patch="patch_embeddings.projection")
+CLIP_STYLE = dict(ln1="layer_norm1", ln2="layer_norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
+                  attn="self_attn", out="self_attn.out_proj")
+PATCH_ROWS = """
+patch_embed.kernel                       {embed}.{patch}.weight      conv
+patch_embed.bias                         {embed}.{patch}.bias
+"""
+MLP_ROWS = """
+blocks.{i}.mlp.{fc:fc1|fc2}.kernel       {layer}.mlp.{fc}.weight     linear
+blocks.{i}.mlp.{fc:fc1|fc2}.bias         {layer}.mlp.{fc}.bias
+"""
+DINOV2_ROWS = """
+cls_token                                {embed}.cls_token           batch_token
+reg_tokens                               {embed}.register_tokens     batch
+pos_embed                                {embed}.position_embeddings batch
+blocks.{i}.{n:ls1=layer_scale1|ls2=layer_scale2}.gamma  {layer}.{n}.lambda1
+final_norm.{w:scale=weight|bias}         layernorm.{w}
+"""
+DINOV2_SWIGLU_ROWS = """
+blocks.{i}.mlp.{h:gate|fc1}.kernel       {layer}.mlp.weights_in.weight  stacked_linear
+blocks.{i}.mlp.{h:gate|fc1}.bias         {layer}.mlp.weights_in.bias    stacked_bias
+blocks.{i}.mlp.fc2.kernel                {layer}.mlp.weights_out.weight linear
+blocks.{i}.mlp.fc2.bias                  {layer}.mlp.weights_out.bias
+"""
+SIGLIP_ROWS = """
+pos_embed                                {embed}.position_embedding.weight
+final_norm.{w:scale=weight|bias}         vision_model.post_layernorm.{w}
+pool.probe                               vision_model.head.probe     batch_token
+pool.attn.{p:query|key|value}.kernel     vision_model.head.attention.in_proj_weight  heads_linear
+pool.attn.{p:query|key|value}.bias       vision_model.head.attention.in_proj_bias    heads_bias
+pool.attn.out.kernel                     vision_model.head.attention.out_proj.weight heads_out_linear
+pool.attn.out.bias                       vision_model.head.attention.out_proj.bias
+pool.norm.{w:scale=weight|bias}          vision_model.head.layernorm.{w}
+pool.mlp.{fc:fc1|fc2}.kernel             vision_model.head.mlp.{fc}.weight  linear
+pool.mlp.{fc:fc1|fc2}.bias               vision_model.head.mlp.{fc}.bias
+"""
+CLIP_ROWS = """
+cls_token                                {embed}.class_embedding
+pos_embed                                {embed}.position_embedding.weight
+norm_pre.{w:scale=weight|bias}           vision_model.pre_layrnorm.{w}
+final_norm.{w:scale=weight|bias}         vision_model.post_layernorm.{w}
+"""
+DEIT_ROWS = """
+cls_token                                {embed}.cls_token           batch_token
+dist_token                               {embed}.distillation_token  batch_token
+pos_embed                                {embed}.position_embeddings batch
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
+final_norm.{w:scale=weight|bias}         deit.layernorm.{w}
+head.out.kernel                          cls_classifier.weight       linear
+head.out.bias                            cls_classifier.bias
+head_dist.out.kernel                     distillation_classifier.weight  linear
+head_dist.out.bias                       distillation_classifier.bias
+"""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One Transformers model class: its names, config defaults and the facts it fixes."""
+
+    model_class: str
+    patch_key: str  # the patch projection's weight: dim and channels are read from it
+    layer_key: str  # `{i}`: block i's prefix
+    defaults: dict[str, Any]
+    fixed: dict[str, Any]  # spec fields the architecture fixes
+    fill: dict[str, str] = field(default_factory=dict)
+
+    def rows(self, s: ModelSpec) -> str:
+        name = self.model_class
+        if name.startswith("Dinov2"):
+            mlp = DINOV2_SWIGLU_ROWS if s.mlp == "gated" else MLP_ROWS
+            return PATCH_ROWS + ENCODER_ROWS + mlp + DINOV2_ROWS
+        if name == "SiglipVisionModel":
+            return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + SIGLIP_ROWS
+        if name == "CLIPVisionModel":
+            return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + CLIP_ROWS
+        if name == "DINOv3ViTModel":
+            return ENCODER_ROWS + DINOV3_ROWS
+        return PATCH_ROWS + ENCODER_ROWS + DEIT_ROWS
+
+
+TOWER = ("vision_model.embeddings.patch_embedding.weight", "vision_model.encoder.layers.{i}")
+DINOV2_FIXED = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pooling": "cls",
+                "layer_scale": True, "final_norm": "tokens", "num_classes": 0, "patch_bias": True}
+ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
+    "dinov2": Architecture(
+        "Dinov2Model", "embeddings.patch_embeddings.projection.weight", "encoder.layer.{i}",
+        {**COMMON_DEFAULTS, "patch_size": 14, "mlp_ratio": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-6,
+         "qkv_bias": True, "use_swiglu_ffn": False},
+        {**DINOV2_FIXED, "registers": 0}, DINOV2_STYLE),
+    "dinov2_with_registers": Architecture(
+        "Dinov2WithRegistersModel", "embeddings.patch_embeddings.projection.weight", "encoder.layer.{i}",
+        {**COMMON_DEFAULTS, "patch_size": 16, "mlp_ratio": 4, "hidden_act": "gelu", "layer_norm_eps": 1e-6,
+         "qkv_bias": True, "use_swiglu_ffn": False, "num_register_tokens": 4},
+        {**DINOV2_FIXED, "pos_embed_register_rows": False},
+        DINOV2_STYLE),
+    "siglip_vision_model": Architecture(
+        "SiglipVisionModel", *TOWER,
+        {**COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu_pytorch_tanh",
+         "layer_norm_eps": 1e-6},
+        {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "pooling": "map",
+         "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True,
+         "patch_bias": True},
+        dict(CLIP_STYLE, embed="vision_model.embeddings", patch="patch_embedding")),
+    "clip_vision_model": Architecture(
+        "CLIPVisionModel", *TOWER,
+        {**COMMON_DEFAULTS, "patch_size": 32, "intermediate_size": 3072, "hidden_act": "quick_gelu",
+         "layer_norm_eps": 1e-5},
+        {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True, "pooling": "cls",
+         "norm_before_blocks": True, "patch_bias": False, "final_norm": "pooled", "num_classes": 0,
+         "qkv_bias": True},
+        dict(CLIP_STYLE, embed="vision_model.embeddings", patch="patch_embedding")),
+    "deit": Architecture(
+        "DeiTForImageClassificationWithTeacher", "deit.embeddings.patch_embeddings.projection.weight",
+        "deit.encoder.layer.{i}", VIT_DEFAULTS,
+        {"class_token": True, "distill_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
+         "pooling": "cls", "final_norm": "tokens", "patch_bias": True},
+        dict(VIT_STYLE, embed="deit.embeddings", patch="patch_embeddings.projection")),
+    "dinov3_vit": Architecture(
+        "DINOv3ViTModel", "embeddings.patch_embeddings.weight", "layer.{i}",
+        {**COMMON_DEFAULTS, **DINOV3_DEFAULTS}, DINOV3_FIXED, DINOV3_STYLE),
+}
+# What each DINOv2 class's `interpolate_pos_encoding` computes (Transformers 4.57), called in every
+# forward whose image is not the table's (no flag): the float32 cast around it is no step for float32
+# weights, and neither passes the original DINOv2's +0.1 scale factor (`dinov2_legacy`), only a size.
+DINOV2_RESAMPLE = {
+    "dinov2": ("hf_bicubic", "Transformers' Dinov2Embeddings.interpolate_pos_encoding (torch's bicubic at "
+               "the new size, align_corners=False, no antialias), as every forward at another size calls it"),
+    "dinov2_with_registers": (
+        "timm_bicubic_antialias", "Transformers' Dinov2WithRegistersEmbeddings.interpolate_pos_encoding "
+        "(torch's bicubic at the new size with antialias=True), as every forward at another size calls it"),
+}
+MASK_TOKEN = "embeddings.mask_token"  # DINOv2's and DINOv3's, used only with bool_masked_pos
+
+
+def mlp_width(dim: int, ratio: float) -> int:
+    """DINOv2's MLP width, `int(hidden_size * mlp_ratio)`, within the spec's bound: a ratio that
+    makes none (or one too wide to build) is named as the config's."""
+    width, bound = dim * ratio, FIELD_BOUNDS["mlp_dim"]  # a float: int() of an infinite one would raise
+    if not 1 <= width < bound + 1:
+        raise SpecError(f"config mlp_ratio = {ratio!r} makes an MLP width of {dim} x {ratio!r} = "
+                        f"{shown(width)}: expected a ratio that makes one from 1 to {bound:,}")
+    return int(width)
+
+
+
+def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
+    """The config.json the architecture's `from_pretrained` needs for `s`."""
+    arch = ARCHITECTURES[model_type]
+    out: dict[str, Any] = {
+        "architectures": [arch.model_class], "model_type": model_type, "hidden_size": s.dim,
+        "num_hidden_layers": s.depth, "num_attention_heads": s.heads, "hidden_act": act,
+        "layer_norm_eps": s.layer_norm_eps, "image_size": s.image_height, "patch_size": s.patch_height,
+        "num_channels": s.channels, "attention_dropout": 0.0,
+    }
+    if model_type.startswith("dinov2"):
+        gated = s.mlp == "gated"
+        out |= {"mlp_ratio": 1.5 * s.mlp_dim / s.dim if gated else s.mlp_dim / s.dim, "use_swiglu_ffn": gated,
+                "qkv_bias": s.qkv_bias, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+        if model_type == "dinov2_with_registers":
+            out["num_register_tokens"] = s.registers
+    else:
+        out["intermediate_size"] = s.mlp_dim
+    if model_type == "dinov3_vit":
+        out |= dinov3_config(s)
+    if model_type == "deit":
+        out |= {"qkv_bias": s.qkv_bias, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                "encoder_stride": s.patch_height,
+                "id2label": {str(i): f"LABEL_{i}" for i in range(s.num_classes)},
+                "label2id": {f"LABEL_{i}": i for i in range(s.num_classes)}}
+    return out
+
+
+def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
+                       given: dict[str, Any]) -> Inference:
+    """`cfg`: the class's config, decoded (hf_config.py's `class_config`)."""
+    arch = ARCHITECTURES[model_type]
+    inf = Inference(fmt)
+    shape = tensor_shape(inf, raw, arch.patch_key, "out, in, height, width")
+    dim, channels = shape[:2]
+    for key, value in (("hidden_size", dim), ("num_channels", channels)):
+        if cfg[key] != value:
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {arch.patch_key!r} {shape}")
+    layer = re.escape(arch.layer_key).replace(r"\{i\}", r"\d+")
+    block = re.compile(layer + r"\." + re.escape(arch.fill["ln1"]) + r"\.weight")
+    depth = sum(1 for k in raw if block.fullmatch(k))
+    if cfg["num_hidden_layers"] != depth:
+        raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the {depth} "
+                        f"'{arch.layer_key}' blocks in the checkpoint")
+    heads = cfg["num_attention_heads"]
+    (h, w), (ph, pw) = pair(cfg["image_size"]), pair(cfg["patch_size"])
+    facts: dict[str, Any] = {
+        "dim": dim, "channels": channels, "depth": depth, "heads": heads,
+        "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
+        "activation": ACTIVATIONS[cfg["hidden_act"]], "layer_norm_eps": float(cfg["layer_norm_eps"]),
+        "image_height": h, "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
+        "qkv_bias": cfg.get("qkv_bias", True),
+    }
+    if model_type.startswith("dinov2"):
+        if h != w:
+            raise SpecError(f"config image_size = {cfg['image_size']!r}: {arch.model_class} interpolates its "
+                            "position table for a non-square image; only square ones convert")
+        if asks_another_grid(given, (h // ph, w // pw), (ph, pw)):
+            del facts["image_height"], facts["image_width"]  # the image asked for, the table resampled to it
+            resampled_table(inf, (h // ph, w // pw), f"config image_size {cfg['image_size']!r}",
+                            *DINOV2_RESAMPLE[model_type])
+        width = mlp_width(dim, cfg["mlp_ratio"])
+        if cfg["use_swiglu_ffn"]:  # Dinov2SwiGLUFFN: F.silu whatever hidden_act says
+            facts |= {"mlp": "gated", "activation": "silu", "mlp_dim": swiglu_width(width)}
+        else:
+            facts["mlp_dim"] = width
+        if model_type == "dinov2_with_registers":
+            facts["registers"] = cfg["num_register_tokens"]
+        inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
+    else:
+        facts["mlp_dim"] = cfg["intermediate_size"]
+    if model_type == "dinov3_vit":
+        facts |= dinov3_facts(cfg)
+        inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
+    if model_type == "deit":
+        facts["num_classes"] = tensor_shape(inf, raw, "cls_classifier.weight", "classes, width")[0]
+    facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
+    for name, value in facts.items():
+        inf.fact(name, value, "config.json")
+    for name, value in arch.fixed.items():
+        inf.fact(name, value, f"{arch.model_class}'s architecture")
+    return inf
+
+
+# ==== ViTForImageClassification, read and written ====================================================
+TARGET = "Hugging Face ViTForImageClassification"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
+    """`path` is a save_pretrained directory (config.json + weights) or a weights file."""
+    if path.is_dir():
+        config = config or path / "config.json"
+        found = [path / f for f in WEIGHT_FILES if (path / f).is_file()]
+        if not found:
+            raise WeightsError(f"hf checkpoint {str(path)!r}: no {' or '.join(WEIGHT_FILES)} in the "
+                               "directory (sharded checkpoints are not supported)")
+        path = found[0]
+    if config is None or not config.exists():  # a directory or FIFO is named by read_config
+        raise SpecError(f"hf checkpoint {str(path)!r}: config.json is needed (pass --config PATH); it "
+                        "holds the head count and LayerNorm eps the tensors cannot tell")
+    return read_tensors(path), read_config(config), repr(str(path))
+
+
+def normalise(raw: Raw, source: str) -> Raw:
+    """DINOv3's default key_bias=False leaves its attention a query and value bias only: the
+    missing key bias is a zero one (exact), so the spec's qkv_bias places all three."""
+    out = dict(raw)
+    for key in [k for k in raw if k.endswith(".attention.q_proj.bias")]:
+        missing = key.replace(".q_proj.", ".k_proj.")
+        if missing not in out and missing.replace(".bias", ".weight") in out:
+            out[missing] = np.zeros_like(raw[key])
+    return out
+
+
+def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
+    """Every tensor the spec has no place for is refused by the mapping (unused); this names
+    the Transformers options that leave such tensors, first."""
+    for key in raw:
+        if "relative_position" in key or "rotary" in key:
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {key!r} (relative or rotary positions) "
+                               "has no spec field")
+
+
+# What Transformers' ViT fixes in every framework (its PyTorch, TensorFlow and Flax classes alike).
+VIT_ARCHITECTURE = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
+                    "pos_rows": None, "norm": "pre", "final_norm": "tokens", "pooling": "cls",
+                    "head_hidden": (), "remainder": "drop"}
+
+
+def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    """The class the config's model_type names, from its config (every key it reads decoded
+    first: hf_config.py) and the tensors."""
+    refuse_custom_code(config, given)
+    kind = config_model_type(config)
+    if kind in ARCHITECTURES:
+        return infer_architecture(fmt, kind, raw, class_config(config, ARCHITECTURES[kind].defaults), given)
+    if kind != "vit":
+        raise SpecError(f"config model_type = {shown(kind)}: expected one of vit, {', '.join(ARCHITECTURES)}")
+    cfg = class_config(config, VIT_DEFAULTS)
+    inf = Inference(fmt)
+    proj = "vit.embeddings.patch_embeddings.projection.weight"
+    shape = tensor_shape(inf, raw, proj, "out, in, height, width")
+    dim, channels = shape[:2]
+    for key, value in (("hidden_size", dim), ("num_channels", channels)):
+        if cfg[key] != value:
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor {proj!r} {shape}")
+    depth = sum(1 for k in raw if k.endswith(".layernorm_before.weight"))
+    if cfg["num_hidden_layers"] != depth:
+        raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the "
+                        f"{depth} 'vit.encoder.layer.*' blocks in the checkpoint")
+    heads = cfg["num_attention_heads"]
+    head_dim = width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads")
+    (h, w), (ph, pw) = pair(cfg["image_size"]), pair(cfg["patch_size"])
+    facts = {
+        "dim": dim, "channels": channels, "depth": depth, "heads": heads, "head_dim": head_dim,
+        "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[cfg["hidden_act"]],
+        "layer_norm_eps": float(cfg["layer_norm_eps"]), "image_height": h, "image_width": w,
+        "patch_height": ph, "patch_width": pw, "qkv_bias": cfg["qkv_bias"],
+    }
+    grid = (h // ph, w // pw)
+    if asks_another_grid(given, grid, (ph, pw)):
+        if grid[0] != grid[1]:
+            raise SpecError(f"config image_size = {cfg['image_size']!r}: Transformers' ViT "
+                            "interpolate_pos_encoding reads its table as a square grid; this one is not")
+        del facts["image_height"], facts["image_width"]  # the image asked for, the table resampled to it
+        resampled_table(inf, grid, f"config image_size {cfg['image_size']!r}", "hf_bicubic",
+                        "Transformers' ViTEmbeddings.interpolate_pos_encoding, as "
+                        "model(pixel_values, interpolate_pos_encoding=True) calls it")
+    for name, value in facts.items():
+        inf.fact(name, value, "config.json")
+    classes = tensor_shape(inf, raw, "classifier.weight", "classes, width",
+                           " (a ViTModel without a classification head?)")[0]
+    labels = (config or {}).get("id2label")
+    if isinstance(labels, dict) and len(labels) != classes:
+        raise SpecError(f"config id2label has {len(labels)} labels, tensor 'classifier.weight' has "
+                        f"{classes} rows")
+    inf.fact("num_classes", classes, "tensor 'classifier.weight'")
+    for name, value in VIT_ARCHITECTURE.items():
+        inf.fact(name, value, "HF ViT's architecture")
+    return inf
+
+
+def model_type_for(s: ModelSpec) -> str:
+    """The Transformers class that computes `s`, by the feature only it has."""
+    if s.rope != "none":
+        return "dinov3_vit"
+    if s.distill_token:
+        return "deit"
+    if s.pooling == "map":
+        return "siglip_vision_model"
+    if s.norm_before_blocks:
+        return "clip_vision_model"
+    if s.layer_scale:
+        return "dinov2_with_registers" if s.registers else "dinov2"
+    return "vit"
+
+
+def check_exportable(fmt: str, s: ModelSpec) -> None:
+    model_type = model_type_for(s)
+    if model_type == "vit":
+        require_class_token_readout(TARGET, s)
+        require_plain_blocks(TARGET, s)
+        for name in ("registers", "qk_norm", "patch_norm_in", "patch_norm_out"):
+            require(not getattr(s, name), TARGET, name, getattr(s, name), "none")
+        require(s.num_classes > 0, TARGET, "num_classes", 0, "a classifier (num_classes > 0)")
+        require(s.patch_bias, TARGET, "patch_bias", s.patch_bias, "true (its patch projection has a bias)")
+        require(s.mlp == "standard", TARGET, "mlp", s.mlp, "standard")
+        require(s.activation in ("gelu", "gelu_tanh"), TARGET, "activation", s.activation,
+                "gelu or gelu_tanh")
+        return
+    arch = ARCHITECTURES[model_type]
+    target = f"Hugging Face {arch.model_class}"
+    require_plain_blocks(target, s, rope=model_type == "dinov3_vit")
+    for name, value in arch.fixed.items():
+        require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
+    for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
+        require(not getattr(s, name), target, name, getattr(s, name), "false")
+    only = (("layer_scale", ("dinov2", "dinov3")), ("norm_before_blocks", ("clip",)),
+            ("registers", ("dinov2_with", "dinov3")))
+    for name, owners in only:
+        require(not getattr(s, name) or model_type.startswith(owners), target, name, getattr(s, name), "none")
+    require(s.activation in HF_ACT, target, "activation", s.activation, ", ".join(HF_ACT))
+    require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
+            s.image_width, "square images and patches (the config's image_size and patch_size are integers)")
+    if s.mlp == "gated" and model_type != "dinov3_vit":  # DINOv3's gate_proj takes any hidden_act
+        require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
+                "standard (only DINOv2's SwiGLU, with silu, is gated)")
+        rebuilt = swiglu_width(int(s.dim * (1.5 * s.mlp_dim / s.dim)))  # from config_for's mlp_ratio
+        require(rebuilt == s.mlp_dim, target, "mlp_dim", s.mlp_dim,
+                "a multiple of 8 (Dinov2SwiGLUFFN rounds its width up to one)")
+
+
+def config_for(s: ModelSpec) -> dict[str, Any]:
+    """The config.json the class that computes `s` needs (`ViTForImageClassification` or one of
+    hf_models.py's)."""
+    model_type = model_type_for(s)
+    if model_type != "vit":
+        return config_for_model(model_type, s, HF_ACT[s.activation])
+    return {
+        "architectures": ["ViTForImageClassification"], "model_type": "vit",
+        "hidden_size": s.dim, "num_hidden_layers": s.depth, "num_attention_heads": s.heads,
+        "intermediate_size": s.mlp_dim, "hidden_act": HF_ACT[s.activation],
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+        "layer_norm_eps": s.layer_norm_eps, "image_size": [s.image_height, s.image_width],
+        "patch_size": [s.patch_height, s.patch_width], "num_channels": s.channels,
+        "qkv_bias": s.qkv_bias, "encoder_stride": s.patch_height,
+        "id2label": {str(i): f"LABEL_{i}" for i in range(s.num_classes)},
+        "label2id": {f"LABEL_{i}": i for i in range(s.num_classes)},
+    }
+
+
+ROWS = PATCH_ROWS + ENCODER_ROWS + """
+cls_token                                   {embed}.cls_token                         batch_token
+pos_embed                                   {embed}.position_embeddings               batch
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
+final_norm.{w:scale=weight|bias}            vit.layernorm.{w}
+head.out.kernel                             classifier.weight                         linear
+head.out.bias                               classifier.bias
+"""
+
+
+def table(fmt: str, s: ModelSpec) -> Table:
+    model_type = model_type_for(s)
+    if model_type == "vit":
+        return Table(ROWS, fmt, layer="vit.encoder.layer.{i}", **VIT_STYLE, embed="vit.embeddings",
+                     patch="patch_embeddings.projection")
+    arch = ARCHITECTURES[model_type]
+    inert = (MASK_TOKEN,) if model_type.startswith(("dinov2", "dinov3")) else ()
+    if model_type == "dinov3_vit" and not s.registers:
+        inert += (REGISTER_TOKENS,)
+    return Table(arch.rows(s), fmt, inert=inert, layer=arch.layer_key, **arch.fill)
+
+
+def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
+    """What the class holds and the spec has no tensor for, or the other way round: DINOv2's
+    mask token (zeros: unused at inference)."""
+    model_type = model_type_for(s)
+    if model_type.startswith("dinov2"):
+        raw[MASK_TOKEN] = np.zeros((1, s.dim), np.float32)
+    if model_type == "dinov3_vit":
+        raw[MASK_TOKEN] = np.zeros((1, 1, s.dim), np.float32)
+        if not s.registers:
+            raw[REGISTER_TOKENS] = np.zeros((1, 0, s.dim), np.float32)
+    return raw
+
+
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    """A save_pretrained-style directory: config.json + model.safetensors, published whole (a new
+    folder: an existing one is never replaced, --force or not)."""
+    if out.exists() and not out.is_dir():
+        raise WeightsError(f"output {str(out)!r}: hf export writes a directory (config.json + "
+                           "model.safetensors), and a file is in the way")
+    weights = encode_tensors(out / "model.safetensors", raw, metadata={"format": "pt"})
+    config = config_for(s)
+    write_folder(out, {"model.safetensors": weights,
+                       "config.json": (json.dumps(config, indent=2) + "\n").encode()})
+    return [f"load with transformers.{config['architectures'][0]}.from_pretrained({str(out)!r})"]
+
+
+# ==== a live model ==================================================================================
+HF_VIT_KEYS = {  # ViTConfig key -> spec field(s)
+    "hidden_size": ("dim",), "num_hidden_layers": ("depth",), "num_attention_heads": ("heads",),
+    "intermediate_size": ("mlp_dim",), "layer_norm_eps": ("layer_norm_eps",), "num_channels": ("channels",),
+    "qkv_bias": ("qkv_bias",), "image_size": ("image_height", "image_width"),
+    "patch_size": ("patch_height", "patch_width"),
+}
+
+
+def read_live(model: Any) -> Reading | None:
+    """A Transformers model carries its `config`: for a ViT its keys are spec fields
+    (`config.layer_norm_eps`, ...); the hf format's `infer` reads the rest (and the other vision
+    models' configs) with the state dict. That `infer` reads PyTorch's tensor names: for the
+    TensorFlow and Flax classes the ViT's config and architecture say everything, and another
+    model type is read from its layers."""
+    config = getattr(model, "config", None)
+    if not module_of(model).startswith("transformers.") or not hasattr(config, "to_dict"):
+        return None
+    values = config.to_dict()
+    class_name = type(model).__name__
+    torch_names = not class_name.startswith(("TF", "Flax"))
+    # its modules took the heads and eps from `config` when built; `config` may have been edited since
+    r = Reading(f"transformers {class_name}", fmt="hf" if torch_names else None, config=values,
+                config_keys={"heads": "num_attention_heads", "layer_norm_eps": "layer_norm_eps"})
+    if not torch_names and values.get("model_type") != "vit":
+        r.notes.append(f"transformers {class_name}: a {values.get('model_type')} config is read with "
+                       "PyTorch's tensor names; its PyTorch class, or --spec, states every field")
+    if values.get("model_type") != "dinov3_vit":  # DINOv3's rotary settings: the hf format's infer
+        r.fact("rope", "none", f"transformers {values.get('model_type')}: no rotary position embeddings")
+    if values.get("model_type") == "vit":
+        r.plain_vit("transformers ViT's architecture")
+        if values.get("hidden_act") in ACTIVATIONS:
+            act = values["hidden_act"]
+            r.fact("activation", ACTIVATIONS[act], f"config.hidden_act = {act!r}")
+        heads, dim = values.get("num_attention_heads"), values.get("hidden_size")
+        if isinstance(heads, int) and isinstance(dim, int) and heads and dim % heads == 0:
+            r.fact("head_dim", dim // heads, "config.hidden_size / config.num_attention_heads")
+        for key, names in HF_VIT_KEYS.items():
+            value = values.get(key)
+            pair = size_of(value) if len(names) == 2 else None
+            for i, name in enumerate(names):
+                if pair is not None:
+                    r.fact(name, pair[i], f"config.{key}")
+                elif len(names) == 1 and value is not None:
+                    r.fact(name, float(value) if name == "layer_norm_eps" else value, f"config.{key}")
+        if not torch_names:  # what the hf format's infer would add from PyTorch's tensor names
+            for field_name, value in VIT_ARCHITECTURE.items():
+                r.fact(field_name, value, "transformers ViT's architecture")
+            if class_name.endswith("ForImageClassification"):
+                r.fact("num_classes", int(config.num_labels), "config.num_labels")
+    return r

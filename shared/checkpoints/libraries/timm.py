@@ -1,0 +1,648 @@
+"""What a timm `VisionTransformer` state dict (and an optional timm config.json) says about the
+spec: facts read from the tensors' names and shapes, timm's conventions applied with a note, and
+the fields that must be asked for (shared/checkpoints/common.py's `Inference`).
+
+timm's `Eva` (`timm/models/eva.py`: EVA-02, the `vit_*_rope_*` ViTs) in the timm format: what
+its state dict spells differently from `VisionTransformer`'s, its rotary settings (which no
+tensor records), and the refusals of what the spec cannot say.
+
+Spelling, normalised on import to VisionTransformer's so that one table serves both:
+`EvaAttention` keeps `attn.q_bias` and `attn.v_bias` beside a bias-free `attn.qkv` (its key bias is
+a zero buffer, never saved: a zero key bias, exact), or unfused `attn.{q,k,v}_proj` (qkv_fused=False);
+LayerScale is `gamma_1` / `gamma_2` (VisionTransformer's `ls1.gamma` / `ls2.gamma`). Export writes
+`Eva(attn_type='rope')`, timm's `AttentionRope`: the same function with one packed, fully biased
+qkv, so the spec's key bias is kept whatever it is; LayerScale goes back to `gamma_1` / `gamma_2`.
+
+RoPE: Eva's default `rope_type='cat'` (RotaryEmbeddingCat, in_pixels=False) is the spec's
+`rope_coords='index'`, `rope_theta` = `rope_temperature` (default 1e4), `rope_ref_grid` =
+`ref_feat_shape` (default none) and `rope='axial_interleaved'`, or `'axial_half'` with
+`rope_rotate_half=True` (shared/core/rotary.py). No tensor records any of it, nor whether RoPE is
+on: a timm config.json whose `model_args` state them says so, or `--set rope=...`; timm's defaults
+fill the rest, printed as conventions. A state dict spelled as Eva's with neither is asked for.
+
+timm `VisionTransformer` state dicts (`timm/models/vision_transformer.py`).
+
+Names: `cls_token (1, 1, D)` (absent with class_token=False), `pos_embed (1, R, D)` (absent with
+pos_embed='none'; R = N + 1 with a class row, R = N with no_embed_class or no class token, and
+then added before the class token, as big_vision), `patch_embed.proj` (OIHW, any patch and image
+size), `blocks.i.{norm1, attn.qkv (packed, head-major), attn.proj, norm2, mlp.fc1, mlp.fc2}`,
+then `norm` (final_norm on tokens) or `fc_norm` (on the pooled vector), and `head`.
+
+Not in a state dict, so asked for unless a timm config.json (`--config`) states it: the head
+count (`num_heads`). Conventions applied without asking, each printed as a note: LayerNorm eps
+1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
+token; `--set pooling=mean` for 'avg'). The image size is read from the position
+table when its rows form a square grid; otherwise it is asked for.
+
+timm's `Eva` (EVA-02 and the `vit_*_rope_*` ViTs: 2-D RoPE) is read and written here too, its own
+spelling, rotary settings and refusals in timm_eva.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from shared.checkpoints.common import (
+    Inference,
+    Raw,
+    require,
+    require_plain_blocks,
+    resampled_table,
+    square_grid,
+    width_per_head,
+)
+from shared.checkpoints.decoding import Key, decode_config, pair, tensor_shape
+from shared.checkpoints.live import Reading, is_identity, module_of, size_of
+from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
+from shared.core.files import write_output
+from shared.core.record import shown
+from shared.core.spec import MAX_TOKENS, ModelSpec
+from shared.core.timm_names import timm_table
+from shared.errors import SpecError, WeightsError
+
+# The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
+# whether its checkpoint is a folder: literals, read without importing the module.
+ORDER = 20
+FORMATS = {
+    "timm": ("timm VisionTransformer state dict (.pth/.pt/.bin/.safetensors; optional timm config.json)"),
+}
+WRITES_FOLDER = False
+
+# ==== reading ========================================================================================
+POOLS = {"token": "cls", "avg": "mean", "map": "map"}
+ACT_LAYERS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu",
+              "swish": "silu"}  # timm's get_act_layer names -> the spec's
+# The keys of a timm config.json (push_to_hub's; `pretrained_cfg` as timm writes it) that state what
+# a state dict does not; the rest are left to the tensors. Eva's own: timm_eva.py's EVA_KEYS.
+TIMM_KEYS = (
+    Key("model_args.num_heads", int, ("heads",)),
+    Key("model_args.act_layer", Literal[tuple(ACT_LAYERS)], ("activation",)),
+    Key("global_pool", str, ("pooling",)),
+    Key("model_args.global_pool", str, ("pooling",)),
+    Key("model_args.img_size", int | tuple[int, int], ("image_height", "image_width")),
+    Key("pretrained_cfg.input_size", tuple[int, int, int], ("image_height", "image_width")),  # (C, H, W)
+)
+
+
+def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The few fields a timm config.json (push_to_hub / pretrained_cfg) states that a state
+    dict does not, decoded: num_heads, global_pool, img_size, act_layer."""
+    values = decode_config(config, TIMM_KEYS)
+    out = {short: values[key] for short, key in (("num_heads", "model_args.num_heads"),
+                                                 ("act_layer", "model_args.act_layer")) if key in values}
+    pool = values.get("global_pool", values.get("model_args.global_pool"))
+    if pool is not None:
+        out["global_pool"] = pool
+    if "model_args.img_size" in values:
+        out["img_size"] = pair(values["model_args.img_size"])
+    elif "pretrained_cfg.input_size" in values:  # (channels, height, width)
+        out["img_size"] = tuple(values["pretrained_cfg.input_size"][1:])
+    return out
+
+
+def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
+    inf = Inference(fmt)
+    cfg = _config_values(config)
+    conv = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
+    dim, channels, ph, pw = conv
+    where = f"tensor 'patch_embed.proj.weight' {conv}"
+    for name, value in (("dim", dim), ("channels", channels), ("patch_height", ph), ("patch_width", pw)):
+        inf.fact(name, value, where)
+    depth = sum(1 for k in raw if k.startswith("blocks.") and k.endswith(".norm1.weight"))
+    inf.fact("depth", depth, f"{depth} 'blocks.*' blocks")
+    inf.fact("qkv_bias", "blocks.0.attn.qkv.bias" in raw, "presence of tensor 'blocks.0.attn.qkv.bias'")
+    final = "pooled" if "fc_norm.weight" in raw else "tokens" if "norm.weight" in raw else "none"
+    inf.fact("final_norm", final, "presence of tensor 'norm.weight' / 'fc_norm.weight'")
+    for name, value in (("norm", "pre"), ("head_hidden", ()), ("pos_rows", None), ("patch_norm_in", False)):
+        inf.fact(name, value, "timm's VisionTransformer architecture")
+    for name, key, option in (
+        ("layer_scale", "blocks.0.ls1.gamma", "init_values"),
+        ("qk_norm", "blocks.0.attn.q_norm.weight", "qk_norm"),
+        ("norm_before_blocks", "norm_pre.weight", "pre_norm"),
+        ("patch_norm_out", "patch_embed.norm.weight", "embed_norm_layer"),
+    ):
+        inf.fact(name, key in raw, f"presence of tensor {key!r} (timm {option})")
+    inf.fact("patch_bias", "patch_embed.proj.bias" in raw, "presence of tensor 'patch_embed.proj.bias' "
+             "(timm pre_norm=True builds none)")
+    if "norm_pre.weight" in raw:
+        inf.notes.append("timm's CLIP models (pre_norm) use "
+                         "LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
+    inf.convention("layer_norm_eps", 1e-6, "timm's LayerNorm")
+    inf.convention("remainder", "drop", "timm's PatchEmbed (a valid conv)")
+    _infer_tokens_and_head(inf, raw)
+    _infer_mlp(inf, raw, cfg)
+    _infer_heads(fmt, inf, cfg, dim, given)
+    _infer_pooling(inf, cfg, raw)
+    _infer_positions(fmt, inf, cfg, raw, ph, pw, given)
+    infer_eva(inf, raw, config, given)  # timm's Eva: its rotary settings, its defaults
+    return inf
+
+
+def _infer_tokens_and_head(inf: Inference, raw: Raw) -> None:
+    inf.fact("class_token", "cls_token" in raw, "presence of tensor 'cls_token'")
+    inf.fact("distill_token", "dist_token" in raw,
+             "presence of tensor 'dist_token' (VisionTransformerDistilled)")
+    registers = _registers(inf, raw)
+    inf.fact("registers", registers, "tensor 'reg_token'" if registers else "no tensor 'reg_token'")
+    if "head.weight" in raw:
+        classes = tensor_shape(inf, raw, "head.weight", "classes, width")[0]
+        inf.fact("num_classes", classes, "tensor 'head.weight'")
+    else:
+        inf.fact("num_classes", 0, "no tensor 'head.weight' (timm num_classes=0: the pooled vector)")
+
+
+def _registers(inf: Inference, raw: Raw) -> int:
+    return tensor_shape(inf, raw, "reg_token", "batch, tokens, width")[1] if "reg_token" in raw else 0
+
+
+def _infer_mlp(inf: Inference, raw: Raw, cfg: dict[str, Any]) -> None:
+    """A packed gated MLP's fc1 is twice as wide as its fc2 reads; a plain MLP's the same width."""
+    fc1 = tensor_shape(inf, raw, "blocks.0.mlp.fc1.weight", "out, in")[0]
+    fc2 = tensor_shape(inf, raw, "blocks.0.mlp.fc2.weight", "out, in")[1]
+    gated = fc1 == 2 * fc2
+    where = f"'blocks.0.mlp.fc1.weight' ({fc1} rows) vs 'blocks.0.mlp.fc2.weight' ({fc2} columns)"
+    inf.fact("mlp", "gated" if gated else "standard", where)
+    inf.fact("mlp_dim", fc2, where)
+    if "act_layer" in cfg:
+        act = cfg["act_layer"]
+        inf.fact("activation", ACT_LAYERS[act], f"config model_args.act_layer = {act!r}")
+    elif gated:
+        inf.convention("activation", "silu",
+                       "timm's SwiGLU models (act_layer silu); --set activation=.. otherwise")
+    else:
+        inf.convention("activation", "gelu",
+                       "timm's nn.GELU; --set activation=quick_gelu for act_layer='quick_gelu'")
+
+
+def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given: dict[str, Any]) -> None:
+    if "num_heads" in cfg:
+        heads = cfg["num_heads"]
+        inf.fact("heads", heads, f"config model_args.num_heads = {heads}")
+        inf.fact("head_dim", width_per_head(fmt, dim, "tensor 'patch_embed.proj.weight'", heads,
+                                            "config model_args.num_heads"), "width / num_heads")
+        return
+    inf.asks["heads"] = "timm state dicts do not record num_heads; head width = width / heads"
+    if "heads" in given and given.get("dim", dim) == dim:  # a contradicting dim is reported first
+        inf.fact("head_dim", width_per_head(fmt, dim, "tensor 'patch_embed.proj.weight'", given["heads"],
+                                            "spec field heads"), "width / heads (timm Attention)")
+
+
+def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw) -> None:
+    if "attn_pool.latent" in raw:
+        prefix = [k for k in ("cls_token", "dist_token", "reg_token") if k in raw]
+        if prefix:
+            raise WeightsError(f"{inf.fmt} checkpoint: tensor 'attn_pool.latent' with tensor {prefix[0]!r}: "
+                               "timm's map pool reads the patch tokens only, the spec's every token")
+        inf.fact("pooling", "map", "tensor 'attn_pool.latent' (global_pool='map')")
+        inf.fact("pool_qkv_bias", "attn_pool.q.bias" in raw, "presence of tensor 'attn_pool.q.bias'")
+    elif "cls_token" not in raw:
+        inf.fact("pooling", "mean", "no 'cls_token' (timm then needs global_pool='avg')")
+    elif "global_pool" in cfg:
+        pool = cfg["global_pool"]
+        if pool not in ("token", "avg"):
+            raise SpecError(f"config global_pool = {shown(pool)}: with a class token the spec expresses "
+                            "'token' and 'avg'")
+        inf.fact("pooling", POOLS[pool], f"config global_pool = {pool!r}")
+    else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
+        inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
+
+
+def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, ph: int, pw: int,
+                     given: dict[str, Any]) -> None:
+    """timm's table covers every prefix token (class, distillation, registers) or, with
+    `no_embed_class=True` (DeiT-III, DINOv2-reg), the patches only."""
+    class_token = "cls_token" in raw
+    registers = "reg_token" in raw
+    prefix = int(class_token) + int("dist_token" in raw) + _registers(inf, raw)
+    if "pos_embed" not in raw:
+        inf.fact("pos_embed", "none", "no tensor 'pos_embed' (timm pos_embed='none')")
+        inf.fact("pos_embed_class_row", False, "no tensor 'pos_embed'")
+        inf.fact("pos_embed_register_rows", False, "no tensor 'pos_embed'")
+        if "img_size" in cfg:
+            h, w = cfg["img_size"]
+            inf.fact("image_height", h, "config img_size")
+            inf.fact("image_width", w, "config img_size")
+        else:
+            inf.asks["image_height"] = "no position table to read the token grid from"
+            inf.asks["image_width"] = "no position table to read the token grid from"
+        return
+    inf.fact("pos_embed", "learned", "tensor 'pos_embed'")
+    rows = tensor_shape(inf, raw, "pos_embed", "batch, rows, width")[1]
+    where = f"tensor 'pos_embed' ({rows} rows)"
+    wanted = (given["image_height"], given["image_width"]) if {"image_height", "image_width"} <= set(given) \
+        else None
+    size = cfg.get("img_size") or wanted
+    grid: tuple[int, int] | None = None  # the table's patch grid
+    if size is not None:
+        tokens = (size[0] // ph) * (size[1] // pw)
+        if rows in (tokens, tokens + prefix):
+            prefix_rows = bool(prefix) and rows == tokens + prefix  # else timm no_embed_class=True
+            grid, evidence = (size[0] // ph, size[1] // pw), f"{where} vs {tokens} patches"
+            if "img_size" in cfg and wanted is None:
+                inf.fact("image_height", size[0], "config img_size")
+                inf.fact("image_width", size[1], "config img_size")
+        elif "img_size" in cfg:
+            raise WeightsError(f"{fmt} checkpoint: {where} does not fit image {size[0]}x{size[1]} with "
+                               f"{ph}x{pw} patches ({tokens} patches, {prefix} prefix tokens)")
+    if grid is None:  # another image than the table's, or none given: the table read as a square grid
+        side_with_rows = square_grid(rows - prefix) if prefix else None
+        side = side_with_rows or square_grid(rows)
+        if side is None and wanted is not None:
+            raise WeightsError(f"{fmt} checkpoint: {where} fits neither image {wanted[0]}x{wanted[1]} with "
+                               f"{ph}x{pw} patches nor a square grid to resample from; give a timm config "
+                               "(--config) whose img_size states its grid")
+        if side is None:
+            inf.asks["image_height"] = f"{where} is not a square grid; give image_height and image_width"
+            inf.asks["image_width"] = inf.asks["image_height"]
+            return
+        prefix_rows, grid, evidence = side_with_rows is not None, (side, side), f"{where}, a square grid"
+        if wanted is None:
+            inf.fact("image_height", side * ph, f"{where}, read as a square {side}x{side} grid")
+            inf.fact("image_width", side * pw, f"{where}, read as a square {side}x{side} grid")
+            inf.notes.append(f"image {side * ph}x{side * pw} read from {where} as a square {side}x{side} "
+                             "grid; --set image_height=.. image_width=.. if the grid is not square")
+    inf.fact("pos_embed_class_row", prefix_rows and class_token, evidence)
+    inf.fact("pos_embed_register_rows", prefix_rows and registers, evidence)
+    if wanted is not None and grid != (int(wanted[0]) // ph, int(wanted[1]) // pw):
+        resampled_table(inf, grid, evidence, "timm_bicubic_antialias",
+                        "timm's resample_abs_pos_embed default antialias=True, as dynamic_img_size and "
+                        "checkpoint_filter_fn call it; --set pos_resample=timm_bicubic for antialias=False")
+
+
+# ==== Eva ============================================================================================
+EVA_TARGET = "timm Eva"
+ROPE_ARGS = ("use_rot_pos_emb", "rope_type", "rope_rotate_half", "rope_temperature", "ref_feat_shape")
+EVA_KEYS = (  # the Eva arguments a timm config's model_args may state, as Eva(**model_args) takes them
+    Key("model_args.use_rot_pos_emb", bool, ("rope",)),
+    Key("model_args.rope_type", str, ("rope",)),
+    Key("model_args.rope_rotate_half", bool, ("rope",)),
+    Key("model_args.rope_temperature", float, ("rope_theta",)),
+    Key("model_args.ref_feat_shape", int | tuple[int, int] | None, ("rope_ref_grid",), at_most=MAX_TOKENS),
+    Key("model_args.rope_grid_offset", float, ("rope_coords",), positive=False),
+    Key("model_args.rope_grid_indexing", str, ("rope",)),
+    Key("model_args.use_post_norm", bool, ("norm",)),
+    Key("model_args.scale_attn_inner", bool),
+    Key("model_args.scale_mlp", bool),
+    Key("model_args.num_kv_heads", int | None, ("heads",)),
+    Key("model_args.attn_only_layer_scale", bool, ("layer_scale",)),
+)
+REFUSED_ARGS = (  # Eva model_args -> (what the spec can say, why another value is refused)
+    ("rope_type", "cat", "only RotaryEmbeddingCat's axial index grid ('mixed' learns its frequencies, "
+                         "'mrope' and 'dinov3' build other grids)"),
+    ("rope_grid_offset", 0, "the spec's index grid starts at 0"),
+    ("rope_grid_indexing", "ij", "the spec's angles are [rows, columns] ('xy' swaps them)"),
+    ("use_post_norm", False, "EvaBlockPostNorm normalises each branch's output (x + LN(f(x))), which "
+                             "no spec norm placement computes"),
+    ("scale_attn_inner", False, "a LayerNorm inside attention"),
+    ("scale_mlp", False, "a LayerNorm inside the MLP"),
+    ("num_kv_heads", None, "grouped-query attention"),
+    ("attn_only_layer_scale", False, "LayerScale on the attention branch only"),
+)
+
+
+class EvaStateDict(dict[str, np.ndarray]):
+    """A state dict normalised from Eva's spelling: `infer` then knows it is an Eva's (whose
+    rotary settings no tensor records) although its names are now VisionTransformer's."""
+
+    eva_names: tuple[str, ...] = ()  # the Eva-only names seen, for messages
+
+
+def normalise_eva(raw: Raw, source: str) -> Raw:
+    """Eva's spellings -> VisionTransformer's (the docstring's list); any other state dict as is."""
+    eva = [k for k in raw if k.endswith((".attn.q_bias", ".gamma_1", ".attn.q_proj.weight"))]
+    if not eva:
+        return raw
+    out = EvaStateDict(raw)
+    out.eva_names = tuple(eva)
+    for key in [k for k in raw if k.endswith(".attn.q_proj.weight")]:
+        prefix = key.removesuffix("q_proj.weight")
+        parts = [out.pop(f"{prefix}{p}_proj.weight", None) for p in "qkv"]
+        if any(p is None or p.shape != parts[0].shape for p in parts):
+            raise WeightsError(f"timm checkpoint {source}: tensor '{prefix}k_proj.weight' is missing or not "
+                               f"the shape of '{key}': timm's num_kv_heads (grouped-query attention), "
+                               "which the spec cannot express")
+        out[f"{prefix}qkv.weight"] = np.concatenate(parts)
+        biases = [out.pop(f"{prefix}{p}_proj.bias", None) for p in "qkv"]
+        if biases[0] is not None:  # EvaAttention's k_proj has no bias: a zero one
+            out[f"{prefix}qkv.bias"] = np.concatenate([b if b is not None else np.zeros_like(biases[0])
+                                                       for b in biases])
+    for key in [k for k in raw if k.endswith(".attn.q_bias")]:
+        prefix = key.removesuffix("q_bias")
+        if f"{prefix}v_bias" not in out:
+            raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no '{prefix}v_bias' beside it")
+        q, v = out.pop(key), out.pop(f"{prefix}v_bias")
+        out[f"{prefix}qkv.bias"] = np.concatenate([q, np.zeros_like(q), v])  # the zero key buffer
+    for key in [k for k in raw if k.endswith(".gamma_1")]:
+        block = key.removesuffix("gamma_1")
+        if f"{block}gamma_2" not in out:
+            raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no '{block}gamma_2' beside it: "
+                               "timm's attn_only_layer_scale=True, which the spec cannot express")
+        out[f"{block}ls1.gamma"], out[f"{block}ls2.gamma"] = out.pop(key), out.pop(f"{block}gamma_2")
+    return out
+
+
+def eva_args(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The Eva arguments the config's model_args states, decoded (`EVA_KEYS`), by their names there."""
+    decoded = decode_config(config, EVA_KEYS)
+    return {name.removeprefix("model_args."): value for name, value in decoded.items()}
+
+
+def is_eva(raw: Raw, args: dict[str, Any], given: dict[str, Any]) -> bool:
+    """Eva's, not VisionTransformer's: its spelling, a config that states an Eva argument, or a
+    rotary embedding asked for (timm's VisionTransformer has none)."""
+    return isinstance(raw, EvaStateDict) or any(k in args for k in ROPE_ARGS) or \
+        given.get("rope", "none") != "none"
+
+
+def infer_eva(inf: Inference, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> None:
+    """Eva's facts and conventions over VisionTransformer's (`timm_inference.infer` has run)."""
+    args = eva_args(config)
+    if not is_eva(raw, args, given):
+        return
+    for key, expected, why in REFUSED_ARGS:
+        if key in args and args[key] != expected:
+            raise SpecError(f"config model_args.{key} = {shown(args[key])}: expected {expected!r} ({why}); "
+                            "the spec cannot express it")
+    _infer_rope(inf, args, given)
+    if "activation" in inf.conventions:  # no act_layer stated: Eva takes none (Mlp: nn.GELU, GluMlp: nn.SiLU)
+        gated = inf.facts["mlp"][0] == "gated"
+        inf.conventions.pop("activation", None)
+        layer = "GluMlp with nn.SiLU" if gated else "Mlp with nn.GELU"
+        inf.fact("activation", "silu" if gated else "gelu", f"timm's Eva ({layer}; no act_layer argument)")
+    if "pooling" in inf.conventions:  # a class token, no global_pool stated
+        pooled = "fc_norm.weight" in raw
+        inf.convention("pooling", "mean" if pooled else "cls",
+                       "timm's Eva builds fc_norm exactly when global_pool='avg' (its default): "
+                       f"{'fc_norm' if pooled else 'norm, no fc_norm'} here; --set pooling=.. otherwise")
+
+
+def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> None:
+    where = "config model_args"
+    if "use_rot_pos_emb" in args:
+        on, half = args["use_rot_pos_emb"], args.get("rope_rotate_half", False)
+        inf.fact("rope", ("axial_half" if half else "axial_interleaved") if on else "none",
+                 f"{where}.use_rot_pos_emb = {on}, rope_rotate_half = {half}")
+        if not on:
+            return
+    elif given.get("rope") == "none":
+        return
+    elif "rope" not in given:
+        inf.asks["rope"] = ("timm's Eva state dicts do not record rotary embeddings: axial_interleaved "
+                            "(timm's default layout), axial_half (rope_rotate_half=True) or none "
+                            "(use_rot_pos_emb=False)")
+    inf.fact("rope_coords", "index", "timm's RotaryEmbeddingCat (rope_type='cat', in_pixels=False)")
+    if "rope_temperature" in args:
+        inf.fact("rope_theta", float(args["rope_temperature"]), f"{where}.rope_temperature")
+    else:
+        inf.convention("rope_theta", 10_000.0, "timm's default rope_temperature")
+    ref = args.get("ref_feat_shape")
+    if "ref_feat_shape" in args:  # timm's to_2tuple: one side is both
+        inf.fact("rope_ref_grid", () if ref is None else pair(ref), f"{where}.ref_feat_shape = {ref!r}")
+    else:
+        inf.convention("rope_ref_grid", (), "timm's default ref_feat_shape=None (the grid's own indices)")
+
+
+# ---- export ------------------------------------------------------------------------------------
+def check_eva_exportable(s: ModelSpec) -> None:
+    """What `Eva(attn_type='rope')` builds, beyond what the timm exporter already checks."""
+    require(s.rope_coords == "index", EVA_TARGET, "rope_coords", s.rope_coords,
+            "index (RotaryEmbeddingCat's grid; its 'dinov3' type is not built here)")
+    require(not s.distill_token, EVA_TARGET, "distill_token", s.distill_token,
+            "none (Eva has no distillation token)")
+    require(not s.patch_norm_out, EVA_TARGET, "patch_norm_out", s.patch_norm_out,
+            "false (Eva has no embed norm)")
+    require(s.pooling != "map", EVA_TARGET, "pooling", s.pooling, "cls (token) or mean (avg)")
+    act = "silu" if s.mlp == "gated" else "gelu"
+    layer = "GluMlp uses nn.SiLU" if act == "silu" else "Mlp uses nn.GELU"
+    require(s.activation == act, EVA_TARGET, "activation", s.activation,
+            f"{act} with mlp={s.mlp} (Eva's {layer})")
+    require(int(s.dim * (s.mlp_dim / s.dim)) == s.mlp_dim, EVA_TARGET, "mlp_dim", s.mlp_dim,
+            f"a width timm's int(dim * mlp_ratio) rebuilds from dim={s.dim}")
+
+
+def eva_kwargs(s: ModelSpec) -> dict[str, Any]:
+    """The `timm.models.eva.Eva(**kwargs)` that computes `s` (a rotary spec)."""
+    kwargs: dict[str, Any] = {
+        "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
+        "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
+        "num_heads": s.heads, "mlp_ratio": s.mlp_dim / s.dim, "swiglu_mlp": s.mlp == "gated",
+        "qkv_bias": s.qkv_bias, "qk_norm": s.qk_norm, "attn_type": "rope", "class_token": s.class_token,
+        "global_pool": {"cls": "token", "mean": "avg"}[s.pooling], "num_reg_tokens": s.registers,
+        "no_embed_class": s.derived.prefix_tokens > 0 and not (s.pos_embed_class_row
+                                                               or s.pos_embed_register_rows),
+        "use_abs_pos_emb": s.pos_embed == "learned", "init_values": 1.0 if s.layer_scale else None,
+        "use_pre_transformer_norm": s.norm_before_blocks, "use_fc_norm": s.final_norm == "pooled",
+        "use_post_transformer_norm": s.final_norm == "tokens", "use_rot_pos_emb": True,
+        "rope_rotate_half": s.rope == "axial_half", "rope_temperature": s.rope_theta,
+        "ref_feat_shape": tuple(s.rope_ref_grid) or None,
+    }
+    if s.layer_norm_eps != 1e-6:
+        kwargs["norm_layer"] = f"functools.partial(timm.layers.LayerNorm, eps={s.layer_norm_eps!r})"
+    return kwargs
+
+
+def eva_state_dict(raw: Raw) -> Raw:
+    """VisionTransformer's names -> Eva(attn_type='rope')'s: LayerScale as gamma_1 / gamma_2."""
+    rename = {".ls1.gamma": ".gamma_1", ".ls2.gamma": ".gamma_2"}
+    out: Raw = {}
+    for key, value in raw.items():
+        suffix = next((s for s in rename if key.endswith(s)), None)
+        out[key.removesuffix(suffix) + rename[suffix] if suffix else key] = value
+    return out
+
+
+# ==== writing ========================================================================================
+TARGET = "timm VisionTransformer"
+TIMM_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
+UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec cannot express
+    (".mlp.norm.", "scale_mlp_norm=True or a normed GluMlp/SwiGLU (Eva: scale_mlp=True)"),
+    (".attn.norm.", "scale_attn_norm=True (Eva: scale_attn_inner=True)"),
+    (".attn.gate.", "gated attention (Eva / AttentionRope gated=True: a sigmoid gate before proj)"),
+    (".attns.", "ParallelThingsBlock (parallel blocks)"),
+    (".in_proj.", "ParallelScalingBlock (parallel blocks)"),
+    ("relative_position", "relative position bias"),
+    ("rope", "Eva rope_type='mixed' (learned rotary frequencies)"),
+    ("attn_pool.pos_embed", "AttentionPoolLatent(pos_embed='abs')"),
+    ("attn_pool.q_norm", "AttentionPoolLatent(qk_norm=True)"),
+)
+SPLIT_GATE, SPLIT_LINEAR = ".mlp.fc1_g.", ".mlp.fc1_x."  # timm's SwiGLU: the gate and the linear half
+table = timm_table  # the format's table (shared/core/timm_names.py), the torch port's too
+
+
+def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
+    return read_tensors(path), read_config(config), repr(str(path))
+
+
+def normalise(raw: Raw, source: str) -> Raw:
+    """Two spellings of the same function become one: timm's split SwiGLU (`fc1_g`, `fc1_x`) is
+    packed as SwiGLUPacked's one `fc1` (gate first)."""
+    out = dict(raw)
+    for key in [k for k in raw if SPLIT_GATE in k]:
+        linear = key.replace(SPLIT_GATE, SPLIT_LINEAR)
+        if linear not in out:
+            raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
+        out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
+    return normalise_eva(out, source)  # Eva's spelling (timm_eva.py)
+
+
+def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
+    for fragment, option in UNSUPPORTED:
+        hit = next((k for k in raw if fragment in k), None)
+        if hit is not None:
+            raise WeightsError(f"{fmt} checkpoint {source}: tensor {hit!r} comes from timm's {option}, "
+                               "which the spec cannot express")
+
+
+def check_exportable(fmt: str, s: ModelSpec) -> None:
+    require(s.pos_embed in ("learned", "none"), TARGET, "pos_embed", s.pos_embed, "learned or none")
+    require(s.pooling in ("cls", "mean", "map"), TARGET, "pooling", s.pooling,
+            "cls (token), mean (avg) or map")
+    require(s.pooling != "map" or not s.derived.prefix_tokens, TARGET, "pooling", s.pooling,
+            "no class, distillation or register tokens with map (timm's map pool reads the patches only)")
+    require_plain_blocks(TARGET, s, rope=True)  # a rotary spec is exported as timm's Eva
+    if s.rope != "none":
+        check_eva_exportable(s)
+    require(not s.patch_norm_in, TARGET, "patch_norm_in", s.patch_norm_in, "false (no LayerNorm before the "
+            "patch projection)")
+    require(s.patch_bias != s.norm_before_blocks, TARGET, "patch_bias", s.patch_bias,
+            f"{not s.norm_before_blocks} with norm_before_blocks={s.norm_before_blocks} (timm builds the "
+            "patch bias exactly when pre_norm is false)")
+    positioned = s.pos_embed_class_row or not s.class_token
+    require(not s.registers or s.pos_embed == "none" or s.pos_embed_register_rows == positioned, TARGET,
+            "pos_embed_register_rows", s.pos_embed_register_rows,
+            "the same as pos_embed_class_row (timm's table covers every prefix token or none)")
+
+
+def model_kwargs(s: ModelSpec) -> dict[str, Any]:
+    """The `timm.models.vision_transformer.VisionTransformer(**kwargs)` (`timm.models.deit.
+    VisionTransformerDistilled` with a distillation token) that computes `s`, layers named as
+    strings that timm resolves (`mlp_layer` and a non-default eps are spelled for the reader).
+    A rotary spec is timm's Eva's (`timm_eva.eva_kwargs`): refused here, never built without RoPE."""
+    require(s.rope == "none", TARGET, "rope", s.rope, "none (timm's rotary ViTs are Eva: eva_kwargs)")
+    prefix_rows = s.pos_embed_class_row or (s.registers > 0 and s.pos_embed_register_rows)
+    kwargs: dict[str, Any] = {
+        "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
+        "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
+        "num_heads": s.heads, "mlp_ratio": (2 if s.mlp == "gated" else 1) * s.mlp_dim / s.dim,
+        "qkv_bias": s.qkv_bias, "class_token": s.class_token,
+        "global_pool": {"cls": "token", "mean": "avg", "map": "map"}[s.pooling],
+        "no_embed_class": s.derived.prefix_tokens > 0 and not prefix_rows,
+        "pos_embed": "learn" if s.pos_embed == "learned" else "none",
+        "fc_norm": s.final_norm == "pooled", "final_norm": s.final_norm != "none",
+        "act_layer": TIMM_ACT[s.activation], "reg_tokens": s.registers, "pre_norm": s.norm_before_blocks,
+        "qk_norm": s.qk_norm, "init_values": 1.0 if s.layer_scale else None,
+    }
+    if s.patch_norm_out:
+        kwargs["embed_norm_layer"] = "layernorm"
+    if s.mlp == "gated":
+        kwargs["mlp_layer"] = "timm.layers.SwiGLUPacked"
+    if s.layer_norm_eps != 1e-6:
+        kwargs["norm_layer"] = f"functools.partial(timm.layers.LayerNorm, eps={s.layer_norm_eps!r})"
+    if s.distill_token:
+        del kwargs["class_token"], kwargs["reg_tokens"]
+    return kwargs
+
+
+def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
+    """A rotary spec is written as timm's Eva spells it (timm_eva.py)."""
+    return eva_state_dict(raw) if s.rope != "none" else raw
+
+
+def target(s: ModelSpec) -> tuple[str, dict[str, Any]]:
+    """The timm class that computes `s` and its keyword arguments: Eva for a rotary spec."""
+    if s.rope != "none":
+        return "timm.models.eva.Eva", eva_kwargs(s)
+    cls = "timm.models.deit.VisionTransformerDistilled" if s.distill_token else \
+        "timm.models.vision_transformer.VisionTransformer"
+    return cls, model_kwargs(s)
+
+
+def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    write_output(out, encode_tensors(out, raw), force=force)
+    cls, kwargs = target(s)
+    return [f"load with {cls}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"]
+
+
+# ==== a live model ==================================================================================
+LIVE_POOLS = {"token": "cls", "avg": "mean", "map": "map"}
+
+
+def read_live(model: Any) -> Reading | None:
+    """timm's VisionTransformer (and DeiT's distilled one): its constructor arguments live on as
+    attributes (`global_pool`, `has_class_token`, `no_embed_class`, `patch_embed`, `blocks[i].attn`,
+    `norm_pre`, `fc_norm`, `norm`), and `pretrained_cfg` when timm.create_model built it."""
+    if not module_of(model).startswith("timm.") or not hasattr(model, "patch_embed") \
+            or not hasattr(model, "blocks"):
+        return None
+    r = Reading(f"timm {type(model).__name__}", fmt="timm")
+    patch = model.patch_embed
+    size = size_of(getattr(patch, "img_size", None))
+    if size is None:
+        cfg_size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
+        size = size_of(tuple(cfg_size[1:])) if cfg_size else None
+        where = "timm: model.pretrained_cfg['input_size']"
+    else:
+        where = "timm: model.patch_embed.img_size"
+    if size is not None:
+        r.fact("image_height", size[0], where)
+        r.fact("image_width", size[1], where)
+    patch_size = size_of(getattr(patch, "patch_size", None))
+    if patch_size is not None:
+        r.fact("patch_height", patch_size[0], "timm: model.patch_embed.patch_size")
+        r.fact("patch_width", patch_size[1], "timm: model.patch_embed.patch_size")
+    if hasattr(model, "embed_dim"):
+        r.fact("dim", int(model.embed_dim), "timm: model.embed_dim")
+    r.fact("depth", len(model.blocks), "timm: len(model.blocks)")
+    attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
+    if attn is not None and hasattr(attn, "num_heads"):
+        r.fact("heads", int(attn.num_heads), "timm: model.blocks[0].attn.num_heads")
+        if hasattr(attn, "head_dim"):
+            r.fact("head_dim", int(attn.head_dim), "timm: model.blocks[0].attn.head_dim")
+    if hasattr(model, "has_class_token"):
+        r.fact("class_token", bool(model.has_class_token), "timm: model.has_class_token")
+    r.fact("distill_token", getattr(model, "dist_token", None) is not None, "timm: model.dist_token")
+    if hasattr(model, "num_reg_tokens"):
+        r.fact("registers", int(model.num_reg_tokens), "timm: model.num_reg_tokens")
+    pool = getattr(model, "global_pool", None)
+    if pool in LIVE_POOLS:
+        r.fact("pooling", LIVE_POOLS[pool], f"timm: model.global_pool = {pool!r}")
+    elif pool is not None:
+        r.notes.append(f"timm: model.global_pool = {pool!r} has no spec pooling (expected token, avg or map)")
+    if getattr(model, "pos_embed", None) is not None and hasattr(model, "no_embed_class"):
+        prefix_rows = not model.no_embed_class
+        where = f"timm: model.no_embed_class = {model.no_embed_class}, has_class_token, num_reg_tokens"
+        r.fact("pos_embed_class_row", prefix_rows and bool(getattr(model, "has_class_token", True)), where)
+        r.fact("pos_embed_register_rows", prefix_rows and bool(getattr(model, "num_reg_tokens", 0)), where)
+    if hasattr(model, "norm_pre"):
+        r.fact("norm_before_blocks", not is_identity(model.norm_pre), "timm: model.norm_pre")
+    if hasattr(model, "fc_norm") and hasattr(model, "norm"):
+        final = "pooled" if not is_identity(model.fc_norm) else \
+            "none" if is_identity(model.norm) else "tokens"
+        r.fact("final_norm", final, "timm: model.fc_norm / model.norm")
+    if hasattr(model, "num_classes"):
+        r.fact("num_classes", int(model.num_classes), "timm: model.num_classes")
+    rope = getattr(model, "rope", None)
+    if rope is None:
+        r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
+    else:  # an Eva: its constructor's rotary arguments, as a timm config's model_args states them
+        r.config = {"model_args": _eva_rope_args(model, rope)}
+    return r
+
+
+def _eva_rope_args(model: Any, rope: Any) -> dict[str, Any]:
+    """A timm Eva's rotary settings, read back from its modules in the form of the `model_args`
+    the timm format's Eva inference reads (and refuses what the spec cannot say from)."""
+    attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
+    ref = getattr(rope, "ref_feat_shape", None)
+    cat = type(rope).__name__ == "RotaryEmbeddingCat" and not getattr(rope, "in_pixels", False) \
+        and not getattr(rope, "linear_bands", False)  # the axial index grid the spec states
+    return {"use_rot_pos_emb": True,
+            "rope_type": "cat" if cat else f"{type(rope).__name__} (in_pixels or linear bands)",
+            "rope_rotate_half": bool(getattr(attn, "rotate_half", False)),
+            "rope_temperature": float(getattr(rope, "temperature", 10_000.0)),
+            "ref_feat_shape": list(ref) if ref is not None else None,
+            "rope_grid_offset": float(getattr(rope, "grid_offset", 0.0)),
+            "rope_grid_indexing": getattr(rope, "grid_indexing", "ij")}
