@@ -68,13 +68,12 @@ TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
 def timm_model(distilled: bool = False, **kwargs: Any) -> torch.nn.Module:
     """A timm ViT from kwargs in model_kwargs' spelling (layers named as strings), as peers builds it;
     timm's Eva from eva_kwargs'."""
-    from ports.public_models import timm_model as build
+    from shared.checkpoints.libraries.timm import construct
 
-    if kwargs.get("use_rot_pos_emb"):
-        from timm.models.eva import Eva
-
-        return Eva(**kwargs)
-    return build(kwargs, distilled)
+    cls = "timm.models.eva.Eva" if kwargs.get("use_rot_pos_emb") else \
+        "timm.models.deit.VisionTransformerDistilled" if distilled else \
+        "timm.models.vision_transformer.VisionTransformer"
+    return construct(cls, kwargs)
 
 
 def assert_verified(model: torch.nn.Module, spec: Any) -> None:

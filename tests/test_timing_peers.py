@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -137,7 +138,7 @@ def test_timm_builds_the_newer_families_and_the_standard_peers_say_why_not() -> 
         assert [i.name for i in impls] == ["port:torch:eager", "timm:eager"], name
         assert refused[0].startswith("hf-torch:eager (not a standard ViT: "), refused
         _, facts = timm_vit(spec, np.zeros((1, 16, 16, 3), np.float32), "eager", 1,
-                            {"kwargs": timm_format.model_kwargs(spec)})
+                            partial(timm_format.build_model, spec))
         assert facts["params"] == spec.derived.params, name  # the same model, counted by timm
     line = error_line(run_compare("peers", "--spec", "siglip-tiny", "--frameworks", "flax"))
     assert "no peer of flax can build spec 'siglip-tiny': hf-flax:jit (not a standard ViT: " in line

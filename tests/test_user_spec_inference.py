@@ -22,8 +22,8 @@ import pytest
 
 import portbench
 from shared.checkpoints.from_model import DEFAULT, Proposal, propose_spec
-from shared.checkpoints.libraries.hf import config_for
-from shared.checkpoints.libraries.timm import model_kwargs
+from shared.checkpoints.libraries import hf as hf_plugin
+from shared.checkpoints.libraries import timm as timm_plugin
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
@@ -46,15 +46,11 @@ VARIANCE = "layer_norm_variance: your model use_fast_variance=True (Flax's defau
 
 
 def timm_model(spec: ModelSpec) -> Any:
-    from ports.public_models import timm_model as build
-
-    return build(model_kwargs(spec))
+    return timm_plugin.build_model(spec)
 
 
 def hf_model(spec: ModelSpec) -> Any:
-    from transformers import ViTConfig, ViTForImageClassification
-
-    return ViTForImageClassification(ViTConfig(**config_for(spec)))
+    return hf_plugin.build_model(spec)
 
 
 def torchvision_model(spec: ModelSpec) -> Any:

@@ -176,10 +176,10 @@ def test_a_users_own_vit_of_each_zoo_family_binds_by_structure_and_is_the_spec(p
 
 
 def _timm(spec, **changes):
-    from ports.public_models import timm_model
-    from shared.checkpoints.libraries.timm import model_kwargs
+    from shared.checkpoints.libraries.timm import construct, target
 
-    return timm_model({**model_kwargs(spec), **changes})
+    cls, kwargs = target(spec)
+    return construct(cls, {**kwargs, **changes})
 
 
 def test_a_timm_model_held_in_the_users_module_binds_by_its_table_and_by_structure() -> None:

@@ -18,10 +18,11 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from functools import partial
 from typing import Any
 
 import ports
-from shared.checkpoints.libraries import timm as timm_format
+from shared.checkpoints.libraries import hf, keras_hub, timm
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
@@ -65,7 +66,7 @@ def refusal(family: str, spec: ModelSpec) -> str | None:
     accepts (the newer families too); Transformers' and keras-hub's ViTs are standard ViTs only."""
     if family == "timm":
         try:
-            timm_format.check_exportable("timm", spec)
+            timm.check_exportable("timm", spec)
         except SpecError as exc:
             return str(exc).removeprefix("cannot export to ")
         if spec.rope != "none":  # exported as timm's Eva; the peer runner builds VisionTransformer
@@ -203,6 +204,14 @@ def differs(port: str, mine: dict[str, Any], peer: str, other: dict[str, Any]) -
             "finding": FINDINGS.get((port, peer))}
 
 
+# Each peer's model, built by its library's plug-in from the spec (the plug-in's keys drive it).
+PEER_MODELS: dict[str, Callable[[ModelSpec], Any]] = {
+    "timm": timm.build_model, "hf-torch": hf.build_model,
+    "hf-flax": partial(hf.build_model, framework="flax", seed=0),
+    "hf-tf": partial(hf.build_model, framework="tf"), "keras-hub": keras_hub.build_model,
+}
+
+
 # ---- the worker side: the `peers` job kind (`PEERS`, declared below) ------------------------------
 def run(framework: str, job: dict[str, Any], out: Output) -> None:
     """Build one implementation, then time its forward: first call, warm-up, repeats."""
@@ -215,8 +224,7 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
     else:
         family, _, mode = impl.partition(":")
         builders = importlib.import_module("ports.public_models").BUILDERS
-        options = {"kwargs": timm_format.model_kwargs(spec)} if family == "timm" else None
-        call, facts = builders[family](spec, images, mode, threads, options)
+        call, facts = builders[family](spec, images, mode, threads, partial(PEER_MODELS[family], spec))
     out.report.update(facts)
     out.report["runs_as"] = runs_as(impl, facts)
     first, _ = time_once(call)

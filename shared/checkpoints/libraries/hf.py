@@ -657,6 +657,25 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return raw
 
 
+# Transformers 4.x names its TensorFlow and Flax classes so (5.x has PyTorch only)
+CLASS_PREFIX = {"torch": "", "tf": "TF", "flax": "Flax"}
+
+
+def build_model(s: ModelSpec, framework: str = "torch", **options: Any) -> Any:
+    """The Transformers model that computes `s`, random-initialised (what a timing peer and the
+    tests build): the class `config_for(s)` names, in `framework` (the TensorFlow and Flax classes
+    exist in Transformers 4.x only), built from that config; `options` go to the class (Flax's
+    `input_shape`, `seed`)."""
+    import transformers
+
+    config = config_for(s)
+    model_class = getattr(transformers, CLASS_PREFIX[framework] + config["architectures"][0])
+    if framework != "torch":  # the TensorFlow and Flax classes read image_size and patch_size as one side
+        require(s.image_height == s.image_width and s.patch_height == s.patch_width, model_class.__name__,
+                "image_width", s.image_width, "square images and patches")
+        config |= {"image_size": s.image_height, "patch_size": s.patch_height}
+    return model_class(transformers.AutoConfig.for_model(**config), **options)
+
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
     """A save_pretrained-style directory: config.json + model.safetensors, published whole (a new
     folder: an existing one is never replaced, --force or not)."""

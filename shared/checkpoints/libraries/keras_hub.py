@@ -953,6 +953,16 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return raw | family_for(s).extras(s, raw)
 
 
+def build_model(s: ModelSpec) -> Any:
+    """The keras-hub model that computes `s`, random-initialised (what a timing peer builds): the
+    task (or the backbone alone) its family's config.json / task.json describe, deserialised by
+    Keras as `from_preset` does."""
+    import keras
+
+    backbone, task = family_for(s).configs(s)
+    return keras.saving.deserialize_keras_object(task or backbone)
+
+
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
     """A save_to_preset-style directory, published whole (a new folder: never replaced)."""
     if out.exists() and not out.is_dir():

@@ -560,6 +560,29 @@ def target(s: ModelSpec) -> tuple[str, dict[str, Any]]:
     return cls, model_kwargs(s)
 
 
+def build_model(s: ModelSpec) -> Any:
+    """The timm model that computes `s`, random-initialised (what a timing peer and the tests
+    build): `target(s)`'s class and keyword arguments."""
+    return construct(*target(s))
+
+
+def construct(cls: str, kwargs: dict[str, Any]) -> Any:
+    """timm's `cls` (a dotted path) built from keyword arguments as `target` spells them, the
+    layers named as strings (`mlp_layer`, `norm_layer`) resolved to timm's own."""
+    import importlib
+    from functools import partial
+
+    from timm import layers
+
+    kwargs = dict(kwargs)
+    if isinstance(kwargs.get("mlp_layer"), str):  # "timm.layers.SwiGLUPacked"
+        kwargs["mlp_layer"] = getattr(layers, kwargs["mlp_layer"].rsplit(".", 1)[-1])
+    norm = kwargs.get("norm_layer")
+    if isinstance(norm, str):  # "functools.partial(timm.layers.LayerNorm, eps=1e-05)"
+        kwargs["norm_layer"] = partial(layers.LayerNorm, eps=float(norm.rstrip(")").split("eps=")[1]))
+    module, _, name = cls.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
     write_output(out, encode_tensors(out, raw), force=force)
     cls, kwargs = target(s)
