@@ -170,3 +170,13 @@ def swiglu_width(width: int) -> int:
     """Dinov2SwiGLUFFN's hidden width (keras-hub's DINOV2SwiGLUFFN's too): two thirds of the
     configured `width`, rounded up to a multiple of 8."""
     return (int(width * 2 / 3) + 7) // 8 * 8
+
+
+def spelled(names: dict[str, str]) -> dict[str, str]:
+    """A plug-in's reading table (the library's name -> the spec's value) turned round for
+    writing: each spec value spelled as the first library name that reads as it, so a library's
+    names are one table, read in both directions."""
+    written: dict[str, str] = {}
+    for name, value in names.items():
+        written.setdefault(value, name)
+    return written

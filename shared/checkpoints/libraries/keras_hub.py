@@ -116,7 +116,7 @@ from shared.checkpoints.common import (
     swiglu_width,
 )
 from shared.checkpoints.decoding import SIZE, Key, pair
-from shared.checkpoints.live import Reading, module_of, size_of
+from shared.checkpoints.live import Reading, module_of
 from shared.checkpoints.tensor_files import read_config
 from shared.core.files import write_folder
 from shared.core.hdf5 import Dataset, Group, open_hdf5
@@ -310,11 +310,17 @@ def refuse_output_activation(cfg: dict[str, Any]) -> None:
                         "logits (expected null or 'linear')")
 
 
+def config_evidence(task: dict[str, Any] | None) -> str:
+    """Where a config fact was read: `get_config()`, which a preset saves as config.json (task.json
+    for a task), so a live model and its preset cite the same source."""
+    return f"keras-hub: get_config() (a preset's {'config' if task is None else 'task'}.json)"
+
+
 def state(inf: Inference, facts: dict[str, Any], task: dict[str, Any] | None, architecture: str) -> None:
-    """The facts read from config.json (task.json for a classifier), then what ViT's block design
+    """The facts read from the config (the task's, for a classifier), then what ViT's block design
     fixes in both families."""
     for name, value in facts.items():
-        inf.fact(name, value, "config.json" if task is None else "task.json")
+        inf.fact(name, value, config_evidence(task))
     for name, value in VIT_FIXED.items():
         inf.fact(name, value, architecture)
 
@@ -544,7 +550,7 @@ def dinov2_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[
         "registers": int(cfg["num_register_tokens"]), "layer_norm_eps": DINOV2_EPS,
     }
     for name, value in facts.items():
-        inf.fact(name, value, "config.json")
+        inf.fact(name, value, config_evidence(None))
     fixed = {"class_token": True, "pos_embed_class_row": True, "pos_embed_register_rows": False,
              "layer_scale": True, "pooling": "cls", "final_norm": "tokens", "num_classes": 0,
              "patch_bias": True, "qkv_bias": True, "pos_embed": "learned", "pos_rows": None, "norm": "pre",
@@ -613,7 +619,7 @@ def tower_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, bloc
     """What both towers' configs state: the sizes, checked against the tensors."""
     facts = {**size_facts(inf, raw, cfg, kernel, blocks), "mlp_dim": int(cfg["intermediate_dim"])}
     for name, value in facts.items():
-        inf.fact(name, value, "config.json")
+        inf.fact(name, value, config_evidence(None))
     for name, value in PLAIN_FACTS.items():
         inf.fact(name, value, f"keras-hub {cls}'s architecture")
 
@@ -677,7 +683,7 @@ def siglip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[
              "class_token": False, "pos_embed_class_row": False, "pooling": "map", "pool_qkv_bias": True,
              "patch_bias": True}
     for name, value in facts.items():
-        inf.fact(name, value, "config.json")
+        inf.fact(name, value, config_evidence(None))
 
 
 def siglip_check(target: str, s: ModelSpec) -> None:
@@ -741,7 +747,7 @@ def clip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
     facts = {"activation": activation, "layer_norm_eps": CLIP_EPS, "class_token": True,
              "pos_embed_class_row": True, "pooling": "cls", "patch_bias": False, "norm_before_blocks": True}
     for name, value in facts.items():
-        inf.fact(name, value, "config.json")
+        inf.fact(name, value, config_evidence(None))
     inf.notes.append("a CLIPVisionEncoder outputs every token: the spec reads the class token "
                      "(CLIPBackbone's vision pooler)")
 
@@ -917,6 +923,11 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     family, backbone, task = split_config(config)
     inf = Inference(fmt)
     family.infer(inf, raw, backbone, task)
+    for name in LATER_FEATURES:  # what the family cannot build, stated as the export checks it
+        if name not in family.features and name not in inf.facts:
+            inf.fact(name, 0 if name == "registers" else False, f"keras-hub {family.backbone} (no such feature)")
+    if "rope" not in inf.facts:
+        inf.fact("rope", "none", f"keras-hub {family.backbone} (no rotary position embeddings)")
     return inf
 
 
@@ -1012,61 +1023,18 @@ def _json(value: dict[str, Any]) -> bytes:
 
 
 # ==== a live model ==================================================================================
-KERAS_HUB_KEYS = {"num_layers": "depth", "num_heads": "heads", "hidden_dim": "dim", "mlp_dim": "mlp_dim",
-                  "layer_norm_epsilon": "layer_norm_eps", "use_mha_bias": "qkv_bias",
-                  "use_class_token": "class_token", "use_patch_bias": "patch_bias"}
-KERAS_HUB_POOLS = {"token": "cls", "gap": "mean_all"}  # gap: every token, the class token too
-
-
 def read_live(model: Any) -> Reading | None:
-    """keras-hub's ViTBackbone / ViTImageClassifier: `get_config()` states the backbone's
-    arguments (and the classifier's `num_classes`, `pooling`); the architecture fixes the rest."""
+    """A keras-hub model in memory is read as its preset is: `serialize_keras_object` gives the
+    config `save_to_preset` writes (the task around its backbone), which the family's `infer`
+    reads beside the variables, so a live model and a preset are read by the same code."""
     if not module_of(model).startswith("keras_hub.") or not hasattr(model, "get_config"):
         return None
     config = model.get_config()
     nested = config.get("backbone")
-    where = "keras-hub: get_config()['backbone']['config']" if isinstance(nested, dict) else \
-        "keras-hub: get_config()"
     backbone = nested.get("config", {}) if isinstance(nested, dict) else config
     if "hidden_dim" not in backbone or "patch_size" not in backbone:
         return None  # a keras-hub model of another kind
-    if type(model).__name__ not in ("ViTBackbone", "ViTImageClassifier"):
-        # DINOv2, DeiT, SigLIP, CLIP: the keras_hub checkpoint format's family inference reads the
-        # serialised config (as save_to_preset writes it) beside the variables
-        import keras
+    import keras
 
-        return Reading(f"keras-hub {type(model).__name__}", fmt="keras_hub",
-                       config=keras.saving.serialize_keras_object(model))
-    r = Reading(f"keras-hub {type(model).__name__}")
-    architecture = "keras-hub ViTBackbone's architecture"
-    r.plain_vit(architecture)
-    for key, name in KERAS_HUB_KEYS.items():
-        if key in backbone:
-            value = float(backbone[key]) if name == "layer_norm_eps" else backbone[key]
-            r.fact(name, value, f"{where}[{key!r}]")
-    shape = backbone.get("image_shape") or ()
-    for name, value in zip(("image_height", "image_width", "channels"), shape, strict=False):
-        if value is not None:
-            r.fact(name, int(value), f"{where}['image_shape']")
-    patch = size_of(backbone.get("patch_size"))
-    if patch is not None:
-        r.fact("patch_height", patch[0], f"{where}['patch_size']")
-        r.fact("patch_width", patch[1], f"{where}['patch_size']")
-    if backbone.get("num_heads") and backbone.get("hidden_dim"):
-        r.fact("head_dim", backbone["hidden_dim"] // backbone["num_heads"],
-               "keras-hub: hidden_dim / num_heads")
-    class_token = bool(backbone.get("use_class_token", True))
-    for name, value in (("pos_embed", "learned"), ("pos_embed_class_row", class_token), ("norm", "pre"),
-                        ("final_norm", "tokens"), ("remainder", "drop"), ("head_hidden", ()),
-                        ("pos_rows", None)):
-        r.fact(name, value, architecture)
-    if "num_classes" in config:
-        r.fact("num_classes", int(config["num_classes"]), "keras-hub: get_config()['num_classes']")
-    pooling = config.get("pooling")
-    if pooling in KERAS_HUB_POOLS:
-        r.fact("pooling", KERAS_HUB_POOLS[pooling], f"keras-hub: get_config()['pooling'] = {pooling!r}")
-    elif pooling is not None:
-        r.notes.append(f"keras-hub: pooling = {pooling!r} is not one the spec expresses (token, gap)")
-    if config.get("intermediate_dim") or config.get("activation"):
-        r.notes.append("keras-hub: the classifier's intermediate_dim / activation are not read")
-    return r
+    return Reading(f"keras-hub {type(model).__name__}", fmt="keras_hub",
+                   config=keras.saving.serialize_keras_object(model))

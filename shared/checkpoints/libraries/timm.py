@@ -51,6 +51,7 @@ from shared.checkpoints.common import (
     require,
     require_plain_blocks,
     resampled_table,
+    spelled,
     square_grid,
     width_per_head,
 )
@@ -456,7 +457,6 @@ def eva_state_dict(raw: Raw) -> Raw:
 
 # ==== writing ========================================================================================
 TARGET = "timm VisionTransformer"
-TIMM_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
 UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec cannot express
     (".mlp.norm.", "scale_mlp_norm=True or a normed GluMlp/SwiGLU (Eva: scale_mlp=True)"),
     (".attn.norm.", "scale_attn_norm=True (Eva: scale_attn_inner=True)"),
@@ -498,8 +498,8 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.pos_embed in ("learned", "none"), TARGET, "pos_embed", s.pos_embed, "learned or none")
-    require(s.pooling in ("cls", "mean", "map"), TARGET, "pooling", s.pooling,
-            "cls (token), mean (avg) or map")
+    require(s.pooling in POOLS.values(), TARGET, "pooling", s.pooling,
+            ", ".join(f"{value} ({name})" for name, value in POOLS.items()))
     require(s.pooling != "map" or not s.derived.prefix_tokens, TARGET, "pooling", s.pooling,
             "no class, distillation or register tokens with map (timm's map pool reads the patches only)")
     require_plain_blocks(TARGET, s, rope=True)  # a rotary spec is exported as timm's Eva
@@ -520,7 +520,7 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     """The `timm.models.vision_transformer.VisionTransformer(**kwargs)` (`timm.models.deit.
     VisionTransformerDistilled` with a distillation token) that computes `s`, layers named as
     strings that timm resolves (`mlp_layer` and a non-default eps are spelled for the reader).
-    A rotary spec is timm's Eva's (`timm_eva.eva_kwargs`): refused here, never built without RoPE."""
+    A rotary spec is timm's Eva's (`eva_kwargs`): refused here, never built without RoPE."""
     require(s.rope == "none", TARGET, "rope", s.rope, "none (timm's rotary ViTs are Eva: eva_kwargs)")
     prefix_rows = s.pos_embed_class_row or (s.registers > 0 and s.pos_embed_register_rows)
     kwargs: dict[str, Any] = {
@@ -528,11 +528,12 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
         "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
         "num_heads": s.heads, "mlp_ratio": (2 if s.mlp == "gated" else 1) * s.mlp_dim / s.dim,
         "qkv_bias": s.qkv_bias, "class_token": s.class_token,
-        "global_pool": {"cls": "token", "mean": "avg", "map": "map"}[s.pooling],
+        "global_pool": spelled(POOLS)[s.pooling],
         "no_embed_class": s.derived.prefix_tokens > 0 and not prefix_rows,
         "pos_embed": "learn" if s.pos_embed == "learned" else "none",
         "fc_norm": s.final_norm == "pooled", "final_norm": s.final_norm != "none",
-        "act_layer": TIMM_ACT[s.activation], "reg_tokens": s.registers, "pre_norm": s.norm_before_blocks,
+        "act_layer": spelled(ACT_LAYERS)[s.activation], "reg_tokens": s.registers,
+        "pre_norm": s.norm_before_blocks,
         "qk_norm": s.qk_norm, "init_values": 1.0 if s.layer_scale else None,
     }
     if s.patch_norm_out:
@@ -590,7 +591,6 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
 
 
 # ==== a live model ==================================================================================
-LIVE_POOLS = {"token": "cls", "avg": "mean", "map": "map"}
 
 
 def read_live(model: Any) -> Reading | None:
@@ -630,8 +630,8 @@ def read_live(model: Any) -> Reading | None:
     if hasattr(model, "num_reg_tokens"):
         r.fact("registers", int(model.num_reg_tokens), "timm: model.num_reg_tokens")
     pool = getattr(model, "global_pool", None)
-    if pool in LIVE_POOLS:
-        r.fact("pooling", LIVE_POOLS[pool], f"timm: model.global_pool = {pool!r}")
+    if pool in POOLS:
+        r.fact("pooling", POOLS[pool], f"timm: model.global_pool = {pool!r}")
     elif pool is not None:
         r.notes.append(f"timm: model.global_pool = {pool!r} has no spec pooling (expected token, avg or map)")
     if getattr(model, "pos_embed", None) is not None and hasattr(model, "no_embed_class"):
