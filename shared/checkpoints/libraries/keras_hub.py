@@ -925,7 +925,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     family.infer(inf, raw, backbone, task)
     for name in LATER_FEATURES:  # what the family cannot build, stated as the export checks it
         if name not in family.features and name not in inf.facts:
-            inf.fact(name, 0 if name == "registers" else False, f"keras-hub {family.backbone} (no such feature)")
+            absent = 0 if name == "registers" else False
+            inf.fact(name, absent, f"keras-hub {family.backbone} (no such feature)")
     if "rope" not in inf.facts:
         inf.fact("rope", "none", f"keras-hub {family.backbone} (no rotary position embeddings)")
     return inf
