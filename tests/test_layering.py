@@ -50,6 +50,8 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
     "shared/teaching/divergences.py": "the catalogue, one row per divergence holding all of it "
                                       "(alternatives, specs, demonstration, lesson): a table read top to "
                                       "bottom, where a new divergence is one row",
+    "shared/measure/peer_timing.py": "the peers' timing, whole: which public implementation builds which "
+                                     "spec, the job kind, its worker side and the A/B findings",
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file

@@ -1,10 +1,25 @@
-"""Third-party ViT checkpoints <-> the canonical format (shared/core/weights.py).
+"""Third-party ViT checkpoints <-> the canonical format (shared/core/weights.py), one plug-in
+file per library in `libraries/`: torchvision, timm, Transformers (hf), big_vision and keras-hub.
+Every conversion goes through the canonical tensors, so any format converts to any other (and to
+every port).
 
-Formats: torchvision `VisionTransformer`, timm `VisionTransformer`, Hugging Face
-`ViTForImageClassification` (+ config.json), big_vision / vision_transformer (`vit_jax`) Flax
-trees saved as `.npz`, and keras-hub presets (`.weights.h5`, read with h5py). Every conversion
-goes through the canonical tensors, so any format converts to any other (and to every port).
-Each format's names are one table (`shared.core.mapping`), beside its quirks in its own module.
+A plug-in is everything portbench knows of one library, and nothing outside it names the
+library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
+
+- `ORDER`, `FORMATS` ({format name: its line in `convert --help`}) and `WRITES_FOLDER`: literals,
+  read here from the source without importing it (`formats_in`), so adding a library is adding
+  its file;
+- its config keys as data (`decoding.Key` rows: type, bounds, the spec field each sets) and its
+  names as data (a `shared.core.mapping` table: `table(fmt, spec)`), each read in both directions;
+- `read(path, config)` -> (tensors, config, source): the checkpoint and nothing beyond it
+  (`tensor_files.py`); `normalise` (optional: its own spellings to its table's), then
+  `refuse_unsupported` and `infer` (the spec the tensors and config state, with the library's
+  conventions printed as such: `common.Inference`);
+- `check_exportable(fmt, spec)` (what the library cannot build, refused by field), `finish_export`
+  (optional) and `write(fmt, spec, raw, out, force)`;
+- `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
+- `build_model(spec, ...)` (where the library builds models: the peers `compare.py peers` times).
+
 Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files
 (`torch.load(weights_only=True)`), and h5py only to read or write keras-hub's `.weights.h5`.
 """
@@ -41,18 +56,19 @@ class Format:
     order: int
 
 
-def _formats() -> dict[str, Format]:
-    """Every plug-in's formats, in the plug-ins' `ORDER`: adding a library is adding its file."""
+def formats_in(folder: Path) -> dict[str, Format]:
+    """Every plug-in's formats in `folder`, in the plug-ins' `ORDER`: adding a library is adding
+    its file there."""
     found: list[Format] = []
-    for plugin in pkgutil.iter_modules([str(LIBRARIES)]):
-        facts = module_literals(LIBRARIES / f"{plugin.name}.py", ("ORDER", "FORMATS", "WRITES_FOLDER"))
+    for plugin in pkgutil.iter_modules([str(folder)]):
+        facts = module_literals(folder / f"{plugin.name}.py", ("ORDER", "FORMATS", "WRITES_FOLDER"))
         for name, description in dict(facts["FORMATS"]).items():  # type: ignore[call-overload]
             found.append(Format(name, plugin.name, description, bool(facts.get("WRITES_FOLDER", False)),
                                 int(facts["ORDER"])))  # type: ignore[call-overload]
     return {f.name: f for f in sorted(found, key=lambda f: f.order)}
 
 
-FORMATS: dict[str, Format] = _formats()
+FORMATS: dict[str, Format] = formats_in(LIBRARIES)
 
 
 def format_module(name: str) -> ModuleType:

@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 import ports
-from shared.checkpoints.libraries import hf, keras_hub, timm
+from shared.checkpoints import format_module
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
@@ -66,7 +66,7 @@ def refusal(family: str, spec: ModelSpec) -> str | None:
     accepts (the newer families too); Transformers' and keras-hub's ViTs are standard ViTs only."""
     if family == "timm":
         try:
-            timm.check_exportable("timm", spec)
+            format_module("timm").check_exportable("timm", spec)
         except SpecError as exc:
             return str(exc).removeprefix("cannot export to ")
         if spec.rope != "none":  # exported as timm's Eva; the peer runner builds VisionTransformer
@@ -204,12 +204,18 @@ def differs(port: str, mine: dict[str, Any], peer: str, other: dict[str, Any]) -
             "finding": FINDINGS.get((port, peer))}
 
 
-# Each peer's model, built by its library's plug-in from the spec (the plug-in's keys drive it).
-PEER_MODELS: dict[str, Callable[[ModelSpec], Any]] = {
-    "timm": timm.build_model, "hf-torch": hf.build_model,
-    "hf-flax": partial(hf.build_model, framework="flax", seed=0),
-    "hf-tf": partial(hf.build_model, framework="tf"), "keras-hub": keras_hub.build_model,
+# Each peer's model, built by its checkpoint library's plug-in (`build_model`: the plug-in's keys
+# drive it), with the options of this peer: family -> (the plug-in's format, options).
+PEER_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "timm": ("timm", {}), "hf-torch": ("hf", {}), "hf-flax": ("hf", {"framework": "flax", "seed": 0}),
+    "hf-tf": ("hf", {"framework": "tf"}), "keras-hub": ("keras_hub", {}),
 }
+
+
+def peer_model(family: str, spec: ModelSpec) -> Callable[[], Any]:
+    """What builds `family`'s model of `spec`, called in the worker that times it."""
+    fmt, options = PEER_MODELS[family]
+    return partial(format_module(fmt).build_model, spec, **options)
 
 
 # ---- the worker side: the `peers` job kind (`PEERS`, declared below) ------------------------------
@@ -224,7 +230,7 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
     else:
         family, _, mode = impl.partition(":")
         builders = importlib.import_module("ports.public_models").BUILDERS
-        call, facts = builders[family](spec, images, mode, threads, partial(PEER_MODELS[family], spec))
+        call, facts = builders[family](spec, images, mode, threads, peer_model(family, spec))
     out.report.update(facts)
     out.report["runs_as"] = runs_as(impl, facts)
     first, _ = time_once(call)

@@ -1,11 +1,37 @@
-"""The keras-hub vision models (v0.32, Keras 3) as checkpoint families: what a family states
-(`Family`: its variable paths as a mapping table, what its `get_config()` says with keras-hub's
-own defaults applied and printed where a key is absent, what its architecture fixes, and how its
-`.weights.h5` groups are named when portbench writes one), and what the families share. The
-families: keras_hub_vit.py (ViT, DeiT), keras_hub_dinov2.py (DINOv2), keras_hub_towers.py (the
-SigLIP and CLIP image towers).
+"""keras-hub (Keras 3's model library, v0.32), as one plug-in: its presets read and written (a
+`save_to_preset` directory, or a `.weights.h5` file with `--config`), a live keras-hub model read
+as its preset is (`read_live`), and the ViT the peers time built (`build_model`). Each vision
+class is a family (`Family`: its variable paths as a mapping table, what its `get_config()` says
+with keras-hub's own defaults applied and printed where a key is absent, what its architecture
+fixes, and how its `.weights.h5` groups are named when portbench writes one). Sections: the
+presets, then each family, then a live model.
 
-keras-hub's ViT-shaped families: ViTBackbone (+ ViTImageClassifier) and DeiTBackbone.
+## Presets
+
+keras-hub (Keras 3's model library) presets: a `save_to_preset` directory (config.json +
+model.weights.h5, and task.json + task.weights.h5 for a task such as ViTImageClassifier), or a
+`.weights.h5` file with `--config` (a config.json or task.json).
+
+The config's class picks the family (`FAMILIES`: ViT, DeiT, DINOv2, the SigLIP and CLIP image
+towers); a field the config omits takes the class's keyword default, and each default applied
+is printed.
+
+Names are Keras' variable paths, `<layer path>/<variable name>` (`v.path`: what a Keras model
+names its variables in memory, so one table binds a preset and a live keras-hub object, as
+`verify --model` does). The h5 file stores each layer's variables by index under the attribute
+path Keras saves it at (`layers/vi_t_encoder/encoder_layers/vi_t_encoder_block/layer_norm_1/vars/0`),
+with the layer's name in each `vars` group's `name` attribute: the layer path is read from those
+names (the backbone nested in a task adds none, as in `v.path`; a top layer's `<backbone name>_`
+prefix, which DINOv2, SigLIP and CLIP add when built with a name as `from_preset` does, is
+dropped), and the variable's name from its index (the family's `variables`, which for DINOv2
+depend on the config). The h5 is read through `shared/core/hdf5.py`, which reads nothing outside
+the file and no data before the whole file is checked; a dataset the family does not
+name is refused in one line naming it. The optimizer's state (`optimizer/...`) is training
+state, not part of the function: it is not read. Integer variables are read only where a family
+names index tensors (`position_ids`), which it checks and marks inert.
+
+
+## ViT and DeiT
 
 - `ViTBackbone` (+ `ViTImageClassifier`): `vit_patching_and_embedding/{class_token (1, 1, D),
   patch_embedding (Conv2D, HWIO), position_embedding (Embedding, (N[+1], D))}`,
@@ -25,7 +51,7 @@ keras-hub's ViT-shaped families: ViTBackbone (+ ViTImageClassifier) and DeiTBack
   `registers=1` with `pos_embed_register_rows`. A backbone alone outputs every token: the spec
   reads the class token.
 
-keras-hub's `DINOV2Backbone` (v0.32) as a checkpoint family.
+## DINOv2
 
 `embeddings/{cls_token (1, 1, D), mask_token, register_tokens (1, R, D), interpolated_position_embeddings,
 position_embeddings (1, N+1, D), patch_embeddings/projection (Conv2D, HWIO)}`,
@@ -47,6 +73,8 @@ reads the class token (keras-hub 0.32 has no DINOv2 task).
   that, so it is refused.
 - The SwiGLU MLP (`use_swiglu_ffn`) packs its two first layers in `weights_in` (D, 2h), the
   SiLU half first, with h = (int(intermediate_dim * 2/3) + 7) // 8 * 8 (the spec's mlp_dim).
+
+## The SigLIP and CLIP image towers
 
 keras-hub's image towers of its contrastive models (v0.32) as checkpoint families: the
 `SigLIPVisionEncoder` and the `CLIPVisionEncoder`, each saved alone (`save_to_preset` on the
@@ -71,28 +99,6 @@ encoder). Their output is the pooled image embedding (the spec with `num_classes
   CLIP builds it as zeros and leaves it so (a preset converted from another library brings its
   ids), so a random-initialised keras-hub CLIP gives every token row 0: such a file is refused
   naming the tensor. Export writes 0 .. rows-1.
-
-keras-hub (Keras 3's model library) presets: a `save_to_preset` directory (config.json +
-model.weights.h5, and task.json + task.weights.h5 for a task such as ViTImageClassifier), or a
-`.weights.h5` file with `--config` (a config.json or task.json).
-
-The config's class picks the family (`FAMILIES`: ViT, DeiT, DINOv2, the SigLIP and CLIP image
-towers); a field the config omits takes the class's keyword default, and each default applied
-is printed.
-
-Names are Keras' variable paths, `<layer path>/<variable name>` (`v.path`: what a Keras model
-names its variables in memory, so one table binds a preset and a live keras-hub object, as
-`verify --model` does). The h5 file stores each layer's variables by index under the attribute
-path Keras saves it at (`layers/vi_t_encoder/encoder_layers/vi_t_encoder_block/layer_norm_1/vars/0`),
-with the layer's name in each `vars` group's `name` attribute: the layer path is read from those
-names (the backbone nested in a task adds none, as in `v.path`; a top layer's `<backbone name>_`
-prefix, which DINOv2, SigLIP and CLIP add when built with a name as `from_preset` does, is
-dropped), and the variable's name from its index (the family's `variables`, which for DINOv2
-depend on the config). The h5 is read through `shared/core/hdf5.py`, which reads nothing outside
-the file and no data before the whole file is checked; a dataset the family does not
-name is refused in one line naming it. The optimizer's state (`optimizer/...`) is training
-state, not part of the function: it is not read. Integer variables are read only where a family
-names index tensors (`position_ids`), which it checks and marks inert.
 """
 
 from __future__ import annotations

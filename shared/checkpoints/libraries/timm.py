@@ -1,10 +1,24 @@
-"""What a timm `VisionTransformer` state dict (and an optional timm config.json) says about the
-spec: facts read from the tensors' names and shapes, timm's conventions applied with a note, and
-the fields that must be asked for (shared/checkpoints/common.py's `Inference`).
+"""timm, as one plug-in: its `VisionTransformer` (`timm/models/vision_transformer.py`) and its
+`Eva` (`timm/models/eva.py`: EVA-02 and the `vit_*_rope_*` ViTs, with 2-D RoPE) state dicts read
+and written (with an optional timm config.json), a live timm model read (`read_live`), and the
+models the peers time built (`build_model`). Sections: reading VisionTransformer, Eva, writing,
+a live model.
 
-timm's `Eva` (`timm/models/eva.py`: EVA-02, the `vit_*_rope_*` ViTs) in the timm format: what
-its state dict spells differently from `VisionTransformer`'s, its rotary settings (which no
-tensor records), and the refusals of what the spec cannot say.
+## VisionTransformer
+
+Names: `cls_token (1, 1, D)` (absent with class_token=False), `pos_embed (1, R, D)` (absent with
+pos_embed='none'; R = N + 1 with a class row, R = N with no_embed_class or no class token, and
+then added before the class token, as big_vision), `patch_embed.proj` (OIHW, any patch and image
+size), `blocks.i.{norm1, attn.qkv (packed, head-major), attn.proj, norm2, mlp.fc1, mlp.fc2}`,
+then `norm` (final_norm on tokens) or `fc_norm` (on the pooled vector), and `head`.
+
+Not in a state dict, so asked for unless a timm config.json (`--config`) states it: the head
+count (`num_heads`). Conventions applied without asking, each printed as a note: LayerNorm eps
+1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
+token; `--set pooling=mean` for 'avg'). The image size is read from the position
+table when its rows form a square grid; otherwise it is asked for.
+
+## Eva
 
 Spelling, normalised on import to VisionTransformer's so that one table serves both:
 `EvaAttention` keeps `attn.q_bias` and `attn.v_bias` beside a bias-free `attn.qkv` (its key bias is
@@ -19,23 +33,6 @@ RoPE: Eva's default `rope_type='cat'` (RotaryEmbeddingCat, in_pixels=False) is t
 `rope_rotate_half=True` (shared/core/rotary.py). No tensor records any of it, nor whether RoPE is
 on: a timm config.json whose `model_args` state them says so, or `--set rope=...`; timm's defaults
 fill the rest, printed as conventions. A state dict spelled as Eva's with neither is asked for.
-
-timm `VisionTransformer` state dicts (`timm/models/vision_transformer.py`).
-
-Names: `cls_token (1, 1, D)` (absent with class_token=False), `pos_embed (1, R, D)` (absent with
-pos_embed='none'; R = N + 1 with a class row, R = N with no_embed_class or no class token, and
-then added before the class token, as big_vision), `patch_embed.proj` (OIHW, any patch and image
-size), `blocks.i.{norm1, attn.qkv (packed, head-major), attn.proj, norm2, mlp.fc1, mlp.fc2}`,
-then `norm` (final_norm on tokens) or `fc_norm` (on the pooled vector), and `head`.
-
-Not in a state dict, so asked for unless a timm config.json (`--config`) states it: the head
-count (`num_heads`). Conventions applied without asking, each printed as a note: LayerNorm eps
-1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
-token; `--set pooling=mean` for 'avg'). The image size is read from the position
-table when its rows form a square grid; otherwise it is asked for.
-
-timm's `Eva` (EVA-02 and the `vit_*_rope_*` ViTs: 2-D RoPE) is read and written here too, its own
-spelling, rotary settings and refusals in timm_eva.py.
 """
 
 from __future__ import annotations
@@ -77,7 +74,7 @@ POOLS = {"token": "cls", "avg": "mean", "map": "map"}
 ACT_LAYERS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu",
               "swish": "silu"}  # timm's get_act_layer names -> the spec's
 # The keys of a timm config.json (push_to_hub's; `pretrained_cfg` as timm writes it) that state what
-# a state dict does not; the rest are left to the tensors. Eva's own: timm_eva.py's EVA_KEYS.
+# a state dict does not; the rest are left to the tensors. Eva's own: EVA_KEYS below.
 TIMM_KEYS = (
     Key("model_args.num_heads", int, ("heads",)),
     Key("model_args.act_layer", Literal[tuple(ACT_LAYERS)], ("activation",)),
@@ -359,7 +356,7 @@ def is_eva(raw: Raw, args: dict[str, Any], given: dict[str, Any]) -> bool:
 
 
 def infer_eva(inf: Inference, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> None:
-    """Eva's facts and conventions over VisionTransformer's (`timm_inference.infer` has run)."""
+    """Eva's facts and conventions over VisionTransformer's (`infer` has read the VisionTransformer facts)."""
     args = eva_args(config)
     if not is_eva(raw, args, given):
         return
@@ -485,7 +482,7 @@ def normalise(raw: Raw, source: str) -> Raw:
         if linear not in out:
             raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
         out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
-    return normalise_eva(out, source)  # Eva's spelling (timm_eva.py)
+    return normalise_eva(out, source)  # Eva's spelling (normalise_eva)
 
 
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
@@ -548,7 +545,7 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
 
 
 def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
-    """A rotary spec is written as timm's Eva spells it (timm_eva.py)."""
+    """A rotary spec is written as timm's Eva spells it (eva_kwargs)."""
     return eva_state_dict(raw) if s.rope != "none" else raw
 
 
