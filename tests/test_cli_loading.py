@@ -1,6 +1,6 @@
 """The CLI loads only the command it runs (shared/cli/__init__.py): `compare.py --help` reads
 each command's line from its module's source without importing it, and a refused argument of any
-command imports no framework. Checked in fresh processes, where `sys.modules` is the whole truth."""
+command imports no framework and no tool module. Checked in fresh processes, where `sys.modules` is the whole truth."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from shared.cli import command_index
 ROOT = Path(compare.__file__).resolve().parent
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "mlx", "onnxruntime")
 OURS = ("shared", "ports", "experiments")
+TOOLS = ("shared.training", "shared.teaching", "shared.measure", "shared.checkpoints", "shared.report")
 PROBE = f"""
 import contextlib, io, json, sys
 import compare
@@ -52,12 +53,17 @@ def test_help_imports_a_handful_of_modules_and_no_framework() -> None:
                 not m.startswith("shared.cli._")], seen["modules"]  # no command module was loaded
 
 
-def test_a_refused_argument_of_any_command_imports_no_framework() -> None:
+def test_a_refused_argument_of_any_command_imports_no_framework_and_no_tool() -> None:
     names = [c.name for c in command_index()] + ["experiment"]
     for name, seen in zip(names, probe(*[[name, "--no-such-option"] for name in names]), strict=True):
         assert seen["code"] == 2, (name, seen["error"])
         assert seen["error"].startswith("error: compare.py") and seen["error"].count("\n") == 1, seen["error"]
         assert seen["frameworks"] == [], (name, seen["frameworks"])
+        if name != "experiment":  # the research beside the product keeps its own imports
+            # convert's options list the formats: the checkpoint registry, which reads the
+            # plug-ins' source text and imports nothing else (shared/checkpoints/__init__.py)
+            tools = [m for m in seen["modules"] if m.startswith(TOOLS) and m != "shared.checkpoints"]
+            assert tools == [], (name, seen["modules"])
 
 
 def test_the_line_read_from_the_source_is_the_line_the_module_registers() -> None:
@@ -87,3 +93,21 @@ def test_version_names_portbench_and_every_framework_without_importing_one() -> 
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, function = scripts["portbench"].partition(":")
     assert module == "compare" and callable(getattr(compare, function))
+
+
+def test_an_unknown_framework_is_refused_before_any_tool_or_framework_is_imported() -> None:
+    """Every command that takes `--frameworks` reads the list (ports.parse_frameworks) before it
+    imports a tool module: the refusal costs no tool's import and no framework's."""
+    taking = []
+    for command in command_index():
+        parser = compare.build_parser({command.name})
+        sub = next(a for a in parser._actions if a.dest == "command")
+        if any("--frameworks" in a.option_strings for a in sub.choices[command.name]._actions):
+            taking.append(command.name)
+    assert {"main", "time", "verify", "peers", "sweep"} <= set(taking)
+    needs = {"sweep": ["--batch", "1"]}  # a command's required options, given
+    argvs = [[name, *needs.get(name, []), "--frameworks", "nope"] for name in taking]
+    for name, seen in zip(taking, probe(*argvs), strict=True):
+        assert seen["code"] == 2 and "unknown framework 'nope'" in seen["error"], (name, seen["error"])
+        assert seen["frameworks"] == [], (name, seen["frameworks"])
+        assert [m for m in seen["modules"] if m.startswith(TOOLS)] == [], (name, seen["modules"])

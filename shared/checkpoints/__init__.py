@@ -31,15 +31,17 @@ import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared.checkpoints.common import Raw, parse_given, resolve_spec
-from shared.checkpoints.live import Reading
 from shared.core.literals import module_literals
-from shared.core.mapping import Plan
-from shared.core.spec import ModelSpec
-from shared.core.weights import Tensors, check_tensors
 from shared.errors import SpecError
+
+if TYPE_CHECKING:  # the registry itself reads source text only: `convert --help` imports nothing more
+    from shared.checkpoints.common import Raw
+    from shared.checkpoints.live import Reading
+    from shared.core.mapping import Plan
+    from shared.core.spec import ModelSpec
+    from shared.core.weights import Tensors
 
 LIBRARIES = Path(__file__).with_name("libraries")  # one plug-in module per checkpoint library
 
@@ -109,6 +111,8 @@ class Converted:
 def import_checkpoint(fmt: str, path: str | Path, config: str | Path | None = None,
                       base: ModelSpec | None = None, overrides: list[str] | None = None) -> Converted:
     """Read a third-party checkpoint, infer its spec, and map it to canonical tensors."""
+    from shared.checkpoints.common import parse_given
+
     module = format_module(fmt)
     raw, config_data, source = module.read(Path(path), None if config is None else Path(config))
     return import_tensors(fmt, raw, config_data, parse_given(base, overrides), source)
@@ -116,6 +120,9 @@ def import_checkpoint(fmt: str, path: str | Path, config: str | Path | None = No
 
 def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any],
                    source: str = "(in memory)") -> Converted:
+    from shared.checkpoints.common import resolve_spec
+    from shared.core.weights import check_tensors
+
     module = format_module(fmt)
     if hasattr(module, "normalise"):  # e.g. strip `params/` and unstack a scanned encoder
         raw = module.normalise(raw, source)
@@ -138,6 +145,8 @@ def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dic
 
 def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
     """Canonical tensors -> the library's state dict / tree (refusing what it cannot express)."""
+    from shared.core.weights import check_tensors
+
     module = format_module(fmt)
     check_tensors(spec, tensors)
     module.check_exportable(fmt, spec)

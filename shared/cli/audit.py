@@ -10,7 +10,6 @@ from shared.cli._common import installed_ports
 from shared.cli._options import FRAMEWORKS, SET, SPEC
 from shared.core.budget import check_fits
 from shared.core.presets import resolve_spec
-from shared.teaching.audit import audit_file, audit_ports
 
 ORDER = 63
 HELP = "list framework defaults used instead of spec values"
@@ -34,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.source:
+        from shared.teaching.audit import audit_file
+
         findings = []
         for name in args.source:
             findings += audit_file(name)
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         frameworks = parse_frameworks(args.frameworks, native, offered=NATIVE)
         spec = resolve_spec(args.spec, args.set)
         check_fits(spec, 1, "building each port for the audit")  # before a port allocates it
+        from shared.teaching.audit import audit_ports
+
         findings, checked = audit_ports(frameworks, spec)
     for item in checked:
         print(f"checked {item}")

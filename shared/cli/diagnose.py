@@ -16,7 +16,6 @@ from shared.cli._common import (
 )
 from shared.core.presets import resolve_spec
 from shared.errors import InputError, WeightsError
-from shared.teaching.gap_explanation import diagnose, load_user_logits
 
 ORDER = 62
 HELP = "explain the gap between your port's logits and the reference"
@@ -42,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     check_json(args)
     if bool(args.logits) == bool(args.model):
         raise InputError("diagnose needs exactly one of --logits FILE.npy or --model FILE.py:NAME")
+    from shared.teaching.gap_explanation import diagnose, load_user_logits
+
     if args.model:
         run, images, notes = load_user_model(args)
         spec, tensors, user, source = run.spec, run.tensors, run.logits, f"your model {args.model}"

@@ -7,7 +7,6 @@ import argparse
 
 from shared.cli._common import add_json_arg, check_json, write_json
 from shared.errors import SpecError
-from shared.teaching.divergences import CATALOGUE, entry
 
 ORDER = 60
 HELP = "the catalogue of silent framework differences, measured"
@@ -27,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_json(args)
+    from shared.teaching.divergences import CATALOGUE, entry
+
     if args.list:
         for e in CATALOGUE:
             print(f"{e.key:22s} {e.kind:9s} {e.title}")

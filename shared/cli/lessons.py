@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from typing import TYPE_CHECKING
 
 from shared.cli._common import add_json_arg, check_json, write_json
 from shared.cli._options import HTML
 from shared.core.files import check_output, write_output
 from shared.errors import SpecError
-from shared.teaching import detectability
-from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
+
+if TYPE_CHECKING:  # the teaching tool is imported when a lesson runs, never by --help or a refusal
+    from shared.teaching.detectability import Row
 
 ORDER = 64
 HELP = "the ports' code side by side where frameworks differ, with measured gaps"
@@ -42,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
     check_json(args)
     if args.html:
         check_output(args.html, args.force)
+    from shared.teaching import detectability
+    from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
+
     if args.list:
         for item in LESSONS:
             print(f"{item.name:22s} {item.point}")
@@ -87,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_rungs(measured: tuple[list[detectability.Row], list[str]]) -> None:
+def print_rungs(measured: tuple[list[Row], list[str]]) -> None:
+    from shared.teaching import detectability
+
     print("== what an equivalence test can still see at each rung")
     print("   each forward divergence's float64 logit gap / max(1, max |logit|) against each rung's bound")
     for line in detectability.text_table(*measured):
@@ -96,6 +103,8 @@ def print_rungs(measured: tuple[list[detectability.Row], list[str]]) -> None:
 
 
 def run_rungs(args: argparse.Namespace) -> int:
+    from shared.teaching import detectability
+
     table, same = detectability.rows(run_demos=not args.no_measure)
     if args.name:
         table = [r for r in table if r.entry == args.name]

@@ -75,13 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.files import check_output, write_output
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable, SpecError
-    from shared.measure import peer_timing
-    from shared.measure.contention import CONTENDED, MIN_WALL_S
-    from shared.measure.rounds import SPREAD
-    from shared.measure.stats import Budget
 
+    # every argument checked before the timing tool is imported: a refused one imports no tool
     spec = resolve_spec(args.spec or "vit-b16", args.set)
-    peer_timing.check_expressible(spec)
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
     check_work("--processes", args.processes)
@@ -89,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     if args.json:
         check_output(args.json, args.force)
+    from shared.measure import peer_timing
+    from shared.measure.contention import CONTENDED, MIN_WALL_S
+    from shared.measure.rounds import SPREAD
+    from shared.measure.stats import Budget
+
+    peer_timing.check_expressible(spec)
     impls, missing, refused = peer_timing.plan(frameworks, modes, spec)
     no_peer = not any(not i.name.startswith("port:") for i in impls)
     if no_peer and not missing:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 
 from shared.core.files import write_output
-from shared.teaching.port_source import ROOT
-from shared.teaching.rosetta import ROSETTA, rosetta_markdown
 
 ORDER = 65
 HELP = "docs/rosetta.md: spec fields -> torch / Keras / Flax / MLX code"
@@ -25,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from shared.teaching.port_source import ROOT
+    from shared.teaching.rosetta import ROSETTA, rosetta_markdown
+
     text = rosetta_markdown()
     if args.write:
         ROSETTA.parent.mkdir(exist_ok=True)

@@ -64,8 +64,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ports import parse_frameworks
     from shared.cli.time import build_config, choose_frameworks, output_paths, progress
     from shared.core.presets import resolve_spec
+
+    parse_frameworks(args.frameworks, ())  # an unknown name is refused before any tool is imported
     from shared.measure import sweep
 
     if "train" in args.modes.split(","):

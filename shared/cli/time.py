@@ -227,12 +227,10 @@ def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: d
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import rung_refusal
+    from ports import parse_frameworks, rung_refusal
     from shared.core.presets import resolve_spec
-    from shared.measure import factorial, output, schema
-    from shared.measure.environment import host_record, utc_now
-    from shared.measure.guard import ranking_record
 
+    parse_frameworks(args.frameworks, ())  # an unknown name is refused before any tool is imported
     if args.factorial:
         if args.spec or args.set:
             raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
@@ -248,6 +246,10 @@ def run(args: argparse.Namespace) -> int:
                                             lambda n: rung_refusal(n, configs[0].precision, args.device))
     if missing and not frameworks and not configs[0].user:  # as `verify` refuses it, before any worker
         raise FrameworkUnavailable(f"no framework could run here: {missing[0]['reason']}")
+    from shared.measure import factorial, output, schema
+    from shared.measure.environment import host_record, utc_now
+    from shared.measure.guard import ranking_record
+
     stem = "-vs-".join(s.name for s in specs)
     paths = output_paths(args, stem)
     host = host_record()

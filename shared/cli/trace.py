@@ -18,7 +18,6 @@ from shared.cli._common import (
 from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
 from shared.core.files import check_output, write_output
 from shared.core.precision import from_args
-from shared.teaching.first_divergence import report_lines, trace
 
 ORDER = 61
 HELP = "locate the first intermediate tensor where a port diverges"
@@ -45,19 +44,21 @@ def run(args: argparse.Namespace) -> int:
     precision = from_args(args)
     if args.html:
         check_output(args.html, args.force)
+    # the frameworks are read before the tracing tool is imported or any model is run: a refused
+    # name costs nothing; 'reference' (always traced) is dropped, and with --model none is a default
+    offered = () if args.model else installed_ports()
+    frameworks = [f for f in parse_frameworks(args.frameworks, offered, reference=True) if f != "reference"]
+    from shared.teaching.first_divergence import report_lines, trace
+
     if args.model:
         from shared.teaching.user_model import user_trace
 
         run, images, notes = load_user_model(args, taps=True)
         spec, tensors = run.spec, run.tensors
-        frameworks = [f for f in parse_frameworks(args.frameworks, (), reference=True)
-                      if f != "reference"]  # only if named
         _, traces = trace(spec, tensors, images, frameworks)
         traces.insert(0, user_trace(run, images))
     else:
         spec, tensors, images, notes = load_model(args)
-        frameworks = [f for f in parse_frameworks(args.frameworks, installed_ports(), reference=True)
-                      if f != "reference"]
         _, traces = trace(spec, tensors, images, frameworks, precision)
     for note in notes:
         print(note)
