@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> int:
                                             lambda n: rung_refusal(n, configs[0].precision, args.device))
     if missing and not frameworks and not configs[0].user:  # as `verify` refuses it, before any worker
         raise FrameworkUnavailable(f"no framework could run here: {missing[0]['reason']}")
-    from shared.measure import factorial, output, schema
+    from shared.measure import output, schema
     from shared.measure.environment import host_record, utc_now
     from shared.measure.guard import ranking_record
 
@@ -273,6 +273,8 @@ def run(args: argparse.Namespace) -> int:
 
     extra: dict[str, Any] = {"ranking": rankings}
     if args.factorial:
+        from shared.measure import factorial
+
         metric = args.rank_by
         parts = factorial.attribute(per_spec[0], per_spec[1], metric)
         extra["factorial"] = {"spec_a": specs[0].name, "spec_b": specs[1].name, "metric": metric,
