@@ -1,6 +1,7 @@
 """The CLI loads only the command it runs (shared/cli/__init__.py): `compare.py --help` reads
 each command's line from its module's source without importing it, and a refused argument of any
-command imports no framework and no tool module. Checked in fresh processes, where `sys.modules` is the whole truth."""
+command imports no framework and no tool module. Checked in fresh processes, where `sys.modules`
+is the whole truth."""
 
 from __future__ import annotations
 
