@@ -1,4 +1,4 @@
-"""The spec read from a model (shared/checkpoints/from_model.py): for tiny random-initialised
+"""The spec read from a model (shared/your_model/proposal.py): for tiny random-initialised
 models of timm (class token, average pooling, no class token, pre-norm, and one held in the
 user's own module), torchvision, Transformers (PyTorch in this process; TensorFlow, which
 Transformers hides from this process, in a worker), keras-hub (token and gap pooling) and a
@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 import portbench
-from shared.checkpoints.from_model import DEFAULT, Proposal, propose_spec
 from shared.checkpoints.libraries import hf as hf_plugin
 from shared.checkpoints.libraries import timm as timm_plugin
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
-from shared.teaching.user_model import propose_user_spec
+from shared.your_model.proposal import DEFAULT, Proposal, propose_spec
+from shared.your_model.run import propose_user_spec
 from tests.adversarial import run_cli
 
 # The tiny model every case builds: one block, width 16, two heads, 32x32 images of 8x8 patches.
@@ -238,7 +238,7 @@ def test_spec_from_model_prints_each_source_and_writes_the_spec_once(tmp_path: P
 
 
 def test_a_factory_that_takes_the_spec_cannot_propose_one(tmp_path: Path) -> None:
-    from shared.runtime.user_guard import build
+    from shared.your_model.guard import build
 
     with pytest.raises(InputError, match=r"takes the spec \('spec'\).*pass --spec"):
         build(f"{write_models(tmp_path)}:takes_spec", None)

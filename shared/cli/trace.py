@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         check_output(args.html, args.force)
     if args.model:
-        from shared.teaching.user_model import user_trace
+        from shared.teaching.user_check import user_trace
 
         run, images, notes = load_user_model(args, taps=True)
         spec, tensors = run.spec, run.tensors

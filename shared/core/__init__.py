@@ -10,8 +10,8 @@
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
 - `mapping`: weight-name tables (canonical <-> a port's or a library's names) and the one
   engine that derives both directions from a table.
-- `binding`, `structure`: a user's own model's parameters bound to the canonical tensors (by a
-  table, by the layers' structure, by the user's rename rows), both ways.
+- `layer`: one layer of a built model as each `ports/<fw>/user.py` reports it (binding it to the
+  canonical tensors is `shared/your_model/`'s).
 - `train_spec`: `TrainSpec`, the training recipe every port's `train.py` reads (AdamW pinned,
   schedule, data, initial weights), its presets, and the rungs training is offered at.
 - `probes`: the framework-neutral helpers of each port's `defaults.py` (signature and source

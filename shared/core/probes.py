@@ -2,8 +2,8 @@
 keyword's default from a signature or from a source file, and the pieces of the built-model audit
 that do not depend on the framework (the finding, activation form by probing, the spec's rates).
 
-In `shared/core` because the ports use it and ports stand on the core alone; the teaching tools
-(`shared/teaching/audit.py`, `spec_check.py`) use it from here too.
+In `shared/core` because the ports use it and ports stand on the core alone; the audit and the
+spec check (`shared/teaching/audit.py`, `shared/your_model/spec_check.py`) use it from here too.
 """
 
 from __future__ import annotations
