@@ -19,7 +19,8 @@
 - `timm_names`: timm's VisionTransformer parameter names as a mapping table (the torch port's
   names, and the `timm` checkpoint format's).
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
-- `reference`: the float64 NumPy oracle.
+- `reference`: the float64 NumPy oracle; `activations`: the spec's activation forms it computes
+  (and a built model's layers are probed against).
 - `tolerance`: the project's logit tolerance.
 - `equivalence`: the one verdict (vs the reference, pairwise, parameter count, finiteness).
 - `budget`: the memory a spec needs, refused before anything is allocated; `memory`: the memory
