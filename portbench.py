@@ -55,13 +55,13 @@ def _spec(spec: ModelSpec | str) -> ModelSpec:
 
 
 def _proposed(model: Any, framework: str | None) -> ModelSpec:
-    """The spec read from the model (shared/checkpoints/from_model.py): in this process for an
+    """The spec read from the model (shared/your_model/proposal.py): in this process for an
     object, in a worker for a "FILE.py:NAME" string."""
     if isinstance(model, str):
-        from shared.teaching.user_model import propose_user_spec
+        from shared.your_model.run import propose_user_spec
 
         return propose_user_spec(model, framework).spec
-    from shared.checkpoints.from_model import propose_spec
+    from shared.your_model.proposal import propose_spec
 
     return propose_spec(model, framework).spec
 
@@ -87,7 +87,7 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     """Is `model` the function `spec` describes (by default, the spec read from the model)? See
     the module docstring for the options."""
     from shared.core.inputs import probe_batch
-    from shared.teaching import user_model
+    from shared.teaching import user_check
 
     batch = _batch(options)
     # a spec that cannot be read from the model raises, like a usage error: pass `spec`
@@ -98,11 +98,11 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     frameworks = options.pop("frameworks", None)
     try:
         if isinstance(model, str):
-            checked = user_model.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
+            checked = user_check.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
                                             **options)
         else:
             run = _in_process(model, resolved, images, trace, options)
-            checked = user_model.judge(run, images, trace=trace)
+            checked = user_check.judge(run, images, trace=trace)
     except (InputError, WeightsError) as exc:  # the model's verdict: it does not build, bind or run
         return _refused(resolved, exc)
     entry = checked.entry
@@ -113,15 +113,15 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
 
 def _check_arguments(model: Any, spec: ModelSpec, options: dict[str, Any]) -> None:
     """`check`'s own arguments, before the model runs: their mistakes raise, the model's do not."""
-    from shared.core.binding import read_rules
     from shared.core.weights import load_weights
+    from shared.your_model.rules import read_rules
 
     if isinstance(model, str):
-        from shared.teaching.user_model import check_model_argument
+        from shared.your_model.run import check_model_argument
 
         check_model_argument(model)
     else:
-        from shared.runtime.user_jobs import user_port
+        from shared.your_model.framework import user_port
 
         user_port(model, options.get("framework"))
     if options.get("weights"):
@@ -140,8 +140,8 @@ def _refused(spec: ModelSpec, error: PortbenchError) -> Result:
 def _in_process(model: Any, spec: ModelSpec, images: Any, trace: bool, options: dict[str, Any]) -> Any:
     from shared.core.weights import load_weights
     from shared.runtime.job_kinds import Output
-    from shared.runtime.user_jobs import evaluate
-    from shared.teaching.user_model import user_job, user_run
+    from shared.your_model.evaluate import evaluate
+    from shared.your_model.run import user_job, user_run
 
     out = Output()
     evaluate(model, spec, user_job(spec, taps=trace, **options), images, out)

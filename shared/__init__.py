@@ -1,6 +1,7 @@
 """portbench's framework-neutral product code, grouped by concern. Imports run one way:
-`cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`, `report`) -> `runtime` ->
-`core`.
+`cli` -> the tools (`training`, `teaching`, `measure`, `your_model`, `checkpoints`, `report`) ->
+`runtime` -> `core`; `your_model` imports `checkpoints` and no other tool (`teaching` and `measure`
+import it).
 
 - `core/`: the spec, presets, canonical weights and layouts, the float64 reference, tolerance and
   the equivalence verdict. NumPy only.
@@ -10,6 +11,8 @@
 - `measure/`: fair, phase-separated timing and its results files.
 - `checkpoints/`: torchvision / timm / Hugging Face / big_vision files <-> canonical weights (the
   only package here that reads framework files, inside functions).
+- `your_model/`: a user's own model (`--model FILE.py:NAME`): binding its parameters, the spec
+  read from it, the spec check, the worker's jobs that import and run it.
 - `report/`: self-contained HTML pages of what the other tools produce.
 - `cli/`: `compare.py`'s subcommands: argument parsing and printing only.
 - `errors.py`: the one error family every message a user sees comes from.

@@ -1,5 +1,5 @@
-"""Class: a live model's config is not believed over its layers (shared/checkpoints/from_model.py,
-model_layers.py, ports/torch/user.py). A Transformers ViT whose `config` was edited after the build
+"""Class: a live model's config is not believed over its layers (shared/your_model/proposal.py,
+proposal_layers.py, ports/torch/user.py). A Transformers ViT whose `config` was edited after the build
 (eps, heads, activation) proposes the spec its modules compute, the spec of the same model with an
 honest config, and names each contradiction in a note; timm's `act_layer='quick_gelu'` and norm eps
 1e-5 are read from the modules, not assumed from timm's defaults; and `portbench.check` passes on
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 import portbench
-from shared.checkpoints.from_model import propose_spec
 from shared.core.spec import ModelSpec
 from shared.errors import WeightsError
+from shared.your_model.proposal import propose_spec
 from tests.adversarial import refused, run_cli
 
 # The tiny ViT every case builds: width 32, two blocks of four heads, 32x32 images of 8x8 patches.

@@ -3,7 +3,8 @@
 (a) no module in `shared/` outside `shared/checkpoints/` imports a framework, anywhere in the
     file (inside functions too): framework code lives in `ports/<fw>/`;
 (b) imports run one way: `cli` -> the tools (`training`, `teaching`, `measure`, `checkpoints`,
-    `report`) -> `runtime` -> `core`; `experiments/` may import the product, never the reverse;
+    `report`, `your_model`) -> `runtime` -> `core`, and among the tools `teaching` / `measure` ->
+    `your_model` -> `checkpoints`; `experiments/` may import the product, never the reverse;
 (c) `ports/` stands on the core alone: `shared.core`, `shared.errors`, `shared.runtime.contract`,
     `ports`, the frameworks and other libraries, never a tool, the CLI or the rest of the runtime;
 (d) the worker's job table: every `JobKind(NAME, function)` names a function of the module that
@@ -26,7 +27,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / "shared"
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "optax", "onnx", "onnxruntime")
-TOOLS = ("shared.training", "shared.teaching", "shared.measure", "shared.checkpoints", "shared.report")
+TOOLS = ("shared.training", "shared.teaching", "shared.measure", "shared.checkpoints", "shared.report",
+         "shared.your_model")
 EXPERIMENTS = "experiments"  # research beside the product: it may import the product, never the reverse
 # package -> the imports it must never make (module prefixes)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -34,6 +36,10 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "shared.runtime": (*TOOLS, "shared.cli", EXPERIMENTS),
     **{tool: ("shared.cli", EXPERIMENTS) for tool in TOOLS},
 }  # shared.cli may reach experiments/: `compare.py experiment` dispatches there, at the one entry
+# A user's own model stands below the tools that use it (teaching's audit and verdict, measure's
+# timing of it) and above checkpoints, whose plug-ins its worker reads: no arrow back, no circle.
+FORBIDDEN["shared.your_model"] += ("shared.teaching", "shared.measure", "shared.training", "shared.report")
+FORBIDDEN["shared.checkpoints"] += ("shared.your_model",)
 # What ports/ may import from this repository (everything else of it is refused; a library is not).
 PORTS_MAY_IMPORT = ("shared.core", "shared.errors", "shared.runtime.contract", "ports")
 OWN_PACKAGES = ("shared", "ports", EXPERIMENTS, "compare", "portbench", "tests", "benchmarks")
@@ -332,21 +338,23 @@ def test_no_import_circle_in_shared_and_ports() -> None:
 
 def test_a_planted_import_circle_fails() -> None:
     sources = {
-        "shared.core.binding": ("from shared.core.mapping import Table\n"
-                                "def bind():\n    from shared.core.structure import links\n", False),
-        "shared.core.structure": ("from shared.core import binding\n", False),
+        "shared.your_model.binding": ("from shared.core.mapping import Table\n"
+                                      "def bind():\n    from shared.your_model.structure import links\n",
+                                      False),
+        "shared.your_model.structure": ("from shared.your_model import binding\n", False),
         "shared.core.mapping": ("import numpy as np\n", False),
-        "shared.core": ("", True),
+        "shared.your_model": ("", True),
     }
     graph = import_graph(sources)
-    assert graph["shared.core.structure"] == {"shared.core.binding"}  # the module, not the package
-    assert circles(graph) == [["shared.core.binding", "shared.core.structure"]]
-    del sources["shared.core.structure"]
-    sources["shared.core.structure"] = ("from shared.core.mapping import Table\n", False)
+    # the module, not the package
+    assert graph["shared.your_model.structure"] == {"shared.your_model.binding"}
+    assert circles(graph) == [["shared.your_model.binding", "shared.your_model.structure"]]
+    del sources["shared.your_model.structure"]
+    sources["shared.your_model.structure"] = ("from shared.core.mapping import Table\n", False)
     assert circles(import_graph(sources)) == []
     # a type-only import back (the validation module naming ModelSpec in its annotations) runs never
-    sources["shared.core.structure"] = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                        "    from shared.core.binding import Binding\n", False)
+    sources["shared.your_model.structure"] = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                              "    from shared.your_model.binding import Binding\n", False)
     assert circles(import_graph(sources)) == []
 
 

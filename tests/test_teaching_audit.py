@@ -1,6 +1,6 @@
 """The defaults audit: the project's ports use no framework default where the spec gives a value;
 planted defaults are found in source text and in built torch, Keras, nnx and mlx.nn models, read
-by each framework's user.py and compared by shared/teaching/spec_check.py."""
+by each framework's user.py and compared by shared/your_model/spec_check.py."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from shared.core.presets import get_preset
 from shared.errors import InputError
 from shared.teaching.audit import audit_model, audit_ports, audit_source, probe_specs
 from shared.teaching.framework_defaults import defaults_module
-from shared.teaching.spec_check import from_layers
+from shared.your_model.spec_check import from_layers
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ The modules checked are those that build the catalogue or read it (the rows' mod
 imports and what imports it, in shared/teaching). In them a key's string is the first argument of
 its `Entry` and appears nowhere outside that row, unless the same word is the spec's vocabulary (a
 ModelSpec or TrainSpec field or one of its values, such as `pooling` or `gelu`): there it names
-the field. The
-audit (audit.py, spec_check.py) reads no row: it labels its findings with a key, which must be one.
+the field. The audit (audit.py, shared/your_model/spec_check.py) reads no row: it labels its
+findings with a key, which must be one.
 """
 
 from __future__ import annotations

@@ -7,27 +7,20 @@ import numpy as np
 import pytest
 
 from shared.checkpoints import export_tensors, import_tensors
-from shared.core.binding import Binding, bind, read_rules
+from shared.core.layer import Layer
 from shared.core.presets import get_preset
-from shared.core.structure import Layer
 from shared.core.weights import init_weights
 from shared.errors import SpecError, WeightsError
-from shared.teaching.spec_check import from_layers
-from shared.teaching.user_model import convention_texts
+from shared.your_model.binding import Binding, bind
+from shared.your_model.evaluate import library_tables
+from shared.your_model.rules import read_rules
+from shared.your_model.spec_check import from_layers
 
 SPEC = get_preset("mnist-vit-small")
 
 
 def conventions(spec=SPEC):
-    from shared.core.mapping import Table
-
-    out = []
-    for name, levels, inert in convention_texts(spec):
-        base = None
-        for i, text in enumerate(reversed(levels)):
-            base = Table(text, name, base=base, inert=tuple(inert) if i == len(levels) - 1 else ())
-        out.append(base)
-    return out
+    return library_tables(spec)
 
 
 def test_an_inert_library_tensor_does_not_stop_its_convention_from_binding() -> None:

@@ -17,15 +17,14 @@ import pytest
 
 from ports import load_port_part
 from shared.core import reference
-from shared.core.binding import bind
 from shared.core.inputs import probe_batch
 from shared.core.presets import resolve_spec
 from shared.core.tolerance import logit_atol, max_abs_diff
 from shared.core.weights import init_weights
 from shared.errors import WeightsError
-from shared.runtime.user_jobs import conventions, tap_paths
-from shared.teaching.spec_check import from_layers
-from shared.teaching.user_model import convention_texts
+from shared.your_model.binding import bind
+from shared.your_model.evaluate import conventions, tap_paths
+from shared.your_model.spec_check import from_layers
 from tests import linen_vit
 from tests.adversarial import run_cli
 
@@ -54,7 +53,7 @@ def setup(form: str) -> dict[str, Any]:
     params = user.parameters(model)
     found = user.layers(model)
     binding = bind(SPEC, {n: v.shape for n, v in params.items()}, found, "flax",
-                   conventions({"conventions": convention_texts(SPEC)}, "flax", SPEC))
+                   conventions("flax", SPEC))
     w, images, taps = init_weights(SPEC, 1), probe_batch(SPEC), {}
     ref = reference.forward(SPEC, w, images, taps)
     user.assign(model, binding.to_native(w))

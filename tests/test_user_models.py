@@ -353,7 +353,7 @@ def test_a_tower_without_a_classifier_is_checked_against_its_pooled_width() -> N
 
     from shared.core.presets import get_preset
     from shared.errors import InputError
-    from shared.runtime.user_jobs import check_logits
+    from shared.your_model.evaluate import check_logits
 
     tower = get_preset("siglip-tiny")
     check_logits(np.zeros((4, 32)), tower, 4)  # the pooled width, 32: accepted

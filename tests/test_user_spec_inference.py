@@ -1,4 +1,4 @@
-"""The spec read from a model (shared/checkpoints/from_model.py): for tiny random-initialised
+"""The spec read from a model (shared/your_model/proposal.py): for tiny random-initialised
 models of timm (class token, average pooling, no class token, pre-norm, and one held in the
 user's own module), torchvision, Transformers (PyTorch in this process; TensorFlow, which
 Transformers hides from this process, in a worker), keras-hub (token and gap pooling) and a
@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 import portbench
-from shared.checkpoints.from_model import DEFAULT, Proposal, propose_spec
 from shared.checkpoints.libraries import hf as hf_plugin
 from shared.checkpoints.libraries import timm as timm_plugin
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
-from shared.teaching.user_model import propose_user_spec
+from shared.your_model.proposal import DEFAULT, Proposal, propose_spec
+from shared.your_model.run import propose_user_spec
 from tests.adversarial import run_cli
 
 # The tiny model every case builds: one block, width 16, two heads, 32x32 images of 8x8 patches.
@@ -204,10 +204,16 @@ def test_a_model_no_library_built_keeps_unread_fields_at_the_default_and_names_t
 def write_models(folder: Path) -> Path:
     path = folder / "models.py"
     path.write_text(
-        "from timm.models.vision_transformer import VisionTransformer\n\n\n"
+        "from functools import partial\n\n"
+        "from timm.models.vision_transformer import VisionTransformer\n"
+        "from torch import nn\n\n\n"
         "def timm_avg():\n"
         "    return VisionTransformer(img_size=32, patch_size=8, embed_dim=16, depth=1, num_heads=2, "
         "mlp_ratio=2, num_classes=5, global_pool='avg')\n\n\n"
+        "def timm_quick_gelu():\n"
+        "    return VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, "
+        "mlp_ratio=2, num_classes=5, act_layer='quick_gelu',\n"
+        "                             norm_layer=partial(nn.LayerNorm, eps=1e-5))\n\n\n"
         "def takes_spec(spec):\n"
         "    return timm_avg()\n")
     return path
@@ -237,8 +243,26 @@ def test_spec_from_model_prints_each_source_and_writes_the_spec_once(tmp_path: P
     assert again.code == 2 and "already exists" in again.stderr
 
 
+def test_a_timm_quick_gelu_model_with_eps_1e5_passes_on_the_spec_read_from_it(tmp_path: Path) -> None:
+    """timm resolves act_layer='quick_gelu' itself, and the LayerNorms hold eps 1e-5 (not timm's
+    1e-6): `spec --from-model` writes what the modules compute, and `verify --model` against that
+    file binds the model by the timm table (its worker reads the table from timm's plug-in itself)
+    and passes with no contradiction."""
+    model = f"{write_models(tmp_path)}:timm_quick_gelu"
+    out = tmp_path / "quick.toml"
+    proposed = run_cli("spec", "--from-model", model, "--out", out)
+    assert proposed.code == 0, proposed.stdout + proposed.stderr
+    spec = ModelSpec.from_file(out)
+    assert (spec.activation, spec.layer_norm_eps, spec.dim, spec.depth, spec.heads, spec.num_classes) == \
+        ("quick_gelu", 1e-5, 32, 2, 2, 5)
+    verified = run_cli("verify", "--model", model, "--spec", out)
+    assert verified.code == 0, verified.stdout + verified.stderr
+    assert "weights: your model's own parameters, bound by timm" in verified.stderr, verified.stderr
+    assert "spec check:" not in verified.stdout + verified.stderr and "PASS" in verified.stdout
+
+
 def test_a_factory_that_takes_the_spec_cannot_propose_one(tmp_path: Path) -> None:
-    from shared.runtime.user_guard import build
+    from shared.your_model.guard import build
 
     with pytest.raises(InputError, match=r"takes the spec \('spec'\).*pass --spec"):
         build(f"{write_models(tmp_path)}:takes_spec", None)

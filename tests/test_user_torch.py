@@ -189,7 +189,7 @@ def test_a_timm_model_held_in_the_users_module_binds_by_its_table_and_by_structu
 
     import portbench
     from ports.torch import user
-    from shared.core.binding import bind
+    from shared.your_model.binding import bind
 
     class Mine(torch.nn.Module):
         def __init__(self, spec) -> None:
@@ -227,8 +227,8 @@ MISFITS = {  # what the timm model has beyond the spec -> the one line naming it
 @pytest.mark.parametrize("case", list(MISFITS))
 def test_a_layer_the_spec_lacks_is_named_with_the_field_that_expresses_it(case: str) -> None:
     from ports.torch import user
-    from shared.core.binding import bind
     from shared.errors import WeightsError
+    from shared.your_model.binding import bind
     from tests.test_user_binding import conventions
 
     spec = get_preset("quadrant").replace(name="quadrant-rgb", channels=3, layer_norm_eps=1e-6)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ports.flax.linen import Linen, leaf_value
-from shared.core.structure import Layer
+from shared.core.layer import Layer
 from shared.errors import InputError
 
 

@@ -7,15 +7,19 @@ which is the canonical layout itself: every tensor is copied as it is, so its ta
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ports.flax.model import VisionTransformer
 from shared.core.mapping import Table, lookup
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
+
+if TYPE_CHECKING:  # annotations only: a port's table is read without its model (a user's worker)
+    from ports.flax.model import VisionTransformer
 
 
 def table(spec: ModelSpec) -> Table:

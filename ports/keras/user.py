@@ -29,8 +29,8 @@ from keras import layers as kl
 from keras import ops
 
 from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.layer import Layer
 from shared.core.probes import gelu_form
-from shared.core.structure import Layer
 from shared.errors import InputError, WeightsError
 
 BACKEND = keras.backend.backend()
@@ -57,7 +57,7 @@ def assign(model: Any, values: dict[str, np.ndarray]) -> None:
 
 
 def layers(model: Any) -> list[Layer]:
-    # the model's layers in definition order, each a shared.core.structure.Layer(path, kind, params,
+    # the model's layers in definition order, each a shared.core.layer.Layer(path, kind, params,
     # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
     # "embedding", "other"; params the native parameter names it owns; settings what the module says
     # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object

@@ -9,15 +9,18 @@ as they are.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 
-from ports.mlx.model import VisionTransformer
 from shared.core.mapping import Plan, Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors
+
+if TYPE_CHECKING:  # annotations only: a port's table is read without its model (a user's worker)
+    from ports.mlx.model import VisionTransformer
 
 
 def table(spec: ModelSpec) -> Table:

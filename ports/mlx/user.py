@@ -19,7 +19,7 @@ from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
 from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
-from shared.core.structure import Layer
+from shared.core.layer import Layer
 from shared.errors import InputError
 
 # nn.GELU(approx=...) -> the form it computes; 'fast' (x * sigmoid(1.702 x)) is neither GELU form.
@@ -47,7 +47,7 @@ def assign(model: Any, values: dict[str, np.ndarray]) -> None:
 
 
 def layers(model: Any) -> list[Layer]:
-    # the model's layers in definition order, each a shared.core.structure.Layer(path, kind, params,
+    # the model's layers in definition order, each a shared.core.layer.Layer(path, kind, params,
     # settings): kind one of "linear", "conv", "layer_norm", "attention", "gelu", "dropout",
     # "embedding", "other"; params the native parameter names it owns; settings what the module says
     # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object

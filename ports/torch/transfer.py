@@ -8,15 +8,18 @@ Keras and Flax copy as they are.
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from ports.torch.model import VisionTransformer
 from shared.core.mapping import Plan, Table
 from shared.core.spec import ModelSpec
 from shared.core.timm_names import timm_table
 from shared.core.weights import Tensors
+
+if TYPE_CHECKING:  # annotations only: a port's table is read without its model (a user's worker)
+    from ports.torch.model import VisionTransformer
 
 
 def table(spec: ModelSpec) -> Table:

@@ -25,7 +25,7 @@ class Reading:
     fmt: str | None = None  # the checkpoint format (shared/checkpoints/FORMATS) of its state dict
     config: dict[str, Any] | None = None  # what that format's `infer` reads beside the tensors
     notes: list[str] = field(default_factory=list)
-    # field -> its key in `config`, for fields the layers compute (shared/checkpoints/model_layers.py)
+    # field -> its key in `config`, for fields the layers compute (shared/your_model/proposal_layers.py)
     config_keys: dict[str, str] = field(default_factory=dict)
 
     def fact(self, name: str, value: Any, source: str) -> None:

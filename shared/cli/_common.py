@@ -135,7 +135,7 @@ def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec
     """`--model` without `--spec`: the spec read from the model (in a worker), `--set` applied
     on top, said in one line before anything else is printed."""
     from shared.core.terminal import printable
-    from shared.teaching.user_model import propose_user_spec
+    from shared.your_model.run import propose_user_spec
 
     proposal = propose_user_spec(args.model, args.framework, getattr(args, "timeout", 300.0))
     spec = proposal.spec.with_overrides(overrides)
@@ -147,7 +147,7 @@ def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec
 
 
 def user_options(args: argparse.Namespace) -> dict[str, object]:
-    """The keyword arguments of `shared.teaching.user_model.run_user` from the common flags."""
+    """The keyword arguments of `shared.your_model.run.run_user` from the common flags."""
     return {"framework": args.framework, "layout": args.input_layout, "output": args.output,
             "weights": getattr(args, "weights", None), "rules": args.map}
 
@@ -171,7 +171,7 @@ def load_model(args: argparse.Namespace) -> tuple[ModelSpec, Tensors, np.ndarray
 def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, np.ndarray, list[str]]:
     """`--model`: the user's model run once in the worker on the images (its `UserRun`), the
     images and notes (what weights it ran with, and how they were bound)."""
-    from shared.teaching.user_model import run_user
+    from shared.your_model.run import run_user
 
     spec = user_spec(args)
     images = load_images(args.input, spec) if args.input else probe_batch(spec)

@@ -1,6 +1,6 @@
 """`compare.py spec NAME_OR_FILE [--json]`: the resolved spec, its derived quantities and the
 layer table with the parameter count. `compare.py spec --from-model FILE.py:NAME [--out FILE]`:
-the spec read from your model (shared/checkpoints/from_model.py), each field with its source,
+the spec read from your model (shared/your_model/proposal.py), each field with its source,
 written as a spec file to keep."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def run_from_model(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from shared.core.terminal import printable
-    from shared.teaching.user_model import propose_user_spec
+    from shared.your_model.run import propose_user_spec
 
     if args.name or args.json:
         raise InputError("spec --from-model reads the spec from your model: drop the spec name / --json")

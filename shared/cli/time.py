@@ -180,13 +180,13 @@ def user_job(args: argparse.Namespace, spec: Any) -> dict[str, Any] | None:
     """`--model`: what the timing worker needs to build the user's model (checked here first)."""
     if not getattr(args, "model", None):
         return None
-    from shared.core.binding import read_rules
-    from shared.teaching.user_model import check_model_argument, convention_texts, worker_framework
+    from shared.your_model.rules import read_rules
+    from shared.your_model.run import check_model_argument, worker_framework
 
     model = check_model_argument(args.model)
     return {"model": model, "framework": args.framework, "layout": args.input_layout,
             "output": args.output, "rules": read_rules(args.map, spec) if args.map else None,
-            "conventions": convention_texts(spec), "entry": worker_framework(model, args.framework)}
+            "entry": worker_framework(model, args.framework)}
 
 
 # ---- running ------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from shared.teaching.first_divergence import report_lines, trace
 
     if args.model:
-        from shared.teaching.user_model import user_trace
+        from shared.teaching.user_check import user_trace
 
         run, images, notes = load_user_model(args, taps=True)
         spec, tensors = run.spec, run.tensors

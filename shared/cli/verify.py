@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 def run_user_model(args: argparse.Namespace) -> int:
     """`verify --model`: the user's model as a row beside the reference (and our ports with
     --frameworks); spec contradictions first; on a gap, diagnose's finding."""
-    from shared.teaching.user_model import check_user
+    from shared.teaching.user_check import check_user
 
     check_json(args)
     spec = user_spec(args)

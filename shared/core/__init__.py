@@ -10,8 +10,8 @@
 - `weights`: the canonical safetensors file, its tensor layouts and the layout transforms.
 - `mapping`: weight-name tables (canonical <-> a port's or a library's names) and the one
   engine that derives both directions from a table.
-- `binding`, `structure`: a user's own model's parameters bound to the canonical tensors (by a
-  table, by the layers' structure, by the user's rename rows), both ways.
+- `layer`: one layer of a built model as each `ports/<fw>/user.py` reports it (binding it to the
+  canonical tensors is `shared/your_model/`'s).
 - `train_spec`: `TrainSpec`, the training recipe every port's `train.py` reads (AdamW pinned,
   schedule, data, initial weights), its presets, and the rungs training is offered at.
 - `probes`: the framework-neutral helpers of each port's `defaults.py` (signature and source
@@ -19,7 +19,8 @@
 - `timm_names`: timm's VisionTransformer parameter names as a mapping table (the torch port's
   names, and the `timm` checkpoint format's).
 - `inputs`, `positions`, `taps`: seeded probe batches, fixed position tables, tap names.
-- `reference`: the float64 NumPy oracle.
+- `reference`: the float64 NumPy oracle; `activations`: the spec's activation forms it computes
+  (and a built model's layers are probed against).
 - `tolerance`: the project's logit tolerance.
 - `equivalence`: the one verdict (vs the reference, pairwise, parameter count, finiteness).
 - `budget`: the memory a spec needs, refused before anything is allocated; `memory`: the memory

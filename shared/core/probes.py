@@ -2,8 +2,8 @@
 keyword's default from a signature or from a source file, and the pieces of the built-model audit
 that do not depend on the framework (the finding, activation form by probing, the spec's rates).
 
-In `shared/core` because the ports use it and ports stand on the core alone; the teaching tools
-(`shared/teaching/audit.py`, `spec_check.py`) use it from here too.
+In `shared/core` because the ports use it and ports stand on the core alone; the audit and the
+spec check (`shared/teaching/audit.py`, `shared/your_model/spec_check.py`) use it from here too.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.core.reference import activation
+from shared.core.activations import activation
 from shared.core.spec import ACTIVATIONS, ModelSpec
 
 
@@ -65,8 +65,8 @@ class Finding:
 
 def activation_form(fn: Callable[[np.ndarray], Any]) -> str | None:
     """The spec activation (`shared.core.spec.ACTIVATIONS`) a callable computes, by probing it at
-    x = 1.5 and -0.75 against the reference's forms (GELU's two differ by 2e-4 at 1.5, the others by
-    more); None when it is none of them or cannot take a NumPy array."""
+    x = 1.5 and -0.75 against the reference's forms (`shared.core.activations`; GELU's two differ
+    by 2e-4 at 1.5, the others by more); None when it is none of them or cannot take a NumPy array."""
     x = np.array([1.5, -0.75], dtype=np.float32)
     try:
         y = fn(x)

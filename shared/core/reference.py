@@ -11,8 +11,8 @@ points (shared/core/precision.py), so the same forward also emulates a bfloat16 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import erf
 
+from shared.core.activations import activation
 from shared.core.inputs import check_images
 from shared.core.positions import sequence_positions
 from shared.core.rotary import RotaryTables, rotary_tables
@@ -40,16 +40,6 @@ def dense(x: np.ndarray, kernel: np.ndarray, bias: np.ndarray | None, r: Roundin
     """x @ kernel + bias, a compute op: its inputs, weights and output in the compute dtype."""
     y = r.compute(x) @ r.compute(kernel)
     return r.compute(y if bias is None else y + r.compute(bias))
-
-
-def activation(x: np.ndarray, form: str) -> np.ndarray:
-    if form == "gelu":  # exact: x * Phi(x)
-        return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
-    if form == "gelu_tanh":  # tanh approximation (jax.nn.gelu's and keras.ops.gelu's default)
-        return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
-    if form == "quick_gelu":  # OpenAI CLIP's x * sigmoid(1.702 x)
-        return x / (1.0 + np.exp(-1.702 * x))
-    return x / (1.0 + np.exp(-x))  # silu: x * sigmoid(x)
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:

@@ -106,7 +106,7 @@ def build_port(module: PortModule, spec: ModelSpec, device: str, config: dict[st
 
     def build() -> Any:
         if config.get("user"):  # `time --model`: the user's model where the port stands
-            from shared.runtime.user_jobs import UserPort
+            from shared.your_model.evaluate import UserPort
 
             try:
                 return UserPort(config["user"], spec, tensors)

@@ -58,7 +58,7 @@ PARENT_ENV = "PORTBENCH_PARENT_PID"  # shared.runtime.launch sets it
 PHASE_PREFIX = "portbench-phase:"  # a line naming the phase the worker enters (shared.runtime.launch)
 JOB_PHASE = "job:"  # the phase a job is in until its kind names a finer one: "job:" + its kind
 # The process's own exit, taken before any job runs: a user's code may replace os._exit (the
-# guards in shared/runtime/user_guard.py do, while it runs), and the worker must still end.
+# guards in shared/your_model/guard.py do, while it runs), and the worker must still end.
 EXIT = os._exit
 MESSAGE_LIMIT = 600  # characters of one error line
 TAMPERED_TENSOR = "head.out.bias"  # shifts every logit by exactly 1e-3 (a key bias would cancel)

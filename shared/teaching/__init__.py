@@ -6,11 +6,11 @@ alternatives' changes in `transforms` / `family_transforms` / `position_transfor
 for `diagnose` in `variants` and for the rung table in `detectability`),
 `first_divergence` (the first tensor where a port leaves the reference), `gap_explanation`
 (which setting explains a gap), `audit` (framework defaults used instead of spec values),
-`user_model` / `spec_check` (a user's own model where the
-ports stand, and what its layers contradict in the spec) and `lessons` / `rosetta` (the ports'
-own code side by side, read by `port_source`).
+`user_check` (the verdict on a user's own model, `shared/your_model/`'s run, with diagnose and
+trace) and `lessons` / `rosetta` (the ports' own code side by side, read by `port_source`).
 
-May import `shared.runtime`, `shared.core` and the `ports` registry; each framework's side of the
-catalogue is its port's `ports/<fw>/defaults.py` (the defaults) and `demos.py` (the
-demonstrations), loaded through `ports.load_port_part`; a built model is read by its `user.py`.
+May import `shared.your_model`, `shared.runtime`, `shared.core` and the `ports` registry; each
+framework's side of the catalogue is its port's `ports/<fw>/defaults.py` (the defaults) and
+`demos.py` (the demonstrations), loaded through `ports.load_port_part`; a built model is read by
+its `user.py`.
 """

@@ -11,7 +11,7 @@ Two checks, usable on this project's ports and on a user's own model:
   flax.nnx or mlx.nn module with that framework's `ports/<fw>/user.py` `layers()` (the reader
   `verify --model` uses) and compare what each layer actually holds (epsilon, GELU form measured
   by probing the activation, batch_first, head width, fast variance, attention bias, dropout mask
-  sharing, rates) with the spec in `shared/teaching/spec_check.py`, the one comparison. `audit_ports`
+  sharing, rates) with the spec in `shared/your_model/spec_check.py`, the one comparison. `audit_ports`
   builds every port for two probe specs whose values differ from every framework default, so a
   default that happens to equal the spec's value cannot hide.
 """
@@ -27,9 +27,9 @@ from shared import REPO_ROOT
 from shared.core.probes import Finding
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
-from shared.runtime.user_jobs import user_port
 from shared.teaching.framework_defaults import defaults_module
-from shared.teaching.spec_check import check_layers
+from shared.your_model.framework import user_port
+from shared.your_model.spec_check import check_layers
 
 
 # ---- source audit ---------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def audit_file(path: str | Path) -> list[Finding]:
 def audit_model(model: Any, spec: ModelSpec, label: str = "model") -> list[Finding]:
     """Compare a built torch nn.Module, Keras model or layer, flax.nnx or mlx.nn module with `spec`:
     its framework's structural reader (`layers()` of ports/<fw>/user.py) and the one comparison
-    (shared/teaching/spec_check.py), every contradicting layer."""
+    (shared/your_model/spec_check.py), every contradicting layer."""
     try:  # the model exists, so its framework is imported already
         _, reader = user_port(model, None)
     except InputError:

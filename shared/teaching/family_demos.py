@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from shared.core.reference import activation, forward
+from shared.core.activations import activation
+from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import first_shape_mismatch
 from shared.teaching.demo import Demo, demo_case, first_seen, framework, gap

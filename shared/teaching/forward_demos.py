@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shared.core.activations import activation
 from shared.core.presets import get_preset
-from shared.core.reference import activation, attention, forward
+from shared.core.reference import attention, forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import conv_hwio_to_oihw
 from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant

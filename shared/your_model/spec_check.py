@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shared.core.layer import Layer
 from shared.core.probes import close, is_spec_rate, spec_rates
 from shared.core.spec import ModelSpec
-from shared.core.structure import Layer
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Contradiction:
 
 def check_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -> list[Contradiction]:
     """Every contradiction of every layer, in layer order (depth last). `layers` are
-    `shared.core.structure.Layer`s or their dicts (the worker's `user` report)."""
+    `shared.core.layer.Layer`s or their dicts (the worker's `user` report)."""
     out: list[Contradiction] = []
     attention = 0
     for layer in layers:

@@ -3,7 +3,7 @@ against the canonical order, each layer's parameters told apart by their last na
 their shape, with the framework's layouts (torch Linear (out, in) and Conv2d OIHW; Keras and Flax
 (in, out) and HWIO; packed q/k/v, `nn.MultiheadAttention`'s `in_proj_weight`; Keras
 `MultiHeadAttention` and `nnx.MultiHeadAttention` per-head (D, H, hd) kernels). Anything two ways
-is refused, and so is a layer that fits nothing, by name (`shared.core.structure_parts.misfit`).
+is refused, and so is a layer that fits nothing, by name (`structure_parts.misfit`).
 
 The order: the patch embedding (and its LayerNorms), then the blocks (`structure_blocks`: an
 indexed container's entries, else equal runs), then what lies before them (the LayerNorm before
@@ -14,27 +14,22 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any
 
+from shared.core.layer import Layer
 from shared.core.mapping import Link, Table
 from shared.core.spec import ModelSpec
-from shared.core.structure_blocks import BODY, attention_plan, bind_block, block_groups, emit, split_blocks
-from shared.core.structure_parts import Builder, Shape, Unit, misfit
 from shared.errors import WeightsError
+from shared.your_model.structure_blocks import (
+    BODY,
+    attention_plan,
+    bind_block,
+    block_groups,
+    emit,
+    split_blocks,
+)
+from shared.your_model.structure_parts import Builder, Shape, Unit, misfit
 
 FREE = ("other", "embedding")
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One layer of a user's model as its framework's `ports/<fw>/user.py` reports it, in
-    definition order: what structure binds by (and `shared.core.binding.bind` takes)."""
-
-    path: str
-    kind: str
-    params: tuple[str, ...]
-    settings: dict[str, Any]
 
 
 def units_of(native: dict[str, Shape], layers: list[Layer]) -> list[Unit]:
@@ -62,7 +57,7 @@ def fixed_links(spec: ModelSpec, native: dict[str, Shape], table: Table | None) 
 
 def structural_links(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framework: str,
                      rules: Table | None = None) -> tuple[list[Link], dict[str, str]]:
-    """The links structure finds and why each (native name -> layer); `shared.core.binding.bind`
+    """The links structure finds and why each (native name -> layer); `binding.bind`
     checks they are complete and makes them its Binding."""
     b = Builder(spec, framework)
     for link in fixed_links(spec, native, rules):

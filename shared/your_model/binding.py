@@ -1,7 +1,7 @@
-"""A user's model bound to canonical tensors: `bind` (the order below), the `Binding` it returns
-(both directions), the `--map` rules file. Binding by structure is `shared/core/structure.py`,
-which owns the `Layer` record each framework's `ports/<fw>/user.py` reports; it imports nothing
-from here."""
+"""A user's model bound to canonical tensors: `bind` (the order below) and the `Binding` it
+returns (both directions). Binding by structure is `structure.py`; the `--map` rules file is
+read by `rules.py` (in the parent, before any worker starts); the `Layer` record each
+framework's `ports/<fw>/user.py` reports is `shared/core/layer.py`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from shared.core import mapping
-from shared.core.documents import decode_toml, read_text
+from shared.core.layer import Layer
 from shared.core.mapping import Link, Table, listed
 from shared.core.spec import ModelSpec
-from shared.core.structure import Layer, Shape, structural_links
 from shared.errors import WeightsError
+from shared.your_model.structure import Shape, structural_links
 
 # ---- the binding --------------------------------------------------------------------------------
 # A user's parameters (native name -> shape, plus `layers()`) are bound to the spec's canonical
@@ -23,7 +23,7 @@ from shared.errors import WeightsError
 #  (a) a naming convention: a `shared.core.mapping.Table` (a port's transfer table, timm,
 #      torchvision, Hugging Face, big_vision / vit_jax), or the user's `--map rules.toml` rows
 #      alone when they name every tensor, or those rows over each convention (the rows win);
-#  (b) structure (shared/core/structure.py): the layers in definition order against the
+#  (b) structure (structure.py): the layers in definition order against the
 #      canonical order (patch embedding, class token, positions, each block's norms / attention /
 #      MLP, final norm, head), each layer's parameters by their last name segment and shape,
 #      with the framework's layouts; the `--map` rows win for the parameters they name.
@@ -109,45 +109,6 @@ def by_table(spec: ModelSpec, native: dict[str, Shape], table: Table) -> Binding
         return None
     check_complete(spec, native, plan.links, table.name)  # names match: a wrong shape is an error
     return Binding(spec, plan.links, table.name, {link.native: f"{table.name} table" for link in plan.links})
-
-
-def read_rules(path: str, spec: ModelSpec | None = None) -> str:
-    """`--map rules.toml`: a [map] table of "your-name-pattern" = "canonical-pattern" or
-    ["canonical-pattern", "layout"], patterns in the mapping tables' `{i}` syntax -> table rows.
-    Anything else in the file is refused by name: another top-level key, a row of another shape
-    (a number, a nested table, a list of three), an unknown layout and, given `spec`, a
-    canonical pattern that names none of its tensors (a row that silently bound nothing would
-    leave the binding to the conventions, and the verdict would not be about the user's rows)."""
-    from pathlib import Path
-
-    where = f"map file {path!r}"
-    data = decode_toml(read_text(Path(path), where), where)
-    rows = data.get("map")
-    if not isinstance(rows, dict) or not rows:
-        raise WeightsError(f"{where}: expected a [map] table of \"your-name\" = \"canonical-name\" rows")
-    extra = [key for key in data if key != "map"]
-    if extra:
-        raise WeightsError(f"{where}: top-level key {extra[0]!r} is not part of the format; expected only "
-                           "a [map] table of \"your-name\" = \"canonical-name\" rows")
-    return "\n".join(_rule_line(where, native, target, spec) for native, target in rows.items())
-
-
-def _rule_line(where: str, native: str, target: object, spec: ModelSpec | None) -> str:
-    """One `--map` row as a table line "canonical native layout", checked."""
-    parts = [target] if isinstance(target, str) else target if isinstance(target, list) else []
-    canonical, lay = (*parts, "same")[:2] if 1 <= len(parts) <= 2 else ("", "")
-    if not all(isinstance(t, str) and t and "#" not in t and not any(c.isspace() for c in t)
-               for t in (native, canonical, lay)):
-        raise WeightsError(f"{where}: row {native!r} = {target!r:.80} must be \"canonical-name\" or "
-                           "[\"canonical-name\", \"layout\"] (names without spaces or #)")
-    if lay not in mapping.LAYOUTS:
-        raise WeightsError(f"{where}: row {native!r} = {target!r:.80}: layout {lay!r} is unknown; expected "
-                           f"one of: {', '.join(mapping.LAYOUTS)}")
-    row = Table(f"{canonical} {native} {lay}", where).rows[0]
-    if spec is not None and not any(row.pattern.fullmatch(c) for c in spec.derived.tensor_shapes):
-        raise WeightsError(f"{where}: row {native!r} = {canonical!r} names no tensor of spec {spec.name!r} "
-                           f"(its tensors are e.g. {', '.join(list(spec.derived.tensor_shapes)[:3])})")
-    return f"{canonical} {native} {lay}"
 
 
 def check_rows_used(spec: ModelSpec, native: dict[str, Shape], rules: Table) -> None:

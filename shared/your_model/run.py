@@ -1,7 +1,9 @@
-"""A user's own model (`--model FILE.py:NAME`) where our ports stand, from the parent's side: the
-argument checked without importing it, the naming conventions portbench knows sent to the
-worker as table text, one worker run (`user` job kind: bind, load, run, capture, time), and the
-result in canonical terms. The user's file is imported only in the worker process."""
+"""A user's own model (`--model FILE.py:NAME`) from the parent's side: the argument checked
+without importing it, one worker run (`user` job kind, jobs.py and evaluate.py: bind, load, run,
+capture) and its result in canonical terms (`UserRun`), and the spec read from the model in one
+worker run (`propose` job kind, jobs.py and proposal.py). The user's file is imported only in
+the worker process, which reads the naming conventions (the checkpoint libraries' tables)
+itself."""
 
 from __future__ import annotations
 
@@ -10,26 +12,20 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib.metadata import packages_distributions
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared.checkpoints import FORMATS, format_module
-from shared.checkpoints.from_model import PROPOSE, Proposal
-from shared.core.binding import read_rules
-from shared.core.equivalence import PortVerdict, check_logits
 from shared.core.files import open_user_file, read_text
-from shared.core.mapping import Table
-from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, SpecError, WeightsError
 from shared.runtime.launch import run_worker
-from shared.runtime.user_jobs import USER
-from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
-from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps
-from shared.teaching.gap_explanation import Diagnosis, diagnose
-from shared.teaching.spec_check import Contradiction, from_layers
+from shared.your_model.jobs import PROPOSE, USER
+from shared.your_model.spec_check import Contradiction, from_layers
+
+if TYPE_CHECKING:
+    from shared.your_model.proposal import Proposal
 
 MODULE_REFERENCE = re.compile(r"^[A-Za-z_][\w.]*$")
 # The user's model's worker gets Transformers' own defaults, not the launcher's USE_TF / USE_FLAX /
@@ -79,24 +75,13 @@ def framework_guess(reference: str) -> tuple[str, str]:
     return "torch", f"{Path(where).name} imports no framework: torch unless told"
 
 
-def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str], list[str]]]:
-    """Every checkpoint format's table for `spec`, as text the worker rebuilds (base last), and
-    the native tensors it names inert."""
-    out = []
-    for fmt in FORMATS:
-        table: Table | None = format_module(fmt).table(fmt, spec)
-        inert = list(table.inert) if table is not None else []
-        levels = []
-        while table is not None:
-            levels.append("\n".join(f"{r.canonical} {r.native} {r.layout}" for r in table.rows))
-            table = table.base
-        out.append((fmt, levels, inert))
-    return out
-
-
 def propose_user_spec(reference: str, framework: str | None = None, timeout: float = 300.0) -> Proposal:
     """The spec read from the model `--model FILE.py:NAME` builds, in one worker run (`propose`
-    job kind: shared/checkpoints/from_model.py); bad input of any kind is one line."""
+    job kind: proposal.py); bad input of any kind is one line."""
+    # the report's record: imported when a spec is read, since a run against a given spec needs
+    # none of the proposal's readers (the checkpoint plug-ins, the layer and name searches)
+    from shared.your_model.proposal import Proposal
+
     reference = check_model_argument(reference)
     with tempfile.TemporaryDirectory(prefix="portbench-propose-") as tmp:
         result = run_worker(worker_framework(reference, framework),
@@ -179,9 +164,13 @@ def user_job(spec: ModelSpec, *, framework: str | None = None, layout: str | Non
              output: str | None = None, weights: str | None = None, rules: str | None = None,
              taps: bool = False) -> dict[str, Any]:
     """The `user` job's fields (all but the model and its input)."""
+    rows = None
+    if rules:  # the `--map` file (its reader only then), read and checked before any worker starts
+        from shared.your_model.rules import read_rules
+
+        rows = read_rules(rules, spec)
     return {"spec": spec.to_json(), "framework": framework, "layout": layout,
-            "output": output, "weights": weights, "taps": taps,
-            "rules": read_rules(rules, spec) if rules else None, "conventions": convention_texts(spec)}
+            "output": output, "weights": weights, "taps": taps, "rules": rows}
 
 
 def user_run(spec: ModelSpec, report: dict[str, Any], arrays: dict[str, np.ndarray],
@@ -193,69 +182,3 @@ def user_run(spec: ModelSpec, report: dict[str, Any], arrays: dict[str, np.ndarr
                   taps={k[4:]: v for k, v in arrays.items() if k.startswith("tap/")})
     run.contradictions = from_layers(spec, report.get("layers", []))
     return run
-
-
-# ---- the verdict ----------------------------------------------------------------------------------
-@dataclass
-class UserCheck:
-    """What `verify --model` and `portbench.check` report: the user's row, our ports' rows, the
-    spec contradictions, and diagnose's finding (and trace's first divergence) when it failed."""
-
-    run: UserRun
-    entry: PortVerdict
-    ports: list[PortVerdict] = field(default_factory=list)
-    pairwise: list[dict[str, Any]] = field(default_factory=list)
-    diagnosis: Diagnosis | None = None
-    first_divergence: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.entry.passed and not any(not c.arithmetic for c in self.run.contradictions)
-
-    def explanation(self) -> str:
-        """One line: why it failed (the contradicting fields, then diagnose's finding)."""
-        if self.passed:
-            return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
-        parts = [c.line() for c in self.run.contradictions if not c.arithmetic]
-        if not self.entry.passed:
-            parts.append(self.entry.reason or "logits differ")
-        if self.diagnosis is not None and self.diagnosis.explained:
-            parts.append(self.diagnosis.lines()[0])
-        if self.first_divergence:
-            parts.append(f"first divergent tensor: {self.first_divergence}")
-        return "; ".join(parts)
-
-
-def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, frameworks: list[str] | None = None,
-               timeout: float = 300.0, trace: bool = False, **options: Any) -> UserCheck:
-    """The user's model against the float64 reference on the weights it ran with (its own, bound,
-    or --weights loaded into it); our ports on the same weights when `frameworks` are given."""
-    run = run_user(reference, spec, images, taps=trace, timeout=timeout, **options)
-    return judge(run, images, frameworks=frameworks, timeout=timeout, trace=trace)
-
-
-def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = None,
-          timeout: float = 300.0, trace: bool = False) -> UserCheck:
-    """A finished `UserRun` against the reference, our ports, diagnose and trace."""
-    spec = run.spec
-    ref = forward(spec, run.tensors, images)
-    entry = check_logits(spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
-                         device="cpu")
-    result = UserCheck(run, entry)
-    case = VerifyCase(spec, run.tensors, images)
-    if frameworks:
-        result.ports, _ = verify([case], frameworks, timeout=timeout)
-    result.pairwise = pairwise_gaps(case, [entry, *result.ports], ref)
-    if not entry.passed and entry.max_abs_diff is not None:
-        result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
-                                    source="your model", model_from=run.origin)
-    if trace:
-        traced = user_trace(run, images)
-        result.first_divergence = traced.first_divergence.name if traced.first_divergence else None
-    return result
-
-
-def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:
-    """The user's captured taps (and logits) against the reference's, named canonically."""
-    reference = reference_taps(run.spec, run.tensors, images)
-    return compare_taps(run.spec, reference, {**run.taps, "logits": run.logits}, run.label)

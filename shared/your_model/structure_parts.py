@@ -1,4 +1,4 @@
-"""The pieces binding by structure works with (`shared/core/structure.py` orders them): a `Unit`
+"""The pieces binding by structure works with (`structure.py` orders them): a `Unit`
 (one layer with the parameters it is the first to own), what a unit is (a LayerNorm's width, a
 Linear's in and out features), the `Builder` that turns units into links in the framework's
 layouts, and the one-line refusal for a layer that fits no canonical tensor."""

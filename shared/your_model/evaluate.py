@@ -1,85 +1,60 @@
-"""The worker's job kind for a user's own model (`--model FILE.py:NAME`), declared as
-`USER` (shared/runtime/job_kinds.py). The user's file is imported here, in the worker process,
-never in the parent. One job builds the model once and, as asked: binds its parameters to the
-canonical tensors (the conventions arrive as table text from the parent, the port's own table is
-added here), returns them or loads canonical weights into it, runs it on the probe batch and
-captures the canonical taps (timing it is the timing harness's, through `UserPort`).
+"""A user's own model run in the worker (`--model FILE.py:NAME`; the `user` job kind,
+jobs.py, and `portbench.check` in the caller's process): its parameters, read by its framework's
+`ports/<fw>/user.py` (framework.py), bound to the canonical tensors (by the port's own
+table and every checkpoint library's, which this process reads from the plug-ins itself,
+shared/checkpoints/libraries/; else by structure), canonical weights loaded into it or its own
+returned, its forward on the probe batch and the canonical taps captured (`evaluate`); timing it
+is the timing harness's, through `UserPort`.
 
-The user's file is imported and its factory called by `user_guard.build`: whatever they do is
-one line, and the launcher is told the phase (`user-import`, `user-build`: each has its own,
-shorter time limit, shared.runtime.launch; then `user-bind`, `user-forward`, `user-taps`, which a
-timeout names). The framework is read from the object it returns."""
+The launcher is told the phase: `user-bind`, `user-forward`, `user-taps` (after guard.py's
+`user-import` and `user-build`), which a timeout names."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from typing import Any
 
 import numpy as np
 
 import ports
-from shared.core.binding import Binding, bind
+from shared.checkpoints import FORMATS, format_module
+from shared.core.layer import Layer
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, PortbenchError
-from shared.runtime.job_kinds import JobKind, Output
-from shared.runtime.user_guard import build, user_code
+from shared.runtime.job_kinds import Output
 from shared.runtime.worker import one_line, print_phase
-
-USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
-
-
-def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
-    """(framework, its ports/<fw>/user.py) owning `model`, read from the object; an explicit
-    `framework` is never overridden: a model of another framework is one line naming both."""
-    if framework:
-        module = ports.load_port_part(framework, "user")
-        if module.owns(model):
-            return port_name(framework), module
-    owner = _owner(model)
-    if framework:
-        what = f"a {owner[0]} model" if owner else "not a model of any framework portbench runs"
-        instead = f"--framework {owner[0]}, or no --framework" if owner else "a model of that framework"
-        raise InputError(f"--framework {framework}, but --model returned a {type(model).__name__}, {what}; "
-                         f"pass {instead}")
-    if owner is None:
-        raise InputError(f"--model returned a {type(model).__name__}, not a torch.nn.Module, Keras model "
-                         "or layer, or nnx.Module")
-    return owner
+from shared.your_model.binding import Binding, bind
+from shared.your_model.framework import model_class, user_port
+from shared.your_model.guard import build, user_code
 
 
-def port_name(entry: str) -> str:
-    """The port a registry entry runs ("keras-jax" -> "keras")."""
-    return ports.PORTS[entry].module.rsplit(".", 1)[-1]
-
-
-def model_class(model: Any) -> str:
-    """The model's class as `module.Name` (timm.models.vision_transformer.VisionTransformer)."""
-    return f"{type(model).__module__}.{type(model).__qualname__}"
-
-
-def _owner(model: Any) -> tuple[str, Any] | None:
-    for name in (f for f in USER_FRAMEWORKS if f in sys.modules):  # a model's framework is imported
-        module = ports.load_port_part(name, "user")
-        if module.owns(model):
-            return name, module
-    return None
-
-
-def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Table]:
-    """The port's own transfer table first, then the parent's (each a list of texts, base last)."""
+def conventions(framework: str, spec: ModelSpec) -> list[Table]:
+    """The naming conventions a user's parameters may follow: the port's own transfer table
+    first, then every checkpoint library's (`library_tables`)."""
     out: list[Table] = []
     with contextlib.suppress(PortbenchError):  # a port that cannot load here names nothing
         out.append(ports.load_port_part(framework, "transfer").table(spec))
-    for name, levels, inert in job.get("conventions", []):
-        base = None
-        for i, text in enumerate(reversed(levels)):  # the last level is the table itself
-            base = Table(text, name, base=base, inert=tuple(inert) if i == len(levels) - 1 else ())
-        out.append(base)  # type: ignore[arg-type]
-    return out
+    return out + library_tables(spec)
+
+
+def library_tables(spec: ModelSpec) -> list[Table]:
+    """Each checkpoint format's table for `spec`, in `FORMATS` order, read from its library's
+    plug-in (shared/checkpoints/libraries/) in this process."""
+    tables = (format_module(fmt).table(fmt, spec) for fmt in FORMATS)
+    return [table for table in tables if table is not None]
+
+
+def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str,
+               rules: str | None) -> tuple[Binding, dict[str, Any], list[Layer]]:
+    """(the binding of `model`'s parameters to `spec`'s canonical tensors, the parameters by
+    their native names, the layers `module` (its ports/<fw>/user.py) reads)."""
+    params = module.parameters(model)
+    found = module.layers(model)
+    binding = bind(spec, {n: v.shape for n, v in params.items()}, found, framework,
+                   conventions(framework, spec), rules)
+    return binding, params, found
 
 
 def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
@@ -93,37 +68,14 @@ def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
         raise InputError(f"your model's logits hold {bad} non-finite values (NaN or infinity)")
 
 
-def user(framework: str, job: dict[str, Any], out: Output) -> None:
-    """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
-    "conventions", "taps"?: bool}."""
-    spec = ModelSpec.from_json(job["spec"])
-    model = build(job["model"], spec)
-    found, _ = user_port(model, job.get("framework"))
-    if found != port_name(framework):  # the parent's guess was wrong: the object says `found`
-        out.report.update(found=found, model_class=model_class(model))
-        # A worker of `found` only when its environment (KERAS_BACKEND, MLX_ENABLE_TF32) is not
-        # already this one's: nothing is hidden from the user's code (user_model.USER_CODE_ENV), so
-        # otherwise a second worker would build the same model in the same conditions.
-        if any(os.environ.get(k) != v for k, v in ports.PORTS[found].env.items()):
-            out.report["restart"] = True
-            return
-    evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
-
-
-USER = JobKind("user", user)
-
-
 def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
     print_phase("user-bind")
-    params = module.parameters(model)
-    found = module.layers(model)
+    binding, params, found = bind_model(module, model, spec, fw, job.get("rules"))
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
                             for a in found]
-    binding = bind(spec, {n: v.shape for n, v in params.items()}, found, fw,
-                   conventions(job, fw, spec), job.get("rules"))
     bound = {link.native for link in binding.links}  # all but a convention's inert tensors
     out.report.update({"binding": binding.to_dict(),
                        "param_count": int(sum(v.size for n, v in params.items() if n in bound))})
@@ -190,10 +142,7 @@ class UserPort:
         self.model = build(job["model"], spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
         print_phase("user-bind")
-        params = self.module.parameters(self.model)
-        found = self.module.layers(self.model)
-        binding = bind(spec, {n: v.shape for n, v in params.items()}, found, self.framework,
-                       conventions(job, self.framework, spec), job.get("rules"))
+        binding, params, _ = bind_model(self.module, self.model, spec, self.framework, job.get("rules"))
         self.count = int(sum(v.size for v in params.values()))
         del params
         self.module.assign(self.model, binding.to_native(tensors))

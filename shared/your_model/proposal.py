@@ -1,12 +1,13 @@
 """The spec read from a built model object, in the model's own process: `propose_spec(model,
 framework) -> Proposal`, each field with its source. Sources, first wins:
 
-1. the configuration the known libraries attach (shared/checkpoints/model_readers.py: a
-   Transformers `config`, timm's and torchvision's attributes, keras-hub's `get_config()`);
-2. the state dict, read by the matching checkpoint format's own `infer` (shared/checkpoints/*.py):
+1. the configuration the known libraries attach (each library plug-in's `read_live`,
+   shared/checkpoints/libraries/: a Transformers `config`, timm's and torchvision's attributes,
+   keras-hub's `get_config()`);
+2. the state dict, read by the matching checkpoint format's own `infer` (the same plug-ins):
    its facts (tensor names and shapes);
 3. the layers' settings as the spec check reads them (`ports/<fw>/user.py` `layers()`,
-   shared/checkpoints/model_layers.py): LayerNorm eps, activation form, attention heads, head width
+   `proposal_layers.py`): LayerNorm eps, activation form, attention heads, head width
    and bias, norm placement, depth. What the layers compute with (eps, activation, heads, head
    width) also overrules a configuration that says otherwise, with a note naming both;
 4. the library's conventions that `infer` applies (timm's eps 1e-6, ...);
@@ -17,11 +18,11 @@ A model no library reader recognises is read from the one child a reader recogni
 all its parameters (a timm model held as `self.net`: sources `timm: net.…`), else by the checkpoint
 format whose names its parameters carry, accepted only when that format's table binds every
 parameter on the spec it gives (a big_vision-style linen ViT), else from its layers alone
-(shared/checkpoints/model_search.py). Flax's fast LayerNorm variance, which no field states, is a note.
+(`proposal_search.py`). Flax's fast LayerNorm variance, which no field states, is a note.
 
 A field nothing reads keeps the spec default and is reported unread (source `default`), never
-guessed. `PROPOSE` is the worker's job kind for `--model FILE.py:NAME` (the user's file is
-imported in the worker only); `shared.teaching.user_model.propose_user_spec` starts it.
+guessed. For `--model FILE.py:NAME` it runs in the worker (the `propose` job kind, jobs.py: the
+user's file is imported there only), which `run.propose_user_spec` starts.
 """
 
 from __future__ import annotations
@@ -32,22 +33,20 @@ from typing import Any, ClassVar
 
 from shared.checkpoints import format_module, library_reading
 from shared.checkpoints.live import Fact, Reading
-from shared.checkpoints.model_layers import (
+from shared.core.data_record import DataRecord
+from shared.core.inputs import probe_batch
+from shared.core.spec import ModelSpec
+from shared.errors import PortbenchError, SpecError, WeightsError
+from shared.runtime.worker import one_line
+from shared.your_model.binding import by_table
+from shared.your_model.framework import user_port
+from shared.your_model.proposal_layers import (
     config_as_computed,
     layer_facts,
     overruled_by_layers,
     variance_notes,
 )
-from shared.checkpoints.model_search import format_names, wrapped_reading
-from shared.core.binding import by_table
-from shared.core.data_record import DataRecord
-from shared.core.inputs import probe_batch
-from shared.core.spec import ModelSpec
-from shared.errors import PortbenchError, SpecError, WeightsError
-from shared.runtime.job_kinds import JobKind, Output
-from shared.runtime.user_guard import build
-from shared.runtime.user_jobs import user_port
-from shared.runtime.worker import one_line
+from shared.your_model.proposal_search import format_names, wrapped_reading
 
 DEFAULT = "default"
 UNREAD_NAME = "read-from-model"
@@ -224,14 +223,3 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
                              "a built model's table has the image's own patch grid (only that shape binds)")
     return out
-
-
-# ---- the worker's job ----------------------------------------------------------------------------
-def propose(framework: str, job: dict[str, Any], out: Output) -> None:
-    """{"model": FILE.py:NAME, "framework"?}: build the model (its factory takes no spec) and read
-    the spec from it."""
-    model = build(job["model"], None)  # a factory that takes no spec
-    out.report["proposal"] = propose_spec(model, job.get("framework")).to_dict()
-
-
-PROPOSE = JobKind("propose", propose)

@@ -1,5 +1,5 @@
 """Where the spec of a model no library reader recognises is read from
-(shared/checkpoints/from_model.py), in the model's own process:
+(`proposal.py`), in the model's own process:
 
 - `wrapped_reading`: a library's model held in the user's own module (`self.net = timm_model`), at
   any depth: the first child, in definition order, that a library's plug-in (`read_live`) recognises and that
@@ -7,7 +7,7 @@
   (`timm: net.blocks[0].attn.num_heads`).
 - `format_names`: the known checkpoint formats whose names the parameters carry (a linen
   big_vision ViT, an `nnx.bridge.ToNNX` of one, a user's copy of timm's module names): each
-  format's `infer` is tried on the parameters, a common prefix stripped; from_model accepts a
+  format's `infer` is tried on the parameters, a common prefix stripped; the proposal accepts a
   format only when its table then binds every parameter exactly.
 
 Framework-neutral: children are a torch module's `named_modules()`, or the public attributes (and a
@@ -23,7 +23,7 @@ import numpy as np
 
 from shared.checkpoints import FORMATS, library_reading
 from shared.checkpoints.live import Reading
-from shared.core.binding import wrapper_prefix
+from shared.your_model.binding import wrapper_prefix
 
 MAX_DEPTH = 8  # a user's wrappers are a few levels deep; a walk never follows a cycle this far
 
@@ -44,7 +44,7 @@ def wrapped_reading(model: Any, port: Any, params: dict[str, np.ndarray]) -> tup
 
 def format_names(params: dict[str, np.ndarray]) -> Iterator[tuple[Reading, dict[str, np.ndarray]]]:
     """(a reading naming the format, the parameters without their common prefix) per known
-    checkpoint format, in `FORMATS` order; from_model keeps the first whose table binds."""
+    checkpoint format, in `FORMATS` order; the proposal keeps the first whose table binds."""
     prefix = wrapper_prefix({name: value.shape for name, value in params.items()})
     inner = {name[len(prefix):]: value for name, value in params.items()}
     under = f" under {prefix!r}" if prefix else ""

@@ -1,6 +1,6 @@
-"""What a built model's layers compute, read as spec fields (shared/checkpoints/from_model.py): the
-settings each framework's `ports/<fw>/user.py` `layers()` reads from the layer objects, as the
-spec check reads them (shared/teaching/spec_check.py).
+"""What a built model's layers compute, read as spec fields (`proposal.py`): the settings each
+framework's `ports/<fw>/user.py` `layers()` reads from the layer objects, as the spec check reads
+them (`spec_check.py`).
 
 The layers are what the forward computes with, a configuration only what the model was built
 from (and a Transformers `config` can be edited after the build): where the two disagree on a

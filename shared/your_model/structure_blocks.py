@@ -8,8 +8,8 @@ import math
 import re
 
 from shared.core.spec import ModelSpec
-from shared.core.structure_parts import PARTS, Builder, Unit, misfit
 from shared.errors import WeightsError
+from shared.your_model.structure_parts import PARTS, Builder, Unit, misfit
 
 BODY = ("layer_norm", "attention", "linear")
 INDEXED = re.compile(r"(.*?)_?(\d+)")
