@@ -116,6 +116,19 @@ def test_a_unit_that_cannot_be_proven_complete_is_refused_and_kept(folder: Path,
     assert "holds no unit that can be proven complete" in line and "nothing was changed" in line
 
 
+@pytest.mark.parametrize(("change", "expect"), [
+    (lambda r: r["curves"].update(lr=[]), "result.curves.lr has 0 points, expected one per epoch (1)"),
+    (lambda r: r["curves"].update(grad_norm=[1.0]), "result.curves has unknown key(s) ['grad_norm']"),
+    (lambda r: r["wall_s"].update(train=-1.0), "result.wall_s.train is -1.0, expected a non-negative number"),
+])
+def test_a_proven_unit_whose_result_is_not_a_seed_result_is_refused(folder: Path, change, expect) -> None:
+    """The unit is complete, but its `result` is read back as the SeedResult it was written from
+    (shared/training/trainloop.py), which names the path of what is wrong in one line."""
+    _edit_state(folder, lambda s: change(s["result"]))
+    line = refused(folder, *TRAIN, "--epochs", "2", "--resume", expect=expect)
+    assert line.startswith(f"error: checkpoint {str(Path('ck') / 'seed0')!r}: result"), line
+
+
 def test_a_later_incomplete_unit_is_not_written_over(folder: Path) -> None:
     later = folder / "ck" / "seed0" / "epoch-000002"
     later.mkdir()

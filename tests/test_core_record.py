@@ -249,3 +249,48 @@ def test_a_data_record_refuses_in_one_line_naming_the_path_the_value_and_what_wa
     with pytest.raises(InputError) as info:  # a reader names where the record sits, and its own error
         Fitting.from_dict(data, "shop 'x': fittings[2]", InputError)
     assert str(info.value).startswith(message.replace("fitting", "shop 'x': fittings[2]", 1))
+
+
+@dataclass(frozen=True)
+class Meter(DataRecord):
+    """A derived field stored under another key (a property answers to the key's name in memory)
+    and readings kept as measured, NaN included."""
+
+    KIND: ClassVar[str] = "meter"
+
+    bulbs: list[Bulb]
+    brightest_watts: Watts | None = derived("brightest")
+    readings: list[Annotated[float, Bound(low=0, nan=True)]] = field(default_factory=list)
+
+    @property
+    def brightest(self) -> Bulb | None:
+        return max(self.bulbs, key=lambda bulb: bulb.watts, default=None)
+
+    def derived_values(self) -> dict[str, object]:
+        return {"brightest_watts": self.brightest.watts if self.brightest else None}
+
+
+def test_a_derived_field_stored_under_another_key_and_a_bound_that_allows_nan() -> None:
+    meter = Meter([Bulb(40.0), Bulb(60.0)], [1.5, float("nan")])
+    data = meter.to_dict()
+    assert list(data) == ["bulbs", "brightest", "readings"] and data["brightest"] == 60.0
+    assert meter.brightest == Bulb(60.0)  # the property keeps its name; the field is written under it
+    text = json.dumps(data)
+    again = Meter.from_dict(json.loads(text))
+    assert json.dumps(again.to_dict()) == text and again.brightest_watts == 60.0
+    assert Meter.from_dict({"bulbs": [{"watts": 5.0}], "brightest": 99.0}).brightest_watts == 5.0
+    assert Meter.from_dict({"bulbs": []}).to_dict()["brightest"] is None
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"bulbs": [], "brightest": "x"}, "meter.brightest is 'x', expected a non-negative number or null"),
+    ({"bulbs": [], "brightest_watts": 1.0},
+     "meter has the unknown field 'brightest_watts'; expected some of: bulbs, brightest, readings"),
+    ({"bulbs": [], "readings": [-1.0]}, "meter.readings[0] is -1.0, expected a non-negative number"),
+    ({"bulbs": [], "readings": [float("inf")]},
+     "meter.readings[0] is inf, expected a non-negative number (finite)"),
+])
+def test_the_new_markers_are_held_as_strictly_as_the_others(data, message) -> None:
+    with pytest.raises(SpecError) as info:
+        Meter.from_dict(data)
+    assert str(info.value) == message

@@ -3,6 +3,7 @@ them), says "unexplained" for random logits, and refuses bad input in one line."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.weights import init_weights, save_weights
 from shared.errors import InputError
-from shared.teaching.gap_explanation import diagnose
+from shared.teaching.gap_explanation import Diagnosis, diagnose
 from shared.teaching.variants import Case, variant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +59,7 @@ def test_recovers_head_width_mismatch(quadrant: Case, key: str) -> None:
     assert mutated is not None
     result = diagnose(quadrant.spec, quadrant.weights, quadrant.images, _torch_logits(mutated))
     assert result.explained and result.explained[0].label == key
-    assert result.explained[0].settings[0].entry in ("head_width", "attention_scale")
+    assert result.explained[0].entries[0] in ("head_width", "attention_scale")
 
 
 FAMILY_SLIPS = [  # (preset, spec changes, variant): the newer families' catalogue entries
@@ -130,7 +131,8 @@ def test_cli_explains_and_refuses(tmp_path: Path, quadrant: Case) -> None:
               "--json", str(tmp_path / "d.json"))
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("gap 0.02 falls to") and "layer_norm_eps=0.001" in ok.stdout
-    assert '"verdict": "explained"' in (tmp_path / "d.json").read_text()
+    written = json.loads((tmp_path / "d.json").read_text())
+    assert written["verdict"] == "explained" and Diagnosis.from_dict(written).to_dict() == written
 
     nan = tmp_path / "nan.npy"
     np.save(nan, np.full((4, 4), np.nan, np.float32))

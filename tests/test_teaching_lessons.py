@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
+from shared.teaching.lessons import LESSONS, LessonView, build_view, lesson, library_columns, side_by_side
 from shared.teaching.library_source import LibrarySelect
 from shared.teaching.port_source import SPEC_FIELDS, field_excerpts
 from shared.teaching.rosetta import rosetta_markdown
@@ -136,6 +136,7 @@ def test_cli_lesson_json(tmp_path: Path) -> None:
     payload = json.loads(out.read_text())
     assert [p["name"] for p in payload] == ["pos_table_rows"]
     assert set(payload[0]["code"]) == {"torch", "keras", "flax", "mlx"} and payload[0]["gap"] > 0.01
+    assert LessonView.from_dict(payload[0]).to_dict() == payload[0]  # the record reads back what it wrote
     check = subprocess.run([sys.executable, "compare.py", "rosetta", "--check"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120, check=False)
     assert check.returncode == 0 and "up to date" in check.stdout

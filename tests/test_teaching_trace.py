@@ -17,7 +17,7 @@ from ports import create_port
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
-from shared.teaching.first_divergence import compare_taps, reference_taps, report_lines, tap_order
+from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps, report_lines, tap_order
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -102,5 +102,6 @@ def test_cli_trace_reports_each_port(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report[0]["framework"] == "torch" and report[0]["first_divergence"] is None
     assert len(report[0]["taps"]) == 17
+    assert PortTrace.from_dict(report[0]).to_dict() == report[0]  # the record reads back what it wrote
     np.testing.assert_array_less([t["error"] for t in report[0]["taps"]],
                                  [t["budget"] for t in report[0]["taps"]])

@@ -89,7 +89,7 @@ def test_tolerances_from_files_writes_the_page(tmp_path: Path) -> None:
     sources = []
     for name, ratio in (("native", 1.0), ("avx2", 1.5)):
         document = {"schema": "portbench.tolerances/2", "date": "2026-12-01", "path": name,
-                    "entries": [{**vars(m), "ratio": m.ratio} for m in _measured(ratio)], "pairwise": []}
+                    "entries": [m.to_dict() for m in _measured(ratio)], "pairwise": []}
         (tmp_path / f"{name}.json").write_text(json.dumps(document))
         sources += ["--from", str(tmp_path / f"{name}.json")]
     out = run_cli("tolerances", *sources, "--markdown", str(tmp_path / "t.md"))

@@ -63,14 +63,16 @@ def arithmetic_path() -> str:
 
 
 def _load(path: str) -> tuple[str, list[Any], list[dict[str, Any]]]:
-    from shared.runtime.ladder import from_dict
+    from shared.runtime.ladder import Measured
 
     try:
         document = json.loads(read_text(path, "--from file"))
         if document.get("schema") != SCHEMA:
             raise InputError(f"--from {path!r}: schema {document.get('schema')!r}, expected {SCHEMA!r} "
                              "(written by `compare.py tolerances --json`)")
-        return str(document["path"]), [from_dict(e) for e in document["entries"]], list(document["pairwise"])
+        entries = [Measured.from_dict(e, f"--from {path!r}: entries[{i}]", InputError)
+                   for i, e in enumerate(document["entries"])]
+        return str(document["path"]), entries, list(document["pairwise"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         if isinstance(exc, InputError):
             raise
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         paths = {label: (measured, pairs)}
         if args.json:
             document = {"schema": SCHEMA, "date": today, "path": label,
-                        "entries": [{**vars(m), "ratio": m.ratio} for m in measured], "pairwise": pairs}
+                        "entries": [m.to_dict() for m in measured], "pairwise": pairs}
             write_json(args.json, document, args.force)
     if args.markdown:
         write_output(args.markdown, markdown(paths, today).encode(), force=args.force)

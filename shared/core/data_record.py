@@ -8,7 +8,8 @@ to its declared type as it is, in JSON's words (a string is never a number, a bo
 integer), and the annotations are the whole schema:
 
 - `bool`, `int`, `float` (finite), `str`, `Literal[...]`, `Any`, `T | None`;
-- `Annotated[int | float, Bound(low=...)]`: a lower bound (`Bound(infinite=True)`: +inf allowed);
+- `Annotated[int | float, Bound(low=...)]`: a lower bound (`Bound(infinite=True)`: an infinity
+  allowed, `Bound(nan=True)`: NaN allowed);
 - `list[T]`, `tuple[T, ...]`, `dict[str, T]` (`dict[Literal[...], T]`: only those keys), and a
   nested record (read by its own `from_dict`);
 - a field without a default must be present; a key no field declares is refused, unless the
@@ -22,8 +23,8 @@ the same path.
 `to_dict` writes every field in declaration order, a nested record as its own dict, and three
 field markers say how a field travels: `stored_as` (written under another key than its
 attribute's name: a JSON form older than the name), `derived` (computed from the others by
-`derived_values`, written, never given) and `transient` (in memory only, never written: the
-logits a verdict carries to the table).
+`derived_values`, written, never given; it too may be stored under another key) and `transient`
+(in memory only, never written: the logits a verdict carries to the table).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Bound:
 
     low: float | None = None
     infinite: bool = False  # +inf is a value (an error that could not be measured), not a mistake
+    nan: bool = False  # NaN is a value (a metric as an evaluation returned it), not a mistake
 
 
 class RuleBrokenError(SpecError):
@@ -117,10 +119,11 @@ def stored_as(key: str, **options: Any) -> Any:
     return field(metadata={KEY: key}, **options)
 
 
-def derived() -> Any:
-    """A field the record computes (`derived_values`): written with the others, never given; a
-    reader checks its type and leaves its value to the record."""
-    return field(init=False, compare=False, repr=False)
+def derived(key: str | None = None) -> Any:
+    """A field the record computes (`derived_values`): written with the others (under `key`, when
+    a property already answers to the key's name in memory), never given; a reader checks its type
+    and leaves its value to the record."""
+    return field(init=False, compare=False, repr=False, metadata={KEY: key} if key else {})
 
 
 def transient(**options: Any) -> Any:
@@ -209,7 +212,9 @@ def fits(value: Any, declared: Any, bound: Bound) -> bool:
     numeric = (int, float) if declared is float else declared
     if not isinstance(value, numeric) or (isinstance(value, bool) and declared is not bool):
         return False
-    if declared is float and (math.isnan(value) or (math.isinf(value) and not bound.infinite)):
+    if declared is float and math.isnan(value):
+        return bound.nan  # unordered: allowed or not, never held to the lower bound
+    if declared is float and math.isinf(value) and not bound.infinite:
         return False
     return bound.low is None or value >= bound.low
 

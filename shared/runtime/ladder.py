@@ -9,12 +9,13 @@ Gaps are also shown normalised by max(1, max |float64 logit|), so presets can be
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
-from shared.core.equivalence import PortVerdict
+from shared.core.data_record import DataRecord, derived
+from shared.core.equivalence import Gap, PortVerdict
 from shared.core.inputs import probe_batch
 from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.presets import get_preset
@@ -33,23 +34,25 @@ from shared.runtime.verify import VerifyCase, verify
 SMALL_BATCH, LARGE_BATCH = 8, 2  # ViT-S/B-sized presets at batch 2: a reference pass is seconds
 
 
-@dataclass
-class Measured:
+@dataclass(frozen=True)
+class Measured(DataRecord):
+    """One port at one rung on one preset, its gaps normalised by max(1, max |float64 logit|)
+    (`compare.py tolerances --json`: one per entry, read back by `--from`)."""
+
+    KIND: ClassVar[str] = "ladder entry"
+
     spec: str
     size: str
     rung: str
     framework: str
-    gap: float | None  # normalised |port - float64|; None when unavailable or not comparable
-    status: str
+    gap: Gap | None  # normalised |port - float64|; None when unavailable or not comparable
+    status: str  # as the verdict states it (PortVerdict.status)
     reason: str | None = None
-    emulated: float | None = None  # normalised |emulated - float64| on the same case
+    emulated: Gap | None = None  # normalised |emulated - float64| on the same case
+    ratio: float | None = derived()  # gap / emulated gap: what a low rung's bound is a multiple of
 
-    @property
-    def ratio(self) -> float | None:
-        """port gap / emulated gap: what a low rung's bound is a multiple of."""
-        if self.gap is None or not self.emulated:
-            return None
-        return self.gap / self.emulated
+    def derived_values(self) -> dict[str, Any]:
+        return {"ratio": None if self.gap is None or not self.emulated else self.gap / self.emulated}
 
 
 def ladder_cases(presets: list[str], rungs: tuple[str, ...] = LOW_RUNGS) -> list[VerifyCase]:
@@ -82,11 +85,6 @@ def _measured(verdict: PortVerdict, case: VerifyCase) -> Measured:
     emulated = None if case.emulated_gap is None else case.emulated_gap / scale
     return Measured(verdict.spec, size_class(case.spec), verdict.rung, verdict.framework, gap, verdict.status,
                     verdict.reason, emulated)
-
-
-def from_dict(data: dict[str, Any]) -> Measured:
-    """One entry of a `--json` file `compare.py tolerances` wrote."""
-    return Measured(**{f.name: data.get(f.name) for f in fields(Measured)})
 
 
 def ratio_summary(measured: list[Measured]) -> dict[str, tuple[float, float]]:

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import ClassVar, Literal, get_args
 
 import numpy as np
 
+from shared.core.data_record import DataRecord, stored_as
+from shared.core.equivalence import Gap
 from shared.core.precision import LOW_RUNGS, Precision
 from shared.core.reference import forward
 from shared.core.rounding import emulated_gap
@@ -37,7 +40,8 @@ from shared.teaching.variants import Case, variant
 RUNG_COLUMNS = ("float32", *LOW_RUNGS)  # TF32 is unmeasured: it borrows float16-pure's bound
 # MARGIN (shared/core/tolerance.py): within this factor of a bound either way, a verdict is
 # rounding noise: "marginal"
-CAUGHT, MISSED, MARGINAL, NOT_MODELLED = "caught", "missed", "marginal", "not modelled"
+Verdict = Literal["caught", "missed", "marginal", "not modelled"]
+CAUGHT, MISSED, MARGINAL, NOT_MODELLED = get_args(Verdict)
 
 @dataclass(frozen=True)
 class Measured:
@@ -65,18 +69,19 @@ class Measured:
         return classify(self.gap / self.scale, self.bound(rung))
 
 
-@dataclass
-class Row:
-    entry: str
-    variant: str  # "" for an entry without a variant
-    label: str  # the spec measured on, or where the demonstration's gap comes from
-    gap: float | None  # normalised logit gap; for a demonstration, its own headline
-    verdicts: dict[str, str] = field(default_factory=dict)  # rung -> caught | missed | ...
-    bounds: dict[str, float] = field(default_factory=dict)  # rung -> normalised bound
+@dataclass(frozen=True)
+class Row(DataRecord):
+    """One variant (or a variant-less entry's demonstration) against every rung's bound
+    (`lessons --rungs --json`: one per row)."""
 
-    def to_dict(self) -> dict[str, object]:
-        return {"entry": self.entry, "variant": self.variant or None, "spec": self.label,
-                "gap": self.gap, "verdicts": self.verdicts, "bounds": self.bounds}
+    KIND: ClassVar[str] = "detectability row"
+
+    entry: str
+    variant: str | None  # None for an entry without a variant
+    label: str = stored_as("spec")  # the spec measured on, or where the demonstration's gap comes from
+    gap: Gap | None  # normalised logit gap; for a demonstration, its own headline
+    verdicts: dict[str, Verdict] = field(default_factory=dict)  # rung -> caught | missed | ...
+    bounds: dict[str, Gap] = field(default_factory=dict)  # rung -> normalised bound
 
 
 def classify(gap_value: float, bound: float) -> str:
@@ -115,7 +120,7 @@ def _pinned(spec: ModelSpec) -> tuple[Case, np.ndarray, dict[str, float | None]]
 def _demo_row(e: Entry, run_demos: bool) -> Row:
     demo = e.run_demo() if run_demos else None
     label = "demo: " + (demo.lines[0] if demo and demo.lines else "not run")
-    return Row(e.key, "", label, demo.gap if demo else None, dict.fromkeys(RUNG_COLUMNS, NOT_MODELLED))
+    return Row(e.key, None, label, demo.gap if demo else None, dict.fromkeys(RUNG_COLUMNS, NOT_MODELLED))
 
 
 def rows(run_demos: bool = True) -> tuple[list[Row], list[str]]:

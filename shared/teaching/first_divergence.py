@@ -14,12 +14,13 @@ is where the port stops computing the spec's function; everything after it inher
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
+from shared.core.data_record import Bound, DataRecord, derived, stored_as
 from shared.core.equivalence import PortVerdict, check_logits, compare_tensor, not_run, tap_budget
 from shared.core.precision import FLOAT32, Precision
 from shared.core.reference import forward
@@ -30,6 +31,11 @@ from shared.core.tolerance import max_abs_diff
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.jobs import TAPS
 from shared.runtime.launch import run_worker
+
+# A tap's size and budget; its error is infinite when the port's tensor could not be compared with
+# the reference's (another shape, non-finite values: the note says which).
+Magnitude = Annotated[float, Bound(low=0)]
+TapError = Annotated[float, Bound(low=0, infinite=True)]
 
 
 def tap_order(spec: ModelSpec) -> list[str]:
@@ -64,22 +70,36 @@ def emulated_taps(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     return dict(taps.tensors)
 
 
-@dataclass
-class TapRow:
+@dataclass(frozen=True)
+class TapRow(DataRecord):
+    """One named intermediate of one port against the reference's."""
+
+    KIND: ClassVar[str] = "tap"
+
     name: str
-    magnitude: float  # max |reference|
-    error: float | None  # max |port - reference|; None when the port lacks the tap
-    budget: float
-    note: str = ""
+    magnitude: Magnitude  # max |reference|
+    error: TapError | None  # max |port - reference|; None when the port lacks the tap
+    budget: Magnitude
     over: bool = False  # the equivalence verdict failed (a missing tap is not over)
+    note: str = ""
 
 
-@dataclass
-class PortTrace:
+@dataclass(frozen=True)
+class PortTrace(DataRecord):
+    """One port's taps in computation order, and its verdict; `to_dict` is `trace --json`'s entry."""
+
+    KIND: ClassVar[str] = "trace"
+
     framework: str
-    rows: list[TapRow] = field(default_factory=list)
     error: str | None = None  # the port could not run
+    # the first tap over its budget, by name (`first_divergence` answers with its row)
+    divergent_tap: str | None = derived("first_divergence")
     verdict: PortVerdict | None = None  # as `verify` decides it; None when the port could not run
+    rows: tuple[TapRow, ...] = stored_as("taps", default=())
+
+    def derived_values(self) -> dict[str, Any]:
+        first = self.first_divergence
+        return {"divergent_tap": first.name if first else None}
 
     @property
     def first_divergence(self) -> TapRow | None:
@@ -89,14 +109,6 @@ class PortTrace:
     def passed(self) -> bool:
         """The port ran, no tap is over its budget, and its verdict passed."""
         return not self.error and self.first_divergence is None and bool(self.verdict and self.verdict.passed)
-
-    def to_dict(self) -> dict[str, object]:
-        first = self.first_divergence
-        return {"framework": self.framework, "error": self.error,
-                "first_divergence": first.name if first else None,
-                "verdict": self.verdict.to_dict() if self.verdict else None,
-                "taps": [{"name": r.name, "magnitude": r.magnitude, "error": r.error,
-                          "budget": r.budget, "over": r.over, "note": r.note} for r in self.rows]}
 
 
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
@@ -110,19 +122,19 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
     verdict = check_logits(spec, port_taps["logits"], reference["logits"], param_count, precision, gap,
                            tap_dtypes=tap_dtypes, framework=framework) if "logits" in port_taps else \
         not_run(spec, framework, precision, "the port gave no logits tap")
-    trace = PortTrace(framework, verdict=verdict)
+    rows: list[TapRow] = []
     for name in tap_order(spec):
         ref = reference[name]
         budget = tap_budget(spec, ref, precision, None if emulated is None else emulated[name])
         magnitude = float(np.max(np.abs(ref)))
         if name not in port_taps:
-            trace.rows.append(TapRow(name, magnitude, None, budget, "missing in this port"))
+            rows.append(TapRow(name, magnitude, None, budget, note="missing in this port"))
             continue
-        verdict = compare_tensor(port_taps[name], ref, budget, what=name)
-        error = verdict.max_abs_diff if verdict.max_abs_diff is not None else float("inf")
-        note = "" if verdict.passed or verdict.max_abs_diff is not None else str(verdict.reason)
-        trace.rows.append(TapRow(name, magnitude, error, budget, note, over=not verdict.passed))
-    return trace
+        tap = compare_tensor(port_taps[name], ref, budget, what=name)
+        error = tap.max_abs_diff if tap.max_abs_diff is not None else float("inf")
+        note = "" if tap.passed or tap.max_abs_diff is not None else str(tap.reason)
+        rows.append(TapRow(name, magnitude, error, budget, over=not tap.passed, note=note))
+    return PortTrace(framework, verdict=verdict, rows=tuple(rows))
 
 
 # ---- collecting taps from ports, each framework in its own process ----------------------

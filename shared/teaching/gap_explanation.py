@@ -9,12 +9,15 @@ user's logits within the equivalence tolerance. Nothing here imports a framework
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from shared.core.containers import read_npy
+from shared.core.data_record import DataRecord, derived, stored_as
+from shared.core.equivalence import Gap
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import logit_atol, max_abs_diff
@@ -26,39 +29,46 @@ from shared.teaching.variants import Case, Variant, applicable, applicable_pairs
 NO_CHANGE = 1e-12
 
 
-@dataclass
-class Candidate:
-    settings: tuple[Variant, ...]
-    gap: float
+@dataclass(frozen=True)
+class Candidate(DataRecord):
+    """A catalogue setting, or a pair of them, and the gap the reference leaves under it."""
+
+    KIND: ClassVar[str] = "candidate"
+
+    settings: tuple[str, ...]  # each variant's key: "layer_norm_eps=0.001"
+    entries: tuple[str, ...]  # the catalogue entry of each
+    gap: Gap  # max |the reference under the settings - the user's logits|
+    cause: str  # what each setting means for a port, "; " between them
+
+    @classmethod
+    def of(cls, variants: tuple[Variant, ...], gap: float) -> Candidate:
+        return cls(tuple(v.key for v in variants), tuple(v.entry for v in variants), gap,
+                   "; ".join(v.cause for v in variants))
 
     @property
     def label(self) -> str:
-        return " + ".join(v.key for v in self.settings)
-
-    @property
-    def cause(self) -> str:
-        return "; ".join(v.cause for v in self.settings)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"settings": [v.key for v in self.settings], "entries": [v.entry for v in self.settings],
-                "gap": self.gap, "cause": self.cause}
+        return " + ".join(self.settings)
 
 
-@dataclass
-class Diagnosis:
-    spec_name: str
-    baseline_gap: float
+@dataclass(frozen=True)
+class Diagnosis(DataRecord):
+    """`diagnose`'s answer; `to_dict` is `diagnose --json` and verify's `diagnosis`."""
+
+    KIND: ClassVar[str] = "diagnosis"
+
+    spec_name: str = stored_as("spec")
+    verdict: Literal["match", "explained", "unexplained"] = derived()
+    baseline_gap: Gap
     tolerance: float
-    explained: list[Candidate] = field(default_factory=list)
-    closest: list[Candidate] = field(default_factory=list)  # best partial explanations
+    explained: tuple[Candidate, ...] = ()
+    closest: tuple[Candidate, ...] = ()  # best partial explanations
     tried_single: int = 0
     tried_pairs: int = 0
 
-    @property
-    def verdict(self) -> str:
+    def derived_values(self) -> dict[str, Any]:
         if self.baseline_gap <= self.tolerance:
-            return "match"
-        return "explained" if self.explained else "unexplained"
+            return {"verdict": "match"}
+        return {"verdict": "explained" if self.explained else "unexplained"}
 
     def lines(self) -> list[str]:
         g, tol = self.baseline_gap, self.tolerance
@@ -75,12 +85,6 @@ class Diagnosis:
         for c in self.closest:
             out.append(f"  closest: {c.label} leaves {c.gap:.2g} ({g / max(c.gap, 1e-300):.3g}x smaller)")
         return out
-
-    def to_dict(self) -> dict[str, object]:
-        return {"spec": self.spec_name, "verdict": self.verdict, "baseline_gap": self.baseline_gap,
-                "tolerance": self.tolerance, "explained": [c.to_dict() for c in self.explained],
-                "closest": [c.to_dict() for c in self.closest],
-                "tried_single": self.tried_single, "tried_pairs": self.tried_pairs}
 
 
 def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: str) -> np.ndarray:
@@ -135,9 +139,8 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
     # the project's equivalence tolerance (shared/core/tolerance.py), scaled by the logit magnitude
     tol = logit_atol(spec, reference) if tolerance is None else tolerance
     baseline = max_abs_diff(reference, user)
-    result = Diagnosis(spec.name, baseline, tol)
     if baseline <= tol:
-        return result
+        return Diagnosis(spec.name, baseline, tol)
     tried: list[Candidate] = []
     effective: list[Variant] = []  # alternatives that change this model's function at all
     singles = [(named_for(v, model_from), case) for v, case in applicable(base)]
@@ -146,18 +149,15 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
         if max_abs_diff(logits, reference) <= NO_CHANGE:
             continue  # e.g. pad on a divisible image, or a final norm on the class token
         effective.append(v)
-        tried.append(Candidate((v,), max_abs_diff(logits, user)))
-    result.tried_single = len(effective)
-    result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
-    if not result.explained and pairs:
-        combos = applicable_pairs(base, effective)
-        result.tried_pairs = len(combos)
-        for (a, b), case in combos:
-            gap = max_abs_diff(forward(case.spec, case.weights, case.images), user)
-            tried.append(Candidate((a, b), gap))
-        result.explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
-    if not result.explained:
-        # only those that remove 90% of the gap are worth naming
-        helpful = [c for c in tried if c.gap < 0.1 * baseline]
-        result.closest = sorted(helpful, key=lambda c: c.gap)[:closest]
-    return result
+        tried.append(Candidate.of((v,), max_abs_diff(logits, user)))
+    explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
+    combos = applicable_pairs(base, effective) if pairs and not explained else []
+    for (a, b), case in combos:
+        gap = max_abs_diff(forward(case.spec, case.weights, case.images), user)
+        tried.append(Candidate.of((a, b), gap))
+    if combos:
+        explained = sorted((c for c in tried if c.gap <= tol), key=lambda c: c.gap)
+    # only those that remove 90% of the gap are worth naming
+    helpful = [] if explained else sorted((c for c in tried if c.gap < 0.1 * baseline), key=lambda c: c.gap)
+    return Diagnosis(spec.name, baseline, tol, tuple(explained), tuple(helpful[:closest]), len(effective),
+                     len(combos))

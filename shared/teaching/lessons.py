@@ -13,7 +13,10 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+from shared.core.data_record import DataRecord, derived
+from shared.core.equivalence import Gap
 from shared.teaching.divergences import CATALOGUE, entry
 from shared.teaching.framework_defaults import FRAMEWORKS
 from shared.teaching.library_source import LibraryExcerpt, library_label
@@ -25,22 +28,25 @@ LESSONS: tuple[Lesson, ...] = tuple(sorted((e.lesson for e in CATALOGUE if e.les
                                            key=lambda item: (item.place == 0, item.place)))
 
 
-@dataclass
-class LessonView:
-    lesson: Lesson
-    code: dict[str, list[Excerpt]]
-    library_code: dict[str, list[LibraryExcerpt]]  # by library, in the lesson's order
-    title: str
-    pin: str
-    gap: float | None = None
-    measurements: list[str] = field(default_factory=list)
+@dataclass(frozen=True, kw_only=True)
+class LessonView(DataRecord):
+    """A lesson as a command shows it: the ports' code and the libraries', the catalogue's title
+    and pin, and the demonstration's gap when it was measured (`lessons --json`: one per lesson)."""
 
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.lesson.name, "entry": self.lesson.name, "title": self.title,
-                "point": self.lesson.point, "pin": self.pin, "gap": self.gap,
-                "measurements": self.measurements,
-                "code": {fw: [e.to_dict() for e in ex] for fw, ex in self.code.items()},
-                "library_code": {lib: [e.to_dict() for e in ex] for lib, ex in self.library_code.items()}}
+    KIND: ClassVar[str] = "lesson"
+
+    name: str
+    entry: str = derived()  # the catalogue entry it teaches: a lesson is named by its entry's key
+    title: str
+    point: str
+    pin: str
+    gap: Gap | None = None  # the demonstration's headline, when it was measured
+    measurements: tuple[str, ...] = ()
+    code: dict[str, list[Excerpt]] = field(default_factory=dict)  # by framework
+    library_code: dict[str, list[LibraryExcerpt]] = field(default_factory=dict)  # by library, in order
+
+    def derived_values(self) -> dict[str, Any]:
+        return {"entry": self.name}
 
 
 def lesson(name: str) -> Lesson:
@@ -56,11 +62,10 @@ def build_view(item: Lesson, measure: bool = True) -> LessonView:
     library_code: dict[str, list[LibraryExcerpt]] = {}
     for select in item.library:
         library_code.setdefault(select.library, []).append(select.extract())
-    view = LessonView(item, code, library_code, catalogue.title, catalogue.pin)
-    if measure:
-        demo = catalogue.run_demo()
-        view.gap, view.measurements = demo.gap, demo.lines
-    return view
+    demo = catalogue.run_demo() if measure else None
+    return LessonView(name=item.name, title=catalogue.title, point=item.point, pin=catalogue.pin,
+                      gap=demo.gap if demo else None, measurements=tuple(demo.lines) if demo else (),
+                      code=code, library_code=library_code)
 
 
 def library_columns(view: LessonView) -> dict[str, list[LibraryExcerpt]]:

@@ -14,7 +14,9 @@ import importlib.util
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import ClassVar
 
+from shared.core.data_record import DataRecord, stored_as
 from shared.teaching.port_source import file_units
 
 
@@ -47,24 +49,24 @@ class LibrarySelect:
 
 
 @dataclass(frozen=True)
-class LibraryExcerpt:
+class LibraryExcerpt(DataRecord):
+    """One unit of an installed library's source, as a lesson shows it (`lessons --json`: its
+    `library_code`), or one line saying why it cannot be shown."""
+
+    KIND: ClassVar[str] = "library excerpt"
+
     library: str
     version: str | None
     module: str
     file: str  # relative to the folder the package is installed in: "timm/layers/pos_embed.py"
-    qualname: str
-    start: int
+    qualname: str = stored_as("unit")
+    start: int = stored_as("start_line")
     lines: tuple[str, ...]
-    missing: str = ""  # one line when nothing could be shown, saying why
+    missing: str | None = None  # one line when nothing could be shown, saying why
 
     @property
     def heading(self) -> str:
         return self.missing or f"{self.file}:{self.start} {self.qualname}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"library": self.library, "version": self.version, "module": self.module,
-                "file": self.file, "unit": self.qualname, "start_line": self.start,
-                "lines": list(self.lines), "missing": self.missing or None}
 
 
 def library_label(library: str, version: str | None) -> str:

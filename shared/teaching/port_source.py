@@ -14,8 +14,10 @@ import dataclasses
 import textwrap
 from dataclasses import dataclass
 from functools import cache
+from typing import ClassVar
 
 from shared import REPO_ROOT
+from shared.core.data_record import DataRecord, stored_as
 from shared.core.spec import Derived, ModelSpec
 
 ROOT = REPO_ROOT
@@ -36,20 +38,28 @@ class Unit:
 
 
 @dataclass(frozen=True)
-class Excerpt:
-    framework: str
-    file: str
-    qualname: str
-    start: int
+class Excerpt(DataRecord):
+    """Lines of one port file's unit, as a lesson shows them (`lessons --json`: its `code`)."""
+
+    KIND: ClassVar[str] = "excerpt"
+
+    path: str = stored_as("file")  # from the repository's root: "ports/torch/model.py"
+    qualname: str = stored_as("unit")
+    start: int = stored_as("start_line")
     lines: tuple[str, ...]
+
+    @classmethod
+    def of(cls, framework: str, file: str, qualname: str, start: int, lines: tuple[str, ...]) -> Excerpt:
+        return cls(f"ports/{framework}/{file}", qualname, start, lines)
+
+    @property
+    def file(self) -> str:
+        """The file's name in its port folder: "model.py"."""
+        return self.path.split("/", 2)[2]
 
     @property
     def heading(self) -> str:
-        return f"ports/{self.framework}/{self.file}:{self.start} {self.qualname}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"file": f"ports/{self.framework}/{self.file}", "unit": self.qualname,
-                "start_line": self.start, "lines": list(self.lines)}
+        return f"{self.path}:{self.start} {self.qualname}"
 
 
 def file_units(text: str) -> list[tuple[str, int, int, tuple[str, ...]]]:
@@ -99,9 +109,9 @@ def find_unit(framework: str, qualname: str) -> Unit | None:
 
 def _excerpt(unit: Unit, keep: list[int] | None = None) -> Excerpt:
     if keep is None:
-        return Excerpt(unit.framework, unit.file, unit.qualname, unit.start, unit.lines)
+        return Excerpt.of(unit.framework, unit.file, unit.qualname, unit.start, unit.lines)
     lines = tuple(unit.lines[i - unit.start] for i in keep)
-    return Excerpt(unit.framework, unit.file, unit.qualname, keep[0], lines)
+    return Excerpt.of(unit.framework, unit.file, unit.qualname, keep[0], lines)
 
 
 def _innermost(framework: str, file: str, line: int) -> Unit | None:
@@ -145,9 +155,9 @@ def _docstring_excerpt(unit: Unit) -> Excerpt:
     node = tree.body[0]
     first = node.body[0] if node.body else None
     if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
-        return Excerpt(unit.framework, unit.file, unit.qualname, unit.start, unit.lines[:1])
+        return Excerpt.of(unit.framework, unit.file, unit.qualname, unit.start, unit.lines[:1])
     start, end = first.lineno - 1, first.end_lineno or first.lineno
-    return Excerpt(unit.framework, unit.file, unit.qualname, unit.start + start, unit.lines[start:end])
+    return Excerpt.of(unit.framework, unit.file, unit.qualname, unit.start + start, unit.lines[start:end])
 
 
 def _text_excerpts(framework: str, file: str, needles: tuple[str, ...]) -> list[Excerpt]:
@@ -204,5 +214,5 @@ def field_excerpts(framework: str, names: tuple[str, ...], only_file: str | None
             grouped.setdefault(key, []).append(line)
         source = (ROOT / "ports" / framework / file).read_text().splitlines()
         for (qualname, _), lines in grouped.items():
-            out.append(Excerpt(framework, file, qualname, lines[0], tuple(source[i - 1] for i in lines)))
+            out.append(Excerpt.of(framework, file, qualname, lines[0], tuple(source[i - 1] for i in lines)))
     return out

@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
+from shared.core.data_record import Bound, DataRecord, derived
 from shared.core.precision import Precision
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec, check_training_precision
@@ -30,30 +31,53 @@ from shared.training.data import Dataset, batches, check_batch_size, steps_per_e
 from shared.training.init_schemes import recipe_weights
 from shared.training.schedule import Controller
 
-CURVES = ("lr", "train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy")
-STEP_CURVE = "step_loss"  # per update, only when asked for: a plateau is a dwell in steps
+# One point per epoch of each of the first six; the last, "step_loss", one per update and only when
+# asked for: a plateau is a dwell in steps.
+Curve = Literal["lr", "train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy", "step_loss"]
+CURVES, STEP_CURVE = get_args(Curve)[:-1], get_args(Curve)[-1]
+Phase = Literal["setup", "train", "evaluate", "checkpoint"]  # where a seed's wall time went
+# A curve's point as it was measured: the loop stops on a non-finite training loss and the schedule
+# (shared/training/schedule.py) on a non-finite training or validation metric, but nothing judges the
+# test set's, so a test loss may be NaN or infinite and is kept as it came.
+Point = Annotated[float, Bound(nan=True, infinite=True)]
 
 
 class TrainingError(PortbenchError):
     """Training cannot go on (non-finite loss, unusable checkpoint); the message says what is kept."""
 
 
-@dataclass
-class SeedResult:
-    seed: int
-    curves: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in CURVES})
-    epochs: int = 0
-    steps: int = 0
-    stopped_because: str = ""
-    wall_s: dict[str, float] = field(default_factory=lambda: {"setup": 0.0, "train": 0.0,
-                                                                "evaluate": 0.0, "checkpoint": 0.0})
+@dataclass(frozen=True)
+class SeedResult(DataRecord):
+    """One seed's run: its curves, how far it got and why it stopped, and where the time went; the
+    `seeds` entries of `train --json` and the `result` a checkpoint keeps (read back on resume)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "curves": self.curves, "epochs": self.epochs, "steps": self.steps,
-                "final_accuracy": self.curves["test_accuracy"][-1] if self.epochs else None,
-                "final_loss": self.curves["test_loss"][-1] if self.epochs else None,
-                "final_val_accuracy": self.curves["val_accuracy"][-1] if self.epochs else None,
-                "stopped_because": self.stopped_because, "wall_s": self.wall_s}
+    KIND: ClassVar[str] = "seed result"
+
+    seed: int
+    curves: dict[Curve, list[Point]] = field(default_factory=lambda: {k: [] for k in CURVES})
+    epochs: Annotated[int, Bound(low=0)] = 0
+    steps: Annotated[int, Bound(low=0)] = 0
+    # the last epoch's test and validation figures; None before the first epoch
+    final_accuracy: Point | None = derived()
+    final_loss: Point | None = derived()
+    final_val_accuracy: Point | None = derived()
+    stopped_because: str = ""
+    wall_s: dict[Phase, Annotated[float, Bound(low=0)]] = field(
+        default_factory=lambda: dict.fromkeys(get_args(Phase), 0.0))
+
+    def derived_values(self) -> dict[str, Any]:
+        def last(name: Curve) -> float | None:  # a curve that is missing is `validate`'s to name
+            points = self.curves.get(name)
+            return points[-1] if self.epochs and points else None
+
+        return {"final_accuracy": last("test_accuracy"), "final_loss": last("test_loss"),
+                "final_val_accuracy": last("val_accuracy")}
+
+    def validate(self) -> None:
+        for name in CURVES:
+            points = len(self.curves.get(name, ()))
+            if points != self.epochs:
+                self.refuse(f".curves.{name} has {points} points, expected one per epoch ({self.epochs})")
 
 
 def load_trainer_module(framework: str):
@@ -92,14 +116,21 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
     if trainer_hook is not None:
         trainer_hook(trainer)
     controller, result = Controller(recipe), SeedResult(seed)
-    if record_steps:
-        result.curves[STEP_CURVE] = []
     if checkpoint_dir is not None and resume and checkpoint.resume_point(checkpoint_dir, log) is not None:
         controller, result = _restore(checkpoint_dir, spec, recipe, trainer, log)
         log(f"[{framework} seed {seed}] resumed at epoch {controller.epoch} (step {result.steps})")
-        if record_steps:
-            result.curves.setdefault(STEP_CURVE, [])
-    result.wall_s["setup"] += time.perf_counter() - t0
+    # The run's progress, grown as it goes; `recorded` states it as a SeedResult (each checkpoint's, the
+    # one returned), whose epochs are the schedule's.
+    curves = {name: list(points) for name, points in result.curves.items()}
+    if record_steps:
+        curves.setdefault(STEP_CURVE, [])
+    steps, stopped_because, wall = result.steps, result.stopped_because, dict(result.wall_s)
+
+    def recorded() -> SeedResult:
+        return SeedResult(seed, {name: list(points) for name, points in curves.items()}, controller.epoch,
+                          steps, stopped_because, dict(wall))
+
+    wall["setup"] += time.perf_counter() - t0
     per_epoch = steps_per_epoch(len(data.train), recipe.batch_size, recipe.drop_last)
     stop_at = recipe.max_epochs if max_epochs is None else min(recipe.max_epochs, max_epochs)
     while not controller.stopped and controller.epoch < stop_at:
@@ -113,37 +144,36 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
             if not math.isfinite(loss):
                 kept = (f"last good checkpoint {str(checkpoint_dir)!r} (epoch {epoch})"
                         if checkpoint_dir is not None and epoch > 0 else "nothing was saved")
-                raise TrainingError(f"loss is {loss} at step {result.steps + 1} (epoch {epoch}, "
+                raise TrainingError(f"loss is {loss} at step {steps + 1} (epoch {epoch}, "
                                     f"batch {k + 1} of {per_epoch}, lr {lr:.3g}); stopped; {kept}")
-            result.steps += 1
+            steps += 1
             losses.append(loss)
             if record_steps:
-                result.curves[STEP_CURVE].append(loss)
+                curves[STEP_CURVE].append(loss)
             if progress is not None:
                 progress(_bar(framework, seed, epoch, k + 1, per_epoch, loss))
-        result.wall_s["train"] += time.perf_counter() - t1
+        wall["train"] += time.perf_counter() - t1
         t2 = time.perf_counter()
         metrics = _evaluate(trainer, data, recipe, losses)
         if epoch_hook is not None:
             epoch_hook(epoch, trainer)
-        result.wall_s["evaluate"] += time.perf_counter() - t2
+        wall["evaluate"] += time.perf_counter() - t2
         decision = controller.end_epoch({k: v for k, v in metrics.items() if not k.startswith("test_")})
-        result.curves["lr"].append(lr)
+        curves["lr"].append(lr)
         for name in CURVES[1:]:
-            result.curves[name].append(float(metrics[name]))
-        result.epochs = controller.epoch
-        result.stopped_because = decision.reason if decision.stop else ""
+            curves[name].append(float(metrics[name]))
+        stopped_because = decision.reason if decision.stop else ""
         if progress is not None:
             progress("")
-        log(f"[{framework} seed {seed}] epoch {epoch + 1}/{recipe.max_epochs} step {result.steps} "
+        log(f"[{framework} seed {seed}] epoch {epoch + 1}/{recipe.max_epochs} step {steps} "
             f"lr {lr:.3g} train_loss {metrics['train_loss']:.4f} val_loss {metrics['val_loss']:.4f} "
             f"val_acc {metrics['val_accuracy']:.4f} test_acc {metrics['test_accuracy']:.4f}"
             + (f"  ({decision.reason})" if decision.reason else ""))
         if checkpoint_dir is not None:
             t3 = time.perf_counter()
-            checkpoint.save(checkpoint_dir, spec, recipe, trainer, controller, result.to_dict())
-            result.wall_s["checkpoint"] += time.perf_counter() - t3
-    return result, trainer
+            checkpoint.save(checkpoint_dir, spec, recipe, trainer, controller, recorded().to_dict())
+            wall["checkpoint"] += time.perf_counter() - t3
+    return recorded(), trainer
 
 
 def _evaluate(trainer: Any, data: Dataset, recipe: TrainSpec, losses: list[float]) -> dict[str, float]:
@@ -174,8 +204,8 @@ def stderr_progress(line: str) -> None:
 def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
              log: Callable[[str], None] | None = None) -> tuple[Controller, SeedResult]:
     controller, saved = checkpoint.restore(folder, spec, recipe, trainer, log)
-    result = SeedResult(int(saved["seed"]), saved["curves"], int(saved["epochs"]), int(saved["steps"]),
-                        saved["stopped_because"], saved["wall_s"])
+    result = SeedResult.from_dict(saved, f"checkpoint {str(folder)!r}: result", checkpoint.CheckpointError)
     if controller.stopped and result.stopped_because.startswith("max_epochs"):
-        controller.stopped, result.stopped_because = controller.epoch >= recipe.max_epochs, ""
+        controller.stopped = controller.epoch >= recipe.max_epochs
+        result = result.replace(stopped_because="")
     return controller, result
