@@ -138,13 +138,14 @@ def _refused(spec: ModelSpec, error: PortbenchError) -> Result:
 
 
 def _in_process(model: Any, spec: ModelSpec, images: Any, trace: bool, options: dict[str, Any]) -> Any:
+    from shared.checkpoints import model_tables
     from shared.core.weights import load_weights
     from shared.runtime.job_kinds import Output
     from shared.runtime.user_jobs import evaluate
     from shared.teaching.user_model import user_job, user_run
 
     out = Output()
-    evaluate(model, spec, user_job(spec, taps=trace, **options), images, out)
+    evaluate(model, spec, user_job(spec, taps=trace, **options), images, out, model_tables)
     weights = options.get("weights")
     return user_run(spec, out.report, out.arrays, load_weights(weights, spec) if weights else None)
 

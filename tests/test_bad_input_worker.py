@@ -26,9 +26,8 @@ from shared.core.presets import get_preset
 from shared.runtime import launch
 from shared.runtime.jobs import LOGITS
 from shared.runtime.launch import PROGRESS_PREFIX, Process, Worker
-from shared.runtime.user_jobs import USER
 from shared.runtime.worker import FAULT_ENV, PHASE_PREFIX
-from shared.teaching.user_model import USER_CODE_ENV, user_job
+from shared.teaching.user_model import USER, USER_CODE_ENV, user_job
 from tests.adversarial import refused, run_cli
 
 SPEC = "mnist-vit-small"

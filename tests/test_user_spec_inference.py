@@ -237,6 +237,45 @@ def test_spec_from_model_prints_each_source_and_writes_the_spec_once(tmp_path: P
     assert again.code == 2 and "already exists" in again.stderr
 
 
+TRANSFORMERS_MODELS = """import torch
+import transformers
+
+
+def siglip():
+    torch.manual_seed(0)
+    return transformers.SiglipVisionModel(transformers.SiglipVisionConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
+        patch_size=8))
+
+
+def dinov2_swiglu():
+    torch.manual_seed(0)
+    return transformers.Dinov2Model(transformers.Dinov2Config(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2, use_swiglu_ffn=True,
+        image_size=16, patch_size=8))
+"""
+
+
+def test_a_transformers_model_is_bound_by_the_names_it_holds_in_verify_and_trace(tmp_path: Path) -> None:
+    """Through the CLI's workers, without a spec: Transformers 5 holds a SigLIP tower without
+    `vision_model.` and cuts DINOv2's SwiGLU `weights_in` into `gate_proj` and `up_proj`; each is
+    read, bound by the hf table in the names the installed library holds it by, and passes."""
+    import transformers
+
+    path = tmp_path / "transformers_models.py"
+    path.write_text(TRANSFORMERS_MODELS)
+    names = "hf" if int(transformers.__version__.split(".")[0]) < 5 else \
+        f"hf in transformers {transformers.__version__}'s names"
+    verified = run_cli("verify", "--model", f"{path}:dinov2_swiglu")
+    assert verified.code == 0, verified.stdout + verified.stderr
+    assert f"weights: your model's own parameters, bound by {names}" in verified.stdout + verified.stderr
+    assert "from transformers Dinov2Model" in verified.stdout and "activation=silu" in verified.stdout
+    traced = run_cli("trace", "--model", f"{path}:siglip")
+    assert traced.code == 0, traced.stdout + traced.stderr
+    assert f"bound by {names}" in traced.stdout + traced.stderr
+    assert "yours (torch): all 12 taps within budget" in traced.stdout
+
+
 def test_a_factory_that_takes_the_spec_cannot_propose_one(tmp_path: Path) -> None:
     from shared.runtime.user_guard import build
 

@@ -21,7 +21,7 @@ from typing import Any
 from shared.checkpoints.common import Raw, parse_given, resolve_spec
 from shared.checkpoints.live import Reading
 from shared.core.literals import module_literals
-from shared.core.mapping import Plan
+from shared.core.mapping import Plan, Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import SpecError
@@ -78,6 +78,14 @@ def library_reading(model: Any) -> Reading | None:
     return None
 
 
+def model_tables(model: Any, spec: ModelSpec) -> list[Table]:
+    """The tables a built model's library names its tensors by beyond its checkpoint format's (a
+    Transformers 5 model's own names): each plug-in's `live_tables`, in format order. A user's
+    model is bound by them in its worker (shared/teaching/user_model.py's `user` job)."""
+    return [table for plugin in plugins() if hasattr(plugin, "live_tables")
+            for table in plugin.live_tables(model, spec)]
+
+
 def plan(fmt: str, spec: ModelSpec) -> Plan:
     """The format's table bound to `spec`: both directions of its mapping."""
     return format_module(fmt).table(fmt, spec).bind(spec.derived.tensor_shapes)
@@ -101,8 +109,8 @@ def import_checkpoint(fmt: str, path: str | Path, config: str | Path | None = No
 def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any],
                    source: str = "(in memory)") -> Converted:
     module = format_module(fmt)
-    if hasattr(module, "normalise"):  # e.g. strip `params/` and unstack a scanned encoder
-        raw = module.normalise(raw, source)
+    if hasattr(module, "normalise"):  # e.g. strip `params/`, unstack a scanned encoder, 5.x names
+        raw = module.normalise(raw, source, config)
     module.refuse_unsupported(fmt, source, raw)
     inference = module.infer(fmt, raw, config, given)
     spec = resolve_spec(inference, given, name=f"{fmt}-import")

@@ -106,10 +106,11 @@ def build_port(module: PortModule, spec: ModelSpec, device: str, config: dict[st
 
     def build() -> Any:
         if config.get("user"):  # `time --model`: the user's model where the port stands
+            from shared.checkpoints import model_tables
             from shared.runtime.user_jobs import UserPort
 
             try:
-                return UserPort(config["user"], spec, tensors)
+                return UserPort(config["user"], spec, tensors, model_tables)
             except PortbenchError as exc:  # the user's file, factory or binding: their input
                 row["user_error"] = str(exc)
                 raise

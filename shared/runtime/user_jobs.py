@@ -1,9 +1,11 @@
-"""The worker's job kind for a user's own model (`--model FILE.py:NAME`), declared as
-`USER` (shared/runtime/job_kinds.py). The user's file is imported here, in the worker process,
-never in the parent. One job builds the model once and, as asked: binds its parameters to the
-canonical tensors (the conventions arrive as table text from the parent, the port's own table is
-added here), returns them or loads canonical weights into it, runs it on the probe batch and
-captures the canonical taps (timing it is the timing harness's, through `UserPort`).
+"""The worker's job for a user's own model (`--model FILE.py:NAME`): `run_user_job`, whose job
+kind, `USER`, shared/teaching/user_model.py declares (it hands in the tables the model's library
+names it by, `ModelTables`: the runtime imports no tool). The user's file is imported here, in the
+worker process, never in the parent. One job builds the model once and, as asked: binds its
+parameters to the canonical tensors (the conventions arrive as table text from the parent; the
+port's own table and the model's library's are added here, from the built model), returns them or
+loads canonical weights into it, runs it on the probe batch and captures the canonical taps
+(timing it is the timing harness's, through `UserPort`).
 
 The user's file is imported and its factory called by `user_guard.build`: whatever they do is
 one line, and the launcher is told the phase (`user-import`, `user-build`: each has its own,
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,11 +28,20 @@ from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, PortbenchError
-from shared.runtime.job_kinds import JobKind, Output
+from shared.runtime.job_kinds import Output
 from shared.runtime.user_guard import build, user_code
 from shared.runtime.worker import one_line, print_phase
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
+# The tables a built model's library names its tensors by (a Transformers 5 model's own names),
+# read from the model in the worker: shared/checkpoints' `model_tables`, handed in by the tool that
+# runs the job.
+ModelTables = Callable[[Any, ModelSpec], list[Table]]
+
+
+def no_tables(model: Any, spec: ModelSpec) -> list[Table]:
+    """No library's tables: the port's and the parent's conventions only."""
+    return []
 
 
 def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
@@ -69,11 +81,14 @@ def _owner(model: Any) -> tuple[str, Any] | None:
     return None
 
 
-def conventions(job: dict[str, Any], framework: str, spec: ModelSpec) -> list[Table]:
-    """The port's own transfer table first, then the parent's (each a list of texts, base last)."""
+def conventions(job: dict[str, Any], framework: str, spec: ModelSpec, model: Any = None,
+                model_tables: ModelTables = no_tables) -> list[Table]:
+    """The port's own transfer table first, then the model's library's, then the parent's (each a
+    list of texts, base last)."""
     out: list[Table] = []
     with contextlib.suppress(PortbenchError):  # a port that cannot load here names nothing
         out.append(ports.load_port_part(framework, "transfer").table(spec))
+    out += model_tables(model, spec)
     for name, levels, inert in job.get("conventions", []):
         base = None
         for i, text in enumerate(reversed(levels)):  # the last level is the table itself
@@ -93,7 +108,7 @@ def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
         raise InputError(f"your model's logits hold {bad} non-finite values (NaN or infinity)")
 
 
-def user(framework: str, job: dict[str, Any], out: Output) -> None:
+def run_user_job(framework: str, job: dict[str, Any], out: Output, model_tables: ModelTables) -> None:
     """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
     "conventions", "taps"?: bool}."""
     spec = ModelSpec.from_json(job["spec"])
@@ -107,13 +122,11 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
         if any(os.environ.get(k) != v for k, v in ports.PORTS[found].env.items()):
             out.report["restart"] = True
             return
-    evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
+    evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out, model_tables)
 
 
-USER = JobKind("user", user)
-
-
-def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
+def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output,
+             model_tables: ModelTables = no_tables) -> None:
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
@@ -123,7 +136,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
                             for a in found]
     binding = bind(spec, {n: v.shape for n, v in params.items()}, found, fw,
-                   conventions(job, fw, spec), job.get("rules"))
+                   conventions(job, fw, spec, model, model_tables), job.get("rules"))
     bound = {link.native for link in binding.links}  # all but a convention's inert tensors
     out.report.update({"binding": binding.to_dict(),
                        "param_count": int(sum(v.size for n, v in params.items() if n in bound))})
@@ -185,7 +198,8 @@ class UserPort:
 
     device_class = "cpu"
 
-    def __init__(self, job: dict[str, Any], spec: ModelSpec, tensors: dict[str, np.ndarray]) -> None:
+    def __init__(self, job: dict[str, Any], spec: ModelSpec, tensors: dict[str, np.ndarray],
+                 model_tables: ModelTables = no_tables) -> None:
         self.spec = spec
         self.model = build(job["model"], spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
@@ -193,7 +207,7 @@ class UserPort:
         params = self.module.parameters(self.model)
         found = self.module.layers(self.model)
         binding = bind(spec, {n: v.shape for n, v in params.items()}, found, self.framework,
-                       conventions(job, self.framework, spec), job.get("rules"))
+                       conventions(job, self.framework, spec, self.model, model_tables), job.get("rules"))
         self.count = int(sum(v.size for v in params.values()))
         del params
         self.module.assign(self.model, binding.to_native(tensors))

@@ -1,7 +1,8 @@
 """A user's own model (`--model FILE.py:NAME`) where our ports stand, from the parent's side: the
 argument checked without importing it, the naming conventions portbench knows sent to the
-worker as table text, one worker run (`user` job kind: bind, load, run, capture, time), and the
-result in canonical terms. The user's file is imported only in the worker process."""
+worker as table text, one worker run (`user` job kind, declared here: bind, load, run, capture,
+time; in the worker the model's library adds the names it holds the model by), and the result in
+canonical terms. The user's file is imported only in the worker process."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.checkpoints import FORMATS, format_module
+from shared.checkpoints import FORMATS, format_module, model_tables
 from shared.checkpoints.from_model import PROPOSE, Proposal
 from shared.core.binding import read_rules
 from shared.core.equivalence import PortVerdict, check_logits
@@ -24,8 +25,9 @@ from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, SpecError, WeightsError
+from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import run_worker
-from shared.runtime.user_jobs import USER
+from shared.runtime.user_jobs import run_user_job
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps
 from shared.teaching.gap_explanation import Diagnosis, diagnose
@@ -77,6 +79,16 @@ def framework_guess(reference: str) -> tuple[str, str]:
             line = text.count("\n", 0, found.start(1)) + 1
             return name, f"from line {line} of {Path(where).name}: {found.group(0).strip()!r}"
     return "torch", f"{Path(where).name} imports no framework: torch unless told"
+
+
+def user(framework: str, job: dict[str, Any], out: Output) -> None:
+    """The `user` job (shared/runtime/user_jobs.py's `run_user_job`), in the worker: the model is
+    also bound by the names its library holds it under (shared/checkpoints' `model_tables`: a
+    Transformers 5 model's own), which only the built model says."""
+    run_user_job(framework, job, out, model_tables)
+
+
+USER = JobKind("user", user)
 
 
 def convention_texts(spec: ModelSpec) -> list[tuple[str, list[str], list[str]]]:
