@@ -7,7 +7,10 @@ ports are checked against the reference on each family's tiny preset (tests/test
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -240,6 +243,48 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any], t
     again = import_checkpoint("hf", tmp_path / "exported")  # 4.x's names, a SigLIP's `vision_model.` too
     assert again.spec == spec
     assert_same_tensors(again.tensors, tensors)
+
+
+# Each family built and saved by Transformers 4.x (its side directory, in a process of its own: every
+# folder published before 5 has these names), written as the test's first argument's subfolders.
+SAVE_WITH_TRANSFORMERS4 = """
+import json, sys
+import torch, transformers
+from tests.checkpoints_support import perturbed
+assert transformers.__version__.startswith("4."), transformers.__version__
+for name, model_class, config in json.loads(sys.argv[2]):
+    torch.manual_seed(0)
+    cls = getattr(transformers, model_class)
+    perturbed(cls(cls.config_class(**config)), seed=1).save_pretrained(f"{sys.argv[1]}/{name}")
+"""
+
+
+def test_folders_saved_by_transformers4_convert_and_load_with_the_installed_one(tmp_path: Path,
+                                                                                transformers4: None) -> None:
+    """A 4.x-era folder of each family converts (its names are the tables'), and the installed
+    Transformers loads it with an empty report and gives the reference's output on the converted
+    tensors."""
+    import transformers
+
+    from shared import REPO_ROOT
+    from tests.checkpoints_support import nchw
+
+    path = [p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p]  # 4.x's side directory first
+    env = {**os.environ, "USE_TF": "0", "USE_FLAX": "0", "PYTHONPATH": os.pathsep.join(path)}
+    saved = subprocess.run([sys.executable, "-c", SAVE_WITH_TRANSFORMERS4, str(tmp_path),
+                            json.dumps(HF_CASES)], env=env, capture_output=True, text=True, timeout=600)
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    for name, model_class, _ in HF_CASES:
+        converted = import_checkpoint("hf", tmp_path / name)
+        spec, images = converted.spec, images_for(converted.spec)
+        model, report = getattr(transformers, model_class).from_pretrained(str(tmp_path / name),
+                                                                            output_loading_info=True)
+        assert not any(report[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), report
+        with torch.no_grad():
+            out = model.eval()(pixel_values=nchw(images))
+        expected = (out.logits if model_class.startswith("DeiT") else out.pooler_output).numpy()
+        gap = np.abs(reference.forward(spec, converted.tensors, images) - expected).max()
+        assert gap <= ATOL, (name, gap)
 
 
 # preset -> the library's constructor, built on the meta device: no 90M-parameter init is paid

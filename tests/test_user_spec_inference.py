@@ -165,7 +165,7 @@ HF_SETS = ["depth=1", "layer_norm_eps=1e-12"]
 HF_SPEC = resolve_spec("quadrant", HF_SETS)
 
 
-def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path) -> None:
+def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path, transformers4: None) -> None:
     """The hf format's infer reads PyTorch's tensor names: for the TF class, the config and the
     ViT's architecture state every field; tests/test_user_linen.py verifies it at this spec."""
     path = tmp_path / "hf_models.py"

@@ -94,7 +94,8 @@ from shared.core.files import write_folder
 from shared.core.mapping import Table
 from shared.core.record import field_types, shown
 from shared.core.spec import FIELD_BOUNDS, ModelSpec
-from shared.errors import SpecError, WeightsError
+from shared.errors import FrameworkUnavailable, SpecError, WeightsError
+from shared.runtime.process_env import TRANSFORMERS4_NEEDED
 
 # The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
 # whether its checkpoint is a folder: literals, read without importing the module.
@@ -686,7 +687,8 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return raw
 
 
-# Transformers 4.x names its TensorFlow and Flax classes so (5.x has PyTorch only)
+# Transformers 4.x names its TensorFlow and Flax classes so (5.x has PyTorch only: a process needing them
+# gets 4.x's side directory, shared/runtime/process_env.py's `transformers4_env`)
 CLASS_PREFIX = {"torch": "", "tf": "TF", "flax": "Flax"}
 
 
@@ -698,7 +700,11 @@ def build_model(s: ModelSpec, framework: str = "torch", **options: Any) -> Any:
     import transformers
 
     config = config_for(s)
-    model_class = getattr(transformers, CLASS_PREFIX[framework] + config["architectures"][0])
+    name = CLASS_PREFIX[framework] + config["architectures"][0]
+    model_class = getattr(transformers, name, None)
+    if model_class is None:
+        needs = TRANSFORMERS4_NEEDED if framework != "torch" else "a Transformers that has it"
+        raise FrameworkUnavailable(f"transformers {transformers.__version__} has no {name}: it needs {needs}")
     if framework != "torch":  # the TensorFlow and Flax classes read image_size and patch_size as one side
         require(s.image_height == s.image_width and s.patch_height == s.patch_width, model_class.__name__,
                 "image_width", s.image_width, "square images and patches")
