@@ -18,6 +18,12 @@ $(STAMP): pyproject.toml constraints/ci.txt
 	# keras-hub and tf_keras (Transformers' TF models) pin Keras and TensorFlow versions of their own;
 	# installed without dependencies they sit beside Keras 3 and share its TensorFlow.
 	$(BIN)/python -m pip install --quiet --no-deps -c constraints/ci.txt keras-hub tf_keras
+	# Transformers 4.x (pure Python) beside 5: its TF and Flax classes, for the processes that need them,
+	# in the side directory shared/runtime/process_env.py names, pinned by constraints/ci.txt's
+	# `#transformers4` lines.
+	$(BIN)/python -m pip install --quiet --no-deps --upgrade --target \
+		"$$($(BIN)/python -c 'from shared.runtime.process_env import TRANSFORMERS4; print(TRANSFORMERS4)')" \
+		$$(sed -n 's/^#transformers4 //p' constraints/ci.txt)
 	touch $(STAMP)
 
 compare: $(STAMP)

@@ -1,6 +1,6 @@
 """The public implementations a user would pick instead of a port, for `compare.py peers`: timm's
-VisionTransformer, Transformers 4.x ViTForImageClassification in PyTorch, TensorFlow and Flax, and
-keras-hub's ViTImageClassifier, timed in their own worker process. Each function sets its
+VisionTransformer, Transformers' ViTForImageClassification in PyTorch, TensorFlow and Flax (those two
+4.x's only), and keras-hub's ViTImageClassifier, timed in their own worker process. Each function sets its
 framework's threads, builds the model with `make` (the library's plug-in's constructor, bound to
 the spec by shared/measure/peer_timing.py: random-initialised, nothing downloaded) and returns a
 synchronised forward call on the run's canonical NHWC images, and facts about it (parameter count,

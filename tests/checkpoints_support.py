@@ -3,6 +3,9 @@ libraries themselves, no downloads) and the ports that must reproduce their logi
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -27,6 +30,24 @@ def perturbed(model: torch.nn.Module, seed: int) -> torch.nn.Module:
     with torch.no_grad():
         for param in model.parameters():
             param.add_(0.2 * torch.randn(param.shape, generator=generator))
+    return model.eval()
+
+
+def load_exported_hf(spec: ModelSpec, tensors: Tensors, folder: Path) -> torch.nn.Module:
+    """`convert --to hf`'s folder, loaded as a user loads it: the installed Transformers'
+    `from_pretrained` of the class its config names, with nothing missing, unexpected or
+    mismatched in the load report (a tower left randomly initialised by a silent key mismatch is a
+    known Transformers 5 failure)."""
+    import transformers
+
+    from shared.checkpoints import export_checkpoint
+
+    export_checkpoint("hf", spec, tensors, folder)
+    model_class = getattr(transformers, json.loads((folder / "config.json").read_text())["architectures"][0])
+    model, report = model_class.from_pretrained(str(folder), output_loading_info=True)
+    keys = ("missing_keys", "unexpected_keys", "mismatched_keys")
+    problems = {key: report[key] for key in keys if report[key]}
+    assert not problems, f"{model_class.__name__}.from_pretrained({str(folder)!r}): {problems}"
     return model.eval()
 
 

@@ -42,6 +42,22 @@ def _parse_one_at_a_time(*args, **kwargs):
 ast.parse = _parse_one_at_a_time
 
 
+# ---- Transformers 4.x's classes, for the workers a test starts ----------------------------------
+@pytest.fixture
+def transformers4(monkeypatch) -> None:
+    """Transformers' TensorFlow and Flax ViT classes, which 4.x alone has, in the workers the test
+    starts: where the installed Transformers is 5, its side directory first on their PYTHONPATH
+    (shared/runtime/process_env.py; `make` installs it). No side directory fails the test, naming
+    what installs it: CI always has one."""
+    from shared.runtime.process_env import TRANSFORMERS4_NEEDED, transformers4_env
+
+    env = transformers4_env()
+    assert env is not None, f"Transformers' TensorFlow and Flax classes need {TRANSFORMERS4_NEEDED}"
+    if "PYTHONPATH" in env:
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (env["PYTHONPATH"],
+                                                                      os.environ.get("PYTHONPATH")) if p))
+
+
 # ---- the checkout is left as found (tests/checkout_guard.py) ------------------------------------
 def pytest_sessionstart(session) -> None:
     from tests import checkout_guard

@@ -1,8 +1,10 @@
 """Transformers' ViT for image classification in Flax (linen underneath) and TensorFlow (tf_keras),
-random-initialised on the spec, loaded by path as a user's `--model FILE.py:NAME` is. Transformers
-hides these classes unless the worker starts for their framework, so the tests pass `--framework
-flax` / `--framework keras`. Both take the model's own input: the Flax module NHWC (its wrapper
-object's NCHW transpose is skipped: the linen reader applies the module), the TF model NCHW."""
+random-initialised on the spec, loaded by path as a user's `--model FILE.py:NAME` is. These classes
+exist in Transformers 4.x only: the tests that load this file give their workers 4.x's side
+directory (conftest.py's `transformers4`). Transformers hides them unless the worker starts for their
+framework, so the tests pass `--framework flax` / `--framework keras`. Both take the model's own
+input: the Flax module NHWC (its wrapper object's NCHW transpose is skipped: the linen reader applies
+the module), the TF model NCHW."""
 
 from __future__ import annotations
 

@@ -65,12 +65,19 @@ LIES = {  # id -> (the honest build's config, the key edited after the build and
     "activation": ({"hidden_act": "quick_gelu"}, ("hidden_act", "gelu"), [ACT]),
 }
 
-LAYER = "vit.encoder.layer.0"
-SOURCES = {  # the key edited -> its field and where the proposal read it: the first layer that computes it
-    "layer_norm_eps": ("layer_norm_eps", f"eps of LayerNorm {LAYER}.layernorm_before"),
-    "num_attention_heads": ("heads", f"num_heads of attention {LAYER}.attention.attention"),
-    "hidden_act": ("activation", f"GELU form of {LAYER}.intermediate.intermediate_act_fn"),
-}
+# The first block's modules that compute each field, by the names Transformers 4.x and 5.x hold them.
+MODULES = {4: ("vit.encoder.layer.0", "attention.attention", "intermediate.intermediate_act_fn"),
+           5: ("vit.layers.0", "attention", "mlp.activation_fn")}
+
+
+def sources() -> dict[str, tuple[str, str]]:
+    """The key edited -> its field and where the proposal read it: the first layer that computes it."""
+    import transformers
+
+    layer, attention, act = MODULES[min(5, int(transformers.__version__.split(".")[0]))]
+    return {"layer_norm_eps": ("layer_norm_eps", f"eps of LayerNorm {layer}.layernorm_before"),
+            "num_attention_heads": ("heads", f"num_heads of attention {layer}.{attention}"),
+            "hidden_act": ("activation", f"GELU form of {layer}.{act}")}
 
 
 @pytest.mark.parametrize("case", LIES)
@@ -84,7 +91,7 @@ def test_a_transformers_config_edited_after_the_build_gives_way_to_the_modules(c
                                           if getattr(honest.spec, f) != getattr(proposal.spec, f)]
     assert proposal.notes == notes
     assert proposal.unread == []
-    field, source = SOURCES[key]
+    field, source = sources()[key]
     assert proposal.sources[field] == source
     result = portbench.check(model, trace=False, batch=2)  # no spec: the one read from the layers
     assert result.passed and result.contradictions == [], result.explanation
@@ -197,7 +204,7 @@ def test_spec_from_model_and_verify_print_the_contradiction_and_take_the_layers(
     assert outcome.code == 0 and "Traceback" not in outcome.stderr, outcome.stderr
     lines = outcome.stdout.splitlines()
     assert f"note: {EPS}" in lines
-    assert f"  layer_norm_eps=1e-12 ({SOURCES['layer_norm_eps'][1]})" in lines
+    assert f"  layer_norm_eps=1e-12 ({sources()['layer_norm_eps'][1]})" in lines
     written = ModelSpec.from_file(out)
     assert written == propose_spec(hf_vit()).spec.replace(name=written.name)
     verified = run_cli("verify", "--model", f"{models}:lying_eps")  # reads the spec the same way

@@ -7,7 +7,11 @@ ports are checked against the reference on each family's tiny preset (tests/test
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +19,7 @@ import pytest
 import torch
 
 import ports
-from shared.checkpoints import export_tensors, import_tensors
+from shared.checkpoints import export_tensors, import_checkpoint, import_tensors
 from shared.checkpoints.common import parse_given
 from shared.checkpoints.libraries.timm import target
 from shared.core import reference
@@ -23,8 +27,10 @@ from shared.core.weights import init_weights
 from tests.checkpoints_support import (
     ATOL,
     assert_ports_match,
+    assert_same_tensors,
     images_for,
     library_logits,
+    load_exported_hf,
     perturbed,
     state_dict,
 )
@@ -76,15 +82,18 @@ def timm_model(distilled: bool = False, **kwargs: Any) -> torch.nn.Module:
     return construct(cls, kwargs)
 
 
-def assert_verified(model: torch.nn.Module, spec: Any) -> None:
-    """`verify --model` on the library's own object, in this process (portbench.check): bound by
-    the library's table, its logits against the float64 reference on its own weights (Transformers'
-    distilled DeiT returns three (batch, classes) arrays: its `logits` are named)."""
+def assert_verified(model: torch.nn.Module, spec: Any = None) -> None:
+    """`verify --model` on the library's own object, in this process (portbench.check; no `spec`:
+    the one read from the model), a Transformers model bound by the hf table in the names it holds (a
+    Transformers 5 model's own), its logits against the float64 reference on its own weights
+    (Transformers' distilled DeiT returns three (batch, classes) arrays: its `logits` are named)."""
     import portbench
 
     output = "logits" if type(model).__name__ == "DeiTForImageClassificationWithTeacher" else None
     result = portbench.check(model.eval(), spec, batch=2, trace=False, output=output)
     assert result.passed, result.explanation
+    if type(model).__module__.startswith("transformers."):
+        assert result.binding["rule"].startswith("hf"), result.binding["rule"]
 
 
 @pytest.mark.parametrize(("kwargs", "given"), [c[1:] for c in TIMM_CASES], ids=[c[0] for c in TIMM_CASES])
@@ -193,12 +202,12 @@ HF_CASES: list[tuple[str, str, dict[str, Any]]] = [  # (id, model class, config 
     ("clip-vision", "CLIPVisionModel", dict(HF_SMALL, intermediate_size=48)),
     ("deit-distilled", "DeiTForImageClassificationWithTeacher",
      dict(HF_SMALL, intermediate_size=48, num_labels=3)),
-    # RoPE: default biases (no key bias), then registers, a gated MLP and a theta of its own
+    # RoPE: default biases (no key bias), then registers, a gated MLP, a theta of its own and a key bias
     ("dinov3-rope", "DINOv3ViTModel", dict(HF_SMALL, num_hidden_layers=1, num_attention_heads=2,
                                           intermediate_size=48)),
     ("dinov3-rope-registers-gated", "DINOv3ViTModel",
      dict(HF_SMALL, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48, num_register_tokens=2,
-          use_gated_mlp=True, hidden_act="silu", rope_theta=10.0)),
+          use_gated_mlp=True, hidden_act="silu", rope_theta=10.0, key_bias=True)),
 ]
 
 
@@ -210,23 +219,72 @@ def hf_model(model_class: str, config: dict[str, Any]) -> torch.nn.Module:
 
 
 @pytest.mark.parametrize(("model_class", "config"), [c[1:] for c in HF_CASES], ids=[c[0] for c in HF_CASES])
-def test_hf_families_both_directions(model_class: str, config: dict[str, Any]) -> None:
-    from shared.checkpoints.libraries.hf import config_for
-
+def test_hf_families_both_directions(model_class: str, config: dict[str, Any], tmp_path: Path) -> None:
+    """From memory (the names the installed Transformers holds the model by: 5.x's own) and from
+    its `save_pretrained` folder (5.x writes 4.x's names, but a fresh SigLIP or CLIP tower without
+    `vision_model.`), the same spec and tensors, the library's output; `verify --model` passes on
+    the object with the spec read from it; exported, the folder loads with an empty load report."""
     torch.manual_seed(0)
     model = perturbed(hf_model(model_class, config), seed=1)
     converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
     spec, images = converted.spec, images_for(converted.spec)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images),
                        ports=ports.NATIVE if spec.rope != "none" else ())  # DINOv3: every port
-    if spec.rope == "none":  # DINOv3 has no key bias tensor (read as zero): like an Eva, it binds
-        assert_verified(model, spec)  # by no table yet
+    model.save_pretrained(tmp_path / "saved")
+    saved = import_checkpoint("hf", tmp_path / "saved")
+    assert saved.spec == spec
+    assert_same_tensors(saved.tensors, converted.tensors)
+    if config.get("key_bias", model_class != "DINOv3ViTModel"):  # DINOv3's absent key bias (read as
+        assert_verified(model)  # zero) is no tensor of the model's: like an Eva's, it binds by no table yet
     tensors = init_weights(spec, seed=5)
-    exported = export_tensors("hf", spec, tensors)
-    rebuilt = hf_model(model_class, config_for(spec)).eval()
-    rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+    rebuilt = load_exported_hf(spec, tensors, tmp_path / "exported")
     back = np.abs(library_logits(rebuilt, images) - reference.forward(spec, tensors, images)).max()
     assert back <= ATOL, back
+    again = import_checkpoint("hf", tmp_path / "exported")  # 4.x's names, a SigLIP's `vision_model.` too
+    assert again.spec == spec
+    assert_same_tensors(again.tensors, tensors)
+
+
+# Each family built and saved by Transformers 4.x (its side directory, in a process of its own: every
+# folder published before 5 has these names), written as the test's first argument's subfolders.
+SAVE_WITH_TRANSFORMERS4 = """
+import json, sys
+import torch, transformers
+from tests.checkpoints_support import perturbed
+assert transformers.__version__.startswith("4."), transformers.__version__
+for name, model_class, config in json.loads(sys.argv[2]):
+    torch.manual_seed(0)
+    cls = getattr(transformers, model_class)
+    perturbed(cls(cls.config_class(**config)), seed=1).save_pretrained(f"{sys.argv[1]}/{name}")
+"""
+
+
+def test_folders_saved_by_transformers4_convert_and_load_with_the_installed_one(tmp_path: Path,
+                                                                                transformers4: None) -> None:
+    """A 4.x-era folder of each family converts (its names are the tables'), and the installed
+    Transformers loads it with an empty report and gives the reference's output on the converted
+    tensors."""
+    import transformers
+
+    from shared import REPO_ROOT
+    from tests.checkpoints_support import nchw
+
+    path = [p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p]  # 4.x's side directory first
+    env = {**os.environ, "USE_TF": "0", "USE_FLAX": "0", "PYTHONPATH": os.pathsep.join(path)}
+    saved = subprocess.run([sys.executable, "-c", SAVE_WITH_TRANSFORMERS4, str(tmp_path),
+                            json.dumps(HF_CASES)], env=env, capture_output=True, text=True, timeout=600)
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    for name, model_class, _ in HF_CASES:
+        converted = import_checkpoint("hf", tmp_path / name)
+        spec, images = converted.spec, images_for(converted.spec)
+        model, report = getattr(transformers, model_class).from_pretrained(str(tmp_path / name),
+                                                                            output_loading_info=True)
+        assert not any(report[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), report
+        with torch.no_grad():
+            out = model.eval()(pixel_values=nchw(images))
+        expected = (out.logits if model_class.startswith("DeiT") else out.pooler_output).numpy()
+        gap = np.abs(reference.forward(spec, converted.tensors, images) - expected).max()
+        assert gap <= ATOL, (name, gap)
 
 
 # preset -> the library's constructor, built on the meta device: no 90M-parameter init is paid

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import compare
 from shared.checkpoints.libraries import timm as timm_format
@@ -158,3 +159,29 @@ def test_missing_extra_names_the_install_command(monkeypatch, capsys) -> None:
     assert code == 2
     assert lines[-1].startswith("error: no peer implementation is installed; install with: pip install")
     assert "--no-deps keras-hub" in lines[-1]
+
+
+def test_transformers4_peers_run_from_its_side_directory_or_say_what_they_need(monkeypatch, tmp_path) -> None:
+    """Transformers' TF and Flax ViT are 4.x's: with 5 installed, those two peers get 4.x's side
+    directory first on their workers' PYTHONPATH (conftest.py's `transformers4` for the tests'
+    own workers), and without one they are left out, each naming what it needs; the plug-in's
+    constructor says the same in this process."""
+    from shared.checkpoints.libraries import hf
+    from shared.errors import FrameworkUnavailable
+    from shared.runtime import process_env
+
+    spec = get_preset("quadrant")
+    side = process_env.transformers4_env()
+    assert side is not None, process_env.TRANSFORMERS4_NEEDED
+    impls, missing, _ = peer_timing.plan(["flax", "keras"], ("compiled",), spec)
+    paths = {i.name: i.env.get("PYTHONPATH") for i in impls if i.name.startswith("hf-")}
+    assert paths == dict.fromkeys(["hf-flax:jit", "hf-tf:graph"], side.get("PYTHONPATH")) and not missing
+    if "PYTHONPATH" in side:  # Transformers 5 installed: its constructor has no such class
+        monkeypatch.setattr(process_env, "TRANSFORMERS4", tmp_path / "none")
+        impls, missing, _ = peer_timing.plan(["flax", "keras"], ("compiled",), spec)
+        assert missing == [f"{name} needs {process_env.TRANSFORMERS4_NEEDED}" for name in ("hf-flax:jit",
+                                                                                          "hf-tf:graph")]
+        assert not any(i.name.startswith("hf-") for i in impls)
+        with pytest.raises(FrameworkUnavailable, match=r"has no FlaxViTForImageClassification: it needs "
+                                                       r"transformers<5 \(Transformers' TensorFlow and Flax"):
+            hf.build_model(spec, "flax", seed=0)

@@ -116,7 +116,7 @@ HF = "tests/hf_vit_models.py"
 HF_SPEC = ("--spec", "quadrant", "--set", "depth=1", "--set", "layer_norm_eps=1e-12")
 
 
-def test_transformers_flax_vit_binds_by_structure_in_definition_order() -> None:
+def test_transformers_flax_vit_binds_by_structure_in_definition_order(transformers4: None) -> None:
     """Its attention calls query, value, key: bound in call order, key and value would swap."""
     outcome = run_cli("verify", "--model", f"{HF}:flax_vit", "--framework", "flax", *HF_SPEC)
     assert "bound by structure" in outcome.stderr, outcome.stdout + outcome.stderr
@@ -127,7 +127,7 @@ def test_transformers_flax_vit_binds_by_structure_in_definition_order() -> None:
     assert checks[0].endswith("the logits decide") and outcome.code == 0, outcome.stdout
 
 
-def test_transformers_tf_vit_on_tf_keras_passes_verify() -> None:
+def test_transformers_tf_vit_on_tf_keras_passes_verify(transformers4: None) -> None:
     outcome = run_cli("verify", "--model", f"{HF}:tf_vit", "--framework", "keras", "--input-layout", "NCHW",
                       *HF_SPEC)
     assert outcome.code == 0, outcome.stdout + outcome.stderr

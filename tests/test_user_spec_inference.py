@@ -165,7 +165,7 @@ HF_SETS = ["depth=1", "layer_norm_eps=1e-12"]
 HF_SPEC = resolve_spec("quadrant", HF_SETS)
 
 
-def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path) -> None:
+def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path, transformers4: None) -> None:
     """The hf format's infer reads PyTorch's tensor names: for the TF class, the config and the
     ViT's architecture state every field; tests/test_user_linen.py verifies it at this spec."""
     path = tmp_path / "hf_models.py"
@@ -259,6 +259,45 @@ def test_a_timm_quick_gelu_model_with_eps_1e5_passes_on_the_spec_read_from_it(tm
     assert verified.code == 0, verified.stdout + verified.stderr
     assert "weights: your model's own parameters, bound by timm" in verified.stderr, verified.stderr
     assert "spec check:" not in verified.stdout + verified.stderr and "PASS" in verified.stdout
+
+
+TRANSFORMERS_MODELS = """import torch
+import transformers
+
+
+def siglip():
+    torch.manual_seed(0)
+    return transformers.SiglipVisionModel(transformers.SiglipVisionConfig(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, image_size=16,
+        patch_size=8))
+
+
+def dinov2_swiglu():
+    torch.manual_seed(0)
+    return transformers.Dinov2Model(transformers.Dinov2Config(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2, mlp_ratio=2, use_swiglu_ffn=True,
+        image_size=16, patch_size=8))
+"""
+
+
+def test_a_transformers_model_is_bound_by_the_names_it_holds_in_verify_and_trace(tmp_path: Path) -> None:
+    """Through the CLI's workers, without a spec: Transformers 5 holds a SigLIP tower without
+    `vision_model.` and cuts DINOv2's SwiGLU `weights_in` into `gate_proj` and `up_proj`; each is
+    read, bound by the hf table in the names the installed library holds it by, and passes."""
+    import transformers
+
+    path = tmp_path / "transformers_models.py"
+    path.write_text(TRANSFORMERS_MODELS)
+    names = "hf" if int(transformers.__version__.split(".")[0]) < 5 else \
+        f"hf in transformers {transformers.__version__}'s names"
+    verified = run_cli("verify", "--model", f"{path}:dinov2_swiglu")
+    assert verified.code == 0, verified.stdout + verified.stderr
+    assert f"weights: your model's own parameters, bound by {names}" in verified.stdout + verified.stderr
+    assert "from transformers Dinov2Model" in verified.stdout and "activation=silu" in verified.stdout
+    traced = run_cli("trace", "--model", f"{path}:siglip")
+    assert traced.code == 0, traced.stdout + traced.stderr
+    assert f"bound by {names}" in traced.stdout + traced.stderr
+    assert "yours (torch): all 12 taps within budget" in traced.stdout
 
 
 def test_a_factory_that_takes_the_spec_cannot_propose_one(tmp_path: Path) -> None:

@@ -25,8 +25,10 @@ from shared.errors import InputError, WeightsError
 
 # The attributes an attention module of Transformers or timm computes its heads from, (count, width):
 # timm's Attention and Transformers' CLIP / SigLIP say num_heads and head_dim, Transformers' ViT,
-# DeiT and DINOv2 num_attention_heads and attention_head_size (their forwards reshape by them).
-HEAD_ATTRIBUTES = (("num_heads", "head_dim"), ("num_attention_heads", "attention_head_size"))
+# DeiT and DINOv2 num_attention_heads and attention_head_size in 4.x, num_attention_heads and
+# head_dim in 5.x (their forwards reshape by them).
+HEAD_ATTRIBUTES = (("num_heads", "head_dim"), ("num_attention_heads", "attention_head_size"),
+                   ("num_attention_heads", "head_dim"))
 # Parameterless modules probed for the activation they compute (Transformers' GELUActivation and
 # QuickGELUActivation, timm's QuickGELU and GELUTanh, nn.SiLU): only classes named as activations
 # are called, since calling an arbitrary module of the user's could do anything.

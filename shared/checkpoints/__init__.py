@@ -39,7 +39,7 @@ from shared.errors import SpecError
 if TYPE_CHECKING:  # the registry itself reads source text only: `convert --help` imports nothing more
     from shared.checkpoints.common import Raw
     from shared.checkpoints.live import Reading
-    from shared.core.mapping import Plan
+    from shared.core.mapping import Plan, Table
     from shared.core.spec import ModelSpec
     from shared.core.weights import Tensors
 
@@ -96,6 +96,14 @@ def library_reading(model: Any) -> Reading | None:
     return None
 
 
+def model_tables(model: Any, spec: ModelSpec) -> list[Table]:
+    """The tables a built model's library names its tensors by beyond its checkpoint format's (a
+    Transformers 5 model's own names): each plug-in's `live_tables`, in format order. A user's
+    model is bound by them in its worker (shared/your_model/evaluate.py's `conventions`)."""
+    return [table for plugin in plugins() if hasattr(plugin, "live_tables")
+            for table in plugin.live_tables(model, spec)]
+
+
 def plan(fmt: str, spec: ModelSpec) -> Plan:
     """The format's table bound to `spec`: both directions of its mapping."""
     return format_module(fmt).table(fmt, spec).bind(spec.derived.tensor_shapes)
@@ -124,8 +132,8 @@ def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dic
     from shared.core.weights import check_tensors
 
     module = format_module(fmt)
-    if hasattr(module, "normalise"):  # e.g. strip `params/` and unstack a scanned encoder
-        raw = module.normalise(raw, source)
+    if hasattr(module, "normalise"):  # e.g. strip `params/`, unstack a scanned encoder, 5.x names
+        raw = module.normalise(raw, source, config)
     module.refuse_unsupported(fmt, source, raw)
     inference = module.infer(fmt, raw, config, given)
     spec = resolve_spec(inference, given, name=f"{fmt}-import")

@@ -16,7 +16,8 @@ either side was contended and the per-round ratios agree (docs/timing.md); other
 "not comparable: <why>". Above 1.05, with its range above 1, it says what differs: each side's
 mode and threads, and the A/B finding where one was measured. keras-hub and Transformers'
 TF ViT need packages installed beside Keras 3 without their dependencies (see the one-line
-command printed when they are missing). A benchmark: on a shared CPU its numbers are noisy.
+command printed when they are missing); Transformers' TF and Flax ViT are 4.x's, run from its side
+directory where 5 is installed (`make` puts it there). A benchmark: on a shared CPU its numbers are noisy.
 """
 
 from __future__ import annotations

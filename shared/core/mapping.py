@@ -87,6 +87,10 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
 }
 # the layouts that take several parts as well as one
 PACKING = ("heads_linear", "heads_bias", "stacked_linear", "stacked_bias", "heads_dense", "stacked_dense")
+# those whose parts lie one after another on the native tensor's first axis: cut there into equal
+# pieces, each piece is its part in the same layout (Transformers 5 splits DINOv2's packed SwiGLU
+# `weights_in` so: `Table.renamed`)
+FIRST_AXIS_PACKING = ("heads_linear", "heads_bias", "stacked_linear", "stacked_bias")
 PLACEHOLDER = re.compile(r"\{(\w+)(?::([^{}]*))?\}")
 
 
@@ -135,6 +139,11 @@ class Row:
     def part(self, values: dict[str, str]) -> tuple[int, ...]:
         """Where a canonical tensor goes in the packed native one: its choices' positions."""
         return tuple(list(self.choices[name] or ()).index(values[name]) for name in self.packed)
+
+    def one_tensor(self, values: dict[str, str]) -> str:
+        """The canonical pattern of the one native tensor `values` land on: every choice made but
+        the packed ones (a packed tensor keeps them, its parts)."""
+        return PLACEHOLDER.sub(lambda m: m[0] if m[1] in self.packed else values[m[1]], self.canonical)
 
     @property
     def parts(self) -> int:
@@ -190,6 +199,29 @@ class Table:
         links = [Link(native, tuple(parts[native][k] for k in sorted(parts[native])), row.layout)
                  for native, row in rows.items()]
         return Plan(self.name, dict(shapes), links)
+
+
+    def renamed(self, shapes: dict[str, Shape], rename: Callable[[str], list[str]], name: str) -> Table:
+        """This table bound to one spec's `shapes`, its native names renamed: `rename(native)` is
+        the tensor's new name, or one name per part where the new convention holds a packed
+        tensor's parts apart (cut on its first axis: FIRST_AXIS_PACKING). The result names each
+        tensor literally (a packed one keeps its choice), so it binds only these shapes."""
+        rows = []
+        for link in self.bind(shapes).links:
+            names = rename(link.native)
+            if len(names) == 1:
+                row, values = self.match(link.canonical[0])  # type: ignore[misc]  # bind matched it
+                rows.append(f"{row.one_tensor(values)} {names[0]} {link.layout}")
+            elif len(names) == len(link.canonical) and link.layout in FIRST_AXIS_PACKING:
+                rows += [f"{c} {n} {link.layout}" for c, n in zip(link.canonical, names, strict=True)]
+            else:
+                raise WeightsError(f"{name} table: native tensor {link.native!r} is renamed into "
+                                   f"{len(names)} tensors ({', '.join(names)}), but it packs "
+                                   f"{len(link.canonical)} in layout {link.layout!r}; expected one name, or "
+                                   "one per part of a layout packed on the first axis "
+                                   f"({', '.join(FIRST_AXIS_PACKING)})")
+        inert = tuple(n for native in self.inert for n in rename(native))
+        return Table("\n".join(rows), name, inert=inert)
 
 
 class Link(NamedTuple):

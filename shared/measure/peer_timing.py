@@ -1,12 +1,11 @@
-"""Each port against the public implementation a user would pick instead (`compare.py peers`):
-timm eager and compiled, Transformers 4.x ViT in PyTorch / TensorFlow / Flax, keras-hub's ViT,
-each random-initialised (nothing downloaded) on the model the spec describes (ports/public_models.py
-builds them), on the same seeded images, batch, threads and CPU pinning. Every implementation
-runs in its own fresh worker (the `peers` job kind), each port next to its peers, and the whole
-sequence runs in several rounds (a b c a b c), so a burst of load cannot land on one
-implementation only. Ratios are port / peer medians, with the range the quartiles allow
-(q1/q3 .. q3/q1), printed only where shared/measure/rounds.py's rule allows (no round contended,
-the per-round ratios within its spread); a printed ratio above 1.05 with its range above 1 says
+"""Each port against the public implementation a user would pick instead (`compare.py peers`): timm eager and
+compiled, Transformers' ViT in PyTorch / TensorFlow / Flax (4.x's), keras-hub's ViT, each random-initialised
+(nothing downloaded) on the model the spec describes (ports/public_models.py builds them), on the same
+seeded images, batch, threads and CPU pinning. Every implementation runs in its own fresh worker (the
+`peers` job kind), each port next to its peers, and the whole sequence runs in several rounds (a b c a b c),
+so a burst of load cannot land on one implementation only. Ratios are port / peer medians, with the range
+the quartiles allow (q1/q3 .. q3/q1), printed only where shared/measure/rounds.py's rule allows (no round
+contended, the per-round ratios within its spread); a printed ratio above 1.05 with its range above 1 says
 what differs. Framework-neutral: the frameworks are imported only in the workers.
 """
 
@@ -17,7 +16,7 @@ import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
 from typing import Any
 
@@ -34,7 +33,7 @@ from shared.measure.runner import compile_cache_env
 from shared.measure.stats import Budget, repeat, summarise, synced, time_once
 from shared.runtime.job_kinds import JobKind, Output
 from shared.runtime.launch import run_worker
-from shared.runtime.process_env import cpu_record
+from shared.runtime.process_env import TRANSFORMERS4_NEEDED, cpu_record, transformers4_env
 from shared.runtime.worker import one_line
 
 INSTALL = ("pip install -e '.[peers]' && pip install --no-deps keras-hub==0.32.0 tf_keras==2.21.0")
@@ -46,6 +45,7 @@ class Impl:
     entry: str  # the registry entry whose launch environment it gets
     requires: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    transformers4: bool = False  # Transformers 4.x's class only (TF, Flax): process_env.transformers4_env
 
 
 # Each port mode and the peers it is compared with, in running order (a port next to its peers).
@@ -53,11 +53,11 @@ PLAN: dict[str, list[Impl]] = {
     "port:torch:eager": [Impl("timm:eager", "torch", ("timm",)),
                          Impl("hf-torch:eager", "torch", ("transformers",))],
     "port:torch:compiled": [Impl("timm:compiled", "torch", ("timm",))],
-    "port:flax:compiled": [Impl("hf-flax:jit", "flax", ("transformers",))],
+    "port:flax:compiled": [Impl("hf-flax:jit", "flax", ("transformers",), transformers4=True)],
     "port:keras:compiled": [Impl("keras-hub:predict", "keras", ("keras_hub",)),
                             Impl("keras-hub:graph", "keras", ("keras_hub",)),
                             Impl("hf-tf:graph", "keras", ("transformers", "tf_keras"),
-                                 {"TF_USE_LEGACY_KERAS": "1"})],
+                                 {"TF_USE_LEGACY_KERAS": "1"}, transformers4=True)],
 }
 
 
@@ -113,12 +113,12 @@ def plan(frameworks: list[str], modes: tuple[str, ...],
         for peer in peers:
             absent = [m for m in peer.requires if importlib.util.find_spec(m) is None]
             why = refusal(peer.name.split(":")[0], spec)
-            if absent:
-                missing.append(f"{peer.name} needs {', '.join(absent)}")
+            if absent or (side := transformers4_env() if peer.transformers4 else {}) is None:
+                missing.append(f"{peer.name} needs {', '.join(absent) or TRANSFORMERS4_NEEDED}")
             elif why:
                 refused.append(f"{peer.name} ({why})")
             else:
-                impls.append(peer)
+                impls.append(replace(peer, env={**peer.env, **side}))
     return impls, missing, refused
 
 

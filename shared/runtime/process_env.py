@@ -6,7 +6,8 @@ shared/runtime/launch.py, hands them to every process it starts), set before it 
 - with `threads`, every library's thread variable; with `pin`, a CPU affinity of that many CPUs,
   inherited from the launching thread at fork (affinity is the only cap JAX's CPU runtime obeys);
 - PYTHONPATH = the repository root (portbench's packages are found through it, never through the
-  working directory), TF_CPP_MIN_LOG_LEVEL, PYTHONUNBUFFERED;
+  working directory), after a caller's own PYTHONPATH entries (Transformers 4.x's side directory,
+  `transformers4_env`), TF_CPP_MIN_LOG_LEVEL, PYTHONUNBUFFERED;
 - `PORTBENCH_PARENT_PID`: the worker kills its own process group when this process is gone
   (shared/runtime/worker.py), so a SIGKILL of portbench leaves no worker running.
 """
@@ -14,10 +15,21 @@ shared/runtime/launch.py, hands them to every process it starts), set before it 
 from __future__ import annotations
 
 import os
+import sys
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from shared import REPO_ROOT
 from shared.runtime.worker import PARENT_ENV
+
+# Transformers 4.x beside 5: its TensorFlow and Flax classes exist in 4.x only, which is pure Python.
+# `make` installs it, with the huggingface_hub and tokenizers it needs, into this side directory of the
+# environment (`pip install --no-deps --target`, the versions pinned in constraints/ci.txt); only a
+# process that needs those classes gets it, first on its PYTHONPATH (`transformers4_env`).
+TRANSFORMERS4 = Path(sys.prefix) / "transformers4"
+TRANSFORMERS4_NEEDED = ("transformers<5 (Transformers' TensorFlow and Flax classes are 4.x's): install it, "
+                        f"or let `make` put 4.x beside 5 in {TRANSFORMERS4}")
 
 
 # ---- threads and CPUs -----------------------------------------------------------------------
@@ -57,6 +69,20 @@ def cpu_record(threads: int) -> dict[str, Any]:
 
 
 # ---- the environment --------------------------------------------------------------------------
+def transformers4_env() -> dict[str, str] | None:
+    """What a process that needs Transformers 4.x's classes adds to its environment: nothing where
+    the installed Transformers is 4.x, the side directory first on PYTHONPATH where it is 5 and the
+    side directory is there, None where neither (TRANSFORMERS4_NEEDED says what to do)."""
+    try:
+        major = int(metadata.version("transformers").split(".")[0])
+    except metadata.PackageNotFoundError:
+        major = 5  # none installed: only the side directory can give those classes
+    if major < 5:
+        return {}
+    return {"PYTHONPATH": str(TRANSFORMERS4)} if (TRANSFORMERS4 / "transformers").is_dir() else None
+
+
+
 def framework_env(framework: str | None, threads: int | None = None,
                   extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a process for registry entry `framework` starts with (None: no port)."""
@@ -72,9 +98,11 @@ def framework_env(framework: str | None, threads: int | None = None,
         env.update({"USE_TF": "1" if "tensorflow" in uses else "0",
                     "USE_FLAX": "1" if "jax" in uses else "0",
                     "USE_TORCH": "1" if "torch" in uses else "0"})
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    extra = dict(extra or {})
+    first = extra.pop("PYTHONPATH", None)  # a caller's directories come before the repository's
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (first, str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env["PYTHONUNBUFFERED"] = "1"
     env[PARENT_ENV] = str(os.getpid())
-    env.update(extra or {})
+    env.update(extra)
     return env

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import ports
-from shared.checkpoints import FORMATS, format_module
+from shared.checkpoints import FORMATS, format_module, model_tables
 from shared.core.layer import Layer
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
@@ -30,13 +30,14 @@ from shared.your_model.framework import model_class, user_port
 from shared.your_model.guard import build, user_code
 
 
-def conventions(framework: str, spec: ModelSpec) -> list[Table]:
+def conventions(framework: str, spec: ModelSpec, model: Any) -> list[Table]:
     """The naming conventions a user's parameters may follow: the port's own transfer table
-    first, then every checkpoint library's (`library_tables`)."""
+    first, then the names the model's library holds this built model by (a Transformers 5
+    model's own: `model_tables`), then every checkpoint library's (`library_tables`)."""
     out: list[Table] = []
     with contextlib.suppress(PortbenchError):  # a port that cannot load here names nothing
         out.append(ports.load_port_part(framework, "transfer").table(spec))
-    return out + library_tables(spec)
+    return out + model_tables(model, spec) + library_tables(spec)
 
 
 def library_tables(spec: ModelSpec) -> list[Table]:
@@ -53,7 +54,7 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str,
     params = module.parameters(model)
     found = module.layers(model)
     binding = bind(spec, {n: v.shape for n, v in params.items()}, found, framework,
-                   conventions(framework, spec), rules)
+                   conventions(framework, spec, model), rules)
     return binding, params, found
 
 

@@ -154,7 +154,7 @@ def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact], 
     fmt_module = format_module(fmt)
     raw = dict(params)
     if hasattr(fmt_module, "normalise"):
-        raw = fmt_module.normalise(raw, "(your model)")
+        raw = fmt_module.normalise(raw, "(your model)", reading.config)
     config = config_as_computed(reading.config, reading.config_keys, layers)
     return fmt_module.infer(fmt, raw, config, {k: v for k, (v, _) in found.items()})
 

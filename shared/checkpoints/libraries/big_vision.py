@@ -70,8 +70,9 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
     return read_tensors(path), None, repr(str(path))
 
 
-def normalise(raw: Raw, source: str) -> Raw:
-    """Strip a common prefix (`params/`, SigLIP's `params/img/`) and unstack a scanned encoder."""
+def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Raw:
+    """Strip a common prefix (`params/`, SigLIP's `params/img/`) and unstack a scanned encoder
+    (`config`: not needed here)."""
     anchors = [k for k in raw if k.endswith("embedding/kernel") and "posembed" not in k]
     if len(anchors) != 1:
         raise WeightsError(f"checkpoint {source}: expected one 'embedding/kernel' (the patch embedding), "

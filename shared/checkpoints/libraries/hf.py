@@ -56,10 +56,18 @@ size. A field the config omits takes `ViTConfig`'s default, as `from_pretrained`
 The config's `model_type` picks the class: `vit` (above) or one of the vision models in
 `shared/checkpoints/hf_models.py` (DINOv2 with and without registers, SigLIP's and CLIP's vision
 towers, DeiT with its distillation head); on export the spec picks it (see `model_type_for`).
+
+Every name above is Transformers 4.x's: what every folder published before Transformers 5 holds and
+what 5's `save_pretrained` still writes (but for a freshly built SigLIP or CLIP tower). Transformers 5
+holds its models by names of its own and states the renames as rules; a live model or a folder in
+5's names is read through the installed library's rules, and a live model is bound by the table in
+its own names (the section "Transformers 5's names"). An export is in the 4.x names, which 5 loads
+with an empty load report.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -86,7 +94,8 @@ from shared.core.files import write_folder
 from shared.core.mapping import Table
 from shared.core.record import field_types, shown
 from shared.core.spec import FIELD_BOUNDS, ModelSpec
-from shared.errors import SpecError, WeightsError
+from shared.errors import FrameworkUnavailable, SpecError, WeightsError
+from shared.runtime.process_env import TRANSFORMERS4_NEEDED
 
 # The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
 # whether its checkpoint is a folder: literals, read without importing the module.
@@ -221,6 +230,7 @@ blocks.{i}.attn.{p:{q}|{k}|{v}}.bias     {layer}.{attn}.{p}.bias     heads_bias
 blocks.{i}.attn.out.kernel               {layer}.{out}.weight        heads_out_linear
 blocks.{i}.attn.out.bias                 {layer}.{out}.bias
 """
+VIT_LAYER = "vit.encoder.layer.{i}"  # block i's prefix
 VIT_STYLE = dict(ln1="layernorm_before", ln2="layernorm_after", q="query", k="key", v="value",
                  attn="attention.attention", out="attention.output.dense")
 DINOV2_STYLE = dict(VIT_STYLE, ln1="norm1", ln2="norm2", embed="embeddings",
@@ -370,6 +380,19 @@ def mlp_width(dim: int, ratio: float) -> int:
 
 
 
+def mlp_ratio_for(s: ModelSpec) -> int | None:
+    """The integer mlp_ratio a DINOv2 config rebuilds `s.mlp_dim` from (`int(dim * ratio)`, two
+    thirds of that rounded up to a multiple of 8 when gated): Transformers 5's Dinov2Config takes
+    integers only; None when none does."""
+    gated = s.mlp == "gated"
+    near = 1.5 * s.mlp_dim / s.dim if gated else s.mlp_dim / s.dim
+    for ratio in range(max(1, int(near) - 1), int(near) + 3):
+        width = swiglu_width(s.dim * ratio) if gated else s.dim * ratio
+        if width == s.mlp_dim:
+            return ratio
+    return None
+
+
 def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
     """The config.json the architecture's `from_pretrained` needs for `s`."""
     arch = ARCHITECTURES[model_type]
@@ -381,7 +404,7 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
     }
     if model_type.startswith("dinov2"):
         gated = s.mlp == "gated"
-        out |= {"mlp_ratio": 1.5 * s.mlp_dim / s.dim if gated else s.mlp_dim / s.dim, "use_swiglu_ffn": gated,
+        out |= {"mlp_ratio": mlp_ratio_for(s), "use_swiglu_ffn": gated,
                 "qkv_bias": s.qkv_bias, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
         if model_type == "dinov2_with_registers":
             out["num_register_tokens"] = s.registers
@@ -473,14 +496,19 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
     return read_tensors(path), read_config(config), repr(str(path))
 
 
-def normalise(raw: Raw, source: str) -> Raw:
-    """DINOv3's default key_bias=False leaves its attention a query and value bias only: the
-    missing key bias is a zero one (exact), so the spec's qkv_bias places all three."""
+def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Raw:
+    """The tensors by Transformers 4.x's names, the tables' (`in_old_names`: a model or folder of
+    Transformers 5, renamed back by the installed library's own rules; `config` names the class, and
+    without one the names are taken as they are). DINOv3's default key_bias=False leaves its
+    attention a query and value bias only: the missing key bias is a zero one (exact), so the spec's
+    qkv_bias places all three."""
     out = dict(raw)
-    for key in [k for k in raw if k.endswith(".attention.q_proj.bias")]:
+    if config is not None:
+        out = in_old_names(out, source, config_model_type(config))
+    for key in [k for k in out if k.endswith(".attention.q_proj.bias")]:
         missing = key.replace(".q_proj.", ".k_proj.")
         if missing not in out and missing.replace(".bias", ".weight") in out:
-            out[missing] = np.zeros_like(raw[key])
+            out[missing] = np.zeros_like(out[key])
     return out
 
 
@@ -597,9 +625,11 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     if s.mlp == "gated" and model_type != "dinov3_vit":  # DINOv3's gate_proj takes any hidden_act
         require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
                 "standard (only DINOv2's SwiGLU, with silu, is gated)")
-        rebuilt = swiglu_width(int(s.dim * (1.5 * s.mlp_dim / s.dim)))  # from config_for's mlp_ratio
-        require(rebuilt == s.mlp_dim, target, "mlp_dim", s.mlp_dim,
-                "a multiple of 8 (Dinov2SwiGLUFFN rounds its width up to one)")
+    if model_type.startswith("dinov2"):
+        require(mlp_ratio_for(s) is not None, target, "mlp_dim", s.mlp_dim,
+                f"a width {arch.model_class} builds from an integer mlp_ratio x dim {s.dim} (Transformers 5 "
+                "reads only an integer ratio; Dinov2SwiGLUFFN then takes two thirds, rounded up to a "
+                "multiple of 8)")
 
 
 def config_for(s: ModelSpec) -> dict[str, Any]:
@@ -635,7 +665,7 @@ head.out.bias                               classifier.bias
 def table(fmt: str, s: ModelSpec) -> Table:
     model_type = model_type_for(s)
     if model_type == "vit":
-        return Table(ROWS, fmt, layer="vit.encoder.layer.{i}", **VIT_STYLE, embed="vit.embeddings",
+        return Table(ROWS, fmt, layer=VIT_LAYER, **VIT_STYLE, embed="vit.embeddings",
                      patch="patch_embeddings.projection")
     arch = ARCHITECTURES[model_type]
     inert = (MASK_TOKEN,) if model_type.startswith(("dinov2", "dinov3")) else ()
@@ -657,7 +687,8 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return raw
 
 
-# Transformers 4.x names its TensorFlow and Flax classes so (5.x has PyTorch only)
+# Transformers 4.x names its TensorFlow and Flax classes so (5.x has PyTorch only: a process needing them
+# gets 4.x's side directory, shared/runtime/process_env.py's `transformers4_env`)
 CLASS_PREFIX = {"torch": "", "tf": "TF", "flax": "Flax"}
 
 
@@ -669,7 +700,11 @@ def build_model(s: ModelSpec, framework: str = "torch", **options: Any) -> Any:
     import transformers
 
     config = config_for(s)
-    model_class = getattr(transformers, CLASS_PREFIX[framework] + config["architectures"][0])
+    name = CLASS_PREFIX[framework] + config["architectures"][0]
+    model_class = getattr(transformers, name, None)
+    if model_class is None:
+        needs = TRANSFORMERS4_NEEDED if framework != "torch" else "a Transformers that has it"
+        raise FrameworkUnavailable(f"transformers {transformers.__version__} has no {name}: it needs {needs}")
     if framework != "torch":  # the TensorFlow and Flax classes read image_size and patch_size as one side
         require(s.image_height == s.image_width and s.patch_height == s.patch_width, model_class.__name__,
                 "image_width", s.image_width, "square images and patches")
@@ -687,6 +722,160 @@ def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> l
     write_folder(out, {"model.safetensors": weights,
                        "config.json": (json.dumps(config, indent=2) + "\n").encode()})
     return [f"load with transformers.{config['architectures'][0]}.from_pretrained({str(out)!r})"]
+
+
+# ==== Transformers 5's names ========================================================================
+# Transformers 5 renamed the modules of every class here (ViT's and DeiT's `layers.N.attention.q_proj`,
+# `o_proj`, `mlp.fc1`/`fc2`; DINOv2's attention alike, its SwiGLU `weights_in` cut into `gate_proj` and
+# `up_proj`; SigLIP's and CLIP's towers without `vision_model.`; DINOv3's `model.layer.N`) and states
+# each class's renames as rules, which `from_pretrained` applies to a folder in the 4.x names (every one
+# saved before 5, and what 5's `save_pretrained` writes, but for a freshly built SigLIP or CLIP tower).
+# The tables above keep the 4.x names, the one table; the 5.x names are the installed library's rules
+# applied to them (`transformers.conversion_mapping`), read from it, never copied here.
+MODEL_CLASSES = {"vit": "ViTForImageClassification",
+                 **{model_type: arch.model_class for model_type, arch in ARCHITECTURES.items()}}
+
+
+@dataclass(frozen=True)
+class Renames:
+    """A Transformers model's renaming rules, as the installed library states them: 4.x name ->
+    its name in the model (`names`), and a state dict in the model's names -> the 4.x names
+    (`to_old`, each rule reversed, as `save_pretrained` reverses them)."""
+
+    library: str  # "transformers 5.25.0": how a binding names the convention
+    transforms: tuple[Any, ...]  # the library's WeightTransform objects, in its order
+    own: frozenset[str]  # the model's own names: no rule is applied to one (DINOv3's is not idempotent)
+
+    def names(self, old: str) -> list[str]:
+        """The model's name for the 4.x tensor `old`, or one per part where a rule cuts it (DINOv2's
+        `weights_in` into `gate_proj` and `up_proj`: the library's Chunk on the first axis)."""
+        from transformers.core_model_loading import rename_source_key
+
+        if old in self.own:
+            return [old]
+        renamings, converters = _split(self.transforms)
+        new, pattern = rename_source_key(old, renamings, converters, base_model_prefix=None,
+                                         meta_state_dict=None, reverse=False)
+        if pattern is None:
+            return [new]
+        rule = next(c for c in converters if pattern in c.source_patterns)
+        _require_op(self, rule, "Chunk")
+        first = rule.target_patterns[0]
+        at = new.rindex(first)
+        return [new[:at] + target + new[at + len(first):] for target in rule.target_patterns]
+
+    def to_old(self, raw: Raw, source: str) -> Raw:
+        """`raw` in the model's names -> the 4.x names: renames reversed, a cut tensor's parts
+        joined again (the library's Concatenate, the Chunk reversed)."""
+        from transformers.core_model_loading import rename_source_key
+
+        renamings, converters = _split([t.reverse_transform() for t in reversed(self.transforms)])
+        out: Raw = {}
+        parts: dict[str, tuple[Any, dict[int, np.ndarray]]] = {}
+        for key, value in raw.items():
+            old, pattern = rename_source_key(key, renamings, converters, base_model_prefix=None,
+                                             meta_state_dict=None, reverse=True)
+            if pattern is None:
+                out[old] = value
+                continue
+            rule = next(c for c in converters if pattern in c.source_patterns)
+            _require_op(self, rule, "Concatenate")
+            parts.setdefault(old, (rule, {}))[1][rule.source_patterns.index(pattern)] = value
+        for old, (rule, found) in parts.items():
+            if len(found) != len(rule.source_patterns):
+                absent = [p for i, p in enumerate(rule.source_patterns) if i not in found]
+                raise WeightsError(f"hf checkpoint {source}: {old!r} ({self.library}'s rule joins "
+                                   f"{' and '.join(rule.source_patterns)}) has no {absent[0]!r} tensor")
+            out[old] = np.concatenate([found[i] for i in sorted(found)], axis=rule.operations[0].dim)
+        return out
+
+
+def _split(transforms: Any) -> tuple[list[Any], list[Any]]:
+    """(renamings, converters): `rename_source_key` takes them apart."""
+    from transformers.core_model_loading import WeightConverter
+
+    converters = [t for t in transforms if isinstance(t, WeightConverter)]
+    return [t for t in transforms if not isinstance(t, WeightConverter)], converters
+
+
+def _require_op(renames: Renames, rule: Any, name: str) -> None:
+    """Only a cut or a join on one axis of equal parts is followed (what the classes here use); any
+    other operation a rule names is refused naming it, never guessed."""
+    ops = [type(op).__name__ for op in rule.operations]
+    if ops != [name] or (name == "Chunk" and rule.operations[0].dim != 0):
+        raise WeightsError(f"{renames.library}'s rule {rule.source_patterns} -> {rule.target_patterns} "
+                           f"applies {', '.join(ops) or 'no operation'}; portbench follows a rule that "
+                           f"renames, or one {name} on the first axis")
+
+
+def library_names(model: Any) -> Renames | None:
+    """A Transformers model's renaming rules, read from the installed library
+    (`get_model_conversion_mapping`, which a model on the meta device answers too); None where it
+    states none: Transformers 4.x, whose names are the tables'."""
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+    except ImportError:  # Transformers 4.x
+        return None
+    import transformers
+
+    transforms = get_model_conversion_mapping(model, key_mapping=None, hf_quantizer=None, add_legacy=False)
+    if not transforms:
+        return None
+    own = frozenset(model.state_dict())
+    return Renames(f"transformers {transformers.__version__}", tuple(transforms), own)
+
+
+@functools.cache
+def class_names(model_type: str) -> Renames | None:
+    """`library_names` of the class a config's `model_type` names, built on the meta device (no
+    memory, no initialisation): a folder's or state dict's class, without its model."""
+    try:
+        import transformers.conversion_mapping  # Transformers 5: it states its renames
+    except ImportError:
+        return None
+    import torch
+    import transformers
+
+    model_class = getattr(transformers, MODEL_CLASSES[model_type])
+    with torch.device("meta"):
+        return library_names(model_class(model_class.config_class(num_hidden_layers=1)))
+
+
+def first_block_names(model_type: str) -> tuple[str, str]:
+    """Block 0's first norm weight and query weight by the 4.x names: a state dict holding both is
+    in those names (Transformers 5 renames the query of every class here, DINOv2's norms not)."""
+    arch = ARCHITECTURES.get(model_type)
+    style = arch.fill if arch else VIT_STYLE
+    block = (arch.layer_key if arch else VIT_LAYER).format(i=0)
+    query = style["q"].rpartition("=")[2]  # `query=q_proj`: the native spelling
+    return f"{block}.{style['ln1']}.weight", f"{block}.{style['attn']}.{query}.weight"
+
+
+def in_old_names(raw: Raw, source: str, model_type: str) -> Raw:
+    """`raw` by the 4.x names: as it is when it holds them, else renamed by the installed
+    Transformers' rules for the class; where it states none (4.x), the names are kept and a
+    missing tensor is named by `infer`."""
+    if model_type not in MODEL_CLASSES or all(name in raw for name in first_block_names(model_type)):
+        return raw
+    renames = class_names(model_type)
+    return raw if renames is None else renames.to_old(raw, source)
+
+
+def live_tables(model: Any, spec: ModelSpec) -> list[Table]:
+    """A Transformers 5 model's own names as a table: the hf table for `spec`, each native name
+    renamed by the model's rules, so `verify --model` binds it by the library's names (none for
+    a 4.x model, whose names are the hf table's, or a spec that table cannot name)."""
+    if not module_of(model).startswith("transformers.") or not callable(getattr(model, "state_dict", None)):
+        return []
+    renames = library_names(model)
+    if renames is None:
+        return []
+    try:
+        old = table("hf", spec)
+        old.bind(spec.derived.tensor_shapes)
+    except (SpecError, WeightsError):  # not a spec the hf classes compute: structure binds it
+        return []
+    return [old.renamed(spec.derived.tensor_shapes, renames.names, f"hf in {renames.library}'s names")]
 
 
 # ==== a live model ==================================================================================

@@ -473,9 +473,9 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
     return read_tensors(path), read_config(config), repr(str(path))
 
 
-def normalise(raw: Raw, source: str) -> Raw:
+def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Raw:
     """Two spellings of the same function become one: timm's split SwiGLU (`fc1_g`, `fc1_x`) is
-    packed as SwiGLUPacked's one `fc1` (gate first)."""
+    packed as SwiGLUPacked's one `fc1` (gate first). (`config`: not needed here.)"""
     out = dict(raw)
     for key in [k for k in raw if SPLIT_GATE in k]:
         linear = key.replace(SPLIT_GATE, SPLIT_LINEAR)
