@@ -213,7 +213,7 @@ def test_custom_code_is_refused_unless_the_user_states_the_spec(bases: Path, tmp
 
 
 def test_every_key_a_transformers_class_reads_has_a_row_its_default_keeps() -> None:
-    """A class reads the keys its defaults name (hf_config.py): each must have a row in HF_KEYS (or
+    """A class reads the keys its defaults name (`class_config`): each must have a row in HF_KEYS (or
     reading it would fail as a bug), and Transformers' own default must pass that row."""
     from shared.checkpoints.libraries.hf import ARCHITECTURES, HF_KEYS, VIT_DEFAULTS
 

@@ -1,6 +1,6 @@
 """timm's `VisionTransformer` parameter names as a mapping table (`shared/core/mapping.py`).
 
-Two users, one table: the `timm` checkpoint format (`shared/checkpoints/timm.py`) and the torch
+Two users, one table: the timm plug-in (`shared/checkpoints/libraries/timm.py`) and the torch
 port, which names its modules as timm does (`ports/torch/transfer.py` overrides a few rows). It
 lives in the core because the port may import nothing above it.
 """

@@ -1,24 +1,37 @@
-"""A Transformers config.json, read as its class reads it: every key the classes here read, its
+"""Hugging Face Transformers, as one plug-in: its PyTorch vision classes' `save_pretrained` folders
+(or weights + `--config`) read and written, a live Transformers model read (`read_live`) and bound
+by the names the installed version holds it under (`live_tables`), and the models the peers time
+built (`build_model`: PyTorch, and 4.x's TF and Flax ViT). Sections: the config, DINOv3, the vision
+models, ViTForImageClassification, Transformers 5's names, a live model.
+
+## The config
+
+A config.json is read as its class reads it: every key the classes here read, its
 type and the spec fields it sets (`HF_KEYS`, decoding.py's `Key`), the defaults `from_pretrained`
 applies when a key is absent, and the refusal of a config that names custom code.
 
-A class reads the keys its defaults name (shared/checkpoints/hf_models.py's `Architecture.defaults`,
+A class reads the keys its defaults name (`Architecture.defaults`,
 `VIT_DEFAULTS`): those the config gives are held to their row here, the others are Transformers'
 own defaults. A key no class here reads (dropout rates, `layerscale_value`) is not looked at.
 
-Transformers' `DINOv3ViTModel` (v4.57, `models/dinov3_vit/modeling_dinov3_vit.py`), the
-architecture hf_models.py's table lists: its names, config defaults, the facts it fixes and the
-config.json fields of its own.
+## ViTForImageClassification
 
-No position table; 2-D RoPE on each head's patch queries and keys (`DINOv3ViTRopePositionEmbedding`:
-patch centres in [-1, 1], angles 2 pi x coordinate x `1 / rope_theta ** arange(0, 1, 4 / head_dim)`,
-`rotate_half` pairs; `apply_rotary_pos_emb` leaves the class and register tokens unrotated), which
-is the spec's `rope='axial_half'`, `rope_coords='centered'`. LayerScale (`layer_scale1.lambda1`);
-q/k/v/o projections with `key_bias` off by default (a zero key bias on import, hf.py's
-`normalise`); MLP `up_proj`/`down_proj`, or gated with `gate_proj`. `register_tokens` is a
-(1, 0, D) tensor without registers and `mask_token` is pre-training's: neither is converted.
-Output: `pooler_output`, the normed class token. Training-only coordinate augmentation
-(`pos_embed_shift`, `pos_embed_jitter`, `pos_embed_rescale`) takes no part at inference.
+Hugging Face `ViTForImageClassification` (PyTorch) state dicts + `config.json`.
+
+Names: `vit.embeddings.{cls_token (1, 1, D), position_embeddings (1, N+1, D),
+patch_embeddings.projection (OIHW)}`, `vit.encoder.layer.i.{layernorm_before,
+attention.attention.{query,key,value} (separate (D, D) Linears), attention.output.dense,
+layernorm_after, intermediate.dense, output.dense}`, `vit.layernorm`, `classifier`.
+
+The config states what the tensors cannot: the head count, LayerNorm eps (HF's own default is
+1e-12, not timm's 1e-6: the config value is used, never a guess), hidden_act, image and patch
+size. A field the config omits takes `ViTConfig`'s default, as `from_pretrained` does.
+
+The config's `model_type` picks the class: `vit` (above) or one of the vision models
+above (DINOv2 with and without registers, SigLIP's and CLIP's vision
+towers, DeiT with its distillation head); on export the spec picks it (see `model_type_for`).
+
+## The vision models beside ViT
 
 The Hugging Face Transformers vision models beside ViT (PyTorch classes, v4.57): each one's
 state-dict names as a mapping table, its config defaults (what `from_pretrained` applies when a
@@ -38,24 +51,27 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
 - `CLIPVisionModel`: `class_embedding`, a patch projection without bias (`patch_bias` false),
   `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
-- `DINOv3ViTModel` (2-D RoPE): `shared/checkpoints/hf_dinov3.py`.
+- `DINOv3ViTModel` (2-D RoPE): the DINOv3 section.
 - `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
   with a position row, `cls_classifier` and `distillation_classifier`; logits are their mean.
 
-Hugging Face `ViTForImageClassification` (PyTorch) state dicts + `config.json`.
+## DINOv3
 
-Names: `vit.embeddings.{cls_token (1, 1, D), position_embeddings (1, N+1, D),
-patch_embeddings.projection (OIHW)}`, `vit.encoder.layer.i.{layernorm_before,
-attention.attention.{query,key,value} (separate (D, D) Linears), attention.output.dense,
-layernorm_after, intermediate.dense, output.dense}`, `vit.layernorm`, `classifier`.
+Transformers' `DINOv3ViTModel` (v4.57, `models/dinov3_vit/modeling_dinov3_vit.py`), the
+architecture the vision models' table lists: its names, config defaults, the facts it fixes and the
+config.json fields of its own.
 
-The config states what the tensors cannot: the head count, LayerNorm eps (HF's own default is
-1e-12, not timm's 1e-6: the config value is used, never a guess), hidden_act, image and patch
-size. A field the config omits takes `ViTConfig`'s default, as `from_pretrained` does.
+No position table; 2-D RoPE on each head's patch queries and keys (`DINOv3ViTRopePositionEmbedding`:
+patch centres in [-1, 1], angles 2 pi x coordinate x `1 / rope_theta ** arange(0, 1, 4 / head_dim)`,
+`rotate_half` pairs; `apply_rotary_pos_emb` leaves the class and register tokens unrotated), which
+is the spec's `rope='axial_half'`, `rope_coords='centered'`. LayerScale (`layer_scale1.lambda1`);
+q/k/v/o projections with `key_bias` off by default (a zero key bias on import, hf.py's
+`normalise`); MLP `up_proj`/`down_proj`, or gated with `gate_proj`. `register_tokens` is a
+(1, 0, D) tensor without registers and `mask_token` is pre-training's: neither is converted.
+Output: `pooler_output`, the normed class token. Training-only coordinate augmentation
+(`pos_embed_shift`, `pos_embed_jitter`, `pos_embed_rescale`) takes no part at inference.
 
-The config's `model_type` picks the class: `vit` (above) or one of the vision models in
-`shared/checkpoints/hf_models.py` (DINOv2 with and without registers, SigLIP's and CLIP's vision
-towers, DeiT with its distillation head); on export the spec picks it (see `model_type_for`).
+## Transformers 5's names
 
 Every name above is Transformers 4.x's: what every folder published before Transformers 5 holds and
 what 5's `save_pretrained` still writes (but for a freshly built SigLIP or CLIP tower). Transformers 5
@@ -63,6 +79,7 @@ holds its models by names of its own and states the renames as rules; a live mod
 5's names is read through the installed library's rules, and a live model is bound by the table in
 its own names (the section "Transformers 5's names"). An export is in the 4.x names, which 5 loads
 with an empty load report.
+
 """
 
 from __future__ import annotations
@@ -84,6 +101,7 @@ from shared.checkpoints.common import (
     require_class_token_readout,
     require_plain_blocks,
     resampled_table,
+    spelled,
     swiglu_width,
     width_per_head,
 )
@@ -195,7 +213,7 @@ REGISTER_TOKENS = "embeddings.register_tokens"  # a (1, 0, D) tensor without reg
 
 
 def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
-    """What a DINOv3ViTConfig (decoded: hf_config.py) says beyond the common fields; its biases the
+    """What a DINOv3ViTConfig (decoded: `class_config`) says beyond the common fields; its biases the
     spec cannot place are refused naming the config field (the spec's attention has q, k and v
     biases together or none, and always an output bias; a missing key bias alone is a zero one,
     added on import)."""
@@ -212,14 +230,14 @@ def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def dinov3_config(s: ModelSpec) -> dict[str, Any]:
-    """The DINOv3ViTConfig fields of its own that rebuild `s` (hf_models.py writes the common ones)."""
+    """The DINOv3ViTConfig fields of its own that rebuild `s` (`config_for_model` writes the common ones)."""
     return {"use_gated_mlp": s.mlp == "gated", "rope_theta": s.rope_theta, "num_register_tokens": s.registers,
             "query_bias": s.qkv_bias, "key_bias": s.qkv_bias, "value_bias": s.qkv_bias, "proj_bias": True,
             "mlp_bias": True, "layerscale_value": 1.0, "drop_path_rate": 0.0}
 
 
 # ==== the vision models ==============================================================================
-HF_ACT = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "quick_gelu": "quick_gelu", "silu": "silu"}
+HF_ACT = spelled(ACTIVATIONS)  # each spec activation as Transformers names it first
 
 
 
@@ -422,7 +440,7 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
 
 def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
                        given: dict[str, Any]) -> Inference:
-    """`cfg`: the class's config, decoded (hf_config.py's `class_config`)."""
+    """`cfg`: the class's config, decoded (`class_config`)."""
     arch = ARCHITECTURES[model_type]
     inf = Inference(fmt)
     shape = tensor_shape(inf, raw, arch.patch_key, "out, in, height, width")
@@ -529,7 +547,7 @@ VIT_ARCHITECTURE = {"class_token": True, "pos_embed": "learned", "pos_embed_clas
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     """The class the config's model_type names, from its config (every key it reads decoded
-    first: hf_config.py) and the tensors."""
+    first: `class_config`) and the tensors."""
     refuse_custom_code(config, given)
     kind = config_model_type(config)
     if kind in ARCHITECTURES:
@@ -634,7 +652,7 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
 
 def config_for(s: ModelSpec) -> dict[str, Any]:
     """The config.json the class that computes `s` needs (`ViTForImageClassification` or one of
-    hf_models.py's)."""
+    the vision models')."""
     model_type = model_type_for(s)
     if model_type != "vit":
         return config_for_model(model_type, s, HF_ACT[s.activation])
