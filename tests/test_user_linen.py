@@ -53,7 +53,7 @@ def setup(form: str) -> dict[str, Any]:
     params = user.parameters(model)
     found = user.layers(model)
     binding = bind(SPEC, {n: v.shape for n, v in params.items()}, found, "flax",
-                   conventions("flax", SPEC))
+                   conventions("flax", SPEC, model))
     w, images, taps = init_weights(SPEC, 1), probe_batch(SPEC), {}
     ref = reference.forward(SPEC, w, images, taps)
     user.assign(model, binding.to_native(w))
