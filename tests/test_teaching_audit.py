@@ -132,8 +132,8 @@ def test_the_bare_audit_builds_the_parallel_texts_only(monkeypatch, tmp_path) ->
     texts, never keras-jax/keras-torch (the Keras port's own source, on a backend this process
     cannot start once Keras runs) or onnx; naming one of those is refused in one line."""
     from ports import NATIVE
-    from shared.cli import audit as audit_command
     from shared.cli._common import installed_ports
+    from shared.teaching import audit as audit_tool  # the command imports it when it runs
     from tests.adversarial import refused, run_cli
 
     built: list[list[str]] = []
@@ -142,7 +142,7 @@ def test_the_bare_audit_builds_the_parallel_texts_only(monkeypatch, tmp_path) ->
         built.append(frameworks)
         return [], []
 
-    monkeypatch.setattr(audit_command, "audit_ports", audit_ports)
+    monkeypatch.setattr(audit_tool, "audit_ports", audit_ports)
     assert run_cli("audit", cwd=tmp_path).code == 0
     assert built == [[name for name in NATIVE if name in installed_ports()]]
     refused(tmp_path, "audit", "--frameworks", "keras-jax",
