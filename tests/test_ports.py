@@ -83,6 +83,10 @@ ROUND_TRIP_SPECS = {
     # no qkv bias (a separate output bias in Keras and Flax), sincos positions, pooled final norm
     "no-qkv-bias": get_preset("quadrant").replace(
         qkv_bias=False, pos_embed="sincos", final_norm="pooled", pooling="mean", head_hidden=(8,)),
+    # RMSNorm (a scale alone) at every place a norm stands: patch norms, pre-norm, qk-norm, map pool
+    "rms-norm": get_preset("siglip-tiny").replace(
+        norm_type="rms_norm", patch_norm_in=True, patch_norm_out=True, norm_before_blocks=True,
+        qk_norm=True, qk_norm_eps=1e-5, pool_norm_eps=1e-3),
 }
 
 

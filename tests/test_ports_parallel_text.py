@@ -44,7 +44,7 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "<module>"): "torch's narrow-head constant; Keras' dtype policies (and ops.add) and "
                               "Flax's compute dtype, explained once for the whole file",
     ("model.py", "activation"): "where each library's GELU default is exact and where tanh",
-    ("model.py", "layer_norm"): "Flax alone has a fast-variance default to switch off",
+    ("model.py", "norm_layer"): "Flax alone has a fast-variance default to switch off",
     ("model.py", "PatchEmbed.__init__"): "each library's padding argument order; Keras' oneDNN conv bug; "
                                          "nnx.Conv's SAME default; MLX's OHWI kernel",
     ("model.py", "Rotary.__init__"): "which axis holds the tokens in each library's q and k (torch's and "

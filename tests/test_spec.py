@@ -126,6 +126,13 @@ BAD_SPECS = [
     ({"registers": 2, "pos_embed_register_rows": True, "pos_embed_class_row": False},
      "pos_embed_register_rows", "no library positions the registers and not the class token"),
     ({"num_classes": 0, "head_hidden": (8,)}, "head_hidden", "empty when num_classes is 0"),
+    # issue 36: the norm kind and each place's epsilon
+    ({"norm_type": "batch_norm"}, "norm_type", "one of"),
+    ({"final_norm_eps": 0.0}, "final_norm_eps", "a finite number > 0, or null"),
+    ({"final_norm_eps": float("nan")}, "final_norm_eps", "a finite number > 0, or null"),
+    ({"qk_norm_eps": 1e-5}, "qk_norm_eps", "null: the spec has no qk norm"),
+    ({"patch_norm_eps": 1e-5}, "patch_norm_eps", "null: the spec has no patch norm"),
+    ({"pool_norm_eps": 1e-5}, "pool_norm_eps", "null: the spec has no pool norm"),
 ]
 
 
@@ -134,6 +141,25 @@ def test_fields_added_later_keep_the_hash_of_a_spec_that_does_not_use_them() -> 
     assert spec.replace(registers=0, layer_scale=False, mlp="standard").spec_hash == "b272c0e9d9c130bf"
     assert len({spec.replace(**{name: value}).spec_hash for name, value in [
         ("registers", 1), ("layer_scale", True), ("mlp", "gated"), ("qk_norm", True)]}) == 4
+
+
+def test_norm_fields_keep_every_hash_and_name_of_a_spec_that_does_not_use_them() -> None:
+    """norm_type and the places' epsilons at their defaults: quadrant's hash and tensor names as
+    before they existed (measured on the main checkout before issue 36)."""
+    spec = get_preset("quadrant")
+    assert spec.spec_hash == "85cf2ddd378a18dd"
+    assert [n for n in spec.derived.tensor_shapes if "norm" in n] == [
+        "blocks.0.norm1.scale", "blocks.0.norm1.bias", "blocks.0.norm2.scale", "blocks.0.norm2.bias",
+        "blocks.1.norm1.scale", "blocks.1.norm1.bias", "blocks.1.norm2.scale", "blocks.1.norm2.bias",
+        "final_norm.scale", "final_norm.bias"]
+    assert set(spec.derived.norm_eps.values()) == {spec.layer_norm_eps}
+    rms = spec.replace(norm_type="rms_norm")
+    assert rms.spec_hash != spec.spec_hash
+    assert not [n for n in rms.derived.tensor_shapes if n.endswith(".bias") and "norm" in n]
+    assert spec.derived.params - rms.derived.params == (2 * spec.depth + 1) * spec.dim  # the biases
+    own = spec.replace(final_norm_eps=1e-3)
+    assert own.derived.norm_eps == {**spec.derived.norm_eps, "final": 1e-3}
+    assert own.spec_hash != spec.spec_hash
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -97,8 +97,8 @@ def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         for name in ("model.py", "transfer.py", "port.py"):
             text = (ROOT / "ports" / fw / name).read_text()
             if fw == "keras" and name == "model.py":
-                text = text.replace("layers.LayerNormalization(epsilon=spec.layer_norm_eps, dtype=dtype)",
-                                    "layers.LayerNormalization(dtype=dtype)")
+                pinned = "layers.LayerNormalization(epsilon=spec.derived.norm_eps[place], dtype=dtype)"
+                text = text.replace(pinned, "layers.LayerNormalization(dtype=dtype)")
             (tmp_path / "ports" / fw / name).write_text(text)
     monkeypatch.setattr(port_source, "ROOT", tmp_path)
     port_source.port_units.cache_clear()
@@ -107,7 +107,7 @@ def test_lessons_follow_the_source(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         view = build_view(lesson("layer_norm_eps"), measure=False)
         keras_code = "\n".join(view.code["keras"][0].lines)
         assert "return layers.LayerNormalization(dtype=dtype)" in keras_code
-        reads = field_excerpts("keras", ("layer_norm_eps",))
+        reads = field_excerpts("keras", ("layer_norm_eps", "derived.norm_eps"))
         assert all("LayerNormalization" not in line for e in reads for line in e.lines)
     finally:
         port_source.port_units.cache_clear()
@@ -124,7 +124,7 @@ def test_rosetta_maps_every_spec_field() -> None:
     for name in SPEC_FIELDS:
         assert f"## `{name}`" in text
     section = text.split("## `layer_norm_eps`")[1].split("## `")[0]
-    assert "eps=spec.layer_norm_eps" in section and "epsilon=spec.layer_norm_eps" in section
+    assert "eps=spec.derived.norm_eps[place]" in section and "epsilon=spec.derived.norm_eps[place]" in section
 
 
 def test_cli_lesson_json(tmp_path: Path) -> None:

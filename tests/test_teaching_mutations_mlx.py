@@ -28,6 +28,7 @@ from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec
 from shared.core.weights import init_weights
+from shared.teaching.variants import Case, variant
 from shared.training.parity import collect, start_training_jobs
 
 TOL = 2e-5  # tests/test_training_parity.py
@@ -77,8 +78,28 @@ def test_gelu_name_flipped_fails(monkeypatch: pytest.MonkeyPatch, approx: str) -
 def test_layer_norm_left_at_mlx_default_eps_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = get_preset("quadrant").replace(layer_norm_eps=1e-6)  # Flax's default; MLX's is 1e-5
     assert _passes(spec)
-    monkeypatch.setattr(mlx_model, "layer_norm", lambda s, width: nn.LayerNorm(width))
+    monkeypatch.setattr(mlx_model, "norm_layer", lambda s, width, place: nn.LayerNorm(width))
     assert not _passes(spec)
+
+
+def _variant_passes(preset: str, key: str) -> tuple[bool, bool]:
+    """The MLX port on a preset, then on the catalogue alternative `key` of it (its spec, weights and
+    images), each against the float64 reference of the preset itself."""
+    spec = get_preset(preset)
+    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
+    ref = forward(spec, case.weights, case.images)
+    verdicts = []
+    for run in (case, variant(key).apply(case)):
+        port = create_port("mlx", run.spec)
+        port.load(run.weights)
+        verdicts.append(check_logits(spec, port.logits(run.images), ref).passed)
+    return verdicts[0], verdicts[1]
+
+
+@pytest.mark.parametrize(("preset", "key"), [("internvit-tiny", "RMSNorm and LayerNorm swapped")])
+def test_tower_knob_flipped_fails(preset: str, key: str) -> None:
+    """Issue 36's knobs in the MLX port, as tests/test_teaching_mutations.py does in the others."""
+    assert _variant_passes(preset, key) == (True, False)
 
 
 def test_conv_kernel_reshaped_to_ohwi_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,11 +58,14 @@ class QuickGELU(nnx.Module):
         return x * jax.nn.sigmoid(1.702 * x)
 
 
-def layer_norm(spec: ModelSpec, width: int, rngs: nnx.Rngs) -> nnx.LayerNorm:
-    # Always pass epsilon: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6 by default.
+def norm_layer(spec: ModelSpec, width: int, place: str, rngs: nnx.Rngs) -> nnx.LayerNorm | nnx.RMSNorm:
+    # Always pass epsilon, the one of the norm's place: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6
+    # by default (RMSNorm: torch the dtype's machine epsilon, MLX 1e-5, Keras and Flax 1e-6).
+    if spec.norm_type == "rms_norm":  # a scale, no bias, no mean subtracted
+        return nnx.RMSNorm(width, epsilon=spec.derived.norm_eps[place], rngs=rngs)
     # use_fast_variance=False: Flax's default E[x^2]-E[x]^2 loses precision when the residual
     # stream has a large mean.
-    return nnx.LayerNorm(width, epsilon=spec.layer_norm_eps, use_fast_variance=False, rngs=rngs)
+    return nnx.LayerNorm(width, epsilon=spec.derived.norm_eps[place], use_fast_variance=False, rngs=rngs)
 
 
 class FixedTable(nnx.Variable):
@@ -85,11 +88,11 @@ class PatchEmbed(nnx.Module):
         # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
-        self.norm_in = layer_norm(spec, d.patch_features, rngs) if spec.patch_norm_in else None
+        self.norm_in = norm_layer(spec, d.patch_features, "patch", rngs) if spec.patch_norm_in else None
         # padding="VALID": nnx.Conv defaults to "SAME", which would pad instead of drop.
         self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=self.patch, strides=self.patch,
                              padding="VALID", use_bias=spec.patch_bias, dtype=dtype, rngs=rngs)
-        self.norm_out = layer_norm(spec, spec.dim, rngs) if spec.patch_norm_out else None
+        self.norm_out = norm_layer(spec, spec.dim, "patch", rngs) if spec.patch_norm_out else None
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if any(sum(self.padding, ())):
@@ -121,7 +124,7 @@ class Rotary(nnx.Module):
     with shared/core/rotary.py's tables (timm's apply_rot_embed in either layout). The prefix
     tokens' rows are cos 1 and sin 0: they pass through unrotated, as timm and DINOv3 split them off."""
 
-    def __init__(self, spec: ModelSpec, norm: nnx.LayerNorm | None) -> None:
+    def __init__(self, spec: ModelSpec, norm: nnx.LayerNorm | nnx.RMSNorm | None) -> None:
         t = rotary_tables(spec)
         # Fixed, not parameters. Rows are tokens: q and k are (B, N, H, hd) here, so one row per token
         # broadcasts over the heads. It sits at normalize_qk's place, after the qk-norm it holds (if any).
@@ -146,7 +149,7 @@ class Attention(nnx.Module):
     broadcast_dropout=False: Flax would otherwise share one dropout mask across batch and heads.
     Its normalize_qk puts a LayerNorm over each head's width on the projected queries and keys,
     but one without a bias, at Flax's epsilon 1e-6 and with its fast variance: qk-norm keeps that
-    place and replaces both LayerNorms with the spec's (`layer_norm`)."""
+    place and replaces both with the spec's norms (`norm_layer`)."""
 
     def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool, rngs: nnx.Rngs,
                  dtype: jnp.dtype | None = None) -> None:
@@ -156,9 +159,9 @@ class Attention(nnx.Module):
             out_features=spec.dim, use_bias=qkv_bias, dropout_rate=spec.dropout_attn,
             broadcast_dropout=False, decode=False, normalize_qk=qk_norm or rope, dtype=dtype, rngs=rngs,
         )
-        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
-        q_norm = layer_norm(spec, spec.head_dim, rngs) if qk_norm else None
-        k_norm = layer_norm(spec, spec.head_dim, rngs) if qk_norm else None
+        # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
+        q_norm = norm_layer(spec, spec.head_dim, "qk", rngs) if qk_norm else None
+        k_norm = norm_layer(spec, spec.head_dim, "qk", rngs) if qk_norm else None
         # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
         if rope:
             q_norm, k_norm = Rotary(spec, q_norm), Rotary(spec, k_norm)
@@ -222,10 +225,10 @@ class LayerScale(nnx.Module):
 class Block(nnx.Module):
     def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
-        self.norm1 = layer_norm(spec, spec.dim, rngs)
+        self.norm1 = norm_layer(spec, spec.dim, "blocks", rngs)
         self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none", rngs, dtype)
         self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
-        self.norm2 = layer_norm(spec, spec.dim, rngs)
+        self.norm2 = norm_layer(spec, spec.dim, "blocks", rngs)
         self.mlp = Mlp(spec, spec.mlp == "gated", rngs, dtype)
         self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
 
@@ -255,7 +258,7 @@ class AttentionPool(nnx.Module):
         self.probe = nnx.Param(jnp.zeros((spec.dim,)))
         self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False, rngs=rngs,
                               dtype=dtype)
-        self.norm = layer_norm(spec, spec.dim, rngs)
+        self.norm = norm_layer(spec, spec.dim, "pool", rngs)
         self.mlp = Mlp(spec, gated=False, rngs=rngs, dtype=dtype)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
@@ -315,10 +318,10 @@ class VisionTransformer(nnx.Module):
         # fixed, not a parameter
         self.pos_table = FixedTable(jnp.asarray(sequence_positions(spec), jnp.float32)) if sincos else None
         self.pos_drop = nnx.Dropout(spec.dropout_embed, rngs=rngs)
-        self.norm_pre = layer_norm(spec, spec.dim, rngs) if spec.norm_before_blocks else None
+        self.norm_pre = norm_layer(spec, spec.dim, "pre", rngs) if spec.norm_before_blocks else None
         self.blocks = nnx.List([Block(spec, i, rngs, dtype) for i in range(spec.depth)])
         width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
-        self.final_norm = layer_norm(spec, width, rngs) if spec.final_norm != "none" else None
+        self.final_norm = norm_layer(spec, width, "final", rngs) if spec.final_norm != "none" else None
         self.pool = AttentionPool(spec, rngs, dtype) if spec.pooling == "map" else None
         self.head = Head(spec, rngs, dtype)
         self.head_dist = (nnx.Linear(spec.dim, spec.num_classes, dtype=dtype, rngs=rngs)

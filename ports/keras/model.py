@@ -54,9 +54,13 @@ class QuickGELU(layers.Layer):
         return x * ops.sigmoid(1.702 * x)
 
 
-def layer_norm(spec: ModelSpec, width: int, dtype: str = "float32") -> layers.LayerNormalization:
-    # Always pass epsilon: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6 by default.
-    return layers.LayerNormalization(epsilon=spec.layer_norm_eps, dtype=dtype)
+def norm_layer(spec: ModelSpec, width: int, place: str,
+               dtype: str = "float32") -> layers.LayerNormalization | layers.RMSNormalization:
+    # Always pass epsilon, the one of the norm's place: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6
+    # by default (RMSNorm: torch the dtype's machine epsilon, MLX 1e-5, Keras and Flax 1e-6).
+    if spec.norm_type == "rms_norm":  # a scale, no bias, no mean subtracted
+        return layers.RMSNormalization(epsilon=spec.derived.norm_eps[place], dtype=dtype)
+    return layers.LayerNormalization(epsilon=spec.derived.norm_eps[place], dtype=dtype)
 
 
 # On every Keras backend alike. Dtype policies (shared/core/precision.py): each layer's own `dtype`
@@ -83,12 +87,12 @@ class PatchEmbed(layers.Layer):
         # property test), so no conv kernel ever sees a remainder.
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
-        self.norm_in = layer_norm(spec, d.patch_features, stream) if spec.patch_norm_in else None
+        self.norm_in = norm_layer(spec, d.patch_features, "patch", stream) if spec.patch_norm_in else None
         self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
                                   use_bias=spec.patch_bias, dtype=compute)
         if self.norm_in is not None:  # the conv is never called then: its kernel is built here
             self.proj.build((None, *self.used, spec.channels))
-        self.norm_out = layer_norm(spec, spec.dim, stream) if spec.patch_norm_out else None
+        self.norm_out = norm_layer(spec, spec.dim, "patch", stream) if spec.patch_norm_out else None
         self.tokens, self.dim, self.features = d.num_patches, spec.dim, d.patch_features
 
     def call(self, x):
@@ -154,9 +158,9 @@ class Attention(layers.Layer):
         )
         # Its own call, which would build it, is never used: built here, for (B, tokens, D) inputs.
         self.mha.build((None, None, spec.dim), (None, None, spec.dim))
-        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
-        self.q_norm = layer_norm(spec, spec.head_dim, compute) if qk_norm else None
-        self.k_norm = layer_norm(spec, spec.head_dim, compute) if qk_norm else None
+        # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
+        self.q_norm = norm_layer(spec, spec.head_dim, "qk", compute) if qk_norm else None
+        self.k_norm = norm_layer(spec, spec.head_dim, "qk", compute) if qk_norm else None
         # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
         self.rope = Rotary(spec, dtype=compute) if rope else None
         self.out_bias = None
@@ -228,11 +232,11 @@ class Block(layers.Layer):
     def __init__(self, spec: ModelSpec, index: int, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
-        self.norm1 = layer_norm(spec, spec.dim, stream)
+        self.norm1 = norm_layer(spec, spec.dim, "blocks", stream)
         self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none", compute,
                               dtype=stream)
         self.ls1 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
-        self.norm2 = layer_norm(spec, spec.dim, stream)
+        self.norm2 = norm_layer(spec, spec.dim, "blocks", stream)
         self.mlp = Mlp(spec, spec.mlp == "gated", compute, dtype=compute)
         self.ls2 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
 
@@ -264,7 +268,7 @@ class AttentionPool(layers.Layer):
         self.probe = self.add_weight(shape=(spec.dim,), initializer="zeros", name="probe")
         self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False, compute=compute,
                               dtype=stream)
-        self.norm = layer_norm(spec, spec.dim, stream)
+        self.norm = norm_layer(spec, spec.dim, "pool", stream)
         self.mlp = Mlp(spec, gated=False, compute=compute, dtype=compute)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
@@ -332,12 +336,12 @@ class VisionTransformer(keras.Model):
         elif spec.pos_embed == "sincos":  # fixed, not a weight
             self.pos_table = sequence_positions(spec).astype(np.float32)
         self.pos_drop = layers.Dropout(spec.dropout_embed, dtype=stream)
-        self.norm_pre = layer_norm(spec, spec.dim, stream) if spec.norm_before_blocks else None
+        self.norm_pre = norm_layer(spec, spec.dim, "pre", stream) if spec.norm_before_blocks else None
         self.blocks = [Block(spec, i, compute, dtype=stream) for i in range(spec.depth)]
         self.final_norm = None
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
-            self.final_norm = layer_norm(spec, width, stream)
+            self.final_norm = norm_layer(spec, width, "final", stream)
         self.pool = AttentionPool(spec, compute, dtype=stream) if spec.pooling == "map" else None
         # Without a classifier the head passes the pooled vector on, so it takes the stream's policy:
         # a compute policy would cast the model's output to bfloat16 under mixed precision.

@@ -25,29 +25,32 @@ def table(spec: ModelSpec) -> Table:
     # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
     out_bias = "mha.output_dense.bias" if spec.qkv_bias else "out_bias"
     pool_out_bias = "mha.output_dense.bias" if spec.pool_qkv_bias else "out_bias"
+    # LayerNormalization calls its scale gamma, RMSNormalization scale.
+    gamma = "scale" if spec.norm_type == "rms_norm" else "gamma"
     return Table("""
     patch_embed.{w}                                       patch_embed.proj.{w}
-    patch_norm_{n:in|out}.{w:scale=gamma|bias=beta}       patch_embed.norm_{n}.{w}
-    norm_pre.{w:scale=gamma|bias=beta}                    norm_pre.{w}
+    patch_norm_{n:in|out}.{w:scale={gamma}|bias=beta}       patch_embed.norm_{n}.{w}
+    norm_pre.{w:scale={gamma}|bias=beta}                    norm_pre.{w}
     {t:cls_token|dist_token|reg_tokens|pos_embed}         {t}
-    blocks.{i}.{n:norm1|norm2}.{w:scale=gamma|bias=beta}  blocks.{i}.{n}.{w}
+    blocks.{i}.{n:norm1|norm2}.{w:scale={gamma}|bias=beta}  blocks.{i}.{n}.{w}
     blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}_dense.{w}
     blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.output_dense.kernel
     blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
-    blocks.{i}.attn.{n:q_norm|k_norm}.{w:scale=gamma|bias=beta}  blocks.{i}.attn.{n}.{w}
+    blocks.{i}.attn.{n:q_norm|k_norm}.{w:scale={gamma}|bias=beta}  blocks.{i}.attn.{n}.{w}
     blocks.{i}.{n:ls1|ls2}.gamma                          blocks.{i}.{n}.gamma
     blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
-    final_norm.{w:scale=gamma|bias=beta}                  final_norm.{w}
+    final_norm.{w:scale={gamma}|bias=beta}                  final_norm.{w}
     pool.probe                                            pool.probe
     pool.attn.{p:query|key|value}.{w}                     pool.attn.mha.{p}_dense.{w}
     pool.attn.out.kernel                                  pool.attn.mha.output_dense.kernel
     pool.attn.out.bias                                    pool.attn.{pool_out_bias}
-    pool.norm.{w:scale=gamma|bias=beta}                   pool.norm.{w}
+    pool.norm.{w:scale={gamma}|bias=beta}                   pool.norm.{w}
     pool.mlp.{fc}.{w}                                     pool.mlp.{fc}.{w}
     head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
     head.out.{w}                                          head.out.{w}
     head_dist.out.{w}                                     head_dist.{w}
-    """, "keras port", out_bias=out_bias, pool_out_bias=pool_out_bias)
+    """, "keras port", out_bias=out_bias, pool_out_bias=pool_out_bias,
+                 gamma=gamma)
 
 
 def bindings(model: VisionTransformer, spec: ModelSpec) -> dict[str, object]:

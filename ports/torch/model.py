@@ -55,9 +55,12 @@ class QuickGELU(nn.Module):
         return x * torch.sigmoid(1.702 * x)
 
 
-def layer_norm(spec: ModelSpec, width: int) -> nn.LayerNorm:
-    # Always pass epsilon: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6 by default.
-    return nn.LayerNorm(width, eps=spec.layer_norm_eps)
+def norm_layer(spec: ModelSpec, width: int, place: str) -> nn.LayerNorm | nn.RMSNorm:
+    # Always pass epsilon, the one of the norm's place: torch and MLX 1e-5, Keras 1e-3 and Flax 1e-6
+    # by default (RMSNorm: torch the dtype's machine epsilon, MLX 1e-5, Keras and Flax 1e-6).
+    if spec.norm_type == "rms_norm":  # a scale, no bias, no mean subtracted
+        return nn.RMSNorm(width, eps=spec.derived.norm_eps[place])
+    return nn.LayerNorm(width, eps=spec.derived.norm_eps[place])
 
 
 class PatchEmbed(nn.Module):
@@ -72,10 +75,10 @@ class PatchEmbed(nn.Module):
         # `drop`: crop the remainder explicitly, so no conv kernel ever sees it (see Keras' port).
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
-        self.norm_in = layer_norm(spec, d.patch_features) if spec.patch_norm_in else None
+        self.norm_in = norm_layer(spec, d.patch_features, "patch") if spec.patch_norm_in else None
         self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
                               bias=spec.patch_bias)
-        self.norm_out = layer_norm(spec, spec.dim) if spec.patch_norm_out else None
+        self.norm_out = norm_layer(spec, spec.dim, "patch") if spec.patch_norm_out else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if any(self.padding):
@@ -129,9 +132,9 @@ class Attention(nn.Module):
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.inner = spec.derived.attn_inner
         self.qkv = nn.Linear(spec.dim, 3 * self.inner, bias=qkv_bias)
-        # qk-norm (timm's qk_norm): a LayerNorm over each head's width, on queries and keys.
-        self.q_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
-        self.k_norm = layer_norm(spec, spec.head_dim) if qk_norm else None
+        # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
+        self.q_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
+        self.k_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
         # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
         self.rope = Rotary(spec) if rope else None
         self.out = nn.Linear(self.inner, spec.dim, bias=True)
@@ -211,10 +214,10 @@ class Block(nn.Module):
     def __init__(self, spec: ModelSpec, index: int) -> None:
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
-        self.norm1 = layer_norm(spec, spec.dim)
+        self.norm1 = norm_layer(spec, spec.dim, "blocks")
         self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none")
         self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
-        self.norm2 = layer_norm(spec, spec.dim)
+        self.norm2 = norm_layer(spec, spec.dim, "blocks")
         self.mlp = Mlp(spec, spec.mlp == "gated")
         self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
@@ -244,7 +247,7 @@ class AttentionPool(nn.Module):
         super().__init__()
         self.probe = nn.Parameter(torch.zeros(spec.dim))
         self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False)
-        self.norm = layer_norm(spec, spec.dim)
+        self.norm = norm_layer(spec, spec.dim, "pool")
         self.mlp = Mlp(spec, gated=False)
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
@@ -302,12 +305,12 @@ class VisionTransformer(nn.Module):
             table = torch.tensor(sequence_positions(spec), dtype=torch.float32)
             self.register_buffer("pos_table", table, persistent=False)
         self.pos_drop = nn.Dropout(spec.dropout_embed)
-        self.norm_pre = layer_norm(spec, spec.dim) if spec.norm_before_blocks else None
+        self.norm_pre = norm_layer(spec, spec.dim, "pre") if spec.norm_before_blocks else None
         self.blocks = nn.ModuleList(Block(spec, i) for i in range(spec.depth))
         self.final_norm = None
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
-            self.final_norm = layer_norm(spec, width)
+            self.final_norm = norm_layer(spec, width, "final")
         self.pool = AttentionPool(spec) if spec.pooling == "map" else None
         self.head = Head(spec)
         self.head_dist = nn.Linear(spec.dim, spec.num_classes) if spec.distill_token else None

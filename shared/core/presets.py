@@ -206,6 +206,14 @@ PRESETS: dict[str, Preset] = {
         "24x20 image's 6x5 grid by antialiased bicubic (timm's resample_abs_pos_embed default), the "
         "class row kept aside. Every port computes this method with its own framework's resize.",
     ),
+    "internvit-tiny": Preset(
+        _ZOO_TINY.replace(name="internvit-tiny", norm_type="rms_norm", layer_scale=True, qk_norm=True,
+                          final_norm_eps=1e-5),
+        "InternViT's block at a tiny size (its config's norm_type 'rms_norm'): RMSNorm (a scale, no "
+        "bias, no mean subtracted) for every norm, qk-norm, LayerScale on both branches, eps 1e-6. "
+        "This project's choice: the final norm's epsilon 1e-5, to exercise a place's own epsilon. "
+        "Otherwise as the other tiny presets.",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "

@@ -48,6 +48,19 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float) -
     return (x - mean) / np.sqrt(var + eps) * scale + bias
 
 
+def rms_norm(x: np.ndarray, scale: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt((x**2).mean(axis=-1, keepdims=True) + eps) * scale  # no mean subtracted, no bias
+
+
+def normalize(spec: ModelSpec, w: Tensors, name: str, x: np.ndarray, place: str) -> np.ndarray:
+    """The spec's norm (spec.norm_type) under the tensor prefix `name`, with the epsilon of its
+    place (spec.derived.norm_eps)."""
+    eps = spec.derived.norm_eps[place]
+    if spec.norm_type == "rms_norm":
+        return rms_norm(x, w[f"{name}.scale"], eps)
+    return layer_norm(x, w[f"{name}.scale"], w[f"{name}.bias"], eps)
+
+
 def softmax(x: np.ndarray) -> np.ndarray:
     x = x - x.max(axis=-1, keepdims=True)
     e = np.exp(x)
@@ -83,10 +96,9 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
         return y.reshape(y.shape[0], y.shape[1], heads, hd).transpose(0, 2, 1, 3)
 
     q, k, v = project("query", queries), project("key", x), project("value", x)
-    if f"{p}q_norm.scale" in w:  # qk-norm: LayerNorm over each head's width, before the scale
-        eps = spec.layer_norm_eps
-        q = r.compute(layer_norm(q, w[f"{p}q_norm.scale"], w[f"{p}q_norm.bias"], eps))
-        k = r.compute(layer_norm(k, w[f"{p}k_norm.scale"], w[f"{p}k_norm.bias"], eps))
+    if f"{p}q_norm.scale" in w:  # qk-norm: the spec's norm over each head's width, before the scale
+        q = r.compute(normalize(spec, w, f"{p}q_norm", q, "qk"))
+        k = r.compute(normalize(spec, w, f"{p}k_norm", k, "qk"))
     if tables is not None:  # RoPE: each head's patch queries and keys rotated, prefix tokens not
         q, k = rotate(q, tables, r), rotate(k, tables, r)
     scores = r.compute(q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd))  # (B, H, queries, keys)
@@ -118,10 +130,9 @@ def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, r: Rounding = EXACT)
 def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
           r: Rounding = EXACT) -> np.ndarray:
     p = f"blocks.{i}."
-    eps = spec.layer_norm_eps
 
     def norm(name: str, y: np.ndarray) -> np.ndarray:  # statistics unrounded, output in the stream
-        return r.param(layer_norm(y, w[f"{p}{name}.scale"], w[f"{p}{name}.bias"], eps))
+        return r.param(normalize(spec, w, p + name, y, "blocks"))
 
     def scaled(name: str, branch: np.ndarray) -> np.ndarray:  # LayerScale: a per-channel gamma
         return r.param(branch * w[f"{p}{name}.gamma"]) if spec.layer_scale else branch
@@ -158,18 +169,18 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     taps = {} if taps is None else taps
     r = rounding
     w = {name: r.param(np.asarray(t, dtype=np.float64)) for name, t in weights.items()}  # held as stored
-    d, eps = spec.derived, spec.layer_norm_eps
+    d = spec.derived
 
-    def norm(name: str, y: np.ndarray) -> np.ndarray:
-        return r.param(layer_norm(y, w[f"{name}.scale"], w[f"{name}.bias"], eps))
+    def norm(name: str, y: np.ndarray, place: str) -> np.ndarray:
+        return r.param(normalize(spec, w, name, y, place))
 
     x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
     if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
-        x = norm("patch_norm_in", x)
+        x = norm("patch_norm_in", x, "patch")
     kernel = w["patch_embed.kernel"].reshape(d.patch_features, spec.dim)
     x = r.param(dense(x, kernel, w.get("patch_embed.bias"), r))  # the conv, then cast to the stream
     if spec.patch_norm_out:
-        x = norm("patch_norm_out", x)
+        x = norm("patch_norm_out", x, "patch")
     taps["patch_embed"] = x
     prefix = [w[name][None] for name in ("cls_token", "dist_token") if name in w]
     if spec.registers:
@@ -182,15 +193,15 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
         x = r.param(x + r.param(table))
     taps["pos_embed"] = x
     if spec.norm_before_blocks:  # CLIP's ln_pre
-        x = taps["norm_pre"] = norm("norm_pre", x)
+        x = taps["norm_pre"] = norm("norm_pre", x, "pre")
     for i in range(spec.depth):
         x = block(spec, w, i, x, taps, r)
     if spec.final_norm == "tokens":
-        x = taps["final_norm"] = norm("final_norm", x)
+        x = taps["final_norm"] = norm("final_norm", x, "final")
     tokens = x
     x = pool(spec, w, x, taps, r)
     if spec.final_norm == "pooled":
-        x = norm("final_norm", x)
+        x = norm("final_norm", x, "final")
     taps["pooled"] = x
     for j in range(len(spec.head_hidden)):
         hidden = dense(x, w[f"head.hidden.{j}.kernel"], w[f"head.hidden.{j}.bias"], r)
@@ -218,7 +229,7 @@ def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Round
     # map: a learned probe attends over every token, then x + MLP(LN(x)) (big_vision's MAPHead)
     probe = np.broadcast_to(w["pool.probe"], (x.shape[0], 1, spec.dim))
     y = attention(spec, w, "pool.attn.", x, taps, r, queries=probe)
-    h = r.param(layer_norm(y, w["pool.norm.scale"], w["pool.norm.bias"], spec.layer_norm_eps))
+    h = r.param(normalize(spec, w, "pool.norm", y, "pool"))
     return r.param(y + mlp(spec, w, "pool.mlp.", h, r))[:, 0]
 
 

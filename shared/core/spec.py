@@ -22,7 +22,7 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   `gap` pooling of its ViT);
 - `flatten` pooling concatenates every token (class token included) in sequence order;
 - `map` pooling is big_vision's MAPHead (timm's `global_pool='map'`): a learned probe attends over
-  every token with the spec's heads, then LayerNorm and a residual fc1/fc2 MLP of width `mlp_dim`
+  every token with the spec's heads, then the spec's norm and a residual fc1/fc2 MLP of width `mlp_dim`
   with the spec's activation (never gated, never qk-normed, as both libraries);
 - with a distillation token the logits are the mean of the class head's and the distillation
   head's (timm's and Transformers' inference output); `num_classes = 0` means no head at all: the
@@ -66,6 +66,15 @@ NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_ar
 Rope = Literal["none", "axial_half", "axial_interleaved"]
 RopeCoords = Literal["index", "centered"]
 ROPES, ROPE_COORDS = get_args(Rope), get_args(RopeCoords)
+# The normalisation every norm of the model computes: LayerNorm, or RMSNorm (scale only, no mean
+# subtracted: AIMv2, Pixtral, the Qwen2.5-VL encoder, InternViT with norm_type 'rms_norm').
+NormType = Literal["layer_norm", "rms_norm"]
+NORM_TYPES = get_args(NormType)
+# The places a norm stands, each with its own epsilon (Derived.norm_eps): a tower may use one value in
+# its blocks and another elsewhere. Each place but the blocks has a field `<place>_norm_eps`; null
+# there means layer_norm_eps, today's one value for every norm.
+NORM_PLACES = ("patch", "pre", "blocks", "qk", "final", "pool")
+NORM_EPS_FIELDS = {place: f"{place}_norm_eps" for place in NORM_PLACES if place != "blocks"}
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,7 @@ class ModelSpec(Record):
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
+        "norm_type", *NORM_EPS_FIELDS.values(),
     })
 
     # Input and patching.
@@ -113,7 +123,14 @@ class ModelSpec(Record):
     mlp: Mlp = "standard"  # standard: fc2(act(fc1 x)); gated: fc2(act(gate x) * fc1 x), SwiGLU with silu
     activation: Activation = "gelu"  # gelu: exact erf; gelu_tanh: tanh; quick_gelu: x*sigmoid(1.702x)
     norm: Norm = "pre"  # pre: x + f(LN(x)); post: LN(x + f(x))
-    layer_norm_eps: float = 1e-6
+    layer_norm_eps: float = 1e-6  # the blocks' norms, and every other norm without an epsilon of its own
+    norm_type: NormType = "layer_norm"  # rms_norm: x / sqrt(mean(x^2) + eps) * scale, on every norm
+    # Epsilons of the other norms, where a tower's differ from its blocks'; null: layer_norm_eps.
+    patch_norm_eps: float | None = None  # patch_norm_in and patch_norm_out
+    pre_norm_eps: float | None = None  # norm_before_blocks
+    qk_norm_eps: float | None = None  # qk_norm's query and key norms
+    final_norm_eps: float | None = None  # the final norm, on the tokens or the pooled vector
+    pool_norm_eps: float | None = None  # the map pool's norm
     qkv_bias: bool = True
     qk_norm: bool = False  # LayerNorm over each head's queries and keys before the product (timm)
     layer_scale: bool = False  # a learned per-channel gamma on each residual branch (DINOv2, DeiT-III)
@@ -169,6 +186,7 @@ class Derived:
     seq_len: int  # prefix tokens + patches
     patch_features: int  # ph * pw * C, the length of one flattened patch
     attn_inner: int  # heads * head_dim: width of q, k, v
+    norm_eps: dict[str, float]  # NORM_PLACES -> the epsilon of the norms there
     pos_grid_rows: int  # the learned table's patch grid (the image's grid unless resampled)
     pos_grid_cols: int
     pos_rows_used: int  # rows of the stored table used: its prefix rows and whole source grid
@@ -213,6 +231,7 @@ class Derived:
             seq_len=seq_len,
             patch_features=s.patch_height * s.patch_width * s.channels,
             attn_inner=s.heads * s.head_dim,
+            norm_eps=norm_eps(s),
             pos_grid_rows=pos_grid_rows,
             pos_grid_cols=pos_grid_cols,
             pos_rows_used=pos_used,
@@ -285,6 +304,7 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
     if not is_number(s.layer_norm_eps) or s.layer_norm_eps <= 0:
         _fail("layer_norm_eps", s.layer_norm_eps, "a finite number > 0")
+    _validate_norm_eps(s)
     for name in ("dropout_embed", "dropout_attn", "dropout_mlp", "dropout_head"):
         rate = getattr(s, name)
         if not is_number(rate) or not 0 <= rate < 1:
@@ -331,6 +351,21 @@ def _validate_tokens_and_heads(s: ModelSpec) -> None:
               "false): no library positions the registers and not the class token")
     if not s.num_classes and s.head_hidden:
         _fail("head_hidden", s.head_hidden, "empty when num_classes is 0 (no head)")
+
+
+def _validate_norm_eps(s: ModelSpec) -> None:
+    """Each place's own epsilon: a positive number, and only where a norm stands (null elsewhere, as
+    the rotary fields without rope), so a value never sits in a spec without effect."""
+    present = {"patch": s.patch_norm_in or s.patch_norm_out, "pre": s.norm_before_blocks, "qk": s.qk_norm,
+               "final": s.final_norm != "none", "pool": s.pooling == "map"}
+    for place, name in NORM_EPS_FIELDS.items():
+        value = getattr(s, name)
+        if value is None:
+            continue
+        if not is_number(value) or value <= 0:
+            _fail(name, value, "a finite number > 0, or null (layer_norm_eps)")
+        if not present[place]:
+            _fail(name, value, f"null: the spec has no {place} norm")
 
 
 def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
@@ -395,6 +430,12 @@ def patch_grid(s: ModelSpec) -> tuple[int, int]:
     return math.ceil(s.image_height / s.patch_height), math.ceil(s.image_width / s.patch_width)
 
 
+def norm_eps(s: ModelSpec) -> dict[str, float]:
+    """Each place's norm epsilon: its own field where set, layer_norm_eps otherwise."""
+    own = {place: getattr(s, name) for place, name in NORM_EPS_FIELDS.items()}
+    return {place: s.layer_norm_eps if own.get(place) is None else own[place] for place in NORM_PLACES}
+
+
 def positioned_prefix(s: ModelSpec) -> int:
     """Prefix tokens that get a row of the position table (the class and distillation tokens with
     `pos_embed_class_row`, the registers with `pos_embed_register_rows`)."""
@@ -407,17 +448,18 @@ def canonical_shapes(
 ) -> dict[str, tuple[int, ...]]:
     """Canonical tensor names and shapes, in a fixed order. Layouts (documented in weights.py):
     dense kernels (in, out); patch kernel (ph, pw, C, D) = HWIO; q/k/v kernels (D, H, hd) and
-    biases (H, hd); attention output kernel (H, hd, D); LayerNorm `scale`/`bias` (D,)."""
+    biases (H, hd); attention output kernel (H, hd, D); LayerNorm `scale`/`bias` (D,), RMSNorm
+    `scale` (D,)."""
     d = s.dim
     out: dict[str, tuple[int, ...]] = {}
     features = s.patch_height * s.patch_width * s.channels
     if s.patch_norm_in:
-        out |= _norm("patch_norm_in", features)
+        out |= _norm(s, "patch_norm_in", features)
     out["patch_embed.kernel"] = (s.patch_height, s.patch_width, s.channels, d)
     if s.patch_bias:
         out["patch_embed.bias"] = (d,)
     if s.patch_norm_out:
-        out |= _norm("patch_norm_out", d)
+        out |= _norm(s, "patch_norm_out", d)
     if s.class_token:
         out["cls_token"] = (d,)
     if s.distill_token:
@@ -427,16 +469,16 @@ def canonical_shapes(
     if s.pos_embed == "learned":
         out["pos_embed"] = (pos_total, d)
     if s.norm_before_blocks:
-        out |= _norm("norm_pre", d)
+        out |= _norm(s, "norm_pre", d)
     for i in range(s.depth):
         p = f"blocks.{i}."
-        out |= _norm(p + "norm1", d)
+        out |= _norm(s, p + "norm1", d)
         out |= _attention(s, p + "attn.", s.qkv_bias)
         if s.qk_norm:
-            out |= _norm(p + "attn.q_norm", s.head_dim) | _norm(p + "attn.k_norm", s.head_dim)
+            out |= _norm(s, p + "attn.q_norm", s.head_dim) | _norm(s, p + "attn.k_norm", s.head_dim)
         if s.layer_scale:
             out[p + "ls1.gamma"] = (d,)
-        out |= _norm(p + "norm2", d)
+        out |= _norm(s, p + "norm2", d)
         if s.mlp == "gated":
             out[p + "mlp.gate.kernel"] = (d, s.mlp_dim)
             out[p + "mlp.gate.bias"] = (s.mlp_dim,)
@@ -444,11 +486,11 @@ def canonical_shapes(
         if s.layer_scale:
             out[p + "ls2.gamma"] = (d,)
     if s.final_norm != "none":
-        out |= _norm("final_norm", pooled if s.final_norm == "pooled" else d)
+        out |= _norm(s, "final_norm", pooled if s.final_norm == "pooled" else d)
     if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
         out["pool.probe"] = (d,)
         out |= _attention(s, "pool.attn.", s.pool_qkv_bias)
-        out |= _norm("pool.norm", d) | _mlp(s, "pool.mlp.")
+        out |= _norm(s, "pool.norm", d) | _mlp(s, "pool.mlp.")
     width = pooled
     for j, hidden in enumerate(s.head_hidden):
         out[f"head.hidden.{j}.kernel"] = (width, hidden)
@@ -463,7 +505,10 @@ def canonical_shapes(
     return out
 
 
-def _norm(prefix: str, width: int) -> dict[str, tuple[int, ...]]:
+def _norm(s: ModelSpec, prefix: str, width: int) -> dict[str, tuple[int, ...]]:
+    """A norm's tensors: LayerNorm's scale and bias, RMSNorm's scale alone."""
+    if s.norm_type == "rms_norm":
+        return {prefix + ".scale": (width,)}
     return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
 
 

@@ -10,7 +10,7 @@ Canonical names and shapes come from `ModelSpec.derived.tensor_shapes`. Layouts,
 | patch_embed.bias                | (D,)           |                                                      |
 | cls_token                       | (D,)           | token 0 of the sequence                              |
 | pos_embed                       | (rows, D)      | rows >= tokens that receive a position; first used   |
-| blocks.i.norm{1,2}.scale / bias | (D,)           | LayerNorm gamma / beta                               |
+| blocks.i.norm{1,2}.scale / bias | (D,)           | LayerNorm gamma / beta; RMSNorm: the scale alone     |
 | blocks.i.attn.{query,key,value}.kernel | (D, H, hd) | per-head projections (Keras, Flax and big_vision) |
 | blocks.i.attn.{query,key,value}.bias   | (H, hd)    | present only when qkv_bias                        |
 | blocks.i.attn.out.kernel        | (H, hd, D)     | concatenated heads -> width D                        |

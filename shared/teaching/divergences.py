@@ -121,7 +121,7 @@ CATALOGUE: tuple[Entry, ...] = (
           alternatives=tuple(Variant(f"layer_norm_eps={value:g}", f"your port uses {source} ({value:g})",
                                      t.epsilon(value)) for value, source in EPSILON_SOURCES),
           lesson=Lesson("each port passes the spec's epsilon; none keeps its own",
-                        (Select(unit="layer_norm"),), place=1),
+                        (Select(unit="norm_layer"),), place=1),
           tried=1),
     Entry("gelu", "GELU: exact or tanh",
           "torch and keras.activations use exact erf; jax.nn.gelu, nnx.gelu and keras.ops.gelu "
@@ -264,7 +264,7 @@ CATALOGUE: tuple[Entry, ...] = (
           "Flax computes E[x^2]-E[x]^2 by default (use_fast_variance=True): cancellation when "
           "tokens carry a large mean", "use_fast_variance=False in the Flax port", "numerics", "2",
           train.demo_variance,
-          lesson=Lesson("Flax alone needs use_fast_variance=False", (Select(unit="layer_norm"),), place=2)),
+          lesson=Lesson("Flax alone needs use_fast_variance=False", (Select(unit="norm_layer"),), place=2)),
     Entry("attention_bias", "Attention projection bias: on or off by default",
           "torch, Keras and Flax attention layers have q/k/v/output biases by default; MLX "
           "nn.MultiHeadAttention has bias=False: canonical biases have nowhere to go",
@@ -360,6 +360,21 @@ CATALOGUE: tuple[Entry, ...] = (
                       group="gated_halves"),),
           cases=(On("dinov2-reg-tiny"),),
           lesson=Lesson("the gate is its own layer, and the activated one", (Select(unit="Mlp.call"),)),
+          framework_default=False),
+    Entry("norm_type", "RMSNorm or LayerNorm",
+          "AIMv2, Pixtral and the Qwen2.5-VL encoder normalise with RMSNorm (x / sqrt(mean(x^2) + eps) "
+          "* scale: no mean subtracted, no bias), InternViT with RMSNorm or LayerNorm by its config's "
+          "norm_type; a port that builds the other kind, or loads an RMSNorm's scale into a LayerNorm "
+          "with a zero bias, computes another function with the same scales",
+          "ModelSpec.norm_type (every norm), each place's epsilon in derived.norm_eps", "forward", "-",
+          Reference(),
+          alternatives=(
+              Variant("RMSNorm and LayerNorm swapped", "your port builds LayerNorms where the spec says "
+                      "RMSNorm (the mean subtracted, a zero bias), or RMSNorms where it says LayerNorm",
+                      ft.norm_type_swapped),),
+          cases=(On("internvit-tiny"),),
+          lesson=Lesson("each port builds the spec's norm kind, with its place's epsilon",
+                        (Select(unit="norm_layer"),)),
           framework_default=False),
     Entry("register_pooling", "Registers in mean pooling",
           "timm and Transformers average the patch tokens only (class and register tokens "

@@ -119,3 +119,18 @@ def distilled_head_alone(which: str) -> Transform:
             changed[zeroed + part] = np.zeros_like(case.weights[zeroed + part])
         return with_weights(case, **changed)
     return run
+
+
+# ---- the 2026 towers' blocks (RMSNorm, bias per projection, grouped-query attention) ----------
+def norm_type_swapped(case: Case) -> Case | None:
+    """RMSNorm <-> LayerNorm on every norm: an RMSNorm tower (AIMv2, Pixtral, Qwen2.5-VL, InternViT
+    with norm_type 'rms_norm') run with LayerNorms whose biases are zero, which subtract the mean;
+    or a LayerNorm model run with RMSNorms, which drop the mean and the biases."""
+    s = case.spec
+    if s.norm_type == "rms_norm":
+        zeros = {name[: -len("scale")] + "bias": np.zeros_like(value) for name, value in case.weights.items()
+                 if name.endswith(".scale")}
+        return Case(s.replace(norm_type="layer_norm"), {**case.weights, **zeros}, case.images)
+    swapped = s.replace(norm_type="rms_norm")
+    kept = {name: case.weights[name] for name in swapped.derived.tensor_shapes}
+    return Case(swapped, kept, case.images)
