@@ -11,6 +11,7 @@ written by portbench's own exporters, then edited."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from shared.checkpoints import export_checkpoint
 from shared.checkpoints.libraries.timm import target
 from shared.core.spec import ModelSpec
 from shared.core.weights import init_weights
+from shared.errors import SpecError
 from tests.adversarial import refused, run_cli
 
 TINY = dict(name="tiny", image_height=8, image_width=8, channels=3, patch_height=4, patch_width=4, dim=8,
@@ -220,3 +222,24 @@ def test_every_key_a_transformers_class_reads_has_a_row_its_default_keeps() -> N
     for defaults in [VIT_DEFAULTS, *(arch.defaults for arch in ARCHITECTURES.values())]:
         for name, default in defaults.items():
             assert name in HF_KEYS and HF_KEYS[name].holds(default), (name, default)
+
+
+@pytest.mark.parametrize("changes, expect", [
+    ({"norm_type": "rms_norm"}, "spec field norm_type='rms_norm'"),
+    ({"final_norm_eps": 1e-3}, "spec field final_norm_eps=0.001"),
+], ids=["rms-norm", "second-eps"])
+def test_no_library_exporter_writes_a_norm_it_cannot_express(tmp_path: Path, changes: dict[str, Any],
+                                                              expect: str) -> None:
+    """No library here builds RMSNorm or a second LayerNorm epsilon: each exporter refuses the spec
+    field in one line, and nothing is written."""
+    from shared.checkpoints import FORMATS
+    from shared.core.presets import get_preset
+
+    spec = get_preset("quadrant").replace(**changes)
+    for fmt in FORMATS:
+        # big_vision's own refusal of the class row comes first: give it a spec it otherwise takes
+        spec_fmt = spec.replace(pos_embed_class_row=False) if fmt == "big_vision" else spec
+        out = tmp_path / fmt
+        with pytest.raises(SpecError, match=f"cannot export to .*{re.escape(expect)}"):
+            export_checkpoint(fmt, spec_fmt, init_weights(spec_fmt, 0), out)
+        assert not out.exists()

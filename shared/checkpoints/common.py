@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from shared.checkpoints.tensor_files import Raw
-from shared.core.spec import ModelSpec
+from shared.core.spec import NORM_EPS_FIELDS, ModelSpec
 from shared.errors import SpecError, WeightsError
 
 
@@ -141,6 +141,11 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False) -> None:
     require(d.attn_inner == s.dim, target, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
     require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
             s.remainder, "drop (a valid conv) unless the patches tile the image")
+    require(s.norm_type == "layer_norm", target, "norm_type", s.norm_type, "layer_norm (no RMSNorm)")
+    for field_name in NORM_EPS_FIELDS.values():  # one epsilon for every LayerNorm
+        value = getattr(s, field_name)
+        require(value is None or value == s.layer_norm_eps, target, field_name, value,
+                f"null or layer_norm_eps ({s.layer_norm_eps:g}): one epsilon for every norm")
 
 
 # Spec fields a ViT of the 2020 design has at their default: a library without the feature
