@@ -1,4 +1,4 @@
-"""One framework's timing run: the worker's `timing` job kind (`TIMING`), in its
+"""One framework's timing run: the worker's `timing` job (jobs.py's `TIMING`), in its
 own fresh process, started by `shared.measure.runner` through the one launcher.
 
 Order matters and is the point of this module:
@@ -37,7 +37,7 @@ from shared.measure.phase_record import Phases
 from shared.measure.stats import Budget, synced, time_once
 from shared.runtime.contract import PortInterface, PortModule
 from shared.runtime.devices import DEVICE_CLASSES, device_rows
-from shared.runtime.job_kinds import JobKind, Output
+from shared.runtime.job_kinds import Output
 from shared.runtime.jobs import contract_dtypes
 from shared.runtime.process_env import cpu_record
 
@@ -271,5 +271,3 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
         row["status"], row["reason"] = "invalid", failure
     row["memory"].update(backends.memory(module, row["backend"], device))
 
-
-TIMING = JobKind("timing", run)

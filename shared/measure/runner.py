@@ -16,7 +16,7 @@ from typing import Any
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
 from shared.measure import backends, gate, roofline, rounds
-from shared.measure.phases import TIMING
+from shared.measure.jobs import TIMING
 from shared.measure.stats import Budget, summarise
 from shared.measure.timing_row import Round
 from shared.runtime.launch import run_worker
