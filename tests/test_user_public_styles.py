@@ -1,0 +1,80 @@
+"""`verify --model` / `portbench.check` on small models written in the style of public ViT code
+(tests/public_style_models.py, issue 38): a model whose logits match is never failed by a setting
+that cannot change the inference logits; a real contradiction still fails, named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import portbench
+from shared.your_model.spec_check import FUNCTION, LAYOUT, TRAIN, Contradiction, from_layers
+from tests.adversarial import run_cli
+from tests.public_style_models import TINY, ClipVisionTower, PaperViT, clip_spec
+
+MODELS = str(Path(__file__).resolve().parent / "public_style_models.py")
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    torch.manual_seed(0)
+
+
+def test_clips_sequence_first_attention_is_a_note_when_the_model_permutes_for_it() -> None:
+    result = portbench.check(ClipVisionTower(TINY), clip_spec(), trace=False)
+    assert result.passed, result.explanation
+    assert result.max_abs_diff < 1e-5
+    assert len(result.contradictions) == 1
+    assert result.contradictions[0].startswith("batch_first: your model MultiheadAttention batch_first=False")
+    assert result.contradictions[0].endswith("right only where the model permutes its tokens to (L, N, D) "
+                                             "itself: the logits decide")
+
+
+def test_a_sequence_first_attention_fed_batch_first_tokens_fails_naming_batch_first() -> None:
+    result = portbench.check(ClipVisionTower(TINY, transpose=False), clip_spec(), trace=False)
+    assert not result.passed
+    assert result.explanation.startswith("batch_first: your model MultiheadAttention batch_first=False")
+    assert "max |logits - reference|" in result.explanation
+
+
+def test_dropout_rates_are_notes_never_a_failure() -> None:
+    model = PaperViT(TINY, mlp_dropout=0.1, embedding_dropout=0.1, attn_dropout=0.2)
+    result = portbench.check(model, TINY, trace=False)
+    assert result.passed, result.explanation
+    fields = [line.split(":")[0] for line in result.contradictions]
+    assert fields == ["dropout", "dropout_attn"]
+    assert all(line.endswith("dropout acts only in train mode: a note, it cannot change the inference logits")
+               for line in result.contradictions)
+
+
+def test_a_real_contradiction_beside_a_dropout_note_still_fails_named() -> None:
+    spec = TINY.replace(layer_norm_eps=1e-6)  # the model's LayerNorms use torch's 1e-5
+    result = portbench.check(PaperViT(TINY), spec, trace=False)
+    assert not result.passed
+    assert result.explanation.startswith("layer_norm_eps: your model 1e-05, spec 1e-06")
+    assert "dropout" not in result.explanation  # a note is not a reason
+
+
+def test_each_contradiction_says_whether_it_can_fail_a_matching_model() -> None:
+    layers = [{"kind": "dropout", "settings": {"rate": 0.3}, "path": "drop"},
+              {"kind": "attention", "settings": {"batch_first": False, "rate": 0.1}, "path": "attn"},
+              {"kind": "layer_norm", "settings": {"eps": 1e-3}, "path": "ln"}]
+    found = {c.field: c for c in from_layers(TINY, layers)}
+    assert {name: c.effect for name, c in found.items()} == {
+        "dropout": TRAIN, "batch_first": LAYOUT, "dropout_attn": TRAIN, "layer_norm_eps": FUNCTION,
+        "depth": FUNCTION}  # one attention layer where TINY has two blocks
+    assert [name for name, c in found.items() if c.decisive] == ["layer_norm_eps", "depth"]
+    assert Contradiction("x", "", 1, 2, "here").line() == "x: your model 1, spec 2 (here)"
+
+
+def test_verify_cli_exits_0_on_clips_style_and_1_when_untransposed(tmp_path) -> None:
+    spec = tmp_path / "clip.json"
+    spec.write_text(clip_spec().to_json())
+    good = run_cli("verify", "--model", f"{MODELS}:clip_tower", "--spec", spec)
+    assert good.code == 0, good.stdout + good.stderr
+    assert "spec check: batch_first:" in good.stdout and "\nequivalent" in good.stdout
+    bad = run_cli("verify", "--model", f"{MODELS}:clip_tower_untransposed", "--spec", spec)
+    assert bad.code == 1
+    assert "NOT equivalent: batch_first: your model MultiheadAttention batch_first=False" in bad.stdout
