@@ -2,7 +2,11 @@
 words, at a tiny size: each keeps the habit of its source that portbench must read right, nothing
 else of it. OpenAI CLIP's tower (a sequence-first `nn.MultiheadAttention`: the model permutes its
 tokens to (L, N, D) itself, QuickGELU, no patch bias, `ln_pre`); the PyTorch paper-replicating ViT
-(dropout 0.1 on the embeddings and in the MLP, the final norm inside the classifier)."""
+(dropout 0.1 on the embeddings and in the MLP, the final norm inside the classifier); the official
+DINOv2 repository's ViT (a `mask_token` the forward reads only when masks are passed, LayerScale,
+register tokens without positions); lucidrains' vit-pytorch `ViT` copied into a user's file (patch
+LayerNorms around a Linear, a bias-free packed qkv, and with `pool='mean'` an empty (0, dim) class
+token)."""
 
 from __future__ import annotations
 
@@ -131,6 +135,155 @@ class PaperViT(nn.Module):
         return self.classifier(x[:, 0])
 
 
+
+# ---- the official DINOv2 repository ----------------------------------------------------------------
+class LayerScale(nn.Module):
+    def __init__(self, dim: int, init_values: float = 1e-5) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(init_values * torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
+class DinoAttention(nn.Module):
+    def __init__(self, dim: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads).permute(2, 0, 3, 1, 4)
+        return self.proj(nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c))
+
+
+class DinoMlp(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class DinoBlock(nn.Module):
+    def __init__(self, dim: int, num_heads: int, hidden: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = DinoAttention(dim, num_heads)
+        self.ls1 = LayerScale(dim)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = DinoMlp(dim, hidden)
+        self.ls2 = LayerScale(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+class DinoVisionTransformer(nn.Module):
+    def __init__(self, s: ModelSpec) -> None:
+        super().__init__()
+        d, patches = s.dim, s.derived.grid_rows * s.derived.grid_cols
+        self.patch_embed = nn.Conv2d(s.channels, d, s.patch_height, s.patch_height)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, patches + 1, d) * 0.02)
+        self.register_tokens = nn.Parameter(torch.randn(1, s.registers, d) * 0.02) if s.registers else None
+        self.mask_token = nn.Parameter(torch.zeros(1, d))  # read only for masked pretraining
+        self.blocks = nn.ModuleList(DinoBlock(d, s.heads, s.mlp_dim) for _ in range(s.depth))
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.head = nn.Linear(d, s.num_classes)
+
+    def prepare_tokens_with_masks(self, x: torch.Tensor, masks: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        if masks is not None:
+            x = torch.where(masks.unsqueeze(-1), self.mask_token.to(x.dtype).unsqueeze(0), x)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1) + self.pos_embed
+        if self.register_tokens is not None:
+            x = torch.cat((x[:, :1], self.register_tokens.expand(x.shape[0], -1, -1), x[:, 1:]), dim=1)
+        return x
+
+    def forward(self, x: torch.Tensor, masks: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.prepare_tokens_with_masks(x, masks)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+def dino_spec(s: ModelSpec = TINY, registers: int = 0) -> ModelSpec:
+    return s.replace(layer_scale=True, layer_norm_eps=1e-6, registers=registers)
+
+
+# ---- lucidrains' vit-pytorch ViT ---------------------------------------------------------------------
+class FeedForward(nn.Module):
+    def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, hidden_dim), nn.GELU(),
+                                 nn.Dropout(dropout), nn.Linear(hidden_dim, dim), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int, dim_head: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(dim)
+        self.to_qkv = nn.Linear(dim, heads * dim_head * 3, bias=False)
+        self.to_out = nn.Sequential(nn.Linear(heads * dim_head, dim), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+                   for t in self.to_qkv(self.norm(x)).chunk(3, dim=-1))
+        out = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.to_out(out.transpose(1, 2).flatten(2))
+
+
+class Transformer(nn.Module):
+    def __init__(self, dim: int, depth: int, heads: int, dim_head: int, mlp_dim: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)  # the final norm, registered before the layers
+        self.layers = nn.ModuleList(
+            nn.ModuleList([Attention(dim, heads, dim_head), FeedForward(dim, mlp_dim)]) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for attn, ff in self.layers:
+            x = attn(x) + x
+            x = ff(x) + x
+        return self.norm(x)
+
+
+class ViT(nn.Module):
+    def __init__(self, s: ModelSpec, pool: str = "cls") -> None:
+        super().__init__()
+        self.ph, self.pw, self.pool = s.patch_height, s.patch_width, pool
+        patch_dim, patches = s.derived.patch_features, s.derived.grid_rows * s.derived.grid_cols
+        num_cls_tokens = 1 if pool == "cls" else 0
+        self.to_patch_embedding = nn.Sequential(nn.LayerNorm(patch_dim), nn.Linear(patch_dim, s.dim),
+                                                nn.LayerNorm(s.dim))
+        self.cls_token = nn.Parameter(torch.randn(num_cls_tokens, s.dim))
+        self.pos_embedding = nn.Parameter(torch.randn(patches + num_cls_tokens, s.dim))
+        self.transformer = Transformer(s.dim, s.depth, s.heads, s.head_dim, s.mlp_dim)
+        self.mlp_head = nn.Linear(s.dim, s.num_classes)
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = img.shape
+        grid = img.reshape(b, c, h // self.ph, self.ph, w // self.pw, self.pw)  # b c (h p1) (w p2)
+        x = self.to_patch_embedding(grid.permute(0, 2, 4, 3, 5, 1).flatten(3).flatten(1, 2))
+        x = torch.cat((self.cls_token.expand(b, -1, -1), x), dim=1) + self.pos_embedding
+        x = self.transformer(x)
+        return self.mlp_head(x.mean(dim=1) if self.pool == "mean" else x[:, 0])
+
+
+def vit_pytorch_spec(s: ModelSpec = TINY, pool: str = "cls") -> ModelSpec:
+    spec = s.replace(patch_norm_in=True, patch_norm_out=True, qkv_bias=False)
+    if pool == "mean":
+        return spec.replace(class_token=False, pos_embed_class_row=False, pooling="mean")
+    return spec
+
 # ---- factories for `--model tests/public_style_models.py:NAME` ------------------------------------
 def clip_tower() -> ClipVisionTower:
     return ClipVisionTower(TINY)
@@ -142,3 +295,8 @@ def clip_tower_untransposed() -> ClipVisionTower:
 
 def paper_vit() -> PaperViT:
     return PaperViT(TINY)
+
+
+
+def dino_vit() -> DinoVisionTransformer:
+    return DinoVisionTransformer(dino_spec())

@@ -1,6 +1,7 @@
 """`verify --model` / `portbench.check` on small models written in the style of public ViT code
 (tests/public_style_models.py, issue 38): a model whose logits match is never failed by a setting
-that cannot change the inference logits; a real contradiction still fails, named."""
+that cannot change the inference logits; a real contradiction still fails, named; a tensor the
+forward never reads is named and set aside, one it reads and the spec cannot place still refused."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ import torch
 import portbench
 from shared.your_model.spec_check import FUNCTION, LAYOUT, TRAIN, Contradiction, from_layers
 from tests.adversarial import run_cli
-from tests.public_style_models import TINY, ClipVisionTower, PaperViT, clip_spec
+from tests.public_style_models import (
+    TINY,
+    ClipVisionTower,
+    DinoVisionTransformer,
+    PaperViT,
+    ViT,
+    clip_spec,
+    dino_spec,
+    vit_pytorch_spec,
+)
 
 MODELS = str(Path(__file__).resolve().parent / "public_style_models.py")
 
@@ -78,3 +88,40 @@ def test_verify_cli_exits_0_on_clips_style_and_1_when_untransposed(tmp_path) -> 
     bad = run_cli("verify", "--model", f"{MODELS}:clip_tower_untransposed", "--spec", spec)
     assert bad.code == 1
     assert "NOT equivalent: batch_first: your model MultiheadAttention batch_first=False" in bad.stdout
+
+
+@pytest.mark.parametrize("registers", [0, 2])
+def test_dinov2s_unused_mask_token_is_set_aside_by_name(registers: int) -> None:
+    spec = dino_spec(registers=registers)
+    result = portbench.check(DinoVisionTransformer(spec), spec, trace=False)
+    assert result.passed, result.explanation
+    assert result.binding["inert"] == {"mask_token": "(1, 16): the forward never reads it (the logits are "
+                                                     "bit-identical with it changed)"}
+    assert "mask_token" not in {link["native"] for link in result.binding["links"]}
+
+
+def test_vit_pytorchs_empty_class_token_is_set_aside_and_its_early_final_norm_binds() -> None:
+    mean = portbench.check(ViT(TINY, pool="mean"), vit_pytorch_spec(pool="mean"), trace=False)
+    assert mean.passed, mean.explanation
+    assert mean.binding["inert"] == {"cls_token": "empty (0, 16): it holds no value"}
+    cls = portbench.check(ViT(TINY), vit_pytorch_spec(), trace=False)  # its (1, dim) class token binds
+    assert cls.passed, cls.explanation
+    assert cls.binding["inert"] == {}
+    final = next(link for link in cls.binding["links"] if link["canonical"] == "final_norm.scale")
+    assert final["native"] == "transformer.norm.weight"  # registered before transformer.layers
+
+
+def test_a_tensor_the_forward_reads_is_not_set_aside() -> None:
+    """DINOv2's registers are read: against a spec without them, the refusal still names them."""
+    result = portbench.check(DinoVisionTransformer(dino_spec(registers=2)), dino_spec(), trace=False)
+    assert not result.passed and not result.binding  # refused: nothing bound
+    assert "register_tokens" in result.explanation and "registers=N" in result.explanation
+    assert "mask_token" not in result.explanation
+
+
+def test_verify_cli_names_the_tensor_it_sets_aside(tmp_path) -> None:
+    spec = tmp_path / "dino.json"
+    spec.write_text(dino_spec().to_json())
+    outcome = run_cli("verify", "--model", f"{MODELS}:dino_vit", "--spec", spec)
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    assert "set aside: mask_token (1, 16): the forward never reads it" in outcome.stdout

@@ -5,7 +5,7 @@ framework's `ports/<fw>/user.py` reports is `shared/core/layer.py`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,8 @@ class Binding:
     links: list[Link]
     rule: str  # the convention, "structure" or "map file"
     why: dict[str, str]  # native name -> which row or layer bound it
+    # native name -> why it is set aside: tensors the forward never reads (inert.py), bound to nothing
+    inert: dict[str, str] = field(default_factory=dict)
 
     def to_canonical(self, native: dict[str, np.ndarray], consume: bool = False) -> dict[str, np.ndarray]:
         """The user's arrays -> canonical float32 tensors in canonical order. With `consume`, each
@@ -72,7 +74,8 @@ class Binding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "links": [{"native": n, "canonical": c, "layout": lay, "why": w}
-                                             for n, c, lay, w in self.table()]}
+                                             for n, c, lay, w in self.table()],
+                "inert": dict(self.inert)}
 
 
 def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link], rule: str) -> None:

@@ -125,9 +125,10 @@ class Builder:
                                    "query / key / value / in_proj / out")
 
     def token(self, name: str, shape: Shape, canonical: str, why: str = "free parameter by size") -> None:
-        """A free parameter: as the canonical tensor, or with leading batch axes of 1."""
+        """A free parameter: as the canonical tensor, or with leading batch axes of 1 (a vector's
+        one, vit-pytorch's (1, dim) class token, or two, timm's (1, 1, dim))."""
         rank = len(self.spec.derived.tensor_shapes[canonical])
-        lay = "same" if len(shape) == rank else ("batch_token" if rank == 1 else "batch")
+        lay = "same" if len(shape) == rank else ("batch_token" if rank == 1 and len(shape) == 3 else "batch")
         self.add(name, (canonical,), lay, why)
 
 
