@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import portbench
+from shared.core.spec import ModelSpec
 from shared.your_model.spec_check import FUNCTION, LAYOUT, TRAIN, Contradiction, from_layers
 from tests.adversarial import run_cli
 from tests.public_style_models import (
@@ -115,7 +116,7 @@ def test_a_tensor_the_forward_reads_is_not_set_aside() -> None:
     """DINOv2's registers are read: against a spec without them, the refusal still names them."""
     result = portbench.check(DinoVisionTransformer(dino_spec(registers=2)), dino_spec(), trace=False)
     assert not result.passed and not result.binding  # refused: nothing bound
-    assert "register_tokens" in result.explanation and "registers=N" in result.explanation
+    assert "register_tokens" in result.explanation and "set registers=2" in result.explanation
     assert "mask_token" not in result.explanation
 
 
@@ -125,3 +126,48 @@ def test_verify_cli_names_the_tensor_it_sets_aside(tmp_path) -> None:
     outcome = run_cli("verify", "--model", f"{MODELS}:dino_vit", "--spec", spec)
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     assert "set aside: mask_token (1, 16): the forward never reads it" in outcome.stdout
+
+
+# ---- hints checked against their effect ----------------------------------------------------------------
+class ClipWithProjection(ClipVisionTower):
+    """CLIP's bias-free `x @ proj` (here added to the logits so the forward reads it): no spec field
+    holds it, so no field is hinted."""
+
+    def __init__(self, s: ModelSpec) -> None:
+        super().__init__(s)
+        self.proj = torch.nn.Parameter(torch.randn(s.dim, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) + (self.class_embedding @ self.proj).sum()
+
+
+def test_a_hint_names_only_the_setting_that_places_the_tensor() -> None:
+    """DINOv2's two registers against a spec without them: registers=2 (their count, read from the
+    shape), not distill_token=true, which does not place them."""
+    result = portbench.check(DinoVisionTransformer(dino_spec(registers=2)), dino_spec(), trace=False)
+    assert result.explanation == (
+        "your model's layer register_tokens (parameter) fits no tensor of spec 'tiny-public': a learned "
+        "tensor (1, 2, 16) outside the blocks (DINOv2's registers); set registers=2")
+    spec = dino_spec(registers=2)
+    fixed = portbench.check(DinoVisionTransformer(spec), spec, trace=False)
+    assert fixed.passed, fixed.explanation  # the hint, followed, binds and passes
+
+
+def test_a_tensor_no_setting_places_gets_no_field_hint() -> None:
+    result = portbench.check(ClipWithProjection(TINY), clip_spec(), trace=False)
+    assert not result.passed
+    assert result.explanation == (
+        "your model's layer proj (parameter) fits no tensor of spec 'tiny-public': a learned tensor (16, 8) "
+        "outside the blocks; no spec setting places it (tried distill_token=true, registers=8: the layer "
+        "stays unplaced)")
+
+
+def test_a_hint_that_places_the_layer_is_kept_and_one_that_does_not_is_dropped() -> None:
+    from shared.your_model.structure_parts import MisfitError
+
+    misfit = MisfitError("head", [("a=1", {"a": 1}), ("b=2", {"b": 2})], "never", ("x.weight", "x.bias"))
+    placed = {"a": {"x.weight", "x.bias", "y"}, "b": {"x.weight"}}
+    assert str(misfit.checked(lambda o: placed[next(iter(o))])) == "head; set a=1"
+    assert str(misfit.checked(lambda o: set())) == "head; no spec setting places it (tried a=1, b=2: the " \
+                                                    "layer stays unplaced)"
+    assert str(MisfitError("head", [], "never", ())) == "head; never"
