@@ -323,6 +323,8 @@ def test_check_returns_a_result_for_every_verdict_and_raises_only_for_its_own_ar
     spec = get_preset(SPEC)
     unbindable = _with_extras(spec, lambda y: [])
     unbindable.extra = torch.nn.Parameter(torch.ones(3))
+    forward = unbindable.forward  # the forward reads it: an unread one would be set aside as inert
+    unbindable.forward = lambda images: (forward(images)[0] + unbindable.extra.sum(),)
     result = portbench.check(unbindable, spec, trace=False)
     assert not result.passed and result.max_abs_diff is None and result.binding == {}
     # the binder's own one line (its wording is the binder's): the parameter that does not fit

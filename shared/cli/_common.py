@@ -179,6 +179,7 @@ def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, 
     how = "--weights loaded into your model" if args.weights else "your model's own parameters"
     notes = [run.framework_note] if run.framework_note else []
     notes.append(f"weights: {how}, bound by {run.binding['rule']}")
+    notes += run.inert_lines()
     notes += [f"spec check: {c.line()}" for c in run.contradictions]
     if args.show_binding:
         notes += run.binding_lines()

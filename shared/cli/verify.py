@@ -110,6 +110,8 @@ def run_user_model(args: argparse.Namespace) -> int:
         print(run.framework_note)
     if args.show_binding:
         print("\n".join(run.binding_lines()))
+    for line in run.inert_lines():
+        print(line)
     for c in run.contradictions:
         print(f"spec check: {c.line()}")
     how = "--weights loaded into your model" if args.weights else "your model's own parameters, bound"

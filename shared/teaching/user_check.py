@@ -16,6 +16,7 @@ from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.your_model.run import UserRun, run_user
+from shared.your_model.spec_check import TRAIN
 
 if TYPE_CHECKING:
     from shared.teaching.first_divergence import PortTrace
@@ -36,13 +37,16 @@ class UserCheck:
 
     @property
     def passed(self) -> bool:
-        return self.entry.passed and not any(not c.arithmetic for c in self.run.contradictions)
+        return self.entry.passed and not any(c.decisive for c in self.run.contradictions)
 
     def explanation(self) -> str:
         """One line: why it failed (the contradicting fields, then diagnose's finding)."""
         if self.passed:
             return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
-        parts = [c.line() for c in self.run.contradictions if not c.arithmetic]
+        # a contradiction the logits judge is named beside a gap (a sequence-first attention the
+        # model did not transpose for); a dropout rate never is: it cannot make one
+        parts = [c.line() for c in self.run.contradictions
+                 if c.decisive or (not self.entry.passed and c.effect != TRAIN)]
         if not self.entry.passed:
             parts.append(self.entry.reason or "logits differ")
         if self.diagnosis is not None and self.diagnosis.explained:

@@ -5,7 +5,7 @@ framework's `ports/<fw>/user.py` reports is `shared/core/layer.py`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,8 +14,9 @@ from shared.core import mapping
 from shared.core.layer import Layer
 from shared.core.mapping import Link, Table, listed
 from shared.core.spec import ModelSpec
-from shared.errors import WeightsError
+from shared.errors import SpecError, WeightsError
 from shared.your_model.structure import Shape, structural_links
+from shared.your_model.structure_parts import MisfitError
 
 # ---- the binding --------------------------------------------------------------------------------
 # A user's parameters (native name -> shape, plus `layers()`) are bound to the spec's canonical
@@ -41,6 +42,8 @@ class Binding:
     links: list[Link]
     rule: str  # the convention, "structure" or "map file"
     why: dict[str, str]  # native name -> which row or layer bound it
+    # native name -> why it is set aside: tensors the forward never reads (inert.py), bound to nothing
+    inert: dict[str, str] = field(default_factory=dict)
 
     def to_canonical(self, native: dict[str, np.ndarray], consume: bool = False) -> dict[str, np.ndarray]:
         """The user's arrays -> canonical float32 tensors in canonical order. With `consume`, each
@@ -72,7 +75,8 @@ class Binding:
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "links": [{"native": n, "canonical": c, "layout": lay, "why": w}
-                                             for n, c, lay, w in self.table()]}
+                                             for n, c, lay, w in self.table()],
+                "inert": dict(self.inert)}
 
 
 def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link], rule: str) -> None:
@@ -90,12 +94,17 @@ def check_complete(spec: ModelSpec, native: dict[str, Shape], links: list[Link],
         raise WeightsError(f"your model's parameters do not bind to spec {spec.name!r} ({rule}): "
                            + "; ".join(problems))
     for link in links:
-        # the layout run on zero-stride placeholders: its shape, without touching a model's worth of bytes
-        placeholders = [np.broadcast_to(np.False_, spec.derived.tensor_shapes[c]) for c in link.canonical]
-        want = tuple(mapping.LAYOUTS[link.layout][0](placeholders).shape)
+        want = native_shape(spec, link)
         if tuple(native[link.native]) != want:
             raise WeightsError(f"your parameter {link.native!r} has shape {tuple(native[link.native])}, "
                                f"bound to {', '.join(link.canonical)} ({rule}) it must be {want}")
+
+
+def native_shape(spec: ModelSpec, link: Link) -> Shape:
+    """The shape `link`'s native tensor must have: its layout run on zero-stride placeholders,
+    without touching a model's worth of bytes."""
+    placeholders = [np.broadcast_to(np.False_, spec.derived.tensor_shapes[c]) for c in link.canonical]
+    return tuple(mapping.LAYOUTS[link.layout][0](placeholders).shape)
 
 
 def by_table(spec: ModelSpec, native: dict[str, Shape], table: Table) -> Binding | None:
@@ -170,6 +179,23 @@ def bind(spec: ModelSpec, native: dict[str, Shape], layers: list[Layer], framewo
                            "pass --map rules.toml to choose")
     if distinct:
         return next(iter(distinct.values()))
-    links, why = structural_links(spec, native, layers, framework, user)
+    try:
+        links, why = structural_links(spec, native, layers, framework, user)
+    except MisfitError as misfit:
+        # a hint is said only where it places the layer: each tried on the binding itself
+        raise misfit.checked(lambda overrides: by_structure(spec, overrides, native, layers, framework,
+                                                             user)) from None
     check_complete(spec, native, links, "structure")
     return Binding(spec, links, "structure", why)
+
+
+def by_structure(spec: ModelSpec, overrides: dict[str, Any], native: dict[str, Shape], layers: list[Layer],
+                 framework: str, user: Table | None) -> set[str]:
+    """The native names binding by structure places, at their shapes, on `spec` with `overrides`
+    set: none when it refuses (or the overrides make the spec invalid)."""
+    try:
+        changed = spec.replace(**overrides)
+        links, _ = structural_links(changed, native, layers, framework, user)
+    except (WeightsError, SpecError):
+        return set()
+    return {link.native for link in links if tuple(native[link.native]) == native_shape(changed, link)}

@@ -18,16 +18,18 @@ import numpy as np
 
 import ports
 from shared.checkpoints import FORMATS, format_module, model_tables
+from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
-from shared.errors import InputError, PortbenchError
+from shared.errors import InputError, PortbenchError, WeightsError
 from shared.runtime.job_kinds import Output
 from shared.runtime.worker import one_line, print_phase
 from shared.your_model.binding import Binding, bind
 from shared.your_model.framework import model_class, user_port
 from shared.your_model.guard import build, user_code
+from shared.your_model.inert import candidates, inert_parameters
 
 
 def conventions(framework: str, spec: ModelSpec, model: Any) -> list[Table]:
@@ -47,14 +49,26 @@ def library_tables(spec: ModelSpec) -> list[Table]:
     return [table for table in tables if table is not None]
 
 
-def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str,
-               rules: str | None) -> tuple[Binding, dict[str, Any], list[Layer]]:
+def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: str | None,
+               layout: str, output: str | None) -> tuple[Binding, dict[str, Any], list[Layer]]:
     """(the binding of `model`'s parameters to `spec`'s canonical tensors, the parameters by
-    their native names, the layers `module` (its ports/<fw>/user.py) reads)."""
+    their native names, the layers `module` (its ports/<fw>/user.py) reads). Parameters no
+    binding can place that the forward never reads (inert.py, run in `layout` on the spec's probe
+    image) are set aside and named in the binding; the refusal stands when there are none."""
     params = module.parameters(model)
     found = module.layers(model)
-    binding = bind(spec, {n: v.shape for n, v in params.items()}, found, framework,
-                   conventions(framework, spec, model), rules)
+    shapes = {n: tuple(v.shape) for n, v in params.items()}
+    tables = conventions(framework, spec, model)
+    try:
+        return bind(spec, shapes, found, framework, tables, rules), params, found
+    except WeightsError:
+        inert = inert_parameters(module, model, params, candidates(found, shapes), probe_batch(spec, 1),
+                                 layout, output)
+        if not inert:
+            raise
+    # bound without them; a refusal now is about the rest, and truer for not naming them
+    binding = bind(spec, {n: s for n, s in shapes.items() if n not in inert}, found, framework, tables, rules)
+    binding.inert = inert
     return binding, params, found
 
 
@@ -73,8 +87,9 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
+    layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
     print_phase("user-bind")
-    binding, params, found = bind_model(module, model, spec, fw, job.get("rules"))
+    binding, params, found = bind_model(module, model, spec, fw, job.get("rules"), layout, job.get("output"))
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
                             for a in found]
     bound = {link.native for link in binding.links}  # all but a convention's inert tensors
@@ -85,7 +100,6 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     else:
         out.arrays.update({f"w/{k}": v for k, v in binding.to_canonical(params, consume=True).items()})
     del params
-    layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
     print_phase("user-forward")
     with user_code(str(job.get("model")), "running the forward"):
         try:
@@ -142,14 +156,15 @@ class UserPort:
         self.spec = spec
         self.model = build(job["model"], spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
+        self.layout = job.get("layout") or ("NCHW" if self.framework == "torch" else "NHWC")
+        self.output = job.get("output")
         print_phase("user-bind")
-        binding, params, _ = bind_model(self.module, self.model, spec, self.framework, job.get("rules"))
-        self.count = int(sum(v.size for v in params.values()))
+        binding, params, _ = bind_model(self.module, self.model, spec, self.framework, job.get("rules"),
+                                        self.layout, self.output)
+        self.count = int(sum(v.size for n, v in params.items() if n not in binding.inert))
         del params
         self.module.assign(self.model, binding.to_native(tensors))
         print_phase("user-run")  # the timing harness's progress lines name its steps
-        self.layout = job.get("layout") or ("NCHW" if self.framework == "torch" else "NHWC")
-        self.output = job.get("output")
 
     def prepare(self, images: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(images, dtype=np.float32)

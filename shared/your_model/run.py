@@ -118,6 +118,10 @@ class UserRun:
         top = str(self.report.get("model_class", "")).split(".")[0]
         return top if top and top in packages_distributions() else self.framework
 
+    def inert_lines(self) -> list[str]:
+        """The parameters set aside as inert (the forward never reads them), one line each."""
+        return [f"set aside: {name} {why}" for name, why in self.binding.get("inert", {}).items()]
+
     def binding_lines(self) -> list[str]:
         from shared.core.summary import format_table
 

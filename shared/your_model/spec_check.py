@@ -5,7 +5,13 @@ which of those settings the spec contradicts: LayerNorm epsilon and variance for
 norm placement where a layer records it, and depth. Each contradiction is one text,
 `field: your model X, spec Y (where)`, whichever tool reports it: `verify --model` /
 `portbench.check` (the worker's `user` report), `compare.py audit` and
-`shared.teaching.audit.audit_model`."""
+`shared.teaching.audit.audit_model`.
+
+Not every contradiction can change a model's inference logits, and a model whose logits match is
+never failed by one that cannot (`Contradiction.effect`): a dropout rate acts only in train mode (a
+note), and the same function computed another way (Flax's fast variance) or a sequence-first
+attention layer the model may transpose its tokens for (OpenAI CLIP's (L, N, D)) is judged by the
+logits' gap alone, and named as the cause when there is one."""
 
 from __future__ import annotations
 
@@ -17,6 +23,17 @@ from shared.core.layer import Layer
 from shared.core.probes import close, is_spec_rate, spec_rates
 from shared.core.spec import ModelSpec
 
+FUNCTION, ARITHMETIC, LAYOUT, TRAIN = "function", "arithmetic", "layout", "train"
+EFFECTS = {  # effect -> what the line says of it (FUNCTION: nothing, the contradiction stands)
+    FUNCTION: "",
+    # equal in exact arithmetic (Flax's E[x^2] - E[x]^2 variance)
+    ARITHMETIC: "the same function in exact arithmetic: the logits decide",
+    # a layer's token layout, which the model's own forward may arrange for (CLIP's permute to (L, N, D))
+    LAYOUT: "right only where the model permutes its tokens to (L, N, D) itself: the logits decide",
+    # dropout: off in eval mode, where every verdict is taken
+    TRAIN: "dropout acts only in train mode: a note, it cannot change the inference logits",
+}
+
 
 @dataclass(frozen=True)
 class Contradiction:
@@ -25,18 +42,21 @@ class Contradiction:
     yours: Any
     spec: Any
     where: str = ""  # the layer's path
-    # The same function computed another way (Flax's E[x^2] - E[x]^2 variance): equal in exact
-    # arithmetic, so it is reported but never fails a model alone; the logits' gap decides.
-    arithmetic: bool = False
+    # What it can do to the inference logits (EFFECTS): FUNCTION fails a model by itself; any other
+    # is reported, and fails a model only through the logits' gap, which it is then named beside.
+    effect: str = FUNCTION
+
+    @property
+    def decisive(self) -> bool:
+        """Whether it fails a model whose logits match."""
+        return self.effect == FUNCTION
 
     def text(self) -> str:
         return f"{self.field}: your model {self.yours}, spec {self.spec}"
 
     def line(self) -> str:
         line = f"{self.text()} ({self.where})" if self.where else self.text()
-        if self.arithmetic:
-            return f"{line}; the same function in exact arithmetic: the logits decide"
-        return line
+        return f"{line}; {EFFECTS[self.effect]}" if self.effect != FUNCTION else line
 
 
 def check_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -> list[Contradiction]:
@@ -58,7 +78,7 @@ def check_layers(spec: ModelSpec, layers: Sequence[Layer | Mapping[str, Any]]) -
         elif kind == "dropout" and "rate" in s and not is_spec_rate(float(s["rate"]), spec):
             rates = "/".join(f"{r:g}" for r in sorted(spec_rates(spec)))
             out.append(Contradiction("dropout", "dropout_flags", f"p={s['rate']:g}",
-                                     f"one of the spec's rates {rates}", where))
+                                     f"one of the spec's rates {rates}", where, TRAIN))
         if "norm_first" in s and bool(s["norm_first"]) != (spec.norm == "pre"):
             out.append(Contradiction("norm", "norm_placement", "pre" if s["norm_first"] else "post",
                                      spec.norm, where))
@@ -94,7 +114,7 @@ def _layer_norm(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contr
     if s.get("use_fast_variance"):
         out.append(Contradiction("layer_norm_variance", "layer_norm_variance",
                                  "use_fast_variance=True (Flax's default: E[x^2] - E[x]^2)",
-                                 "two-pass variance", where, arithmetic=True))
+                                 "two-pass variance", where, ARITHMETIC))
     return out
 
 
@@ -124,16 +144,16 @@ def _attention(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contra
     if s.get("batch_first") is False:
         yours = "MultiheadAttention batch_first=False (torch's default: a (B, T, D) input attends across " \
                 "the batch)"
-        out.append(Contradiction("batch_first", "batch_first", yours, "batch-first tokens", where))
+        out.append(Contradiction("batch_first", "batch_first", yours, "batch-first tokens", where, LAYOUT))
     out += _heads(spec, s, where)
     if s.get("use_bias") is not None and bool(s["use_bias"]) != spec.qkv_bias:
         out.append(Contradiction("qkv_bias", "attention_bias", f"projection bias={s['use_bias']}",
                                  spec.qkv_bias, where))
     if "rate" in s and not close(float(s["rate"]), spec.dropout_attn):
         out.append(Contradiction("dropout_attn", "dropout_flags", f"p={s['rate']:g}",
-                                 f"{spec.dropout_attn:g}", where))
+                                 f"{spec.dropout_attn:g}", where, TRAIN))
     if s.get("broadcast_dropout") and float(s.get("rate", 0.0)) > 0:
         yours = "broadcast_dropout=True (Flax's default: one mask for every batch item and head)"
         out.append(Contradiction("broadcast_dropout", "dropout_flags", yours, "a mask per item and head",
-                                 where))
+                                 where, TRAIN))
     return out

@@ -8,7 +8,8 @@ is refused, and so is a layer that fits nothing, by name (`structure_parts.misfi
 The order: the patch embedding (and its LayerNorms), then the blocks (`structure_blocks`: an
 indexed container's entries, else equal runs), then what lies before them (the LayerNorm before
 the blocks) and after them (the final norm, the attention pool, the head layers, the distillation
-head), then the free parameters (tokens, positions, the pool's probe) by size and name."""
+head; a head or final norm defined before the blocks counts), then the free parameters (tokens,
+positions, the pool's probe) by size and name."""
 
 from __future__ import annotations
 
@@ -162,7 +163,10 @@ def after_blocks(b: Builder, spec: ModelSpec, after: list[Unit], before: list[Un
         b.norm(take(after, "attention pool's LayerNorm", last=True), "pool.norm")
         pool_attention(b, spec, after)
     if spec.final_norm != "none":
-        b.norm(take(after, "final norm", last=True), "final_norm")
+        # vit-pytorch's Transformer registers its final norm before its layers; the LayerNorm before
+        # the blocks is the spec's own only with norm_before_blocks (the logits judge a wrong guess)
+        lone = not spec.norm_before_blocks and not any(u.kind == "layer_norm" for u in after)
+        b.norm(take(before if lone else after, "final norm", last=True), "final_norm")
 
 
 def pool_attention(b: Builder, spec: ModelSpec, after: list[Unit]) -> None:

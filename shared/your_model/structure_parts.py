@@ -1,12 +1,16 @@
 """The pieces binding by structure works with (`structure.py` orders them): a `Unit`
 (one layer with the parameters it is the first to own), what a unit is (a LayerNorm's width, a
 Linear's in and out features), the `Builder` that turns units into links in the framework's
-layouts, and the one-line refusal for a layer that fits no canonical tensor."""
+layouts, and the one-line refusal for a layer that fits no canonical tensor (`MisfitError`), whose
+hints `binding.bind` tries before it says them."""
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from shared.core.mapping import Link
 from shared.core.spec import ModelSpec
@@ -125,9 +129,10 @@ class Builder:
                                    "query / key / value / in_proj / out")
 
     def token(self, name: str, shape: Shape, canonical: str, why: str = "free parameter by size") -> None:
-        """A free parameter: as the canonical tensor, or with leading batch axes of 1."""
+        """A free parameter: as the canonical tensor, or with leading batch axes of 1 (a vector's
+        one, vit-pytorch's (1, dim) class token, or two, timm's (1, 1, dim))."""
         rank = len(self.spec.derived.tensor_shapes[canonical])
-        lay = "same" if len(shape) == rank else ("batch_token" if rank == 1 else "batch")
+        lay = "same" if len(shape) == rank else ("batch_token" if rank == 1 and len(shape) == 3 else "batch")
         self.add(name, (canonical,), lay, why)
 
 
@@ -136,8 +141,8 @@ class Builder:
 LIBRARY_TERMS = (  # (fragment, the library's term, the spec field when the place alone cannot say)
     ("norm_pre", "timm's pre_norm=True", ""), ("ln_pre", "CLIP's ln_pre", ""),
     ("pre_layrnorm", "CLIP's pre_layrnorm", ""),
-    ("fc_norm", "timm's fc_norm, on the pooled vector", "set final_norm=pooled"),
-    ("post_layernorm", "CLIP's post_layernorm, on the pooled vector", "set final_norm=pooled"),
+    ("fc_norm", "timm's fc_norm, on the pooled vector", "final_norm=pooled"),
+    ("post_layernorm", "CLIP's post_layernorm, on the pooled vector", "final_norm=pooled"),
     ("patch_embed.norm", "timm's embed_norm_layer", ""), ("ls1", "timm's LayerScale", ""),
     ("ls2", "timm's LayerScale", ""), ("layer_scale", "DINOv2's LayerScale", ""),
     ("q_norm", "timm's qk_norm=True", ""), ("k_norm", "timm's qk_norm=True", ""),
@@ -145,56 +150,104 @@ LIBRARY_TERMS = (  # (fragment, the library's term, the spec field when the plac
     ("dist_token", "DeiT's distillation token", ""), ("head_dist", "DeiT's distillation head", ""),
     ("attn_pool", "timm's global_pool='map'", ""), ("map_head", "big_vision's MAPHead", ""),
 )
+# A hint: (the field setting it names, `field=value` with what it means, the spec overrides it makes).
+Hint = tuple[str, dict[str, Any]]
 
 
-def misfit(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> WeightsError:
-    """One line: the layer that fits no canonical tensor of `spec`, what it is in its library's
-    terms when its name says, and the spec field that expresses it, or that none does."""
+class MisfitError(WeightsError):
+    """A layer that fits no canonical tensor: what it is, and the spec settings that might place it
+    (`hints`) or, where none could, why (`otherwise`). Its text names every hint; `binding.bind`
+    keeps only those that place the layer when tried (`checked`)."""
+
+    def __init__(self, head: str, hints: list[Hint], otherwise: str, params: tuple[str, ...]) -> None:
+        self.head, self.hints, self.otherwise, self.params = head, hints, otherwise, params
+        super().__init__(self._text(hints))
+
+    def _text(self, hints: list[Hint], tried: list[Hint] | None = None) -> str:
+        if hints:
+            return f"{self.head}; set {' or '.join(text for text, _ in hints)}"
+        if tried:  # every field it could have been, tried: none places it
+            named = ", ".join(text.split(" (")[0] for text, _ in tried)
+            return f"{self.head}; no spec setting places it (tried {named}: the layer stays unplaced)"
+        return f"{self.head}; {self.otherwise}"
+
+    def checked(self, placed: Callable[[dict[str, Any]], set[str]]) -> WeightsError:
+        """This refusal naming only the hints that place the layer: each tried with `placed` (the
+        native names binding by structure places on the spec with the hint's overrides; none when
+        it refuses), kept when every parameter of the layer is among them."""
+        kept = [hint for hint in self.hints if set(self.params) <= placed(hint[1])]
+        return WeightsError(self._text(kept, tried=self.hints))
+
+
+def misfit(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> MisfitError:
+    """The layer that fits no canonical tensor of `spec`: what it is in its library's terms when
+    its name says, and the spec settings that might express it, or that none does."""
     term, named = next(((t, f) for fragment, t, f in LIBRARY_TERMS if fragment in unit.path.lower()),
                        (None, ""))
-    what, field = _guess(spec, unit, place, torch_like)
-    field = named if named and spec.final_norm == "none" else field
+    what, hints, otherwise = _guess(spec, unit, place, torch_like)
+    if named and spec.final_norm == "none":
+        field_name, value = named.split("=")
+        hints = [(named, {field_name: value})]
     library = f" ({term})" if term else ""
-    return WeightsError(f"your model's layer {unit.label} fits no tensor of spec {spec.name!r}: {what}"
-                        f"{library}; {field}")
+    head = f"your model's layer {unit.label} fits no tensor of spec {spec.name!r}: {what}{library}"
+    return MisfitError(head, hints, otherwise, tuple(unit.params))
 
 
-def _guess(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> tuple[str, str]:
+CANNOT = "the spec cannot express it"
+
+
+def _guess(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> tuple[str, list[Hint], str]:
+    """(what the layer is, the hints that might place it, the reason none is given otherwise)."""
     d, features = spec.dim, spec.derived.patch_features
     width = unit.width()
     if unit.kind == "layer_norm" and place == "patch":
         if width == features:
-            return "a LayerNorm on each flattened patch, before the projection", "set patch_norm_in=true"
-        return "a LayerNorm on each patch token, after the projection", "set patch_norm_out=true"
+            return "a LayerNorm on each flattened patch, before the projection", \
+                [("patch_norm_in=true", {"patch_norm_in": True})], ""
+        return "a LayerNorm on each patch token, after the projection", \
+            [("patch_norm_out=true", {"patch_norm_out": True})], ""
     if unit.kind == "layer_norm" and place == "before":
-        return "a LayerNorm before the blocks", "set norm_before_blocks=true"
+        return "a LayerNorm before the blocks", \
+            [("norm_before_blocks=true", {"norm_before_blocks": True})], ""
     if unit.kind == "layer_norm" and place == "after":
         if spec.final_norm == "none":
-            return "a LayerNorm after the blocks", \
-                "set final_norm=tokens (on every token) or final_norm=pooled (on the pooled vector)"
-        return "a second LayerNorm after the blocks", f"the spec has one final norm (final_norm=" \
-                                                      f"{spec.final_norm}) and cannot express two"
+            return "a LayerNorm after the blocks", [
+                ("final_norm=tokens (on every token)", {"final_norm": "tokens"}),
+                ("final_norm=pooled (on the pooled vector)", {"final_norm": "pooled"})], ""
+        return "a second LayerNorm after the blocks", [], f"the spec has one final norm (final_norm=" \
+                                                          f"{spec.final_norm}) and cannot express two"
     if unit.kind == "layer_norm" and place == "block":
         if width == spec.head_dim and not spec.qk_norm:
-            return "a LayerNorm over each head's queries or keys", "set qk_norm=true"
-        return "a third LayerNorm in a block", "the spec cannot express it (a block has norm1 and norm2)"
+            return "a LayerNorm over each head's queries or keys", [("qk_norm=true", {"qk_norm": True})], ""
+        return "a third LayerNorm in a block", [], f"{CANNOT} (a block has norm1 and norm2)"
     if unit.kind in ("other", "embedding", "parameter") and place == "block":
-        return f"a learned per-channel scale of {width or d} on a residual branch", \
-            "set layer_scale=true" if not spec.layer_scale else "the spec has two per block (ls1, ls2)"
+        what = f"a learned per-channel scale of {width or d} on a residual branch"
+        if spec.layer_scale:
+            return what, [], "the spec has two per block (ls1, ls2)"
+        return what, [("layer_scale=true", {"layer_scale": True})], ""
     if unit.kind in ("other", "embedding", "parameter"):
         shapes = ", ".join(str(s) for s in unit.params.values())
-        fields = (("class_token=true", spec.class_token), ("distill_token=true", spec.distill_token),
-                  ("registers=N", spec.registers), ("pos_embed=learned", spec.pos_embed == "learned"))
-        off = " or ".join(f for f, on in fields if not on)
-        return f"a learned tensor {shapes} outside the blocks", f"a token or position table: {off}"
+        size = sum(math.prod(s) for s in unit.params.values())
+        rows = size // d if d and size % d == 0 else 0
+        hints = [(text, overrides) for text, overrides, on in (
+            ("class_token=true", {"class_token": True}, spec.class_token),
+            ("distill_token=true", {"distill_token": True}, spec.distill_token),
+            (f"registers={rows}", {"registers": rows}, spec.registers or not rows),
+            ("pos_embed=learned", {"pos_embed": "learned"}, spec.pos_embed == "learned")) if not on]
+        return f"a learned tensor {shapes} outside the blocks", hints, \
+            "no token or position table of the spec has its shape"
     if unit.kind == "linear" and place == "block":
         fan_in, out = unit.io(torch_like)
         if spec.mlp == "standard" and fan_in == d:
-            return f"a third MLP Linear ({fan_in} -> {out})", "set mlp=gated (SwiGLU: a gate Linear)"
-        return f"a Linear ({fan_in} -> {out}) that no block tensor has", "the spec cannot express it"
+            return f"a third MLP Linear ({fan_in} -> {out})", \
+                [("mlp=gated (SwiGLU: a gate Linear)", {"mlp": "gated"})], ""
+        return f"a Linear ({fan_in} -> {out}) that no block tensor has", [], CANNOT
     if unit.kind in ("linear", "attention") and place == "after":
+        out = unit.io(torch_like)[1]
+        hidden = [(f"head_hidden=[{out}] (a hidden head layer)", {"head_hidden": (out,)})] if out else []
         if unit.kind == "attention" or (spec.pooling != "map" and spec.num_classes):
             return "an attention or Linear layer after the blocks", \
-                "set pooling=map (an attention-pool head) or head_hidden (hidden head layers)"
-        return "a Linear after the blocks", "set num_classes (a classifier) or head_hidden"
-    return f"a {KIND_NAMES.get(unit.kind, unit.kind)} where the spec has none", "the spec cannot express it"
+                [("pooling=map (an attention-pool head)", {"pooling": "map"}), *hidden], ""
+        classes = [(f"num_classes={out} (a classifier)", {"num_classes": out})] if out else []
+        return "a Linear after the blocks", [*classes, *hidden], ""
+    return f"a {KIND_NAMES.get(unit.kind, unit.kind)} where the spec has none", [], CANNOT

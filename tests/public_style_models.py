@@ -1,0 +1,302 @@
+"""Small ViTs written in the style of public code nobody here wrote (issue 38), in the project's own
+words, at a tiny size: each keeps the habit of its source that portbench must read right, nothing
+else of it. OpenAI CLIP's tower (a sequence-first `nn.MultiheadAttention`: the model permutes its
+tokens to (L, N, D) itself, QuickGELU, no patch bias, `ln_pre`); the PyTorch paper-replicating ViT
+(dropout 0.1 on the embeddings and in the MLP, the final norm inside the classifier); the official
+DINOv2 repository's ViT (a `mask_token` the forward reads only when masks are passed, LayerScale,
+register tokens without positions); lucidrains' vit-pytorch `ViT` copied into a user's file (patch
+LayerNorms around a Linear, a bias-free packed qkv, and with `pool='mean'` an empty (0, dim) class
+token)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from shared.core.spec import ModelSpec
+
+# The tiny model every public-style case builds: 32x32 images of 8x8 patches, width 16, two heads.
+TINY = ModelSpec(image_height=32, image_width=32, patch_height=8, patch_width=8, dim=16, depth=2, heads=2,
+                 head_dim=8, mlp_dim=32, num_classes=5, layer_norm_eps=1e-5, name="tiny-public")
+
+
+# ---- OpenAI CLIP's VisionTransformer -------------------------------------------------------------
+class QuickGELU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+class ResidualAttentionBlock(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(width, heads)  # sequence-first: torch's default
+        self.ln_1 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, width * 2), QuickGELU(), nn.Linear(width * 2, width))
+        self.ln_2 = nn.LayerNorm(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (L, N, D)
+        y = self.ln_1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class ClipVisionTower(nn.Module):
+    """CLIP's tower with a classifier where CLIP has its bias-free `proj`; `transpose=False` is the
+    mistake CLIP does not make: (N, L, D) tokens into the sequence-first attention."""
+
+    def __init__(self, s: ModelSpec, transpose: bool = True) -> None:
+        super().__init__()
+        width, grid = s.dim, s.derived.grid_rows * s.derived.grid_cols
+        self.transpose = transpose
+        self.conv1 = nn.Conv2d(s.channels, width, s.patch_height, s.patch_height, bias=False)
+        self.class_embedding = nn.Parameter(torch.randn(width) * width ** -0.5)
+        self.positional_embedding = nn.Parameter(torch.randn(grid + 1, width) * width ** -0.5)
+        self.ln_pre = nn.LayerNorm(width)
+        self.resblocks = nn.Sequential(*[ResidualAttentionBlock(width, s.heads) for _ in range(s.depth)])
+        self.ln_post = nn.LayerNorm(width)
+        self.head = nn.Linear(width, s.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x).flatten(2).permute(0, 2, 1)
+        cls = self.class_embedding.to(x.dtype) + torch.zeros(x.shape[0], 1, x.shape[-1], dtype=x.dtype)
+        x = self.ln_pre(torch.cat([cls, x], dim=1) + self.positional_embedding)
+        x = self.resblocks(x.permute(1, 0, 2)).permute(1, 0, 2) if self.transpose else self.resblocks(x)
+        return self.head(self.ln_post(x[:, 0, :]))
+
+
+def clip_spec(s: ModelSpec = TINY) -> ModelSpec:
+    return s.replace(patch_bias=False, norm_before_blocks=True, activation="quick_gelu", mlp_dim=2 * s.dim)
+
+
+# ---- the PyTorch paper-replicating ViT -----------------------------------------------------------
+class PatchEmbedding(nn.Module):
+    def __init__(self, in_channels: int, patch_size: int, embedding_dim: int) -> None:
+        super().__init__()
+        self.patcher = nn.Conv2d(in_channels, embedding_dim, patch_size, patch_size)
+        self.flatten = nn.Flatten(start_dim=2, end_dim=3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.flatten(self.patcher(x)).permute(0, 2, 1)
+
+
+class MultiheadSelfAttentionBlock(nn.Module):
+    def __init__(self, embedding_dim: int, num_heads: int, attn_dropout: float = 0.0) -> None:
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(embedding_dim)
+        self.multihead_attn = nn.MultiheadAttention(embedding_dim, num_heads, dropout=attn_dropout,
+                                                    batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layer_norm(x)
+        return self.multihead_attn(x, x, x, need_weights=False)[0]
+
+
+class MLPBlock(nn.Module):
+    def __init__(self, embedding_dim: int, mlp_size: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(embedding_dim)
+        self.mlp = nn.Sequential(nn.Linear(embedding_dim, mlp_size), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(mlp_size, embedding_dim), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.layer_norm(x))
+
+
+class TransformerEncoderBlock(nn.Module):
+    def __init__(self, embedding_dim: int, num_heads: int, mlp_size: int, mlp_dropout: float,
+                 attn_dropout: float) -> None:
+        super().__init__()
+        self.msa_block = MultiheadSelfAttentionBlock(embedding_dim, num_heads, attn_dropout)
+        self.mlp_block = MLPBlock(embedding_dim, mlp_size, mlp_dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.msa_block(x) + x
+        return self.mlp_block(x) + x
+
+
+class PaperViT(nn.Module):
+    def __init__(self, s: ModelSpec, mlp_dropout: float = 0.1, embedding_dropout: float = 0.1,
+                 attn_dropout: float = 0.0) -> None:
+        super().__init__()
+        patches = s.derived.grid_rows * s.derived.grid_cols
+        self.class_embedding = nn.Parameter(torch.randn(1, 1, s.dim))
+        self.position_embedding = nn.Parameter(torch.randn(1, patches + 1, s.dim))
+        self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.patch_embedding = PatchEmbedding(s.channels, s.patch_height, s.dim)
+        self.transformer_encoder = nn.Sequential(*[
+            TransformerEncoderBlock(s.dim, s.heads, s.mlp_dim, mlp_dropout, attn_dropout)
+            for _ in range(s.depth)])
+        self.classifier = nn.Sequential(nn.LayerNorm(s.dim), nn.Linear(s.dim, s.num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embedding(x)
+        x = torch.cat((self.class_embedding.expand(len(x), -1, -1), x), dim=1) + self.position_embedding
+        x = self.transformer_encoder(self.embedding_dropout(x))
+        return self.classifier(x[:, 0])
+
+
+
+# ---- the official DINOv2 repository ----------------------------------------------------------------
+class LayerScale(nn.Module):
+    def __init__(self, dim: int, init_values: float = 1e-5) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(init_values * torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
+class DinoAttention(nn.Module):
+    def __init__(self, dim: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.num_heads, c // self.num_heads).permute(2, 0, 3, 1, 4)
+        return self.proj(nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c))
+
+
+class DinoMlp(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1, self.act, self.fc2 = nn.Linear(dim, hidden), nn.GELU(), nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class DinoBlock(nn.Module):
+    def __init__(self, dim: int, num_heads: int, hidden: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = DinoAttention(dim, num_heads)
+        self.ls1 = LayerScale(dim)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = DinoMlp(dim, hidden)
+        self.ls2 = LayerScale(dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+class DinoVisionTransformer(nn.Module):
+    def __init__(self, s: ModelSpec) -> None:
+        super().__init__()
+        d, patches = s.dim, s.derived.grid_rows * s.derived.grid_cols
+        self.patch_embed = nn.Conv2d(s.channels, d, s.patch_height, s.patch_height)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, patches + 1, d) * 0.02)
+        self.register_tokens = nn.Parameter(torch.randn(1, s.registers, d) * 0.02) if s.registers else None
+        self.mask_token = nn.Parameter(torch.zeros(1, d))  # read only for masked pretraining
+        self.blocks = nn.ModuleList(DinoBlock(d, s.heads, s.mlp_dim) for _ in range(s.depth))
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.head = nn.Linear(d, s.num_classes)
+
+    def prepare_tokens_with_masks(self, x: torch.Tensor, masks: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        if masks is not None:
+            x = torch.where(masks.unsqueeze(-1), self.mask_token.to(x.dtype).unsqueeze(0), x)
+        x = torch.cat((self.cls_token.expand(x.shape[0], -1, -1), x), dim=1) + self.pos_embed
+        if self.register_tokens is not None:
+            x = torch.cat((x[:, :1], self.register_tokens.expand(x.shape[0], -1, -1), x[:, 1:]), dim=1)
+        return x
+
+    def forward(self, x: torch.Tensor, masks: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.prepare_tokens_with_masks(x, masks)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+def dino_spec(s: ModelSpec = TINY, registers: int = 0) -> ModelSpec:
+    return s.replace(layer_scale=True, layer_norm_eps=1e-6, registers=registers)
+
+
+# ---- lucidrains' vit-pytorch ViT ---------------------------------------------------------------------
+class FeedForward(nn.Module):
+    def __init__(self, dim: int, hidden_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, hidden_dim), nn.GELU(),
+                                 nn.Dropout(dropout), nn.Linear(hidden_dim, dim), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int, dim_head: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm = nn.LayerNorm(dim)
+        self.to_qkv = nn.Linear(dim, heads * dim_head * 3, bias=False)
+        self.to_out = nn.Sequential(nn.Linear(heads * dim_head, dim), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2)
+                   for t in self.to_qkv(self.norm(x)).chunk(3, dim=-1))
+        out = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.to_out(out.transpose(1, 2).flatten(2))
+
+
+class Transformer(nn.Module):
+    def __init__(self, dim: int, depth: int, heads: int, dim_head: int, mlp_dim: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)  # the final norm, registered before the layers
+        self.layers = nn.ModuleList(
+            nn.ModuleList([Attention(dim, heads, dim_head), FeedForward(dim, mlp_dim)]) for _ in range(depth))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for attn, ff in self.layers:
+            x = attn(x) + x
+            x = ff(x) + x
+        return self.norm(x)
+
+
+class ViT(nn.Module):
+    def __init__(self, s: ModelSpec, pool: str = "cls") -> None:
+        super().__init__()
+        self.ph, self.pw, self.pool = s.patch_height, s.patch_width, pool
+        patch_dim, patches = s.derived.patch_features, s.derived.grid_rows * s.derived.grid_cols
+        num_cls_tokens = 1 if pool == "cls" else 0
+        self.to_patch_embedding = nn.Sequential(nn.LayerNorm(patch_dim), nn.Linear(patch_dim, s.dim),
+                                                nn.LayerNorm(s.dim))
+        self.cls_token = nn.Parameter(torch.randn(num_cls_tokens, s.dim))
+        self.pos_embedding = nn.Parameter(torch.randn(patches + num_cls_tokens, s.dim))
+        self.transformer = Transformer(s.dim, s.depth, s.heads, s.head_dim, s.mlp_dim)
+        self.mlp_head = nn.Linear(s.dim, s.num_classes)
+
+    def forward(self, img: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = img.shape
+        grid = img.reshape(b, c, h // self.ph, self.ph, w // self.pw, self.pw)  # b c (h p1) (w p2)
+        x = self.to_patch_embedding(grid.permute(0, 2, 4, 3, 5, 1).flatten(3).flatten(1, 2))
+        x = torch.cat((self.cls_token.expand(b, -1, -1), x), dim=1) + self.pos_embedding
+        x = self.transformer(x)
+        return self.mlp_head(x.mean(dim=1) if self.pool == "mean" else x[:, 0])
+
+
+def vit_pytorch_spec(s: ModelSpec = TINY, pool: str = "cls") -> ModelSpec:
+    spec = s.replace(patch_norm_in=True, patch_norm_out=True, qkv_bias=False)
+    if pool == "mean":
+        return spec.replace(class_token=False, pos_embed_class_row=False, pooling="mean")
+    return spec
+
+# ---- factories for `--model tests/public_style_models.py:NAME` ------------------------------------
+def clip_tower() -> ClipVisionTower:
+    return ClipVisionTower(TINY)
+
+
+def clip_tower_untransposed() -> ClipVisionTower:
+    return ClipVisionTower(TINY, transpose=False)
+
+
+def paper_vit() -> PaperViT:
+    return PaperViT(TINY)
+
+
+
+def dino_vit() -> DinoVisionTransformer:
+    return DinoVisionTransformer(dino_spec())
