@@ -13,7 +13,7 @@ from typing import Any
 
 from shared.checkpoints.live import Fact
 from shared.core.probes import close
-from shared.core.spec import ACTIVATIONS
+from shared.core.spec import ACTIVATIONS, NORM_EPS_FIELDS
 
 Statement = tuple[Any, str]  # (value, the layer's path)
 
@@ -47,8 +47,8 @@ def layer_statements(layers: list[Any]) -> dict[str, list[Statement]]:
 
 def layer_facts(layers: list[Any]) -> dict[str, Fact]:
     """What the layers' own settings say: the first statement of each field in `COMPUTED`, the
-    first attention layer's bias, the norm placement, and the number of attention layers as the
-    depth."""
+    norm kind and, where every LayerNorm has one epsilon, no epsilon of a place's own, the first
+    attention layer's bias, the norm placement, and the number of attention layers as the depth."""
     out: dict[str, Fact] = {}
     sources = {"layer_norm_eps": "eps of LayerNorm {}", "activation": "GELU form of {}",
                "heads": "num_heads of attention {}", "head_dim": "head_dim of attention {}"}
@@ -56,6 +56,12 @@ def layer_facts(layers: list[Any]) -> dict[str, Fact]:
         if found:
             value, where = found[0]
             out[name] = (value, sources[name].format(where))
+    eps = {value for value, _ in layer_statements(layers)["layer_norm_eps"]}
+    if eps:  # LayerNorms, all of one epsilon: no norm kind or place of its own
+        out["norm_type"] = ("layer_norm", "every norm layer read is a LayerNorm")
+        if len(eps) == 1:
+            one = f"every LayerNorm has eps {next(iter(eps)):g}"
+            out |= {name: (None, one) for name in NORM_EPS_FIELDS.values()}
     attention = 0
     for layer in layers:
         s, where = layer.settings, layer.path or "<root>"
