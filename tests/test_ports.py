@@ -87,6 +87,14 @@ ROUND_TRIP_SPECS = {
     "rms-norm": get_preset("siglip-tiny").replace(
         norm_type="rms_norm", patch_norm_in=True, patch_norm_out=True, norm_before_blocks=True,
         qk_norm=True, qk_norm_eps=1e-5, pool_norm_eps=1e-3),
+    # DINOv3's attention: no key bias alone (the port's own q and v biases in torch and Keras)
+    "key-bias-free": get_preset("quadrant").replace(bias_free=("attn.key",)),
+    # no bias on the key, the attention output, a gated MLP's gate and fc2, or the classifier
+    "bias-free": get_preset("dinov2-reg-tiny").replace(
+        bias_free=("attn.key", "attn.out", "mlp.gate", "mlp.fc2", "head.out")),
+    # AIMv2's blocks: no bias on any projection (no qkv bias, the output and both MLP linears)
+    "aimv2-bias-free": get_preset("siglip-tiny").replace(
+        qkv_bias=False, bias_free=("attn.out", "mlp.fc1", "mlp.fc2")),
 }
 
 

@@ -133,6 +133,15 @@ BAD_SPECS = [
     ({"qk_norm_eps": 1e-5}, "qk_norm_eps", "null: the spec has no qk norm"),
     ({"patch_norm_eps": 1e-5}, "patch_norm_eps", "null: the spec has no patch norm"),
     ({"pool_norm_eps": 1e-5}, "pool_norm_eps", "null: the spec has no pool norm"),
+    # issue 36: the projections without a bias
+    ({"bias_free": ("attn.k",)}, "bias_free", "a list of projections from: attn.query"),
+    ({"bias_free": ("mlp.fc1", "attn.out")}, "bias_free", "each name once, in the order"),
+    ({"bias_free": ("attn.out", "attn.out")}, "bias_free", "each name once, in the order"),
+    ({"qkv_bias": False, "bias_free": ("attn.key",)}, "bias_free", "no attn.key when qkv_bias is false"),
+    ({"bias_free": ("attn.query", "attn.key", "attn.value")}, "bias_free", "none of the three with a bias is "
+     "qkv_bias false"),
+    ({"bias_free": ("mlp.gate",)}, "bias_free", "no mlp.gate unless mlp is 'gated'"),
+    ({"num_classes": 0, "bias_free": ("head.out",)}, "bias_free", "no head.out when num_classes is 0"),
 ]
 
 
@@ -160,6 +169,25 @@ def test_norm_fields_keep_every_hash_and_name_of_a_spec_that_does_not_use_them()
     own = spec.replace(final_norm_eps=1e-3)
     assert own.derived.norm_eps == {**spec.derived.norm_eps, "final": 1e-3}
     assert own.spec_hash != spec.spec_hash
+
+
+def test_bias_free_drops_exactly_the_named_biases() -> None:
+    """bias_free at its default keeps quadrant's hash (measured on main before issue 36); each name
+    drops its bias from every block (the pool's and the patch projection's are their own fields)."""
+    spec = get_preset("quadrant")
+    assert spec.spec_hash == "85cf2ddd378a18dd"
+    assert all(spec.derived.has_bias.values())
+    free = spec.replace(bias_free=("attn.key", "attn.out", "mlp.fc2", "head.out"))
+    assert free.spec_hash != spec.spec_hash
+    dropped = set(spec.derived.tensor_shapes) - set(free.derived.tensor_shapes)
+    names = ("attn.key", "attn.out", "mlp.fc2")
+    assert dropped == {f"blocks.{i}.{n}.bias" for i in range(spec.depth) for n in names} | {"head.out.bias"}
+    assert set(free.derived.tensor_shapes) <= set(spec.derived.tensor_shapes)
+    assert spec.derived.params - free.derived.params == spec.depth * (
+        spec.heads * spec.head_dim + 2 * spec.dim) + spec.num_classes
+    assert [k for k, v in free.derived.has_bias.items() if not v] == [*names, "head.out"]
+    without = spec.replace(qkv_bias=False).derived.has_bias
+    assert [k for k, v in without.items() if not v] == ["attn.query", "attn.key", "attn.value"]
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -96,7 +96,8 @@ def _variant_passes(preset: str, key: str) -> tuple[bool, bool]:
     return verdicts[0], verdicts[1]
 
 
-@pytest.mark.parametrize(("preset", "key"), [("internvit-tiny", "RMSNorm and LayerNorm swapped")])
+@pytest.mark.parametrize(("preset", "key"), [("internvit-tiny", "RMSNorm and LayerNorm swapped"),
+                                             ("dinov3-tiny", "key bias given the value's")])
 def test_tower_knob_flipped_fails(preset: str, key: str) -> None:
     """Issue 36's knobs in the MLX port, as tests/test_teaching_mutations.py does in the others."""
     assert _variant_passes(preset, key) == (True, False)

@@ -17,7 +17,7 @@ from flax import nnx
 from shared.core.positions import sequence_positions, unpositioned
 from shared.core.resample import zoom_points
 from shared.core.rotary import rotary_tables
-from shared.core.spec import ModelSpec, positioned_prefix
+from shared.core.spec import ModelSpec, positioned_prefix, projection_biases
 from shared.core.taps import NO_TAPS, Taps
 
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
@@ -145,15 +145,17 @@ class Attention(nnx.Module):
 
     nnx.MultiHeadAttention takes the total width (qkv_features = heads * head_dim), like torch's
     embed_dim, so the spec's head_dim is multiplied out here. Its use_bias covers q, k, v and the
-    output together, so without qkv bias the output bias is a parameter of its own.
+    output together, so without qkv bias the output bias is a parameter of its own, and a projection
+    without a bias of its own (`biases`, spec.projection_biases) is swapped for a bias-free one.
     broadcast_dropout=False: Flax would otherwise share one dropout mask across batch and heads.
     Its normalize_qk puts a LayerNorm over each head's width on the projected queries and keys,
     but one without a bias, at Flax's epsilon 1e-6 and with its fast variance: qk-norm keeps that
     place and replaces both with the spec's norms (`norm_layer`)."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool, rngs: nnx.Rngs,
-                 dtype: jnp.dtype | None = None) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool,
+                 rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
+        qkv_bias = any(biases[f"attn.{p}"] for p in ("query", "key", "value"))
         self.mha = nnx.MultiHeadAttention(
             num_heads=spec.heads, in_features=spec.dim, qkv_features=spec.derived.attn_inner,
             out_features=spec.dim, use_bias=qkv_bias, dropout_rate=spec.dropout_attn,
@@ -167,7 +169,17 @@ class Attention(nnx.Module):
             q_norm, k_norm = Rotary(spec, q_norm), Rotary(spec, k_norm)
         if q_norm is not None:
             self.mha.query_ln, self.mha.key_ln = q_norm, k_norm
-        self.out_bias = None if qkv_bias else nnx.Param(jnp.zeros((spec.dim,)))
+        heads = (spec.heads, spec.head_dim)
+        # A part without a bias of its own: a bias-free projection in its place.
+        for p in ("query", "key", "value") if qkv_bias else ():
+            if not biases[f"attn.{p}"]:
+                free = nnx.LinearGeneral(spec.dim, heads, use_bias=False, dtype=dtype, rngs=rngs)
+                setattr(self.mha, p, free)
+        if qkv_bias and not biases["attn.out"]:
+            self.mha.out = nnx.LinearGeneral(heads, spec.dim, axis=(-2, -1), use_bias=False, dtype=dtype,
+                                             rngs=rngs)
+        own_out = not qkv_bias and biases["attn.out"]
+        self.out_bias = nnx.Param(jnp.zeros((spec.dim,))) if own_out else None
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, queries: jax.Array | None = None) -> jax.Array:
@@ -200,11 +212,14 @@ class Attention(nnx.Module):
 class Mlp(nnx.Module):
     """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
 
-    def __init__(self, spec: ModelSpec, gated: bool, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
-        self.gate = nnx.Linear(spec.dim, spec.mlp_dim, dtype=dtype, rngs=rngs) if gated else None
-        self.fc1 = nnx.Linear(spec.dim, spec.mlp_dim, dtype=dtype, rngs=rngs)
+    def __init__(self, spec: ModelSpec, gated: bool, biases: dict[str, bool], rngs: nnx.Rngs,
+                 dtype: jnp.dtype | None = None) -> None:
+        gate_bias, fc1_bias, fc2_bias = biases["mlp.gate"], biases["mlp.fc1"], biases["mlp.fc2"]
+        self.gate = (nnx.Linear(spec.dim, spec.mlp_dim, use_bias=gate_bias, dtype=dtype, rngs=rngs)
+                     if gated else None)
+        self.fc1 = nnx.Linear(spec.dim, spec.mlp_dim, use_bias=fc1_bias, dtype=dtype, rngs=rngs)
         self.act = activation(spec.activation)
-        self.fc2 = nnx.Linear(spec.mlp_dim, spec.dim, dtype=dtype, rngs=rngs)
+        self.fc2 = nnx.Linear(spec.mlp_dim, spec.dim, use_bias=fc2_bias, dtype=dtype, rngs=rngs)
         self.drop = nnx.Dropout(spec.dropout_mlp, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -226,10 +241,11 @@ class Block(nnx.Module):
     def __init__(self, spec: ModelSpec, index: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = norm_layer(spec, spec.dim, "blocks", rngs)
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none", rngs, dtype)
+        biases = projection_biases(spec, "blocks")
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", rngs, dtype)
         self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
         self.norm2 = norm_layer(spec, spec.dim, "blocks", rngs)
-        self.mlp = Mlp(spec, spec.mlp == "gated", rngs, dtype)
+        self.mlp = Mlp(spec, spec.mlp == "gated", biases, rngs, dtype)
         self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
@@ -256,10 +272,10 @@ class AttentionPool(nnx.Module):
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.probe = nnx.Param(jnp.zeros((spec.dim,)))
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False, rngs=rngs,
-                              dtype=dtype)
+        biases = projection_biases(spec, "pool")
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, rngs=rngs, dtype=dtype)
         self.norm = norm_layer(spec, spec.dim, "pool", rngs)
-        self.mlp = Mlp(spec, gated=False, rngs=rngs, dtype=dtype)
+        self.mlp = Mlp(spec, gated=False, biases=biases, rngs=rngs, dtype=dtype)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
         probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], 1, x.shape[-1]))
@@ -276,7 +292,8 @@ class Head(nnx.Module):
         self.hidden = nnx.List([nnx.Linear(a, b, dtype=dtype, rngs=rngs) for a, b in pairwise(widths)])
         self.act = activation(spec.head_activation)
         self.drop = nnx.Dropout(spec.dropout_head, rngs=rngs)
-        self.out = (nnx.Linear(widths[-1], spec.num_classes, dtype=dtype, rngs=rngs)
+        bias = spec.derived.has_bias["head.out"]
+        self.out = (nnx.Linear(widths[-1], spec.num_classes, use_bias=bias, dtype=dtype, rngs=rngs)
                     if spec.num_classes else None)
 
     def __call__(self, x: jax.Array) -> jax.Array:

@@ -13,7 +13,7 @@ from keras import layers, ops
 from shared.core.positions import sequence_positions, unpositioned
 from shared.core.resample import zoom_points
 from shared.core.rotary import rotary_tables
-from shared.core.spec import ModelSpec, positioned_prefix
+from shared.core.spec import ModelSpec, positioned_prefix, projection_biases
 from shared.core.taps import NO_TAPS, Taps
 
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
@@ -143,18 +143,20 @@ class Attention(layers.Layer):
 
     Keras' MultiHeadAttention takes the per-head width (key_dim), so it expresses the spec's
     head_dim directly: key_dim=32 with 4 heads is 4 heads of width 32, not of width 8 as torch's
-    embed_dim=32. Its use_bias covers q, k, v and the output together, so without qkv bias the
-    output bias is a weight of its own. Its call has no place for qk-norm between the projections
+    embed_dim=32. Its use_bias covers q, k, v and the output together, so with any of them without
+    a bias (`biases`, spec.projection_biases) it has none, and each that has one is a weight of its
+    own. Its call has no place for qk-norm between the projections
     and the product, so this module calls its parts: the query, key and value projections, its
     `_compute_attention` (the override point its docstring names) and the output projection."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool,
+    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool,
                  compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
+        shared = all(biases[f"attn.{p}"] for p in ("query", "key", "value", "out"))
         self.mha = layers.MultiHeadAttention(
             num_heads=spec.heads, key_dim=spec.head_dim, value_dim=spec.head_dim,
-            dropout=spec.dropout_attn, use_bias=qkv_bias, dtype=compute,
+            dropout=spec.dropout_attn, use_bias=shared, dtype=compute,
         )
         # Its own call, which would build it, is never used: built here, for (B, tokens, D) inputs.
         self.mha.build((None, None, spec.dim), (None, None, spec.dim))
@@ -163,9 +165,11 @@ class Attention(layers.Layer):
         self.k_norm = norm_layer(spec, spec.head_dim, "qk", compute) if qk_norm else None
         # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
         self.rope = Rotary(spec, dtype=compute) if rope else None
-        self.out_bias = None
-        if not qkv_bias:
-            self.out_bias = self.add_weight(shape=(spec.dim,), initializer="zeros", name="out_bias")
+        self.query_bias, self.key_bias, self.value_bias, self.out_bias = (
+            self.add_weight(shape=shape, initializer="zeros", name=f"{p}_bias")
+            if biases[f"attn.{p}"] and not shared else None
+            for p, shape in (("query", (spec.heads, spec.head_dim)), ("key", (spec.heads, spec.head_dim)),
+                             ("value", (spec.heads, spec.head_dim)), ("out", (spec.dim,))))
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None):
@@ -189,7 +193,10 @@ class Attention(layers.Layer):
         """q, k, v as (B, N, H, hd). `queries` (the attention pool's probe) attend over `x`: the
         MultiHeadAttention's query projection takes them, its key and value projections `x`."""
         queries = x if queries is None else queries
-        return self.mha.query_dense(queries), self.mha.key_dense(x), self.mha.value_dense(x)
+        projected = self.mha.query_dense(queries), self.mha.key_dense(x), self.mha.value_dense(x)
+        own = (self.query_bias, self.key_bias, self.value_bias)
+        return tuple(y if b is None else ops.add(y, ops.cast(b, y.dtype))
+                     for y, b in zip(projected, own, strict=True))
 
     def explicit(self, q, k, v, training: bool, taps: Taps):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
@@ -204,12 +211,13 @@ class Attention(layers.Layer):
 class Mlp(layers.Layer):
     """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
 
-    def __init__(self, spec: ModelSpec, gated: bool, compute: str = "float32", **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, gated: bool, biases: dict[str, bool], compute: str = "float32",
+                 **kwargs) -> None:
         super().__init__(**kwargs)
-        self.gate = layers.Dense(spec.mlp_dim, dtype=compute) if gated else None
-        self.fc1 = layers.Dense(spec.mlp_dim, dtype=compute)
+        self.gate = layers.Dense(spec.mlp_dim, use_bias=biases["mlp.gate"], dtype=compute) if gated else None
+        self.fc1 = layers.Dense(spec.mlp_dim, use_bias=biases["mlp.fc1"], dtype=compute)
         self.act = activation(spec.activation, compute)
-        self.fc2 = layers.Dense(spec.dim, dtype=compute)
+        self.fc2 = layers.Dense(spec.dim, use_bias=biases["mlp.fc2"], dtype=compute)
         self.drop = layers.Dropout(spec.dropout_mlp, dtype=compute)
 
     def call(self, x, training=False):
@@ -233,11 +241,12 @@ class Block(layers.Layer):
         super().__init__(**kwargs)
         self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
         self.norm1 = norm_layer(spec, spec.dim, "blocks", stream)
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none", compute,
+        biases = projection_biases(spec, "blocks")
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", compute,
                               dtype=stream)
         self.ls1 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
         self.norm2 = norm_layer(spec, spec.dim, "blocks", stream)
-        self.mlp = Mlp(spec, spec.mlp == "gated", compute, dtype=compute)
+        self.mlp = Mlp(spec, spec.mlp == "gated", biases, compute, dtype=compute)
         self.ls2 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
@@ -266,10 +275,10 @@ class AttentionPool(layers.Layer):
         super().__init__(**kwargs)
         stream = self.dtype_policy
         self.probe = self.add_weight(shape=(spec.dim,), initializer="zeros", name="probe")
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False, compute=compute,
-                              dtype=stream)
+        biases = projection_biases(spec, "pool")
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, compute=compute, dtype=stream)
         self.norm = norm_layer(spec, spec.dim, "pool", stream)
-        self.mlp = Mlp(spec, gated=False, compute=compute, dtype=compute)
+        self.mlp = Mlp(spec, gated=False, biases=biases, compute=compute, dtype=compute)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS):
         probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)), (ops.shape(x)[0], 1, ops.shape(x)[2]))
@@ -287,7 +296,8 @@ class Head(layers.Layer):
         self.hidden = [layers.Dense(width, dtype=compute) for width in spec.head_hidden]
         self.act = activation(spec.head_activation, compute)
         self.drop = layers.Dropout(spec.dropout_head, dtype=compute)
-        self.out = layers.Dense(spec.num_classes, dtype=compute) if spec.num_classes else None
+        bias = spec.derived.has_bias["head.out"]
+        self.out = layers.Dense(spec.num_classes, use_bias=bias, dtype=compute) if spec.num_classes else None
 
     def call(self, x, training=False):
         for layer in self.hidden:

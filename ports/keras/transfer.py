@@ -22,8 +22,11 @@ if TYPE_CHECKING:  # annotations only: a port's table is read without its model 
 
 def table(spec: ModelSpec) -> Table:
     """Canonical name -> the attribute path of the Keras variable that holds it (same layout)."""
-    # Without a qkv bias the attention's projections have no bias at all: the port adds its own.
-    out_bias = "mha.output_dense.bias" if spec.qkv_bias else "out_bias"
+    # With any of q, k, v and the output without a bias the MultiHeadAttention has none: each bias
+    # present is the port's own weight (model.py's Attention).
+    shared = all(spec.derived.has_bias[f"attn.{p}"] for p in ("query", "key", "value", "out"))
+    qkv_bias = "mha.{p}_dense.bias" if shared else "{p}_bias"
+    out_bias = "mha.output_dense.bias" if shared else "out_bias"
     pool_out_bias = "mha.output_dense.bias" if spec.pool_qkv_bias else "out_bias"
     # LayerNormalization calls its scale gamma, RMSNormalization scale.
     gamma = "scale" if spec.norm_type == "rms_norm" else "gamma"
@@ -33,7 +36,8 @@ def table(spec: ModelSpec) -> Table:
     norm_pre.{w:scale={gamma}|bias=beta}                    norm_pre.{w}
     {t:cls_token|dist_token|reg_tokens|pos_embed}         {t}
     blocks.{i}.{n:norm1|norm2}.{w:scale={gamma}|bias=beta}  blocks.{i}.{n}.{w}
-    blocks.{i}.attn.{p:query|key|value}.{w}               blocks.{i}.attn.mha.{p}_dense.{w}
+    blocks.{i}.attn.{p:query|key|value}.kernel            blocks.{i}.attn.mha.{p}_dense.kernel
+    blocks.{i}.attn.{p:query|key|value}.bias              blocks.{i}.attn.{qkv_bias}
     blocks.{i}.attn.out.kernel                            blocks.{i}.attn.mha.output_dense.kernel
     blocks.{i}.attn.out.bias                              blocks.{i}.attn.{out_bias}
     blocks.{i}.attn.{n:q_norm|k_norm}.{w:scale={gamma}|bias=beta}  blocks.{i}.attn.{n}.{w}
@@ -49,7 +53,7 @@ def table(spec: ModelSpec) -> Table:
     head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
     head.out.{w}                                          head.out.{w}
     head_dist.out.{w}                                     head_dist.{w}
-    """, "keras port", out_bias=out_bias, pool_out_bias=pool_out_bias,
+    """, "keras port", qkv_bias=qkv_bias, out_bias=out_bias, pool_out_bias=pool_out_bias,
                  gamma=gamma)
 
 

@@ -15,7 +15,7 @@ from mlx import nn
 
 from shared.core.positions import sequence_positions, unpositioned
 from shared.core.rotary import rotary_tables
-from shared.core.spec import ModelSpec, positioned_prefix
+from shared.core.spec import ModelSpec, positioned_prefix, projection_biases
 from shared.core.taps import NO_TAPS, Taps
 
 # The ways Attention computes the same softmax(q k^T) v: the library's fused kernel or the explicit
@@ -130,21 +130,31 @@ class Attention(nn.Module):
     torch's embed_dim, but takes the input and output widths separately, so dims = heads *
     head_dim with query/key/value_input_dims = value_output_dims = the model width expresses the
     spec's head_dim. Its `bias` (default False, unlike torch and Keras) covers q, k, v and the
-    output together, so without qkv bias the output bias is a parameter of its own. Its call has
+    output together, so without qkv bias the output bias is a parameter of its own, and a projection
+    without a bias of its own (`biases`, spec.projection_biases) is swapped for a bias-free one. Its call has
     no step between the projections and the product (qk-norm) and no attention dropout, so this
     module runs its projections and mx.fast.scaled_dot_product_attention, which is what that call
     does; with dropout in train mode the explicit path below applies it."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool) -> None:
         super().__init__()
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         inner = spec.derived.attn_inner
+        qkv_bias = any(biases[f"attn.{p}"] for p in ("query", "key", "value"))
         self.mha = nn.MultiHeadAttention(
             inner, spec.heads, query_input_dims=spec.dim, key_input_dims=spec.dim,
             value_input_dims=spec.dim, value_dims=inner, value_output_dims=spec.dim,
             bias=qkv_bias,
         )
-        self.out_bias = None if qkv_bias else mx.zeros((spec.dim,))
+        # A part without a bias of its own: a bias-free projection in its place.
+        for p in ("query", "key", "value") if qkv_bias else ():
+            if not biases[f"attn.{p}"]:
+                free = nn.Linear(spec.dim, inner, bias=False)
+                setattr(self.mha, f"{p}_proj", free)
+        if qkv_bias and not biases["attn.out"]:
+            self.mha.out_proj = nn.Linear(inner, spec.dim, bias=False)
+        own_out = not qkv_bias and biases["attn.out"]
+        self.out_bias = mx.zeros((spec.dim,)) if own_out else None
         # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
         self.q_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
         self.k_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
@@ -193,12 +203,12 @@ class Attention(nn.Module):
 class Mlp(nn.Module):
     """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
 
-    def __init__(self, spec: ModelSpec, gated: bool) -> None:
+    def __init__(self, spec: ModelSpec, gated: bool, biases: dict[str, bool]) -> None:
         super().__init__()
-        self.gate = nn.Linear(spec.dim, spec.mlp_dim, bias=True) if gated else None
-        self.fc1 = nn.Linear(spec.dim, spec.mlp_dim, bias=True)
+        self.gate = nn.Linear(spec.dim, spec.mlp_dim, bias=biases["mlp.gate"]) if gated else None
+        self.fc1 = nn.Linear(spec.dim, spec.mlp_dim, bias=biases["mlp.fc1"])
         self.act = activation(spec.activation)
-        self.fc2 = nn.Linear(spec.mlp_dim, spec.dim, bias=True)
+        self.fc2 = nn.Linear(spec.mlp_dim, spec.dim, bias=biases["mlp.fc2"])
         self.drop = nn.Dropout(spec.dropout_mlp)
 
     def __call__(self, x: mx.array) -> mx.array:
@@ -222,10 +232,11 @@ class Block(nn.Module):
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = norm_layer(spec, spec.dim, "blocks")
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none")
+        biases = projection_biases(spec, "blocks")
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none")
         self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = norm_layer(spec, spec.dim, "blocks")
-        self.mlp = Mlp(spec, spec.mlp == "gated")
+        self.mlp = Mlp(spec, spec.mlp == "gated", biases)
         self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
@@ -253,9 +264,10 @@ class AttentionPool(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         self.probe = mx.zeros((spec.dim,))
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False)
+        biases = projection_biases(spec, "pool")
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False)
         self.norm = norm_layer(spec, spec.dim, "pool")
-        self.mlp = Mlp(spec, gated=False)
+        self.mlp = Mlp(spec, gated=False, biases=biases)
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
         y = self.attn(x, taps, queries=mx.broadcast_to(self.probe, (x.shape[0], 1, x.shape[-1])))
@@ -271,7 +283,8 @@ class Head(nn.Module):
         self.hidden = [nn.Linear(a, b) for a, b in pairwise(widths)]  # a plain list is a child list
         self.act = activation(spec.head_activation)
         self.drop = nn.Dropout(spec.dropout_head)
-        self.out = nn.Linear(widths[-1], spec.num_classes) if spec.num_classes else None
+        bias = spec.derived.has_bias["head.out"]
+        self.out = nn.Linear(widths[-1], spec.num_classes, bias=bias) if spec.num_classes else None
 
     def __call__(self, x: mx.array) -> mx.array:
         for layer in self.hidden:

@@ -15,7 +15,7 @@ from torch import nn
 from shared.core.positions import sequence_positions, unpositioned
 from shared.core.resample import dinov2_legacy_factor
 from shared.core.rotary import rotary_tables
-from shared.core.spec import ModelSpec, positioned_prefix
+from shared.core.spec import ModelSpec, positioned_prefix, projection_biases
 from shared.core.taps import NO_TAPS, Taps
 
 NARROW_HEAD = 8  # the default for head widths up to this is the explicit path (port.py's run_modes)
@@ -125,19 +125,24 @@ class Attention(nn.Module):
     nn.MultiheadAttention fixes the head width to embed_dim / num_heads (and defaults to
     batch_first=False), so it cannot express a spec whose head_dim is its own field (Keras'
     key_dim). This module packs q, k, v into one Linear (as timm does) and calls
-    scaled_dot_product_attention, torch's fused kernel."""
+    scaled_dot_product_attention, torch's fused kernel. `biases` says which projections have a
+    bias (spec.projection_biases): the packed Linear's bias when q, k and v all have one; otherwise
+    the Linear has none and each part that has one holds its own (timm's EVA: q_bias and v_bias)."""
 
-    def __init__(self, spec: ModelSpec, tag: str, qkv_bias: bool, qk_norm: bool, rope: bool) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool) -> None:
         super().__init__()
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.inner = spec.derived.attn_inner
-        self.qkv = nn.Linear(spec.dim, 3 * self.inner, bias=qkv_bias)
+        parts = [biases[f"attn.{p}"] for p in ("query", "key", "value")]
+        self.qkv = nn.Linear(spec.dim, 3 * self.inner, bias=all(parts))
+        self.q_bias, self.k_bias, self.v_bias = (
+            nn.Parameter(torch.zeros(self.inner)) if own and not all(parts) else None for own in parts)
         # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
         self.q_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
         self.k_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
         # RoPE: each head's patch queries and keys rotated after qk-norm, before the product.
         self.rope = Rotary(spec) if rope else None
-        self.out = nn.Linear(self.inner, spec.dim, bias=True)
+        self.out = nn.Linear(self.inner, spec.dim, bias=biases["attn.out"])
         self.dropout = spec.dropout_attn
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
@@ -165,9 +170,11 @@ class Attention(nn.Module):
         def heads(y: torch.Tensor) -> torch.Tensor:  # (B, N, H*hd) -> (B, H, N, hd)
             return y.reshape(y.shape[0], y.shape[1], -1, self.head_dim).transpose(1, 2)
 
+        weight, bias, own = self.qkv.weight, self.qkv.bias, (self.q_bias, self.k_bias, self.v_bias)
+        if any(b is not None for b in own):
+            bias = torch.cat([weight.new_zeros(self.inner) if b is None else b for b in own])
         if queries is None:
-            return tuple(heads(y) for y in self.qkv(x).chunk(3, dim=-1))
-        weight, bias = self.qkv.weight, self.qkv.bias
+            return tuple(heads(y) for y in F.linear(x, weight, bias).chunk(3, dim=-1))
         split = [None, None] if bias is None else [bias[: self.inner], bias[self.inner :]]
         q = F.linear(queries, weight[: self.inner], split[0])
         k, v = F.linear(x, weight[self.inner :], split[1]).chunk(2, dim=-1)
@@ -186,12 +193,12 @@ class Attention(nn.Module):
 class Mlp(nn.Module):
     """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is SiLU)."""
 
-    def __init__(self, spec: ModelSpec, gated: bool) -> None:
+    def __init__(self, spec: ModelSpec, gated: bool, biases: dict[str, bool]) -> None:
         super().__init__()
-        self.gate = nn.Linear(spec.dim, spec.mlp_dim) if gated else None
-        self.fc1 = nn.Linear(spec.dim, spec.mlp_dim)
+        self.gate = nn.Linear(spec.dim, spec.mlp_dim, bias=biases["mlp.gate"]) if gated else None
+        self.fc1 = nn.Linear(spec.dim, spec.mlp_dim, bias=biases["mlp.fc1"])
         self.act = activation(spec.activation)
-        self.fc2 = nn.Linear(spec.mlp_dim, spec.dim)
+        self.fc2 = nn.Linear(spec.mlp_dim, spec.dim, bias=biases["mlp.fc2"])
         self.drop = nn.Dropout(spec.dropout_mlp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -215,10 +222,11 @@ class Block(nn.Module):
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = norm_layer(spec, spec.dim, "blocks")
-        self.attn = Attention(spec, self.tag, spec.qkv_bias, spec.qk_norm, spec.rope != "none")
+        biases = projection_biases(spec, "blocks")
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none")
         self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = norm_layer(spec, spec.dim, "blocks")
-        self.mlp = Mlp(spec, spec.mlp == "gated")
+        self.mlp = Mlp(spec, spec.mlp == "gated", biases)
         self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
@@ -246,9 +254,10 @@ class AttentionPool(nn.Module):
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         self.probe = nn.Parameter(torch.zeros(spec.dim))
-        self.attn = Attention(spec, "pool", spec.pool_qkv_bias, qk_norm=False, rope=False)
+        biases = projection_biases(spec, "pool")
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False)
         self.norm = norm_layer(spec, spec.dim, "pool")
-        self.mlp = Mlp(spec, gated=False)
+        self.mlp = Mlp(spec, gated=False, biases=biases)
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
         y = self.attn(x, taps, queries=self.probe.expand(x.shape[0], 1, -1)).to(x.dtype)
@@ -264,7 +273,8 @@ class Head(nn.Module):
         self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in pairwise(widths))
         self.act = activation(spec.head_activation)
         self.drop = nn.Dropout(spec.dropout_head)
-        self.out = nn.Linear(widths[-1], spec.num_classes) if spec.num_classes else None
+        bias = spec.derived.has_bias["head.out"]
+        self.out = nn.Linear(widths[-1], spec.num_classes, bias=bias) if spec.num_classes else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.hidden:

@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # annotations only: a port's table is read without its model 
 def table(spec: ModelSpec) -> Table:
     """The port names its modules as timm's VisionTransformer does (`patch_embed.proj` OIHW,
     `attn.qkv` packed, `mlp.fc1` / `mlp.fc2` (out, in)), so its table is timm's but for these rows."""
+    # q, k and v not all with a bias: each that has one is a parameter of its own (model.py's Attention).
+    parts = [spec.derived.has_bias[f"attn.{p}"] for p in ("query", "key", "value")]
+    own_biases = "" if all(parts) or not any(parts) else (
+        "blocks.{i}.attn.{p:query=q_bias|key=k_bias|value=v_bias}.bias  blocks.{i}.attn.{p}  flat")
     return Table("""
     cls_token                         cls_token                     # timm's has batch axes: (1, 1, D)
     dist_token                        dist_token
@@ -53,7 +57,8 @@ def table(spec: ModelSpec) -> Table:
     head.out.bias                     head.out.bias
     head_dist.out.kernel              head_dist.weight              linear
     head_dist.out.bias                head_dist.bias
-    """, "torch port", base=timm_table("timm", spec))
+    {own_biases}
+    """, "torch port", base=timm_table("timm", spec), own_biases=own_biases)
 
 
 @cache

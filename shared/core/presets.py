@@ -214,6 +214,14 @@ PRESETS: dict[str, Preset] = {
         "This project's choice: the final norm's epsilon 1e-5, to exercise a place's own epsilon. "
         "Otherwise as the other tiny presets.",
     ),
+    "dinov3-tiny": Preset(
+        _ZOO_TINY.replace(name="dinov3-tiny", depth=1, registers=1, layer_scale=True, pos_embed="none",
+                          pos_embed_class_row=False, rope="axial_half", rope_theta=100.0,
+                          rope_coords="centered", num_classes=0, bias_free=("attn.key",)),
+        "DINOv3's block at a tiny size, as Transformers' DINOv3ViTModel: rope-tiny's rotary "
+        "embeddings, register, LayerScale and output, and no key bias (its query, value and output "
+        "projections have one).",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "

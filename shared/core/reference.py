@@ -90,7 +90,7 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     heads, hd, d = spec.heads, spec.head_dim, spec.dim
 
     def project(name: str, y: np.ndarray) -> np.ndarray:  # (B, N, D) -> (B, H, N, hd)
-        bias = w.get(f"{p}{name}.bias")  # absent without qkv bias
+        bias = w.get(f"{p}{name}.bias")  # absent without qkv bias, or named in bias_free
         bias = None if bias is None else bias.reshape(-1)
         y = dense(y, w[f"{p}{name}.kernel"].reshape(d, heads * hd), bias, r)
         return y.reshape(y.shape[0], y.shape[1], heads, hd).transpose(0, 2, 1, 3)
@@ -107,7 +107,7 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
         taps[p.replace("blocks.", "block").replace(".attn.", ".").rstrip(".") + ".attn_probs"] = probs
     b, n = queries.shape[:2]
     context = r.compute(probs @ v).transpose(0, 2, 1, 3).reshape(b, n, heads * hd)  # heads concatenated
-    return dense(context, w[f"{p}out.kernel"].reshape(heads * hd, d), w[f"{p}out.bias"], r)
+    return dense(context, w[f"{p}out.kernel"].reshape(heads * hd, d), w.get(f"{p}out.bias"), r)
 
 
 def rotate(x: np.ndarray, t: RotaryTables, r: Rounding = EXACT) -> np.ndarray:
@@ -118,13 +118,14 @@ def rotate(x: np.ndarray, t: RotaryTables, r: Rounding = EXACT) -> np.ndarray:
 
 def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, r: Rounding = EXACT) -> np.ndarray:
     """fc2(act(fc1 x)), or gated: fc2(act(gate x) * fc1 x) (SwiGLU when the activation is silu)."""
-    hidden = dense(x, w[f"{p}fc1.kernel"], w[f"{p}fc1.bias"], r)
+    hidden = dense(x, w[f"{p}fc1.kernel"], w.get(f"{p}fc1.bias"), r)
     if f"{p}gate.kernel" in w:
-        gate = r.compute(activation(dense(x, w[f"{p}gate.kernel"], w[f"{p}gate.bias"], r), spec.activation))
+        gate = dense(x, w[f"{p}gate.kernel"], w.get(f"{p}gate.bias"), r)
+        gate = r.compute(activation(gate, spec.activation))
         hidden = r.compute(gate * hidden)
     else:
         hidden = r.compute(activation(hidden, spec.activation))
-    return dense(hidden, w[f"{p}fc2.kernel"], w[f"{p}fc2.bias"], r)
+    return dense(hidden, w[f"{p}fc2.kernel"], w.get(f"{p}fc2.bias"), r)
 
 
 def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
@@ -208,7 +209,7 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
         x = r.compute(activation(hidden, spec.head_activation))
     logits = x
     if spec.num_classes:
-        logits = dense(x, w["head.out.kernel"], w["head.out.bias"], r)
+        logits = dense(x, w["head.out.kernel"], w.get("head.out.bias"), r)
     if spec.distill_token:  # inference: the mean of the class head and the distillation head
         distilled = dense(tokens[:, 1], w["head_dist.out.kernel"], w["head_dist.out.bias"], r)
         logits = r.compute((logits + distilled) / 2)

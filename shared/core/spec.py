@@ -75,6 +75,12 @@ NORM_TYPES = get_args(NormType)
 # there means layer_norm_eps, today's one value for every norm.
 NORM_PLACES = ("patch", "pre", "blocks", "qk", "final", "pool")
 NORM_EPS_FIELDS = {place: f"{place}_norm_eps" for place in NORM_PLACES if place != "blocks"}
+# The projections a spec may name in `bias_free` (each without its bias), in canonical order: the
+# blocks' query, key, value and output projections, their MLP linears, and the classifier. AIMv2
+# has no bias on any of the blocks' projections, Pixtral none at all, InternViT-300M none on q/k/v,
+# DINOv3 none on the key alone. The patch projection's bias is `patch_bias`, the pool's `pool_qkv_bias`.
+BIAS_FREE = ("attn.query", "attn.key", "attn.value", "attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2", "head.out")
+QKV_PARTS = ("attn.query", "attn.key", "attn.value")
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ class ModelSpec(Record):
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
-        "norm_type", *NORM_EPS_FIELDS.values(),
+        "norm_type", *NORM_EPS_FIELDS.values(), "bias_free",
     })
 
     # Input and patching.
@@ -131,7 +137,10 @@ class ModelSpec(Record):
     qk_norm_eps: float | None = None  # qk_norm's query and key norms
     final_norm_eps: float | None = None  # the final norm, on the tokens or the pooled vector
     pool_norm_eps: float | None = None  # the map pool's norm
-    qkv_bias: bool = True
+    qkv_bias: bool = True  # q, k and v all with a bias (false: none has one)
+    # Projections without a bias (BIAS_FREE's names, in its order): a query, key or value alone while
+    # qkv_bias is true, the attention output, an MLP linear, the classifier (head.out).
+    bias_free: tuple[str, ...] = ()
     qk_norm: bool = False  # LayerNorm over each head's queries and keys before the product (timm)
     layer_scale: bool = False  # a learned per-channel gamma on each residual branch (DINOv2, DeiT-III)
     # Rotary position embeddings on the blocks' queries and keys, patch tokens only (rotary.py).
@@ -187,6 +196,7 @@ class Derived:
     patch_features: int  # ph * pw * C, the length of one flattened patch
     attn_inner: int  # heads * head_dim: width of q, k, v
     norm_eps: dict[str, float]  # NORM_PLACES -> the epsilon of the norms there
+    has_bias: dict[str, bool]  # BIAS_FREE's projections -> whether the blocks' (head's) has a bias
     pos_grid_rows: int  # the learned table's patch grid (the image's grid unless resampled)
     pos_grid_cols: int
     pos_rows_used: int  # rows of the stored table used: its prefix rows and whole source grid
@@ -232,6 +242,8 @@ class Derived:
             patch_features=s.patch_height * s.patch_width * s.channels,
             attn_inner=s.heads * s.head_dim,
             norm_eps=norm_eps(s),
+            has_bias={name: name not in s.bias_free and (name not in QKV_PARTS or s.qkv_bias)
+                      for name in BIAS_FREE},
             pos_grid_rows=pos_grid_rows,
             pos_grid_cols=pos_grid_cols,
             pos_rows_used=pos_used,
@@ -305,6 +317,7 @@ def validate_spec(s: ModelSpec) -> None:
     if not is_number(s.layer_norm_eps) or s.layer_norm_eps <= 0:
         _fail("layer_norm_eps", s.layer_norm_eps, "a finite number > 0")
     _validate_norm_eps(s)
+    _validate_bias_free(s)
     for name in ("dropout_embed", "dropout_attn", "dropout_mlp", "dropout_head"):
         rate = getattr(s, name)
         if not is_number(rate) or not 0 <= rate < 1:
@@ -366,6 +379,28 @@ def _validate_norm_eps(s: ModelSpec) -> None:
             _fail(name, value, "a finite number > 0, or null (layer_norm_eps)")
         if not present[place]:
             _fail(name, value, f"null: the spec has no {place} norm")
+
+
+def _validate_bias_free(s: ModelSpec) -> None:
+    """Named projections without a bias: each one that exists, once, in BIAS_FREE's order, and one
+    spelling per function (no q/k/v bias at all is qkv_bias false)."""
+    names = s.bias_free
+    if not isinstance(names, tuple) or any(n not in BIAS_FREE for n in names):
+        _fail("bias_free", names, f"a list of projections from: {', '.join(BIAS_FREE)}")
+    if list(names) != sorted(set(names), key=BIAS_FREE.index):
+        _fail("bias_free", names, f"each name once, in the order {', '.join(BIAS_FREE)}")
+    parts = [n for n in names if n in QKV_PARTS]
+    if parts and not s.qkv_bias:
+        _fail("bias_free", names, f"no {', '.join(parts)} when qkv_bias is false (q, k and v have no bias "
+              "already)")
+    if len(parts) == len(QKV_PARTS):
+        _fail("bias_free", names, "at most two of attn.query, attn.key, attn.value (none of the three with a "
+              "bias is qkv_bias false)")
+    if "mlp.gate" in names and s.mlp != "gated":
+        _fail("bias_free", names, "no mlp.gate unless mlp is 'gated' (a standard MLP has no gate)")
+    if "head.out" in names and (not s.num_classes or s.distill_token):
+        _fail("bias_free", names, "no head.out when num_classes is 0 (no classifier) or with distill_token "
+              "(no library drops the bias of one of its two heads)")
 
 
 def _validate_resampling(s: ModelSpec, rows: int, cols: int) -> None:
@@ -436,6 +471,14 @@ def norm_eps(s: ModelSpec) -> dict[str, float]:
     return {place: s.layer_norm_eps if own.get(place) is None else own[place] for place in NORM_PLACES}
 
 
+def projection_biases(s: ModelSpec, where: str) -> dict[str, bool]:
+    """Whether each projection has a bias, by its BIAS_FREE name, in the blocks ('blocks') or the map
+    pool ('pool': q, k and v by pool_qkv_bias, its output and MLP always, as big_vision and timm)."""
+    if where == "pool":
+        return {name: name not in QKV_PARTS or s.pool_qkv_bias for name in BIAS_FREE}
+    return s.derived.has_bias
+
+
 def positioned_prefix(s: ModelSpec) -> int:
     """Prefix tokens that get a row of the position table (the class and distillation tokens with
     `pos_embed_class_row`, the registers with `pos_embed_register_rows`)."""
@@ -473,32 +516,30 @@ def canonical_shapes(
     for i in range(s.depth):
         p = f"blocks.{i}."
         out |= _norm(s, p + "norm1", d)
-        out |= _attention(s, p + "attn.", s.qkv_bias)
+        out |= _attention(s, p + "attn.", s.qkv_bias, s.bias_free)
         if s.qk_norm:
             out |= _norm(s, p + "attn.q_norm", s.head_dim) | _norm(s, p + "attn.k_norm", s.head_dim)
         if s.layer_scale:
             out[p + "ls1.gamma"] = (d,)
         out |= _norm(s, p + "norm2", d)
         if s.mlp == "gated":
-            out[p + "mlp.gate.kernel"] = (d, s.mlp_dim)
-            out[p + "mlp.gate.bias"] = (s.mlp_dim,)
-        out |= _mlp(s, p + "mlp.")
+            out |= _linear(p + "mlp.gate", d, s.mlp_dim, "mlp.gate" not in s.bias_free)
+        out |= _mlp(s, p + "mlp.", s.bias_free)
         if s.layer_scale:
             out[p + "ls2.gamma"] = (d,)
     if s.final_norm != "none":
         out |= _norm(s, "final_norm", pooled if s.final_norm == "pooled" else d)
     if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
         out["pool.probe"] = (d,)
-        out |= _attention(s, "pool.attn.", s.pool_qkv_bias)
-        out |= _norm(s, "pool.norm", d) | _mlp(s, "pool.mlp.")
+        out |= _attention(s, "pool.attn.", s.pool_qkv_bias, ())
+        out |= _norm(s, "pool.norm", d) | _mlp(s, "pool.mlp.", ())
     width = pooled
     for j, hidden in enumerate(s.head_hidden):
         out[f"head.hidden.{j}.kernel"] = (width, hidden)
         out[f"head.hidden.{j}.bias"] = (hidden,)
         width = hidden
     if s.num_classes:
-        out["head.out.kernel"] = (width, s.num_classes)
-        out["head.out.bias"] = (s.num_classes,)
+        out |= _linear("head.out", width, s.num_classes, "head.out" not in s.bias_free)
     if s.distill_token and s.num_classes:
         out["head_dist.out.kernel"] = (d, s.num_classes)
         out["head_dist.out.bias"] = (s.num_classes,)
@@ -512,20 +553,27 @@ def _norm(s: ModelSpec, prefix: str, width: int) -> dict[str, tuple[int, ...]]:
     return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
 
 
-def _attention(s: ModelSpec, p: str, bias: bool) -> dict[str, tuple[int, ...]]:
+def _attention(s: ModelSpec, p: str, bias: bool, bias_free: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    """q, k, v (a bias each with `bias`, but those bias_free names) and the output projection."""
     out: dict[str, tuple[int, ...]] = {}
     for proj in ("query", "key", "value"):
         out[p + f"{proj}.kernel"] = (s.dim, s.heads, s.head_dim)
-        if bias:
+        if bias and f"attn.{proj}" not in bias_free:
             out[p + f"{proj}.bias"] = (s.heads, s.head_dim)
     out[p + "out.kernel"] = (s.heads, s.head_dim, s.dim)
-    out[p + "out.bias"] = (s.dim,)
+    if "attn.out" not in bias_free:
+        out[p + "out.bias"] = (s.dim,)
     return out
 
 
-def _mlp(s: ModelSpec, p: str) -> dict[str, tuple[int, ...]]:
-    return {p + "fc1.kernel": (s.dim, s.mlp_dim), p + "fc1.bias": (s.mlp_dim,),
-            p + "fc2.kernel": (s.mlp_dim, s.dim), p + "fc2.bias": (s.dim,)}
+def _mlp(s: ModelSpec, p: str, bias_free: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+    return (_linear(p + "fc1", s.dim, s.mlp_dim, "mlp.fc1" not in bias_free)
+            | _linear(p + "fc2", s.mlp_dim, s.dim, "mlp.fc2" not in bias_free))
+
+
+def _linear(name: str, width_in: int, width_out: int, bias: bool) -> dict[str, tuple[int, ...]]:
+    """A dense layer's (in, out) kernel, and its bias unless the spec drops it."""
+    return {name + ".kernel": (width_in, width_out)} | ({name + ".bias": (width_out,)} if bias else {})
 
 
 def param_group(name: str) -> str:

@@ -12,7 +12,7 @@ Canonical names and shapes come from `ModelSpec.derived.tensor_shapes`. Layouts,
 | pos_embed                       | (rows, D)      | rows >= tokens that receive a position; first used   |
 | blocks.i.norm{1,2}.scale / bias | (D,)           | LayerNorm gamma / beta; RMSNorm: the scale alone     |
 | blocks.i.attn.{query,key,value}.kernel | (D, H, hd) | per-head projections (Keras, Flax and big_vision) |
-| blocks.i.attn.{query,key,value}.bias   | (H, hd)    | present only when qkv_bias                        |
+| blocks.i.attn.{query,key,value}.bias   | (H, hd)    | with qkv_bias, each but those in bias_free        |
 | blocks.i.attn.out.kernel        | (H, hd, D)     | concatenated heads -> width D                        |
 | blocks.i.attn.out.bias          | (D,)           |                                                      |
 | blocks.i.mlp.fc{1,2}.kernel     | (in, out)      | dense kernels are (in, out), as Keras and Flax       |

@@ -376,6 +376,20 @@ CATALOGUE: tuple[Entry, ...] = (
           lesson=Lesson("each port builds the spec's norm kind, with its place's epsilon",
                         (Select(unit="norm_layer"),)),
           framework_default=False),
+    Entry("key_bias", "A key bias present or absent",
+          "DINOv3 has no key bias (its query, value and output have one); a key bias adds q.b to "
+          "every score of a query, which the softmax cancels, so leaving it out is exact. The slip is "
+          "in the packing: a port that packs the q and v biases into the first two thirds of a qkv "
+          "bias gives the key the value's bias, where it cancels, and the values none",
+          "ModelSpec.bias_free (attn.key), derived.has_bias", "forward", "-", Reference(),
+          alternatives=(
+              Variant("key bias given the value's", "your port packs the biases it has (q's, v's) into "
+                      "a packed qkv bias without a zero slot for the key: the value's bias lands on the "
+                      "key", ft.key_bias_given_the_values),),
+          cases=(On("dinov3-tiny"),),
+          lesson=Lesson("each projection has a bias only where the spec gives it one",
+                        (Select(unit="Attention.__init__", contains=("bias",)),)),
+          framework_default=False),
     Entry("register_pooling", "Registers in mean pooling",
           "timm and Transformers average the patch tokens only (class and register tokens "
           "excluded); a port that skips only the class token averages the registers in",

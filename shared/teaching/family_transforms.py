@@ -134,3 +134,19 @@ def norm_type_swapped(case: Case) -> Case | None:
     swapped = s.replace(norm_type="rms_norm")
     kept = {name: case.weights[name] for name in swapped.derived.tensor_shapes}
     return Case(swapped, kept, case.images)
+
+
+def key_bias_given_the_values(case: Case) -> Case | None:
+    """A tower without a key bias (DINOv3) loaded by a port that packs the biases it has, q's and v's,
+    into the first two thirds of a packed qkv bias: the key gets the value's bias, where the softmax
+    cancels it (it adds q.b to every score of a query), and the values get none."""
+    s = case.spec
+    if "attn.key" not in s.bias_free:
+        return None
+    weights = dict(case.weights)
+    for i in range(s.depth):
+        p = f"blocks.{i}.attn."
+        weights[p + "key.bias"] = weights[p + "value.bias"]
+        weights[p + "value.bias"] = np.zeros_like(weights[p + "value.bias"])
+    kept = tuple(name for name in s.bias_free if name != "attn.key")
+    return Case(s.replace(bias_free=kept), weights, case.images)

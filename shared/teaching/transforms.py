@@ -128,7 +128,7 @@ def query_scaled(factor: Callable[[ModelSpec], float]) -> Transform:
         for i in range(s.depth):
             p = f"blocks.{i}.attn.query."
             changed[p + "kernel"] = (case.weights[p + "kernel"] * f).astype(np.float32)
-            if s.qkv_bias:
+            if p + "bias" in case.weights:  # qkv_bias, unless bias_free names the query
                 changed[p + "bias"] = (case.weights[p + "bias"] * f).astype(np.float32)
         return with_weights(case, **changed)
     return run
@@ -146,7 +146,7 @@ def heads_merged(case: Case) -> Case | None:
         p = f"blocks.{i}.attn."
         for proj in ("query", "key", "value"):
             weights[p + proj + ".kernel"] = weights[p + proj + ".kernel"].reshape(s.dim, 1, inner)
-            if s.qkv_bias:
+            if p + proj + ".bias" in weights:  # qkv_bias, unless bias_free names this part
                 weights[p + proj + ".bias"] = weights[p + proj + ".bias"].reshape(1, inner)
         weights[p + "out.kernel"] = weights[p + "out.kernel"].reshape(1, inner, s.dim)
     spec = s.replace(heads=1, head_dim=inner)
