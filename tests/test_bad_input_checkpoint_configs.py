@@ -227,11 +227,12 @@ def test_every_key_a_transformers_class_reads_has_a_row_its_default_keeps() -> N
 @pytest.mark.parametrize("changes, expect", [
     ({"norm_type": "rms_norm"}, "spec field norm_type='rms_norm'"),
     ({"final_norm_eps": 1e-3}, "spec field final_norm_eps=0.001"),
-], ids=["rms-norm", "second-eps"])
-def test_no_library_exporter_writes_a_norm_it_cannot_express(tmp_path: Path, changes: dict[str, Any],
+    ({"bias_free": ("attn.out",)}, "spec field bias_free=('attn.out',)"),
+], ids=["rms-norm", "second-eps", "bias-free"])
+def test_no_library_exporter_writes_a_block_it_cannot_express(tmp_path: Path, changes: dict[str, Any],
                                                               expect: str) -> None:
-    """No library here builds RMSNorm or a second LayerNorm epsilon: each exporter refuses the spec
-    field in one line, and nothing is written."""
+    """No library exporter here writes RMSNorm, a second LayerNorm epsilon or a missing bias: each
+    refuses the spec field in one line, and nothing is written."""
     from shared.checkpoints import FORMATS
     from shared.core.presets import get_preset
 

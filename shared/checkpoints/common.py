@@ -142,6 +142,8 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False) -> None:
     require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
             s.remainder, "drop (a valid conv) unless the patches tile the image")
     require(s.norm_type == "layer_norm", target, "norm_type", s.norm_type, "layer_norm (no RMSNorm)")
+    require(not s.bias_free, target, "bias_free", s.bias_free,
+            "none (each projection it builds has its bias; no exporter here writes a missing one yet)")
     for field_name in NORM_EPS_FIELDS.values():  # one epsilon for every LayerNorm
         value = getattr(s, field_name)
         require(value is None or value == s.layer_norm_eps, target, field_name, value,
