@@ -376,7 +376,7 @@ CATALOGUE: tuple[Entry, ...] = (
           lesson=Lesson("each port builds the spec's norm kind, with its place's epsilon",
                         (Select(unit="norm_layer"),)),
           framework_default=False),
-    Entry("key_bias", "A key bias present or absent",
+    Entry("absent_key_bias", "A key bias present or absent",
           "DINOv3 has no key bias (its query, value and output have one); a key bias adds q.b to "
           "every score of a query, which the softmax cancels, so leaving it out is exact. The slip is "
           "in the packing: a port that packs the q and v biases into the first two thirds of a qkv "
