@@ -135,7 +135,7 @@ CONFIG_CASES = [  # (base, key, value, what the line says after "config KEY = VA
     ("hf-dinov2", "use_swiglu_ffn", 0, f"{BOOLEAN} {sets('mlp')}"),
     ("hf-dinov2-registers", "num_register_tokens", -1, f"{INTEGER} 0 to 1,024 {sets('registers')}"),
     ("hf-dinov3", "rope_theta", None, f"{NUMBER} {sets('rope_theta')}"),
-    ("hf-dinov3", "key_bias", "no", f"{BOOLEAN} {sets('qkv_bias')}"),
+    ("hf-dinov3", "key_bias", "no", f"{BOOLEAN} {sets('qkv_bias', 'bias_free')}"),
     ("timm-eva", "model_args.ref_feat_shape", "14", "expected an integer, a list of 2 integers or null, each "
                                                     f"number from 1 to 1,048,576 {sets('rope_ref_grid')}"),
     ("timm-eva", "model_args.ref_feat_shape", [2.5, 2], sets("rope_ref_grid")),

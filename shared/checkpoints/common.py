@@ -127,10 +127,11 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
                         f"needs {expected}")
 
 
-def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False) -> None:
+def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_free: bool = False) -> None:
     """What every library here builds: every position row used, at the image's own grid, pre-norm
     blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv;
-    no rotary embeddings unless the target builds them (`rope`)."""
+    no rotary embeddings unless the target builds them (`rope`), every projection with its bias
+    unless the target can leave one out (`bias_free`: Transformers' DINOv3)."""
     d = s.derived
     require(rope or s.rope == "none", target, "rope", s.rope, "none (no rotary position embeddings)")
     require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
@@ -142,7 +143,7 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False) -> None:
     require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
             s.remainder, "drop (a valid conv) unless the patches tile the image")
     require(s.norm_type == "layer_norm", target, "norm_type", s.norm_type, "layer_norm (no RMSNorm)")
-    require(not s.bias_free, target, "bias_free", s.bias_free,
+    require(bias_free or not s.bias_free, target, "bias_free", s.bias_free,
             "none (each projection it builds has its bias; no exporter here writes a missing one yet)")
     for field_name in NORM_EPS_FIELDS.values():  # one epsilon for every LayerNorm
         value = getattr(s, field_name)

@@ -135,6 +135,10 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
         else:
             for name, fact in inferred.facts.items():
                 found.setdefault(name, fact)
+            # a format whose reading names no missing bias binds by a table that holds every
+            # projection's bias: the binding that follows fails if one is not the model's
+            found.setdefault("bias_free", ((), f"the {reading.fmt} format's table: every projection's "
+                                               "bias is one of the model's tensors"))
             conventions = {name: (value, f"{why}: the library's convention")
                            for name, (value, why) in inferred.conventions.items()}
     notes += overruled_by_layers(found, layers)

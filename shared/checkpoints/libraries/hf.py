@@ -65,8 +65,8 @@ No position table; 2-D RoPE on each head's patch queries and keys (`DINOv3ViTRop
 patch centres in [-1, 1], angles 2 pi x coordinate x `1 / rope_theta ** arange(0, 1, 4 / head_dim)`,
 `rotate_half` pairs; `apply_rotary_pos_emb` leaves the class and register tokens unrotated), which
 is the spec's `rope='axial_half'`, `rope_coords='centered'`. LayerScale (`layer_scale1.lambda1`);
-q/k/v/o projections with `key_bias` off by default (a zero key bias on import, hf.py's
-`normalise`); MLP `up_proj`/`down_proj`, or gated with `gate_proj`. `register_tokens` is a
+q/k/v/o projections, each with a bias switch (`key_bias` off by default: the spec's
+`bias_free=[attn.key]`); MLP `up_proj`/`down_proj`, or gated with `gate_proj`. `register_tokens` is a
 (1, 0, D) tensor without registers and `mask_token` is pre-training's: neither is converted.
 Output: `pooler_output`, the normed class token. Training-only coordinate augmentation
 (`pos_embed_shift`, `pos_embed_jitter`, `pos_embed_rescale`) takes no part at inference.
@@ -111,7 +111,7 @@ from shared.checkpoints.tensor_files import encode_tensors, read_config, read_te
 from shared.core.files import write_folder
 from shared.core.mapping import Table
 from shared.core.record import field_types, shown
-from shared.core.spec import FIELD_BOUNDS, ModelSpec
+from shared.core.spec import BIAS_FREE, FIELD_BOUNDS, ModelSpec
 from shared.errors import FrameworkUnavailable, SpecError, WeightsError
 from shared.runtime.process_env import TRANSFORMERS4_NEEDED
 
@@ -144,11 +144,11 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("num_register_tokens", int, ("registers",), positive=False),
     Key("rope_theta", float, ("rope_theta",)),  # DINOv3
     Key("use_gated_mlp", bool, ("mlp",)),
-    Key("query_bias", bool, ("qkv_bias",)),
-    Key("key_bias", bool, ("qkv_bias",)),
-    Key("value_bias", bool, ("qkv_bias",)),
-    Key("proj_bias", bool),
-    Key("mlp_bias", bool),
+    Key("query_bias", bool, ("qkv_bias", "bias_free")),
+    Key("key_bias", bool, ("qkv_bias", "bias_free")),
+    Key("value_bias", bool, ("qkv_bias", "bias_free")),
+    Key("proj_bias", bool, ("bias_free",)),
+    Key("mlp_bias", bool, ("bias_free",)),
 )}
 MODEL_TYPE = Key("model_type", str)
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -212,28 +212,32 @@ DINOV3_FIXED: dict[str, Any] = {
 REGISTER_TOKENS = "embeddings.register_tokens"  # a (1, 0, D) tensor without registers
 
 
+# DINOv3ViTConfig's bias switches -> the projection each one leaves without a bias (the spec's
+# `bias_free` names; a gated MLP's gate follows mlp_bias too)
+DINOV3_BIASES = {"query_bias": ("attn.query",), "key_bias": ("attn.key",), "value_bias": ("attn.value",),
+                 "proj_bias": ("attn.out",), "mlp_bias": ("mlp.gate", "mlp.fc1", "mlp.fc2")}
+
+
 def dinov3_facts(cfg: dict[str, Any]) -> dict[str, Any]:
-    """What a DINOv3ViTConfig (decoded: `class_config`) says beyond the common fields; its biases the
-    spec cannot place are refused naming the config field (the spec's attention has q, k and v
-    biases together or none, and always an output bias; a missing key bias alone is a zero one,
-    added on import)."""
-    for key in ("proj_bias", "mlp_bias"):
-        if not cfg[key]:
-            raise SpecError(f"config {key} = {cfg[key]!r}: the spec's output projection and MLP always "
-                            "have biases; expected true")
-    if cfg["query_bias"] != cfg["value_bias"] or (cfg["key_bias"] and not cfg["query_bias"]):
-        raise SpecError(f"config query_bias = {cfg['query_bias']!r}, key_bias = {cfg['key_bias']!r}, "
-                        f"value_bias = {cfg['value_bias']!r}: expected query and value biases alike "
-                        "(the spec's qkv_bias), with the key bias among them or off")
-    return {"qkv_bias": cfg["query_bias"], "mlp": "gated" if cfg["use_gated_mlp"] else "standard",
+    """What a DINOv3ViTConfig (decoded: `class_config`) says beyond the common fields: its bias
+    switches are the spec's `qkv_bias` (off when q, k and v all have none) and `bias_free` (each
+    projection without one: DINOv3's default is no key bias)."""
+    gated = bool(cfg["use_gated_mlp"])
+    off = [name for key, names in DINOV3_BIASES.items() if not cfg[key] for name in names
+           if gated or name != "mlp.gate"]
+    qkv = ("attn.query", "attn.key", "attn.value")
+    qkv_bias = not all(name in off for name in qkv)
+    bias_free = tuple(name for name in BIAS_FREE if name in off and (qkv_bias or name not in qkv))
+    return {"qkv_bias": qkv_bias, "bias_free": bias_free, "mlp": "gated" if gated else "standard",
             "registers": cfg["num_register_tokens"], "rope_theta": float(cfg["rope_theta"])}
 
 
 def dinov3_config(s: ModelSpec) -> dict[str, Any]:
     """The DINOv3ViTConfig fields of its own that rebuild `s` (`config_for_model` writes the common ones)."""
+    has = s.derived.has_bias
+    biases = {key: all(has[name] for name in names if name in has) for key, names in DINOV3_BIASES.items()}
     return {"use_gated_mlp": s.mlp == "gated", "rope_theta": s.rope_theta, "num_register_tokens": s.registers,
-            "query_bias": s.qkv_bias, "key_bias": s.qkv_bias, "value_bias": s.qkv_bias, "proj_bias": True,
-            "mlp_bias": True, "layerscale_value": 1.0, "drop_path_rate": 0.0}
+            **biases, "layerscale_value": 1.0, "drop_path_rate": 0.0}
 
 
 # ==== the vision models ==============================================================================
@@ -517,16 +521,10 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
 def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Raw:
     """The tensors by Transformers 4.x's names, the tables' (`in_old_names`: a model or folder of
     Transformers 5, renamed back by the installed library's own rules; `config` names the class, and
-    without one the names are taken as they are). DINOv3's default key_bias=False leaves its
-    attention a query and value bias only: the missing key bias is a zero one (exact), so the spec's
-    qkv_bias places all three."""
+    without one the names are taken as they are)."""
     out = dict(raw)
     if config is not None:
         out = in_old_names(out, source, config_model_type(config))
-    for key in [k for k in out if k.endswith(".attention.q_proj.bias")]:
-        missing = key.replace(".q_proj.", ".k_proj.")
-        if missing not in out and missing.replace(".bias", ".weight") in out:
-            out[missing] = np.zeros_like(out[key])
     return out
 
 
@@ -628,7 +626,7 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         return
     arch = ARCHITECTURES[model_type]
     target = f"Hugging Face {arch.model_class}"
-    require_plain_blocks(target, s, rope=model_type == "dinov3_vit")
+    require_plain_blocks(target, s, rope=model_type == "dinov3_vit", bias_free=model_type == "dinov3_vit")
     for name, value in arch.fixed.items():
         require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
     for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
