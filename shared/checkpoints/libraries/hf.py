@@ -298,12 +298,14 @@ pos_embed                                {embed}.position_embedding.weight
 norm_pre.{w:scale=weight|bias}           vision_model.pre_layrnorm.{w}
 final_norm.{w:scale=weight|bias}         vision_model.post_layernorm.{w}
 """
-DEIT_ROWS = """
+VIT_MLP_ROWS = """
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
+blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
+"""  # ViT's and DeiT's MLP, named as their `ViTLayer` names it
+DEIT_ROWS = VIT_MLP_ROWS + """
 cls_token                                {embed}.cls_token           batch_token
 dist_token                               {embed}.distillation_token  batch_token
 pos_embed                                {embed}.position_embeddings batch
-blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
-blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
 final_norm.{w:scale=weight|bias}         deit.layernorm.{w}
 head.out.kernel                          cls_classifier.weight       linear
 head.out.bias                            cls_classifier.bias
@@ -667,11 +669,9 @@ def config_for(s: ModelSpec) -> dict[str, Any]:
     }
 
 
-ROWS = PATCH_ROWS + ENCODER_ROWS + """
+ROWS = PATCH_ROWS + ENCODER_ROWS + VIT_MLP_ROWS + """
 cls_token                                   {embed}.cls_token                         batch_token
 pos_embed                                   {embed}.position_embeddings               batch
-blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.kernel  {layer}.{fc}.dense.weight  linear
-blocks.{i}.mlp.{fc:fc1=intermediate|fc2=output}.bias    {layer}.{fc}.dense.bias
 final_norm.{w:scale=weight|bias}            vit.layernorm.{w}
 head.out.kernel                             classifier.weight                         linear
 head.out.bias                               classifier.bias
