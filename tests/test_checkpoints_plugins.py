@@ -16,7 +16,7 @@ import pytest
 
 from shared.checkpoints import FORMATS, LIBRARIES, formats_in
 from shared.core.presets import PRESETS, get_preset
-from shared.core.spec import ModelSpec
+from shared.core.spec import BIAS_FREE, ModelSpec
 
 pytestmark = pytest.mark.fast
 
@@ -38,9 +38,10 @@ SHARED_WORDS = {
 
 
 def _spec_words() -> set[str]:
-    """The spec's own words: its field names, its literal values and the canonical tensor names'
-    parts (portbench's names, which several libraries happen to share)."""
-    words = {f.name for f in dataclasses.fields(ModelSpec)}
+    """The spec's own words: its field names, its literal values (the projections `bias_free`
+    names included) and the canonical tensor names' parts (portbench's names, which several
+    libraries happen to share)."""
+    words = {f.name for f in dataclasses.fields(ModelSpec)} | set(BIAS_FREE)
     for hint in typing.get_type_hints(ModelSpec).values():
         for arg in (hint, *typing.get_args(hint)):
             if typing.get_origin(arg) is typing.Literal:
