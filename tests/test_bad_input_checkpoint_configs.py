@@ -228,10 +228,11 @@ def test_every_key_a_transformers_class_reads_has_a_row_its_default_keeps() -> N
     ({"norm_type": "rms_norm"}, "spec field norm_type='rms_norm'"),
     ({"final_norm_eps": 1e-3}, "spec field final_norm_eps=0.001"),
     ({"bias_free": ("attn.out",)}, "spec field bias_free=('attn.out',)"),
-], ids=["rms-norm", "second-eps", "bias-free"])
+    ({"kv_heads": 2}, "spec field kv_heads=2"),
+], ids=["rms-norm", "second-eps", "bias-free", "gqa"])
 def test_no_library_exporter_writes_a_block_it_cannot_express(tmp_path: Path, changes: dict[str, Any],
                                                               expect: str) -> None:
-    """No library exporter here writes RMSNorm, a second LayerNorm epsilon or a missing bias: each
+    """No library exporter here writes RMSNorm, a second LayerNorm epsilon, a missing bias or GQA: each
     refuses the spec field in one line, and nothing is written."""
     from shared.checkpoints import FORMATS
     from shared.core.presets import get_preset

@@ -29,6 +29,7 @@ SHARED_WORDS = {
     "attention_output": "Keras MultiHeadAttention's variable name, which the structure binder reads",
     "gelu_fast": "MLX's own nn.GELU(approx='fast') form (ports/mlx/user.py)",
     "num_heads": "every framework's attention argument (Keras, Flax, MLX, torch), read by the ports",
+    "num_kv_heads": "Flax nnx.MultiHeadAttention's grouped-query argument, which ports/flax/model.py passes",
     "num_attention_heads": "an attention module's attribute the torch structure reader reads "
                            "(ports/torch/user.py), whichever library built the module",
     "global_pool": "timm's default, read from its source by the catalogue's defaults reader "

@@ -95,6 +95,10 @@ ROUND_TRIP_SPECS = {
     # AIMv2's blocks: no bias on any projection (no qkv bias, the output and both MLP linears)
     "aimv2-bias-free": get_preset("siglip-tiny").replace(
         qkv_bias=False, bias_free=("attn.out", "mlp.fc1", "mlp.fc2")),
+    # grouped-query attention with a key bias absent (torch's own q/v biases of each part's width)
+    "gqa-key-bias-free": get_preset("quadrant").replace(kv_heads=2, bias_free=("attn.key",)),
+    # one key/value head (multi-query attention) beside a map pool, whose k and v keep every head
+    "mqa-map-pool": get_preset("siglip-tiny").replace(kv_heads=1),
 }
 
 

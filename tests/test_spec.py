@@ -142,6 +142,10 @@ BAD_SPECS = [
      "qkv_bias false"),
     ({"bias_free": ("mlp.gate",)}, "bias_free", "no mlp.gate unless mlp is 'gated'"),
     ({"num_classes": 0, "bias_free": ("head.out",)}, "bias_free", "no head.out when num_classes is 0"),
+    # issue 36: grouped-query attention's key/value heads
+    ({"kv_heads": 3}, "kv_heads", "a positive divisor of heads = 4, or null"),
+    ({"kv_heads": 0}, "kv_heads", "a positive divisor of heads = 4, or null"),
+    ({"kv_heads": 2.0}, "kv_heads", "a positive divisor of heads = 4, or null"),
 ]
 
 
@@ -188,6 +192,25 @@ def test_bias_free_drops_exactly_the_named_biases() -> None:
     assert [k for k, v in free.derived.has_bias.items() if not v] == [*names, "head.out"]
     without = spec.replace(qkv_bias=False).derived.has_bias
     assert [k for k, v in without.items() if not v] == ["attn.query", "attn.key", "attn.value"]
+
+
+def test_kv_heads_narrow_exactly_the_blocks_keys_and_values() -> None:
+    """kv_heads at its default keeps quadrant's hash and names; set, the blocks' k and v tensors (not
+    q's, nor the map pool's) have kv_heads heads, and the parameter count drops by what they lose."""
+    spec = get_preset("quadrant")
+    assert spec.spec_hash == "85cf2ddd378a18dd"
+    assert spec.replace(kv_heads=spec.heads).derived.tensor_shapes == spec.derived.tensor_shapes
+    gqa = spec.replace(kv_heads=1)
+    assert gqa.spec_hash != spec.spec_hash
+    assert (gqa.derived.kv_heads, gqa.derived.kv_inner) == (1, spec.head_dim)
+    narrowed = {n for n, shape in gqa.derived.tensor_shapes.items() if shape != spec.derived.tensor_shapes[n]}
+    assert narrowed == {f"blocks.{i}.attn.{p}.{w}" for i in range(spec.depth) for p in ("key", "value")
+                        for w in ("kernel", "bias")}
+    assert gqa.derived.tensor_shapes["blocks.0.attn.key.kernel"] == (spec.dim, 1, spec.head_dim)
+    lost = 2 * spec.depth * (spec.heads - 1) * spec.head_dim * (spec.dim + 1)
+    assert spec.derived.params - gqa.derived.params == lost
+    pooled = get_preset("siglip-tiny").replace(kv_heads=1).derived.tensor_shapes
+    assert pooled["pool.attn.key.kernel"][1] == get_preset("siglip-tiny").heads
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -31,8 +31,8 @@ ISSUE_25_ENTRIES = {  # issue 25, "What to build" 12 (HF's 1e-12 eps is a varian
     "layer_scale", "pool_qkv_bias", "quick_gelu", "swiglu", "register_pooling", "register_positions",
     "distilled_heads",
 }
-# issue 36, the towers' blocks: RMSNorm, bias per projection
-ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias"}
+# issue 36, the towers' blocks: RMSNorm, bias per projection, GQA
+ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order"}
 
 # Smallest gap each demonstration must show (well below what it measures: `compare.py divergences`
 # prints the magnitudes): a demo reporting less has stopped demonstrating its divergence.

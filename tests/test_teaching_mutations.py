@@ -116,6 +116,7 @@ FORWARD_CASES = [
       for fw in ("torch", "keras", "flax")),
     *(("absent_key_bias", fw, "dinov3-tiny", {}, "key bias given the value's")
       for fw in ("torch", "keras", "flax")),
+    *(("kv_head_order", fw, "gqa-tiny", {}, "k/v heads tiled") for fw in ("torch", "keras", "flax")),
 ]
 
 

@@ -50,7 +50,8 @@ def test_layout_transforms_invert() -> None:
     q, k, v = (rng.standard_normal((6, 2, 5)).astype(np.float32) for _ in range(3))
     packed = W.qkv_pack(q, k, v)
     assert packed.shape == (30, 6)
-    assert all(np.array_equal(a, b) for a, b in zip(W.qkv_unpack(packed, 2, 5), (q, k, v), strict=True))
+    unpacked = W.qkv_unpack(packed, [(6, 2, 5)] * 3)
+    assert all(np.array_equal(a, b) for a, b in zip(unpacked, (q, k, v), strict=True))
     # Row 5 of the packed weight is query head 1, column 0 (heads are head-major within a block).
     assert np.array_equal(packed[5], q[:, 1, 0])
     out = rng.standard_normal((2, 5, 6)).astype(np.float32)

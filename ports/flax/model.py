@@ -153,12 +153,13 @@ class Attention(nnx.Module):
     place and replaces both with the spec's norms (`norm_layer`)."""
 
     def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool,
-                 rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+                 kv_heads: int, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         qkv_bias = any(biases[f"attn.{p}"] for p in ("query", "key", "value"))
         self.mha = nnx.MultiHeadAttention(
             num_heads=spec.heads, in_features=spec.dim, qkv_features=spec.derived.attn_inner,
-            out_features=spec.dim, use_bias=qkv_bias, dropout_rate=spec.dropout_attn,
+            # Grouped-query attention: its num_kv_heads shares each k/v head with consecutive query heads.
+            num_kv_heads=kv_heads, out_features=spec.dim, use_bias=qkv_bias, dropout_rate=spec.dropout_attn,
             broadcast_dropout=False, decode=False, normalize_qk=qk_norm or rope, dtype=dtype, rngs=rngs,
         )
         # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
@@ -173,7 +174,8 @@ class Attention(nnx.Module):
         # A part without a bias of its own: a bias-free projection in its place.
         for p in ("query", "key", "value") if qkv_bias else ():
             if not biases[f"attn.{p}"]:
-                free = nnx.LinearGeneral(spec.dim, heads, use_bias=False, dtype=dtype, rngs=rngs)
+                width = heads if p == "query" else (kv_heads, spec.head_dim)
+                free = nnx.LinearGeneral(spec.dim, width, use_bias=False, dtype=dtype, rngs=rngs)
                 setattr(self.mha, p, free)
         if qkv_bias and not biases["attn.out"]:
             self.mha.out = nnx.LinearGeneral(heads, spec.dim, axis=(-2, -1), use_bias=False, dtype=dtype,
@@ -242,7 +244,9 @@ class Block(nnx.Module):
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = norm_layer(spec, spec.dim, "blocks", rngs)
         biases = projection_biases(spec, "blocks")
-        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", rngs, dtype)
+        kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", kv_heads, rngs,
+                              dtype)
         self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
         self.norm2 = norm_layer(spec, spec.dim, "blocks", rngs)
         self.mlp = Mlp(spec, spec.mlp == "gated", biases, rngs, dtype)
@@ -273,7 +277,8 @@ class AttentionPool(nnx.Module):
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         self.probe = nnx.Param(jnp.zeros((spec.dim,)))
         biases = projection_biases(spec, "pool")
-        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, rngs=rngs, dtype=dtype)
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, kv_heads=spec.heads,
+                              rngs=rngs, dtype=dtype)
         self.norm = norm_layer(spec, spec.dim, "pool", rngs)
         self.mlp = Mlp(spec, gated=False, biases=biases, rngs=rngs, dtype=dtype)
 

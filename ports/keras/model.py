@@ -150,7 +150,7 @@ class Attention(layers.Layer):
     `_compute_attention` (the override point its docstring names) and the output projection."""
 
     def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool,
-                 compute: str = "float32", **kwargs) -> None:
+                 kv_heads: int, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         shared = all(biases[f"attn.{p}"] for p in ("query", "key", "value", "out"))
@@ -160,6 +160,18 @@ class Attention(layers.Layer):
         )
         # Its own call, which would build it, is never used: built here, for (B, tokens, D) inputs.
         self.mha.build((None, None, spec.dim), (None, None, spec.dim))
+        # Grouped-query attention: its key and value projections swapped for ones of kv_heads heads
+        # (its projections are built with every head), each repeated to its query heads in `call`.
+        if kv_heads != spec.heads:
+            self.mha._tracker.unlock()
+            for name in ("_key_dense", "_value_dense"):
+                built = getattr(self.mha, name)
+                own = layers.EinsumDense("abc,cde->abde", output_shape=(None, kv_heads, spec.head_dim),
+                                         bias_axes="de" if shared else None, name=built.name, dtype=compute)
+                own.build((None, None, spec.dim))
+                self.mha._layers.remove(built)
+                setattr(self.mha, name, own)
+            self.mha._tracker.lock()
         # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
         self.q_norm = norm_layer(spec, spec.head_dim, "qk", compute) if qk_norm else None
         self.k_norm = norm_layer(spec, spec.head_dim, "qk", compute) if qk_norm else None
@@ -168,8 +180,8 @@ class Attention(layers.Layer):
         self.query_bias, self.key_bias, self.value_bias, self.out_bias = (
             self.add_weight(shape=shape, initializer="zeros", name=f"{p}_bias")
             if biases[f"attn.{p}"] and not shared else None
-            for p, shape in (("query", (spec.heads, spec.head_dim)), ("key", (spec.heads, spec.head_dim)),
-                             ("value", (spec.heads, spec.head_dim)), ("out", (spec.dim,))))
+            for p, shape in (("query", (spec.heads, spec.head_dim)), ("key", (kv_heads, spec.head_dim)),
+                             ("value", (kv_heads, spec.head_dim)), ("out", (spec.dim,))))
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None):
@@ -178,6 +190,9 @@ class Attention(layers.Layer):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
             q, k = self.rope(q), self.rope(k)
+        group = self.heads // k.shape[2]  # grouped-query attention: each k/v head, consecutively
+        if group > 1:
+            k, v = ops.repeat(k, group, axis=2), ops.repeat(v, group, axis=2)
         # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
@@ -242,7 +257,8 @@ class Block(layers.Layer):
         self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
         self.norm1 = norm_layer(spec, spec.dim, "blocks", stream)
         biases = projection_biases(spec, "blocks")
-        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", compute,
+        kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", kv_heads, compute,
                               dtype=stream)
         self.ls1 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
         self.norm2 = norm_layer(spec, spec.dim, "blocks", stream)
@@ -276,7 +292,8 @@ class AttentionPool(layers.Layer):
         stream = self.dtype_policy
         self.probe = self.add_weight(shape=(spec.dim,), initializer="zeros", name="probe")
         biases = projection_biases(spec, "pool")
-        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, compute=compute, dtype=stream)
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, kv_heads=spec.heads,
+                              compute=compute, dtype=stream)
         self.norm = norm_layer(spec, spec.dim, "pool", stream)
         self.mlp = Mlp(spec, gated=False, biases=biases, compute=compute, dtype=compute)
 

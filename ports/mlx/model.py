@@ -136,7 +136,8 @@ class Attention(nn.Module):
     module runs its projections and mx.fast.scaled_dot_product_attention, which is what that call
     does; with dropout in train mode the explicit path below applies it."""
 
-    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool,
+                 kv_heads: int) -> None:
         super().__init__()
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         inner = spec.derived.attn_inner
@@ -146,11 +147,13 @@ class Attention(nn.Module):
             value_input_dims=spec.dim, value_dims=inner, value_output_dims=spec.dim,
             bias=qkv_bias,
         )
-        # A part without a bias of its own: a bias-free projection in its place.
-        for p in ("query", "key", "value") if qkv_bias else ():
-            if not biases[f"attn.{p}"]:
-                free = nn.Linear(spec.dim, inner, bias=False)
-                setattr(self.mha, f"{p}_proj", free)
+        # A part without a bias of its own: a bias-free projection in its place. Grouped-query
+        # attention: k and v projected to kv_heads heads (mx.fast's kernel shares them itself).
+        for p in ("query", "key", "value"):
+            width = inner if p == "query" else kv_heads * spec.head_dim
+            if (qkv_bias and not biases[f"attn.{p}"]) or width != inner:
+                own = nn.Linear(spec.dim, width, bias=qkv_bias and biases[f"attn.{p}"])
+                setattr(self.mha, f"{p}_proj", own)
         if qkv_bias and not biases["attn.out"]:
             self.mha.out_proj = nn.Linear(inner, spec.dim, bias=False)
         own_out = not qkv_bias and biases["attn.out"]
@@ -195,6 +198,8 @@ class Attention(nn.Module):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # The softmax in float32 (precise=True), its probabilities rounded to the compute dtype.
+        group = q.shape[1] // k.shape[1]  # grouped-query attention: each k/v head, consecutively
+        k, v = mx.repeat(k, group, axis=1), mx.repeat(v, group, axis=1)
         probs = mx.softmax((q * scale) @ k.transpose(0, 1, 3, 2), axis=-1, precise=True)
         taps[f"{self.tag}.attn_probs"] = probs
         return self.dropout(probs) @ v
@@ -233,7 +238,8 @@ class Block(nn.Module):
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = norm_layer(spec, spec.dim, "blocks")
         biases = projection_biases(spec, "blocks")
-        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none")
+        kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", kv_heads)
         self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = norm_layer(spec, spec.dim, "blocks")
         self.mlp = Mlp(spec, spec.mlp == "gated", biases)
@@ -265,7 +271,7 @@ class AttentionPool(nn.Module):
         super().__init__()
         self.probe = mx.zeros((spec.dim,))
         biases = projection_biases(spec, "pool")
-        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False)
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, kv_heads=spec.heads)
         self.norm = norm_layer(spec, spec.dim, "pool")
         self.mlp = Mlp(spec, gated=False, biases=biases)
 

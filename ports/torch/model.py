@@ -129,14 +129,18 @@ class Attention(nn.Module):
     bias (spec.projection_biases): the packed Linear's bias when q, k and v all have one; otherwise
     the Linear has none and each part that has one holds its own (timm's EVA: q_bias and v_bias)."""
 
-    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool) -> None:
+    def __init__(self, spec: ModelSpec, tag: str, biases: dict[str, bool], qk_norm: bool, rope: bool,
+                 kv_heads: int) -> None:
         super().__init__()
         self.tag, self.heads, self.head_dim = tag, spec.heads, spec.head_dim
         self.inner = spec.derived.attn_inner
+        # Grouped-query attention: k and v of kv_heads heads each, packed after q's rows.
+        self.widths = [self.inner, kv_heads * spec.head_dim, kv_heads * spec.head_dim]
         parts = [biases[f"attn.{p}"] for p in ("query", "key", "value")]
-        self.qkv = nn.Linear(spec.dim, 3 * self.inner, bias=all(parts))
+        self.qkv = nn.Linear(spec.dim, sum(self.widths), bias=all(parts))
         self.q_bias, self.k_bias, self.v_bias = (
-            nn.Parameter(torch.zeros(self.inner)) if own and not all(parts) else None for own in parts)
+            nn.Parameter(torch.zeros(width)) if own and not all(parts) else None
+            for own, width in zip(parts, self.widths, strict=True))
         # qk-norm (timm's qk_norm): the spec's norm over each head's width, on queries and keys.
         self.q_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
         self.k_norm = norm_layer(spec, spec.head_dim, "qk") if qk_norm else None
@@ -161,7 +165,9 @@ class Attention(nn.Module):
         if taps is not NO_TAPS or self.attention_path == "explicit":
             context = self.explicit(q, k, v, scale, dropout, taps)
         else:
-            context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale)
+            # enable_gqa: the kernel shares each k/v head with its group of query heads itself.
+            context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale,
+                                                     enable_gqa=k.shape[1] != q.shape[1])
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
 
     def project(self, x: torch.Tensor, queries: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
@@ -172,12 +178,13 @@ class Attention(nn.Module):
 
         weight, bias, own = self.qkv.weight, self.qkv.bias, (self.q_bias, self.k_bias, self.v_bias)
         if any(b is not None for b in own):
-            bias = torch.cat([weight.new_zeros(self.inner) if b is None else b for b in own])
+            bias = torch.cat([weight.new_zeros(width) if b is None else b
+                              for b, width in zip(own, self.widths, strict=True)])
         if queries is None:
-            return tuple(heads(y) for y in F.linear(x, weight, bias).chunk(3, dim=-1))
+            return tuple(heads(y) for y in F.linear(x, weight, bias).split(self.widths, dim=-1))
         split = [None, None] if bias is None else [bias[: self.inner], bias[self.inner :]]
         q = F.linear(queries, weight[: self.inner], split[0])
-        k, v = F.linear(x, weight[self.inner :], split[1]).chunk(2, dim=-1)
+        k, v = F.linear(x, weight[self.inner :], split[1]).split(self.widths[1:], dim=-1)
         return heads(q), heads(k), heads(v)
 
     def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
@@ -185,6 +192,8 @@ class Attention(nn.Module):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
+        group = q.shape[1] // k.shape[1]  # grouped-query attention: each k/v head, consecutively
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
         taps[f"{self.tag}.attn_probs"] = probs
         return F.dropout(probs, dropout) @ v
@@ -223,7 +232,8 @@ class Block(nn.Module):
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
         self.norm1 = norm_layer(spec, spec.dim, "blocks")
         biases = projection_biases(spec, "blocks")
-        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none")
+        kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
+        self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", kv_heads)
         self.ls1 = LayerScale(spec) if spec.layer_scale else nn.Identity()
         self.norm2 = norm_layer(spec, spec.dim, "blocks")
         self.mlp = Mlp(spec, spec.mlp == "gated", biases)
@@ -255,7 +265,7 @@ class AttentionPool(nn.Module):
         super().__init__()
         self.probe = nn.Parameter(torch.zeros(spec.dim))
         biases = projection_biases(spec, "pool")
-        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False)
+        self.attn = Attention(spec, "pool", biases, qk_norm=False, rope=False, kv_heads=spec.heads)
         self.norm = norm_layer(spec, spec.dim, "pool")
         self.mlp = Mlp(spec, gated=False, biases=biases)
 

@@ -145,6 +145,8 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_fre
     require(s.norm_type == "layer_norm", target, "norm_type", s.norm_type, "layer_norm (no RMSNorm)")
     require(bias_free or not s.bias_free, target, "bias_free", s.bias_free,
             "none (each projection it builds has its bias; no exporter here writes a missing one yet)")
+    require(d.kv_heads == s.heads, target, "kv_heads", s.kv_heads,
+            f"null or heads = {s.heads} (no grouped-query attention)")
     for field_name in NORM_EPS_FIELDS.values():  # one epsilon for every LayerNorm
         value = getattr(s, field_name)
         require(value is None or value == s.layer_norm_eps, target, field_name, value,

@@ -57,9 +57,9 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     # HWIO <-> MLX Conv2d OHWI
     "conv_ohwi": (lambda p: W.conv_hwio_to_ohwi(p[0]), lambda x, s: [W.conv_ohwi_to_hwio(x)]),
     # per-head (D, H, hd) kernels <-> one Linear (n*H*hd, D): q, k, v packed, or one of them
-    "heads_linear": (lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, *s[0][1:])),
+    "heads_linear": (lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, s)),
     # per-head (H, hd) biases <-> (n*H*hd,)
-    "heads_bias": (lambda p: W.qkv_bias_pack(*p), lambda x, s: W.qkv_bias_unpack(x, *s[0])),
+    "heads_bias": (lambda p: W.qkv_bias_pack(*p), lambda x, s: W.qkv_bias_unpack(x, s)),
     # attention output (H, hd, D) <-> Linear (D, H*hd)
     "heads_out_linear": (lambda p: W.attn_out_to_out_in(p[0]),
                          lambda x, s: [W.attn_out_from_out_in(x, *s[0][:2])]),

@@ -222,6 +222,12 @@ PRESETS: dict[str, Preset] = {
         "embeddings, register, LayerScale and output, and no key bias (its query, value and output "
         "projections have one).",
     ),
+    "gqa-tiny": Preset(
+        _ZOO_TINY.replace(name="gqa-tiny", kv_heads=2, qk_norm=True),
+        "Grouped-query attention at a tiny size: 4 query heads sharing 2 key/value heads, each "
+        "k/v head serving two consecutive query heads, with qk-norm on each head's queries and "
+        "keys. Otherwise as the other tiny presets.",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "

@@ -84,7 +84,8 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim), under the
     tensor prefix `p` (`blocks.i.attn.` or the map pool's `pool.attn.`). Kernels are (D, H, hd);
     the projections are matmuls on (D, H*hd) views of them. `queries` (the map pool's probe)
-    attend over `x`; by default `x` attends over itself."""
+    attend over `x`; by default `x` attends over itself. Grouped-query attention: k and v have as
+    many heads as their width holds, key/value head j serving query heads j*g .. j*g+g-1 (g = H / theirs)."""
     tables = rotary_tables(spec) if queries is None else None  # the map pool's probe has no position
     queries = x if queries is None else queries
     heads, hd, d = spec.heads, spec.head_dim, spec.dim
@@ -92,10 +93,12 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     def project(name: str, y: np.ndarray) -> np.ndarray:  # (B, N, D) -> (B, H, N, hd)
         bias = w.get(f"{p}{name}.bias")  # absent without qkv bias, or named in bias_free
         bias = None if bias is None else bias.reshape(-1)
-        y = dense(y, w[f"{p}{name}.kernel"].reshape(d, heads * hd), bias, r)
-        return y.reshape(y.shape[0], y.shape[1], heads, hd).transpose(0, 2, 1, 3)
+        y = dense(y, w[f"{p}{name}.kernel"].reshape(d, -1), bias, r)
+        return y.reshape(y.shape[0], y.shape[1], -1, hd).transpose(0, 2, 1, 3)  # k/v: their own heads
 
     q, k, v = project("query", queries), project("key", x), project("value", x)
+    group = heads // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # each k/v head, consecutively
     if f"{p}q_norm.scale" in w:  # qk-norm: the spec's norm over each head's width, before the scale
         q = r.compute(normalize(spec, w, f"{p}q_norm", q, "qk"))
         k = r.compute(normalize(spec, w, f"{p}k_norm", k, "qk"))

@@ -95,7 +95,7 @@ class ModelSpec(Record):
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
-        "norm_type", *NORM_EPS_FIELDS.values(), "bias_free",
+        "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads",
     })
 
     # Input and patching.
@@ -125,6 +125,9 @@ class ModelSpec(Record):
     depth: int = 12
     heads: int = 12
     head_dim: int = 64  # its own field: torch derives dim/heads, Keras' key_dim is per head
+    # Grouped-query attention: the blocks' keys and values with this many heads, each shared by
+    # heads / kv_heads consecutive query heads (null: heads, plain multi-head attention).
+    kv_heads: int | None = None
     mlp_dim: int = 3072
     mlp: Mlp = "standard"  # standard: fc2(act(fc1 x)); gated: fc2(act(gate x) * fc1 x), SwiGLU with silu
     activation: Activation = "gelu"  # gelu: exact erf; gelu_tanh: tanh; quick_gelu: x*sigmoid(1.702x)
@@ -194,7 +197,9 @@ class Derived:
     prefix_tokens: int  # class + distillation + register tokens, before the patches
     seq_len: int  # prefix tokens + patches
     patch_features: int  # ph * pw * C, the length of one flattened patch
-    attn_inner: int  # heads * head_dim: width of q, k, v
+    attn_inner: int  # heads * head_dim: width of q (and of the map pool's k and v)
+    kv_heads: int  # the blocks' key/value heads: spec.kv_heads, or heads
+    kv_inner: int  # kv_heads * head_dim: width of the blocks' k and v
     norm_eps: dict[str, float]  # NORM_PLACES -> the epsilon of the norms there
     has_bias: dict[str, bool]  # BIAS_FREE's projections -> whether the blocks' (head's) has a bias
     pos_grid_rows: int  # the learned table's patch grid (the image's grid unless resampled)
@@ -241,6 +246,8 @@ class Derived:
             seq_len=seq_len,
             patch_features=s.patch_height * s.patch_width * s.channels,
             attn_inner=s.heads * s.head_dim,
+            kv_heads=kv_heads(s),
+            kv_inner=kv_heads(s) * s.head_dim,
             norm_eps=norm_eps(s),
             has_bias={name: name not in s.bias_free and (name not in QKV_PARTS or s.qkv_bias)
                       for name in BIAS_FREE},
@@ -332,6 +339,8 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("pooling", s.pooling, "mean, mean_all, flatten or map when class_token is false "
               "(no class token)")
     _validate_tokens_and_heads(s)
+    if s.kv_heads is not None and (not is_integer(s.kv_heads) or s.kv_heads < 1 or s.heads % s.kv_heads):
+        _fail("kv_heads", s.kv_heads, f"a positive divisor of heads = {s.heads}, or null")
     _validate_rope(s)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
@@ -516,7 +525,7 @@ def canonical_shapes(
     for i in range(s.depth):
         p = f"blocks.{i}."
         out |= _norm(s, p + "norm1", d)
-        out |= _attention(s, p + "attn.", s.qkv_bias, s.bias_free)
+        out |= _attention(s, p + "attn.", s.qkv_bias, s.bias_free, kv_heads(s))
         if s.qk_norm:
             out |= _norm(s, p + "attn.q_norm", s.head_dim) | _norm(s, p + "attn.k_norm", s.head_dim)
         if s.layer_scale:
@@ -531,7 +540,7 @@ def canonical_shapes(
         out |= _norm(s, "final_norm", pooled if s.final_norm == "pooled" else d)
     if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
         out["pool.probe"] = (d,)
-        out |= _attention(s, "pool.attn.", s.pool_qkv_bias, ())
+        out |= _attention(s, "pool.attn.", s.pool_qkv_bias, (), s.heads)  # the pool's k/v: every head
         out |= _norm(s, "pool.norm", d) | _mlp(s, "pool.mlp.", ())
     width = pooled
     for j, hidden in enumerate(s.head_hidden):
@@ -546,6 +555,11 @@ def canonical_shapes(
     return out
 
 
+def kv_heads(s: ModelSpec) -> int:
+    """The blocks' key/value heads: kv_heads, or every head (null)."""
+    return s.heads if s.kv_heads is None else s.kv_heads
+
+
 def _norm(s: ModelSpec, prefix: str, width: int) -> dict[str, tuple[int, ...]]:
     """A norm's tensors: LayerNorm's scale and bias, RMSNorm's scale alone."""
     if s.norm_type == "rms_norm":
@@ -553,13 +567,16 @@ def _norm(s: ModelSpec, prefix: str, width: int) -> dict[str, tuple[int, ...]]:
     return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
 
 
-def _attention(s: ModelSpec, p: str, bias: bool, bias_free: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
-    """q, k, v (a bias each with `bias`, but those bias_free names) and the output projection."""
+def _attention(s: ModelSpec, p: str, bias: bool, bias_free: tuple[str, ...],
+               kv: int) -> dict[str, tuple[int, ...]]:
+    """q, k, v (a bias each with `bias`, but those bias_free names; k and v with `kv` heads) and
+    the output projection."""
     out: dict[str, tuple[int, ...]] = {}
     for proj in ("query", "key", "value"):
-        out[p + f"{proj}.kernel"] = (s.dim, s.heads, s.head_dim)
+        heads = s.heads if proj == "query" else kv
+        out[p + f"{proj}.kernel"] = (s.dim, heads, s.head_dim)
         if bias and f"attn.{proj}" not in bias_free:
-            out[p + f"{proj}.bias"] = (s.heads, s.head_dim)
+            out[p + f"{proj}.bias"] = (heads, s.head_dim)
     out[p + "out.kernel"] = (s.heads, s.head_dim, s.dim)
     if "attn.out" not in bias_free:
         out[p + "out.bias"] = (s.dim,)

@@ -122,7 +122,9 @@ def _block_note(s: ModelSpec) -> str:
     norm = "pre-norm: x + f(LN(x))" if s.norm == "pre" else "post-norm: LN(x + f(x))"
     mlp = (f"MLP {s.dim}→{s.mlp_dim}→{s.dim}" if s.mlp == "standard"
            else f"gated MLP {s.dim}→2×{s.mlp_dim}→{s.dim}")
-    extras = [text for text, on in (("qk-norm", s.qk_norm), ("LayerScale on both branches", s.layer_scale))
+    extras = [text for text, on in (("qk-norm", s.qk_norm), ("LayerScale on both branches", s.layer_scale),
+                                    (f"k/v with {s.derived.kv_heads} heads (grouped-query)",
+                                     s.derived.kv_heads != s.heads))
               if on]
     return (f"{norm}; {s.heads} heads × {s.head_dim} = {s.derived.attn_inner} inner"
             f"{'' if s.qkv_bias else ' (no qkv bias)'}; {mlp} {ACTIVATIONS[s.activation]}; "

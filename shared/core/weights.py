@@ -262,12 +262,12 @@ def qkv_pack(*kernels: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate([x.reshape(x.shape[0], -1).T for x in kernels]))
 
 
-def qkv_unpack(packed: np.ndarray, heads: int, head_dim: int) -> list[np.ndarray]:
-    inner = heads * head_dim
-    return [
-        np.ascontiguousarray(packed[i:i + inner].T.reshape(-1, heads, head_dim))
-        for i in range(0, len(packed), inner)
-    ]
+def qkv_unpack(packed: np.ndarray, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """The inverse of qkv_pack, each part at its own (D, H, hd) shape: a grouped-query attention's
+    k and v have fewer heads than its q."""
+    ends = np.cumsum([h * hd for _, h, hd in shapes])[:-1]
+    return [np.ascontiguousarray(part.T.reshape(shape))
+            for part, shape in zip(np.split(packed, ends), shapes, strict=True)]
 
 
 def qkv_bias_pack(*biases: np.ndarray) -> np.ndarray:
@@ -275,9 +275,10 @@ def qkv_bias_pack(*biases: np.ndarray) -> np.ndarray:
     return np.concatenate([x.reshape(-1) for x in biases])
 
 
-def qkv_bias_unpack(packed: np.ndarray, heads: int, head_dim: int) -> list[np.ndarray]:
-    inner = heads * head_dim
-    return [packed[i:i + inner].reshape(heads, head_dim).copy() for i in range(0, len(packed), inner)]
+def qkv_bias_unpack(packed: np.ndarray, shapes: list[tuple[int, ...]]) -> list[np.ndarray]:
+    """The inverse of qkv_bias_pack, each part at its own (H, hd) shape."""
+    ends = np.cumsum([math.prod(shape) for shape in shapes])[:-1]
+    return [part.reshape(shape).copy() for part, shape in zip(np.split(packed, ends), shapes, strict=True)]
 
 
 def attn_out_to_out_in(kernel: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ def matmuls(spec: ModelSpec, batch: int) -> list[Matmul]:
     heads = batch * spec.heads
     out = [
         Matmul("patch", batch * d.num_patches, d.patch_features, width),
-        Matmul("qkv", tokens, width, 3 * inner, spec.depth),
+        Matmul("qkv", tokens, width, inner + 2 * d.kv_inner, spec.depth),  # k, v: kv_heads heads
         Matmul("q·kᵀ", n, spec.head_dim, n, spec.depth * heads, dense=False),
         Matmul("a·v", n, n, spec.head_dim, spec.depth * heads, dense=False),
         Matmul("attn out", tokens, inner, width, spec.depth),

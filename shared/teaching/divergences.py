@@ -390,6 +390,19 @@ CATALOGUE: tuple[Entry, ...] = (
           lesson=Lesson("each projection has a bias only where the spec gives it one",
                         (Select(unit="Attention.__init__", contains=("bias",)),)),
           framework_default=False),
+    Entry("kv_head_order", "GQA with k/v repeated in the wrong order",
+          "In grouped-query attention each key/value head serves heads / kv_heads consecutive query "
+          "heads (torch's repeat_interleave, Keras' and MLX's repeat, Flax's grouped reshape). Tiling "
+          "them instead (torch's repeat, NumPy's tile) pairs query head h with k/v head h mod kv_heads: "
+          "every shape still fits, and the heads attend with the wrong keys",
+          "ModelSpec.kv_heads, derived.kv_heads", "forward", "-", Reference(),
+          alternatives=(
+              Variant("k/v heads tiled", "your port widens k and v to every query head with tile (or "
+                      "torch's repeat) where the tower repeats each head in place", ft.kv_heads_tiled),),
+          cases=(On("gqa-tiny"),),
+          lesson=Lesson("each k/v head serves its own consecutive group of query heads",
+                        (Select(unit="Attention", contains=("kv_heads", "group", "enable_gqa")),)),
+          framework_default=False),
     Entry("register_pooling", "Registers in mean pooling",
           "timm and Transformers average the patch tokens only (class and register tokens "
           "excluded); a port that skips only the class token averages the registers in",

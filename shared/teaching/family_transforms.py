@@ -150,3 +150,21 @@ def key_bias_given_the_values(case: Case) -> Case | None:
         weights[p + "value.bias"] = np.zeros_like(weights[p + "value.bias"])
     kept = tuple(name for name in s.bias_free if name != "attn.key")
     return Case(s.replace(bias_free=kept), weights, case.images)
+
+
+def kv_heads_tiled(case: Case) -> Case | None:
+    """A grouped-query tower run by a port that tiles its k/v heads (query head h reads k/v head
+    h mod kv_heads) where the tower repeats each one in place (h reads h // (heads / kv_heads)):
+    the same computation as plain multi-head attention whose k and v are the tiled heads."""
+    s = case.spec
+    kv = s.derived.kv_heads
+    if kv == s.heads or kv == 1:  # one k/v head reads the same in either order
+        return None
+    weights = dict(case.weights)
+    for i in range(s.depth):
+        for part in ("key", "value"):
+            p = f"blocks.{i}.attn.{part}."
+            weights[p + "kernel"] = np.tile(weights[p + "kernel"], (1, s.heads // kv, 1))
+            if p + "bias" in weights:
+                weights[p + "bias"] = np.tile(weights[p + "bias"], (s.heads // kv, 1))
+    return Case(s.replace(kv_heads=None), weights, case.images)

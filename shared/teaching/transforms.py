@@ -140,16 +140,20 @@ def heads_merged(case: Case) -> Case | None:
     s = case.spec
     if s.heads == 1 or s.qk_norm:
         return None  # qk-norm's per-head scale (head_dim,) fits no merged head
-    inner = s.derived.attn_inner
+    inner, group = s.derived.attn_inner, s.heads // s.derived.kv_heads
     weights = dict(case.weights)
     for i in range(s.depth):
         p = f"blocks.{i}.attn."
         for proj in ("query", "key", "value"):
-            weights[p + proj + ".kernel"] = weights[p + proj + ".kernel"].reshape(s.dim, 1, inner)
+            # grouped-query k/v: each head repeated to its query heads, then merged with them
+            repeat = 1 if proj == "query" else group
+            kernel = np.repeat(weights[p + proj + ".kernel"], repeat, axis=1)
+            weights[p + proj + ".kernel"] = kernel.reshape(s.dim, 1, inner)
             if p + proj + ".bias" in weights:  # qkv_bias, unless bias_free names this part
-                weights[p + proj + ".bias"] = weights[p + proj + ".bias"].reshape(1, inner)
+                bias = np.repeat(weights[p + proj + ".bias"], repeat, axis=0)
+                weights[p + proj + ".bias"] = bias.reshape(1, inner)
         weights[p + "out.kernel"] = weights[p + "out.kernel"].reshape(1, inner, s.dim)
-    spec = s.replace(heads=1, head_dim=inner)
+    spec = s.replace(heads=1, head_dim=inner, kv_heads=None)
     return Case(spec, weights, case.images)
 
 
