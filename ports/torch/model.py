@@ -136,6 +136,7 @@ class Attention(nn.Module):
         self.inner = spec.derived.attn_inner
         # Grouped-query attention: k and v of kv_heads heads each, packed after q's rows.
         self.widths = [self.inner, kv_heads * spec.head_dim, kv_heads * spec.head_dim]
+        self.group = spec.heads // kv_heads  # query heads per k/v head (a Python int: ONNX tracing)
         parts = [biases[f"attn.{p}"] for p in ("query", "key", "value")]
         self.qkv = nn.Linear(spec.dim, sum(self.widths), bias=all(parts))
         self.q_bias, self.k_bias, self.v_bias = (
@@ -167,7 +168,7 @@ class Attention(nn.Module):
         else:
             # enable_gqa: the kernel shares each k/v head with its group of query heads itself.
             context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale,
-                                                     enable_gqa=k.shape[1] != q.shape[1])
+                                                     enable_gqa=self.group > 1)
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
 
     def project(self, x: torch.Tensor, queries: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
@@ -192,8 +193,8 @@ class Attention(nn.Module):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
-        group = q.shape[1] // k.shape[1]  # grouped-query attention: each k/v head, consecutively
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        # Grouped-query attention: each k/v head serves self.group consecutive query heads.
+        k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
         probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
         taps[f"{self.tag}.attn_probs"] = probs
         return F.dropout(probs, dropout) @ v

@@ -139,6 +139,8 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
             # projection's bias: the binding that follows fails if one is not the model's
             found.setdefault("bias_free", ((), f"the {reading.fmt} format's table: every projection's "
                                                "bias is one of the model's tensors"))
+            found.setdefault("kv_heads", (None, f"the {reading.fmt} format's table: keys and values "
+                                                "with every head"))
             conventions = {name: (value, f"{why}: the library's convention")
                            for name, (value, why) in inferred.conventions.items()}
     notes += overruled_by_layers(found, layers)

@@ -73,6 +73,8 @@ def layer_facts(layers: list[Any]) -> dict[str, Fact]:
             out.setdefault("norm", ("pre" if s["norm_first"] else "post", f"norm_first of {where}"))
     if attention:
         out["depth"] = (attention, f"{attention} attention layers")
+        if not any(layer.settings.get("num_kv_heads") for layer in layers if layer.kind == "attention"):
+            out["kv_heads"] = (None, "no attention layer read groups its keys and values")
     projections = [layer for layer in layers if layer.kind in ("linear", "attention")]
     if projections and all(any(p.endswith("bias") for p in layer.params) for layer in projections):
         out["bias_free"] = ((), "every linear and attention layer read has a bias")

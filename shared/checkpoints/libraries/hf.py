@@ -542,7 +542,7 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 # What Transformers' ViT fixes in every framework (its PyTorch, TensorFlow and Flax classes alike).
 VIT_ARCHITECTURE = {"class_token": True, "pos_embed": "learned", "pos_embed_class_row": True,
                     "pos_rows": None, "norm": "pre", "final_norm": "tokens", "pooling": "cls",
-                    "head_hidden": (), "remainder": "drop"}
+                    "head_hidden": (), "remainder": "drop", "kv_heads": None}
 
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
