@@ -45,7 +45,8 @@ CASES = {
                        "forward raised RuntimeError: shape mismatch in my block"),
     "wrong_shape": (SUBCLASS.format(body="return logits[:, :3]"), "returns shape (4, 3), expected (4, 10)"),
     "nan_logits": (SUBCLASS.format(body="return logits * float('nan')"), "40 non-finite values"),
-    "unbindable": (SUBCLASS.format(body="return logits").replace(
+    # a parameter the forward reads (one it never reads is set aside as inert, not refused)
+    "unbindable": (SUBCLASS.format(body="return logits + self.extra.sum()").replace(
         "    return Broken(spec)", "    m = Broken(spec)\n    m.extra = torch.nn.Parameter(torch.ones(3))\n"
                                   "    return m"), "unused (extra)"),
 }
