@@ -41,12 +41,14 @@ def test_source_audit_names_each_default() -> None:
         "h = partial(jax.nn.gelu, approximate=False)",  # pinned: no finding
         "i = nnx.Conv(1, 8, (4, 4), rngs=r)",
         "j = torch.optim.AdamW(params, lr=1e-3)",
+        "k = nn.RMSNorm(32)",  # torch: the dtype's machine epsilon
+        "m = keras.layers.RMSNormalization(epsilon=1e-5)",  # pinned: no finding
     ])
     found = [(f.where, f.entry) for f in audit_source(text, "user.py")]
     assert found == [("user.py:1", "layer_norm_eps"), ("user.py:2", "layer_norm_variance"),
                      ("user.py:3", "gelu"), ("user.py:4", "gelu"), ("user.py:5", "batch_first"),
                      ("user.py:6", "cross_entropy"), ("user.py:9", "remainder"),
-                     ("user.py:10", "adamw_epsilon")]
+                     ("user.py:10", "adamw_epsilon"), ("user.py:11", "rms_norm_eps")]
 
 
 def test_built_torch_model_with_defaults() -> None:

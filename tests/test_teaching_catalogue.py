@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared.teaching.divergences import CATALOGUE, entry
-from shared.teaching.framework_defaults import FRAMEWORKS, layer_norm_eps_defaults
+from shared.teaching.divergences import CATALOGUE, RMS_EPSILON_SOURCES, entry
+from shared.teaching.framework_defaults import FRAMEWORKS, layer_norm_eps_defaults, rms_norm_eps_defaults
 from shared.teaching.variants import EPSILON_SOURCES, all_variants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,8 +31,10 @@ ISSUE_25_ENTRIES = {  # issue 25, "What to build" 12 (HF's 1e-12 eps is a varian
     "layer_scale", "pool_qkv_bias", "quick_gelu", "swiglu", "register_pooling", "register_positions",
     "distilled_heads",
 }
-# issue 36, the towers' blocks: RMSNorm, bias per projection, GQA
+# issue 36, the towers' blocks: RMSNorm, bias per projection, GQA (conventions of the model code);
+# and RMSNorm's epsilon, whose default each framework has
 ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order"}
+ISSUE_36_DEFAULTS = {"rms_norm_eps"}
 
 # Smallest gap each demonstration must show (well below what it measures: `compare.py divergences`
 # prints the magnitudes): a demo reporting less has stopped demonstrating its divergence.
@@ -51,13 +53,16 @@ MIN_GAP = {
     # a 4x4 table at its init scale resampled to 6x5 and 3x3 (dinov2-reg-tiny, one block): measured
     # 9.5e-3 (pairs of conventions), 6.8e-3 (antialias), 4.3e-3 (the +0.1 offset); RoPE's move 0.5-0.7
     "pos_resample": 3e-3, "pos_resample_antialias": 2e-3, "pos_resample_offset": 1e-3,
+    # internvit-tiny (RMSNorm, eps 1e-6) with MLX's 1e-5: 1.4e-4; with torch's machine epsilon 1.4e-5
+    "rms_norm_eps": 1e-4,
 }
 
 
 def test_every_issue_entry_is_catalogued() -> None:
-    issues = ISSUE_ENTRIES | ISSUE_23_ENTRIES | ISSUE_25_ENTRIES | ISSUE_36_ENTRIES
+    issues = ISSUE_ENTRIES | ISSUE_23_ENTRIES | ISSUE_25_ENTRIES | ISSUE_36_ENTRIES | ISSUE_36_DEFAULTS
     assert {e.key for e in CATALOGUE} >= issues
     assert "layer_norm_eps=1e-12" in entry("layer_norm_eps").variants
+    assert "patch_norm_eps=0.001" in entry("layer_norm_eps").variants  # Keras' default in a patch norm
 
 
 @pytest.mark.parametrize("item", CATALOGUE, ids=[e.key for e in CATALOGUE])
@@ -88,6 +93,14 @@ def test_documented_epsilons_match_the_installed_frameworks() -> None:
     documented = {value for value, _ in EPSILON_SOURCES}
     assert read == {"torch": 1e-5, "keras": 1e-3, "keras.ops": 1e-7, "flax": 1e-6, "mlx": 1e-5}
     assert set(read.values()) <= documented
+
+
+def test_documented_rms_epsilons_match_the_installed_frameworks() -> None:
+    """The RMSNorm alternatives diagnose tries are the installed frameworks' defaults."""
+    read = rms_norm_eps_defaults()
+    assert read == {"torch": np.finfo(np.float32).eps, "keras": 1e-6, "keras.ops": 1e-7, "flax": 1e-6,
+                    "mlx": 1e-5}
+    assert set(read.values()) <= {value for value, _ in RMS_EPSILON_SOURCES}
 
 
 def test_variants_and_entries_refer_to_each_other() -> None:

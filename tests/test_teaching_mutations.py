@@ -117,6 +117,9 @@ FORWARD_CASES = [
     *(("absent_key_bias", fw, "dinov3-tiny", {}, "key bias given the value's")
       for fw in ("torch", "keras", "flax")),
     *(("kv_head_order", fw, "gqa-tiny", {}, "k/v heads tiled") for fw in ("torch", "keras", "flax")),
+    *(("rms_norm_eps", fw, "internvit-tiny", {}, "rms_norm_eps=1e-05") for fw in ("torch", "keras", "flax")),
+    *(("layer_norm_eps", fw, "vit-pytorch-tiny", {}, "patch_norm_eps=0.001")
+      for fw in ("torch", "keras", "flax")),
 ]
 
 

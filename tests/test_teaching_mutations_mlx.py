@@ -98,7 +98,9 @@ def _variant_passes(preset: str, key: str) -> tuple[bool, bool]:
 
 @pytest.mark.parametrize(("preset", "key"), [("internvit-tiny", "RMSNorm and LayerNorm swapped"),
                                              ("dinov3-tiny", "key bias given the value's"),
-                                             ("gqa-tiny", "k/v heads tiled")])
+                                             ("gqa-tiny", "k/v heads tiled"),
+                                             ("internvit-tiny", "rms_norm_eps=1e-05"),
+                                             ("vit-pytorch-tiny", "patch_norm_eps=0.001")])
 def test_tower_knob_flipped_fails(preset: str, key: str) -> None:
     """Issue 36's knobs in the MLX port, as tests/test_teaching_mutations.py does in the others."""
     assert _variant_passes(preset, key) == (True, False)

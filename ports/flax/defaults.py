@@ -178,6 +178,15 @@ def mixed_precision_stream() -> str:
            "type promotion decides the stream"
 
 
+def rms_norm_eps() -> str:
+    # RMSNorm's epsilon
+    return f"nnx.RMSNorm epsilon={default_of(nnx.RMSNorm, 'epsilon'):g}"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"flax": float(default_of(nnx.LayerNorm, "epsilon"))}
+
+
+def rms_norm_eps_values() -> dict[str, float]:
+    return {"flax": float(default_of(nnx.RMSNorm, "epsilon"))}

@@ -201,7 +201,19 @@ def mixed_precision_stream() -> str:
            f"(autocast={layer.autocast}) casts float32 inputs to {seen}: under the global one, the stream too"
 
 
+def rms_norm_eps() -> str:
+    # RMSNorm's epsilon
+    return (f"layers.RMSNormalization epsilon={default_of(keras.layers.RMSNormalization, 'epsilon'):g}"
+            f"; ops.rms_normalization epsilon={default_of(keras.ops.rms_normalization, 'epsilon')}: "
+            f"backend.epsilon()={keras.config.epsilon():g}")
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"keras": float(default_of(keras.layers.LayerNormalization, "epsilon")),
+            "keras.ops": float(keras.config.epsilon())}
+
+
+def rms_norm_eps_values() -> dict[str, float]:
+    return {"keras": float(default_of(keras.layers.RMSNormalization, "epsilon")),
             "keras.ops": float(keras.config.epsilon())}

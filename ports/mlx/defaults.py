@@ -199,6 +199,15 @@ def mixed_precision_stream() -> str:
            f"float32 gives {(mx.zeros(1, mx.bfloat16) + mx.zeros(1, mx.float32)).dtype}"
 
 
+def rms_norm_eps() -> str:
+    # RMSNorm's epsilon
+    return f"nn.RMSNorm eps={default_of(nn.RMSNorm, 'eps'):g}"
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"mlx": float(default_of(nn.LayerNorm, "eps"))}
+
+
+def rms_norm_eps_values() -> dict[str, float]:
+    return {"mlx": float(default_of(nn.RMSNorm, "eps"))}

@@ -176,6 +176,18 @@ def mixed_precision_stream() -> str:
                f"{(y + torch.zeros(y.shape)).dtype} (promotion); no float32 term: the stream stays {y.dtype}"
 
 
+def rms_norm_eps() -> str:
+    # RMSNorm's epsilon
+    eps = default_of(nn.RMSNorm, "eps")
+    return f"nn.RMSNorm eps={eps}" + (f" (the dtype's machine epsilon: {torch.finfo(torch.float32).eps:g} "
+                                       "in float32)" if eps is None else "")
+
+
 # ---- numeric defaults the fast paths document (checked against these by the tests) --------------
 def layer_norm_eps_values() -> dict[str, float]:
     return {"torch": float(default_of(nn.LayerNorm, "eps"))}
+
+
+def rms_norm_eps_values() -> dict[str, float]:
+    eps = default_of(nn.RMSNorm, "eps")
+    return {"torch": float(torch.finfo(torch.float32).eps if eps is None else eps)}

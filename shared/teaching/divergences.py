@@ -45,6 +45,15 @@ EPSILON_SOURCES: tuple[tuple[float, str], ...] = (
     (1e-12, "the epsilon of BERT-style Hugging Face configs (layer_norm_eps=1e-12: Transformers' "
             "ViTConfig and DeiTConfig, where timm's ViT and DeiT use 1e-6)"),
 )
+RMS_EPSILON_SOURCES: tuple[tuple[float, str], ...] = (
+    (1.1920928955078125e-07, "torch's nn.RMSNorm default (eps=None: the dtype's machine epsilon, "
+                             "float32's here)"),
+    (1e-7, "keras.ops.rms_normalization's default (backend.epsilon())"),
+    (1e-6, "the RMSNorm default of Keras' RMSNormalization, Flax's nnx.RMSNorm, timm's RmsNorm and "
+           "Transformers' PixtralRMSNorm class"),
+    (1e-5, "MLX's nn.RMSNorm default, and the epsilon Transformers' Pixtral hard-codes in each block "
+           "(its config has no key for it)"),
+)
 
 # One alternative shows two entries (attention_scale's, shown by head_width too): a head width of
 # dim where the spec means dim/heads scales the scores by 1/sqrt(dim).
@@ -118,8 +127,13 @@ CATALOGUE: tuple[Entry, ...] = (
           "Transformers' ViTConfig and DeiTConfig 1e-12 (BERT's) where timm's ViT and DeiT use 1e-6, "
           "so a converter must carry the source's value", "ModelSpec.layer_norm_eps", "forward", "1",
           fwd.demo_eps,
-          alternatives=tuple(Variant(f"layer_norm_eps={value:g}", f"your port uses {source} ({value:g})",
-                                     t.epsilon(value)) for value, source in EPSILON_SOURCES),
+          alternatives=(*(Variant(f"layer_norm_eps={value:g}", f"your port uses {source} ({value:g})",
+                                  t.epsilon(value)) for value, source in EPSILON_SOURCES),
+                        Variant("patch_norm_eps=0.001", "your port passes the spec's epsilon to the "
+                                "blocks' norms but builds the patch norms (vit-pytorch's LayerNorms on "
+                                "each flattened patch and each token) with Keras' LayerNormalization "
+                                "default", t.place_epsilon("patch", 1e-3), group="patch_norm_eps")),
+          cases=(On("quadrant"), On("vit-pytorch-tiny")),  # quadrant has no patch norm
           lesson=Lesson("each port passes the spec's epsilon; none keeps its own",
                         (Select(unit="norm_layer"),), place=1),
           tried=1),
@@ -376,6 +390,18 @@ CATALOGUE: tuple[Entry, ...] = (
           lesson=Lesson("each port builds the spec's norm kind, with its place's epsilon",
                         (Select(unit="norm_layer"),)),
           framework_default=False),
+    Entry("rms_norm_eps", "RMSNorm epsilon",
+          "torch's nn.RMSNorm left without eps takes the dtype's machine epsilon (1.2e-7 in float32), "
+          "keras.ops.rms_normalization backend.epsilon() (1e-7), Keras' RMSNormalization, Flax and "
+          "timm 1e-6, MLX 1e-5. The towers disagree too: Transformers' Pixtral hard-codes 1e-5 in "
+          "its blocks where its PixtralRMSNorm class defaults to 1e-6 and its config has no key, so "
+          "a port that builds the class with its default, or reads the language model's config, "
+          "gets another value", "ModelSpec.layer_norm_eps and each place's <place>_norm_eps "
+          "(derived.norm_eps)", "forward", "-", fwd.demo_rms_eps,
+          alternatives=tuple(Variant(f"rms_norm_eps={value:g}", f"your port's RMSNorms use {source} "
+                                     f"({value:g})", t.epsilon(value, "rms_norm"))
+                             for value, source in RMS_EPSILON_SOURCES),
+          cases=(On("internvit-tiny"),)),
     Entry("absent_key_bias", "A key bias present or absent",
           "DINOv3 has no key bias (its query, value and output have one); a key bias adds q.b to "
           "every score of a query, which the softmax cancels, so leaving it out is exact. The slip is "

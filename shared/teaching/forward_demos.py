@@ -18,11 +18,13 @@ from shared.core.spec import ModelSpec
 from shared.core.weights import conv_hwio_to_oihw
 from shared.teaching.demo import Demo, demo_case, framework, gap, quadrant
 from shared.teaching.first_divergence import reference_taps
-from shared.teaching.framework_defaults import layer_norm_eps_defaults
+from shared.teaching.framework_defaults import layer_norm_eps_defaults, rms_norm_eps_defaults
 from shared.teaching.transforms import Case, Variant
 
 # The frameworks' documented LayerNorm epsilons, used where a framework is not installed.
 DOCUMENTED_EPS = {"torch": 1e-5, "keras": 1e-3, "flax": 1e-6, "mlx": 1e-5}
+# And their RMSNorm epsilons (torch's: eps=None, the machine epsilon of float32).
+DOCUMENTED_RMS_EPS = {"torch": 1.1920928955078125e-07, "keras": 1e-6, "flax": 1e-6, "mlx": 1e-5}
 
 
 def _eps_moved(spec: ModelSpec, eps: float) -> float:
@@ -34,9 +36,31 @@ def _eps_moved(spec: ModelSpec, eps: float) -> float:
 
 def demo_eps() -> Demo:
     spec = quadrant()
-    read = layer_norm_eps_defaults()
+    demo = _defaults_demo(spec, DOCUMENTED_EPS, layer_norm_eps_defaults())
+    moved = _eps_moved(get_preset("archive-torch"), 1e-6)
+    demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {moved:.3g}, below the 5e-6 "
+                      "tolerance: on some models only the spec, not the tolerance, catches it")
+    deit = get_preset("deit-distilled-tiny")  # timm's DeiT epsilon, 1e-6
+    demo.lines.append(f"spec 'deit-distilled-tiny' (timm's eps {deit.layer_norm_eps:g}) with Transformers' "
+                      f"DeiTConfig/ViTConfig 1e-12: {_eps_moved(deit, 1e-12):.3g} (the converter carries "
+                      "the source's value)")
+    return demo
+
+
+def demo_rms_eps() -> Demo:
+    spec = get_preset("internvit-tiny")  # RMSNorm everywhere, eps 1e-6 in its blocks
+    demo = _defaults_demo(spec, DOCUMENTED_RMS_EPS, rms_norm_eps_defaults())
+    pixtral = spec.replace(layer_norm_eps=1e-5)
+    demo.lines.append(f"spec 'internvit-tiny' with Pixtral's block epsilon 1e-5 run with its PixtralRMSNorm "
+                      f"class default 1e-6: {_eps_moved(pixtral, 1e-6):.3g}")
+    return demo
+
+
+def _defaults_demo(spec: ModelSpec, documented: dict[str, float], read: dict[str, float]) -> Demo:
+    """How far `spec`'s logits move with each framework's default epsilon in its blocks: read from
+    the installed frameworks, the documented value where one is missing."""
     demo = Demo(None, ran_with=["reference"])
-    for fw, eps in {**DOCUMENTED_EPS, **read}.items():
+    for fw, eps in {**documented, **read}.items():
         source = "read" if fw in read else "documented (framework not installed)"
         if math.isclose(eps, spec.layer_norm_eps):
             demo.lines.append(f"{fw} default {eps:g} ({source}) equals the spec's "
@@ -46,13 +70,6 @@ def demo_eps() -> Demo:
         demo.gap = max(demo.gap or 0.0, moved)
         demo.lines.append(f"spec {spec.name!r} (eps {spec.layer_norm_eps:g}) run with {fw}'s default "
                           f"{eps:g} ({source}): logits move by {moved:.3g}")
-    moved = _eps_moved(get_preset("archive-torch"), 1e-6)
-    demo.lines.append(f"spec 'archive-torch' with eps 1e-6 instead of 1e-5: {moved:.3g}, below the 5e-6 "
-                      "tolerance: on some models only the spec, not the tolerance, catches it")
-    deit = get_preset("deit-distilled-tiny")  # timm's DeiT epsilon, 1e-6
-    demo.lines.append(f"spec 'deit-distilled-tiny' (timm's eps {deit.layer_norm_eps:g}) with Transformers' "
-                      f"DeiTConfig/ViTConfig 1e-12: {_eps_moved(deit, 1e-12):.3g} (the converter carries "
-                      "the source's value)")
     return demo
 
 

@@ -43,9 +43,17 @@ def read_default(entry: str, framework: str) -> str:
 def layer_norm_eps_defaults() -> dict[str, float]:
     """framework API -> its default LayerNorm epsilon ("torch", "keras", "keras.ops", "flax"),
     merged over every installed framework."""
+    return _numeric_defaults("layer_norm_eps_values")
+
+
+def rms_norm_eps_defaults() -> dict[str, float]:
+    """framework API -> its default RMSNorm epsilon (torch's machine epsilon in float32)."""
+    return _numeric_defaults("rms_norm_eps_values")
+
+
+def _numeric_defaults(reader: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for framework in FRAMEWORKS:
         with contextlib.suppress(FrameworkUnavailable):
-            out.update(defaults_module(framework).layer_norm_eps_values())
+            out.update(getattr(defaults_module(framework), reader)())
     return out
-

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.core.spec import ModelSpec
+from shared.core.spec import NORM_EPS_FIELDS, ModelSpec
 from shared.core.weights import Tensors, first_shape_mismatch
 from shared.errors import SpecError
 
@@ -69,11 +69,24 @@ def with_weights(case: Case, **replaced: np.ndarray) -> Case:
 
 
 # ---- spec-field alternatives ----------------------------------------------------------------
-def epsilon(value: float) -> Transform:
+def epsilon(value: float, norm_type: str = "layer_norm") -> Transform:
+    """The blocks' norms (and every norm without an epsilon of its own) at `value`: on specs whose
+    norms are `norm_type` only, so a LayerNorm default and an RMSNorm default are told apart."""
     def run(case: Case) -> Case | None:
-        if math.isclose(case.spec.layer_norm_eps, value, rel_tol=1e-9):
+        s = case.spec
+        if s.norm_type != norm_type or math.isclose(s.layer_norm_eps, value, rel_tol=1e-9):
             return None
         return with_spec(case, layer_norm_eps=value)
+    return run
+
+
+def place_epsilon(place: str, value: float) -> Transform:
+    """One place's norms (`<place>_norm_eps`) at `value` while the others keep the spec's: a port
+    that passes its epsilon to the blocks and leaves, say, the patch norms at a framework default."""
+    def run(case: Case) -> Case | None:
+        if math.isclose(case.spec.derived.norm_eps[place], value, rel_tol=1e-9):
+            return None
+        return with_spec(case, **{NORM_EPS_FIELDS[place]: value})  # None where no such norm stands
     return run
 
 
