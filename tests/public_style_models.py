@@ -300,3 +300,7 @@ def paper_vit() -> PaperViT:
 
 def dino_vit() -> DinoVisionTransformer:
     return DinoVisionTransformer(dino_spec())
+
+
+def vit_pytorch_mean() -> ViT:
+    return ViT(TINY, pool="mean")

@@ -111,7 +111,7 @@ from torch_mha_vit import MnistViT
 class TwoHeads(MnistViT):
     def forward(self, images):  # (B, 28, 28): the channel axis dropped, as the archive's MNIST ViT
         logits = super().forward(images.unsqueeze(1))
-        return {{"logits": logits, "doubled": 2 * logits}}
+        return {{"{{key}}": logits, "doubled": 2 * logits}}
 
 
 def build(spec):
@@ -119,13 +119,18 @@ def build(spec):
 """
 
 
-def test_an_nhw_model_returning_a_dict_needs_output_to_pick_the_logits(tmp_path) -> None:
-    (tmp_path / "two.py").write_text(DICT_MODEL)
-    model = f"{tmp_path / 'two.py'}:build"
+def test_an_nhw_model_returning_a_dict_gives_its_logits_or_needs_output_to_pick_them(tmp_path) -> None:
+    (tmp_path / "two.py").write_text(DICT_MODEL.replace("{key}", "logits"))
+    outcome = run_cli("verify", "--model", f"{tmp_path / 'two.py'}:build", "--spec", SPEC,
+                      "--input-layout", "NHW")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr  # the dict's `logits`
+    (tmp_path / "other.py").write_text(DICT_MODEL.replace("{key}", "scores"))
+    model = f"{tmp_path / 'other.py'}:build"
     outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW")
-    assert outcome.code == 2 and "pick the logits with --output" in outcome.error
+    assert outcome.code == 2 and "the model returns no logits and 2 arrays" in outcome.error
+    assert "(scores (4, 10), doubled (4, 10)); pick the logits with --output KEY" in outcome.error
     outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW",
-                      "--output", "logits")
+                      "--output", "scores")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
 
 

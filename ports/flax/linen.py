@@ -12,13 +12,15 @@ Names are linen's own paths joined by "/" ("Transformer/encoderblock_0/LayerNorm
 form big_vision, vit_jax and `flax.traverse_util.flatten_dict(..., sep="/")` spell; a variable of
 another collection than "params" (batch_stats) is prefixed by its collection. Order: the
 variables dict's (creation order; a ToNNX's is alphabetical). The forward is
-`module.apply(variables, x)` with the module's own defaults (linen modules take their
-`deterministic` / `train` flags as call arguments whose defaults are inference in big_vision,
-vit_jax and Transformers). Their layers: ports/flax/linen_layers.py.
+`module.apply(variables, x)` in inference mode: linen modules take their mode as a call argument
+(big_vision's `train=False` default, vit_jax's required `train`, Transformers' `deterministic=True`),
+so each mode keyword the module's `__call__` names is passed at its inference value (`INFERENCE`).
+Their layers: ports/flax/linen_layers.py.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +33,11 @@ from flax import nnx
 from flax.core import FrozenDict
 from flax.nnx import bridge, variablelib
 
-from shared.core.forward_io import check_assignment, native_layout, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.errors import InputError, WeightsError
+
+# a linen __call__'s mode keywords -> their inference value (dropout off, batch statistics frozen)
+INFERENCE = {"deterministic": True, "train": False, "training": False, "is_training": False}
 
 
 @dataclass
@@ -60,9 +65,22 @@ class Linen:
                 visit(variables, [] if collection == "params" else [str(collection)])
         return out
 
+    def apply(self, variables: Any, x: Any) -> Any:
+        """The module's forward on `x` in inference mode (`INFERENCE`'s keywords it names)."""
+        return self.module.apply(variables, x, **inference_flags(self.module))
+
     def variables(self) -> dict[str, Any]:
         """The variables as `module.apply` takes them (arrays, whatever holds them)."""
         return jax.tree.map(leaf_value, _plain(self.tree), is_leaf=lambda v: isinstance(v, nnx.Variable))
+
+
+def inference_flags(module: Any) -> dict[str, bool]:
+    """The mode keywords `module.__call__` takes, at their inference values (a linen or nnx module)."""
+    try:
+        names = inspect.signature(module.__call__).parameters
+    except (TypeError, ValueError):  # a callable without a readable signature: its own defaults
+        return {}
+    return {name: value for name, value in INFERENCE.items() if name in names}
 
 
 def unwrap(obj: Any) -> Linen | None:
@@ -140,19 +158,19 @@ def assign(linen: Linen, values: dict[str, np.ndarray]) -> None:
 
 # ---- the forward ----------------------------------------------------------------------------------
 def run(linen: Linen, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    return _logits(lambda x: linen.module.apply(linen.variables(), x), images, layout, output)
+    return _logits(lambda x: linen.apply(linen.variables(), x), images, layout, output)
 
 
 def compiled(linen: Linen, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
     # jax.jit of apply with the variables an argument (not baked into the program as constants)
-    forward = jax.jit(lambda variables, x: linen.module.apply(variables, x))
+    forward = jax.jit(lambda variables, x: linen.apply(variables, x))
     variables = linen.variables()
     return lambda images: _logits(lambda x: forward(variables, x), images, layout, output)
 
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     x = native_layout(images, layout)
-    return pick_logits(jax.tree.map(np.asarray, forward(jnp.asarray(x))), output, len(x))
+    return pick_logits(numpy_outputs(forward(jnp.asarray(x)), np.asarray), output, len(x))
 
 
 def capture(linen: Linen, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
@@ -166,7 +184,7 @@ def capture(linen: Linen, images: np.ndarray, layout: str, paths: list[str]) -> 
         return result
 
     with nn.intercept_methods(record):
-        linen.module.apply(linen.variables(), x)
+        linen.apply(linen.variables(), x)
     missing = [p for p in paths if p not in found]
     if missing:
         called = list(found)

@@ -61,7 +61,7 @@ def _trace(linen: Linen) -> tuple[dict[tuple[str, ...], nn.Module], dict[tuple[s
         calls.clear()
         try:
             with nn.intercept_methods(record):
-                program = jax.make_jaxpr(lambda v, x: linen.module.apply(v, x))(
+                program = jax.make_jaxpr(lambda v, x: linen.apply(v, x))(
                     variables, jax.ShapeDtypeStruct(shape, jnp.float32))
         except Exception:
             tried.append(str(shape))

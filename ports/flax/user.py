@@ -6,7 +6,9 @@ ports/flax/linen.py, its names linen's "/"-joined paths.
 
 Names are nnx paths joined by "." ("layers.0.self_attention.query.kernel"), as `nnx.state` spells
 them, but listed in definition order (nnx.state sorts them). Eval mode is `nnx.view(model,
-deterministic=True)`: a view sharing the model's arrays, so the user's model keeps its own mode.
+deterministic=True)`: a view sharing the model's arrays, so the user's model keeps its own mode; a
+`__call__` that takes its mode as a keyword (`train`, `deterministic`) is passed its inference value
+(`linen.INFERENCE`).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
     # list or dict (an index or key); None means "the one array of shape (batch, classes)"
     if (held := linen.unwrap(model)) is not None:
         return linen.run(held, images, layout, output)
-    return _logits(_eval_view(model), images, layout, output)
+    return _logits(_eval_forward(model), images, layout, output)
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
@@ -85,9 +87,10 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
     if (held := linen.unwrap(model)) is not None:
         return linen.compiled(held, layout, output)
     graphdef, state = nnx.split(_eval_view(model))
+    flags = linen.inference_flags(model)
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
     # in Python on every call, which a timing would count against the user's model.
-    forward = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x))
+    forward = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x, **flags))
     return lambda images: _logits(lambda x: forward(state, x), images, layout, output)
 
 
@@ -103,7 +106,8 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
                              f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
     # nnx.capture's method_outputs records every module's __call__ output, keyed by its path.
     x = jnp.asarray(native_layout(images, layout))
-    _, recorded = nnx.capture(_eval_view(model), nnx.Intermediate, method_outputs=nnx.Intermediate)(x)
+    _, recorded = nnx.capture(_eval_view(model), nnx.Intermediate,
+                              method_outputs=nnx.Intermediate)(x, **linen.inference_flags(model))
     found = {".".join(str(k) for k in key[:-1]): value.get_value()
              for key, value in nnx.to_flat_state(recorded) if key[-1] == "__call__"}
     missing = [p for p in paths if p not in found]
@@ -210,6 +214,12 @@ def _describe(node: Any) -> tuple[str, dict[str, Any]]:
 def _eval_view(model: Any) -> Any:
     """The model with dropout off and batch statistics frozen, sharing its arrays."""
     return nnx.view(model, deterministic=True, use_running_average=True, raise_if_not_found=False)
+
+
+def _eval_forward(model: Any) -> Callable[[Any], Any]:
+    """The eval view's forward, with the mode keywords its `__call__` takes at inference values."""
+    view, flags = _eval_view(model), linen.inference_flags(model)
+    return (lambda x: view(x, **flags)) if flags else view
 
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:

@@ -124,11 +124,12 @@ def user_spec(args: argparse.Namespace) -> ModelSpec:
     if rung != "float32":  # a rung is a setting of portbench's ports, not of a model it imports
         raise SpecError(f"--model runs your model in the dtype it was written in, not at {rung}: "
                         "cast it yourself (or autocast inside it) and drop --dtype/--precision")
-    if getattr(args, "weights", None) and not args.spec:
-        return read_weight_file(args.weights)[0].with_overrides(args.set)
-    if not args.spec:
+    if not args.spec and not getattr(args, "weights", None):
         return spec_from_model(args, args.set)
-    return resolve_spec(args.spec, args.set)
+    base = read_weight_file(args.weights)[0] if not args.spec else resolve_spec(args.spec, [])
+    spec = base.with_overrides(args.set)
+    _say_followers(base, args.set)
+    return spec
 
 
 def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec:
@@ -143,7 +144,16 @@ def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec
           f"{printable(args.model)} --out FILE.toml keeps it")
     for note in proposal.notes:  # what the reading overruled or could not state, as spec --from-model says
         print(f"note: {printable(note)}")
+    _say_followers(proposal.spec, overrides)
     return spec
+
+
+def _say_followers(spec: ModelSpec, overrides: list[str]) -> None:
+    """One note for each field that followed a `--set` (shared/core/spec_overrides.py)."""
+    from shared.core.spec_overrides import follow_notes
+
+    for note in follow_notes(spec, overrides or []):
+        print(f"note: {note}")
 
 
 def user_options(args: argparse.Namespace) -> dict[str, object]:

@@ -67,6 +67,7 @@ def run_from_model(args: argparse.Namespace) -> int:
     exclusively (unless --force) as .toml or .json."""
     from pathlib import Path
 
+    from shared.core.spec_overrides import followers
     from shared.core.terminal import printable
     from shared.your_model.run import propose_user_spec
 
@@ -80,11 +81,13 @@ def run_from_model(args: argparse.Namespace) -> int:
     proposal = propose_user_spec(args.from_model, args.framework, args.timeout)
     spec = proposal.spec.with_overrides(args.set)
     given = set(spec.parse_assignments(args.set))
+    follows = followers(proposal.spec.to_dict(), proposal.spec.parse_assignments(args.set))
     where = proposal.library or "its layers (no library configuration recognised)"
     print(f"spec read from your model {printable(args.from_model)}: {where}")
     for line, name in zip(proposal.lines(), proposal.sources, strict=True):
-        print(f"  {printable(line)}" if name not in given else f"  {name}={getattr(spec, name)!r} (--set)")
-    for note in proposal.notes:
+        how = "--set" if name in given else "follows --set" if name in follows else None
+        print(f"  {printable(line)}" if how is None else f"  {name}={getattr(spec, name)!r} ({how})")
+    for note in [*proposal.notes, *(note for _, note in follows.values())]:
         print(f"note: {printable(note)}")
     unread = [name for name in proposal.unread if name not in given]
     print(f"unread (the spec default is kept; --set FIELD=VALUE states it): {', '.join(unread)}" if unread

@@ -1,12 +1,15 @@
 """What goes into a user's forward and what comes out of it, framework-neutral (NumPy only):
 canonical NHWC images in the layout the model takes (`--input-layout`), the logits picked from
 what it returns (`--output`, else the one (batch, classes) array among its outputs), and captured
-intermediates in the canonical token layout. Every `ports/<fw>/user.py` converts its framework's
+intermediates in the canonical token layout. A dict, a dataclass (a Transformers ModelOutput is both),
+a named tuple or an object with a `logits` attribute gives its `logits` unless `--output` picks
+another element. Every `ports/<fw>/user.py` converts its framework's
 tensors to NumPy through `numpy_outputs` and uses these, so no two frameworks can read a user's
 input or output differently."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,19 +35,37 @@ def native_layout(images: np.ndarray, layout: str) -> np.ndarray:
 
 def numpy_outputs(result: Any, to_numpy: Callable[[Any], np.ndarray]) -> Any:
     """A forward's result with every array in it (anything with a shape) as NumPy through the
-    framework's `to_numpy`, dicts (a Transformers ModelOutput is one), lists and tuples walked, and
+    framework's `to_numpy`, dicts (a Transformers ModelOutput is one), lists and tuples walked, a
+    dataclass, named tuple or object with a `logits` attribute read as the dict of its fields, and
     anything else (None, a number, a string) kept as it is for `pick_logits` to pass over."""
-    if isinstance(result, Mapping):
-        return {key: numpy_outputs(value, to_numpy) for key, value in result.items()}
+    named = result if isinstance(result, Mapping) else _fields(result)
+    if named is not None:
+        return {key: numpy_outputs(value, to_numpy) for key, value in named.items()}
     if isinstance(result, (list, tuple)):
         return [numpy_outputs(value, to_numpy) for value in result]
     return to_numpy(result) if hasattr(result, "shape") else result
 
 
+def _fields(result: Any) -> dict[str, Any] | None:
+    """A forward's named result as {name: value}: a dataclass's fields, a named tuple's, or the
+    public attributes of an object with a `logits` attribute; None for anything else."""
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        return {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+    if isinstance(result, tuple) and hasattr(result, "_fields"):
+        return dict(zip(result._fields, result, strict=True))
+    if hasattr(result, "logits") and not hasattr(result, "shape"):
+        own = {k: v for k, v in getattr(result, "__dict__", {}).items() if not k.startswith("_")}
+        return own if "logits" in own else {"logits": result.logits, **own}
+    return None
+
+
 def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
     """The logits among a forward's NumPy results (`numpy_outputs`): the element `output` names (an
-    index or key; "a.b" one level down), or else the one (batch, classes) array among the outputs
-    and one level into each: None, scalars, attention maps and other shapes are passed over."""
+    index or key; "a.b" one level down), else a dict's `logits` (a dataclass's, ModelOutput's), or
+    else the one (batch, classes) array among the outputs and one level into each: None, scalars,
+    attention maps and other shapes are passed over."""
+    if output is None and isinstance(result, Mapping) and "logits" in result:
+        output = "logits"
     items = _outputs(result)
     if items is None:
         if output is not None:
@@ -64,8 +85,10 @@ def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
         if len(fits) != 1:
             shapes = ", ".join(f"{k or 'output'} {_shown(v)}" for k, v in items)
             why = "no array" if not fits else f"{len(fits)} arrays"
-            raise InputError(f"the model returns {why} of shape (batch={batch}, classes) ({shapes}); "
-                             "pick the logits with --output INDEX|KEY")
+            named = isinstance(result, Mapping)
+            raise InputError(f"the model returns {'no logits and ' if named else ''}{why} of shape "
+                             f"(batch={batch}, classes) ({shapes}); pick the logits with --output "
+                             f"{'KEY' if named else 'INDEX|KEY'}")
         chosen = fits[0]
     if chosen.ndim != 2 or chosen.shape[0] != batch:
         raise InputError(f"the model's logits have shape {chosen.shape}, expected (batch={batch}, classes)")

@@ -44,11 +44,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any, ClassVar, Literal, get_args
 
 from shared.core.record import Record, fail
+from shared.core.spec_overrides import followers
 
 Remainder = Literal["drop", "pad"]
 PosEmbed = Literal["learned", "sincos", "none"]
@@ -168,6 +170,12 @@ class ModelSpec(Record):
 
     def validate(self) -> None:
         validate_spec(self)
+
+    def with_overrides(self, assignments: Iterable[str], flag: str = "--set") -> ModelSpec:
+        """`Record.with_overrides`, with the fields that follow a changed one (spec_overrides.py)."""
+        changes = self.parse_assignments(assignments, flag)
+        changes |= {name: value for name, (value, _) in followers(self.to_dict(), changes).items()}
+        return self.replace(**changes) if changes else self
 
     @property
     def spec_hash(self) -> str:

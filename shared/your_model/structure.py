@@ -1,8 +1,9 @@
 """Binding by structure, when no naming convention fits: a user's layers in definition order
 against the canonical order, each layer's parameters told apart by their last name segment and
 their shape, with the framework's layouts (torch Linear (out, in) and Conv2d OIHW; Keras and Flax
-(in, out) and HWIO; packed q/k/v, `nn.MultiheadAttention`'s `in_proj_weight`; Keras
-`MultiHeadAttention` and `nnx.MultiHeadAttention` per-head (D, H, hd) kernels). Anything two ways
+(in, out) and HWIO; MLX Linear (out, in) and Conv2d OHWI; packed q/k/v, `nn.MultiheadAttention`'s
+`in_proj_weight`; Keras `MultiHeadAttention` and `nnx.MultiHeadAttention` per-head (D, H, hd)
+kernels; MLX `MultiHeadAttention`'s query_proj / key_proj / value_proj / out_proj). Anything two ways
 is refused, and so is a layer that fits nothing, by name (`structure_parts.misfit`).
 
 The order: the patch embedding (and its LayerNorms), then the blocks (`structure_blocks`: an

@@ -20,8 +20,9 @@ KERNEL, BIAS = ("weight", "kernel", "scale", "gamma"), ("bias", "beta")
 PARTS = ("query", "key", "value")
 OUT_NAMES = ("out_proj", "attention_output", "out", "proj", "o_proj", "output")
 Shape = tuple[int, ...]
-# per framework: (linear weight, conv weight, packed qkv weight, one q/k/v weight, out weight,
-# a Linear patch embedding's weight, Linears packed on the output axis (a gated MLP's first))
+# per framework: (linear weight, conv weight (MLX's Conv2d is OHWI), packed qkv weight, one q/k/v
+# weight, out weight, a Linear patch embedding's weight, Linears packed on the output axis (a gated
+# MLP's first))
 FRAMEWORK_LAYOUTS = {
     "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
               "stacked_linear"),
@@ -29,7 +30,7 @@ FRAMEWORK_LAYOUTS = {
               "stacked_dense"),
     "flax": ("same", "same", "heads_dense", "heads_dense", "heads_out_dense", "patch_dense",
              "stacked_dense"),
-    "mlx": ("linear", "same", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
+    "mlx": ("linear", "conv_ohwi", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
             "stacked_linear"),
 }
 KIND_NAMES = {"layer_norm": "LayerNorm", "linear": "Linear", "attention": "attention", "conv": "Conv",
@@ -112,7 +113,7 @@ class Builder:
         for name, shape in unit.params.items():
             segs = role(unit, name)
             is_bias = segs[-1] in BIAS or segs[-1].endswith("_bias")
-            part = next((p for p in PARTS if p in segs or f"{p[0]}_proj" in segs), None)
+            part = next((p for p in PARTS if {p, f"{p[0]}_proj", f"{p}_proj"} & set(segs)), None)
             what = "bias" if is_bias else "kernel"
             if segs[-1].startswith("in_proj"):
                 parts = tuple(f"{prefix}.{p}.{what}" for p in PARTS)

@@ -1,0 +1,348 @@
+"""The forms public ports take as their authors wrote them (issue 38, item 4), each on a small model
+in its source's style, with no wrapper and no `--map`: a forward that returns a dict or a
+dataclass (Transformers' ModelOutput) gives its `logits`; a linen or nnx forward with dropout and a
+`train` / `deterministic` keyword runs in inference mode; `--set class_token=false` takes the
+fields that follow it along; MLX's own `Conv2d` (OHWI) and `MultiHeadAttention` bind by
+structure. Each passes `check_logits` (through `portbench.check`) at the float32 tolerance, and
+each bad case is one line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+import portbench
+from shared.core.forward_io import numpy_outputs, pick_logits
+from shared.core.presets import resolve_spec
+from shared.core.spec import ModelSpec
+from shared.errors import InputError, SpecError
+from tests.adversarial import run_cli
+from tests.public_style_models import TINY, PaperViT, ViT, vit_pytorch_spec
+
+MODELS = str(Path(__file__).resolve().parent / "public_style_models.py")
+
+
+def passes(result: portbench.Result) -> None:
+    """The one verdict (check_logits, inside portbench.check): within the float32 tolerance."""
+    assert result.passed, result.explanation
+    assert result.max_abs_diff is not None and result.max_abs_diff <= result.tolerance
+
+
+# ---- outputs: a dict, a dataclass, a named tuple, an object with .logits ----------------------------
+@dataclass
+class ImageClassifierOutput:
+    """Transformers' output dataclass, as a user's model returns it (loss None at inference)."""
+
+    loss: Any = None
+    logits: Any = None
+    pooler_output: Any = None  # (batch, dim): a second 2-D array, so only the name picks the logits
+
+
+class HFStylePaperViT(PaperViT):
+    def forward(self, x: Any) -> ImageClassifierOutput:
+        logits = super().forward(x)
+        return ImageClassifierOutput(logits=logits, pooler_output=logits[:, :1].expand(-1, 16))
+
+
+class DeiTStyleDict(PaperViT):
+    """DeiT's three heads' outputs, all (batch, classes), with and without a `logits` key."""
+
+    def __init__(self, s: ModelSpec, key: str = "logits") -> None:
+        super().__init__(s)
+        self.key = key
+
+    def forward(self, x: Any) -> dict[str, Any]:
+        logits = super().forward(x)
+        return {self.key: logits, "cls_logits": logits + 1, "distillation_logits": logits - 1}
+
+
+def test_a_dataclass_output_gives_its_logits() -> None:
+    passes(portbench.check(HFStylePaperViT(TINY), TINY, trace=False))
+
+
+def test_a_dict_with_logits_gives_them_and_one_without_names_its_keys_in_one_line() -> None:
+    passes(portbench.check(DeiTStyleDict(TINY), TINY, trace=False))
+    result = portbench.check(DeiTStyleDict(TINY, key="head_logits"), TINY, trace=False)
+    assert not result.passed
+    assert result.explanation == (
+        "the model returns no logits and 3 arrays of shape (batch=4, classes) (head_logits (4, 5), "
+        "cls_logits (4, 5), distillation_logits (4, 5)); pick the logits with --output KEY")
+    passes(portbench.check(DeiTStyleDict(TINY, key="head_logits"), TINY, trace=False, output="head_logits"))
+
+
+def test_named_tuples_and_objects_with_a_logits_attribute_are_read_by_name() -> None:
+    class Pair(NamedTuple):
+        features: Any
+        logits: Any
+
+    class Output:
+        def __init__(self, logits: Any) -> None:
+            self.logits, self.features = logits, np.zeros((4, 5))
+
+    logits = np.arange(20, dtype=np.float32).reshape(4, 5)
+    for result in (Pair(np.ones((4, 5)), logits), Output(logits), {"logits": logits, "other": logits + 1}):
+        picked = pick_logits(numpy_outputs(result, np.asarray), None, 4)
+        assert np.array_equal(picked, logits)
+    with pytest.raises(InputError, match=r"^--output 'missing' is not among the model's outputs "
+                                         r"\(features, logits\)$"):
+        pick_logits(numpy_outputs(Pair(logits, logits), np.asarray), "missing", 4)
+
+
+# ---- inference mode: linen's train / deterministic keyword, nnx's Dropout ----------------------------
+def _vit_jax_module(spec: ModelSpec) -> Any:
+    """google-research vit_jax's habits: `__call__(inputs, *, train)` with no default, dropout 0.1
+    after the positions, in the attention and the MLP (`deterministic=not train`), positions with a
+    class row added after the class token, linen's tanh GELU."""
+    import flax.linen as nn
+    import jax.numpy as jnp
+
+    class MlpBlock(nn.Module):
+        mlp_dim: int
+
+        @nn.compact
+        def __call__(self, x: Any, *, deterministic: bool) -> Any:
+            y = nn.Dropout(0.1)(nn.gelu(nn.Dense(self.mlp_dim)(x)), deterministic=deterministic)
+            return nn.Dropout(0.1)(nn.Dense(x.shape[-1])(y), deterministic=deterministic)
+
+    class Encoder1DBlock(nn.Module):
+        @nn.compact
+        def __call__(self, x: Any, *, deterministic: bool) -> Any:
+            y = nn.LayerNorm(epsilon=spec.layer_norm_eps)(x)
+            y = nn.MultiHeadDotProductAttention(num_heads=spec.heads, dropout_rate=0.1)(
+                y, y, deterministic=deterministic)
+            x = x + nn.Dropout(0.1)(y, deterministic=deterministic)
+            return x + MlpBlock(spec.mlp_dim)(nn.LayerNorm(epsilon=spec.layer_norm_eps)(x),
+                                               deterministic=deterministic)
+
+    class VisionTransformer(nn.Module):
+        @nn.compact
+        def __call__(self, inputs: Any, *, train: bool) -> Any:
+            x = nn.Conv(spec.dim, (spec.patch_height, spec.patch_width), strides=(spec.patch_height,
+                        spec.patch_width), padding="VALID", name="embedding")(inputs)
+            n, h, w, c = x.shape
+            x = jnp.reshape(x, (n, h * w, c))
+            cls = self.param("cls", nn.initializers.normal(0.02), (1, 1, c))
+            x = jnp.concatenate([jnp.tile(cls, (n, 1, 1)), x], axis=1)
+            x = x + self.param("pos_embedding", nn.initializers.normal(0.02), (1, h * w + 1, c))
+            x = nn.Dropout(0.1)(x, deterministic=not train)
+            for i in range(spec.depth):
+                x = Encoder1DBlock(name=f"encoderblock_{i}")(x, deterministic=not train)
+            x = nn.LayerNorm(epsilon=spec.layer_norm_eps, name="encoder_norm")(x)
+            return nn.Dense(spec.num_classes, name="head")(x[:, 0])
+
+    return VisionTransformer()
+
+
+LINEN_SPEC = TINY.replace(activation="gelu_tanh", layer_norm_eps=1e-6)
+
+
+def test_a_linen_forward_with_a_required_train_keyword_runs_in_inference_mode() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    module = _vit_jax_module(LINEN_SPEC)
+    variables = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)), train=False)
+    first = portbench.check((module, variables), LINEN_SPEC, trace=False)
+    passes(first)
+    again = portbench.check((module, variables), LINEN_SPEC, trace=False)
+    assert again.max_abs_diff == first.max_abs_diff  # deterministic: dropout off
+
+
+def test_inference_flags_name_only_the_keywords_a_call_takes() -> None:
+    from ports.flax.linen import inference_flags
+
+    class Both:
+        def __call__(self, x: Any, *, train: bool, deterministic: bool = False) -> Any:
+            return x
+
+    assert inference_flags(Both()) == {"deterministic": True, "train": False}
+    assert inference_flags(lambda x: x) == {}
+
+
+def test_an_nnx_model_with_dropout_and_a_deterministic_keyword_runs_in_inference_mode() -> None:
+    """The nnx tutorial's habits: nnx.Dropout(0.1) modules, and here a `__call__` that takes the
+    mode as a required keyword."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    try:
+        import flax_nnx_vit
+    finally:
+        sys.path.pop(0)
+
+    class Tutorial(flax_nnx_vit.PatchViT):
+        def __call__(self, images: Any, *, deterministic: bool) -> Any:
+            assert deterministic is True
+            return super().__call__(images)
+
+    spec = resolve_spec("mnist-vit-small", [])
+    dropped = spec.replace(dropout_embed=0.1, dropout_mlp=0.1)
+    import jax
+    from flax import nnx
+
+    model = Tutorial(dropped, jax.nn.gelu if spec.activation == "gelu_tanh" else
+                     lambda x: jax.nn.gelu(x, approximate=False), nnx.Rngs(0, dropout=1))
+    images = np.ones((2, 28, 28, 1), np.float32)
+    train = [np.asarray(model(images, deterministic=True)) for _ in range(2)]
+    assert not np.array_equal(*train)  # called as it is, its dropout is live
+    passes(portbench.check(model, spec, trace=False))
+
+
+# ---- --set class_token=false: the fields that follow it -------------------------------------------
+def test_setting_class_token_false_takes_pooling_and_the_class_row_along() -> None:
+    spec = vit_pytorch_spec().with_overrides(["class_token=false"])
+    assert spec == vit_pytorch_spec(pool="mean")  # pooling mean, no class row
+    passes(portbench.check(ViT(TINY, pool="mean"), spec, trace=False))
+    kept = TINY.with_overrides(["class_token=false", "pooling=flatten"])  # an explicit --set wins
+    assert (kept.pooling, kept.pos_embed_class_row) == ("flatten", False)
+    with pytest.raises(SpecError, match=r"^spec field 'pooling' = 'cls': expected mean, mean_all, flatten "
+                                        r"or map when class_token is false \(no class token\)$"):
+        TINY.with_overrides(["class_token=false", "pooling=cls"])
+    deit = TINY.replace(distill_token=True).with_overrides(["class_token=false"])
+    assert (deit.distill_token, deit.pooling) == (False, "mean")
+    assert TINY.replace(pooling="map").with_overrides(["class_token=false"]).pooling == "map"  # it can stand
+
+
+def test_verify_says_what_followed_a_set(tmp_path) -> None:
+    spec = tmp_path / "vit.json"
+    spec.write_text(vit_pytorch_spec().to_json())
+    outcome = run_cli("verify", "--model", f"{MODELS}:vit_pytorch_mean", "--spec", spec,
+                      "--set", "class_token=false")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    assert "note: class_token=false: pooling follows (cls -> mean: no class token to read" in outcome.stdout
+    assert "note: class_token=false: pos_embed_class_row follows (true -> false" in outcome.stdout
+
+
+# ---- MLX: its own Conv2d (OHWI) and MultiHeadAttention, bound by structure ---------------------------
+def _mlx_image_vit(spec: ModelSpec, bias: bool = True) -> Any:
+    """mlx-image's ViT (torchvision's names in MLX): `conv_proj` an mlx.nn.Conv2d on NHWC images,
+    `nn.MultiHeadAttention` (query_proj, key_proj, value_proj, out_proj), `heads.head`."""
+    import mlx.core as mx
+    from mlx import nn
+
+    class MLPBlock(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear_1, self.act = nn.Linear(spec.dim, spec.mlp_dim), nn.GELU()
+            self.linear_2 = nn.Linear(spec.mlp_dim, spec.dim)
+
+        def __call__(self, x: Any) -> Any:
+            return self.linear_2(self.act(self.linear_1(x)))
+
+    class EncoderBlock(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.self_attention = nn.MultiHeadAttention(spec.dim, spec.heads, bias=bias)
+            self.ln_2 = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.mlp = MLPBlock()
+
+        def __call__(self, x: Any) -> Any:
+            y = self.ln_1(x)
+            x = x + self.self_attention(y, y, y)
+            return x + self.mlp(self.ln_2(x))
+
+    class VisionTransformer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv_proj = nn.Conv2d(spec.channels, spec.dim, spec.patch_height, stride=spec.patch_height)
+            self.class_token = mx.zeros((1, 1, spec.dim))
+            self.pos_embedding = 0.02 * mx.random.normal((1, spec.derived.num_patches + 1, spec.dim))
+            self.layers = [EncoderBlock() for _ in range(spec.depth)]
+            self.ln = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.head = nn.Linear(spec.dim, spec.num_classes)
+
+        def __call__(self, x: Any) -> Any:
+            x = self.conv_proj(x)
+            x = x.reshape(x.shape[0], -1, spec.dim)
+            x = mx.concatenate([mx.broadcast_to(self.class_token, (x.shape[0], 1, spec.dim)), x], axis=1)
+            x = x + self.pos_embedding
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(self.ln(x)[:, 0])
+
+    return VisionTransformer()
+
+
+def _mlx_clip_tower(spec: ModelSpec) -> Any:
+    """mlx-examples' CLIP vision tower: q_proj / k_proj / v_proj / out_proj Linears of its own
+    attention, a bias-free Conv2d, positions in an nn.Embedding, `pre_layrnorm`, QuickGELU, the
+    post-layernorm on the class token, and a head."""
+    import mlx.core as mx
+    from mlx import nn
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q_proj, self.k_proj = nn.Linear(spec.dim, spec.dim), nn.Linear(spec.dim, spec.dim)
+            self.v_proj, self.out_proj = nn.Linear(spec.dim, spec.dim), nn.Linear(spec.dim, spec.dim)
+
+        def __call__(self, x: Any) -> Any:
+            b, n, _ = x.shape
+            q, k, v = (p(x).reshape(b, n, spec.heads, -1).transpose(0, 2, 1, 3)
+                       for p in (self.q_proj, self.k_proj, self.v_proj))
+            out = mx.fast.scaled_dot_product_attention(q, k, v, scale=spec.head_dim ** -0.5)
+            return self.out_proj(out.transpose(0, 2, 1, 3).reshape(b, n, -1))
+
+    class EncoderLayer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.self_attn, self.layer_norm1 = Attention(), nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.fc1, self.fc2 = nn.Linear(spec.dim, spec.mlp_dim), nn.Linear(spec.mlp_dim, spec.dim)
+            self.layer_norm2 = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+
+        def __call__(self, x: Any) -> Any:
+            x = x + self.self_attn(self.layer_norm1(x))
+            y = self.fc1(self.layer_norm2(x))
+            return x + self.fc2(y * mx.sigmoid(1.702 * y))
+
+    class ClipVisionModel(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.class_embedding = mx.zeros((spec.dim,))
+            self.patch_embedding = nn.Conv2d(spec.channels, spec.dim, spec.patch_height,
+                                             stride=spec.patch_height, bias=False)
+            self.position_embedding = nn.Embedding(spec.derived.num_patches + 1, spec.dim)
+            self.pre_layrnorm = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.layers = [EncoderLayer() for _ in range(spec.depth)]
+            self.post_layernorm = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.head = nn.Linear(spec.dim, spec.num_classes)
+
+        def __call__(self, x: Any) -> Any:
+            x = self.patch_embedding(x).reshape(x.shape[0], -1, spec.dim)
+            cls = mx.broadcast_to(self.class_embedding, (x.shape[0], 1, spec.dim))
+            x = self.pre_layrnorm(mx.concatenate([cls, x], axis=1) + self.position_embedding.weight)
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(self.post_layernorm(x[:, 0]))
+
+    return ClipVisionModel()
+
+
+MLX_CLIP_SPEC = TINY.replace(activation="quick_gelu", patch_bias=False, norm_before_blocks=True,
+                             final_norm="pooled")
+
+
+def test_mlx_images_vit_binds_by_structure_with_its_ohwi_conv_and_multiheadattention() -> None:
+    result = portbench.check(_mlx_image_vit(TINY), TINY, trace=False)
+    passes(result)
+    assert result.binding["rule"] == "structure"
+    layouts = {link["native"]: link["layout"] for link in result.binding["links"]}
+    assert layouts["conv_proj.weight"] == "conv_ohwi"
+    assert layouts["layers.0.self_attention.query_proj.weight"] == "heads_linear"
+    assert layouts["layers.0.self_attention.out_proj.weight"] == "heads_out_linear"
+
+
+def test_mlx_examples_clip_tower_binds_by_structure() -> None:
+    passes(portbench.check(_mlx_clip_tower(MLX_CLIP_SPEC), MLX_CLIP_SPEC, trace=False))
+
+
+def test_an_mlx_model_the_spec_does_not_describe_is_refused_in_one_line() -> None:
+    result = portbench.check(_mlx_image_vit(TINY, bias=False), TINY, trace=False)  # qkv_bias true
+    assert not result.passed and "\n" not in result.explanation
+    assert result.explanation.startswith("your model's parameters do not bind to spec 'tiny-public' "
+                                         "(structure): 8 canonical tensors missing (blocks.0.attn.query.bias")
