@@ -20,10 +20,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
-from shared.core.reference import rotate
+from shared.core.reference import forward, rotate
 from shared.core.rotary import rotary_tables
 from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
 
 torch = pytest.importorskip("torch")
 pixtral = pytest.importorskip("transformers.models.pixtral.modeling_pixtral")
@@ -111,3 +113,51 @@ def test_qwen2_5_vl_vision_rotary_is_axial_half_with_shared_bands(config: tuple)
     tables = rotary_tables(_spec(heads, head_dim, rows, cols, theta, "axial_half", "shared"))
     assert np.abs(tables.cos - cos.double().numpy()).max() <= ATOL
     assert np.abs(rotate(q, tables) - theirs).max() <= ATOL
+
+
+def _pixtral_model(spec: ModelSpec) -> torch.nn.Module:
+    """Transformers' PixtralVisionModel at `spec`'s sizes (silu: Pixtral-12B's hidden_act)."""
+    config = PixtralVisionConfig(
+        hidden_size=spec.dim, intermediate_size=spec.mlp_dim, num_hidden_layers=spec.depth,
+        num_attention_heads=spec.heads, num_channels=spec.channels, image_size=spec.image_height,
+        patch_size=spec.patch_height, hidden_act="silu",
+        rope_parameters={"rope_type": "axial", "rope_theta": spec.rope_theta})
+    return pixtral.PixtralVisionModel(config).eval()
+
+
+def test_pixtral_tiny_counts_as_transformers_pixtral_vision_model_plus_its_head() -> None:
+    """The preset's parameters are PixtralVisionModel's at the same sizes (22,176) plus the head this
+    project adds (a Linear 32 -> 10 without bias, 320): 22,496."""
+    spec = get_preset("pixtral-tiny")
+    theirs = sum(p.numel() for p in _pixtral_model(spec).parameters())
+    head = spec.dim * spec.num_classes
+    assert (theirs, head, spec.derived.params) == (22_176, 320, 22_496)
+
+
+def test_pixtral_tiny_computes_transformers_pixtral_vision_model() -> None:
+    """The reference's tokens before pooling against PixtralVisionModel's last_hidden_state, with
+    the canonical weights mapped onto its names (kernels transposed to torch's (out, in))."""
+    spec = get_preset("pixtral-tiny")
+    model = _pixtral_model(spec)
+    w = init_weights(spec, 0)
+    d = spec.dim
+    state = {"patch_conv.weight": w["patch_embed.kernel"].transpose(3, 2, 0, 1),
+             "ln_pre.weight": w["norm_pre.scale"]}
+    for i in range(spec.depth):
+        c, p = f"blocks.{i}.", f"transformer.layers.{i}."
+        state |= {p + "attention_norm.weight": w[c + "norm1.scale"],
+                  p + "ffn_norm.weight": w[c + "norm2.scale"]}
+        for ours, theirs in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
+            state[p + f"attention.{theirs}.weight"] = w[c + f"attn.{ours}.kernel"].reshape(d, -1).T
+        state[p + "attention.o_proj.weight"] = w[c + "attn.out.kernel"].reshape(-1, d).T
+        for ours, theirs in (("gate", "gate_proj"), ("fc1", "up_proj"), ("fc2", "down_proj")):
+            state[p + f"feed_forward.{theirs}.weight"] = w[c + f"mlp.{ours}.kernel"].T
+    model.load_state_dict({k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
+    images = probe_batch(spec, 2)
+    with torch.no_grad():
+        theirs = np.stack([model(torch.tensor(im.transpose(2, 0, 1))[None]).last_hidden_state[0].numpy()
+                           for im in images])
+    for bands, agrees in (("alternating", True), ("shared", False)):  # the bands matter here too
+        taps: dict[str, np.ndarray] = {}
+        forward(spec.replace(rope_bands=bands), w, images, taps)
+        assert (np.abs(taps[f"block{spec.depth - 1}.out"] - theirs).max() <= ATOL) == agrees, bands
