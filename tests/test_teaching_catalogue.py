@@ -32,7 +32,9 @@ ISSUE_25_ENTRIES = {  # issue 25, "What to build" 12 (HF's 1e-12 eps is a varian
     "distilled_heads",
 }
 # issue 36, the towers' blocks: RMSNorm, bias per projection, GQA
-ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order"}
+ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order",
+                    # and the 2026 towers' 2-D rotary layouts (item 5)
+                    "rope_bands", "rope_1d", "rope_half_reused"}
 
 # Smallest gap each demonstration must show (well below what it measures: `compare.py divergences`
 # prints the magnitudes): a demo reporting less has stopped demonstrating its divergence.
@@ -51,6 +53,8 @@ MIN_GAP = {
     # a 4x4 table at its init scale resampled to 6x5 and 3x3 (dinov2-reg-tiny, one block): measured
     # 9.5e-3 (pairs of conventions), 6.8e-3 (antialias), 4.3e-3 (the +0.1 offset); RoPE's move 0.5-0.7
     "pos_resample": 3e-3, "pos_resample_antialias": 2e-3, "pos_resample_offset": 1e-3,
+    # one axis's table on both halves, on pixtral-tiny (4x4 patches, theta 1e4): measured 0.037
+    "rope_half_reused": 1e-2,
 }
 
 

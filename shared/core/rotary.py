@@ -79,7 +79,13 @@ def rotary_tables(spec: ModelSpec) -> RotaryTables | None:
     """The tables for `spec` (None without rope): rows for the whole sequence, prefix first."""
     if spec.rope == "none":
         return None
-    angles, hd, prefix = patch_angles(spec), spec.head_dim, spec.derived.prefix_tokens
+    return laid_out(spec, patch_angles(spec))
+
+
+def laid_out(spec: ModelSpec, angles: np.ndarray) -> RotaryTables:
+    """Tables from (num_patches, head_dim / 2) angles in `spec.rope`'s pairing, prefix rows first
+    (the catalogue lays out the angles of a port that computes others the same way)."""
+    hd, prefix = spec.head_dim, spec.derived.prefix_tokens
     if spec.rope == "axial_half":  # [a, a]: i with i + hd/2; the first half takes -sin
         angles = np.concatenate([angles, angles], axis=1)
         partner = np.concatenate([np.arange(hd // 2, hd), np.arange(hd // 2)])
