@@ -245,3 +245,22 @@ def test_no_library_exporter_writes_a_block_it_cannot_express(tmp_path: Path, ch
         with pytest.raises(SpecError, match=f"cannot export to .*{re.escape(expect)}"):
             export_checkpoint(fmt, spec_fmt, init_weights(spec_fmt, 0), out)
         assert not out.exists()
+
+
+def test_no_library_exporter_writes_pixtral_alternating_rotary_bands(tmp_path: Path) -> None:
+    """rope_bands='alternating' (Pixtral's) on DINOv3's rotary spec: the exporters that write RoPE
+    (timm's Eva, Transformers' DINOv3) refuse rope_bands in one line, the others a field of the
+    rotary spec they meet first (rope, or its absent position table); nothing is written."""
+    from shared.checkpoints import FORMATS
+    from shared.core.presets import get_preset
+
+    spec = get_preset("rope-tiny").replace(rope_bands="alternating")
+    for fmt in FORMATS:
+        out = tmp_path / fmt
+        with pytest.raises(SpecError, match=r"cannot export to .*spec field ") as caught:
+            export_checkpoint(fmt, spec, init_weights(spec, 0), out)
+        line = str(caught.value)
+        assert "\n" not in line
+        if fmt in ("timm", "hf"):
+            assert "spec field rope_bands='alternating'" in line and "needs shared" in line, line
+        assert not out.exists()

@@ -256,6 +256,10 @@ UNPRESET_SPECS = {
     "rope-interleaved": get_preset("rope-tiny").replace(
         image_width=12, rope="axial_interleaved", rope_theta=10_000.0, rope_coords="index",
         rope_ref_grid=(3, 5)),
+    # pixtral-tiny pins Pixtral's alternating bands in Transformers' rotate_half pairs; this pins them
+    # in Mistral's own interleaved pairs, on a 4x3 grid
+    "rope-alternating-interleaved": get_preset("pixtral-tiny").replace(image_width=12,
+                                                                       rope="axial_interleaved"),
 }
 
 

@@ -146,6 +146,9 @@ BAD_SPECS = [
     ({"kv_heads": 3}, "kv_heads", "a positive divisor of heads = 4, or null"),
     ({"kv_heads": 0}, "kv_heads", "a positive divisor of heads = 4, or null"),
     ({"kv_heads": 2.0}, "kv_heads", "a positive divisor of heads = 4, or null"),
+    # issue 36: the rotary frequency bands per axis
+    ({"rope_bands": "alternate"}, "rope_bands", "one of shared | alternating"),
+    ({"rope_bands": "alternating"}, "rope_bands", "'shared' when rope is 'none' (no rotary embeddings)"),
 ]
 
 
@@ -173,6 +176,15 @@ def test_norm_fields_keep_every_hash_and_name_of_a_spec_that_does_not_use_them()
     own = spec.replace(final_norm_eps=1e-3)
     assert own.derived.norm_eps == {**spec.derived.norm_eps, "final": 1e-3}
     assert own.spec_hash != spec.spec_hash
+
+
+def test_rope_bands_keep_every_rotary_hash_at_their_default() -> None:
+    """rope_bands at 'shared' leaves rope-tiny's and dinov3-tiny's hashes as before the field
+    (measured on this branch before issue 36's rotary slice); 'alternating' is another spec."""
+    assert get_preset("rope-tiny").spec_hash == "5507d7cd2ea263dd"
+    assert get_preset("dinov3-tiny").spec_hash == "76b51ec58f63a996"
+    spec = get_preset("rope-tiny")
+    assert spec.replace(rope_bands="alternating").spec_hash != spec.spec_hash
 
 
 def test_bias_free_drops_exactly_the_named_biases() -> None:

@@ -31,9 +31,10 @@ ISSUE_25_ENTRIES = {  # issue 25, "What to build" 12 (HF's 1e-12 eps is a varian
     "layer_scale", "pool_qkv_bias", "quick_gelu", "swiglu", "register_pooling", "register_positions",
     "distilled_heads",
 }
-# issue 36, the towers' blocks: RMSNorm, bias per projection, GQA (conventions of the model code);
-# and RMSNorm's epsilon, whose default each framework has
-ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order"}
+# issue 36, the towers' blocks: RMSNorm, bias per projection, GQA, and the 2026 towers' 2-D rotary
+# layouts (item 5): conventions of the model code; and RMSNorm's epsilon, whose default each framework has
+ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order",
+                    "rope_bands", "rope_1d", "rope_half_reused"}
 ISSUE_36_DEFAULTS = {"rms_norm_eps"}
 
 # Smallest gap each demonstration must show (well below what it measures: `compare.py divergences`
@@ -55,6 +56,8 @@ MIN_GAP = {
     "pos_resample": 3e-3, "pos_resample_antialias": 2e-3, "pos_resample_offset": 1e-3,
     # internvit-tiny (RMSNorm, eps 1e-6) with MLX's 1e-5: 1.4e-4; with torch's machine epsilon 1.4e-5
     "rms_norm_eps": 1e-4,
+    # one axis's table on both halves, on pixtral-tiny (4x4 patches, theta 1e4): measured 0.037
+    "rope_half_reused": 1e-2,
 }
 
 

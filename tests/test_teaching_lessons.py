@@ -46,6 +46,13 @@ LIBRARY_UNITS = {
                     "transformers: DINOv3ViTRopePositionEmbedding.forward"},
     "rope_prefix": {"timm: EvaAttention.forward", "timm: apply_rot_embed_cat",
                     "transformers: apply_rotary_pos_emb"},
+    # issue 36's 2-D rotary layouts: Pixtral's and Qwen2.5-VL's own code
+    "rope_bands": {"transformers: PixtralVisionRotaryEmbedding.compute_axial_rope_parameters",
+                   "transformers: Qwen2_5_VLVisionRotaryEmbedding.compute_axial_rope_parameters"},
+    "rope_1d": {"transformers: get_vision_position_ids",
+                "transformers: PixtralVisionRotaryEmbedding.forward"},
+    "rope_half_reused": {"transformers: PixtralVisionRotaryEmbedding.recomposition_frequencies",
+                         "transformers: Qwen2_5_VLVisionRotaryEmbedding.recomposition_frequencies"},
 }
 
 

@@ -30,6 +30,7 @@ from shared.core.weights import Tensors, init_weights
 from shared.teaching.divergences import CATALOGUE
 from shared.teaching.framework_defaults import defaults_module, demos_module
 from shared.teaching.position_demos import prefix_rotated_port
+from shared.teaching.position_transforms import axis_reused_tables, one_d_tables
 from shared.teaching.variants import Case, variant
 
 
@@ -120,6 +121,8 @@ FORWARD_CASES = [
     *(("rms_norm_eps", fw, "internvit-tiny", {}, "rms_norm_eps=1e-05") for fw in ("torch", "keras", "flax")),
     *(("layer_norm_eps", fw, "vit-pytorch-tiny", {}, "patch_norm_eps=0.001")
       for fw in ("torch", "keras", "flax")),
+    *(("rope_bands", fw, "pixtral-tiny", {}, "RoPE shared and alternating bands swapped")
+      for fw in ("torch", "keras", "flax")),
 ]
 
 
@@ -137,6 +140,23 @@ def test_rope_on_the_prefix_tokens_in_torch_breaks_equivalence() -> None:
     case = _case("rope-tiny")
     assert _passes(case, _port_logits("torch", case.spec, case.weights, case.images))
     assert not _passes(case, prefix_rotated_port(case.spec, case.weights).logits(case.images))
+
+
+# issue 36: RoPE slips with no spec field, as tables another port holds (MLX's:
+# tests/test_teaching_mutations_mlx.py)
+OTHER_PORTS_TABLES = {"rope_1d": one_d_tables, "rope_half_reused": axis_reused_tables}
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras", "flax"])
+@pytest.mark.parametrize("key", sorted(OTHER_PORTS_TABLES))
+def test_rope_tables_of_another_port_break_equivalence(monkeypatch: pytest.MonkeyPatch, key: str,
+                                                      framework: str) -> None:
+    """The port's rotary tables (read from shared/core/rotary.py when its Rotary is built) replaced by
+    those of a port that rotates by a 1-D token index, or by the row table on both halves."""
+    case = _case("pixtral-tiny")
+    assert _passes(case, _port_logits(framework, case.spec, case.weights, case.images)), "baseline"
+    monkeypatch.setattr(f"ports.{framework}.model.rotary_tables", OTHER_PORTS_TABLES[key])
+    assert not _passes(case, _port_logits(framework, case.spec, case.weights, case.images)), key
 
 
 def test_keras_default_epsilon_breaks_equivalence() -> None:
@@ -376,5 +396,7 @@ def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
         # tests/test_teaching_catalogue.py::test_mixed_precision_stream_dtypes
         "mixed_precision_stream",
         # RoPE on the prefix tokens: test_rope_on_the_prefix_tokens_in_torch_breaks_equivalence
-        "rope_prefix"}
+        "rope_prefix",
+        # RoPE by a 1-D index, one axis's table reused: test_rope_tables_of_another_port_break_equivalence
+        *OTHER_PORTS_TABLES}
     assert {e.key for e in CATALOGUE} <= covered

@@ -28,6 +28,7 @@ from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec
 from shared.core.weights import init_weights
+from shared.teaching.position_transforms import axis_reused_tables, one_d_tables
 from shared.teaching.variants import Case, variant
 from shared.training.parity import collect, start_training_jobs
 
@@ -100,10 +101,21 @@ def _variant_passes(preset: str, key: str) -> tuple[bool, bool]:
                                              ("dinov3-tiny", "key bias given the value's"),
                                              ("gqa-tiny", "k/v heads tiled"),
                                              ("internvit-tiny", "rms_norm_eps=1e-05"),
-                                             ("vit-pytorch-tiny", "patch_norm_eps=0.001")])
+                                             ("vit-pytorch-tiny", "patch_norm_eps=0.001"),
+                                             ("pixtral-tiny", "RoPE shared and alternating bands swapped")])
 def test_tower_knob_flipped_fails(preset: str, key: str) -> None:
     """Issue 36's knobs in the MLX port, as tests/test_teaching_mutations.py does in the others."""
     assert _variant_passes(preset, key) == (True, False)
+
+
+@pytest.mark.parametrize("tables", [one_d_tables, axis_reused_tables], ids=["rope_1d", "rope_half_reused"])
+def test_rope_tables_of_another_port_fail(monkeypatch: pytest.MonkeyPatch, tables) -> None:
+    """The MLX port's rotary tables replaced by a 1-D token index's, or the row table on both halves
+    (tests/test_teaching_mutations.py::test_rope_tables_of_another_port_break_equivalence)."""
+    spec = get_preset("pixtral-tiny")
+    assert _passes(spec)
+    monkeypatch.setattr(mlx_model, "rotary_tables", tables)
+    assert not _passes(spec)
 
 
 def test_conv_kernel_reshaped_to_ohwi_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -134,6 +134,8 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_fre
     unless the target can leave one out (`bias_free`: Transformers' DINOv3)."""
     d = s.derived
     require(rope or s.rope == "none", target, "rope", s.rope, "none (no rotary position embeddings)")
+    require(s.rope_bands == "shared", target, "rope_bands", s.rope_bands, "shared (the same head_dim / 4 "
+            "frequency bands on both axes; no exporter here writes Pixtral's alternating bands)")
     require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require(s.pos_resample == "none", target, "pos_resample", s.pos_resample,
             "none (a table at the image's own grid; exporting a resampled one is not built yet)")

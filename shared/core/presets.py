@@ -228,6 +228,21 @@ PRESETS: dict[str, Preset] = {
         "k/v head serving two consecutive query heads, with qk-norm on each head's queries and "
         "keys. Otherwise as the other tiny presets.",
     ),
+    "pixtral-tiny": Preset(
+        _ZOO_TINY.replace(name="pixtral-tiny", patch_bias=False, class_token=False, pos_embed="none",
+                          pos_embed_class_row=False, norm_before_blocks=True, norm_type="rms_norm",
+                          layer_norm_eps=1e-5, mlp="gated", activation="silu", qkv_bias=False,
+                          bias_free=("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2", "head.out"),
+                          rope="axial_half", rope_bands="alternating", rope_theta=10_000.0,
+                          final_norm="none", pooling="mean"),
+        "Pixtral's vision block at a tiny size, as Transformers' PixtralVisionModel builds it: a patch "
+        "projection without bias, RMSNorm (eps 1e-5) before the blocks (ln_pre) and in each pre-norm "
+        "block, SwiGLU (silu(gate x) * fc1 x, width 64), no bias anywhere, no class token and no "
+        "position table: 2-D rotary embeddings on every patch query and key (rotate_half pairs, "
+        "Pixtral's alternating bands, integer row and column, theta 1e4), no final norm. This "
+        "project's choice: the patches averaged and a Linear 32 -> 10 without bias as the head "
+        "(Pixtral's tower has none). 16x16x3 input, 4x4 patches, width 32, 4 heads of 8, 2 blocks.",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "

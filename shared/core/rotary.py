@@ -2,9 +2,12 @@
 queries and keys by, computed once here in float64.
 
 What the libraries compute, which the spec's fields pin:
-- frequencies: `rope_theta ** (-j / (head_dim / 4))` for j < head_dim / 4, the same bands for the
-  row axis and the column axis (timm's `freq_bands(step=1)`; Transformers' DINOv3
-  `1 / base ** arange(0, 1, 4 / head_dim)`);
+- frequencies (`rope_bands`): `shared`, `rope_theta ** (-j / (head_dim / 4))` for j < head_dim / 4,
+  the same bands for the row axis and the column axis (timm's `freq_bands(step=1)`; Transformers'
+  DINOv3 `1 / base ** arange(0, 1, 4 / head_dim)`; Qwen2.5-VL's vision rotary); or `alternating`,
+  the 1-D RoPE's head_dim / 2 bands `rope_theta ** (-2j / head_dim)`, the even-indexed ones for rows
+  and the odd-indexed ones for columns (Pixtral: Mistral's `precompute_freqs_cis_2d`, Transformers'
+  `PixtralVisionRotaryEmbedding`'s `inv_freq[0::2]`, `inv_freq[1::2]`);
 - coordinates: `index` is timm's `_build_grid(grid_type='index')` (integer row and column, scaled
   by `ref_feat_shape / grid` when `rope_ref_grid` is set, EVA-02's fine-tune scheme); `centered` is
   DINOv3's `get_patches_center_coordinates` (patch centres, each axis normalised to [-1, 1]) with
@@ -50,22 +53,39 @@ def axis_coordinates(spec: ModelSpec, size: int, axis: int) -> np.ndarray:
     return coords
 
 
+def axis_bands(spec: ModelSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The head_dim / 4 frequencies of the row axis and of the column axis (`rope_bands`)."""
+    quarter = spec.head_dim // 4
+    if spec.rope_bands == "alternating":  # 1-D RoPE's head_dim / 2 bands, dealt out rows, columns, ...
+        bands = 1.0 / spec.rope_theta ** (np.arange(0, spec.head_dim, 2) / spec.head_dim)
+        rows, cols = bands[0::2], bands[1::2]
+    else:
+        rows = cols = 1.0 / spec.rope_theta ** (np.arange(quarter) / quarter)
+    if spec.rope_coords == "centered":
+        return 2 * math.pi * rows, 2 * math.pi * cols
+    return rows, cols
+
+
 def patch_angles(spec: ModelSpec) -> np.ndarray:
     """(num_patches, head_dim / 2): [row angles, column angles] per patch, patches row-major."""
-    d, quarter = spec.derived, spec.head_dim // 4
-    bands = 1.0 / spec.rope_theta ** (np.arange(quarter) / quarter)
-    if spec.rope_coords == "centered":
-        bands = 2 * math.pi * bands
+    d = spec.derived
+    row_bands, col_bands = axis_bands(spec)
     rows = np.repeat(axis_coordinates(spec, d.grid_rows, 0), d.grid_cols)
     cols = np.tile(axis_coordinates(spec, d.grid_cols, 1), d.grid_rows)
-    return np.concatenate([rows[:, None] * bands, cols[:, None] * bands], axis=1)
+    return np.concatenate([rows[:, None] * row_bands, cols[:, None] * col_bands], axis=1)
 
 
 def rotary_tables(spec: ModelSpec) -> RotaryTables | None:
     """The tables for `spec` (None without rope): rows for the whole sequence, prefix first."""
     if spec.rope == "none":
         return None
-    angles, hd, prefix = patch_angles(spec), spec.head_dim, spec.derived.prefix_tokens
+    return laid_out(spec, patch_angles(spec))
+
+
+def laid_out(spec: ModelSpec, angles: np.ndarray) -> RotaryTables:
+    """Tables from (num_patches, head_dim / 2) angles in `spec.rope`'s pairing, prefix rows first
+    (the catalogue lays out the angles of a port that computes others the same way)."""
+    hd, prefix = spec.head_dim, spec.derived.prefix_tokens
     if spec.rope == "axial_half":  # [a, a]: i with i + hd/2; the first half takes -sin
         angles = np.concatenate([angles, angles], axis=1)
         partner = np.concatenate([np.arange(hd // 2, hd), np.arange(hd // 2)])

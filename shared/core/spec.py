@@ -67,7 +67,11 @@ NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_ar
 # and the coordinates the angles are computed from.
 Rope = Literal["none", "axial_half", "axial_interleaved"]
 RopeCoords = Literal["index", "centered"]
-ROPES, ROPE_COORDS = get_args(Rope), get_args(RopeCoords)
+# Which frequency bands each axis takes: `shared`, the same head_dim / 4 bands for rows and columns
+# (timm, DINOv3, Qwen2.5-VL's vision rotary), or `alternating`, the 1-D RoPE's head_dim / 2 bands
+# with the even ones on rows and the odd ones on columns (Pixtral).
+RopeBands = Literal["shared", "alternating"]
+ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(RopeBands)
 # The normalisation every norm of the model computes: LayerNorm, or RMSNorm (scale only, no mean
 # subtracted: AIMv2, Pixtral, the Qwen2.5-VL encoder, InternViT with norm_type 'rms_norm').
 NormType = Literal["layer_norm", "rms_norm"]
@@ -97,7 +101,7 @@ class ModelSpec(Record):
         "norm_before_blocks", "mlp", "qk_norm", "layer_scale", "pool_qkv_bias",
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
-        "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads",
+        "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
     })
 
     # Input and patching.
@@ -153,6 +157,7 @@ class ModelSpec(Record):
     rope_theta: float = 10_000.0  # base of the frequencies (timm's temperature; DINOv3: 100)
     rope_coords: RopeCoords = "index"  # index: timm integer grid; centered: DINOv3 [-1, 1] centres, x 2 pi
     rope_ref_grid: tuple[int, ...] = ()  # timm's ref_feat_shape (rows, cols): index coords scaled to it
+    rope_bands: RopeBands = "shared"  # shared: head_dim/4 bands on both axes; alternating: Pixtral's
     # Readout.
     final_norm: FinalNorm = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
     pooling: Pooling = "cls"
@@ -458,7 +463,8 @@ def _validate_rope(s: ModelSpec) -> None:
     ))):
         _fail("rope_ref_grid", ref, f"empty or two positive integers (rows, cols) of at most {MAX_TOKENS:,}")
     if s.rope == "none":
-        defaults = {"rope_theta": 10_000.0, "rope_coords": "index", "rope_ref_grid": ()}
+        defaults = {"rope_theta": 10_000.0, "rope_coords": "index", "rope_ref_grid": (),
+                    "rope_bands": "shared"}
         for name, default in defaults.items():
             if getattr(s, name) != default:
                 _fail(name, getattr(s, name), f"{default!r} when rope is 'none' (no rotary embeddings)")

@@ -79,6 +79,13 @@ TIMM_ROTATE = tuple(LibrarySelect("timm", TIMM_SINCOS, unit)
                     for unit in ("rot", "rope_rotate_half", "apply_rot_embed", "apply_rot_embed_cat"))
 HF_DINOV3_ROTATE = (LibrarySelect("transformers", HF_DINOV3, "rotate_half"),
                     LibrarySelect("transformers", HF_DINOV3, "apply_rotary_pos_emb"))
+# issue 36's vision towers: Pixtral's and Qwen2.5-VL's rotaries (tests/test_core_rotary_libraries.py)
+HF_PIXTRAL = "transformers.models.pixtral.modeling_pixtral"
+HF_QWEN2_5_VL = "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl"
+PIXTRAL_ROTARY, QWEN_ROTARY = "PixtralVisionRotaryEmbedding", "Qwen2_5_VLVisionRotaryEmbedding"
+HF_2D_POSITIONS = LibrarySelect("transformers", "transformers.vision_utils", "get_vision_position_ids")
+HF_AXES_CONCATENATED = tuple(LibrarySelect("transformers", module, f"{unit}.recomposition_frequencies")
+                             for module, unit in ((HF_PIXTRAL, PIXTRAL_ROTARY), (HF_QWEN2_5_VL, QWEN_ROTARY)))
 
 # `tried` and `place` keep the order `diagnose` tried the first entries' alternatives in (spec
 # fields first) and the lessons' reading order; an entry without them comes after, in catalogue order.
@@ -566,6 +573,48 @@ CATALOGUE: tuple[Entry, ...] = (
                          LibrarySelect("timm", TIMM_SINCOS, "RotaryEmbeddingCat.get_embed"),
                          LibrarySelect("transformers", HF_DINOV3, "get_patches_center_coordinates"),
                          LibrarySelect("transformers", HF_DINOV3, "DINOv3ViTRopePositionEmbedding.forward"))),
+          framework_default=False),
+    Entry("rope_bands", "RoPE frequency bands: shared by both axes or alternating",
+          "timm, DINOv3 and Qwen2.5-VL give rows and columns the same head_dim / 4 bands; Pixtral "
+          "(Mistral's precompute_freqs_cis_2d, Transformers' PixtralVisionRotaryEmbedding) takes the "
+          "1-D RoPE's head_dim / 2 bands and deals them out, the even ones to rows, the odd ones to "
+          "columns: same shapes, same pairing, other angles",
+          "ModelSpec.rope_bands (shared / alternating)", "forward", "-",
+          Reference(template=pos.with_trace_lines),
+          alternatives=(
+              Variant("RoPE shared and alternating bands swapped", "your port gives both axes the same "
+                      "head_dim / 4 bands (timm, DINOv3, Qwen2.5-VL) where the model deals out the 1-D "
+                      "bands, even ones to rows and odd ones to columns (Pixtral), or the reverse",
+                      pt.rope_bands_swapped),),
+          cases=(On("pixtral-tiny"),),
+          lesson=Lesson("the ports take their bands from shared/core/rotary.py; Pixtral's rows take the "
+                        "even 1-D bands and its columns the odd ones",
+                        (Select(unit="Rotary.__init__"),),
+                        (LibrarySelect("transformers", HF_PIXTRAL,
+                                       f"{PIXTRAL_ROTARY}.compute_axial_rope_parameters"),
+                         LibrarySelect("transformers", HF_QWEN2_5_VL,
+                                       f"{QWEN_ROTARY}.compute_axial_rope_parameters"))),
+          framework_default=False),
+    Entry("rope_1d", "RoPE by a 1-D token index or by 2-D positions",
+          "a vision tower rotates each patch by its (row, column) position; a port that reuses a "
+          "language model's rotary op with position ids 0 .. N-1 (onnxruntime's RotaryEmbedding, as "
+          "onnxruntime-mobius-style ports do) rotates patch t by t times the 1-D bands: every shape "
+          "fits and it runs", "convention: 2-D (row, column) positions (shared/core/rotary.py)",
+          "forward", "-", pos.demo_rope_1d,
+          lesson=Lesson("each patch's angles come from its row and its column, never its index",
+                        (Select(unit="Rotary.__init__"),),
+                        (HF_2D_POSITIONS,
+                         LibrarySelect("transformers", HF_PIXTRAL, f"{PIXTRAL_ROTARY}.forward"))),
+          framework_default=False),
+    Entry("rope_half_reused", "RoPE with one axis's table on both halves",
+          "the row angles fill one half of each head's rotary dimensions and the column angles the "
+          "other; a port that computes one axis's table and reuses it for both (as ncnn-style ports "
+          "do) rotates every patch of a row alike: the columns are told apart by nothing",
+          "convention: [row angles, column angles] per patch (shared/core/rotary.py)", "forward", "-",
+          pos.demo_rope_half_reused,
+          lesson=Lesson("the row table and the column table are concatenated, never one reused",
+                        (Select(unit="Rotary.__init__"),),
+                        HF_AXES_CONCATENATED),
           framework_default=False),
     Entry("rope_prefix", "RoPE on the class and register tokens, or not",
           "timm's EvaAttention and DINOv3 split the prefix tokens off and rotate the patches only; a "

@@ -2,7 +2,8 @@
 (issue 23): the same canonical weights and input run with the pin and without it through the
 float64 reference, laid out per target grid (`over_grids`) or with the tap where `trace` first
 sees the difference (`with_trace_lines`: the first block's attention for RoPE); and RoPE on the
-prefix tokens, which has no spec field, run in the torch port (`demo_rope_prefix`).
+prefix tokens, by a 1-D token index or by one axis's table on both halves, which have no spec
+field, run in the torch port (`demo_rope_prefix`, `demo_rope_1d`, `demo_rope_half_reused`).
 
 Resampling runs on DINOv2's features at a tiny size (class token, two registers without position
 rows, LayerScale, SwiGLU; one block) with a 4x4 source table, at two target grids: 6x5 (enlarged,
@@ -20,10 +21,11 @@ from ports import create_port
 from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.resample import AXIS_WEIGHTS
+from shared.core.rotary import RotaryTables
 from shared.core.spec import ModelSpec
 from shared.teaching.demo import Demo, demo_case, first_seen, gap, variant_demo
 from shared.teaching.first_divergence import compare_taps, reference_taps
-from shared.teaching.position_transforms import prefix_rotated_tables
+from shared.teaching.position_transforms import axis_reused_tables, one_d_tables, prefix_rotated_tables
 from shared.teaching.row import On
 from shared.teaching.transforms import Case, Variant
 
@@ -103,7 +105,11 @@ def prefix_rotated_port(spec: ModelSpec, weights: dict[str, np.ndarray]) -> obje
     """The torch port with every block's rotary buffers replaced by `prefix_rotated_tables`: the
     tables of a port that rotates the class and register tokens too (no spec field: the spec
     never rotates the prefix)."""
-    tables = prefix_rotated_tables(spec)
+    return port_with_tables(spec, weights, prefix_rotated_tables(spec))
+
+
+def port_with_tables(spec: ModelSpec, weights: dict[str, np.ndarray], tables: RotaryTables) -> object:
+    """The torch port with every block's rotary buffers replaced by `tables` (another port's)."""
     port = create_port("torch", spec)
     port.load(weights)
     for blk in port.model.blocks:
@@ -129,3 +135,33 @@ def demo_rope_prefix() -> Demo:
         f"trace first sees it at {first.name if first else 'none'}",
         "timm's EvaAttention and DINOv3's apply_rotary_pos_emb rotate q[:, :, npt:] only; rotating the "
         "prefix at the origin's angle (0) would be the same function: only a non-zero angle shows"])
+
+
+def _tables_demo(spec: ModelSpec, tables: RotaryTables, what: str, libraries: str) -> Demo:
+    """The torch port holding another port's `tables`, against the float64 reference: the gap and
+    the tap where the trace first sees it."""
+    case = demo_case(spec)
+    pinned = reference_taps(spec, case.weights, case.images)
+    port = port_with_tables(spec, case.weights, tables)
+    moved = gap(port.logits(case.images), pinned["logits"])
+    first = compare_taps(spec, pinned, port.intermediates(case.images), "torch").first_divergence
+    return Demo(moved, ran_with=["reference", "torch"], lines=[
+        f"spec {spec.name!r} ({spec.derived.grid_rows}x{spec.derived.grid_cols} patches), same canonical "
+        f"weights: the torch port that {what} moves the logits by {moved:.3g} from the reference",
+        f"trace first sees it at {first.name if first else 'none'}", libraries])
+
+
+def demo_rope_1d() -> Demo:
+    """RoPE by a 1-D token index instead of 2-D (row, column) positions, on pixtral-tiny."""
+    spec = get_preset("pixtral-tiny")
+    return _tables_demo(spec, one_d_tables(spec), "rotates patch t by t times the 1-D RoPE bands",
+                        "Transformers' Pixtral and Qwen2.5-VL build (row, column) position ids "
+                        "(meshgrid 'ij'); a language model's rotary op fed 0 .. N-1 rotates by the index")
+
+
+def demo_rope_half_reused() -> Demo:
+    """One axis's table reused for both halves: the column angles from the row coordinate."""
+    spec = get_preset("pixtral-tiny")
+    return _tables_demo(spec, axis_reused_tables(spec), "takes the column angles from each patch's row",
+                        "Transformers' Pixtral and Qwen2.5-VL concatenate a row table and a column table "
+                        "(recomposition_frequencies); one table on both halves leaves the columns unseen")

@@ -3,18 +3,19 @@
 what a port that took another library's convention computes, or None when it does not apply.
 
 A resampled table is one spec field (`pos_resample`, shared/core/resample.py), and so are the
-RoPE layout (`rope`) and coordinates (`rope_coords`): those alternatives are spec changes on the
-same canonical weights. Rotating the prefix tokens too has no field (the spec fixes that the
-prefix is never rotated, as timm and DINOv3 split it off): `prefix_rotated_tables` builds the
-tables such a port holds, and the demonstration and the mutation test load them into the torch
-port's rotary buffers.
+RoPE layout (`rope`), coordinates (`rope_coords`) and frequency bands (`rope_bands`): those
+alternatives are spec changes on the same canonical weights. Rotating the prefix tokens too, by a
+1-D token index, or by one axis's angles on both halves has no field (the spec fixes 2-D (row,
+column) positions on the patches alone): `prefix_rotated_tables`, `one_d_tables` and
+`axis_reused_tables` build the tables such a port holds; the demonstrations load them into the
+torch port's rotary buffers, the mutation tests into every port's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from shared.core.rotary import RotaryTables, rotary_tables
+from shared.core.rotary import RotaryTables, axis_bands, axis_coordinates, laid_out, rotary_tables
 from shared.core.spec import ModelSpec
 from shared.teaching.transforms import Case, Transform, with_spec
 
@@ -56,6 +57,39 @@ def rope_coords_swapped(case: Case) -> Case | None:
     if case.spec.rope == "none" or case.spec.rope_ref_grid:
         return None
     return with_spec(case, rope_coords=swap[case.spec.rope_coords])
+
+
+def rope_bands_swapped(case: Case) -> Case | None:
+    """The same head_dim / 4 bands on both axes (timm, DINOv3, Qwen2.5-VL) <-> Pixtral's alternating
+    ones (the 1-D RoPE's head_dim / 2 bands, even ones on rows, odd ones on columns), or the reverse."""
+    swap = {"shared": "alternating", "alternating": "shared"}
+    if case.spec.rope == "none":
+        return None
+    return with_spec(case, rope_bands=swap[case.spec.rope_bands])
+
+
+def one_d_tables(spec: ModelSpec) -> RotaryTables | None:
+    """The tables of a port that rotates each patch by its 1-D token index (a language model's RoPE,
+    onnxruntime's RotaryEmbedding op fed position_ids 0 .. N-1, as onnxruntime-mobius-style ports
+    do): patch t (row-major) at t * rope_theta ** (-2j / head_dim) for the head_dim / 2 bands, in
+    the spec's pairing. Row 0 and the first row's patches move least; the rest by their index."""
+    if spec.rope == "none":
+        return None
+    t = np.arange(spec.derived.num_patches, dtype=np.float64)
+    bands = 1.0 / spec.rope_theta ** (np.arange(0, spec.head_dim, 2) / spec.head_dim)
+    return laid_out(spec, t[:, None] * bands)
+
+
+def axis_reused_tables(spec: ModelSpec) -> RotaryTables | None:
+    """The tables of a port that computes the row axis's table and reuses it for the columns (as
+    ncnn-style ports do): every patch's column angles taken from its row coordinate, so patches of
+    one row all share one rotation and columns are told apart by nothing."""
+    if spec.rope == "none":
+        return None
+    d = spec.derived
+    row_bands, col_bands = axis_bands(spec)
+    rows = np.repeat(axis_coordinates(spec, d.grid_rows, 0), d.grid_cols)
+    return laid_out(spec, np.concatenate([rows[:, None] * row_bands, rows[:, None] * col_bands], axis=1))
 
 
 def prefix_rotated_tables(spec: ModelSpec) -> RotaryTables | None:

@@ -224,7 +224,8 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
     if spec.pos_embed == "none":
         out |= {"pos_embed_class_row": "no position table", "pos_rows": "no position table"}
     if spec.rope == "none":
-        out |= dict.fromkeys(("rope_theta", "rope_coords", "rope_ref_grid"), "no rotary embeddings")
+        out |= dict.fromkeys(("rope_theta", "rope_coords", "rope_ref_grid", "rope_bands"),
+                             "no rotary embeddings")
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
                              "a built model's table has the image's own patch grid (only that shape binds)")

@@ -207,7 +207,7 @@ DINOV3_DEFAULTS: dict[str, Any] = {
 DINOV3_FIXED: dict[str, Any] = {
     "class_token": True, "pos_embed": "none", "pos_embed_class_row": False, "pooling": "cls",
     "layer_scale": True, "final_norm": "tokens", "num_classes": 0, "patch_bias": True,
-    "rope": "axial_half", "rope_coords": "centered", "rope_ref_grid": (),
+    "rope": "axial_half", "rope_coords": "centered", "rope_ref_grid": (), "rope_bands": "shared",
 }
 REGISTER_TOKENS = "embeddings.register_tokens"  # a (1, 0, D) tensor without registers
 

@@ -392,6 +392,7 @@ def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> 
                             "(timm's default layout), axial_half (rope_rotate_half=True) or none "
                             "(use_rot_pos_emb=False)")
     inf.fact("rope_coords", "index", "timm's RotaryEmbeddingCat (rope_type='cat', in_pixels=False)")
+    inf.fact("rope_bands", "shared", "timm's RotaryEmbeddingCat (the same bands on both axes)")
     if "rope_temperature" in args:
         inf.fact("rope_theta", float(args["rope_temperature"]), f"{where}.rope_temperature")
     else:
