@@ -185,7 +185,8 @@ def test_what_an_exporter_cannot_build_of_the_towers_is_refused_in_one_line() ->
 
     aimv2, internvit = get_preset("aimv2-tiny"), get_preset("internvit-tiny")
     cases = (("timm", internvit, r"final_norm_eps=1e-05; .*one epsilon for every norm but the patch norm"),
-             ("timm", aimv2.replace(bias_free=("attn.out",)), r"bias_free=\['attn.out'\]; .*proj_bias=False"),
+             ("timm", aimv2.replace(bias_free=("attn.out",)),
+              r"bias_free=\('attn.out',\); .*proj_bias=False"),
              ("timm", aimv2.replace(patch_norm_eps=1e-6), None),  # the patch norm's own: embed_norm_layer
              ("keras_hub", aimv2, r"norm_type='rms_norm'; .*layer_norm \(no RMSNorm\)"),
              ("torchvision", internvit, r"norm_type='rms_norm'"))
@@ -281,6 +282,69 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any], t
     again = import_checkpoint("hf", tmp_path / "exported")  # 4.x's names, a SigLIP's `vision_model.` too
     assert again.spec == spec
     assert_same_tensors(again.tensors, tensors)
+
+
+# The vision towers of Transformers 5 that return their tokens (no pooler): AIMv2 (use_head=False; the
+# aimv2-tiny preset) and InternViT-6B's block (RMSNorm, q/k/v biases, LayerScale, no final norm)
+TOWER_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("aimv2", "Aimv2VisionModel", dict(HF_SMALL, intermediate_size=88, use_head=False)),
+    ("internvl-rmsnorm", "InternVLVisionModel",
+     dict(HF_SMALL, intermediate_size=48, norm_type="rms_norm", attention_bias=True)),
+]
+
+
+def tower_output(model: torch.nn.Module, images: np.ndarray, pooling: str) -> np.ndarray:
+    """The tokens a tower returns (`last_hidden_state`), pooled as the spec read from it pools them."""
+    from tests.checkpoints_support import nchw
+
+    with torch.no_grad():
+        tokens = model(pixel_values=nchw(images)).last_hidden_state.numpy()
+    return tokens.mean(1) if pooling == "mean" else tokens[:, 0]
+
+
+@pytest.mark.parametrize(("model_class", "config"), [c[1:] for c in TOWER_CASES],
+                         ids=[c[0] for c in TOWER_CASES])
+def test_hf_towers_both_directions(model_class: str, config: dict[str, Any], tmp_path: Path) -> None:
+    """As the families above, from memory and from the saved folder, on the towers' tokens pooled as the
+    spec pools them; the live model's spec read from it; exported, loaded with an empty load report."""
+    from shared.core.presets import get_preset
+    from shared.your_model.proposal import propose_spec
+
+    torch.manual_seed(0)
+    model = perturbed(hf_model(model_class, config), seed=1)
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+    spec, images = converted.spec, images_for(converted.spec)
+    if model_class == "Aimv2VisionModel":
+        assert spec == get_preset("aimv2-tiny")
+    assert_ports_match(spec, converted.tensors, images, tower_output(model, images, spec.pooling),
+                       ports=ports.NATIVE)
+    model.save_pretrained(tmp_path / "saved")
+    saved = import_checkpoint("hf", tmp_path / "saved")
+    assert saved.spec == spec
+    assert_same_tensors(saved.tensors, converted.tensors)
+    assert propose_spec(model).spec == spec
+    tensors = init_weights(spec, seed=5)
+    rebuilt = load_exported_hf(spec, tensors, tmp_path / "exported")
+    expected = reference.forward(spec, tensors, images)
+    back = np.abs(tower_output(rebuilt, images, spec.pooling) - expected).max()
+    assert back <= ATOL, back
+
+
+def test_hf_towers_refuse_what_the_spec_cannot_say_in_one_line() -> None:
+    from shared.errors import SpecError
+
+    aimv2, internvl = dict(HF_SMALL, intermediate_size=88), dict(HF_SMALL, intermediate_size=48)
+    for model_class, config, key in (
+        ("Aimv2VisionModel", aimv2, "use_head = True"),  # its attention-pooling head
+        ("Aimv2VisionModel", dict(aimv2, use_head=False, is_native=True), "is_native = True"),
+        ("InternVLVisionModel", dict(internvl, use_qk_norm=True), "use_qk_norm = True"),  # over all heads
+        ("InternVLVisionModel", dict(internvl, norm_type="rms_norm", use_mean_pooling=False),
+         "use_mean_pooling = False"),
+    ):
+        model = hf_model(model_class, config)
+        with pytest.raises(SpecError, match=f"^config {key}") as caught:
+            import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+        assert "\n" not in str(caught.value)
 
 
 # Each family built and saved by Transformers 4.x (its side directory, in a process of its own: every

@@ -529,7 +529,7 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",))
     no_proj_bias = tuple(n for n in ("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2") if n != "mlp.gate"
                          or s.mlp == "gated")
-    require(s.bias_free in ((), no_proj_bias), TARGET, "bias_free", list(s.bias_free),
+    require(s.bias_free in ((), no_proj_bias), TARGET, "bias_free", s.bias_free,
             f"none or {list(no_proj_bias)} (timm's proj_bias=False; q/k/v by qkv_bias)")
     if s.rope != "none":
         check_eva_exportable(s)
@@ -689,9 +689,8 @@ def read_live(model: Any) -> Reading | None:
         r.fact("final_norm", final, "timm: model.fc_norm / model.norm")
     if hasattr(model, "num_classes"):
         r.fact("num_classes", int(model.num_classes), "timm: model.num_classes")
-    if len(model.blocks):
+    if len(model.blocks):  # the activation and LayerNorms' eps: the torch layers' own reading
         _live_norms(r, model)
-        _live_activation(r, model.blocks[0])
     rope = getattr(model, "rope", None)
     if rope is None:
         r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
@@ -712,14 +711,13 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
 # timm's norm layers by class name -> the spec's norm_type (LayerNorm2d and the like never stand in a ViT)
 NORM_CLASSES = {"LayerNorm": "layer_norm", "LayerNormFp32": "layer_norm", "RmsNorm": "rms_norm",
                 "RmsNormFp32": "rms_norm"}
-# timm's activation layers by class name -> the spec's (nn.GELU by its `approximate`)
-ACT_CLASSES = {"GELU": "gelu", "GELUTanh": "gelu_tanh", "QuickGELU": "quick_gelu", "SiLU": "silu",
-               "Swish": "silu"}
 
 
 def _live_norms(r: Reading, model: Any) -> None:
-    """The norm kind and each place's epsilon, read from the modules themselves (block 0's norm1, and
-    the patch, pre-block, qk, final and pool norms where they stand), never from a library default."""
+    """The norm kind, and an RmsNorm model's epsilon per place, read from the modules themselves (block
+    0's norm1, and the patch, pre-block, qk, final and pool norms where they stand), never from a
+    library default. A LayerNorm's epsilon is the torch layers' reading (`proposal_layers.py`), which
+    knows no RmsNorm."""
     block = model.blocks[0]
     norm1 = getattr(block, "norm1", None)
     kind = NORM_CLASSES.get(type(norm1).__name__)
@@ -728,6 +726,8 @@ def _live_norms(r: Reading, model: Any) -> None:
         return
     eps = float(norm1.eps)
     r.fact("norm_type", kind, f"timm: model.blocks[0].norm1 is a {type(norm1).__name__}")
+    if kind != "rms_norm":
+        return
     r.fact("layer_norm_eps", eps, "timm: model.blocks[0].norm1.eps")
     attn = getattr(block, "attn", None)
     places = {"patch": ("model.patch_embed.norm", getattr(model.patch_embed, "norm", None)),
@@ -743,16 +743,6 @@ def _live_norms(r: Reading, model: Any) -> None:
                            f"{type(norm1).__name__}: the spec has one norm kind")
         r.fact(NORM_EPS_FIELDS[place], own, f"timm: {where}.eps" if not is_identity(module)
                else f"timm: no {where}")
-
-
-def _live_activation(r: Reading, block: Any) -> None:
-    """The MLP's activation, as the module block 0's MLP calls (`mlp.act`)."""
-    act = getattr(getattr(block, "mlp", None), "act", None)
-    name = type(act).__name__
-    if name == "GELU" and getattr(act, "approximate", "none") == "tanh":
-        name = "GELUTanh"
-    if name in ACT_CLASSES:
-        r.fact("activation", ACT_CLASSES[name], f"timm: model.blocks[0].mlp.act is a {type(act).__name__}")
 
 
 def _eva_rope_args(model: Any, rope: Any) -> dict[str, Any]:
