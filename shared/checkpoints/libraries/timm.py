@@ -183,8 +183,8 @@ def _infer_norms_and_biases(inf: Inference, raw: Raw) -> None:
     rms = "blocks.0.norm1.bias" not in raw and "blocks.0.norm1.weight" in raw
     inf.fact("norm_type", "rms_norm" if rms else "layer_norm",
              "presence of tensor 'blocks.0.norm1.bias' (timm's RmsNorm has none)")
-    inf.convention("layer_norm_eps", 1e-6, f"timm's {'RmsNorm' if rms else 'LayerNorm'} default; AIMv2's "
-                   "is 1e-5: --set layer_norm_eps=1e-5" if rms else "timm's LayerNorm")
+    aimv2 = "timm's RmsNorm default; AIMv2's is 1e-5: --set layer_norm_eps=1e-5"
+    inf.convention("layer_norm_eps", 1e-6, aimv2 if rms else "timm's LayerNorm")
     gated = inf.facts["mlp"][0] == "gated"
     absent = {"attn.out": "blocks.0.attn.proj.bias", "mlp.fc1": "blocks.0.mlp.fc1.bias",
               "mlp.fc2": "blocks.0.mlp.fc2.bias"}
@@ -428,7 +428,7 @@ def check_eva_exportable(s: ModelSpec) -> None:
     """What `Eva(attn_type='rope')` builds, beyond what the timm exporter already checks."""
     require(s.norm_type == "layer_norm", EVA_TARGET, "norm_type", s.norm_type, "layer_norm (Eva's is built "
             "here with LayerNorm)")
-    require(not s.bias_free, EVA_TARGET, "bias_free", list(s.bias_free), "none (Eva's proj_bias is not "
+    require(not s.bias_free, EVA_TARGET, "bias_free", s.bias_free, "none (Eva's proj_bias is not "
             "written here)")
     require(s.patch_norm_eps is None, EVA_TARGET, "patch_norm_eps", s.patch_norm_eps, "null")
     require(s.rope_coords == "index", EVA_TARGET, "rope_coords", s.rope_coords,
