@@ -419,3 +419,10 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
     assert set(SOURCES) == set(FULL_SIZE_PRESETS)
     count = sum(p.numel() for p in model.parameters())
     assert FULL_SIZE_PRESETS[preset].spec.derived.params == count
+    if preset in ("aimv2-l14", "internvit-300m"):  # Transformers' tower from `convert --to hf`'s config
+        from shared.checkpoints.libraries.hf import build_model
+
+        with torch.device("meta"):
+            tower = build_model(FULL_SIZE_PRESETS[preset].spec)
+        assert type(tower).__name__ in ("Aimv2VisionModel", "InternVLVisionModel")
+        assert sum(p.numel() for p in tower.parameters()) == count
