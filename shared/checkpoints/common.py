@@ -149,7 +149,7 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_fre
     require(rms_norm or s.norm_type == "layer_norm", target, "norm_type", s.norm_type,
             "layer_norm (no RMSNorm)")
     require(bias_free or not s.bias_free, target, "bias_free", s.bias_free,
-            "none (each projection it builds has its bias; no exporter here writes a missing one yet)")
+            "none (each projection it builds has its bias)")
     require(d.kv_heads == s.heads, target, "kv_heads", s.kv_heads,
             f"null or heads = {s.heads} (no grouped-query attention)")
     for place, field_name in NORM_EPS_FIELDS.items():  # one epsilon for every norm but `own_eps`'
