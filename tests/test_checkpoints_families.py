@@ -63,6 +63,18 @@ TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
      dict(SMALL, class_token=False, embed_norm_layer="layernorm", global_pool="avg", fc_norm=True,
           num_classes=3), ["heads=4"]),
     # timm's Eva, RoPE: EvaAttention (q_bias, v_bias, no key bias), Eva's default avg pool + fc_norm
+    # AIMv2 (timm's aimv2_*: RmsNorm eps 1e-5 on every norm and the patch tokens, no q/k/v or projection
+    # bias, split SwiGLU, avg pool over a final-normed sequence) and InternViT-6B's block (RmsNorm,
+    # qk-norm, LayerScale, no final norm)
+    ("aimv2-rmsnorm-nobias-swiglu-split",
+     dict(SMALL, class_token=False, global_pool="avg", fc_norm=False, mlp_ratio=2.75, qkv_bias=False,
+          proj_bias=False, act_layer="silu", mlp_layer="SwiGLU", num_classes=0,
+          norm_layer="functools.partial(timm.layers.RmsNorm, eps=1e-05)",
+          embed_norm_layer="functools.partial(timm.layers.RmsNorm, eps=1e-05)"),
+     ["heads=4", "layer_norm_eps=1e-5"]),
+    ("internvit-rmsnorm-qknorm-layerscale",
+     dict(SMALL, norm_layer="rmsnorm", qk_norm=True, init_values=0.1, final_norm=False, num_classes=4),
+     ["heads=4"]),
     ("eva-rope-interleaved", dict(EVA_SMALL, num_classes=3), ["heads=2", "rope=axial_interleaved"]),
     ("eva-rope-half-unfused-config",  # also: q/k/v_proj, gamma_1/2, registers, GluMlp, ref_feat_shape
      dict(EVA_SMALL, img_size=(16, 12), rope_rotate_half=True, rope_temperature=100.0, ref_feat_shape=(3, 5),
@@ -104,12 +116,16 @@ def test_timm_families_both_directions(kwargs: dict[str, Any], given: list[str])
     config = None if given else {"model_args": kwargs}
     converted = import_tensors("timm", raw, config, parse_given(None, given))
     spec, images = converted.spec, images_for(converted.spec)
-    # the reference; for RoPE every port too (the other families' features are checked in every
-    # port on their tiny presets, tests/test_ports.py)
+    # the reference; for RoPE and RMSNorm every port too (the other families' features are checked in
+    # every port on their tiny presets, tests/test_ports.py)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images),
-                       ports=ports.NATIVE if spec.rope != "none" else ())
+                       ports=ports.NATIVE if spec.rope != "none" or spec.norm_type == "rms_norm" else ())
     if not kwargs.get("use_rot_pos_emb"):  # an Eva's key bias is no tensor of its own: it binds only
         assert_verified(model, spec)       # as Eva(attn_type='rope') (tests/test_user_spec_inference.py)
+    if spec.norm_type == "rms_norm":  # norm kind, each place's eps and the activation read from the modules
+        from shared.your_model.proposal import propose_spec
+
+        assert propose_spec(model).spec == spec
     # And back: random canonical weights, exported, load strictly into the model timm builds
     # from model_kwargs(spec) (SwiGLU split comes back packed; Eva from eva_kwargs, attn_type='rope'
     # keeping the key bias) and give the reference's output.
@@ -159,6 +175,28 @@ def test_every_timm_tensor_is_used_and_the_inexpressible_is_named() -> None:
     with pytest.raises(SpecError, match="patch_norm_in=True"):
         both = spec.replace(patch_norm_in=True)
         export_tensors("timm", both, init_weights(both))
+
+
+def test_what_an_exporter_cannot_build_of_the_towers_is_refused_in_one_line() -> None:
+    """timm writes RmsNorm with one epsilon (norm_layer) beside the patch norm's own (embed_norm_layer),
+    and proj_bias=False leaves out every non-q/k/v bias at once; a library without RMSNorm refuses it."""
+    from shared.core.presets import get_preset
+    from shared.errors import SpecError
+
+    aimv2, internvit = get_preset("aimv2-tiny"), get_preset("internvit-tiny")
+    cases = (("timm", internvit, r"final_norm_eps=1e-05; .*one epsilon for every norm but the patch norm"),
+             ("timm", aimv2.replace(bias_free=("attn.out",)),
+              r"bias_free=\('attn.out',\); .*proj_bias=False"),
+             ("timm", aimv2.replace(patch_norm_eps=1e-6), None),  # the patch norm's own: embed_norm_layer
+             ("keras_hub", aimv2, r"norm_type='rms_norm'; .*layer_norm \(no RMSNorm\)"),
+             ("torchvision", internvit, r"norm_type='rms_norm'"))
+    for fmt, spec, refusal in cases:
+        if refusal is None:
+            export_tensors(fmt, spec, init_weights(spec))
+            continue
+        with pytest.raises(SpecError, match=refusal) as caught:
+            export_tensors(fmt, spec, init_weights(spec))
+        assert "\n" not in str(caught.value)
 
 
 def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> None:
@@ -246,6 +284,69 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any], t
     assert_same_tensors(again.tensors, tensors)
 
 
+# The vision towers of Transformers 5 that return their tokens (no pooler): AIMv2 (use_head=False; the
+# aimv2-tiny preset) and InternViT-6B's block (RMSNorm, q/k/v biases, LayerScale, no final norm)
+TOWER_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    ("aimv2", "Aimv2VisionModel", dict(HF_SMALL, intermediate_size=88, use_head=False)),
+    ("internvl-rmsnorm", "InternVLVisionModel",
+     dict(HF_SMALL, intermediate_size=48, norm_type="rms_norm", attention_bias=True)),
+]
+
+
+def tower_output(model: torch.nn.Module, images: np.ndarray, pooling: str) -> np.ndarray:
+    """The tokens a tower returns (`last_hidden_state`), pooled as the spec read from it pools them."""
+    from tests.checkpoints_support import nchw
+
+    with torch.no_grad():
+        tokens = model(pixel_values=nchw(images)).last_hidden_state.numpy()
+    return tokens.mean(1) if pooling == "mean" else tokens[:, 0]
+
+
+@pytest.mark.parametrize(("model_class", "config"), [c[1:] for c in TOWER_CASES],
+                         ids=[c[0] for c in TOWER_CASES])
+def test_hf_towers_both_directions(model_class: str, config: dict[str, Any], tmp_path: Path) -> None:
+    """As the families above, from memory and from the saved folder, on the towers' tokens pooled as the
+    spec pools them; the live model's spec read from it; exported, loaded with an empty load report."""
+    from shared.core.presets import get_preset
+    from shared.your_model.proposal import propose_spec
+
+    torch.manual_seed(0)
+    model = perturbed(hf_model(model_class, config), seed=1)
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+    spec, images = converted.spec, images_for(converted.spec)
+    if model_class == "Aimv2VisionModel":
+        assert spec == get_preset("aimv2-tiny")
+    assert_ports_match(spec, converted.tensors, images, tower_output(model, images, spec.pooling),
+                       ports=ports.NATIVE)
+    model.save_pretrained(tmp_path / "saved")
+    saved = import_checkpoint("hf", tmp_path / "saved")
+    assert saved.spec == spec
+    assert_same_tensors(saved.tensors, converted.tensors)
+    assert propose_spec(model).spec == spec
+    tensors = init_weights(spec, seed=5)
+    rebuilt = load_exported_hf(spec, tensors, tmp_path / "exported")
+    expected = reference.forward(spec, tensors, images)
+    back = np.abs(tower_output(rebuilt, images, spec.pooling) - expected).max()
+    assert back <= ATOL, back
+
+
+def test_hf_towers_refuse_what_the_spec_cannot_say_in_one_line() -> None:
+    from shared.errors import SpecError
+
+    aimv2, internvl = dict(HF_SMALL, intermediate_size=88), dict(HF_SMALL, intermediate_size=48)
+    for model_class, config, key in (
+        ("Aimv2VisionModel", aimv2, "use_head = True"),  # its attention-pooling head
+        ("Aimv2VisionModel", dict(aimv2, use_head=False, is_native=True), "is_native = True"),
+        ("InternVLVisionModel", dict(internvl, use_qk_norm=True), "use_qk_norm = True"),  # over all heads
+        ("InternVLVisionModel", dict(internvl, norm_type="rms_norm", use_mean_pooling=False),
+         "use_mean_pooling = False"),
+    ):
+        model = hf_model(model_class, config)
+        with pytest.raises(SpecError, match=f"^config {key}") as caught:
+            import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+        assert "\n" not in str(caught.value)
+
+
 # Each family built and saved by Transformers 4.x (its side directory, in a process of its own: every
 # folder published before 5 has these names), written as the test's first argument's subfolders.
 SAVE_WITH_TRANSFORMERS4 = """
@@ -295,6 +396,8 @@ SOURCES = {
     "siglip-b16": ("timm", "vit_base_patch16_siglip_224"),
     "clip-b16": ("hf", "CLIPVisionModel"),
     "deit-s16-distilled": ("timm", "deit_small_distilled_patch16_224"),
+    "aimv2-l14": ("timm", "aimv2_large_patch14_224"),
+    "internvit-300m": ("timm", "vit_intern300m_patch14_448"),
 }
 
 
@@ -308,9 +411,18 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
     library, name = SOURCES[preset]
     with torch.device("meta"):
         if library == "timm":
-            model = timm.create_model(name, pretrained=False)
+            # the towers' presets have no classifier (timm's default num_classes=1000 would add one)
+            towers = {"num_classes": 0} if preset in ("aimv2-l14", "internvit-300m") else {}
+            model = timm.create_model(name, pretrained=False, **towers)
         else:
             model = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(patch_size=16))
     assert set(SOURCES) == set(FULL_SIZE_PRESETS)
     count = sum(p.numel() for p in model.parameters())
     assert FULL_SIZE_PRESETS[preset].spec.derived.params == count
+    if preset in ("aimv2-l14", "internvit-300m"):  # Transformers' tower from `convert --to hf`'s config
+        from shared.checkpoints.libraries.hf import build_model
+
+        with torch.device("meta"):
+            tower = build_model(FULL_SIZE_PRESETS[preset].spec)
+        assert type(tower).__name__ in ("Aimv2VisionModel", "InternVLVisionModel")
+        assert sum(p.numel() for p in tower.parameters()) == count

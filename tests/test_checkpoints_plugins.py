@@ -28,6 +28,8 @@ SHARED_WORDS = {
     "layer_norm": "Keras' and Flax's LayerNorm layer name, which the structure binder reads",
     "attention_output": "Keras MultiHeadAttention's variable name, which the structure binder reads",
     "gelu_fast": "MLX's own nn.GELU(approx='fast') form (ports/mlx/user.py)",
+    "attention_bias": "the divergence catalogue's entry of that name (shared/teaching/divergences.py), "
+                      "also InternVLVisionConfig's key",
     "num_heads": "every framework's attention argument (Keras, Flax, MLX, torch), read by the ports",
     "num_kv_heads": "Flax nnx.MultiHeadAttention's grouped-query argument, which ports/flax/model.py passes",
     "num_attention_heads": "an attention module's attribute the torch structure reader reads "

@@ -56,6 +56,8 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
     "shared/teaching/divergences.py": "the catalogue, one row per divergence holding all of it "
                                       "(alternatives, specs, demonstration, lesson): a table read top to "
                                       "bottom, where a new divergence is one row",
+    "shared/core/presets.py": "the catalogue of named specs, one entry per preset stating every field and "
+                              "its source: a table read top to bottom, where a new preset is one entry",
     "shared/measure/peer_timing.py": "the peers' timing, whole: which public implementation builds which "
                                      "spec, the job kind, its worker side and the A/B findings",
     "shared/core/presets.py": "the named specs, a table read top to bottom where a new preset is one row "

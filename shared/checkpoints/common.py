@@ -127,11 +127,15 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
                         f"needs {expected}")
 
 
-def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_free: bool = False) -> None:
+def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_free: bool = False,
+                         rms_norm: bool = False, own_eps: tuple[str, ...] = ()) -> None:
     """What every library here builds: every position row used, at the image's own grid, pre-norm
     blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv;
     no rotary embeddings unless the target builds them (`rope`), every projection with its bias
-    unless the target can leave one out (`bias_free`: Transformers' DINOv3)."""
+    unless the target can leave one out (`bias_free`: Transformers' DINOv3, timm's proj_bias), only
+    LayerNorms unless it builds RMSNorm (`rms_norm`: timm, Transformers' AIMv2 and InternVL), and
+    one epsilon for every norm but those places (NORM_PLACES) whose norm it builds with its own
+    (`own_eps`: timm's embed_norm_layer)."""
     d = s.derived
     require(rope or s.rope == "none", target, "rope", s.rope, "none (no rotary position embeddings)")
     require(s.rope_bands == "shared", target, "rope_bands", s.rope_bands, "shared (the same head_dim / 4 "
@@ -144,15 +148,17 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_fre
     require(d.attn_inner == s.dim, target, "head_dim", s.head_dim, f"dim / heads = {s.dim / s.heads:g}")
     require(s.remainder == "drop" or (d.rows_padded, d.cols_padded) == (0, 0), target, "remainder",
             s.remainder, "drop (a valid conv) unless the patches tile the image")
-    require(s.norm_type == "layer_norm", target, "norm_type", s.norm_type, "layer_norm (no RMSNorm)")
+    require(rms_norm or s.norm_type == "layer_norm", target, "norm_type", s.norm_type,
+            "layer_norm (no RMSNorm)")
     require(bias_free or not s.bias_free, target, "bias_free", s.bias_free,
-            "none (each projection it builds has its bias; no exporter here writes a missing one yet)")
+            "none (each projection it builds has its bias)")
     require(d.kv_heads == s.heads, target, "kv_heads", s.kv_heads,
             f"null or heads = {s.heads} (no grouped-query attention)")
-    for field_name in NORM_EPS_FIELDS.values():  # one epsilon for every LayerNorm
+    for place, field_name in NORM_EPS_FIELDS.items():  # one epsilon for every norm but `own_eps`'
         value = getattr(s, field_name)
-        require(value is None or value == s.layer_norm_eps, target, field_name, value,
-                f"null or layer_norm_eps ({s.layer_norm_eps:g}): one epsilon for every norm")
+        but = f" but the {', '.join(own_eps)} norm" if own_eps else ""
+        require(place in own_eps or value is None or value == s.layer_norm_eps, target, field_name, value,
+                f"null or layer_norm_eps ({s.layer_norm_eps:g}): one epsilon for every norm{but}")
 
 
 # Spec fields a ViT of the 2020 design has at their default: a library without the feature

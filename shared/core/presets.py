@@ -209,10 +209,22 @@ PRESETS: dict[str, Preset] = {
     "internvit-tiny": Preset(
         _ZOO_TINY.replace(name="internvit-tiny", norm_type="rms_norm", layer_scale=True, qk_norm=True,
                           final_norm_eps=1e-5),
-        "InternViT's block at a tiny size (its config's norm_type 'rms_norm'): RMSNorm (a scale, no "
+        "InternViT-6B's block at a tiny size (its config's norm_type 'rms_norm'): RMSNorm (a scale, no "
         "bias, no mean subtracted) for every norm, qk-norm, LayerScale on both branches, eps 1e-6. "
         "This project's choice: the final norm's epsilon 1e-5, to exercise a place's own epsilon. "
         "Otherwise as the other tiny presets.",
+    ),
+    "aimv2-tiny": Preset(
+        _ZOO_TINY.replace(name="aimv2-tiny", class_token=False, pos_embed_class_row=False,
+                          patch_norm_out=True, norm_type="rms_norm", layer_norm_eps=1e-5, qkv_bias=False,
+                          bias_free=("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2"), mlp="gated",
+                          activation="silu", mlp_dim=88, pooling="mean", num_classes=0),
+        "AIMv2's block at a tiny size, as timm's aimv2_* and Transformers' Aimv2VisionModel build it: "
+        "no class token, RMSNorm (eps 1e-5) on the embedded patches, in the blocks and on every token "
+        "at the end, no bias on q/k/v, the attention output or the SwiGLU's three linears (the patch "
+        "projection keeps its bias), SwiGLU of width 88 (timm's int(32 x 2.75)). This project's choice, "
+        "as timm's global_pool='avg': the mean of the tokens as the output (num_classes 0; Transformers' "
+        "use_head=False returns the tokens). Otherwise as the other tiny presets.",
     ),
     "dinov3-tiny": Preset(
         _ZOO_TINY.replace(name="dinov3-tiny", depth=1, registers=1, layer_scale=True, pos_embed="none",
@@ -290,6 +302,30 @@ FULL_SIZE_PRESETS: dict[str, Preset] = {
         "(pre_layrnorm), width 768, 12 blocks, 12 heads, MLP 3072 with QuickGELU, eps 1e-5, the final "
         "LayerNorm on the pooled class token (post_layernorm; pooler_output is the output, num_classes "
         "0), and no patch bias. 85,799,424 parameters, as CLIPVisionModel's.",
+    ),
+    "aimv2-l14": Preset(
+        _VIT_B16.replace(name="aimv2-l14", patch_height=14, patch_width=14, class_token=False,
+                         pos_embed_class_row=False, patch_norm_out=True, dim=1024, depth=24, heads=8,
+                         head_dim=128, norm_type="rms_norm", layer_norm_eps=1e-5, qkv_bias=False,
+                         bias_free=("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2"), mlp="gated",
+                         activation="silu", mlp_dim=2816, pooling="mean", num_classes=0),
+        "AIMv2-L/14 at 224 as timm builds it (aimv2_large_patch14_224; Transformers' Aimv2VisionModel "
+        "with use_head=False has the same tensors): 16x16 = 256 patches, no class token, 256 learned "
+        "positions, RMSNorm eps 1e-5 on the embedded patches, in 24 blocks and on every token at the "
+        "end, width 1024, 8 heads of 128, SwiGLU 2816 (int(1024 x 2.75)), no bias but the patch "
+        "projection's, the mean of the tokens as the output (timm's global_pool='avg', num_classes 0). "
+        "309,197,824 parameters.",
+    ),
+    "internvit-300m": Preset(
+        _VIT_B16.replace(name="internvit-300m", image_height=448, image_width=448, patch_height=14,
+                         patch_width=14, dim=1024, depth=24, heads=16, mlp_dim=4096, layer_scale=True,
+                         final_norm="none", num_classes=0),
+        "InternViT-300M-448px as timm builds it (vit_intern300m_patch14_448; Transformers' "
+        "InternVLVisionModel with attention_bias=True has the same tensors): 32x32 = 1024 patches and "
+        "a class token, positions with a class row, width 1024, 24 pre-norm blocks of LayerNorm eps "
+        "1e-6 (its config's norm_type 'layer_norm'), 16 heads of 64, MLP 4096 with exact GELU, "
+        "q/k/v with biases, LayerScale on both branches, no final norm, the class token as the "
+        "output (timm's global_pool='token', num_classes 0). 304,012,288 parameters.",
     ),
     "deit-s16-distilled": Preset(
         _VIT_S16.replace(name="deit-s16-distilled", distill_token=True),

@@ -55,10 +55,17 @@ blocks.{i}.mlp.fc2.kernel                         blocks.{i}.mlp.fc2.weight    l
 blocks.{i}.mlp.fc2.bias                           blocks.{i}.mlp.fc2.bias
 """
 
+# timm's SwiGLU (AIMv2's): the gate and the linear half as two Linears, fc1_g and fc1_x
+SPLIT_MLP_ROWS = """
+blocks.{i}.mlp.{h:gate=fc1_g|fc1=fc1_x|fc2=fc2}.kernel  blocks.{i}.mlp.{h}.weight  linear
+blocks.{i}.mlp.{h:gate=fc1_g|fc1=fc1_x|fc2=fc2}.bias    blocks.{i}.mlp.{h}.bias
+"""
 
-def timm_table(name: str, spec: ModelSpec) -> Table:
+
+def timm_table(name: str, spec: ModelSpec, split: bool = False) -> Table:
     """The table, named `name` in messages, for `spec`: timm's final norm on the pooled vector is
-    another module, fc_norm (the tokens' is norm); a gated MLP is SwiGLUPacked's one fc1."""
-    mlp = GATED_MLP_ROWS if spec.mlp == "gated" else MLP_ROWS
+    another module, fc_norm (the tokens' is norm); a gated MLP is SwiGLUPacked's one fc1, or with
+    `split` SwiGLU's fc1_g and fc1_x (a live model's own names: checkpoints are read packed)."""
+    mlp = (SPLIT_MLP_ROWS if split else GATED_MLP_ROWS) if spec.mlp == "gated" else MLP_ROWS
     return Table(ROWS.replace("{mlp}", mlp.strip()), name,
                  final="fc_norm" if spec.final_norm == "pooled" else "norm")

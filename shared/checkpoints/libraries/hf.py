@@ -52,6 +52,8 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
   `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
 - `DINOv3ViTModel` (2-D RoPE): the DINOv3 section.
+- `Aimv2VisionModel` and `InternVLVisionModel` (Transformers 5 only): the section "AIMv2 and InternVL's
+  vision tower". Both return their tokens; the spec's pooling is a printed convention.
 - `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
   with a position row, `cls_classifier` and `distillation_classifier`; logits are their mean.
 
@@ -149,6 +151,15 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("value_bias", bool, ("qkv_bias", "bias_free")),
     Key("proj_bias", bool, ("bias_free",)),
     Key("mlp_bias", bool, ("bias_free",)),
+    # AIMv2's (Aimv2VisionConfig) and InternVL's (InternVLVisionConfig)
+    Key("rms_norm_eps", float, ("layer_norm_eps",)),
+    Key("use_head", bool, ("pooling",)),
+    Key("is_native", bool, ("pos_embed",)),
+    Key("attention_bias", bool, ("qkv_bias",)),
+    Key("norm_type", Literal["layer_norm", "rms_norm"], ("norm_type",)),
+    Key("use_qk_norm", bool, ("qk_norm",)),
+    Key("use_mean_pooling", bool, ("final_norm",)),
+    Key("use_absolute_position_embeddings", bool, ("pos_embed",)),
 )}
 MODEL_TYPE = Key("model_type", str)
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -238,6 +249,93 @@ def dinov3_config(s: ModelSpec) -> dict[str, Any]:
     biases = {key: all(has[name] for name in names if name in has) for key, names in DINOV3_BIASES.items()}
     return {"use_gated_mlp": s.mlp == "gated", "rope_theta": s.rope_theta, "num_register_tokens": s.registers,
             **biases, "layerscale_value": 1.0, "drop_path_rate": 0.0}
+
+
+# ==== AIMv2 and InternVL's vision tower ===========================================================
+# Transformers' Aimv2VisionModel and InternVLVisionModel (5.x): each returns its tokens
+# (`last_hidden_state`; no pooler), so the spec's pooling is a convention printed as one.
+AIMV2_ROWS = """
+patch_norm_out.scale                     embeddings.rms_norm.weight
+pos_embed                                embeddings.position_embedding.weight
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.ffn.{fc}.weight  linear
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.bias    {layer}.ffn.{fc}.bias
+final_norm.scale                         rms_norm.weight
+"""
+INTERNVL_ROWS = """
+cls_token                                embeddings.cls_token        batch_token
+pos_embed                                embeddings.position_embeddings batch
+blocks.{i}.{n:ls1=lambda_1|ls2=lambda_2}.gamma  {layer}.{n}
+final_norm.{w:scale=weight|bias}         layernorm.{w}
+"""
+AIMV2_STYLE = dict(ln1="rms_norm1", ln2="rms_norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
+                   attn="attention", out="attention.out_proj", embed="embeddings", patch="patch_embed")
+INTERNVL_STYLE = dict(AIMV2_STYLE, ln1="layernorm_before", ln2="layernorm_after",
+                      out="attention.projection_layer", patch="patch_embeddings.projection")
+AIMV2_MLP = ("mlp.gate", "mlp.fc1", "mlp.fc2")
+# the config key -> the value the spec can say, and why another is refused (one line, naming the key)
+TOWER_REFUSED = {
+    "aimv2_vision_model": (("use_head", False, "Aimv2AttentionPoolingHead (a class token attending over the "
+                                               "tokens through k/v without a query projection)"),
+                           ("is_native", False, "the native-resolution model's half-swapped sine-cosine "
+                                                "table")),
+    "internvl_vision": (("use_qk_norm", False, "InternVL's q_norm and k_norm each normalise all heads "
+                                               "together (an RMSNorm over hidden_size); the spec's qk_norm "
+                                               "is per head"),),
+}
+
+
+def tower_facts(model_type: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, str]]:
+    """What an Aimv2VisionConfig or InternVLVisionConfig (decoded) says beyond the common keys, and the
+    pooling convention (its value, why). Each refused key is one line naming it."""
+    for key, expected, why in TOWER_REFUSED[model_type]:
+        if cfg[key] != expected:
+            raise SpecError(f"config {key} = {cfg[key]!r}: expected {expected!r}; {why}, which the spec "
+                            "cannot express")
+    if model_type == "aimv2_vision_model":  # qkv_bias: q, k, v and out_proj; mlp_bias: the SwiGLU's three
+        free = (() if cfg["qkv_bias"] else ("attn.out",)) + (() if cfg["mlp_bias"] else AIMV2_MLP)
+        return ({"norm_type": "rms_norm", "layer_norm_eps": float(cfg["rms_norm_eps"]),
+                 "qkv_bias": cfg["qkv_bias"], "bias_free": free, "mlp": "gated"},
+                ("mean", "the mean of Aimv2VisionModel's tokens (use_head=False returns them all), as timm's "
+                         "aimv2_* global_pool='avg'; --set pooling=.. otherwise"))
+    if cfg["norm_type"] == "rms_norm" and not cfg["use_mean_pooling"]:
+        raise SpecError("config use_mean_pooling = False with norm_type = 'rms_norm': InternVLVisionModel's "
+                        "final norm is then a LayerNorm after RMSNorm blocks, and the spec has one norm kind")
+    learned = bool(cfg["use_absolute_position_embeddings"])
+    return ({"norm_type": cfg["norm_type"], "qkv_bias": cfg["attention_bias"], "bias_free": (),
+             "final_norm": "none" if cfg["use_mean_pooling"] else "tokens",
+             "pos_embed": "learned" if learned else "none", "pos_embed_class_row": learned},
+            ("cls", "the class token of InternVLVisionModel's tokens, as InternVL's own InternVisionModel "
+                    "pools (last_hidden_state[:, 0]) and timm's vit_intern300m (global_pool='token'); "
+                    "--set pooling=mean otherwise"))
+
+
+def tower_config(model_type: str, s: ModelSpec) -> dict[str, Any]:
+    """The config keys of its own that rebuild `s` as an Aimv2VisionModel or InternVLVisionModel."""
+    if model_type == "aimv2_vision_model":
+        return {"rms_norm_eps": s.layer_norm_eps, "qkv_bias": s.qkv_bias,
+                "mlp_bias": "mlp.fc1" not in s.bias_free, "use_head": False, "is_native": False}
+    return {"attention_bias": s.qkv_bias, "norm_type": s.norm_type, "use_qk_norm": False,
+            "use_mean_pooling": s.final_norm == "none", "layer_scale_init_value": 1.0,
+            "use_absolute_position_embeddings": s.pos_embed == "learned", "use_mask_token": False,
+            "hidden_dropout_prob": 0.0, "projection_dropout": 0.0,
+            "image_size": [s.image_height, s.image_width], "patch_size": [s.patch_height, s.patch_width]}
+
+
+def check_tower_exportable(model_type: str, target: str, s: ModelSpec) -> None:
+    """What Aimv2VisionModel and InternVLVisionModel build beyond the common checks."""
+    if model_type == "aimv2_vision_model":
+        require(s.pooling == "mean", target, "pooling", s.pooling, "mean (the tokens it returns, averaged)")
+        want = (() if s.qkv_bias else ("attn.out",)) + (AIMV2_MLP if "mlp.fc1" in s.bias_free else ())
+        require(s.bias_free == want, target, "bias_free", s.bias_free,
+                f"{list(want)} (qkv_bias covers q, k, v and out_proj; mlp_bias the SwiGLU's three linears)")
+        return
+    require(s.pooling == "cls", target, "pooling", s.pooling, "cls (its class token)")
+    require(not s.bias_free, target, "bias_free", s.bias_free,
+            "none (attention_bias covers q, k and v)")
+    require(s.final_norm == "none" or s.norm_type == "layer_norm", target, "final_norm", s.final_norm,
+            "none with RMSNorm (use_mean_pooling=False adds a LayerNorm)")
+    require(s.final_norm in ("none", "tokens"), target, "final_norm", s.final_norm, "none or tokens")
+    require(s.pos_embed != "sincos", target, "pos_embed", s.pos_embed, "learned or none")
 
 
 # ==== the vision models ==============================================================================
@@ -336,6 +434,10 @@ class Architecture:
             return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + CLIP_ROWS
         if name == "DINOv3ViTModel":
             return ENCODER_ROWS + DINOV3_ROWS
+        if name == "Aimv2VisionModel":
+            return PATCH_ROWS + ENCODER_ROWS + AIMV2_ROWS
+        if name == "InternVLVisionModel":
+            return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + INTERNVL_ROWS
         return PATCH_ROWS + ENCODER_ROWS + DEIT_ROWS
 
 
@@ -379,7 +481,22 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
     "dinov3_vit": Architecture(
         "DINOv3ViTModel", "embeddings.patch_embeddings.weight", "layer.{i}",
         {**COMMON_DEFAULTS, **DINOV3_DEFAULTS}, DINOV3_FIXED, DINOV3_STYLE),
+    "aimv2_vision_model": Architecture(  # Transformers 5 (Aimv2VisionConfig's defaults)
+        "Aimv2VisionModel", "embeddings.patch_embed.weight", "encoder.layers.{i}",
+        {**COMMON_DEFAULTS, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 8,
+         "patch_size": 14, "intermediate_size": 2816, "hidden_act": "silu", "rms_norm_eps": 1e-5,
+         "qkv_bias": False, "mlp_bias": False, "use_head": True, "is_native": False},
+        {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "patch_norm_out": True,
+         "layer_scale": False, "final_norm": "tokens", "num_classes": 0, "patch_bias": True}, AIMV2_STYLE),
+    "internvl_vision": Architecture(  # Transformers 5 (InternVLVisionConfig's defaults)
+        "InternVLVisionModel", "embeddings.patch_embeddings.projection.weight", "encoder.layer.{i}",
+        {**COMMON_DEFAULTS, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+         "image_size": (448, 448), "patch_size": (14, 14), "intermediate_size": 4096, "hidden_act": "gelu",
+         "layer_norm_eps": 1e-6, "attention_bias": False, "norm_type": "layer_norm", "use_qk_norm": False,
+         "use_mean_pooling": True, "use_absolute_position_embeddings": True},
+        {"class_token": True, "layer_scale": True, "num_classes": 0, "patch_bias": True}, INTERNVL_STYLE),
 }
+TOWERS = ("aimv2_vision_model", "internvl_vision")
 # What each DINOv2 class's `interpolate_pos_encoding` computes (Transformers 4.57), called in every
 # forward whose image is not the table's (no flag): the float32 cast around it is no step for float32
 # weights, and neither passes the original DINOv2's +0.1 scale factor (`dinov2_legacy`), only a size.
@@ -436,6 +553,10 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
         out["intermediate_size"] = s.mlp_dim
     if model_type == "dinov3_vit":
         out |= dinov3_config(s)
+    if model_type in TOWERS:
+        out |= tower_config(model_type, s)
+        if model_type == "aimv2_vision_model":
+            del out["layer_norm_eps"]  # its rms_norm_eps
     if model_type == "deit":
         out |= {"qkv_bias": s.qkv_bias, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                 "encoder_stride": s.patch_height,
@@ -465,7 +586,8 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
     facts: dict[str, Any] = {
         "dim": dim, "channels": channels, "depth": depth, "heads": heads,
         "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
-        "activation": ACTIVATIONS[cfg["hidden_act"]], "layer_norm_eps": float(cfg["layer_norm_eps"]),
+        "activation": ACTIVATIONS[cfg["hidden_act"]],
+        "layer_norm_eps": float(cfg.get("layer_norm_eps", cfg.get("rms_norm_eps"))),  # AIMv2: rms_norm_eps
         "image_height": h, "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
         "qkv_bias": cfg.get("qkv_bias", True),
     }
@@ -492,6 +614,13 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
     if model_type == "deit":
         facts["num_classes"] = tensor_shape(inf, raw, "cls_classifier.weight", "classes, width")[0]
+    if model_type in TOWERS:
+        tower, pooling = tower_facts(model_type, cfg)
+        facts |= tower
+        inf.convention("pooling", *pooling)
+        if h != w and model_type == "internvl_vision":
+            raise SpecError(f"config image_size = {cfg['image_size']!r}: InternVLVisionModel interpolates "
+                            "its position table for a non-square image; only square ones convert")
     facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
@@ -608,6 +737,10 @@ def model_type_for(s: ModelSpec) -> str:
         return "siglip_vision_model"
     if s.norm_before_blocks:
         return "clip_vision_model"
+    if s.patch_norm_out:  # AIMv2's RMSNorm on the embedded patches
+        return "aimv2_vision_model"
+    if s.layer_scale and not s.registers and (s.final_norm == "none" or s.norm_type == "rms_norm"):
+        return "internvl_vision"  # DINOv2's final norm is a LayerNorm on every token
     if s.layer_scale:
         return "dinov2_with_registers" if s.registers else "dinov2"
     return "vit"
@@ -628,19 +761,24 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         return
     arch = ARCHITECTURES[model_type]
     target = f"Hugging Face {arch.model_class}"
-    require_plain_blocks(target, s, rope=model_type == "dinov3_vit", bias_free=model_type == "dinov3_vit")
+    require_plain_blocks(target, s, rope=model_type == "dinov3_vit",
+                         bias_free=model_type in ("dinov3_vit", "aimv2_vision_model"),
+                         rms_norm=model_type in TOWERS)
     for name, value in arch.fixed.items():
         require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
     for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
-        require(not getattr(s, name), target, name, getattr(s, name), "false")
-    only = (("layer_scale", ("dinov2", "dinov3")), ("norm_before_blocks", ("clip",)),
+        aimv2_own = (name, model_type) == ("patch_norm_out", "aimv2_vision_model")  # its embeddings.rms_norm
+        require(not getattr(s, name) or aimv2_own, target, name, getattr(s, name), "false")
+    if model_type in TOWERS:
+        check_tower_exportable(model_type, target, s)
+    only = (("layer_scale", ("dinov2", "dinov3", "internvl")), ("norm_before_blocks", ("clip",)),
             ("registers", ("dinov2_with", "dinov3")))
     for name, owners in only:
         require(not getattr(s, name) or model_type.startswith(owners), target, name, getattr(s, name), "none")
     require(s.activation in HF_ACT, target, "activation", s.activation, ", ".join(HF_ACT))
     require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
             s.image_width, "square images and patches (the config's image_size and patch_size are integers)")
-    if s.mlp == "gated" and model_type != "dinov3_vit":  # DINOv3's gate_proj takes any hidden_act
+    if s.mlp == "gated" and model_type not in ("dinov3_vit", "aimv2_vision_model"):  # any hidden_act there
         require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
                 "standard (only DINOv2's SwiGLU, with silu, is gated)")
     if model_type.startswith("dinov2"):

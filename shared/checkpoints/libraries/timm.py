@@ -57,7 +57,7 @@ from shared.checkpoints.live import Reading, is_identity, module_of, size_of
 from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
 from shared.core.files import write_output
 from shared.core.record import shown
-from shared.core.spec import MAX_TOKENS, ModelSpec
+from shared.core.spec import MAX_TOKENS, NORM_EPS_FIELDS, ModelSpec
 from shared.core.timm_names import timm_table
 from shared.errors import SpecError, WeightsError
 
@@ -128,10 +128,10 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     if "norm_pre.weight" in raw:
         inf.notes.append("timm's CLIP models (pre_norm) use "
                          "LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
-    inf.convention("layer_norm_eps", 1e-6, "timm's LayerNorm")
     inf.convention("remainder", "drop", "timm's PatchEmbed (a valid conv)")
     _infer_tokens_and_head(inf, raw)
     _infer_mlp(inf, raw, cfg)
+    _infer_norms_and_biases(inf, raw)
     _infer_heads(fmt, inf, cfg, dim, given)
     _infer_pooling(inf, cfg, raw)
     _infer_positions(fmt, inf, cfg, raw, ph, pw, given)
@@ -173,6 +173,26 @@ def _infer_mlp(inf: Inference, raw: Raw, cfg: dict[str, Any]) -> None:
     else:
         inf.convention("activation", "gelu",
                        "timm's nn.GELU; --set activation=quick_gelu for act_layer='quick_gelu'")
+
+
+def _infer_norms_and_biases(inf: Inference, raw: Raw) -> None:
+    """timm's RmsNorm has a weight and no bias (its LayerNorm both): the norm kind is read from block
+    0's first norm. Its epsilon is in no tensor: timm's default for both, 1e-6, is a convention (AIMv2
+    builds 1e-5). `proj_bias=False` (AIMv2) leaves the attention output and every MLP linear without
+    a bias: each absent one is the spec's `bias_free`."""
+    rms = "blocks.0.norm1.bias" not in raw and "blocks.0.norm1.weight" in raw
+    inf.fact("norm_type", "rms_norm" if rms else "layer_norm",
+             "presence of tensor 'blocks.0.norm1.bias' (timm's RmsNorm has none)")
+    aimv2 = "timm's RmsNorm default; AIMv2's is 1e-5: --set layer_norm_eps=1e-5"
+    inf.convention("layer_norm_eps", 1e-6, aimv2 if rms else "timm's LayerNorm")
+    gated = inf.facts["mlp"][0] == "gated"
+    absent = {"attn.out": "blocks.0.attn.proj.bias", "mlp.fc1": "blocks.0.mlp.fc1.bias",
+              "mlp.fc2": "blocks.0.mlp.fc2.bias"}
+    free = [name for name, key in absent.items() if key not in raw]
+    if gated and "mlp.fc1" in free:  # SwiGLU's packed fc1 is the gate and the linear half
+        free.insert(free.index("mlp.fc1"), "mlp.gate")
+    inf.fact("bias_free", tuple(free), "absence of tensors 'blocks.0.attn.proj.bias', "
+             "'blocks.0.mlp.fc1.bias', 'blocks.0.mlp.fc2.bias' (timm proj_bias=False)")
 
 
 def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given: dict[str, Any]) -> None:
@@ -407,6 +427,11 @@ def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> 
 # ---- export ------------------------------------------------------------------------------------
 def check_eva_exportable(s: ModelSpec) -> None:
     """What `Eva(attn_type='rope')` builds, beyond what the timm exporter already checks."""
+    require(s.norm_type == "layer_norm", EVA_TARGET, "norm_type", s.norm_type, "layer_norm (Eva's is built "
+            "here with LayerNorm)")
+    require(not s.bias_free, EVA_TARGET, "bias_free", s.bias_free, "none (Eva's proj_bias is not "
+            "written here)")
+    require(s.patch_norm_eps is None, EVA_TARGET, "patch_norm_eps", s.patch_norm_eps, "null")
     require(s.rope_coords == "index", EVA_TARGET, "rope_coords", s.rope_coords,
             "index (RotaryEmbeddingCat's grid; its 'dinov3' type is not built here)")
     require(not s.distill_token, EVA_TARGET, "distill_token", s.distill_token,
@@ -500,7 +525,13 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
             ", ".join(f"{value} ({name})" for name, value in POOLS.items()))
     require(s.pooling != "map" or not s.derived.prefix_tokens, TARGET, "pooling", s.pooling,
             "no class, distillation or register tokens with map (timm's map pool reads the patches only)")
-    require_plain_blocks(TARGET, s, rope=True)  # a rotary spec is exported as timm's Eva
+    # a rotary spec is exported as timm's Eva; RmsNorm is its norm_layer, the patch norm its own
+    # embed_norm_layer (an epsilon of its own), proj_bias=False every non-q/k/v projection's bias
+    require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",))
+    no_proj_bias = tuple(n for n in ("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2") if n != "mlp.gate"
+                         or s.mlp == "gated")
+    require(s.bias_free in ((), no_proj_bias), TARGET, "bias_free", s.bias_free,
+            f"none or {list(no_proj_bias)} (timm's proj_bias=False; q/k/v by qkv_bias)")
     if s.rope != "none":
         check_eva_exportable(s)
     require(not s.patch_norm_in, TARGET, "patch_norm_in", s.patch_norm_in, "false (no LayerNorm before the "
@@ -534,15 +565,27 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
         "pre_norm": s.norm_before_blocks,
         "qk_norm": s.qk_norm, "init_values": 1.0 if s.layer_scale else None,
     }
+    eps = s.derived.norm_eps
     if s.patch_norm_out:
-        kwargs["embed_norm_layer"] = "layernorm"
+        kwargs["embed_norm_layer"] = norm_layer(s, eps["patch"]) or "layernorm"
     if s.mlp == "gated":
         kwargs["mlp_layer"] = "timm.layers.SwiGLUPacked"
-    if s.layer_norm_eps != 1e-6:
-        kwargs["norm_layer"] = f"functools.partial(timm.layers.LayerNorm, eps={s.layer_norm_eps!r})"
+    if norm_layer(s, eps["blocks"]):
+        kwargs["norm_layer"] = norm_layer(s, eps["blocks"])
+    if s.bias_free:  # check_exportable: the attention output's and every MLP linear's
+        kwargs["proj_bias"] = False
     if s.distill_token:
         del kwargs["class_token"], kwargs["reg_tokens"]
     return kwargs
+
+
+def norm_layer(s: ModelSpec, eps: float) -> str | None:
+    """timm's norm layer of `s`'s kind with epsilon `eps`, spelled for the reader (None: timm's
+    default, LayerNorm with eps 1e-6)."""
+    if s.norm_type == "layer_norm" and eps == 1e-6:
+        return None
+    kind = "RmsNorm" if s.norm_type == "rms_norm" else "LayerNorm"
+    return f"functools.partial(timm.layers.{kind}, eps={eps!r})"
 
 
 def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
@@ -576,9 +619,11 @@ def construct(cls: str, kwargs: dict[str, Any]) -> Any:
     kwargs = dict(kwargs)
     if isinstance(kwargs.get("mlp_layer"), str):  # "timm.layers.SwiGLUPacked"
         kwargs["mlp_layer"] = getattr(layers, kwargs["mlp_layer"].rsplit(".", 1)[-1])
-    norm = kwargs.get("norm_layer")
-    if isinstance(norm, str):  # "functools.partial(timm.layers.LayerNorm, eps=1e-05)"
-        kwargs["norm_layer"] = partial(layers.LayerNorm, eps=float(norm.rstrip(")").split("eps=")[1]))
+    for key in ("norm_layer", "embed_norm_layer"):
+        norm = kwargs.get(key)
+        if isinstance(norm, str) and norm.startswith("functools.partial(timm.layers."):
+            kind, _, eps = norm.removeprefix("functools.partial(timm.layers.").rstrip(")").partition(", eps=")
+            kwargs[key] = partial(getattr(layers, kind), eps=float(eps))  # "...(timm.layers.RmsNorm, eps=..)"
     module, _, name = cls.rpartition(".")
     return getattr(importlib.import_module(module), name)(**kwargs)
 
@@ -645,12 +690,60 @@ def read_live(model: Any) -> Reading | None:
         r.fact("final_norm", final, "timm: model.fc_norm / model.norm")
     if hasattr(model, "num_classes"):
         r.fact("num_classes", int(model.num_classes), "timm: model.num_classes")
+    if len(model.blocks):  # the activation and LayerNorms' eps: the torch layers' own reading
+        _live_norms(r, model)
     rope = getattr(model, "rope", None)
     if rope is None:
         r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
     else:  # an Eva: its constructor's rotary arguments, as a timm config's model_args states them
         r.config = {"model_args": _eva_rope_args(model, rope)}
     return r
+
+
+def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
+    """A timm model built with the split SwiGLU (AIMv2's `mlp_layer=SwiGLU`) holds its gate and linear
+    half as `fc1_g` and `fc1_x`: the table in those names binds it (`verify --model`)."""
+    if not module_of(model).startswith("timm.") or spec.mlp != "gated" or not callable(
+            getattr(model, "state_dict", None)) or not any(SPLIT_GATE in k for k in model.state_dict()):
+        return []
+    return [timm_table("timm (split SwiGLU)", spec, split=True)]
+
+
+# timm's norm layers by class name -> the spec's norm_type (LayerNorm2d and the like never stand in a ViT)
+NORM_CLASSES = {"LayerNorm": "layer_norm", "LayerNormFp32": "layer_norm", "RmsNorm": "rms_norm",
+                "RmsNormFp32": "rms_norm"}
+
+
+def _live_norms(r: Reading, model: Any) -> None:
+    """The norm kind, and an RmsNorm model's epsilon per place, read from the modules themselves (block
+    0's norm1, and the patch, pre-block, qk, final and pool norms where they stand), never from a
+    library default. A LayerNorm's epsilon is the torch layers' reading (`proposal_layers.py`), which
+    knows no RmsNorm."""
+    block = model.blocks[0]
+    norm1 = getattr(block, "norm1", None)
+    kind = NORM_CLASSES.get(type(norm1).__name__)
+    if kind is None or not hasattr(norm1, "eps"):
+        r.notes.append(f"timm: model.blocks[0].norm1 is a {type(norm1).__name__}, not a LayerNorm or RmsNorm")
+        return
+    eps = float(norm1.eps)
+    r.fact("norm_type", kind, f"timm: model.blocks[0].norm1 is a {type(norm1).__name__}")
+    if kind != "rms_norm":
+        return
+    r.fact("layer_norm_eps", eps, "timm: model.blocks[0].norm1.eps")
+    attn = getattr(block, "attn", None)
+    places = {"patch": ("model.patch_embed.norm", getattr(model.patch_embed, "norm", None)),
+              "pre": ("model.norm_pre", getattr(model, "norm_pre", None)),
+              "qk": ("model.blocks[0].attn.q_norm", getattr(attn, "q_norm", None)),
+              "final": ("model.fc_norm", getattr(model, "fc_norm", None)) if not is_identity(
+                  getattr(model, "fc_norm", None)) else ("model.norm", getattr(model, "norm", None)),
+              "pool": ("model.attn_pool.norm", getattr(getattr(model, "attn_pool", None), "norm", None))}
+    for place, (where, module) in places.items():
+        own = None if is_identity(module) or getattr(module, "eps", eps) == eps else float(module.eps)
+        if not is_identity(module) and NORM_CLASSES.get(type(module).__name__) not in (None, kind):
+            r.notes.append(f"timm: {where} is a {type(module).__name__}, block 0's norm1 a "
+                           f"{type(norm1).__name__}: the spec has one norm kind")
+        r.fact(NORM_EPS_FIELDS[place], own, f"timm: {where}.eps" if not is_identity(module)
+               else f"timm: no {where}")
 
 
 def _eva_rope_args(model: Any, rope: Any) -> dict[str, Any]:
