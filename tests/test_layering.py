@@ -57,12 +57,11 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                                       "(alternatives, specs, demonstration, lesson): a table read top to "
                                       "bottom, where a new divergence is one row",
     "shared/core/presets.py": "the catalogue of named specs, one entry per preset stating every field and "
-                              "its source: a table read top to bottom, where a new preset is one entry",
+                              "its source: a table read top to bottom, where a new preset is one entry; "
+                              "the full-size ones build on the small ones' base specs (_VIT_B16), so a "
+                              "split would import them back",
     "shared/measure/peer_timing.py": "the peers' timing, whole: which public implementation builds which "
                                      "spec, the job kind, its worker side and the A/B findings",
-    "shared/core/presets.py": "the named specs, a table read top to bottom where a new preset is one row "
-                              "(pixtral-tiny took it past 300); the full-size ones build on the small "
-                              "ones' base specs (_VIT_B16), so a split would import them back",
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file
