@@ -394,6 +394,7 @@ SOURCES = {
     "dinov2-s14-reg4": ("timm", "vit_small_patch14_reg4_dinov2"),
     "deit3-s16": ("timm", "deit3_small_patch16_224"),
     "siglip-b16": ("timm", "vit_base_patch16_siglip_224"),
+    "siglip2-b16-256": ("timm", "vit_base_patch16_siglip_256"),
     "clip-b16": ("hf", "CLIPVisionModel"),
     "deit-s16-distilled": ("timm", "deit_small_distilled_patch16_224"),
     "aimv2-l14": ("timm", "aimv2_large_patch14_224"),
@@ -426,3 +427,54 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
             tower = build_model(FULL_SIZE_PRESETS[preset].spec)
         assert type(tower).__name__ in ("Aimv2VisionModel", "InternVLVisionModel")
         assert sum(p.numel() for p in tower.parameters()) == count
+    if preset == "siglip2-b16-256":  # and Transformers' Siglip2VisionModel with its table's 256 rows
+        with torch.device("meta"):
+            siglip2 = transformers.Siglip2VisionModel(transformers.Siglip2VisionConfig(num_patches=256))
+        assert sum(p.numel() for p in siglip2.parameters()) == count
+
+
+def siglip2_output(model: torch.nn.Module, images: np.ndarray) -> np.ndarray:
+    """Siglip2VisionModel's pooler_output on NHWC images, patchified as its image processor does
+    ((ph, pw, C) per patch, row-major patches), every patch real, each image's grid given."""
+    batch, height, width, channels = images.shape
+    p = model.config.patch_size
+    rows, cols = height // p, width // p
+    patches = images.reshape(batch, rows, p, cols, p, channels).transpose(0, 1, 3, 2, 4, 5)
+    with torch.no_grad():
+        out = model(pixel_values=torch.from_numpy(patches.reshape(batch, rows * cols, -1).copy()),
+                    pixel_attention_mask=torch.ones(batch, rows * cols, dtype=torch.long),
+                    spatial_shapes=torch.tensor([[rows, cols]] * batch))
+    return out.pooler_output.numpy()
+
+
+def test_siglip2_at_its_tables_size_both_from_memory_and_folder(tmp_path: Path) -> None:
+    """SigLIP2 (Transformers 5's Siglip2VisionModel) on images of its table's grid: from memory (5.x's
+    names) and from its folder, SigLIP's spec and function, the library's own pooled output in the
+    reference and every port; the export is SigLIP's (the same function). Its NaFlex forward cannot be
+    called by verify --model, and a table that is no square grid is refused, each in one line."""
+    import transformers
+
+    from shared.errors import SpecError
+
+    torch.manual_seed(0)
+    config = transformers.Siglip2VisionConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                              patch_size=4, num_patches=16, intermediate_size=48)
+    model = perturbed(transformers.Siglip2VisionModel(config), seed=1)
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+    spec, images = converted.spec, images_for(converted.spec, batch=3)
+    assert (spec.image_height, spec.pooling, spec.class_token) == (16, "map", False)
+    assert spec.derived.params == sum(p.numel() for p in model.parameters())
+    assert_ports_match(spec, converted.tensors, images, siglip2_output(model, images), ports=ports.NATIVE)
+    model.save_pretrained(tmp_path / "saved")
+    saved = import_checkpoint("hf", tmp_path / "saved")
+    assert saved.spec == spec
+    assert_same_tensors(saved.tensors, converted.tensors)
+    rebuilt = load_exported_hf(spec, converted.tensors, tmp_path / "exported")
+    assert type(rebuilt).__name__ == "SiglipVisionModel"
+    assert np.abs(library_logits(rebuilt, images) - siglip2_output(model, images)).max() <= ATOL
+    with pytest.raises(SpecError, match=r"Siglip2VisionModel, whose forward takes patches") as caught:
+        from shared.checkpoints.libraries.hf import live_tables
+        live_tables(model, spec)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(SpecError, match=r"config num_patches = 12: expected a square number"):
+        import_tensors("hf", state_dict(model), {**model.config.to_dict(), "num_patches": 12}, {})

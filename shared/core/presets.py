@@ -294,6 +294,15 @@ FULL_SIZE_PRESETS: dict[str, Preset] = {
         "(num_classes 0). tanh GELU as big_vision and Transformers (timm uses exact GELU: the same "
         "parameters). 92,884,224 parameters.",
     ),
+    "siglip2-b16-256": Preset(
+        _VIT_B16.replace(name="siglip2-b16-256", image_height=256, image_width=256, class_token=False,
+                         pos_embed_class_row=False, activation="gelu_tanh", pooling="map", num_classes=0),
+        "SigLIP2 B/16's image tower at 256x256 (timm vit_base_patch16_siglip_256, the v2 weights' "
+        "architecture; Transformers' Siglip2VisionModel with num_patches 256, one image of its table's "
+        "16x16 grid): siglip-b16 with 256 learned positions. Siglip2VisionModel's Linear patch "
+        "projection on (ph, pw, C)-flattened patches is this spec's patch convolution. 92,930,304 "
+        "parameters.",
+    ),
     "clip-b16": Preset(
         _VIT_B16.replace(name="clip-b16", norm_before_blocks=True, patch_bias=False, activation="quick_gelu",
                          layer_norm_eps=1e-5, final_norm="pooled", num_classes=0),

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,7 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("value_bias", bool, ("qkv_bias", "bias_free")),
     Key("proj_bias", bool, ("bias_free",)),
     Key("mlp_bias", bool, ("bias_free",)),
+    Key("num_patches", int, ("image_height", "image_width")),  # SigLIP2: the table's rows, a square grid
     # AIMv2's (Aimv2VisionConfig) and InternVL's (InternVLVisionConfig)
     Key("rms_norm_eps", float, ("layer_norm_eps",)),
     Key("use_head", bool, ("pooling",)),
@@ -428,7 +430,7 @@ class Architecture:
         if name.startswith("Dinov2"):
             mlp = DINOV2_SWIGLU_ROWS if s.mlp == "gated" else MLP_ROWS
             return PATCH_ROWS + ENCODER_ROWS + mlp + DINOV2_ROWS
-        if name == "SiglipVisionModel":
+        if name in ("SiglipVisionModel", "Siglip2VisionModel"):
             return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + SIGLIP_ROWS
         if name == "CLIPVisionModel":
             return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + CLIP_ROWS
@@ -459,6 +461,19 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
     "siglip_vision_model": Architecture(
         "SiglipVisionModel", *TOWER,
         {**COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu_pytorch_tanh",
+         "layer_norm_eps": 1e-6},
+        {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "pooling": "map",
+         "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True,
+         "patch_bias": True},
+        dict(CLIP_STYLE, embed="vision_model.embeddings", patch="patch_embedding")),
+    # SigLIP2 at one fixed size: SigLIP's names, function and MAP head; its patch projection is a Linear on
+    # patches flattened (ph, pw, C) (read as the conv it equals: `siglip2_patches_as_conv`), its table
+    # has num_patches rows, a square grid resized to each image's (antialiased bilinear, the identity at
+    # the table's own size), and a forward takes patches, a mask and each image's grid (NaFlex).
+    "siglip2_vision_model": Architecture(
+        "Siglip2VisionModel", *TOWER,
+        {**{k: v for k, v in COMMON_DEFAULTS.items() if k != "image_size"}, "patch_size": 16,
+         "num_patches": 256, "intermediate_size": 3072, "hidden_act": "gelu_pytorch_tanh",
          "layer_norm_eps": 1e-6},
         {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "pooling": "map",
          "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True,
@@ -519,6 +534,33 @@ def mlp_width(dim: int, ratio: float) -> int:
                         f"{shown(width)}: expected a ratio that makes one from 1 to {bound:,}")
     return int(width)
 
+
+
+def siglip2_image_size(cfg: dict[str, Any]) -> int:
+    """The one image size a SigLIP2 table serves unresized: its num_patches rows are a square grid
+    (`int(num_patches ** 0.5)` a side), each row a patch_size square."""
+    side = math.isqrt(cfg["num_patches"])
+    if side * side != cfg["num_patches"]:
+        raise SpecError(f"config num_patches = {cfg['num_patches']!r}: expected a square number "
+                        "(Siglip2VisionModel reads its position table as a square grid)")
+    return side * pair(cfg["patch_size"])[0]
+
+
+def siglip2_patches_as_conv(raw: Raw, source: str, config: dict[str, Any] | None) -> Raw:
+    """SigLIP2's patch projection, a Linear (D, ph*pw*C) on patches its image processor flattens
+    (ph, pw, C), as the Conv2d (D, C, ph, pw) that computes the same on the image: SigLIP's tensor."""
+    key = TOWER[0]
+    weight = raw.get(key)
+    if weight is None or weight.ndim != 2:
+        return raw
+    cfg = class_config(config, ARCHITECTURES["siglip2_vision_model"].defaults)
+    (ph, pw), channels = pair(cfg["patch_size"]), cfg["num_channels"]
+    if weight.shape[1] != ph * pw * channels:
+        raise WeightsError(f"hf checkpoint {source}: tensor {key!r} {tuple(weight.shape)}: expected "
+                           f"(hidden_size, {ph * pw * channels}) = patch_size {ph}x{pw} x num_channels "
+                           f"{channels}")
+    conv = np.ascontiguousarray(weight.reshape(-1, ph, pw, channels).transpose(0, 3, 1, 2))
+    return {**raw, key: conv}
 
 
 def mlp_ratio_for(s: ModelSpec) -> int | None:
@@ -582,7 +624,7 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
         raise SpecError(f"config num_hidden_layers = {cfg['num_hidden_layers']!r} contradicts the {depth} "
                         f"'{arch.layer_key}' blocks in the checkpoint")
     heads = cfg["num_attention_heads"]
-    (h, w), (ph, pw) = pair(cfg["image_size"]), pair(cfg["patch_size"])
+    (h, w), (ph, pw) = pair(cfg.get("image_size") or siglip2_image_size(cfg)), pair(cfg["patch_size"])
     facts: dict[str, Any] = {
         "dim": dim, "channels": channels, "depth": depth, "heads": heads,
         "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
@@ -656,6 +698,8 @@ def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Ra
     out = dict(raw)
     if config is not None:
         out = in_old_names(out, source, config_model_type(config))
+        if config_model_type(config) == "siglip2_vision_model":
+            out = siglip2_patches_as_conv(out, source, config)
     return out
 
 
@@ -1021,6 +1065,10 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Table]:
     a 4.x model, whose names are the hf table's, or a spec that table cannot name)."""
     if not module_of(model).startswith("transformers.") or not callable(getattr(model, "state_dict", None)):
         return []
+    if type(model).__name__ == "Siglip2VisionModel":
+        raise SpecError("your model is a Siglip2VisionModel, whose forward takes patches, a padding mask and "
+                        "each image's grid (NaFlex), not an image batch: verify --model cannot call it; "
+                        "convert its state dict or save_pretrained folder instead (convert --from hf)")
     renames = library_names(model)
     if renames is None:
         return []
