@@ -395,6 +395,8 @@ SOURCES = {
     "deit3-s16": ("timm", "deit3_small_patch16_224"),
     "siglip-b16": ("timm", "vit_base_patch16_siglip_224"),
     "siglip2-b16-256": ("timm", "vit_base_patch16_siglip_256"),
+    "pixtral-12b-encoder": ("hf", "PixtralVisionModel"),
+    "qwen2.5-vl-blocks-112": ("hf", "Qwen2_5_VisionTransformerPretrainedModel"),  # its blocks
     "clip-b16": ("hf", "CLIPVisionModel"),
     "deit-s16-distilled": ("timm", "deit_small_distilled_patch16_224"),
     "aimv2-l14": ("timm", "aimv2_large_patch14_224"),
@@ -415,11 +417,21 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
             # the towers' presets have no classifier (timm's default num_classes=1000 would add one)
             towers = {"num_classes": 0} if preset in ("aimv2-l14", "internvit-300m") else {}
             model = timm.create_model(name, pretrained=False, **towers)
-        else:
+        elif name == "CLIPVisionModel":
             model = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(patch_size=16))
+        elif name == "PixtralVisionModel":  # Pixtral-12B's vision_config is the class's defaults
+            model = transformers.PixtralVisionModel(transformers.PixtralVisionConfig(hidden_act="silu"))
+        else:  # Qwen2.5-VL-7B's vision_config
+            from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
+
+            config = transformers.Qwen2_5_VLVisionConfig(hidden_size=1280, out_hidden_size=3584)
+            model = qwen.Qwen2_5_VisionTransformerPretrainedModel(config).blocks
     assert set(SOURCES) == set(FULL_SIZE_PRESETS)
     count = sum(p.numel() for p in model.parameters())
-    assert FULL_SIZE_PRESETS[preset].spec.derived.params == count
+    spec = FULL_SIZE_PRESETS[preset].spec
+    if preset == "qwen2.5-vl-blocks-112":  # its blocks alone: its Conv3d and merger are not the spec's
+        count += spec.derived.param_groups["patch_embed"]
+    assert spec.derived.params == count
     if preset in ("aimv2-l14", "internvit-300m"):  # Transformers' tower from `convert --to hf`'s config
         from shared.checkpoints.libraries.hf import build_model
 

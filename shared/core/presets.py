@@ -265,6 +265,7 @@ PRESETS: dict[str, Preset] = {
 # The same families at their sources' full sizes, each parameter count equal to the library's
 # own constructor's (tests/test_checkpoints_families.py builds them on the meta device).
 _VIT_S16 = _VIT_B16.replace(dim=384, heads=6, mlp_dim=1536)
+_PIXTRAL = PRESETS["pixtral-tiny"].spec
 FULL_SIZE_PRESETS: dict[str, Preset] = {
     "dinov2-s14-reg4": Preset(
         _VIT_S16.replace(name="dinov2-s14-reg4", image_height=518, image_width=518, patch_height=14,
@@ -302,6 +303,31 @@ FULL_SIZE_PRESETS: dict[str, Preset] = {
         "16x16 grid): siglip-b16 with 256 learned positions. Siglip2VisionModel's Linear patch "
         "projection on (ph, pw, C)-flattened patches is this spec's patch convolution. 92,930,304 "
         "parameters.",
+    ),
+    "pixtral-12b-encoder": Preset(
+        _PIXTRAL.replace(name="pixtral-12b-encoder", image_height=1024, image_width=1024, patch_height=16,
+                         patch_width=16, dim=1024, heads=16, head_dim=64, mlp_dim=4096, depth=24,
+                         bias_free=("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2"), num_classes=0),
+        "Pixtral-12B's vision encoder (its vision_config; Transformers' PixtralVisionModel defaults but "
+        "hidden_act, which the checkpoint sets to silu): 1024x1024, 16x16 patches (64x64), no class token "
+        "and no table, RMSNorm eps 1e-5 before and in the blocks, width 1024, 24 blocks, 16 heads of "
+        "64 with Pixtral's alternating-band RoPE (theta 1e4), SwiGLU 4096, no bias anywhere, no final "
+        "norm; the tokens' mean as the output (the tower returns its tokens). 403,489,792 parameters, "
+        "as PixtralVisionModel's.",
+    ),
+    "qwen2.5-vl-blocks-112": Preset(
+        _PIXTRAL.replace(name="qwen2.5-vl-blocks-112", image_height=112, image_width=112, patch_height=14,
+                         patch_width=14, dim=1280, heads=16, head_dim=80, mlp_dim=3420, depth=32,
+                         norm_before_blocks=False, layer_norm_eps=1e-6, qkv_bias=True, bias_free=(),
+                         rope_bands="shared", num_classes=0),
+        "Qwen2.5-VL's vision blocks (its 7B vision_config) on one 112x112 image: 8x8 patches of 14, one "
+        "112-pixel window, so its window blocks attend as its full ones do; width 1280, 32 pre-norm "
+        "blocks with RMSNorm eps 1e-6, 16 heads of 80 with q/k/v and output biases, 2-D RoPE with half "
+        "pairs and shared bands (theta 1e4), SwiGLU 3420 with biases. Not modelled: its two-frame Conv3d "
+        "patch projection (a bias-free Conv2d here: the same function on a still image, whose frames "
+        "are equal, with the temporal halves summed) and the 2x2 patch merger; the tokens' mean is the "
+        "output, which the merge-window token order does not change. Its blocks hold 630,470,400 "
+        "parameters, as Qwen2_5_VisionTransformerPretrainedModel's.",
     ),
     "clip-b16": Preset(
         _VIT_B16.replace(name="clip-b16", norm_before_blocks=True, patch_bias=False, activation="quick_gelu",
