@@ -49,7 +49,8 @@ def timm_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
 
 def hf_torch_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
                  make: Callable[[], Any]) -> Built:
-    """Transformers ViTForImageClassification in PyTorch, eager (its default attention)."""
+    """The Transformers PyTorch class that computes the spec (ViTForImageClassification, or the
+    family's or tower's own: the hf exporter's choice), eager, its default attention."""
     import torch
 
     _torch_threads(threads)
@@ -58,7 +59,7 @@ def hf_torch_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
 
     def call() -> Any:
         with torch.no_grad():
-            return model(pixel_values=x).logits
+            return model(pixel_values=x)  # logits, or a tower's pooled output and tokens
 
     return call, {"params": sum(p.numel() for p in model.parameters()), "mode": "eager",
                   "attention": str(model.config._attn_implementation)}

@@ -128,19 +128,30 @@ def test_a_spec_the_peers_cannot_build_is_refused() -> None:
     assert "class_token=False" in line and "timm: timm VisionTransformer: spec field pooling" in line
 
 
-def test_timm_builds_the_newer_families_and_the_standard_peers_say_why_not() -> None:
-    from ports.public_models import timm_vit
+def test_timm_and_transformers_build_the_newer_families_and_towers_or_say_why_not() -> None:
+    """timm's and Transformers' PyTorch peers are the classes their exporters write for the spec (the
+    families and the towers: Transformers' Aimv2VisionModel for aimv2-tiny), each with the spec's
+    parameter count; one that cannot build it is listed with the field it refuses."""
+    from ports.public_models import hf_torch_vit, timm_vit
+    from shared.checkpoints.libraries import hf as hf_format
 
     dinov2_timm = get_preset("dinov2-reg-tiny").replace(pos_embed_class_row=False)  # no_embed_class
-    families = ("siglip-tiny", "clip-tiny", "deit-distilled-tiny", "deit3-tiny")
-    for spec in (dinov2_timm, *map(get_preset, families)):
+    builds = {"siglip-tiny": ("timm", "hf-torch"), "clip-tiny": ("timm",),
+              "deit-distilled-tiny": ("timm", "hf-torch"), "deit3-tiny": ("timm",),
+              "aimv2-tiny": ("timm", "hf-torch"), "pixtral-tiny": ()}
+    refusals = {"clip-tiny": "num_classes=10", "deit3-tiny": "pos_embed_class_row=False",
+                "pixtral-tiny": "rope_bands='alternating'"}
+    for spec in (dinov2_timm, *map(get_preset, builds)):
         name = spec.name
         impls, _, refused = peer_timing.plan(["torch"], ("eager",), spec)
-        assert [i.name for i in impls] == ["port:torch:eager", "timm:eager"], name
-        assert refused[0].startswith("hf-torch:eager (not a standard ViT: "), refused
-        _, facts = timm_vit(spec, np.zeros((1, 16, 16, 3), np.float32), "eager", 1,
-                            partial(timm_format.build_model, spec))
-        assert facts["params"] == spec.derived.params, name  # the same model, counted by timm
+        peers = tuple(i.name.removesuffix(":eager") for i in impls[1:])
+        assert peers == builds.get(name, ("timm",)), name
+        assert all(refusals.get(name, "pos_embed_class_row=False") in line for line in refused), refused
+        for peer, build, fmt in (("timm", timm_vit, timm_format), ("hf-torch", hf_torch_vit, hf_format)):
+            if peer in peers:
+                _, facts = build(spec, np.zeros((1, 16, 16, 3), np.float32), "eager", 1,
+                                 partial(fmt.build_model, spec))
+                assert facts["params"] == spec.derived.params, (name, peer)  # the same model, counted there
     line = error_line(run_compare("peers", "--spec", "siglip-tiny", "--frameworks", "flax"))
     assert "no peer of flax can build spec 'siglip-tiny': hf-flax:jit (not a standard ViT: " in line
 

@@ -1,7 +1,7 @@
 """`compare.py peers [--spec S] [--batch 8] [--threads 2] [--frameworks ...]`: each port against
 the public implementation a user would pick instead, in one run (shared/measure/peer_timing.py):
 
-  torch eager    vs timm eager and Transformers' PyTorch ViT (eager)
+  torch eager    vs timm eager and Transformers' PyTorch class (eager; the towers' own too)
   torch compiled vs timm under torch.compile
   flax compiled  vs Transformers' FlaxViT under jax.jit
   keras compiled vs keras-hub's ViT (predict_on_batch, and in a tf.function) and Transformers'

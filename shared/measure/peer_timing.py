@@ -62,13 +62,17 @@ PLAN: dict[str, list[Impl]] = {
 
 
 def refusal(family: str, spec: ModelSpec) -> str | None:
-    """Why one peer family cannot build `spec` (None: it can). timm builds what the timm exporter
-    accepts (the newer families too); Transformers' and keras-hub's ViTs are standard ViTs only."""
-    if family == "timm":
+    """Why one peer family cannot build `spec` (None: it can). timm and Transformers' PyTorch classes
+    build what their exporters accept (the newer families and the towers too: the class that
+    computes the spec); Transformers' TF and Flax ViTs and keras-hub's are standard ViTs only."""
+    if family in ("timm", "hf-torch"):
+        fmt = family.removesuffix("-torch")
         try:
-            format_module("timm").check_exportable("timm", spec)
+            format_module(fmt).check_exportable(fmt, spec)
         except SpecError as exc:
             return str(exc).removeprefix("cannot export to ")
+        if family == "hf-torch":
+            return None
         if spec.rope != "none":  # exported as timm's Eva; the peer runner builds VisionTransformer
             return f"rope={spec.rope!r} (the timm peer builds VisionTransformer, which has no RoPE)"
         if spec.heads * spec.head_dim != spec.dim:
