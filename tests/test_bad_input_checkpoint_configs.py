@@ -251,10 +251,11 @@ def test_no_library_exporter_writes_a_block_it_cannot_express(tmp_path: Path, ch
         assert not out.exists()
 
 
-def test_no_library_exporter_writes_pixtral_alternating_rotary_bands(tmp_path: Path) -> None:
-    """rope_bands='alternating' (Pixtral's) on DINOv3's rotary spec: the exporters that write RoPE
-    (timm's Eva, Transformers' DINOv3) refuse rope_bands in one line, the others a field of the
-    rotary spec they meet first (rope, or its absent position table); nothing is written."""
+def test_only_transformers_pixtral_writes_alternating_rotary_bands(tmp_path: Path) -> None:
+    """rope_bands='alternating' (Pixtral's) on DINOv3's rotary spec: timm's Eva refuses rope_bands in
+    one line, Transformers takes it to PixtralVisionModel, which refuses what Pixtral has not (DINOv3's
+    class token), the others a field of the rotary spec they meet first (rope, or its absent position
+    table); nothing is written."""
     from shared.checkpoints import FORMATS
     from shared.core.presets import get_preset
 
@@ -265,6 +266,8 @@ def test_no_library_exporter_writes_pixtral_alternating_rotary_bands(tmp_path: P
             export_checkpoint(fmt, spec, init_weights(spec, 0), out)
         line = str(caught.value)
         assert "\n" not in line
-        if fmt in ("timm", "hf"):
+        if fmt == "timm":
             assert "spec field rope_bands='alternating'" in line and "needs shared" in line, line
+        if fmt == "hf":
+            assert line.startswith("cannot export to Hugging Face PixtralVisionModel: spec field class_token")
         assert not out.exists()

@@ -290,6 +290,7 @@ TOWER_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("aimv2", "Aimv2VisionModel", dict(HF_SMALL, intermediate_size=88, use_head=False)),
     ("internvl-rmsnorm", "InternVLVisionModel",
      dict(HF_SMALL, intermediate_size=48, norm_type="rms_norm", attention_bias=True)),
+    ("pixtral", "PixtralVisionModel", dict(HF_SMALL, intermediate_size=64, head_dim=8, hidden_act="silu")),
 ]
 
 
@@ -297,8 +298,9 @@ def tower_output(model: torch.nn.Module, images: np.ndarray, pooling: str) -> np
     """The tokens a tower returns (`last_hidden_state`), pooled as the spec read from it pools them."""
     from tests.checkpoints_support import nchw
 
-    with torch.no_grad():
-        tokens = model(pixel_values=nchw(images)).last_hidden_state.numpy()
+    with torch.no_grad():  # Pixtral packs a batch into one sequence (block-diagonal): an image at a time
+        tokens = np.concatenate([model(pixel_values=nchw(images[i:i + 1])).last_hidden_state.numpy()
+                                 for i in range(len(images))])
     return tokens.mean(1) if pooling == "mean" else tokens[:, 0]
 
 
@@ -340,6 +342,7 @@ def test_hf_towers_refuse_what_the_spec_cannot_say_in_one_line() -> None:
         ("InternVLVisionModel", dict(internvl, use_qk_norm=True), "use_qk_norm = True"),  # over all heads
         ("InternVLVisionModel", dict(internvl, norm_type="rms_norm", use_mean_pooling=False),
          "use_mean_pooling = False"),
+        ("PixtralVisionModel", dict(HF_SMALL, intermediate_size=64, head_dim=16), "head_dim = 16"),  # not D/H
     ):
         model = hf_model(model_class, config)
         with pytest.raises(SpecError, match=f"^config {key}") as caught:

@@ -37,6 +37,9 @@ SHARED_WORDS = {
     "global_pool": "timm's default, read from its source by the catalogue's defaults reader "
                    "(ports/torch/defaults.py: the catalogue reports each library's default)",
     "rope_rotate_half": "timm's function of that name, whose source the rotary lesson shows",
+    "rms_norm_eps": "the divergence catalogue's entry of that name (shared/teaching/divergences.py), "
+                    "also Aimv2VisionConfig's key",
+    "num_patches": "the spec's derived patch count (Derived.num_patches), also Siglip2VisionConfig's key",
 }
 
 

@@ -128,18 +128,20 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
 
 
 def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_free: bool = False,
-                         rms_norm: bool = False, own_eps: tuple[str, ...] = ()) -> None:
+                         rms_norm: bool = False, own_eps: tuple[str, ...] = (),
+                         alternating: bool = False) -> None:
     """What every library here builds: every position row used, at the image's own grid, pre-norm
     blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv;
-    no rotary embeddings unless the target builds them (`rope`), every projection with its bias
+    no rotary embeddings unless the target builds them (`rope`; Pixtral's alternating bands where it
+    builds those: `alternating`, Transformers' Pixtral), every projection with its bias
     unless the target can leave one out (`bias_free`: Transformers' DINOv3, timm's proj_bias), only
     LayerNorms unless it builds RMSNorm (`rms_norm`: timm, Transformers' AIMv2 and InternVL), and
     one epsilon for every norm but those places (NORM_PLACES) whose norm it builds with its own
     (`own_eps`: timm's embed_norm_layer)."""
     d = s.derived
     require(rope or s.rope == "none", target, "rope", s.rope, "none (no rotary position embeddings)")
-    require(s.rope_bands == "shared", target, "rope_bands", s.rope_bands, "shared (the same head_dim / 4 "
-            "frequency bands on both axes; no exporter here writes Pixtral's alternating bands)")
+    require(alternating or s.rope_bands == "shared", target, "rope_bands", s.rope_bands, "shared (the same "
+            "head_dim / 4 frequency bands on both axes; Pixtral's alternating ones: Transformers' Pixtral)")
     require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require(s.pos_resample == "none", target, "pos_resample", s.pos_resample,
             "none (a table at the image's own grid; exporting a resampled one is not built yet)")

@@ -152,6 +152,8 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("value_bias", bool, ("qkv_bias", "bias_free")),
     Key("proj_bias", bool, ("bias_free",)),
     Key("mlp_bias", bool, ("bias_free",)),
+    Key("head_dim", int, ("head_dim",)),  # Pixtral's rotary reads it; its attention takes hidden / heads
+    Key("rope_parameters.rope_theta", float, ("rope_theta",)),  # Pixtral
     Key("num_patches", int, ("image_height", "image_width")),  # SigLIP2: the table's rows, a square grid
     # AIMv2's (Aimv2VisionConfig) and InternVL's (InternVLVisionConfig)
     Key("rms_norm_eps", float, ("layer_norm_eps",)),
@@ -269,17 +271,26 @@ pos_embed                                embeddings.position_embeddings batch
 blocks.{i}.{n:ls1=lambda_1|ls2=lambda_2}.gamma  {layer}.{n}
 final_norm.{w:scale=weight|bias}         layernorm.{w}
 """
+PIXTRAL_ROWS = """
+patch_embed.kernel                       patch_conv.weight           conv
+norm_pre.scale                           ln_pre.weight
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.feed_forward.{fc}.weight  linear
+"""
+PIXTRAL_STYLE = dict(ln1="attention_norm", ln2="ffn_norm", q="query=q_proj", k="key=k_proj", v="value=v_proj",
+                     attn="attention", out="attention.o_proj")
 AIMV2_STYLE = dict(ln1="rms_norm1", ln2="rms_norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
                    attn="attention", out="attention.out_proj", embed="embeddings", patch="patch_embed")
 INTERNVL_STYLE = dict(AIMV2_STYLE, ln1="layernorm_before", ln2="layernorm_after",
                       out="attention.projection_layer", patch="patch_embeddings.projection")
 AIMV2_MLP = ("mlp.gate", "mlp.fc1", "mlp.fc2")
+PIXTRAL_BIAS_FREE = ("attn.out", *AIMV2_MLP)  # no bias anywhere (q, k, v: qkv_bias false)
 # the config key -> the value the spec can say, and why another is refused (one line, naming the key)
 TOWER_REFUSED = {
     "aimv2_vision_model": (("use_head", False, "Aimv2AttentionPoolingHead (a class token attending over the "
                                                "tokens through k/v without a query projection)"),
                            ("is_native", False, "the native-resolution model's half-swapped sine-cosine "
                                                 "table")),
+    "pixtral": (),
     "internvl_vision": (("use_qk_norm", False, "InternVL's q_norm and k_norm each normalise all heads "
                                                "together (an RMSNorm over hidden_size); the spec's qk_norm "
                                                "is per head"),),
@@ -299,6 +310,15 @@ def tower_facts(model_type: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], t
                  "qkv_bias": cfg["qkv_bias"], "bias_free": free, "mlp": "gated"},
                 ("mean", "the mean of Aimv2VisionModel's tokens (use_head=False returns them all), as timm's "
                          "aimv2_* global_pool='avg'; --set pooling=.. otherwise"))
+    if model_type == "pixtral":  # RMSNorm eps 1e-5 and no bias are its code's (the architecture's facts)
+        if cfg["head_dim"] * cfg["num_attention_heads"] != cfg["hidden_size"]:
+            raise SpecError(f"config head_dim = {cfg['head_dim']!r}: expected hidden_size / "
+                            f"num_attention_heads = {cfg['hidden_size'] / cfg['num_attention_heads']:g} "
+                            "(PixtralAttention's head width; its rotary would take head_dim)")
+        return ({"mlp": "gated", "qkv_bias": False, "bias_free": PIXTRAL_BIAS_FREE,
+                 "rope_theta": float(cfg["rope_parameters.rope_theta"])},
+                ("mean", "the mean of PixtralVisionModel's tokens (it returns them all, one image's "
+                         "sequence after another); --set pooling=.. otherwise"))
     if cfg["norm_type"] == "rms_norm" and not cfg["use_mean_pooling"]:
         raise SpecError("config use_mean_pooling = False with norm_type = 'rms_norm': InternVLVisionModel's "
                         "final norm is then a LayerNorm after RMSNorm blocks, and the spec has one norm kind")
@@ -313,6 +333,8 @@ def tower_facts(model_type: str, cfg: dict[str, Any]) -> tuple[dict[str, Any], t
 
 def tower_config(model_type: str, s: ModelSpec) -> dict[str, Any]:
     """The config keys of its own that rebuild `s` as an Aimv2VisionModel or InternVLVisionModel."""
+    if model_type == "pixtral":
+        return {"head_dim": s.head_dim, "rope_parameters": {"rope_type": "axial", "rope_theta": s.rope_theta}}
     if model_type == "aimv2_vision_model":
         return {"rms_norm_eps": s.layer_norm_eps, "qkv_bias": s.qkv_bias,
                 "mlp_bias": "mlp.fc1" not in s.bias_free, "use_head": False, "is_native": False}
@@ -324,7 +346,13 @@ def tower_config(model_type: str, s: ModelSpec) -> dict[str, Any]:
 
 
 def check_tower_exportable(model_type: str, target: str, s: ModelSpec) -> None:
-    """What Aimv2VisionModel and InternVLVisionModel build beyond the common checks."""
+    """What Aimv2VisionModel, InternVLVisionModel and PixtralVisionModel build beyond the common checks."""
+    if model_type == "pixtral":
+        require(s.pooling == "mean", target, "pooling", s.pooling, "mean (the tokens it returns, averaged)")
+        require(s.bias_free == PIXTRAL_BIAS_FREE, target, "bias_free", s.bias_free,
+                f"{list(PIXTRAL_BIAS_FREE)} (no bias anywhere)")
+        require(s.mlp == "gated", target, "mlp", s.mlp, "gated (its SwiGLU feed_forward)")
+        return
     if model_type == "aimv2_vision_model":
         require(s.pooling == "mean", target, "pooling", s.pooling, "mean (the tokens it returns, averaged)")
         want = (() if s.qkv_bias else ("attn.out",)) + (AIMV2_MLP if "mlp.fc1" in s.bias_free else ())
@@ -438,6 +466,8 @@ class Architecture:
             return ENCODER_ROWS + DINOV3_ROWS
         if name == "Aimv2VisionModel":
             return PATCH_ROWS + ENCODER_ROWS + AIMV2_ROWS
+        if name == "PixtralVisionModel":
+            return PIXTRAL_ROWS + ENCODER_ROWS
         if name == "InternVLVisionModel":
             return PATCH_ROWS + ENCODER_ROWS + MLP_ROWS + INTERNVL_ROWS
         return PATCH_ROWS + ENCODER_ROWS + DEIT_ROWS
@@ -510,8 +540,17 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
          "layer_norm_eps": 1e-6, "attention_bias": False, "norm_type": "layer_norm", "use_qk_norm": False,
          "use_mean_pooling": True, "use_absolute_position_embeddings": True},
         {"class_token": True, "layer_scale": True, "num_classes": 0, "patch_bias": True}, INTERNVL_STYLE),
+    "pixtral": Architecture(  # Transformers 5 (PixtralVisionConfig's defaults: Pixtral-12B's but hidden_act)
+        "PixtralVisionModel", "patch_conv.weight", "transformer.layers.{i}",
+        {**COMMON_DEFAULTS, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+         "image_size": 1024, "patch_size": 16, "intermediate_size": 4096, "hidden_act": "gelu",
+         "head_dim": 64, "rope_parameters.rope_theta": 10_000.0},
+        {"class_token": False, "pos_embed": "none", "pos_embed_class_row": False, "norm_before_blocks": True,
+         "norm_type": "rms_norm", "layer_norm_eps": 1e-5, "rope": "axial_half", "rope_bands": "alternating",
+         "rope_coords": "index", "rope_ref_grid": (), "layer_scale": False, "final_norm": "none",
+         "num_classes": 0, "patch_bias": False}, PIXTRAL_STYLE),
 }
-TOWERS = ("aimv2_vision_model", "internvl_vision")
+TOWERS = ("aimv2_vision_model", "internvl_vision", "pixtral")
 # What each DINOv2 class's `interpolate_pos_encoding` computes (Transformers 4.57), called in every
 # forward whose image is not the table's (no flag): the float32 cast around it is no step for float32
 # weights, and neither passes the original DINOv2's +0.1 scale factor (`dinov2_legacy`), only a size.
@@ -629,7 +668,7 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
         "dim": dim, "channels": channels, "depth": depth, "heads": heads,
         "head_dim": width_per_head(fmt, dim, "config hidden_size", heads, "config num_attention_heads"),
         "activation": ACTIVATIONS[cfg["hidden_act"]],
-        "layer_norm_eps": float(cfg.get("layer_norm_eps", cfg.get("rms_norm_eps"))),  # AIMv2: rms_norm_eps
+        # AIMv2's key is rms_norm_eps; Pixtral has none (its code's 1e-5: the architecture's fact)
         "image_height": h, "image_width": w, "patch_height": ph, "patch_width": pw, "mlp": "standard",
         "qkv_bias": cfg.get("qkv_bias", True),
     }
@@ -664,6 +703,9 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
             raise SpecError(f"config image_size = {cfg['image_size']!r}: InternVLVisionModel interpolates "
                             "its position table for a non-square image; only square ones convert")
     facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
+    eps = cfg.get("layer_norm_eps", cfg.get("rms_norm_eps"))
+    if eps is not None:
+        facts["layer_norm_eps"] = float(eps)
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
     for name, value in arch.fixed.items():
@@ -773,6 +815,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 def model_type_for(s: ModelSpec) -> str:
     """The Transformers class that computes `s`, by the feature only it has."""
+    if s.rope_bands == "alternating":
+        return "pixtral"
     if s.rope != "none":
         return "dinov3_vit"
     if s.distill_token:
@@ -805,9 +849,9 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         return
     arch = ARCHITECTURES[model_type]
     target = f"Hugging Face {arch.model_class}"
-    require_plain_blocks(target, s, rope=model_type == "dinov3_vit",
-                         bias_free=model_type in ("dinov3_vit", "aimv2_vision_model"),
-                         rms_norm=model_type in TOWERS)
+    require_plain_blocks(target, s, rope=model_type in ("dinov3_vit", "pixtral"),
+                         bias_free=model_type in ("dinov3_vit", "aimv2_vision_model", "pixtral"),
+                         rms_norm=model_type in TOWERS, alternating=model_type == "pixtral")
     for name, value in arch.fixed.items():
         require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
     for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
@@ -815,14 +859,14 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
         require(not getattr(s, name) or aimv2_own, target, name, getattr(s, name), "false")
     if model_type in TOWERS:
         check_tower_exportable(model_type, target, s)
-    only = (("layer_scale", ("dinov2", "dinov3", "internvl")), ("norm_before_blocks", ("clip",)),
+    only = (("layer_scale", ("dinov2", "dinov3", "internvl")), ("norm_before_blocks", ("clip", "pixtral")),
             ("registers", ("dinov2_with", "dinov3")))
     for name, owners in only:
         require(not getattr(s, name) or model_type.startswith(owners), target, name, getattr(s, name), "none")
     require(s.activation in HF_ACT, target, "activation", s.activation, ", ".join(HF_ACT))
     require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
             s.image_width, "square images and patches (the config's image_size and patch_size are integers)")
-    if s.mlp == "gated" and model_type not in ("dinov3_vit", "aimv2_vision_model"):  # any hidden_act there
+    if s.mlp == "gated" and model_type not in ("dinov3_vit", "aimv2_vision_model", "pixtral"):  # any act
         require(model_type.startswith("dinov2") and s.activation == "silu", target, "mlp", s.mlp,
                 "standard (only DINOv2's SwiGLU, with silu, is gated)")
     if model_type.startswith("dinov2"):
@@ -1107,7 +1151,7 @@ def read_live(model: Any) -> Reading | None:
     if not torch_names and values.get("model_type") != "vit":
         r.notes.append(f"transformers {class_name}: a {values.get('model_type')} config is read with "
                        "PyTorch's tensor names; its PyTorch class, or --spec, states every field")
-    if values.get("model_type") != "dinov3_vit":  # DINOv3's rotary settings: the hf format's infer
+    if values.get("model_type") not in ("dinov3_vit", "pixtral"):  # their rotaries: the hf format's infer
         r.fact("rope", "none", f"transformers {values.get('model_type')}: no rotary position embeddings")
     if values.get("model_type") == "vit":
         r.plain_vit("transformers ViT's architecture")
