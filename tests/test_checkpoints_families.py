@@ -199,6 +199,33 @@ def test_what_an_exporter_cannot_build_of_the_towers_is_refused_in_one_line() ->
         assert "\n" not in str(caught.value)
 
 
+def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None:
+    """timm's NaFlexVit (SigLIP2's and the NaFlex families' timm home) on images of its table's grid:
+    its Linear patch projection and (1, rows, cols, D) table read as VisionTransformer's, the
+    reference and every port give its own output; the NaFlex map pool with a register and a live
+    NaFlexVit in verify --model are refused in one line."""
+    import timm
+
+    from shared.checkpoints.libraries.timm import live_tables
+    from shared.errors import SpecError, WeightsError
+
+    small = dict(embed_dim=32, depth=2, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4))
+    images = np.random.default_rng(3).standard_normal((2, 16, 16, 3)).astype(np.float32)
+    for name, act in (("naflexvit_base_patch16_siglip", "gelu_tanh"), ("naflexvit_base_patch16_gap", "gelu")):
+        torch.manual_seed(0)
+        model = perturbed(timm.create_model(name, pretrained=False, **small), seed=1)
+        config = {"model_args": {"num_heads": 4, "act_layer": act}}
+        converted = import_tensors("timm", state_dict(model), config, {})
+        assert (converted.spec.image_height, converted.spec.pos_embed_class_row) == (16, False), name
+        assert_ports_match(converted.spec, converted.tensors, images, library_logits(model, images),
+                           ports=ports.NATIVE)
+        with pytest.raises(SpecError, match="your model is a timm NaFlexVit"):
+            live_tables(model, converted.spec)
+    registered = timm.create_model("naflexvit_so150m2_patch16_reg1_map", pretrained=False, **small)
+    with pytest.raises(WeightsError, match=r"'attn_pool.latent' with tensor 'reg_token'"):
+        import_tensors("timm", state_dict(registered), {"model_args": {"num_heads": 4}}, {})
+
+
 def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> None:
     """No tensor says whether an Eva rotates: asked. Eva's options the spec cannot express are refused
     naming the tensor or config attribute (tensor ones beside VisionTransformer's, above); a rotary

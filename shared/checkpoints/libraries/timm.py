@@ -37,6 +37,7 @@ fill the rest, printed as conventions. A state dict spelled as Eva's with neithe
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -508,7 +509,40 @@ def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Ra
         if linear not in out:
             raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
         out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
-    return normalise_eva(out, source)  # Eva's spelling (normalise_eva)
+    return normalise_eva(normalise_naflex(out, source, config), source)  # Eva's spelling (normalise_eva)
+
+
+NAFLEX_CHANNELS = Key("model_args.in_chans", int, ("channels",))  # a Linear's width does not split by itself
+NAFLEX_NAMES = {"embeds.proj.bias": "patch_embed.proj.bias", "embeds.cls_token": "cls_token",
+                "embeds.reg_token": "reg_token"}
+
+
+def normalise_naflex(raw: Raw, source: str, config: dict[str, Any] | None) -> Raw:
+    """NaFlexVit's spellings -> VisionTransformer's, at the image size of its table: its patch
+    projection, a Linear (D, ph*pw*C) on patches it flattens (ph, pw, C) (channels_last), is the
+    Conv2d (D, C, ph, pw) that computes the same on the image; its (1, rows, cols, D) table is the
+    patches' rows (no prefix row, as no_embed_class) and is resized by NaFlexEmbeds only at another
+    grid. Its blocks, norm and attention pool already carry VisionTransformer's names."""
+    if "embeds.proj.weight" not in raw:
+        return raw
+    out = {NAFLEX_NAMES.get(k, k): v for k, v in raw.items()
+           if k not in ("embeds.proj.weight", "embeds.pos_embed")}
+    weight = raw["embeds.proj.weight"]
+    channels = decode_config(config, [NAFLEX_CHANNELS]).get(NAFLEX_CHANNELS.name, 3)  # timm's default
+    side = math.isqrt(weight.shape[1] // channels) if weight.ndim == 2 else 0
+    if weight.ndim != 2 or side * side * channels != weight.shape[1]:
+        raise WeightsError(f"timm checkpoint {source}: tensor 'embeds.proj.weight' {tuple(weight.shape)}: "
+                           f"expected (embed_dim, patch_size x patch_size x in_chans {channels}), square "
+                           "patches")
+    out["patch_embed.proj.weight"] = np.ascontiguousarray(
+        weight.reshape(-1, side, side, channels).transpose(0, 3, 1, 2))
+    if "embeds.pos_embed" in raw:
+        table = raw["embeds.pos_embed"]
+        if table.ndim != 4:
+            raise WeightsError(f"timm checkpoint {source}: tensor 'embeds.pos_embed' {tuple(table.shape)}: "
+                               "expected (1, rows, cols, embed_dim), NaFlexEmbeds' learned grid")
+        out["pos_embed"] = table.reshape(1, -1, table.shape[-1])
+    return out
 
 
 def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
@@ -702,7 +736,12 @@ def read_live(model: Any) -> Reading | None:
 
 def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
     """A timm model built with the split SwiGLU (AIMv2's `mlp_layer=SwiGLU`) holds its gate and linear
-    half as `fc1_g` and `fc1_x`: the table in those names binds it (`verify --model`)."""
+    half as `fc1_g` and `fc1_x`: the table in those names binds it (`verify --model`). A NaFlexVit's
+    Linear patch projection and grid table are read from its state dict only (normalise_naflex)."""
+    if type(model).__name__ == "NaFlexVit":
+        raise SpecError("your model is a timm NaFlexVit, whose Linear patch projection and (rows, cols) "
+                        "table verify --model cannot bind yet; its state dict converts to the same "
+                        "function (convert --from timm, then verify the converted weights)")
     if not module_of(model).startswith("timm.") or spec.mlp != "gated" or not callable(
             getattr(model, "state_dict", None)) or not any(SPLIT_GATE in k for k in model.state_dict()):
         return []
