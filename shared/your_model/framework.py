@@ -28,8 +28,13 @@ def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
         raise InputError(f"--framework {framework}, but --model returned a {type(model).__name__}, {what}; "
                          f"pass {instead}")
     if owner is None:
+        if any(c.__module__.startswith("flax.linen") for c in type(model).__mro__):  # its class says so
+            raise InputError(f"--model returned a {type(model).__name__}, a Flax linen module without its "
+                             "variables (linen holds them outside the module): return (module, "
+                             "module.init(jax.random.key(0), jnp.zeros((1, height, width, channels)))) from "
+                             "your factory")
         raise InputError(f"--model returned a {type(model).__name__}, not a torch.nn.Module, Keras model "
-                         "or layer, or nnx.Module")
+                         "or layer, Flax nnx.Module or linen (module, variables) pair, or mlx.nn.Module")
     return owner
 
 
