@@ -60,12 +60,14 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
     rows = [LayerRow("input", f"B × {s.image_height} × {s.image_width} × {s.channels}", 0,
                      "NHWC float32 (torch's port permutes to NCHW in prepare)")]
     kind = "Unfold without padding" if s.remainder == "drop" else "Zero-pad, then unfold"
-    before = "LayerNorm on each patch, then " if s.patch_norm_in else ""
+    norm = _norm_name(s)
+    before = f"{norm} on each patch, then " if s.patch_norm_in else ""
     rows.append(LayerRow(
         "patch_embed", f"B × {d.num_patches} × {s.dim}", _count(s, "patch_embed") + _count(s, "patch_norm"),
-        f"{kind} | {remainder_note(s)}; {before}Linear {d.patch_features}→{s.dim} "
+        f"{kind} | {remainder_note(s)}; {before}Linear {d.patch_features}→{s.dim}"
+        f"{'' if s.patch_bias else ' without bias'} "
         f"on (ph, pw, C)-flattened {s.patch_height}×{s.patch_width} patches (= Conv, kernel = stride)"
-        f"{'; LayerNorm on each token' if s.patch_norm_out else ''}",
+        f"{f'; {norm} on each token' if s.patch_norm_out else ''}",
     ))
     rows += _prefix_rows(s)
     if s.pos_embed != "none":
@@ -83,13 +85,13 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
         rows.append(LayerRow("pos_embed", f"B × {d.seq_len} × {s.dim}", _count(s, "pos_embed"), note))
     if s.norm_before_blocks:
         rows.append(LayerRow("norm_pre", f"B × {d.seq_len} × {s.dim}", _count(s, "norm_pre"),
-                             f"LayerNorm before the blocks (CLIP's ln_pre), eps {s.layer_norm_eps:g}"))
+                             f"{norm} before the blocks (CLIP's ln_pre), eps {d.norm_eps['pre']:g}"))
     for i in range(s.depth):
         rows.append(LayerRow(f"blocks.{i}", f"B × {d.seq_len} × {s.dim}", _count(s, f"blocks.{i}."),
                              _block_note(s)))
     if s.final_norm == "tokens":
         rows.append(LayerRow("final_norm", f"B × {d.seq_len} × {s.dim}", _count(s, "final_norm"),
-                             f"LayerNorm on every token, eps {s.layer_norm_eps:g}"))
+                             f"{norm} on every token, eps {d.norm_eps['final']:g}"))
     pool = {
         "cls": "class token (token 0)",
         "mean": f"mean of the {d.num_patches} patch tokens",
@@ -101,7 +103,7 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
     rows.append(LayerRow(f"pool ({s.pooling})", f"B × {d.pooled_dim}", _count(s, "pool."), pool))
     if s.final_norm == "pooled":
         rows.append(LayerRow("final_norm", f"B × {d.pooled_dim}", _count(s, "final_norm"),
-                             f"LayerNorm on the pooled vector (timm fc_norm), eps {s.layer_norm_eps:g}"))
+                             f"{norm} on the pooled vector (timm fc_norm), eps {d.norm_eps['final']:g}"))
     return rows + _head_rows(s)
 
 
@@ -118,17 +120,26 @@ def _prefix_rows(s: ModelSpec) -> list[LayerRow]:
     return rows
 
 
+def _norm_name(s: ModelSpec) -> str:
+    return "RMSNorm" if s.norm_type == "rms_norm" else "LayerNorm"
+
+
 def _block_note(s: ModelSpec) -> str:
-    norm = "pre-norm: x + f(LN(x))" if s.norm == "pre" else "post-norm: LN(x + f(x))"
+    short = "RMS" if s.norm_type == "rms_norm" else "LN"
+    own = [name for name in s.bias_free if not name.startswith("head.")]  # the blocks' projections
+    norm = f"pre-norm: x + f({short}(x))" if s.norm == "pre" else f"post-norm: {short}(x + f(x))"
     mlp = (f"MLP {s.dim}→{s.mlp_dim}→{s.dim}" if s.mlp == "standard"
            else f"gated MLP {s.dim}→2×{s.mlp_dim}→{s.dim}")
     extras = [text for text, on in (("qk-norm", s.qk_norm), ("LayerScale on both branches", s.layer_scale),
                                     (f"k/v with {s.derived.kv_heads} heads (grouped-query)",
-                                     s.derived.kv_heads != s.heads))
+                                     s.derived.kv_heads != s.heads),
+                                    (f"2-D RoPE on the patch queries and keys ({s.rope}, {s.rope_bands} "
+                                     f"bands, theta {s.rope_theta:g})", s.rope != "none"),
+                                    (f"no bias on {', '.join(own)}", bool(own)))
               if on]
     return (f"{norm}; {s.heads} heads × {s.head_dim} = {s.derived.attn_inner} inner"
             f"{'' if s.qkv_bias else ' (no qkv bias)'}; {mlp} {ACTIVATIONS[s.activation]}; "
-            f"LN eps {s.layer_norm_eps:g}" + "".join(f"; {e}" for e in extras))
+            f"{short} eps {s.layer_norm_eps:g}" + "".join(f"; {e}" for e in extras))
 
 
 def _head_rows(s: ModelSpec) -> list[LayerRow]:
@@ -140,8 +151,9 @@ def _head_rows(s: ModelSpec) -> list[LayerRow]:
     if not s.num_classes:
         no_head = "no classifier: the pooled vector is the output (an embedding)"
         return [*rows, LayerRow("output", f"B × {width}", 0, no_head)]
+    bias = " without bias" if "head.out" in s.bias_free else ""
     rows.append(LayerRow("head.out", f"B × {s.num_classes}", _count(s, "head.out"),
-                         f"Linear {width}→{s.num_classes}: logits"))
+                         f"Linear {width}→{s.num_classes}{bias}: logits"))
     if s.distill_token:
         rows.append(LayerRow("head_dist", f"B × {s.num_classes}", _count(s, "head_dist"),
                              f"Linear {s.dim}→{s.num_classes} on token 1; logits = mean of both heads"))
