@@ -246,6 +246,13 @@ def conv_oihw_to_hwio(weight: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(weight.transpose(2, 3, 1, 0))
 
 
+def patch_linear_to_oihw(weight: np.ndarray, patch_height: int, patch_width: int) -> np.ndarray:
+    """A Linear (D, ph*pw*C) on patches flattened (ph, pw, C) (SigLIP2's, timm's NaFlexVit) -> the
+    torch Conv2d weight (D, C, ph, pw) that computes the same on the image."""
+    kernel = dense_from_out_in(weight).reshape(patch_height, patch_width, -1, weight.shape[0])  # HWIO
+    return conv_hwio_to_oihw(kernel)
+
+
 def conv_hwio_to_ohwi(kernel: np.ndarray) -> np.ndarray:
     """(ph, pw, C, D) -> MLX Conv2d weight (D, ph, pw, C), for NHWC input. A reshape would be wrong."""
     return np.ascontiguousarray(kernel.transpose(3, 0, 1, 2))

@@ -115,6 +115,7 @@ from shared.core.files import write_folder
 from shared.core.mapping import Table
 from shared.core.record import field_types, shown
 from shared.core.spec import BIAS_FREE, FIELD_BOUNDS, ModelSpec
+from shared.core.weights import patch_linear_to_oihw
 from shared.errors import FrameworkUnavailable, SpecError, WeightsError
 from shared.runtime.process_env import TRANSFORMERS4_NEEDED
 
@@ -598,8 +599,7 @@ def siglip2_patches_as_conv(raw: Raw, source: str, config: dict[str, Any] | None
         raise WeightsError(f"hf checkpoint {source}: tensor {key!r} {tuple(weight.shape)}: expected "
                            f"(hidden_size, {ph * pw * channels}) = patch_size {ph}x{pw} x num_channels "
                            f"{channels}")
-    conv = np.ascontiguousarray(weight.reshape(-1, ph, pw, channels).transpose(0, 3, 1, 2))
-    return {**raw, key: conv}
+    return {**raw, key: patch_linear_to_oihw(weight, ph, pw)}
 
 
 def mlp_ratio_for(s: ModelSpec) -> int | None:

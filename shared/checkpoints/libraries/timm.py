@@ -60,6 +60,7 @@ from shared.core.files import write_output
 from shared.core.record import shown
 from shared.core.spec import MAX_TOKENS, NORM_EPS_FIELDS, ModelSpec
 from shared.core.timm_names import timm_table
+from shared.core.weights import patch_linear_to_oihw
 from shared.errors import SpecError, WeightsError
 
 # The plug-in's place in the format list, its formats (name -> what `convert --help` says), and
@@ -534,8 +535,7 @@ def normalise_naflex(raw: Raw, source: str, config: dict[str, Any] | None) -> Ra
         raise WeightsError(f"timm checkpoint {source}: tensor 'embeds.proj.weight' {tuple(weight.shape)}: "
                            f"expected (embed_dim, patch_size x patch_size x in_chans {channels}), square "
                            "patches")
-    out["patch_embed.proj.weight"] = np.ascontiguousarray(
-        weight.reshape(-1, side, side, channels).transpose(0, 3, 1, 2))
+    out["patch_embed.proj.weight"] = patch_linear_to_oihw(weight, side, side)
     if "embeds.pos_embed" in raw:
         table = raw["embeds.pos_embed"]
         if table.ndim != 4:
