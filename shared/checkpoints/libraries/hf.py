@@ -203,14 +203,18 @@ def refuse_custom_code(config: dict[str, Any] | None, given: dict[str, Any]) -> 
 
 # ==== DINOv3 =========================================================================================
 DINOV3_STYLE = dict(ln1="norm1", ln2="norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
-                    attn="attention", out="attention.o_proj")
-DINOV3_ROWS = """
+                    attn="attention", out="attention.o_proj", ffn="mlp")
+# The MLP of the newer classes, gated or not (gate_proj, up_proj, down_proj), under the name each
+# gives it: DINOv3's `mlp`, AIMv2's `ffn`, Pixtral's `feed_forward` (the style's `ffn`).
+UP_DOWN_MLP_ROWS = """
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.{ffn}.{fc}.weight  linear
+blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.bias    {layer}.{ffn}.{fc}.bias
+"""
+DINOV3_ROWS = UP_DOWN_MLP_ROWS + """
 cls_token                                embeddings.cls_token        batch_token
 reg_tokens                               embeddings.register_tokens  batch
 patch_embed.kernel                       embeddings.patch_embeddings.weight  conv
 patch_embed.bias                         embeddings.patch_embeddings.bias
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.mlp.{fc}.weight  linear
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.bias    {layer}.mlp.{fc}.bias
 blocks.{i}.{n:ls1=layer_scale1|ls2=layer_scale2}.gamma  {layer}.{n}.lambda1
 final_norm.{w:scale=weight|bias}         norm.{w}
 """
@@ -259,11 +263,9 @@ def dinov3_config(s: ModelSpec) -> dict[str, Any]:
 # ==== AIMv2 and InternVL's vision tower ===========================================================
 # Transformers' Aimv2VisionModel and InternVLVisionModel (5.x): each returns its tokens
 # (`last_hidden_state`; no pooler), so the spec's pooling is a convention printed as one.
-AIMV2_ROWS = """
+AIMV2_ROWS = UP_DOWN_MLP_ROWS + """
 patch_norm_out.scale                     embeddings.rms_norm.weight
 pos_embed                                embeddings.position_embedding.weight
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.ffn.{fc}.weight  linear
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.bias    {layer}.ffn.{fc}.bias
 final_norm.scale                         rms_norm.weight
 """
 INTERNVL_ROWS = """
@@ -272,15 +274,15 @@ pos_embed                                embeddings.position_embeddings batch
 blocks.{i}.{n:ls1=lambda_1|ls2=lambda_2}.gamma  {layer}.{n}
 final_norm.{w:scale=weight|bias}         layernorm.{w}
 """
-PIXTRAL_ROWS = """
+PIXTRAL_ROWS = UP_DOWN_MLP_ROWS + """
 patch_embed.kernel                       patch_conv.weight           conv
 norm_pre.scale                           ln_pre.weight
-blocks.{i}.mlp.{fc:gate=gate_proj|fc1=up_proj|fc2=down_proj}.kernel  {layer}.feed_forward.{fc}.weight  linear
 """
 PIXTRAL_STYLE = dict(ln1="attention_norm", ln2="ffn_norm", q="query=q_proj", k="key=k_proj", v="value=v_proj",
-                     attn="attention", out="attention.o_proj")
+                     attn="attention", out="attention.o_proj", ffn="feed_forward")
 AIMV2_STYLE = dict(ln1="rms_norm1", ln2="rms_norm2", q="query=q_proj", k="key=k_proj", v="value=v_proj",
-                   attn="attention", out="attention.out_proj", embed="embeddings", patch="patch_embed")
+                   attn="attention", out="attention.out_proj", embed="embeddings", patch="patch_embed",
+                   ffn="ffn")
 INTERNVL_STYLE = dict(AIMV2_STYLE, ln1="layernorm_before", ln2="layernorm_after",
                       out="attention.projection_layer", patch="patch_embeddings.projection")
 AIMV2_MLP = ("mlp.gate", "mlp.fc1", "mlp.fc2")
