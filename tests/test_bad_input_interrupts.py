@@ -6,12 +6,14 @@ as an uninterrupted run."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -81,6 +83,36 @@ def test_an_interrupt_during_a_save_keeps_the_previous_unit(tmp_path: Path, mome
     monkeypatch.undo()
     result, _ = train(folder, 2, resume=True)
     assert result.epochs == 2 and consistent(folder).name == "epoch-000002"
+
+
+@pytest.mark.parametrize("during", ["mkdtemp", "discard"])
+def test_an_interrupt_inside_a_staging_step_leaves_no_staging_folder(
+        tmp_path: Path, during: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signal can land inside the mkdtemp that makes the staging folder (before `save` holds its
+    name) or inside the removal of a superseded unit: either leaves no temporary behind."""
+    folder = tmp_path / "ck"
+    train(folder, 1)
+    real_mkdtemp, real_rmtree, landed = tempfile.mkdtemp, shutil.rmtree, []
+
+    def mkdtemp(*args, **kwargs) -> str:  # the folder exists, its name not yet returned
+        path = real_mkdtemp(*args, **kwargs)
+        if during == "mkdtemp" and not landed:
+            landed.append(path)
+            raise KeyboardInterrupt
+        return path
+
+    def rmtree(path, ignore_errors: bool = False) -> None:  # the superseded unit moved, not removed
+        if during == "discard" and not landed and "-old-" in Path(path).name:
+            landed.append(path)
+            raise KeyboardInterrupt
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(checkpoint, "tempfile", SimpleNamespace(mkdtemp=mkdtemp))
+    monkeypatch.setattr(checkpoint, "shutil", SimpleNamespace(rmtree=rmtree))
+    with pytest.raises(KeyboardInterrupt):
+        train(folder, 2, resume=True)
+    assert landed
+    assert consistent(folder).name == ("epoch-000001" if during == "mkdtemp" else "epoch-000002")
 
 
 def run_train(folder: Path, *extra: str) -> subprocess.Popen:

@@ -137,6 +137,7 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
             # reader may already have seen); what it replaced under --force is superseded
             if aside is not None:
                 shutil.rmtree(aside, ignore_errors=True)
+            tidy(folder, own=True)
             raise
         if staging is not None:  # not placed: the folder is as it was
             shutil.rmtree(staging, ignore_errors=True)
@@ -144,14 +145,18 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
             os.replace(aside / unit.name, unit)
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
+        tidy(folder, own=True)  # one made by an mkdtemp the interrupt landed in has no name here
         remove_empty(created)
         if isinstance(exc, OSError):  # the unit the user would find, not the staging folder
             raise InputError(f"checkpoint {str(unit)!r} cannot be written: {exc.strerror}") from None
         raise
-    for old in [p for p in units(folder) if p != unit]:
-        discard(old)  # superseded by `unit`, complete and named in LATEST
-    if aside is not None:
-        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        for old in [p for p in units(folder) if p != unit]:
+            discard(old)  # superseded by `unit`, complete and named in LATEST
+    finally:  # an interrupt inside a removal leaves its staging folder: it holds nothing to keep
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+        tidy(folder, own=True)
     tidy(folder)
     return unit
 
@@ -159,7 +164,7 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
 def discard(old: Path) -> None:
     """Remove a superseded unit: renamed into a staging name first, so an interrupt leaves it
     whole under its own name (the next save removes it) or gone, never half deleted; a staging
-    folder left by an interrupted removal is tidied once its writer is gone."""
+    folder left by an interrupted removal is removed by `save` on its way out."""
     gone = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-old-", dir=old.parent))
     os.replace(old, gone / old.name)
     shutil.rmtree(gone, ignore_errors=True)
@@ -171,15 +176,20 @@ def rung_of(trainer: Any) -> str:
     return precision.rung if precision is not None else "float32"
 
 
-def tidy(folder: Path) -> None:
-    """Remove staging folders whose writing process is gone (a SIGKILL mid-save); never a unit."""
+def tidy(folder: Path, own: bool = False) -> None:
+    """Remove staging folders whose writing process is gone (a SIGKILL mid-save), or with `own`
+    this process's (a save interrupted at any moment, even inside the mkdtemp that made one and
+    so before its name was kept); never a unit."""
     try:
         entries = list(folder.iterdir())
     except OSError:
         return
     for path in entries:
         match = STAGED.match(path.name)
-        if match and path.is_dir() and not path.is_symlink() and not writer_alive(int(match.group(1))):
+        if not (match and path.is_dir() and not path.is_symlink()):
+            continue
+        pid = int(match.group(1))
+        if (pid == os.getpid()) if own else not writer_alive(pid):
             shutil.rmtree(path, ignore_errors=True)
 
 
