@@ -20,6 +20,15 @@ import pytest
 if importlib.util.find_spec("torch") is not None:
     import torch._dynamo  # noqa: F401
 
+# ---- Ctrl-C reaches the commands the tests start ------------------------------------------------
+# A shell starts a background job (`make test &`, nohup) with SIGINT ignored, and every process
+# inherits that: the tests that send SIGINT to `compare.py` would then wait on a command that,
+# rightly, ignores it. The suite's own process takes SIGINT back, so its children start with it.
+import signal
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # ---- ast.parse, one thread at a time -----------------------------------------------------------
 # CPython 3.11 keeps the AST converter's recursion counter per interpreter, not per thread, so two
