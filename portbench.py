@@ -27,7 +27,7 @@ first divergent tensor, default True), `frameworks` (our ports to run beside you
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.core.spec import ModelSpec
@@ -46,6 +46,7 @@ class Result:
     diagnosis: list[str]  # diagnose's lines when the logits differ
     contradictions: list[str]  # "field: your model X, spec Y"
     explanation: str  # one line: why it passed or failed
+    notes: list[str] = field(default_factory=list)  # how it ran: a layout found by trying, a mode keyword
 
 
 def _spec(spec: ModelSpec | str) -> ModelSpec:
@@ -108,7 +109,8 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     entry = checked.entry
     return Result(checked.passed, entry.max_abs_diff, entry.tolerance, checked.run.binding,
                   checked.first_divergence, checked.diagnosis.lines() if checked.diagnosis else [],
-                  [c.line() for c in checked.run.contradictions], checked.explanation())
+                  [c.line() for c in checked.run.contradictions], checked.explanation(),
+                  list(checked.run.report.get("notes", [])))
 
 
 def _check_arguments(model: Any, spec: ModelSpec, options: dict[str, Any]) -> None:

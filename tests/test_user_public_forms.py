@@ -148,6 +148,8 @@ def test_a_linen_forward_with_a_required_train_keyword_runs_in_inference_mode() 
     variables = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)), train=False)
     first = portbench.check((module, variables), LINEN_SPEC, trace=False)
     passes(first)
+    assert first.notes == ["mode: ran in inference mode, as the reference computes: its forward was passed "
+                           "train=False"]
     again = portbench.check((module, variables), LINEN_SPEC, trace=False)
     assert again.max_abs_diff == first.max_abs_diff  # deterministic: dropout off
 

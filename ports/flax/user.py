@@ -116,6 +116,15 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     return {p: token_layout(found[p][0]) for p in paths}  # its first call, when called twice
 
 
+def inference_mode(model: Any) -> str | None:
+    # what running in inference mode took beyond the framework's own switch (a mode keyword
+    # passed to the forward), in words for the run's notes; None when the framework's own switch
+    # (torch's and MLX's eval(), Keras' training=False) did it all
+    held = linen.unwrap(model)
+    flags = linen.inference_flags(held.module if held is not None else model)
+    return "its forward was passed " + ", ".join(f"{k}={v}" for k, v in flags.items()) if flags else None
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _variables(model: Any, prefix: str = "") -> dict[str, Any]:
     """path -> variable under `model`, float variables only (RNG keys and counts are not part of

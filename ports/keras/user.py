@@ -120,6 +120,13 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     return {p: token_layout(found[p]) for p in paths}
 
 
+def inference_mode(model: Any) -> str | None:
+    # what running in inference mode took beyond the framework's own switch (a mode keyword
+    # passed to the forward), in words for the run's notes; None when the framework's own switch
+    # (torch's and MLX's eval(), Keras' training=False) did it all
+    return None
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _variables(model: Any) -> dict[str, Any]:
     """path -> variable, float variables only (a Dropout's seed state is not part of the function)."""

@@ -100,6 +100,13 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     return {p: token_layout(np.array(found[p]), len(images)) for p in paths if p in found}
 
 
+def inference_mode(model: Any) -> str | None:
+    # what running in inference mode took beyond the framework's own switch (a mode keyword
+    # passed to the forward), in words for the run's notes; None when the framework's own switch
+    # (torch's and MLX's eval(), Keras' training=False) did it all
+    return None
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _named_modules(root: Any) -> list[tuple[str, Any]]:
     """(path, module) for `root` (path "") and every module under it, depth first in definition

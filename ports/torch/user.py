@@ -114,6 +114,13 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
             for p in paths if p in found}
 
 
+def inference_mode(model: Any) -> str | None:
+    # what running in inference mode took beyond the framework's own switch (a mode keyword
+    # passed to the forward), in words for the run's notes; None when the framework's own switch
+    # (torch's and MLX's eval(), Keras' training=False) did it all
+    return None
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
     if isinstance(module, nn.MultiheadAttention):

@@ -189,6 +189,7 @@ def load_user_model(args: argparse.Namespace, taps: bool = False) -> tuple[Any, 
     how = "--weights loaded into your model" if args.weights else "your model's own parameters"
     notes = [run.framework_note] if run.framework_note else []
     notes.append(f"weights: {how}, bound by {run.binding['rule']}")
+    notes += run.report.get("notes", [])  # how it was run: a layout found by trying, a mode keyword
     notes += run.inert_lines()
     notes += [f"spec check: {c.line()}" for c in run.contradictions]
     if args.show_binding:

@@ -108,6 +108,8 @@ def run_user_model(args: argparse.Namespace) -> int:
     run = result.run
     if run.framework_note:
         print(run.framework_note)
+    for line in run.report.get("notes", []):  # how it was run: a layout found by trying, a mode keyword
+        print(line)
     if args.show_binding:
         print("\n".join(run.binding_lines()))
     for line in run.inert_lines():

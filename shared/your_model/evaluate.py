@@ -72,6 +72,53 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: 
     return binding, params, found
 
 
+OTHER_LAYOUT = {"NCHW": "NHWC", "NHWC": "NCHW"}
+
+
+def input_layout(module: Any, model: Any, job: dict[str, Any], framework: str,
+                 image: np.ndarray) -> tuple[str, str | None]:
+    """(the layout the forward takes, a note when it was found by trying): `--input-layout`, else
+    the framework's convention (NCHW in torch, NHWC elsewhere), else, when the forward raises on
+    that, the other one if the forward runs on it (a Transformers TF or Flax model takes NCHW
+    pixel_values in a channels-last framework); both failing is one line naming both."""
+    if job.get("layout"):
+        return job["layout"], None
+    first = "NCHW" if framework == "torch" else "NHWC"
+    failed = _forward_error(module, model, image, first, job)
+    if failed is None:
+        return first, None
+    other = OTHER_LAYOUT[first]
+    if _forward_error(module, model, image, other, job) is not None:
+        raise InputError(f"your model's forward raised {failed} on {first} images {_shape(image, first)}, "
+                         f"and also on {other}; --input-layout names the layout it takes (NHWC, NCHW, NHW)")
+    return other, (f"input layout: {other}, tried, since your model's forward raised on {first} images "
+                   f"({failed}); --input-layout {other} says so")
+
+
+def _forward_error(module: Any, model: Any, image: np.ndarray, layout: str,
+                   job: dict[str, Any]) -> str | None:
+    """The one line the forward raises on `image` in `layout`, or None when it runs."""
+    with user_code(str(job.get("model")), "running the forward"):
+        try:
+            module.run(model, image, layout, job.get("output"))
+        except PortbenchError:  # it ran: what it returned is for the run on the whole batch to judge
+            return None
+        except Exception as exc:  # the user's forward: whatever it raises
+            return one_line(exc)
+    return None
+
+
+def _shape(image: np.ndarray, layout: str) -> tuple[int, ...]:
+    return tuple(np.asarray(image.shape)[[0, 3, 1, 2]] if layout == "NCHW" else image.shape)
+
+
+def inference_note(module: Any, model: Any) -> str | None:
+    """The run's note on how the model was put in inference mode, when it took more than the
+    framework's own switch (ports/<fw>/user.py's `inference_mode`)."""
+    how = module.inference_mode(model)
+    return f"mode: ran in inference mode, as the reference computes: {how}" if how else None
+
+
 def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
     expected = (batch, spec.derived.outputs)
     if tuple(logits.shape) != expected:
@@ -87,7 +134,8 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
-    layout = job.get("layout") or ("NCHW" if fw == "torch" else "NHWC")
+    layout, layout_note = input_layout(module, model, job, fw, images[:1])
+    out.report["notes"] = [note for note in (layout_note, inference_note(module, model)) if note]
     print_phase("user-bind")
     binding, params, found = bind_model(module, model, spec, fw, job.get("rules"), layout, job.get("output"))
     out.report["layers"] = [{"path": a.path, "kind": a.kind, "params": list(a.params), "settings": a.settings}
@@ -156,7 +204,7 @@ class UserPort:
         self.spec = spec
         self.model = build(job["model"], spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
-        self.layout = job.get("layout") or ("NCHW" if self.framework == "torch" else "NHWC")
+        self.layout, _ = input_layout(self.module, self.model, job, self.framework, probe_batch(spec, 1))
         self.output = job.get("output")
         print_phase("user-bind")
         binding, params, _ = bind_model(self.module, self.model, spec, self.framework, job.get("rules"),
