@@ -93,6 +93,11 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     batch = _batch(options)
     # a spec that cannot be read from the model raises, like a usage error: pass `spec`
     resolved = _spec(spec) if spec is not None else _proposed(model, options.get("framework"))
+    held_note = None
+    if not isinstance(model, str):  # a bare linen module is held with its variables
+        from shared.your_model.framework import with_variables
+
+        model, held_note = with_variables(model, resolved)
     _check_arguments(model, resolved, options)
     images = probe_batch(resolved, batch)
     trace = bool(options.pop("trace", True))
@@ -110,7 +115,8 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     return Result(checked.passed, entry.max_abs_diff, entry.tolerance, checked.run.binding,
                   checked.first_divergence, checked.diagnosis.lines() if checked.diagnosis else [],
                   [c.line() for c in checked.run.contradictions], checked.explanation(),
-                  list(checked.run.report.get("notes", [])))
+                  [*([held_note] if held_note else []),
+                   *checked.run.report.get("notes", [])])
 
 
 def _check_arguments(model: Any, spec: ModelSpec, options: dict[str, Any]) -> None:

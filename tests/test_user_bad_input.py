@@ -36,8 +36,6 @@ CASES = {
     "name_missing": ("x = 1\n", "the module has no 'build'"),
     "not_callable": ("build = 3\n", "int is not callable"),
     "not_a_model": ("def build():\n    return 42\n", "returned a int, not a torch.nn.Module"),
-    "bare_linen_module": ("import flax.linen as nn\n\ndef build():\n    return nn.Dense(10)\n",
-                          "returned a Dense, a Flax linen module without its variables"),
     "factory_raises": ("def build(spec):\n    raise ValueError('bad width')\n",
                        "calling it raised ValueError: bad width"),
     # Transformers' ImportErrors start with a newline: the first non-empty line is quoted

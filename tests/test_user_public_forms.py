@@ -154,6 +154,16 @@ def test_a_linen_forward_with_a_required_train_keyword_runs_in_inference_mode() 
     assert again.max_abs_diff == first.max_abs_diff  # deterministic: dropout off
 
 
+def test_a_bare_linen_module_is_initialised_at_the_spec_and_without_one_refused_naming_it() -> None:
+    module = _vit_jax_module(LINEN_SPEC)  # no variables: linen holds them outside the module
+    result = portbench.check(module, LINEN_SPEC, trace=False)
+    passes(result)
+    assert result.notes[0] == ("variables: your linen module was initialised with module.init(key 0, "
+                               "zeros(1, 32, 32, 3)), as the (module, variables) pair it is held as")
+    with pytest.raises(InputError, match=r"no spec gives the image size to initialise it: pass --spec, or "):
+        portbench.check(module)
+
+
 def test_inference_flags_name_only_the_keywords_a_call_takes() -> None:
     from ports.flax.linen import inference_flags
 

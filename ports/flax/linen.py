@@ -83,6 +83,15 @@ def inference_flags(module: Any) -> dict[str, bool]:
     return {name: value for name, value in INFERENCE.items() if name in names}
 
 
+def initialise(module: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """A bare linen module as the pair a user holds: `module.init` on zeros of `shape` (NHWC), its
+    inference keywords passed (a required `train` included), seeded 0 (its own weights are bound
+    or replaced, never judged)."""
+    key = jax.random.PRNGKey(0)
+    return module, module.init({"params": key, "dropout": key}, jnp.zeros(shape, jnp.float32),
+                               **inference_flags(module))
+
+
 def unwrap(obj: Any) -> Linen | None:
     """The linen module and variables `obj` holds, or None when it is none of the three forms."""
     if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], nn.Module) \

@@ -27,7 +27,7 @@ from shared.errors import InputError, PortbenchError, WeightsError
 from shared.runtime.job_kinds import Output
 from shared.runtime.worker import one_line, print_phase
 from shared.your_model.binding import Binding, bind
-from shared.your_model.framework import model_class, user_port
+from shared.your_model.framework import model_class, user_port, with_variables
 from shared.your_model.guard import build, user_code
 from shared.your_model.inert import candidates, inert_parameters
 
@@ -202,7 +202,7 @@ class UserPort:
 
     def __init__(self, job: dict[str, Any], spec: ModelSpec, tensors: dict[str, np.ndarray]) -> None:
         self.spec = spec
-        self.model = build(job["model"], spec)
+        self.model, _ = with_variables(build(job["model"], spec), spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
         self.layout, _ = input_layout(self.module, self.model, job, self.framework, probe_batch(spec, 1))
         self.output = job.get("output")

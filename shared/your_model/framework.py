@@ -9,7 +9,9 @@ import sys
 from typing import Any
 
 import ports
-from shared.errors import InputError
+from shared.core.spec import ModelSpec
+from shared.errors import InputError, PortbenchError
+from shared.runtime.worker import one_line
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
 
@@ -22,20 +24,42 @@ def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
         if module.owns(model):
             return port_name(framework), module
     owner = _owner(model)
+    if owner is None and _is_linen(model):  # only without a spec: with one, `with_variables` held it
+        raise InputError(f"--model returned a {type(model).__name__}, a Flax linen module without its "
+                         "variables (linen holds them outside the module), and no spec gives the image "
+                         "size to initialise it: pass --spec, or return (module, module.init("
+                         "jax.random.key(0), jnp.zeros((1, height, width, channels)))) from your factory")
     if framework:
         what = f"a {owner[0]} model" if owner else "not a model of any framework portbench runs"
         instead = f"--framework {owner[0]}, or no --framework" if owner else "a model of that framework"
         raise InputError(f"--framework {framework}, but --model returned a {type(model).__name__}, {what}; "
                          f"pass {instead}")
     if owner is None:
-        if any(c.__module__.startswith("flax.linen") for c in type(model).__mro__):  # its class says so
-            raise InputError(f"--model returned a {type(model).__name__}, a Flax linen module without its "
-                             "variables (linen holds them outside the module): return (module, "
-                             "module.init(jax.random.key(0), jnp.zeros((1, height, width, channels)))) from "
-                             "your factory")
         raise InputError(f"--model returned a {type(model).__name__}, not a torch.nn.Module, Keras model "
                          "or layer, Flax nnx.Module or linen (module, variables) pair, or mlx.nn.Module")
     return owner
+
+
+def with_variables(model: Any, spec: ModelSpec | None) -> tuple[Any, str | None]:
+    """A bare Flax linen module as the (module, variables) pair it is held as, initialised at the
+    spec's image (ports/flax/linen.py's `initialise`), with the note saying so; any other object
+    as it is. Without a spec nothing gives the image size, and `user_port`'s refusal stands."""
+    if spec is None or not _is_linen(model) or _owner(model) is not None:
+        return model, None
+    shape = (1, spec.image_height, spec.image_width, spec.channels)
+    try:
+        held = ports.load_port_part("flax", "linen").initialise(model, shape)
+    except PortbenchError:
+        raise
+    except Exception as exc:  # the user's module: whatever its setup raises
+        raise InputError(f"your linen module {type(model).__name__}, initialised on zeros{shape} (NHWC), "
+                         f"raised {one_line(exc)}; return (module, variables) from your factory") from None
+    return held, (f"variables: your linen module was initialised with module.init(key 0, zeros{shape}), "
+                  "as the (module, variables) pair it is held as")
+
+
+def _is_linen(model: Any) -> bool:
+    return any(c.__module__.startswith("flax.linen") for c in type(model).__mro__)  # its class says so
 
 
 def port_name(entry: str) -> str:

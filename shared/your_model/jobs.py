@@ -23,11 +23,11 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
     """{"model", "spec", "input": .npy, "framework"?, "layout"?, "output"?, "weights"?, "rules"?,
     "taps"?: bool}."""
     from shared.your_model.evaluate import evaluate
-    from shared.your_model.framework import model_class, port_name, user_port
+    from shared.your_model.framework import model_class, port_name, user_port, with_variables
     from shared.your_model.guard import build
 
     spec = ModelSpec.from_json(job["spec"])
-    model = build(job["model"], spec)
+    model, held_note = with_variables(build(job["model"], spec), spec)
     found, _ = user_port(model, job.get("framework"))
     if found != port_name(framework):  # the parent's guess was wrong: the object says `found`
         out.report.update(found=found, model_class=model_class(model))
@@ -38,6 +38,8 @@ def user(framework: str, job: dict[str, Any], out: Output) -> None:
             out.report["restart"] = True
             return
     evaluate(model, spec, job, np.load(job["input"], allow_pickle=False), out)
+    if held_note:
+        out.report["notes"].insert(0, held_note)
 
 
 USER = JobKind("user", user)
