@@ -73,8 +73,21 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: 
 
 
 def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
+    """The model's output is the spec's: its logits (batch, outputs), or, from a tower that returns
+    only its tokens (`forward_io.tokens_of`), the final tokens (batch, seq_len, dim) of a spec whose
+    output is its pooled vector (no classifier); anything else is one line."""
     expected = (batch, spec.derived.outputs)
-    if tuple(logits.shape) != expected:
+    if logits.ndim == 3:
+        tokens = (batch, spec.derived.seq_len, spec.dim)
+        if spec.num_classes:
+            raise InputError(f"your model's forward returns tokens of shape {tuple(logits.shape)}, but the "
+                             f"spec ends in a classifier (num_classes {spec.num_classes}): return its "
+                             "logits, pick them with --output, or check the tower alone with --set "
+                             "num_classes=0")
+        if tuple(logits.shape) != tokens:
+            raise InputError(f"your model's forward returns tokens of shape {tuple(logits.shape)}, expected "
+                             f"{tokens} (batch {batch} x the spec's {tokens[1]} tokens x dim {spec.dim})")
+    elif tuple(logits.shape) != expected:
         what = f"num_classes {spec.num_classes}" if spec.num_classes else "the pooled width: no classifier"
         raise InputError(f"your model's forward returns shape {tuple(logits.shape)}, expected {expected} "
                          f"(batch {batch} x {what})")
