@@ -106,4 +106,5 @@ def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:
     from shared.teaching.first_divergence import compare_taps, reference_taps  # only when traced
 
     reference = reference_taps(run.spec, run.tensors, images)
-    return compare_taps(run.spec, reference, {**run.taps, run.readout: run.logits}, run.label)
+    return compare_taps(run.spec, reference, {**run.taps, run.readout: run.logits}, run.label,
+                        readout=run.readout)

@@ -18,6 +18,7 @@ import numpy as np
 
 import ports
 from shared.checkpoints import FORMATS, format_module, model_tables
+from shared.core.forward_io import tokens_of
 from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
 from shared.core.mapping import Table
@@ -127,7 +128,8 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         print_phase("user-taps")
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
-        out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
+        out.arrays.update({f"tap/{tap}": _tokens(got[p], spec, len(images))
+                           for tap, p in paths.items() if p in got})
 
 
 def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
@@ -148,13 +150,15 @@ def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, 
     return {tap: path for tap, path in paths.items() if path}
 
 
-def _tokens(value: np.ndarray, spec: ModelSpec) -> np.ndarray:
-    """A patch embedding's (B, D, h, w) or (B, h, w, D) output as tokens (B, h*w, D)."""
+def _tokens(value: np.ndarray, spec: ModelSpec, batch: int) -> np.ndarray:
+    """A patch embedding's (B, D, h, w) or (B, h, w, D) output as tokens (B, h*w, D); a batch packed
+    into one sequence (PixtralVisionModel's, as its output is: `forward_io.tokens_of`) split per image."""
     if value.ndim == 4:
         channels_first = value.shape[1] == spec.dim and value.shape[-1] != spec.dim
         value = value.reshape(*value.shape[:2], -1).transpose(0, 2, 1) if channels_first else \
             value.reshape(value.shape[0], -1, value.shape[-1])
-    return np.ascontiguousarray(value)
+    split = tokens_of(value, batch)  # None: not (batch, ...) tokens, as a vector tap
+    return np.ascontiguousarray(value if split is None else split)
 
 
 class UserPort:
