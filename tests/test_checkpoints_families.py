@@ -94,11 +94,12 @@ def timm_model(distilled: bool = False, **kwargs: Any) -> torch.nn.Module:
     return construct(cls, kwargs)
 
 
-def assert_verified(model: torch.nn.Module, spec: Any = None) -> None:
+def assert_verified(model: torch.nn.Module, spec: Any = None) -> Any:
     """`verify --model` on the library's own object, in this process (portbench.check; no `spec`:
     the one read from the model), a Transformers model bound by the hf table in the names it holds (a
     Transformers 5 model's own), its logits against the float64 reference on its own weights
-    (Transformers' distilled DeiT returns three (batch, classes) arrays: its `logits` are named)."""
+    (Transformers' distilled DeiT returns three (batch, classes) arrays: its `logits` are named).
+    The result, passed: the gap within the float32 tolerance."""
     import portbench
 
     output = "logits" if type(model).__name__ == "DeiTForImageClassificationWithTeacher" else None
@@ -106,6 +107,7 @@ def assert_verified(model: torch.nn.Module, spec: Any = None) -> None:
     assert result.passed, result.explanation
     if type(model).__module__.startswith("transformers."):
         assert result.binding["rule"].startswith("hf"), result.binding["rule"]
+    return result
 
 
 @pytest.mark.parametrize(("kwargs", "given"), [c[1:] for c in TIMM_CASES], ids=[c[0] for c in TIMM_CASES])
@@ -312,11 +314,14 @@ def test_hf_families_both_directions(model_class: str, config: dict[str, Any], t
 
 
 # The vision towers of Transformers 5 that return their tokens (no pooler): AIMv2 (use_head=False; the
-# aimv2-tiny preset) and InternViT-6B's block (RMSNorm, q/k/v biases, LayerScale, no final norm)
+# aimv2-tiny preset), InternViT-6B's block (RMSNorm, q/k/v biases, LayerScale, no final norm) and
+# InternViT-300M's (the same with LayerNorm)
 TOWER_CASES: list[tuple[str, str, dict[str, Any]]] = [
     ("aimv2", "Aimv2VisionModel", dict(HF_SMALL, intermediate_size=88, use_head=False)),
     ("internvl-rmsnorm", "InternVLVisionModel",
      dict(HF_SMALL, intermediate_size=48, norm_type="rms_norm", attention_bias=True)),
+    ("internvl-layernorm", "InternVLVisionModel",
+     dict(HF_SMALL, intermediate_size=48, norm_type="layer_norm", attention_bias=True)),
     ("pixtral", "PixtralVisionModel", dict(HF_SMALL, intermediate_size=64, head_dim=8, hidden_act="silu")),
 ]
 
@@ -335,7 +340,9 @@ def tower_output(model: torch.nn.Module, images: np.ndarray, pooling: str) -> np
                          ids=[c[0] for c in TOWER_CASES])
 def test_hf_towers_both_directions(model_class: str, config: dict[str, Any], tmp_path: Path) -> None:
     """As the families above, from memory and from the saved folder, on the towers' tokens pooled as the
-    spec pools them; the live model's spec read from it; exported, loaded with an empty load report."""
+    spec pools them; the live model's spec read from it, and `verify --model` passes on the object with
+    it, on its final tokens (the towers return no pooled output); exported, loaded with an empty load
+    report."""
     from shared.core.presets import get_preset
     from shared.your_model.proposal import propose_spec
 
@@ -345,13 +352,14 @@ def test_hf_towers_both_directions(model_class: str, config: dict[str, Any], tmp
     spec, images = converted.spec, images_for(converted.spec)
     if model_class == "Aimv2VisionModel":
         assert spec == get_preset("aimv2-tiny")
-    assert_ports_match(spec, converted.tensors, images, tower_output(model, images, spec.pooling),
-                       ports=ports.NATIVE)
+    ported = ports.NATIVE if spec.norm_type == "rms_norm" else ()  # LayerNorm blocks: every preset's
+    assert_ports_match(spec, converted.tensors, images, tower_output(model, images, spec.pooling), ported)
     model.save_pretrained(tmp_path / "saved")
     saved = import_checkpoint("hf", tmp_path / "saved")
     assert saved.spec == spec
     assert_same_tensors(saved.tensors, converted.tensors)
     assert propose_spec(model).spec == spec
+    assert "on the final tokens" in assert_verified(model).explanation  # Pixtral's: its packed batch split
     tensors = init_weights(spec, seed=5)
     rebuilt = load_exported_hf(spec, tensors, tmp_path / "exported")
     expected = reference.forward(spec, tensors, images)

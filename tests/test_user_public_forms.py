@@ -92,6 +92,34 @@ def test_named_tuples_and_objects_with_a_logits_attribute_are_read_by_name() -> 
         pick_logits(numpy_outputs(Pair(logits, logits), np.asarray), "missing", 4)
 
 
+def test_a_tower_that_returns_only_tokens_gives_them_and_what_cannot_be_compared_is_one_line() -> None:
+    """A vision tower's ModelOutput with tokens and no pooled output (Transformers' Aimv2VisionModel,
+    InternVLVisionModel) gives its tokens, and PixtralVisionModel's batch packed into one sequence
+    is split per image (the models themselves pass in tests/test_checkpoints_families.py); two token
+    arrays, tokens under a spec with a classifier, or of another length than the spec's, are refused."""
+    from shared.your_model.evaluate import check_logits
+
+    tower = TINY.replace(num_classes=0)  # 16 patches + the class token, dim 16
+    tokens = np.arange(2 * 17 * 16, dtype=np.float32).reshape(2, 17, 16)
+    for result in ({"last_hidden_state": tokens, "pooler_output": None}, {"x": tokens.reshape(1, 34, 16)}):
+        picked = pick_logits(numpy_outputs(result, np.asarray), None, 2)
+        assert np.array_equal(picked, tokens)
+        check_logits(picked, tower, 2)
+    with pytest.raises(InputError) as two:
+        pick_logits({"a": tokens, "b": tokens}, None, 2)
+    assert str(two.value) == ("the model returns no logits and no array of shape (batch=2, classes) and 2 of "
+                              "tokens (batch=2, tokens, dim) (a (2, 17, 16), b (2, 17, 16)); pick the logits "
+                              "with --output KEY")
+    with pytest.raises(InputError, match=r"^your model's forward returns tokens of shape \(2, 17, 16\), "
+                                         r"but the spec ends in a classifier \(num_classes 5\): .* "
+                                         r"--set num_classes=0$"):
+        check_logits(tokens, TINY, 2)
+    with pytest.raises(InputError) as short:
+        check_logits(tokens[:, 1:], tower, 2)
+    assert str(short.value) == ("your model's forward returns tokens of shape (2, 16, 16), expected "
+                                "(2, 17, 16) (batch 2 x the spec's 17 tokens x dim 16)")
+
+
 # ---- inference mode: linen's train / deterministic keyword, nnx's Dropout ----------------------------
 def _vit_jax_module(spec: ModelSpec) -> Any:
     """google-research vit_jax's habits: `__call__(inputs, *, train)` with no default, dropout 0.1

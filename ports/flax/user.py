@@ -76,7 +76,8 @@ def layers(model: Any) -> list[Layer]:
 def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     # canonical NHWC float32 images -> the model's own layout ("NHWC", "NCHW", "NHW") -> eval-mode,
     # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
-    # list or dict (an index or key); None means "the one array of shape (batch, classes)"
+    # list or dict (an index or key); None means "the one array of shape (batch, classes)", else a
+    # tower's final tokens (batch, tokens, dim) when it returns only those (forward_io.pick_logits)
     if (held := linen.unwrap(model)) is not None:
         return linen.run(held, images, layout, output)
     return _logits(_eval_forward(model), images, layout, output)

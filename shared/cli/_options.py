@@ -139,7 +139,8 @@ MODEL_FRAMEWORK = Option(("--framework",), "your model's framework, when the obj
 INPUT_LAYOUT = Option(("--input-layout",), "what your model's forward takes (default: torch NCHW, Keras / "
                       "Flax NHWC)", choices=("NHWC", "NCHW", "NHW"))
 OUTPUT = Option(("--output",), "the element of a tuple, list or dict forward result that holds the logits "
-                "(default: the one (batch, classes) array)", metavar="INDEX|KEY")
+                "(default: the one (batch, classes) array, else a tower's one array of final tokens)",
+                metavar="INDEX|KEY")
 MAP = Option(("--map",), "rename rules: a [map] table of \"your-name-pattern\" = \"canonical-pattern\" (or "
              "[pattern, layout])", metavar="rules.toml")
 SHOW_BINDING = Option(("--show-binding",), "print your parameter -> canonical tensor table",

@@ -131,23 +131,25 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
                  param_count: int | None = None, precision: Precision = FLOAT32,
                  emulated_gap: float | None = None, *, tap_dtypes: dict[str, str] | None = None,
                  framework: str = "", device: str | None = None,
-                 versions: dict[str, str] | None = None, first_nonfinite: str | None = None) -> PortVerdict:
+                 versions: dict[str, str] | None = None, first_nonfinite: str | None = None,
+                 what: str = "logits") -> PortVerdict:
     """THE verdict on a port: its logits vs the float64 reference for the same weights and
     images at a precision rung, its own parameter count (when given) vs the spec's, and every
     named tensor's dtype (`tap_dtypes`, when the worker read them) vs the rung's contract. Below
     float32 the bound and the floor are multiples of `emulated_gap` (shared/core/rounding.py, on
     the same case), and the gap must reach the floor: a gap of float32's order means the rung did
     not run. `first_nonfinite` (the worker's `equivalence.first_nonfinite`) names where non-finite
-    logits began. The first failure found is the reason."""
+    logits began. `what` names the output in the reason (a user's tower returns its "tokens").
+    The first failure found is the reason."""
     tolerance = logit_atol(spec, reference, precision, emulated_gap)
     floor = rung_floor(spec, reference, precision, emulated_gap)
-    comparison = compare_tensor(logits, reference, tolerance)
+    comparison = compare_tensor(logits, reference, tolerance, what)
     err, expected = comparison.max_abs_diff, spec.derived.params
     reason = comparison.reason
     if reason and first_nonfinite:
         reason = f"{reason}; the first non-finite tensor is {first_nonfinite!r}"
     elif reason is None and err is not None and err < floor:
-        reason = (f"max |logits - reference| {err:.3g} is below {precision.rung}'s floor {floor:.2g}: "
+        reason = (f"max |{what} - reference| {err:.3g} is below {precision.rung}'s floor {floor:.2g}: "
                   f"the port did not compute at {precision.rung}")
     elif reason is None and param_count is not None and param_count != expected:
         reason = f"{param_count:,} parameters, spec says {expected:,}"

@@ -1,7 +1,8 @@
 """What goes into a user's forward and what comes out of it, framework-neutral (NumPy only):
 canonical NHWC images in the layout the model takes (`--input-layout`), the logits picked from
-what it returns (`--output`, else the one (batch, classes) array among its outputs), and captured
-intermediates in the canonical token layout. A dict, a dataclass (a Transformers ModelOutput is both),
+what it returns (`--output`, else the one (batch, classes) array among its outputs; a vision tower
+that returns only its final tokens gives those, `tokens_of`), and captured intermediates in the
+canonical token layout. A dict, a dataclass (a Transformers ModelOutput is both),
 a named tuple or an object with a `logits` attribute gives its `logits` unless `--output` picks
 another element. Every `ports/<fw>/user.py` converts its framework's
 tensors to NumPy through `numpy_outputs` and uses these, so no two frameworks can read a user's
@@ -63,7 +64,10 @@ def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
     """The logits among a forward's NumPy results (`numpy_outputs`): the element `output` names (an
     index or key; "a.b" one level down), else a dict's `logits` (a dataclass's, ModelOutput's), or
     else the one (batch, classes) array among the outputs and one level into each: None, scalars,
-    attention maps and other shapes are passed over."""
+    attention maps and other shapes are passed over. A model with none, a vision tower that returns
+    only its final tokens (Transformers' Aimv2VisionModel, InternVLVisionModel, PixtralVisionModel:
+    `last_hidden_state`, no pooled output), gives the one array of tokens among its outputs as
+    (batch, tokens, dim) (`tokens_of`); the caller holds them to the spec's final tokens."""
     if output is None and isinstance(result, Mapping) and "logits" in result:
         output = "logits"
     items = _outputs(result)
@@ -82,17 +86,35 @@ def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
                              f"shape (batch={batch}, classes)")
     else:
         fits = [v for _, v in items if isinstance(v, np.ndarray) and v.ndim == 2 and v.shape[0] == batch]
-        if len(fits) != 1:
+        towers = [] if fits else [t for _, v in items if (t := tokens_of(v, batch)) is not None]
+        if len(fits) != 1 and len(towers) != 1:
             shapes = ", ".join(f"{k or 'output'} {_shown(v)}" for k, v in items)
             why = "no array" if not fits else f"{len(fits)} arrays"
+            tokens = f" and {len(towers)} of tokens (batch={batch}, tokens, dim)" if len(towers) > 1 else ""
             named = isinstance(result, Mapping)
             raise InputError(f"the model returns {'no logits and ' if named else ''}{why} of shape "
-                             f"(batch={batch}, classes) ({shapes}); pick the logits with --output "
+                             f"(batch={batch}, classes){tokens} ({shapes}); pick the logits with --output "
                              f"{'KEY' if named else 'INDEX|KEY'}")
-        chosen = fits[0]
+        chosen = fits[0] if fits else towers[0]
+    if chosen.ndim == 3 and (tokens := tokens_of(chosen, batch)) is not None:
+        return np.asarray(tokens, dtype=np.float32)
     if chosen.ndim != 2 or chosen.shape[0] != batch:
         raise InputError(f"the model's logits have shape {chosen.shape}, expected (batch={batch}, classes)")
     return np.asarray(chosen, dtype=np.float32)
+
+
+def tokens_of(value: Any, batch: int) -> np.ndarray | None:
+    """A forward's token states as (batch, tokens, dim), else None: a (batch, tokens, dim) array as it
+    is, and a batch packed into one sequence, image after image, (1, batch * tokens, dim), split
+    (PixtralVisionModel's `last_hidden_state`: its attention is block-diagonal over the images, so
+    the split is each image's own tokens; a model that mixed them differs in value, not shape)."""
+    if not isinstance(value, np.ndarray) or value.ndim != 3:
+        return None
+    if value.shape[0] == batch:
+        return value
+    if value.shape[0] == 1 and value.shape[1] % batch == 0:
+        return value.reshape(batch, value.shape[1] // batch, value.shape[2])
+    return None
 
 
 def _outputs(result: Any, depth: int = 2) -> list[tuple[str, Any]] | None:

@@ -220,6 +220,12 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     return logits
 
 
+def token_tap(spec: ModelSpec) -> str:
+    """The tap `forward` records the final token states in, before pooling (the final norm's, else
+    the last block's): what a vision tower that returns only its tokens outputs."""
+    return "final_norm" if spec.final_norm == "tokens" else f"block{spec.depth - 1}.out"
+
+
 def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Rounding = EXACT) -> np.ndarray:
     """The token sequence -> one vector per image, as `spec.pooling` says."""
     if spec.pooling == "cls":

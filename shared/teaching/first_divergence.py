@@ -114,14 +114,16 @@ class PortTrace(DataRecord):
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
                  framework: str, precision: Precision = FLOAT32,
                  emulated: dict[str, np.ndarray] | None = None, param_count: int | None = None,
-                 tap_dtypes: dict[str, str] | None = None) -> PortTrace:
+                 tap_dtypes: dict[str, str] | None = None, readout: str = "logits") -> PortTrace:
     """Every tap against the reference's within its budget (where the port leaves the spec's
-    function), and the port's verdict from its logits tap, `param_count` and `tap_dtypes` (when
+    function), and the port's verdict from its logits tap (or `readout`, the final-token tap a
+    user's tower returns instead: shared/your_model/run.py), `param_count` and `tap_dtypes` (when
     the worker read them) by `check_logits`, the one function `verify` decides by."""
-    gap = None if emulated is None else max_abs_diff(emulated["logits"], reference["logits"])
-    verdict = check_logits(spec, port_taps["logits"], reference["logits"], param_count, precision, gap,
-                           tap_dtypes=tap_dtypes, framework=framework) if "logits" in port_taps else \
-        not_run(spec, framework, precision, "the port gave no logits tap")
+    gap = None if emulated is None else max_abs_diff(emulated[readout], reference[readout])
+    what = "logits" if readout == "logits" else "tokens"
+    verdict = check_logits(spec, port_taps[readout], reference[readout], param_count, precision, gap,
+                           tap_dtypes=tap_dtypes, framework=framework, what=what) \
+        if readout in port_taps else not_run(spec, framework, precision, f"the port gave no {what} tap")
     rows: list[TapRow] = []
     for name in tap_order(spec):
         ref = reference[name]

@@ -40,9 +40,11 @@ class UserCheck:
         return self.entry.passed and not any(c.decisive for c in self.run.contradictions)
 
     def explanation(self) -> str:
-        """One line: why it failed (the contradicting fields, then diagnose's finding)."""
+        """One line: why it failed (the contradicting fields, then diagnose's finding); what was
+        compared when it is a tower's final tokens rather than its logits."""
         if self.passed:
-            return f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
+            return (f"equivalent: max abs gap {self.entry.max_abs_diff:.2g} <= {self.entry.tolerance:.1e}"
+                    f"{self.compared()}")
         # a contradiction the logits judge is named beside a gap (a sequence-first attention the
         # model did not transpose for); a dropout rate never is: it cannot make one
         parts = [c.line() for c in self.run.contradictions
@@ -53,7 +55,15 @@ class UserCheck:
             parts.append(self.diagnosis.lines()[0])
         if self.first_divergence:
             parts.append(f"first divergent tensor: {self.first_divergence}")
-        return "; ".join(parts)
+        return "; ".join(parts) + self.compared()
+
+    def compared(self) -> str:
+        """Nothing for logits; for a tower that returns only its tokens, what they were held to
+        and what that leaves unchecked (the spec's parameter-free pooling: a convention)."""
+        if self.run.readout == "logits":
+            return ""
+        return (f" (on the final tokens, the reference's {self.run.readout!r}: your model returns no "
+                f"pooled output, so the spec's pooling={self.run.spec.pooling!r} is not checked)")
 
 
 def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, frameworks: list[str] | None = None,
@@ -68,16 +78,19 @@ def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = No
           timeout: float = 300.0, trace: bool = False) -> UserCheck:
     """A finished `UserRun` against the reference, our ports, diagnose and trace."""
     spec = run.spec
-    ref = forward(spec, run.tensors, images)
+    taps: dict[str, np.ndarray] = {}
+    logits = forward(spec, run.tensors, images, taps)
+    ref = logits if run.readout == "logits" else taps[run.readout]  # a tower's tokens: the spec's
     entry = check_logits(spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
-                         device="cpu")
+                         device="cpu", what="logits" if run.readout == "logits" else "tokens")
     result = UserCheck(run, entry)
     case = VerifyCase(spec, run.tensors, images)
     if frameworks:
         result.ports, _ = verify([case], frameworks, timeout=timeout)
-    result.pairwise = pairwise_gaps(case, [entry, *result.ports], ref)
-    if not entry.passed and entry.max_abs_diff is not None:
-        # only a gap is diagnosed: the catalogue its alternatives come from loads only then
+    result.pairwise = pairwise_gaps(case, [entry, *result.ports], logits)  # the ports' logits; tokens: none
+    if not entry.passed and entry.max_abs_diff is not None and run.readout == "logits":
+        # only a gap is diagnosed (the catalogue its alternatives come from loads only then), and
+        # only on logits, which its alternatives are judged by: a tower's tokens are traced instead
         from shared.teaching.gap_explanation import diagnose
 
         result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
@@ -93,4 +106,5 @@ def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:
     from shared.teaching.first_divergence import compare_taps, reference_taps  # only when traced
 
     reference = reference_taps(run.spec, run.tensors, images)
-    return compare_taps(run.spec, reference, {**run.taps, "logits": run.logits}, run.label)
+    return compare_taps(run.spec, reference, {**run.taps, run.readout: run.logits}, run.label,
+                        readout=run.readout)

@@ -18,6 +18,7 @@ import numpy as np
 
 import ports
 from shared.checkpoints import FORMATS, format_module, model_tables
+from shared.core.forward_io import tokens_of
 from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
 from shared.core.mapping import Table
@@ -120,8 +121,21 @@ def inference_note(module: Any, model: Any) -> str | None:
 
 
 def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
+    """The model's output is the spec's: its logits (batch, outputs), or, from a tower that returns
+    only its tokens (`forward_io.tokens_of`), the final tokens (batch, seq_len, dim) of a spec whose
+    output is its pooled vector (no classifier); anything else is one line."""
     expected = (batch, spec.derived.outputs)
-    if tuple(logits.shape) != expected:
+    if logits.ndim == 3:
+        tokens = (batch, spec.derived.seq_len, spec.dim)
+        if spec.num_classes:
+            raise InputError(f"your model's forward returns tokens of shape {tuple(logits.shape)}, but the "
+                             f"spec ends in a classifier (num_classes {spec.num_classes}): return its "
+                             "logits, pick them with --output, or check the tower alone with --set "
+                             "num_classes=0")
+        if tuple(logits.shape) != tokens:
+            raise InputError(f"your model's forward returns tokens of shape {tuple(logits.shape)}, expected "
+                             f"{tokens} (batch {batch} x the spec's {tokens[1]} tokens x dim {spec.dim})")
+    elif tuple(logits.shape) != expected:
         what = f"num_classes {spec.num_classes}" if spec.num_classes else "the pooled width: no classifier"
         raise InputError(f"your model's forward returns shape {tuple(logits.shape)}, expected {expected} "
                          f"(batch {batch} x {what})")
@@ -162,7 +176,8 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         print_phase("user-taps")
         paths = tap_paths(binding, found, spec)
         got = module.capture(model, images, layout, list(paths.values()))
-        out.arrays.update({f"tap/{tap}": _tokens(got[p], spec) for tap, p in paths.items() if p in got})
+        out.arrays.update({f"tap/{tap}": _tokens(got[p], spec, len(images))
+                           for tap, p in paths.items() if p in got})
 
 
 def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
@@ -183,13 +198,15 @@ def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, 
     return {tap: path for tap, path in paths.items() if path}
 
 
-def _tokens(value: np.ndarray, spec: ModelSpec) -> np.ndarray:
-    """A patch embedding's (B, D, h, w) or (B, h, w, D) output as tokens (B, h*w, D)."""
+def _tokens(value: np.ndarray, spec: ModelSpec, batch: int) -> np.ndarray:
+    """A patch embedding's (B, D, h, w) or (B, h, w, D) output as tokens (B, h*w, D); a batch packed
+    into one sequence (PixtralVisionModel's, as its output is: `forward_io.tokens_of`) split per image."""
     if value.ndim == 4:
         channels_first = value.shape[1] == spec.dim and value.shape[-1] != spec.dim
         value = value.reshape(*value.shape[:2], -1).transpose(0, 2, 1) if channels_first else \
             value.reshape(value.shape[0], -1, value.shape[-1])
-    return np.ascontiguousarray(value)
+    split = tokens_of(value, batch)  # None: not (batch, ...) tokens, as a vector tap
+    return np.ascontiguousarray(value if split is None else split)
 
 
 class UserPort:

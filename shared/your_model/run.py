@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shared.core.files import open_user_file, read_text
+from shared.core.reference import token_tap
 from shared.core.spec import ModelSpec
 from shared.core.weights import load_weights
 from shared.errors import InputError, SpecError, WeightsError
@@ -99,7 +100,7 @@ def propose_user_spec(reference: str, framework: str | None = None, timeout: flo
 class UserRun:
     spec: ModelSpec
     framework: str
-    logits: np.ndarray
+    logits: np.ndarray  # or a tower's final tokens (`readout`)
     tensors: dict[str, np.ndarray]  # the canonical weights the model ran with
     binding: dict[str, Any]
     report: dict[str, Any]
@@ -110,6 +111,13 @@ class UserRun:
     @property
     def label(self) -> str:
         return f"yours ({self.framework})"
+
+    @property
+    def readout(self) -> str:
+        """What the model's output is compared as: "logits" (batch, outputs), or the reference tap
+        its final tokens (batch, seq_len, dim) are held to, from a tower that returns only those
+        (evaluate.check_logits)."""
+        return token_tap(self.spec) if self.logits.ndim == 3 else "logits"
 
     @property
     def origin(self) -> str:

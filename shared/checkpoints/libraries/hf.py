@@ -53,7 +53,8 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
 - `DINOv3ViTModel` (2-D RoPE): the DINOv3 section.
 - `Aimv2VisionModel` and `InternVLVisionModel` (Transformers 5 only): the section "AIMv2 and InternVL's
-  vision tower". Both return their tokens; the spec's pooling is a printed convention.
+  vision tower". Both return their tokens; the spec's pooling is a printed convention (`verify
+  --model` holds their tokens to the reference's final tokens, as it does PixtralVisionModel's).
 - `DeiTForImageClassificationWithTeacher`: ViT's names under `deit.`, a `distillation_token`
   with a position row, `cls_classifier` and `distillation_classifier`; logits are their mean.
 
