@@ -62,6 +62,8 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                               "split would import them back",
     "shared/measure/peer_timing.py": "the peers' timing, whole: which public implementation builds which "
                                      "spec, the job kind, its worker side and the A/B findings",
+    "ports/keras/user.py": "the parallel text of a user's model in Keras: the interface every port's user.py "
+                           "has, with one walk for Keras 3 and tf_keras layers and functional graphs",
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file

@@ -33,6 +33,8 @@ OWN_FILES: dict[tuple[str, str], str] = {
     # counterpart in the other frameworks, whose user models are one kind of object each.
     ("flax", "linen.py"): "a user's linen model: its variables, run and capture",
     ("flax", "linen_layers.py"): "a user's linen model: its layers, traced without computing",
+    # equinox, JAX's other module library: immutable pytrees whose layers take one example each
+    ("flax", "equinox_modules.py"): "a user's equinox model: its arrays, layers, run and capture",
 }
 PRIVATE_OWN = ("user.py",)  # files whose private helpers are each port's own: not compared
 # Each framework's spelling of "run the layer": compared as one name.

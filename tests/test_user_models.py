@@ -113,8 +113,8 @@ def keras_framework() -> Framework:
             if self.form == "NCHW":
                 return self.inner(keras.ops.transpose(x, (0, 2, 3, 1)), training=training)
             logits = self.inner(x, training=training)
-            if self.form == "tuple":  # logits and a (B, 3, 5) array: only one is (B, classes)
-                return logits, keras.ops.zeros((keras.ops.shape(x)[0], 3, 5))
+            if self.form == "tuple":  # logits and a (B, 3, 5, 2) map: one (B, classes)
+                return logits, keras.ops.zeros((keras.ops.shape(x)[0], 3, 5, 2))
             return {"logits": logits, "probs": keras.ops.softmax(logits)}
 
     return Framework("keras", user, load_example("keras_functional_vit"), keras_names, Wrapped,
@@ -143,8 +143,8 @@ def flax_framework() -> Framework:
             if self.form == "NCHW":
                 return self.inner(x.transpose(0, 2, 3, 1))
             logits = self.inner(x)
-            if self.form == "tuple":  # only the first is (B, classes)
-                return logits, jnp.zeros((x.shape[0], 3, 5))
+            if self.form == "tuple":  # only the first is (B, classes); (B, 3, 5) would be tokens
+                return logits, jnp.zeros((x.shape[0], 3, 5, 2))
             return {"logits": logits, "probs": jax.nn.softmax(logits)}
 
     return Framework("flax", user, load_example("flax_nnx_vit"), flax_names, Wrapped,

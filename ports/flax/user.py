@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ports.flax import linen, linen_layers
+from ports.flax import equinox_modules, linen, linen_layers
 from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
 from shared.core.layer import Layer
 from shared.core.probes import gelu_form
@@ -30,7 +30,7 @@ from shared.errors import InputError
 
 def owns(obj: Any) -> bool:
     # True when obj is a model of this framework
-    return isinstance(obj, nnx.Module) or linen.unwrap(obj) is not None
+    return isinstance(obj, nnx.Module) or linen.unwrap(obj) is not None or equinox_modules.owns(obj)
 
 
 def parameters(model: Any) -> dict[str, np.ndarray]:
@@ -38,6 +38,8 @@ def parameters(model: Any) -> dict[str, np.ndarray]:
     # docstring's "Names"), float32 NumPy copies, in definition order
     if (held := linen.unwrap(model)) is not None:
         return linen.parameters(held)
+    if equinox_modules.owns(model):
+        return equinox_modules.parameters(model)
     return {name: np.array(v[...], dtype=np.float32) for name, v in _variables(model).items()}
 
 
@@ -45,6 +47,9 @@ def assign(model: Any, values: dict[str, np.ndarray]) -> None:
     # write native-named arrays into the model; unknown names and misshapen arrays are one-line WeightsErrors
     if (held := linen.unwrap(model)) is not None:
         linen.assign(held, values)
+        return
+    if equinox_modules.owns(model):
+        equinox_modules.assign(model, values)
         return
     variables = _variables(model)
     check_assignment({n: v.shape for n, v in variables.items()}, values,  # every check before a write
@@ -60,6 +65,8 @@ def layers(model: Any) -> list[Layer]:
     # (eps, approximate, batch_first, num_heads, head_dim, use_bias, rate, ...), read from the object
     if (held := linen.unwrap(model)) is not None:
         return linen_layers.layers(held)
+    if equinox_modules.owns(model):
+        return equinox_modules.layers(model)
     out = []
     for path, node in _named_nodes(model):
         kind, settings = _describe(node)
@@ -80,6 +87,8 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
     # tower's final tokens (batch, tokens, dim) when it returns only those (forward_io.pick_logits)
     if (held := linen.unwrap(model)) is not None:
         return linen.run(held, images, layout, output)
+    if equinox_modules.owns(model):
+        return equinox_modules.run(model, images, layout, output)
     return _logits(_eval_forward(model), images, layout, output)
 
 
@@ -87,6 +96,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
     # the same under the framework's compiler
     if (held := linen.unwrap(model)) is not None:
         return linen.compiled(held, layout, output)
+    if equinox_modules.owns(model):
+        return equinox_modules.compiled(model, layout, output)
     graphdef, state = nnx.split(_eval_view(model))
     flags = linen.inference_flags(model)
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
@@ -100,6 +111,8 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
     # (B, N, D)
     if (held := linen.unwrap(model)) is not None:
         return linen.capture(held, images, layout, paths)
+    if equinox_modules.owns(model):
+        return equinox_modules.capture(model, images, layout, paths)
     nodes = dict(_named_nodes(model))
     for path in paths:
         if not isinstance(nodes.get(path), nnx.Module):
@@ -121,9 +134,17 @@ def inference_mode(model: Any) -> str | None:
     # what running in inference mode took beyond the framework's own switch (a mode keyword
     # passed to the forward), in words for the run's notes; None when the framework's own switch
     # (torch's and MLX's eval(), Keras' training=False) did it all
+    if equinox_modules.owns(model):
+        return None
     held = linen.unwrap(model)
     flags = linen.inference_flags(held.module if held is not None else model)
     return "its forward was passed " + ", ".join(f"{k}={v}" for k, v in flags.items()) if flags else None
+
+
+def conventions(model: Any) -> tuple[str, str]:
+    # (the image layout its forward takes by its library's convention, the family of parameter
+    # layouts it keeps: a key of shared/your_model/structure_parts.py's FRAMEWORK_LAYOUTS)
+    return ("NCHW", "equinox") if equinox_modules.owns(model) else ("NHWC", "flax")
 
 
 # ---- the walk ---------------------------------------------------------------------------------

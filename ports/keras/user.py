@@ -128,6 +128,12 @@ def inference_mode(model: Any) -> str | None:
     return None
 
 
+def conventions(model: Any) -> tuple[str, str]:
+    # (the image layout its forward takes by its library's convention, the family of parameter
+    # layouts it keeps: a key of shared/your_model/structure_parts.py's FRAMEWORK_LAYOUTS)
+    return ("NHWC", "keras")
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _variables(model: Any) -> dict[str, Any]:
     """path -> variable, float variables only (a Dropout's seed state is not part of the function)."""

@@ -108,6 +108,12 @@ def inference_mode(model: Any) -> str | None:
     return None
 
 
+def conventions(model: Any) -> tuple[str, str]:
+    # (the image layout its forward takes by its library's convention, the family of parameter
+    # layouts it keeps: a key of shared/your_model/structure_parts.py's FRAMEWORK_LAYOUTS)
+    return ("NHWC", "mlx")
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _named_modules(root: Any) -> list[tuple[str, Any]]:
     """(path, module) for `root` (path "") and every module under it, depth first in definition

@@ -122,6 +122,12 @@ def inference_mode(model: Any) -> str | None:
     return None
 
 
+def conventions(model: Any) -> tuple[str, str]:
+    # (the image layout its forward takes by its library's convention, the family of parameter
+    # layouts it keeps: a key of shared/your_model/structure_parts.py's FRAMEWORK_LAYOUTS)
+    return ("NCHW", "torch")
+
+
 # ---- the walk ---------------------------------------------------------------------------------
 def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
     if isinstance(module, nn.MultiheadAttention):

@@ -56,6 +56,8 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     "conv": (lambda p: W.conv_hwio_to_oihw(p[0]), lambda x, s: [W.conv_oihw_to_hwio(x)]),
     # HWIO <-> MLX Conv2d OHWI
     "conv_ohwi": (lambda p: W.conv_hwio_to_ohwi(p[0]), lambda x, s: [W.conv_ohwi_to_hwio(x)]),
+    # (D,) <-> (D, 1, 1): a conv bias broadcast over (C, H, W) (equinox's Conv2d)
+    "channel_bias": (lambda p: p[0].reshape(-1, 1, 1), lambda x, s: [x.reshape(s[0])]),
     # per-head (D, H, hd) kernels <-> one Linear (n*H*hd, D): q, k, v packed, or one of them
     "heads_linear": (lambda p: W.qkv_pack(*p), lambda x, s: W.qkv_unpack(x, s)),
     # per-head (H, hd) biases <-> (n*H*hd,)

@@ -60,15 +60,16 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: 
     found = module.layers(model)
     shapes = {n: tuple(v.shape) for n, v in params.items()}
     tables = conventions(framework, spec, model)
+    family = module.conventions(model)[1]  # the layouts its parameters keep (equinox: torch's)
     try:
-        return bind(spec, shapes, found, framework, tables, rules), params, found
+        return bind(spec, shapes, found, family, tables, rules), params, found
     except WeightsError:
         inert = inert_parameters(module, model, params, candidates(found, shapes), probe_batch(spec, 1),
                                  layout, output)
         if not inert:
             raise
     # bound without them; a refusal now is about the rest, and truer for not naming them
-    binding = bind(spec, {n: s for n, s in shapes.items() if n not in inert}, found, framework, tables, rules)
+    binding = bind(spec, {n: s for n, s in shapes.items() if n not in inert}, found, family, tables, rules)
     binding.inert = inert
     return binding, params, found
 
@@ -76,15 +77,16 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: 
 OTHER_LAYOUT = {"NCHW": "NHWC", "NHWC": "NCHW"}
 
 
-def input_layout(module: Any, model: Any, job: dict[str, Any], framework: str,
+def input_layout(module: Any, model: Any, job: dict[str, Any],
                  image: np.ndarray) -> tuple[str, str | None]:
     """(the layout the forward takes, a note when it was found by trying): `--input-layout`, else
-    the framework's convention (NCHW in torch, NHWC elsewhere), else, when the forward raises on
-    that, the other one if the forward runs on it (a Transformers TF or Flax model takes NCHW
-    pixel_values in a channels-last framework); both failing is one line naming both."""
+    its library's convention (`conventions`: NCHW in torch and equinox, NHWC elsewhere), else, when
+    the forward raises on that, the other one if the forward runs on it (a Transformers TF or Flax
+    model takes NCHW pixel_values in a channels-last framework); both failing is one line naming
+    both."""
     if job.get("layout"):
         return job["layout"], None
-    first = "NCHW" if framework == "torch" else "NHWC"
+    first = module.conventions(model)[0]
     failed = _forward_error(module, model, image, first, job)
     if failed is None:
         return first, None
@@ -148,7 +150,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
-    layout, layout_note = input_layout(module, model, job, fw, images[:1])
+    layout, layout_note = input_layout(module, model, job, images[:1])
     out.report["notes"] = [note for note in (layout_note, inference_note(module, model)) if note]
     print_phase("user-bind")
     binding, params, found = bind_model(module, model, spec, fw, job.get("rules"), layout, job.get("output"))
@@ -221,7 +223,7 @@ class UserPort:
         self.spec = spec
         self.model, _ = with_variables(build(job["model"], spec), spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
-        self.layout, _ = input_layout(self.module, self.model, job, self.framework, probe_batch(spec, 1))
+        self.layout, _ = input_layout(self.module, self.model, job, probe_batch(spec, 1))
         self.output = job.get("output")
         print_phase("user-bind")
         binding, params, _ = bind_model(self.module, self.model, spec, self.framework, job.get("rules"),

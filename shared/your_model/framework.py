@@ -14,6 +14,9 @@ from shared.errors import InputError, PortbenchError
 from shared.runtime.worker import one_line
 
 USER_FRAMEWORKS = ("keras", "flax", "torch", "mlx")  # Keras first: on torch it is an nn.Module too
+# the libraries whose models a port's user.py reads: the flax one reads equinox's too (JAX's other
+# module library), which a user's file may import without Flax
+LIBRARIES = {"keras": ("keras",), "flax": ("flax", "equinox"), "torch": ("torch",), "mlx": ("mlx",)}
 
 
 def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
@@ -36,14 +39,19 @@ def user_port(model: Any, framework: str | None) -> tuple[str, Any]:
                          f"pass {instead}")
     if owner is None:
         raise InputError(f"--model returned a {type(model).__name__}, not a torch.nn.Module, Keras model "
-                         "or layer, Flax nnx.Module or linen (module, variables) pair, or mlx.nn.Module")
+                         "or layer, Flax nnx.Module or linen (module, variables) pair, equinox Module, or "
+                         "mlx.nn.Module")
     return owner
 
 
 def with_variables(model: Any, spec: ModelSpec | None) -> tuple[Any, str | None]:
-    """A bare Flax linen module as the (module, variables) pair it is held as, initialised at the
-    spec's image (ports/flax/linen.py's `initialise`), with the note saying so; any other object
-    as it is. Without a spec nothing gives the image size, and `user_port`'s refusal stands."""
+    """The model as portbench holds it to bind and run: a bare Flax linen module as the (module,
+    variables) pair, initialised at the spec's image (ports/flax/linen.py's `initialise`), with the
+    note saying so; an equinox module in the box new weights are written into (an equinox module
+    is immutable: ports/flax/equinox_modules.py); any other object as it is. Without a spec nothing
+    gives a linen module's image size, and `user_port`'s refusal stands."""
+    if any(c.__module__.startswith("equinox") for c in type(model).__mro__):
+        return ports.load_port_part("flax", "equinox_modules").hold(model), None
     if spec is None or not _is_linen(model) or _owner(model) is not None:
         return model, None
     shape = (1, spec.image_height, spec.image_width, spec.channels)
@@ -73,7 +81,8 @@ def model_class(model: Any) -> str:
 
 
 def _owner(model: Any) -> tuple[str, Any] | None:
-    for name in (f for f in USER_FRAMEWORKS if f in sys.modules):  # a model's framework is imported
+    for name in (f for f in USER_FRAMEWORKS if any(lib in sys.modules for lib in LIBRARIES[f])):
+        # a model's library is imported
         module = ports.load_port_part(name, "user")
         if module.owns(model):
             return name, module

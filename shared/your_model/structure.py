@@ -119,7 +119,7 @@ def patch_embedding(b: Builder, spec: ModelSpec, units: list[Unit]) -> Unit:
         raise WeightsError("your model has no conv layer, and no Linear on flattened patches "
                            f"({spec.derived.patch_features} -> {spec.dim}), for the patch embedding")
     patch = (convs or flat)[0]
-    b.dense(patch, "patch_embed", b.conv if convs else b.patch)
+    b.dense(patch, "patch_embed", *((b.conv, b.conv_bias) if convs else (b.patch,)))
     at = units.index(patch)
     units.remove(patch)
     if spec.patch_norm_out:

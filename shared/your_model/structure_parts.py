@@ -18,20 +18,24 @@ from shared.errors import WeightsError
 
 KERNEL, BIAS = ("weight", "kernel", "scale", "gamma"), ("bias", "beta")
 PARTS = ("query", "key", "value")
-OUT_NAMES = ("out_proj", "attention_output", "out", "proj", "o_proj", "output")
+# an attention output projection as each library names it (output_proj: equinox's MultiheadAttention)
+OUT_NAMES = ("out_proj", "output_proj", "attention_output", "out", "proj", "o_proj", "output")
 Shape = tuple[int, ...]
-# per framework: (linear weight, conv weight (MLX's Conv2d is OHWI), packed qkv weight, one q/k/v
-# weight, out weight, a Linear patch embedding's weight, Linears packed on the output axis (a gated
-# MLP's first))
+# per family of parameter layouts (each ports/<fw>/user.py's `conventions` names its model's): (linear
+# weight, conv weight (MLX's Conv2d is OHWI), packed qkv weight, one q/k/v weight, out weight, a Linear
+# patch embedding's weight, Linears packed on the output axis (a gated MLP's first), conv bias)
 FRAMEWORK_LAYOUTS = {
     "torch": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
-              "stacked_linear"),
+              "stacked_linear", "same"),
     "keras": ("same", "same", "heads_dense", "heads_dense", "heads_out_dense", "patch_dense",
-              "stacked_dense"),
+              "stacked_dense", "same"),
     "flax": ("same", "same", "heads_dense", "heads_dense", "heads_out_dense", "patch_dense",
-             "stacked_dense"),
+             "stacked_dense", "same"),
     "mlx": ("linear", "conv_ohwi", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
-            "stacked_linear"),
+            "stacked_linear", "same"),
+    # equinox (JAX): torch's layouts, its Conv2d bias (out, 1, 1)
+    "equinox": ("linear", "conv", "heads_linear", "heads_linear", "heads_out_linear", "patch_linear",
+                "stacked_linear", "channel_bias"),
 }
 KIND_NAMES = {"layer_norm": "LayerNorm", "linear": "Linear", "attention": "attention", "conv": "Conv",
               "other": "parameters", "embedding": "Embedding", "parameter": "parameter"}
@@ -82,7 +86,7 @@ class Builder:
             raise WeightsError(f"no structural binding for framework {framework!r}")
         self.spec, self.links, self.why, self.fixed = spec, [], {}, set()
         (self.linear, self.conv, self.packed, self.one_head, self.out, self.patch,
-         self.stacked) = FRAMEWORK_LAYOUTS[framework]
+         self.stacked, self.conv_bias) = FRAMEWORK_LAYOUTS[framework]
         self.torch_like = self.linear == "linear"
 
     def add(self, native: str, canonical: tuple[str, ...], layout: str, why: str) -> None:
