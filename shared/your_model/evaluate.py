@@ -112,7 +112,8 @@ def _forward_error(module: Any, model: Any, image: np.ndarray, layout: str,
 
 
 def _shape(image: np.ndarray, layout: str) -> tuple[int, ...]:
-    return tuple(np.asarray(image.shape)[[0, 3, 1, 2]] if layout == "NCHW" else image.shape)
+    n, h, w, c = image.shape
+    return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
 
 
 def inference_note(module: Any, model: Any) -> str | None:
