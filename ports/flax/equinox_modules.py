@@ -199,7 +199,9 @@ def _forward(model: Any) -> Callable[[Any], Any]:
 
 
 def run(obj: Any, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    return _logits(_forward(_module(obj)), images, layout, output)
+    # under eqx.filter_jit as `compiled`: equinox runs eagerly only op by op, each op compiled on
+    # its first call (a hundred compilations for a two-block ViT), which its own docs advise against
+    return compiled(obj, layout, output)(images)
 
 
 def compiled(obj: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
