@@ -102,6 +102,17 @@ def test_each_field_read_from_the_structure_names_its_source() -> None:
     }
 
 
+def test_the_image_is_the_position_tables_grid_less_its_class_and_register_rows() -> None:
+    """DINOv2's registers have no row in its table (the parametrised case); timm's have one each."""
+    model = styles.DinoVisionTransformer(styles.dino_spec(registers=2))
+    model.pos_embed = torch.nn.Parameter(torch.zeros(1, 19, 16))  # 1 class + 2 register rows + 4x4
+    proposal = propose_spec(model)
+    assert (proposal.spec.pos_embed_register_rows, proposal.spec.image_height) == (True, 32)
+    assert proposal.sources["image_height"] == (
+        "position table pos_embed (1, 19, 16): 19 rows = 1 class row + 2 register rows + a 4x4 patch grid "
+        "(square assumed for a flat table) x 8x8 patches")
+
+
 def test_blocks_without_their_heads_are_refused_naming_the_set_and_head_dim_follows_it() -> None:
     proposal = propose_spec(styles.DinoVisionTransformer(styles.dino_spec()))
     with pytest.raises(SpecError) as refused:
