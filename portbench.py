@@ -61,10 +61,10 @@ def _proposed(model: Any, framework: str | None) -> ModelSpec:
     if isinstance(model, str):
         from shared.your_model.run import propose_user_spec
 
-        return propose_user_spec(model, framework).spec
+        return propose_user_spec(model, framework).stated()
     from shared.your_model.proposal import propose_spec
 
-    return propose_spec(model, framework).spec
+    return propose_spec(model, framework).stated()
 
 
 OPTIONS = ("framework", "layout", "output", "weights", "rules", "batch", "trace", "frameworks")

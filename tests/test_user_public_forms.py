@@ -21,7 +21,17 @@ from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError, SpecError
 from tests.adversarial import run_cli
-from tests.public_style_models import TINY, PaperViT, ViT, vit_pytorch_spec
+from tests.public_style_models import (
+    LINEN_SPEC,
+    MLX_CLIP_SPEC,
+    TINY,
+    PaperViT,
+    ViT,
+    mlx_clip_tower,
+    mlx_image_vit,
+    vit_jax_module,
+    vit_pytorch_spec,
+)
 
 MODELS = str(Path(__file__).resolve().parent / "public_style_models.py")
 
@@ -121,58 +131,12 @@ def test_a_tower_that_returns_only_tokens_gives_them_and_what_cannot_be_compared
 
 
 # ---- inference mode: linen's train / deterministic keyword, nnx's Dropout ----------------------------
-def _vit_jax_module(spec: ModelSpec) -> Any:
-    """google-research vit_jax's habits: `__call__(inputs, *, train)` with no default, dropout 0.1
-    after the positions, in the attention and the MLP (`deterministic=not train`), positions with a
-    class row added after the class token, linen's tanh GELU."""
-    import flax.linen as nn
-    import jax.numpy as jnp
-
-    class MlpBlock(nn.Module):
-        mlp_dim: int
-
-        @nn.compact
-        def __call__(self, x: Any, *, deterministic: bool) -> Any:
-            y = nn.Dropout(0.1)(nn.gelu(nn.Dense(self.mlp_dim)(x)), deterministic=deterministic)
-            return nn.Dropout(0.1)(nn.Dense(x.shape[-1])(y), deterministic=deterministic)
-
-    class Encoder1DBlock(nn.Module):
-        @nn.compact
-        def __call__(self, x: Any, *, deterministic: bool) -> Any:
-            y = nn.LayerNorm(epsilon=spec.layer_norm_eps)(x)
-            y = nn.MultiHeadDotProductAttention(num_heads=spec.heads, dropout_rate=0.1)(
-                y, y, deterministic=deterministic)
-            x = x + nn.Dropout(0.1)(y, deterministic=deterministic)
-            return x + MlpBlock(spec.mlp_dim)(nn.LayerNorm(epsilon=spec.layer_norm_eps)(x),
-                                               deterministic=deterministic)
-
-    class VisionTransformer(nn.Module):
-        @nn.compact
-        def __call__(self, inputs: Any, *, train: bool) -> Any:
-            x = nn.Conv(spec.dim, (spec.patch_height, spec.patch_width), strides=(spec.patch_height,
-                        spec.patch_width), padding="VALID", name="embedding")(inputs)
-            n, h, w, c = x.shape
-            x = jnp.reshape(x, (n, h * w, c))
-            cls = self.param("cls", nn.initializers.normal(0.02), (1, 1, c))
-            x = jnp.concatenate([jnp.tile(cls, (n, 1, 1)), x], axis=1)
-            x = x + self.param("pos_embedding", nn.initializers.normal(0.02), (1, h * w + 1, c))
-            x = nn.Dropout(0.1)(x, deterministic=not train)
-            for i in range(spec.depth):
-                x = Encoder1DBlock(name=f"encoderblock_{i}")(x, deterministic=not train)
-            x = nn.LayerNorm(epsilon=spec.layer_norm_eps, name="encoder_norm")(x)
-            return nn.Dense(spec.num_classes, name="head")(x[:, 0])
-
-    return VisionTransformer()
-
-
-LINEN_SPEC = TINY.replace(activation="gelu_tanh", layer_norm_eps=1e-6)
-
 
 def test_a_linen_forward_with_a_required_train_keyword_runs_in_inference_mode() -> None:
     import jax
     import jax.numpy as jnp
 
-    module = _vit_jax_module(LINEN_SPEC)
+    module = vit_jax_module(LINEN_SPEC)
     variables = module.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)), train=False)
     first = portbench.check((module, variables), LINEN_SPEC, trace=False)
     passes(first)
@@ -183,7 +147,7 @@ def test_a_linen_forward_with_a_required_train_keyword_runs_in_inference_mode() 
 
 
 def test_a_bare_linen_module_is_initialised_at_the_spec_and_without_one_refused_naming_it() -> None:
-    module = _vit_jax_module(LINEN_SPEC)  # no variables: linen holds them outside the module
+    module = vit_jax_module(LINEN_SPEC)  # no variables: linen holds them outside the module
     result = portbench.check(module, LINEN_SPEC, trace=False)
     passes(result)
     assert result.notes[0] == ("variables: your linen module was initialised with module.init(key 0, "
@@ -331,117 +295,9 @@ def test_verify_says_what_followed_a_set(tmp_path) -> None:
 
 
 # ---- MLX: its own Conv2d (OHWI) and MultiHeadAttention, bound by structure ---------------------------
-def _mlx_image_vit(spec: ModelSpec, bias: bool = True) -> Any:
-    """mlx-image's ViT (torchvision's names in MLX): `conv_proj` an mlx.nn.Conv2d on NHWC images,
-    `nn.MultiHeadAttention` (query_proj, key_proj, value_proj, out_proj), `heads.head`."""
-    import mlx.core as mx
-    from mlx import nn
-
-    class MLPBlock(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.linear_1, self.act = nn.Linear(spec.dim, spec.mlp_dim), nn.GELU()
-            self.linear_2 = nn.Linear(spec.mlp_dim, spec.dim)
-
-        def __call__(self, x: Any) -> Any:
-            return self.linear_2(self.act(self.linear_1(x)))
-
-    class EncoderBlock(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ln_1 = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-            self.self_attention = nn.MultiHeadAttention(spec.dim, spec.heads, bias=bias)
-            self.ln_2 = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-            self.mlp = MLPBlock()
-
-        def __call__(self, x: Any) -> Any:
-            y = self.ln_1(x)
-            x = x + self.self_attention(y, y, y)
-            return x + self.mlp(self.ln_2(x))
-
-    class VisionTransformer(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.conv_proj = nn.Conv2d(spec.channels, spec.dim, spec.patch_height, stride=spec.patch_height)
-            self.class_token = mx.zeros((1, 1, spec.dim))
-            self.pos_embedding = 0.02 * mx.random.normal((1, spec.derived.num_patches + 1, spec.dim))
-            self.layers = [EncoderBlock() for _ in range(spec.depth)]
-            self.ln = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-            self.head = nn.Linear(spec.dim, spec.num_classes)
-
-        def __call__(self, x: Any) -> Any:
-            x = self.conv_proj(x)
-            x = x.reshape(x.shape[0], -1, spec.dim)
-            x = mx.concatenate([mx.broadcast_to(self.class_token, (x.shape[0], 1, spec.dim)), x], axis=1)
-            x = x + self.pos_embedding
-            for layer in self.layers:
-                x = layer(x)
-            return self.head(self.ln(x)[:, 0])
-
-    return VisionTransformer()
-
-
-def _mlx_clip_tower(spec: ModelSpec) -> Any:
-    """mlx-examples' CLIP vision tower: q_proj / k_proj / v_proj / out_proj Linears of its own
-    attention, a bias-free Conv2d, positions in an nn.Embedding, `pre_layrnorm`, QuickGELU, the
-    post-layernorm on the class token, and a head."""
-    import mlx.core as mx
-    from mlx import nn
-
-    class Attention(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.q_proj, self.k_proj = nn.Linear(spec.dim, spec.dim), nn.Linear(spec.dim, spec.dim)
-            self.v_proj, self.out_proj = nn.Linear(spec.dim, spec.dim), nn.Linear(spec.dim, spec.dim)
-
-        def __call__(self, x: Any) -> Any:
-            b, n, _ = x.shape
-            q, k, v = (p(x).reshape(b, n, spec.heads, -1).transpose(0, 2, 1, 3)
-                       for p in (self.q_proj, self.k_proj, self.v_proj))
-            out = mx.fast.scaled_dot_product_attention(q, k, v, scale=spec.head_dim ** -0.5)
-            return self.out_proj(out.transpose(0, 2, 1, 3).reshape(b, n, -1))
-
-    class EncoderLayer(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.self_attn, self.layer_norm1 = Attention(), nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-            self.fc1, self.fc2 = nn.Linear(spec.dim, spec.mlp_dim), nn.Linear(spec.mlp_dim, spec.dim)
-            self.layer_norm2 = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-
-        def __call__(self, x: Any) -> Any:
-            x = x + self.self_attn(self.layer_norm1(x))
-            y = self.fc1(self.layer_norm2(x))
-            return x + self.fc2(y * mx.sigmoid(1.702 * y))
-
-    class ClipVisionModel(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.class_embedding = mx.zeros((spec.dim,))
-            self.patch_embedding = nn.Conv2d(spec.channels, spec.dim, spec.patch_height,
-                                             stride=spec.patch_height, bias=False)
-            self.position_embedding = nn.Embedding(spec.derived.num_patches + 1, spec.dim)
-            self.pre_layrnorm = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-            self.layers = [EncoderLayer() for _ in range(spec.depth)]
-            self.post_layernorm = nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
-            self.head = nn.Linear(spec.dim, spec.num_classes)
-
-        def __call__(self, x: Any) -> Any:
-            x = self.patch_embedding(x).reshape(x.shape[0], -1, spec.dim)
-            cls = mx.broadcast_to(self.class_embedding, (x.shape[0], 1, spec.dim))
-            x = self.pre_layrnorm(mx.concatenate([cls, x], axis=1) + self.position_embedding.weight)
-            for layer in self.layers:
-                x = layer(x)
-            return self.head(self.post_layernorm(x[:, 0]))
-
-    return ClipVisionModel()
-
-
-MLX_CLIP_SPEC = TINY.replace(activation="quick_gelu", patch_bias=False, norm_before_blocks=True,
-                             final_norm="pooled")
-
 
 def test_mlx_images_vit_binds_by_structure_with_its_ohwi_conv_and_multiheadattention() -> None:
-    result = portbench.check(_mlx_image_vit(TINY), TINY, trace=False)
+    result = portbench.check(mlx_image_vit(TINY), TINY, trace=False)
     passes(result)
     assert result.binding["rule"] == "structure"
     layouts = {link["native"]: link["layout"] for link in result.binding["links"]}
@@ -451,11 +307,11 @@ def test_mlx_images_vit_binds_by_structure_with_its_ohwi_conv_and_multiheadatten
 
 
 def test_mlx_examples_clip_tower_binds_by_structure() -> None:
-    passes(portbench.check(_mlx_clip_tower(MLX_CLIP_SPEC), MLX_CLIP_SPEC, trace=False))
+    passes(portbench.check(mlx_clip_tower(MLX_CLIP_SPEC), MLX_CLIP_SPEC, trace=False))
 
 
 def test_an_mlx_model_the_spec_does_not_describe_is_refused_in_one_line() -> None:
-    result = portbench.check(_mlx_image_vit(TINY, bias=False), TINY, trace=False)  # qkv_bias true
+    result = portbench.check(mlx_image_vit(TINY, bias=False), TINY, trace=False)  # qkv_bias true
     assert not result.passed and "\n" not in result.explanation
     assert result.explanation.startswith("your model's parameters do not bind to spec 'tiny-public' "
                                          "(structure): 8 canonical tensors missing (blocks.0.attn.query.bias")

@@ -139,12 +139,15 @@ def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec
     from shared.your_model.run import propose_user_spec
 
     proposal = propose_user_spec(args.model, args.framework, getattr(args, "timeout", 300.0))
-    spec = proposal.spec.with_overrides(overrides)
-    print(f"spec read from your model: {proposal.summary()}; compare.py spec --from-model "
+    spec = proposal.stated(overrides)
+    print(f"spec read from your model: {proposal.summary(spec)}; compare.py spec --from-model "
           f"{printable(args.model)} --out FILE.toml keeps it")
     for note in proposal.notes:  # what the reading overruled or could not state, as spec --from-model says
         print(f"note: {printable(note)}")
     _say_followers(proposal.spec, overrides)
+    if spec.head_dim != proposal.spec.with_overrides(overrides).head_dim:  # Proposal.stated's own follower
+        print(f"note: heads={spec.heads}: head_dim follows (unread; dim {spec.dim} / {spec.heads} heads = "
+              f"{spec.head_dim})")
     return spec
 
 

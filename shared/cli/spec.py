@@ -12,7 +12,7 @@ from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT
 from shared.core.files import check_output, write_output
 from shared.core.presets import PRESETS, resolve_spec
 from shared.core.summary import format_table, layer_table
-from shared.errors import InputError
+from shared.errors import InputError, SpecError
 
 ORDER = 10
 HELP = "show a spec, its derived quantities and layer table; or read one from your model (--from-model)"
@@ -79,19 +79,26 @@ def run_from_model(args: argparse.Namespace) -> int:
             raise InputError(f"--out {str(out)!r}: expected a .toml or .json spec file")
         check_output(out, args.force)  # before the worker, not after
     proposal = propose_user_spec(args.from_model, args.framework, args.timeout)
-    spec = proposal.spec.with_overrides(args.set)
+    try:  # refused (blocks read without their heads): every field is still shown, nothing written
+        spec, refused = proposal.stated(args.set), None
+    except SpecError as exc:
+        spec, refused = proposal.spec.with_overrides(args.set), exc
     given = set(spec.parse_assignments(args.set))
     follows = followers(proposal.spec.to_dict(), proposal.spec.parse_assignments(args.set))
+    follows |= {name: (getattr(spec, name), "") for name in proposal.sources
+                if name not in given and getattr(spec, name) != getattr(proposal.spec, name)}
     where = proposal.library or "its layers (no library configuration recognised)"
     print(f"spec read from your model {printable(args.from_model)}: {where}")
     for line, name in zip(proposal.lines(), proposal.sources, strict=True):
         how = "--set" if name in given else "follows --set" if name in follows else None
         print(f"  {printable(line)}" if how is None else f"  {name}={getattr(spec, name)!r} ({how})")
-    for note in [*proposal.notes, *(note for _, note in follows.values())]:
+    for note in [*proposal.notes, *(note for _, note in follows.values() if note)]:
         print(f"note: {printable(note)}")
-    unread = [name for name in proposal.unread if name not in given]
+    unread = [name for name in proposal.unread if name not in given and name not in follows]
     print(f"unread (the spec default is kept; --set FIELD=VALUE states it): {', '.join(unread)}" if unread
           else "every field that changes the function was read")
+    if refused is not None:
+        raise refused
     print(f"{spec.derived.params:,} parameters, spec hash {spec.spec_hash}")
     if out is not None:
         text = spec.to_toml() if out.suffix.lower() == ".toml" else spec.to_json() + "\n"

@@ -10,8 +10,11 @@ framework) -> Proposal`, each field with its source. Sources, first wins:
    `proposal_layers.py`): LayerNorm eps, activation form, attention heads, head width
    and bias, norm placement, depth. What the layers compute with (eps, activation, heads, head
    width) also overrules a configuration that says otherwise, with a note naming both;
-4. the library's conventions that `infer` applies (timm's eps 1e-6, ...);
-5. dependent defaults: a field that follows from one read (no class token => no class row and
+4. the structure, whatever the names (`proposal_structure.py`, with binding by structure's units
+   and blocks): dim, channels and patch from the patch layer, depth, mlp_dim, biases, LayerScale,
+   qk-norm, the norms by place, the classes, the tokens, and the image from the position table;
+5. the library's conventions that `infer` applies (timm's eps 1e-6, ...);
+6. dependent defaults: a field that follows from one read (no class token => no class row and
    no class token to pool).
 
 A model no library reader recognises is read from the one child a reader recognises that holds
@@ -21,7 +24,8 @@ parameter on the spec it gives (a big_vision-style linen ViT), else from its lay
 (`proposal_search.py`). Flax's fast LayerNorm variance, which no field states, is a note.
 
 A field nothing reads keeps the spec default and is reported unread (source `default`), never
-guessed. For `--model FILE.py:NAME` it runs in the worker (the `propose` job kind, jobs.py: the
+guessed; `Proposal.stated` refuses blocks read without their heads, naming `--set heads=N`. For
+`--model FILE.py:NAME` it runs in the worker (the `propose` job kind, jobs.py: the
 user's file is imported there only), which `run.propose_user_spec` starts.
 """
 
@@ -47,6 +51,7 @@ from shared.your_model.proposal_layers import (
     variance_notes,
 )
 from shared.your_model.proposal_search import format_names, wrapped_reading
+from shared.your_model.proposal_structure import structure_facts
 
 DEFAULT = "default"
 UNREAD_NAME = "read-from-model"
@@ -68,19 +73,40 @@ class Proposal(DataRecord):
     def unread(self) -> list[str]:
         return [name for name, source in self.sources.items() if source == DEFAULT]
 
+    def stated(self, overrides: list[str] | tuple[str, ...] = ()) -> ModelSpec:
+        """The spec to check: the proposal with the user's `--set` on top, `head_dim` following a
+        `--set heads=N` it was not read beside (dim / N). Blocks read without their heads (q, k, v
+        Linears hold every head alike, and no layer states how many) are refused in one line naming
+        the `--set`: a default there would be a guess."""
+        given = self.spec.parse_assignments(overrides)
+        if "heads" in self.unread and "heads" not in given and self.sources.get("depth", DEFAULT) != DEFAULT:
+            raise SpecError(f"the number of attention heads is not read from your model ({self.spec.depth} "
+                            f"blocks of width {self.spec.dim} read, but no attention layer states its heads: "
+                            "q, k, v Linears hold every head alike); pass --set heads=N (head_dim follows: "
+                            f"{self.spec.dim} / N), or a --spec")
+        if "heads" in given and "head_dim" in self.unread and "head_dim" not in given:
+            heads = int(given["heads"])
+            if heads > 0 and self.spec.dim % heads == 0:  # else the spec's own check names heads
+                overrides = [*overrides, f"head_dim={self.spec.dim // heads}"]
+        return self.spec.with_overrides(overrides)
+
     def lines(self) -> list[str]:
         """`layer_norm_eps=1e-12 (config.layer_norm_eps)`, one per field, in the spec's order."""
         values = self.spec.to_dict()
         return [f"{name}={values[name]!r} ({source})" for name, source in self.sources.items()]
 
-    def summary(self) -> str:
-        """One line: what was read, and what was not."""
+    def summary(self, stated: ModelSpec | None = None) -> str:
+        """One line: what was read, and what was not (with `stated`, the spec `stated` gave: its
+        values shown, and the fields the `--set` stated no longer unread)."""
+        spec = stated or self.spec
         where = self.library or "its layers"
         read = sum(not source.startswith(DEFAULT) for source in self.sources.values())  # not "no effect"
-        unread = f"; unread, at the spec default: {', '.join(self.unread)}" if self.unread else ""
-        return f"{read} fields from {where} (heads={self.spec.heads}, dim={self.spec.dim}, " \
-               f"layer_norm_eps={self.spec.layer_norm_eps:g}, activation={self.spec.activation}, " \
-               f"pooling={self.spec.pooling}){unread}"
+        unread = [name for name in self.unread if getattr(spec, name) == getattr(self.spec, name)]
+        rest = f"; unread, at the spec default (--set FIELD=VALUE states one): {', '.join(unread)}" \
+            if unread else ""
+        return f"{read} fields from {where} (heads={spec.heads}, dim={spec.dim}, " \
+               f"layer_norm_eps={spec.layer_norm_eps:g}, activation={spec.activation}, " \
+               f"pooling={spec.pooling}){rest}"
 
 
 def propose_spec(model: Any, framework: str | None = None) -> Proposal:
@@ -95,7 +121,7 @@ def propose_spec(model: Any, framework: str | None = None) -> Proposal:
         proposal = by_names
     else:
         reading, named = found or (Reading(""), params)
-        facts, notes = _facts(reading, named, layers)
+        facts, notes = _facts(reading, named, layers, fw)
         proposal = _proposal(facts, reading.library or None, notes, fw)
     return proposal.replace(notes=[*proposal.notes, *_run_once(port, model, proposal.spec, fw)])
 
@@ -118,7 +144,7 @@ def _run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[st
     return []
 
 
-def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
+def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], framework: str,
            strict: bool = False) -> tuple[dict[str, Fact], list[str]]:
     """Every source in order (the module docstring), with the notes; with `strict`, a state dict
     the format's `infer` cannot read raises instead of adding a note."""
@@ -146,6 +172,8 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any],
     notes += overruled_by_layers(found, layers)
     for name, fact in layer_facts(layers).items():
         found.setdefault(name, fact)
+    for name, fact in structure_facts(params, layers, framework, found).items():
+        found.setdefault(name, fact)
     for name, fact in conventions.items():
         found.setdefault(name, fact)
     for name, fact in dependent_defaults(found).items():
@@ -171,7 +199,7 @@ def _by_format_names(params: dict[str, Any], layers: list[Any], framework: str) 
     for reading, named in format_names(params):
         fmt_module = format_module(reading.fmt or "")
         try:
-            facts, notes = _facts(reading, named, layers, strict=True)
+            facts, notes = _facts(reading, named, layers, framework, strict=True)
             proposal = _proposal(facts, reading.library, notes, framework)
             raw = fmt_module.normalise(named, "(your model)") if hasattr(fmt_module, "normalise") else named
             shapes = {name: tuple(value.shape) for name, value in raw.items()}
