@@ -8,8 +8,9 @@ register tokens without positions); lucidrains' vit-pytorch `ViT` copied into a 
 LayerNorms around a Linear, a bias-free packed qkv, and with `pool='mean'` an empty (0, dim) class
 token); google-research vit_jax's linen ViT (a required `train` keyword, dropout 0.1, linen's tanh
 GELU); mlx-image's ViT (MLX's own OHWI `Conv2d` and `MultiHeadAttention`) and mlx-examples' CLIP
-tower (its own q/k/v Linears, an inline QuickGELU, positions in an `nn.Embedding`). The linen and
-MLX builders import their framework when called."""
+tower (its own q/k/v Linears, an inline QuickGELU, positions in an `nn.Embedding`); equinox's
+example (layers that take one example, a channels-first Conv2d whose bias is (D, 1, 1), Dropout
+modules). The linen, MLX and equinox builders import their framework when called."""
 
 from __future__ import annotations
 
@@ -449,6 +450,70 @@ MLX_CLIP_SPEC = TINY.replace(activation="quick_gelu", patch_bias=False, norm_bef
 
 
 # ---- factories for `--model tests/public_style_models.py:NAME` ------------------------------------
+# ---- an equinox ViT (equinox's own example's idiom) -----------------------------------------------
+def equinox_vit(spec: ModelSpec) -> Any:
+    """equinox's ViT example in its own idiom: layers that take one example, `jax.vmap` over the
+    tokens written by hand, a channels-first Conv2d (its bias (dim, 1, 1)), equinox's
+    MultiheadAttention, Dropout modules, the class token and table as bare array fields, and a
+    Sequential head."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    keys = iter(jax.random.split(jax.random.PRNGKey(0), 64))
+    tokens = spec.derived.num_patches + 1
+
+    class Block(eqx.Module):
+        norm1: eqx.nn.LayerNorm
+        attention: eqx.nn.MultiheadAttention
+        norm2: eqx.nn.LayerNorm
+        linear1: eqx.nn.Linear
+        linear2: eqx.nn.Linear
+        dropout: eqx.nn.Dropout
+
+        def __init__(self) -> None:
+            self.norm1 = eqx.nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.attention = eqx.nn.MultiheadAttention(spec.heads, spec.dim, use_query_bias=True,
+                                                       use_key_bias=True, use_value_bias=True,
+                                                       use_output_bias=True, key=next(keys))
+            self.norm2 = eqx.nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.linear1 = eqx.nn.Linear(spec.dim, spec.mlp_dim, key=next(keys))
+            self.linear2 = eqx.nn.Linear(spec.mlp_dim, spec.dim, key=next(keys))
+            self.dropout = eqx.nn.Dropout(0.1)
+
+        def __call__(self, x: Any) -> Any:
+            y = jax.vmap(self.norm1)(x)
+            x = x + self.attention(y, y, y)
+            y = jax.vmap(self.linear1)(jax.vmap(self.norm2)(x))
+            return x + self.dropout(jax.vmap(self.linear2)(jax.nn.gelu(y, approximate=False)))
+
+    class VisionTransformer(eqx.Module):
+        patch_embedding: eqx.nn.Conv2d
+        cls_token: jax.Array
+        positional_embedding: jax.Array
+        blocks: list[Block]
+        norm: eqx.nn.LayerNorm
+        head: eqx.nn.Linear
+
+        def __init__(self) -> None:
+            self.patch_embedding = eqx.nn.Conv2d(spec.channels, spec.dim, spec.patch_height,
+                                                 stride=spec.patch_height, key=next(keys))
+            self.cls_token = jax.random.normal(next(keys), (1, spec.dim))
+            self.positional_embedding = jax.random.normal(next(keys), (tokens, spec.dim))
+            self.blocks = [Block() for _ in range(spec.depth)]
+            self.norm = eqx.nn.LayerNorm(spec.dim, eps=spec.layer_norm_eps)
+            self.head = eqx.nn.Linear(spec.dim, spec.num_classes, key=next(keys))
+
+        def __call__(self, x: Any) -> Any:  # one (C, H, W) image
+            x = self.patch_embedding(x).reshape(spec.dim, -1).T
+            x = jnp.concatenate([self.cls_token, x]) + self.positional_embedding
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x[0]))
+
+    return VisionTransformer()
+
+
 def clip_tower() -> ClipVisionTower:
     return ClipVisionTower(TINY)
 

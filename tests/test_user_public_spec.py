@@ -54,6 +54,8 @@ CASES: dict[str, tuple[Callable[[], Any], ModelSpec, list[str], list[str]]] = {
                                              styles.MLX_CLIP_SPEC, ["heads=2", "activation=quick_gelu"],
                                              ["remainder", "heads", "head_dim", "activation", "norm", "rope",
                                               "pooling"]),
+    "equinox (inline exact GELU)": (lambda: styles.equinox_vit(styles.TINY), styles.TINY, [],
+                                    ["remainder", "activation", "norm", "rope", "pooling"]),
     "keras functional example": (lambda: load_example("keras_functional_vit").build(KERAS_SPEC),
                                  KERAS_SPEC, [], UNREAD),
 }

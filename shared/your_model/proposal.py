@@ -116,12 +116,13 @@ def propose_spec(model: Any, framework: str | None = None) -> Proposal:
     layers = port.layers(model)
     direct = library_reading(model)
     found = (direct, params) if direct is not None else wrapped_reading(model, port, params)
-    by_names = _by_format_names(params, layers, fw) if found is None else None
+    family = port.conventions(model)[1]  # the layouts its parameters keep (equinox's are torch's)
+    by_names = _by_format_names(params, layers, fw, family) if found is None else None
     if by_names is not None:
         proposal = by_names
     else:
         reading, named = found or (Reading(""), params)
-        facts, notes = _facts(reading, named, layers, fw)
+        facts, notes = _facts(reading, named, layers, family)
         proposal = _proposal(facts, reading.library or None, notes, fw)
     return proposal.replace(notes=[*proposal.notes, *_run_once(port, model, proposal.spec, fw)])
 
@@ -144,10 +145,11 @@ def _run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[st
     return []
 
 
-def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], framework: str,
+def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], family: str,
            strict: bool = False) -> tuple[dict[str, Fact], list[str]]:
-    """Every source in order (the module docstring), with the notes; with `strict`, a state dict
-    the format's `infer` cannot read raises instead of adding a note."""
+    """Every source in order (the module docstring), with the notes; `family` is the parameters'
+    layout family (ports/<fw>/user.py's `conventions`); with `strict`, a state dict the format's
+    `infer` cannot read raises instead of adding a note."""
     found: dict[str, Fact] = dict(reading.facts)
     notes = list(reading.notes)
     conventions: dict[str, Fact] = {}
@@ -172,7 +174,7 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], framewor
     notes += overruled_by_layers(found, layers)
     for name, fact in layer_facts(layers).items():
         found.setdefault(name, fact)
-    for name, fact in structure_facts(params, layers, framework, found).items():
+    for name, fact in structure_facts(params, layers, family, found).items():
         found.setdefault(name, fact)
     for name, fact in conventions.items():
         found.setdefault(name, fact)
@@ -193,13 +195,14 @@ def _inferred(reading: Reading, params: dict[str, Any], found: dict[str, Fact], 
     return fmt_module.infer(fmt, raw, config, {k: v for k, (v, _) in found.items()})
 
 
-def _by_format_names(params: dict[str, Any], layers: list[Any], framework: str) -> Proposal | None:
+def _by_format_names(params: dict[str, Any], layers: list[Any], framework: str,
+                     family: str) -> Proposal | None:
     """The proposal of the first checkpoint format whose names the parameters carry: its `infer`
     reads them and its table, on the spec that gives, binds every parameter exactly."""
     for reading, named in format_names(params):
         fmt_module = format_module(reading.fmt or "")
         try:
-            facts, notes = _facts(reading, named, layers, framework, strict=True)
+            facts, notes = _facts(reading, named, layers, family, strict=True)
             proposal = _proposal(facts, reading.library, notes, framework)
             raw = fmt_module.normalise(named, "(your model)") if hasattr(fmt_module, "normalise") else named
             shapes = {name: tuple(value.shape) for name, value in raw.items()}

@@ -34,6 +34,7 @@ from shared.your_model.proposal_tokens import token_facts
 from shared.your_model.structure import FREE, units_of
 from shared.your_model.structure_blocks import BODY, INDEXED, block_groups, emit, linear_plan
 from shared.your_model.structure_parts import (
+    BIAS,
     FRAMEWORK_LAYOUTS,
     LIBRARY_TERMS,
     Builder,
@@ -45,16 +46,16 @@ CONV_AXES = {"conv": (0, 1, 2, 3), "same": (3, 2, 0, 1), "conv_ohwi": (0, 3, 1, 
 CONV_NAMES = {"conv": "OIHW", "same": "HWIO", "conv_ohwi": "OHWI"}
 
 
-def structure_facts(params: dict[str, Any], layers: list[Layer], framework: str,
+def structure_facts(params: dict[str, Any], layers: list[Layer], family: str,
                     known: dict[str, Fact]) -> dict[str, Fact]:
     """The fields the model's structure states (module docstring), each with its source; `known`
     (what earlier sources read) gives the depth where the attention layers counted it."""
-    if framework not in FRAMEWORK_LAYOUTS:
+    if family not in FRAMEWORK_LAYOUTS:
         return {}
     shapes = {name: tuple(value.shape) for name, value in params.items()}
     units = units_of(shapes, layers)
     out: dict[str, Fact] = {}
-    patch = _patch(units, framework, out)
+    patch = _patch(units, family, out)
     if patch is None:
         return out
     dim = out["dim"][0]
@@ -66,17 +67,17 @@ def structure_facts(params: dict[str, Any], layers: list[Layer], framework: str,
     before = [u for u in units if u.order < first and u not in free and u is not patch]
     after = [u for u in units if u.order > last and u not in free]
     if groups:
-        _block(groups[0], dim, framework, out)
+        _block(groups[0], dim, family, out)
     _norms(patch, before, after, dim, out)
-    _head(after, dim, framework, out)
+    _head(after, dim, family, out)
     token_facts(free, dim, out)
     return out
 
 
-def _patch(units: list[Unit], framework: str, out: dict[str, Fact]) -> Unit | None:
+def _patch(units: list[Unit], family: str, out: dict[str, Fact]) -> Unit | None:
     """dim, channels, patch and patch_bias from the conv kernel, else from the first Linear (a
     Linear on flattened patches: square patches assumed)."""
-    layout = FRAMEWORK_LAYOUTS[framework][1]
+    layout = FRAMEWORK_LAYOUTS[family][1]
     for unit in units:
         kernel = next(((n, s) for n, s in unit.params.items() if len(s) == 4), None)
         if unit.kind == "conv" and kernel is not None:
@@ -87,7 +88,7 @@ def _patch(units: list[Unit], framework: str, out: dict[str, Fact]) -> Unit | No
                     "patch_width": (w, where)}
             out["patch_bias"] = (_has_bias(unit), _bias_source(unit))
             return unit
-    torch_like = FRAMEWORK_LAYOUTS[framework][0] == "linear"
+    torch_like = FRAMEWORK_LAYOUTS[family][0] == "linear"
     linear = next((u for u in units if u.kind == "linear"), None)
     if linear is None:
         return None
@@ -155,14 +156,14 @@ def _runs(units: list[Unit], patch: Unit, known: dict[str, Fact],
     return None
 
 
-def _block(group: list[Unit], dim: int, framework: str, out: dict[str, Fact]) -> None:
+def _block(group: list[Unit], dim: int, family: str, out: dict[str, Fact]) -> None:
     """mlp_dim and a gated MLP, the biases, LayerScale and qk-norm, from block 0 read as binding
     reads it (its Linears as attention then MLP, on one head as wide as the model, which binds
     the same Linears whatever the heads)."""
     where = _container(group[0].path)
     linears = [u for u in group if u.kind == "linear"]
     attention = [u for u in group if u.kind == "attention"]
-    torch_like = FRAMEWORK_LAYOUTS[framework][0] == "linear"
+    torch_like = FRAMEWORK_LAYOUTS[family][0] == "linear"
     fc2 = next((u for u in reversed(linears) if u.io(torch_like)[1] == dim), None)
     if fc2 is None:
         return
@@ -170,7 +171,7 @@ def _block(group: list[Unit], dim: int, framework: str, out: dict[str, Fact]) ->
     plan = None
     for mlp in ("standard", "gated"):
         trial = ModelSpec(dim=dim, heads=1, head_dim=dim, mlp_dim=hidden, mlp=mlp, depth=1)
-        b = Builder(trial, framework)
+        b = Builder(trial, family)
         try:
             if attention:
                 b.attention(attention[0], "blocks.0.attn")
@@ -234,11 +235,11 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], dim: int, out: di
         out["final_norm"] = ("tokens", f"LayerNorm {post[0].label}, {place}: on every token")
 
 
-def _head(after: list[Unit], dim: int, framework: str, out: dict[str, Fact]) -> None:
+def _head(after: list[Unit], dim: int, family: str, out: dict[str, Fact]) -> None:
     """The classes: the last Linear after the blocks, from the width (none: no classifier)."""
     if any(u.kind == "attention" for u in after):
         return  # an attention pool: binding by structure places its Linears
-    torch_like = FRAMEWORK_LAYOUTS[framework][0] == "linear"
+    torch_like = FRAMEWORK_LAYOUTS[family][0] == "linear"
     linears = [u for u in after if u.kind == "linear"]
     if not linears:
         out["num_classes"] = (0, "no Linear after the blocks (no classifier)")
@@ -255,7 +256,8 @@ def _head(after: list[Unit], dim: int, framework: str, out: dict[str, Fact]) -> 
 
 
 def _has_bias(unit: Unit) -> bool:
-    return any(len(s) == 1 for s in unit.params.values())
+    # a vector, or named as one (equinox's conv bias is (D, 1, 1))
+    return any(len(s) == 1 or n.rsplit(".", 1)[-1] in BIAS for n, s in unit.params.items())
 
 
 def _bias_source(unit: Unit) -> str:
