@@ -55,16 +55,18 @@ def _spec(spec: ModelSpec | str) -> ModelSpec:
     return spec if isinstance(spec, ModelSpec) else resolve_spec(spec, [])
 
 
-def _proposed(model: Any, framework: str | None) -> ModelSpec:
-    """The spec read from the model (shared/your_model/proposal.py): in this process for an
-    object, in a worker for a "FILE.py:NAME" string."""
+def _proposed(model: Any, framework: str | None) -> tuple[ModelSpec, tuple[str, ...]]:
+    """The spec read from the model (shared/your_model/proposal.py), and the fields nothing read:
+    in this process for an object, in a worker for a "FILE.py:NAME" string."""
     if isinstance(model, str):
         from shared.your_model.run import propose_user_spec
 
-        return propose_user_spec(model, framework).stated()
-    from shared.your_model.proposal import propose_spec
+        proposal = propose_user_spec(model, framework)
+    else:
+        from shared.your_model.proposal import propose_spec
 
-    return propose_spec(model, framework).stated()
+        proposal = propose_spec(model, framework)
+    return proposal.stated(), proposal.open_fields()
 
 
 OPTIONS = ("framework", "layout", "output", "weights", "rules", "batch", "trace", "frameworks")
@@ -92,7 +94,7 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
 
     batch = _batch(options)
     # a spec that cannot be read from the model raises, like a usage error: pass `spec`
-    resolved = _spec(spec) if spec is not None else _proposed(model, options.get("framework"))
+    resolved, unread = (_spec(spec), ()) if spec is not None else _proposed(model, options.get("framework"))
     held_note = None
     if not isinstance(model, str):  # a bare linen module is held with its variables
         from shared.your_model.framework import with_variables
@@ -105,10 +107,10 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
     try:
         if isinstance(model, str):
             checked = user_check.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
-                                            **options)
+                                            unread=unread, **options)
         else:
             run = _in_process(model, resolved, images, trace, options)
-            checked = user_check.judge(run, images, trace=trace)
+            checked = user_check.judge(run, images, trace=trace, unread=unread)
     except (InputError, WeightsError) as exc:  # the model's verdict: it does not build, bind or run
         return _refused(resolved, exc)
     entry = checked.entry

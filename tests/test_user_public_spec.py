@@ -140,3 +140,19 @@ def test_verify_reads_a_public_style_model_and_asks_only_for_its_heads(tmp_path:
     assert verified.code == 0, verified.stdout + verified.stderr
     assert "note: heads=2: head_dim follows (unread; dim 16 / 2 heads = 8)" in verified.stdout
     assert "\nequivalent: max abs gap" in verified.stdout
+
+
+def test_an_unread_field_is_fitted_only_where_one_setting_reproduces_the_logits() -> None:
+    """The nnx example as shipped is post-norm, which no layer states: read with no spec, the one
+    catalogue setting of its unread fields that reproduces its logits is taken and said; given a
+    pre-norm spec, the same model fails and diagnose names that setting."""
+    import portbench
+
+    model = load_example("flax_nnx_vit").build(KERAS_SPEC.replace(norm="post"))
+    read = portbench.check(model, trace=False)
+    assert read.passed, read.explanation
+    assert read.notes[-1] == ("fitted: norm=post, a setting no layer of your model states (unread), is the "
+                              "only one that reproduces its logits (diagnose tried 15 settings and 0 pairs); "
+                              "--set it, or a --spec, to check against another")
+    stated = portbench.check(model, KERAS_SPEC.replace(dropout_mlp=0.1), trace=False)
+    assert not stated.passed and "with norm=post" in stated.explanation

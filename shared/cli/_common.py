@@ -140,6 +140,7 @@ def spec_from_model(args: argparse.Namespace, overrides: list[str]) -> ModelSpec
 
     proposal = propose_user_spec(args.model, args.framework, getattr(args, "timeout", 300.0))
     spec = proposal.stated(overrides)
+    args.unread = proposal.open_fields(overrides)  # what verify's verdict may fit (user_check.fit_unread)
     print(f"spec read from your model: {proposal.summary(spec)}; compare.py spec --from-model "
           f"{printable(args.model)} --out FILE.toml keeps it")
     for note in proposal.notes:  # what the reading overruled or could not state, as spec --from-model says

@@ -104,7 +104,7 @@ def run_user_model(args: argparse.Namespace) -> int:
                   if f != "reference"]  # only if named
     images = probe_batch(spec, args.batch)
     result = check_user(args.model, spec, images, frameworks=frameworks, timeout=args.timeout,
-                        **user_options(args))
+                        unread=getattr(args, "unread", ()), **user_options(args))
     run = result.run
     if run.framework_note:
         print(run.framework_note)
@@ -117,7 +117,7 @@ def run_user_model(args: argparse.Namespace) -> int:
     for c in run.contradictions:
         print(f"spec check: {c.line()}")
     how = "--weights loaded into your model" if args.weights else "your model's own parameters, bound"
-    case = VerifyCase(spec, run.tensors, images, f"weights: {how} by {run.binding['rule']}")
+    case = VerifyCase(run.spec, run.tensors, images, f"weights: {how} by {run.binding['rule']}")  # fitted
     print_verdicts([case], [result.entry, *result.ports], result.pairwise)
     if result.diagnosis is not None:
         print("diagnose: " + "\n  ".join(result.diagnosis.lines()))

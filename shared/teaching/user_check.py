@@ -6,6 +6,7 @@ it explains a failure with this package's tools; `your_model` imports no teachin
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,38 +68,86 @@ class UserCheck:
 
 
 def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, frameworks: list[str] | None = None,
-               timeout: float = 300.0, trace: bool = False, **options: Any) -> UserCheck:
+               timeout: float = 300.0, trace: bool = False, unread: tuple[str, ...] = (),
+               **options: Any) -> UserCheck:
     """The user's model against the float64 reference on the weights it ran with (its own, bound,
-    or --weights loaded into it); our ports on the same weights when `frameworks` are given."""
+    or --weights loaded into it); our ports on the same weights when `frameworks` are given.
+    `unread`: the fields of a spec read from the model that nothing read (`judge`)."""
     run = run_user(reference, spec, images, taps=trace, timeout=timeout, **options)
-    return judge(run, images, frameworks=frameworks, timeout=timeout, trace=trace)
+    return judge(run, images, frameworks=frameworks, timeout=timeout, trace=trace, unread=unread)
 
 
 def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = None,
-          timeout: float = 300.0, trace: bool = False) -> UserCheck:
-    """A finished `UserRun` against the reference, our ports, diagnose and trace."""
-    spec = run.spec
-    taps: dict[str, np.ndarray] = {}
-    logits = forward(spec, run.tensors, images, taps)
-    ref = logits if run.readout == "logits" else taps[run.readout]  # a tower's tokens: the spec's
-    entry = check_logits(spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
-                         device="cpu", what="logits" if run.readout == "logits" else "tokens")
-    result = UserCheck(run, entry)
-    case = VerifyCase(spec, run.tensors, images)
+          timeout: float = 300.0, trace: bool = False, unread: tuple[str, ...] = ()) -> UserCheck:
+    """A finished `UserRun` against the reference, our ports, diagnose and trace. For a spec read
+    from the model, `unread` names the fields no layer stated (pre or post norm, the pooling beside
+    a class token, an inline activation): where exactly one catalogue setting of those fields alone
+    reproduces the model's logits, the spec takes it and the run's notes say so (`fit_unread`)."""
+    entry, logits = _entry(run, images)
+    diagnosis = _diagnosis(run, images, entry)
+    fitted = fit_unread(run, images, diagnosis, unread) if diagnosis is not None and unread else None
+    if fitted is not None and (refit := _entry(fitted, images))[0].passed:
+        run, (entry, logits), diagnosis = fitted, refit, None
+    result = UserCheck(run, entry, diagnosis=diagnosis)
+    case = VerifyCase(run.spec, run.tensors, images)
     if frameworks:
         result.ports, _ = verify([case], frameworks, timeout=timeout)
     result.pairwise = pairwise_gaps(case, [entry, *result.ports], logits)  # the ports' logits; tokens: none
-    if not entry.passed and entry.max_abs_diff is not None and run.readout == "logits":
-        # only a gap is diagnosed (the catalogue its alternatives come from loads only then), and
-        # only on logits, which its alternatives are judged by: a tower's tokens are traced instead
-        from shared.teaching.gap_explanation import diagnose
-
-        result.diagnosis = diagnose(spec, run.tensors, images, run.logits.astype(np.float64),
-                                    source="your model", model_from=run.origin)
     if trace:
         traced = user_trace(run, images)
         result.first_divergence = traced.first_divergence.name if traced.first_divergence else None
     return result
+
+
+def _entry(run: UserRun, images: np.ndarray) -> tuple[PortVerdict, np.ndarray]:
+    """The user's row against the reference under the run's spec, and the reference's logits."""
+    taps: dict[str, np.ndarray] = {}
+    logits = forward(run.spec, run.tensors, images, taps)
+    ref = logits if run.readout == "logits" else taps[run.readout]  # a tower's tokens: the spec's
+    entry = check_logits(run.spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
+                         device="cpu", what="logits" if run.readout == "logits" else "tokens")
+    return entry, logits
+
+
+def _diagnosis(run: UserRun, images: np.ndarray, entry: PortVerdict) -> Diagnosis | None:
+    """diagnose's finding on a gap: only a gap is diagnosed (the catalogue its alternatives come
+    from loads only then), and only on logits, which its alternatives are judged by: a tower's
+    tokens are traced instead."""
+    if entry.passed or entry.max_abs_diff is None or run.readout != "logits":
+        return None
+    from shared.teaching.gap_explanation import diagnose
+
+    return diagnose(run.spec, run.tensors, images, run.logits.astype(np.float64), source="your model",
+                    model_from=run.origin)
+
+
+def fit_unread(run: UserRun, images: np.ndarray, diagnosis: Diagnosis,
+               unread: tuple[str, ...]) -> UserRun | None:
+    """The run under the one explaining setting that changes only unread spec fields, with a note
+    naming it; None when none or several do (several: the logits cannot tell them apart, and the
+    failure with diagnose's lines stands), or when a setting also changes weights or images."""
+    from shared.teaching.transforms import Case
+    from shared.teaching.variants import variant
+
+    base = Case(run.spec, run.tensors, images)
+    fits: list[tuple[str, ModelSpec]] = []
+    for candidate in diagnosis.explained:
+        case: Case | None = base
+        for key in candidate.settings:
+            case = variant(key).apply(case) if case is not None else None
+        if case is None or case.weights is not base.weights or case.images is not base.images:
+            continue
+        changed = {f for f, v in case.spec.to_dict().items() if v != base.spec.to_dict()[f]}
+        if changed and changed <= set(unread):
+            fits.append((candidate.label, case.spec))
+    if len(fits) != 1:
+        return None
+    label, spec = fits[0]
+    note = (f"fitted: {label}, a setting no layer of your model states (unread), is the only one that "
+            f"reproduces its logits (diagnose tried {diagnosis.tried_single} settings and "
+            f"{diagnosis.tried_pairs} pairs); --set it, or a --spec, to check against another")
+    report = {**run.report, "notes": [*run.report.get("notes", []), note]}
+    return dataclasses.replace(run, spec=spec, report=report)
 
 
 def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:

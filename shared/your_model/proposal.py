@@ -73,6 +73,12 @@ class Proposal(DataRecord):
     def unread(self) -> list[str]:
         return [name for name, source in self.sources.items() if source == DEFAULT]
 
+    def open_fields(self, overrides: list[str] | tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The unread fields the user's `--set` does not state either: what the verdict may fit
+        (shared/teaching/user_check.py's `fit_unread`)."""
+        given = self.spec.parse_assignments(overrides)
+        return tuple(name for name in self.unread if name not in given)
+
     def stated(self, overrides: list[str] | tuple[str, ...] = ()) -> ModelSpec:
         """The spec to check: the proposal with the user's `--set` on top, `head_dim` following a
         `--set heads=N` it was not read beside (dim / N). Blocks read without their heads (q, k, v
