@@ -449,7 +449,6 @@ MLX_CLIP_SPEC = TINY.replace(activation="quick_gelu", patch_bias=False, norm_bef
                              final_norm="pooled")
 
 
-# ---- factories for `--model tests/public_style_models.py:NAME` ------------------------------------
 # ---- an equinox ViT (equinox's own example's idiom) -----------------------------------------------
 def equinox_vit(spec: ModelSpec) -> Any:
     """equinox's ViT example in its own idiom: layers that take one example, `jax.vmap` over the
@@ -514,6 +513,7 @@ def equinox_vit(spec: ModelSpec) -> Any:
     return VisionTransformer()
 
 
+# ---- factories for `--model tests/public_style_models.py:NAME` ------------------------------------
 def clip_tower() -> ClipVisionTower:
     return ClipVisionTower(TINY)
 
@@ -533,3 +533,36 @@ def dino_vit() -> DinoVisionTransformer:
 
 def vit_pytorch_mean() -> ViT:
     return ViT(TINY, pool="mean")
+
+
+def vit_jax() -> Any:
+    """The vit_jax-style linen module with its variables, as linen holds a model."""
+    import jax
+    import jax.numpy as jnp
+
+    module = vit_jax_module(LINEN_SPEC)
+    return module, module.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)), train=False)
+
+
+def mlx_image() -> Any:
+    return mlx_image_vit(TINY)
+
+
+def equinox() -> Any:
+    return equinox_vit(TINY)
+
+
+def keras_functional() -> Any:
+    """The repository's Keras functional example (examples/keras_functional_vit.py) at
+    mnist-vit-small: post-norm, as it ships."""
+    import importlib.util
+    from pathlib import Path
+
+    from shared.core.presets import get_preset
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "keras_functional_vit.py"
+    found = importlib.util.spec_from_file_location("keras_functional_vit", path)
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    return module.build(get_preset("mnist-vit-small"))
+
