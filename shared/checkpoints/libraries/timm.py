@@ -384,8 +384,8 @@ def swap_rope_axes(raw: Raw, source: str, config: dict[str, Any] | None) -> Raw:
     head's query and key dimensions permuted, block for block (q . k is a sum over dimensions, so one
     permutation on both leaves every attention score exact). Interleaved pairs: the halves swap;
     rotate_half's [a, a]: the quarters swap within each half. Qk-norm's per-head weights follow."""
-    args = eva_args(config)
-    if args.get("rope_grid_indexing", "ij") != "xy" or not args.get("use_rot_pos_emb", False):
+    args = eva_args(config)  # without rotation (use_rot_pos_emb=False) the permutation changes nothing
+    if args.get("rope_grid_indexing", "ij") != "xy":
         return raw
     heads = decode_config(config, TIMM_KEYS[:1]).get("model_args.num_heads")
     if heads is None:
