@@ -258,41 +258,33 @@ def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> No
 
 
 # timm's DINOv3 and Perception Encoder models (eva.py) and the Qwen3-ViT encoder, built by their registry
-# names at a tiny size: (id, name, overrides, the model_args of the registry's that no tensor records,
-# the blocks' eps: a callable in the registry, which no config holds, so given). DINOv3: centred RoPE
-# (rope_type='dinov3'), 4 registers, no position table, LayerScale, q/k/v without bias or q/v with
-# (_qkvb), split SwiGLU aligned to 8 (plus). PE: AttentionRope, norm_pre, rope_grid_indexing='xy'
-# (read with each head's q/k dimensions permuted), core's map pool over its class token (at the
-# blocks' heads and offset 0: what the spec can say of it), lang-G's LayerScale and no final norm,
-# and an offset with no prefix token (it cancels). Qwen3-ViT: its encoder without the merger, known
-# by the config's architecture alone (GELU-tanh, axial_half RoPE, its G x G table at the image's grid).
-DINOV3_ARGS = dict(rope_type="dinov3", rope_temperature=100, rope_rotate_half=True, use_rot_pos_emb=True)
+# names at a tiny size: (id, name, overrides). Their configs are as push_to_hub writes them: the
+# architecture, and in model_args only the caller's arguments; the rest (rotary settings, the blocks'
+# eps) is the registry's. DINOv3: centred RoPE (rope_type='dinov3'), 4 registers, no position table,
+# LayerScale, q/k/v without bias or q/v with (_qkvb), split SwiGLU aligned to 8 (plus). PE:
+# AttentionRope, norm_pre, rope_grid_indexing='xy' (read with each head's q/k dimensions permuted),
+# core's map pool over its class token (at the blocks' heads and offset 0: what the spec can say of
+# it), lang-G's LayerScale and no final norm, and PE's offset 1 with no prefix token (it cancels).
+# Qwen3-ViT: its encoder without the merger (GELU-tanh, axial_half RoPE, its G x G table).
 PE_ARGS = dict(use_rot_pos_emb=True, rope_grid_indexing="xy")
-PE_EPS = {"layer_norm_eps": 1e-5}
 EVA_SMALL_NAMED = dict(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, num_classes=3)
-EVA_NAMED: list[tuple[str, str, dict[str, Any], dict[str, Any], dict[str, Any]]] = [
-    ("dinov3-s", "vit_small_patch16_dinov3", {}, DINOV3_ARGS, PE_EPS),
-    ("dinov3-splus-qkvb-token", "vit_small_plus_patch16_dinov3_qkvb", dict(global_pool="token"), DINOV3_ARGS,
-     PE_EPS),
-    ("pe-core-t-map-cls", "vit_pe_core_tiny_patch16_384", dict(rope_grid_offset=0.0, attn_pool_num_heads=2),
-     dict(PE_ARGS, ref_feat_shape=(24, 24), attn_pool_num_heads=2), PE_EPS),
-    ("pe-lang-g", "vit_pe_lang_gigantic_patch14_448", dict(mlp_ratio=2.0),
-     dict(PE_ARGS, ref_feat_shape=(32, 32)), PE_EPS),
-    ("pe-spatial-t-no-prefix-offset", "vit_pe_spatial_tiny_patch16_512", dict(class_token=False),
-     dict(PE_ARGS, ref_feat_shape=(32, 32), rope_grid_offset=1.0), PE_EPS),
-    ("qwen3-vit-enc-avg", "qwen3_vit_88m_enc", dict(global_pool="avg", pos_embed_grid_size=4), {}, {}),
+EVA_NAMED: list[tuple[str, str, dict[str, Any]]] = [
+    ("dinov3-s", "vit_small_patch16_dinov3", {}),
+    ("dinov3-splus-qkvb-token", "vit_small_plus_patch16_dinov3_qkvb", dict(global_pool="token")),
+    ("pe-core-t-map-cls", "vit_pe_core_tiny_patch16_384", dict(rope_grid_offset=0.0, attn_pool_num_heads=2)),
+    ("pe-lang-g", "vit_pe_lang_gigantic_patch14_448", dict(mlp_ratio=2.0)),
+    ("pe-spatial-t-no-prefix-offset", "vit_pe_spatial_tiny_patch16_512", dict(class_token=False)),
+    ("qwen3-vit-enc-avg", "qwen3_vit_88m_enc", dict(global_pool="avg", pos_embed_grid_size=4)),
 ]
 
 
-@pytest.mark.parametrize(("name", "overrides", "args", "given"), [c[1:] for c in EVA_NAMED],
-                         ids=[c[0] for c in EVA_NAMED])
-def test_timm_dinov3_perception_encoder_qwen3_both_directions(
-        name: str, overrides: dict[str, Any], args: dict[str, Any], given: dict[str, Any]) -> None:
-    """From the state dict with a timm config (its architecture, model_args and global_pool, as
-    push_to_hub writes them) and from the live model, the same spec, whose reference gives the
-    library's output; random canonical weights load strictly into the class the export names and give
-    the reference's output. DINOv3 and Qwen3-ViT's encoder pass verify --model (an 'xy' Eva's permuted
-    heads are refused there in one line: the test below)."""
+@pytest.mark.parametrize(("name", "overrides"), [c[1:] for c in EVA_NAMED], ids=[c[0] for c in EVA_NAMED])
+def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrides: dict[str, Any]) -> None:
+    """From the state dict with its timm config and from the live model, the same spec, whose
+    reference gives the library's output; random canonical weights load strictly into the class the
+    export names (and DINOv3's and Qwen3-ViT's into the registry's own) and give the reference's
+    output. DINOv3 and Qwen3-ViT's encoder pass verify --model (an 'xy' Eva's permuted heads are
+    refused there in one line: the test below)."""
     import timm
 
     from shared.checkpoints.libraries.timm import construct
@@ -300,9 +292,9 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(
 
     torch.manual_seed(0)
     model = perturbed(timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides), seed=1)
-    config = {"architecture": name, "model_args": dict(args, num_heads=2, img_size=16),
+    config = {"architecture": name, "model_args": dict(EVA_SMALL_NAMED, **overrides),
               "global_pool": model.global_pool}
-    converted = import_tensors("timm", state_dict(model), config, given)
+    converted = import_tensors("timm", state_dict(model), config, {})
     spec, images = converted.spec, images_for(converted.spec)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
     assert propose_spec(model).spec == spec
