@@ -279,21 +279,24 @@ EVA_NAMED: list[tuple[str, str, dict[str, Any]]] = [
 
 
 @pytest.mark.parametrize(("name", "overrides"), [c[1:] for c in EVA_NAMED], ids=[c[0] for c in EVA_NAMED])
-def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrides: dict[str, Any]) -> None:
-    """From the state dict with its timm config and from the live model, the same spec, whose
+def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrides: dict[str, Any],
+                                                              tmp_path: Path) -> None:
+    """From the state dict with the config.json timm's own save_for_hf writes (push_to_hub's) and
+    from the live model, the same spec, whose
     reference gives the library's output; random canonical weights load strictly into the class the
     export names (and DINOv3's and Qwen3-ViT's into the registry's own) and give the reference's
     output. DINOv3 and Qwen3-ViT's encoder pass verify --model (an 'xy' Eva's permuted heads are
     refused there in one line: the test below)."""
     import timm
+    from timm.models import save_for_hf
 
     from shared.checkpoints.libraries.timm import construct
     from shared.your_model.proposal import propose_spec
 
     torch.manual_seed(0)
     model = perturbed(timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides), seed=1)
-    config = {"architecture": name, "model_args": dict(EVA_SMALL_NAMED, **overrides),
-              "global_pool": model.global_pool}
+    save_for_hf(model, tmp_path)  # its config.json: the architecture, model_args of the caller's only
+    config = json.loads((tmp_path / "config.json").read_text())
     converted = import_tensors("timm", state_dict(model), config, {})
     spec, images = converted.spec, images_for(converted.spec)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
