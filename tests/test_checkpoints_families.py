@@ -261,7 +261,7 @@ def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> No
 # names at a tiny size: (id, name, overrides). Their configs are as push_to_hub writes them: the
 # architecture, and in model_args only the caller's arguments; the rest (rotary settings, the blocks'
 # eps) is the registry's. DINOv3: centred RoPE (rope_type='dinov3'), 4 registers, no position table,
-# LayerScale, q/k/v without bias or q/v with (_qkvb), split SwiGLU aligned to 8 (plus). PE:
+# LayerScale, q/k/v without bias or q/v with (_qkvb), split SwiGLU aligned to 8 (S+). PE:
 # AttentionRope, norm_pre, rope_grid_indexing='xy' (read with each head's q/k dimensions permuted),
 # core's map pool over its class token (at the blocks' heads and offset 0: what the spec can say of
 # it), lang-G's LayerScale and no final norm, and PE's offset 1 with no prefix token (it cancels).
@@ -270,7 +270,8 @@ PE_ARGS = dict(use_rot_pos_emb=True, rope_grid_indexing="xy")
 EVA_SMALL_NAMED = dict(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, num_classes=3)
 EVA_NAMED: list[tuple[str, str, dict[str, Any]]] = [
     ("dinov3-s", "vit_small_patch16_dinov3", {}),
-    ("dinov3-splus-qkvb-token", "vit_small_plus_patch16_dinov3_qkvb", dict(global_pool="token")),
+    ("dinov3-s-qkvb-token", "vit_small_patch16_dinov3_qkvb", dict(global_pool="token")),
+    ("dinov3-splus-swiglu", "vit_small_plus_patch16_dinov3", {}),
     ("pe-core-t-map-cls", "vit_pe_core_tiny_patch16_384", dict(rope_grid_offset=0.0, attn_pool_num_heads=2)),
     ("pe-lang-g", "vit_pe_lang_gigantic_patch14_448", dict(mlp_ratio=2.0)),
     ("pe-spatial-t-no-prefix-offset", "vit_pe_spatial_tiny_patch16_512", dict(class_token=False)),
@@ -306,14 +307,16 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
         assert read == (("axial_half", "centered", 4, "none", False, "gelu") if "dinov3" in name else
                         ("axial_half", "index", 0, "learned", True, "gelu_tanh"))
         assert_verified(model)
-    tensors = init_weights(spec, seed=5)
-    exported = export_tensors("timm", spec, tensors)
-    rebuilt = [construct(*target(spec)).eval()]
-    if name in ("vit_small_patch16_dinov3", "qwen3_vit_88m_enc"):  # and the registry's own class
+    # the _qkvb model read has a zero key bias; DINOv3's own (no key bias) is written as its EvaAttention
+    written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
+    tensors = init_weights(written, seed=5)
+    exported = export_tensors("timm", written, tensors)
+    rebuilt = [construct(*target(written)).eval()]
+    if ("dinov3" in name or name == "qwen3_vit_88m_enc") and spec.mlp != "gated":  # and the registry's own
         rebuilt.append(timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides).eval())
     for timm_class in rebuilt:
         timm_class.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
-        back = np.abs(library_logits(timm_class, images) - reference.forward(spec, tensors, images)).max()
+        back = np.abs(library_logits(timm_class, images) - reference.forward(written, tensors, images)).max()
         assert back <= ATOL, back
 
 

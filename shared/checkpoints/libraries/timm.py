@@ -25,7 +25,8 @@ Spelling, normalised on import to VisionTransformer's so that one table serves b
 a zero buffer, never saved: a zero key bias, exact), or unfused `attn.{q,k,v}_proj` (qkv_fused=False);
 LayerScale is `gamma_1` / `gamma_2` (VisionTransformer's `ls1.gamma` / `ls2.gamma`). Export writes
 `Eva(attn_type='rope')`, timm's `AttentionRope`: the same function with one packed, fully biased
-qkv, so the spec's key bias is kept whatever it is; LayerScale goes back to `gamma_1` / `gamma_2`.
+qkv, so the spec's key bias is kept whatever it is (a spec without the key's bias alone, DINOv3's,
+as `attn_type='eva'`: EvaAttention's q_bias and v_bias); LayerScale goes back to `gamma_1` / `gamma_2`.
 
 RoPE: Eva's default `rope_type='cat'` (RotaryEmbeddingCat, in_pixels=False) is the spec's
 `rope_coords='index'`, `rope_theta` = `rope_temperature` (default 1e4), `rope_ref_grid` =
@@ -36,8 +37,9 @@ first: read with each head's query and key dimensions permuted (`swap_rope_axes`
 function. No tensor records any of it, nor whether RoPE is on: a timm config.json whose
 `model_args` state them says so (push_to_hub writes only the caller's overrides there: an Eva
 `architecture`'s own settings and norm eps are read from timm's registry, `with_registry_args`), or
-`--set rope=...`; timm's defaults fill the rest, printed as conventions. A state dict spelled as Eva's with neither is asked for. Eva's map pool reads every
-token, as the spec's (PE-core's, over its class token), at the blocks' heads and MLP width.
+`--set rope=...`; timm's defaults fill the rest, printed as conventions. A state dict spelled as
+Eva's with neither is asked for. Eva's map pool reads every token, as the spec's (PE-core's, over
+its class token), at the blocks' heads and MLP width.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from shared.checkpoints.decoding import Key, decode_config, pair, tensor_shape
 from shared.checkpoints.live import Reading, is_identity, module_of, size_of
 from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
 from shared.core.files import write_output
+from shared.core.mapping import Table
 from shared.core.record import shown
 from shared.core.spec import MAX_TOKENS, NORM_EPS_FIELDS, ModelSpec
 from shared.core.timm_names import timm_table
@@ -626,7 +629,8 @@ def check_eva_exportable(s: ModelSpec) -> None:
     """What `Eva(attn_type='rope')` builds, beyond what the timm exporter already checks."""
     require(s.norm_type == "layer_norm", EVA_TARGET, "norm_type", s.norm_type, "layer_norm (Eva's is built "
             "here with LayerNorm)")
-    require(not s.bias_free, EVA_TARGET, "bias_free", s.bias_free, "none (Eva's proj_bias is not "
+    require(not s.bias_free or keyless_attention(s), EVA_TARGET, "bias_free", s.bias_free,
+            "none or ['attn.key'] with qkv_bias (EvaAttention's q_bias, v_bias; Eva's proj_bias is not "
             "written here)")
     require(s.patch_norm_eps is None, EVA_TARGET, "patch_norm_eps", s.patch_norm_eps, "null")
     require(not s.distill_token, EVA_TARGET, "distill_token", s.distill_token,
@@ -650,7 +654,8 @@ def eva_kwargs(s: ModelSpec) -> dict[str, Any]:
         "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
         "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
         "num_heads": s.heads, "mlp_ratio": s.mlp_dim / s.dim, "swiglu_mlp": s.mlp == "gated",
-        "qkv_bias": s.qkv_bias, "qk_norm": s.qk_norm, "attn_type": "rope", "class_token": s.class_token,
+        "qkv_bias": s.qkv_bias, "qk_norm": s.qk_norm, "class_token": s.class_token,
+        "attn_type": "eva" if keyless_attention(s) else "rope",  # EvaAttention: no key bias
         "global_pool": spelled(POOLS)[s.pooling], "num_reg_tokens": s.registers,
         "no_embed_class": s.derived.prefix_tokens > 0 and not (s.pos_embed_class_row
                                                                or s.pos_embed_register_rows),
@@ -690,7 +695,23 @@ UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec
     ("attn_pool.q_norm", "AttentionPoolLatent(qk_norm=True)"),
 )
 SPLIT_GATE, SPLIT_LINEAR = ".mlp.fc1_g.", ".mlp.fc1_x."  # timm's SwiGLU: the gate and the linear half
-table = timm_table  # the format's table (shared/core/timm_names.py), the torch port's too
+
+
+# timm's EvaAttention (Eva's attn_type='eva'): q_bias and v_bias beside a bias-free packed qkv, the
+# key's a zero buffer never saved
+KEYLESS_ROWS = "blocks.{i}.attn.{p:query=q_bias|value=v_bias}.bias  blocks.{i}.attn.{p}  heads_bias"
+
+
+def table(fmt: str, spec: ModelSpec) -> Table:
+    """The format's table (shared/core/timm_names.py, the torch port's too); a rotary spec without the
+    key's bias is written as EvaAttention's q_bias and v_bias (eva_kwargs: attn_type='eva')."""
+    base = timm_table(fmt, spec)
+    return Table(KEYLESS_ROWS, fmt, base=base) if keyless_attention(spec) else base
+
+
+def keyless_attention(s: ModelSpec) -> bool:
+    """DINOv3's attention: q and v biased, k not; timm's EvaAttention, in Eva only."""
+    return s.rope != "none" and s.qkv_bias and s.bias_free == ("attn.key",)
 
 
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
@@ -767,8 +788,9 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",))
     no_proj_bias = tuple(n for n in ("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2") if n != "mlp.gate"
                          or s.mlp == "gated")
-    require(s.bias_free in ((), no_proj_bias), TARGET, "bias_free", s.bias_free,
-            f"none or {list(no_proj_bias)} (timm's proj_bias=False; q/k/v by qkv_bias)")
+    require(s.bias_free in ((), no_proj_bias) or keyless_attention(s), TARGET, "bias_free", s.bias_free,
+            f"none or {list(no_proj_bias)} (timm's proj_bias=False; q/k/v by qkv_bias), or ['attn.key'] "
+            "with rope (Eva's EvaAttention)")
     if s.rope != "none" and s.activation == "gelu_tanh":  # Eva's MLPs are GELU or SiLU, Qwen3-ViT's tanh
         check_qwen3_exportable(s)
     elif s.rope != "none":
