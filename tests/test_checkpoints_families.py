@@ -320,6 +320,49 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
         assert back <= ATOL, back
 
 
+# timm's AIMv2 and InternViT-300M (VisionTransformer) by their registry names at a tiny size, with no
+# num_heads of the caller's: (id, name, the heads and norm eps the registry builds it with)
+VIT_NAMED: list[tuple[str, str, tuple[int, float]]] = [
+    ("aimv2-l", "aimv2_large_patch14_224", (8, 1e-5)),  # RmsNorm 1e-5 (a default 1e-6 would miss it)
+    ("intern300m", "vit_intern300m_patch14_448", (16, 1e-6)),
+]
+
+
+@pytest.mark.parametrize(("name", "read"), [c[1:] for c in VIT_NAMED], ids=[c[0] for c in VIT_NAMED])
+def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: tuple[int, float],
+                                                             tmp_path: Path) -> None:
+    """From the config.json save_for_hf writes, which states neither heads nor eps, the registry's,
+    the spec the live model gives, whose reference gives timm's output; random canonical weights load
+    strictly into the class the export names (and InternViT's into the registry's own; AIMv2's split
+    SwiGLU is written packed) and give the reference's output."""
+    import timm
+    from timm.models import save_for_hf
+
+    from shared.checkpoints.libraries.timm import construct
+    from shared.your_model.proposal import propose_spec
+
+    small = dict(img_size=16, patch_size=4, embed_dim=32, depth=2)
+    torch.manual_seed(0)
+    model = perturbed(timm.create_model(name, pretrained=False, **small), seed=1)
+    save_for_hf(model, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "num_heads" not in config["model_args"]
+    converted = import_tensors("timm", state_dict(model), config, {})
+    spec, images = converted.spec, images_for(converted.spec)
+    assert (spec.heads, spec.layer_norm_eps) == read
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
+    assert propose_spec(model).spec == spec
+    tensors = init_weights(spec, seed=5)
+    exported = export_tensors("timm", spec, tensors)
+    rebuilt = [construct(*target(spec)).eval()]
+    if spec.mlp != "gated":
+        rebuilt.append(timm.create_model(name, pretrained=False, **small).eval())
+    for timm_class in rebuilt:
+        timm_class.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+        back = np.abs(library_logits(timm_class, images) - reference.forward(spec, tensors, images)).max()
+        assert back <= ATOL, back
+
+
 def test_what_perception_encoder_and_qwen3_vit_have_beyond_the_spec_is_refused_in_one_line() -> None:
     """PE's grid offset beside a class token, PE-core's pool heads (8) and a pool MLP of its own width;
     an 'xy' Eva in verify --model; Qwen3-ViT's merger, its classifier's affine-free norm, its encoder's

@@ -35,8 +35,9 @@ RoPE: Eva's default `rope_type='cat'` (RotaryEmbeddingCat, in_pixels=False) is t
 `rope_coords='centered'`. `rope_grid_indexing='xy'` (Perception Encoder) puts the columns' angles
 first: read with each head's query and key dimensions permuted (`swap_rope_axes`), the same
 function. No tensor records any of it, nor whether RoPE is on: a timm config.json whose
-`model_args` state them says so (push_to_hub writes only the caller's overrides there: an Eva
-`architecture`'s own settings and norm eps are read from timm's registry, `with_registry_args`), or
+`model_args` state them says so (push_to_hub writes only the caller's overrides there: an Eva or
+VisionTransformer `architecture`'s own settings, heads and norm eps are read from timm's registry,
+`with_registry_args`), or
 `--set rope=...`; timm's defaults fill the rest, printed as conventions. A state dict spelled as
 Eva's with neither is asked for. Eva's map pool reads every token, as the spec's (PE-core's, over
 its class token), at the blocks' heads and MLP width.
@@ -114,7 +115,7 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
-    config = with_registry_args(config)  # an Eva architecture's own rotary settings
+    config = with_registry_args(config)  # an architecture's own heads (an Eva's rotary settings)
     cfg = _config_values(config)
     conv = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
     dim, channels, ph, pw = conv
@@ -137,17 +138,16 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         inf.fact(name, key in raw, f"presence of tensor {key!r} (timm {option})")
     inf.fact("patch_bias", "patch_embed.proj.bias" in raw, "presence of tensor 'patch_embed.proj.bias' "
              "(timm pre_norm=True builds none)")
-    if "norm_pre.weight" in raw:
-        inf.notes.append("timm's CLIP models (pre_norm) use "
-                         "LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
     inf.convention("remainder", "drop", "timm's PatchEmbed (a valid conv)")
     _infer_tokens_and_head(inf, raw)
     _infer_mlp(inf, raw, cfg)
     _infer_norms_and_biases(inf, raw)
     arch = decode_config(config, QWEN3_KEYS[:1]).get("architecture")
     eps = registry_model(arch)[1] if isinstance(arch, str) else None
-    if eps is not None:  # norm_layer=partial(LayerNorm, eps=..) in the registry's model_args
+    if eps is not None:  # norm_layer=partial(LayerNorm or RmsNorm, eps=..) in the registry's model_args
         inf.convention("layer_norm_eps", eps, f"timm's registry builds {arch!r} with norm eps {eps:g}")
+    elif "norm_pre.weight" in raw:
+        inf.notes.append("timm's CLIP models (pre_norm) use LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
     _infer_heads(fmt, inf, cfg, dim, given)
     _infer_pooling(inf, cfg, raw, eva=is_eva(raw, eva_args(config), given))
     _infer_positions(fmt, inf, cfg, raw, ph, pw, given)
@@ -429,9 +429,9 @@ def _swapped_axes(head_dim: int, rotate_half: bool) -> np.ndarray:
 
 def with_registry_args(config: dict[str, Any] | None) -> dict[str, Any] | None:
     """push_to_hub's config.json keeps only the caller's overrides in `model_args` beside the
-    architecture's registry name: for an Eva architecture (`timm/models/eva.py`) the rotary settings
-    and heads it leaves out are the registry's own, read from the model built on the meta device (no
-    weights, nothing downloaded) as a live one is; the config's own model_args win."""
+    architecture's registry name: the heads it leaves out (and an Eva architecture's rotary settings)
+    are the registry's own, read from the model built on the meta device (no weights, nothing
+    downloaded) as a live one is; the config's own model_args win."""
     arch = decode_config(config, QWEN3_KEYS[:1]).get("architecture")
     stated = (config or {}).get("model_args", {})
     args = registry_model(arch)[0] if isinstance(arch, str) else {}
@@ -442,21 +442,25 @@ def with_registry_args(config: dict[str, Any] | None) -> dict[str, Any] | None:
 
 @functools.lru_cache(maxsize=8)
 def registry_model(arch: str) -> tuple[dict[str, Any], float | None]:
-    """An Eva architecture's rotary model_args and its blocks' norm epsilon (a callable in its
-    model_args, which no config.json holds), read from timm's registry; ({}, None) for another."""
+    """An Eva or VisionTransformer architecture's heads (an Eva's with its rotary model_args) and its
+    blocks' norm epsilon (a callable in its model_args, which no config.json holds: AIMv2's RmsNorm
+    1e-5, CLIP's 1e-5), read from timm's registry; ({}, None) for another."""
     try:
         import timm
         import torch
         from timm.models import is_model_in_modules
 
-        if not is_model_in_modules(arch, ["eva"]):
+        eva = is_model_in_modules(arch, ["eva"])
+        if not eva and not is_model_in_modules(arch, ["vision_transformer"]):
             return {}, None
         with torch.device("meta"):
             model = timm.create_model(arch, pretrained=False)
     except Exception:  # a name timm cannot build states nothing: the tensors are read as ever
         return {}, None
     rope = getattr(model, "rope", None)
-    args = _eva_rope_args(model, rope) if rope is not None else {"use_rot_pos_emb": False}
+    attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
+    args = _eva_rope_args(model, rope) if rope is not None else {"use_rot_pos_emb": False} if eva else \
+        {"num_heads": int(attn.num_heads)} if hasattr(attn, "num_heads") else {}
     eps = getattr(getattr(model.blocks[0], "norm1", None), "eps", None) if len(model.blocks) else None
     return args, None if eps is None else float(eps)
 
