@@ -202,11 +202,12 @@ def test_what_an_exporter_cannot_build_of_the_towers_is_refused_in_one_line() ->
 def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None:
     """timm's NaFlexVit (SigLIP2's and the NaFlex families' timm home) on images of its table's grid:
     its Linear patch projection and (1, rows, cols, D) table read as VisionTransformer's, the
-    reference and every port give its own output; the NaFlex map pool with a register and a live
-    NaFlexVit in verify --model are refused in one line."""
+    reference and every port give its own output, and so does the VisionTransformer its export loads
+    into; the NaFlex map pool with a register and a live NaFlexVit in verify --model are refused in
+    one line."""
     import timm
 
-    from shared.checkpoints.libraries.timm import live_tables
+    from shared.checkpoints.libraries.timm import construct, live_tables
     from shared.errors import SpecError, WeightsError
 
     small = dict(embed_dim=32, depth=2, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4))
@@ -217,8 +218,12 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
         config = {"model_args": {"num_heads": 4, "act_layer": act}}
         converted = import_tensors("timm", state_dict(model), config, {})
         assert (converted.spec.image_height, converted.spec.pos_embed_class_row) == (16, False), name
-        assert_ports_match(converted.spec, converted.tensors, images, library_logits(model, images),
-                           ports=ports.NATIVE)
+        expected = library_logits(model, images)
+        assert_ports_match(converted.spec, converted.tensors, images, expected, ports=ports.NATIVE)
+        rebuilt = construct(*target(converted.spec)).eval()
+        exported = export_tensors("timm", converted.spec, converted.tensors)
+        rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+        assert np.abs(library_logits(rebuilt, images) - expected).max() <= ATOL
         with pytest.raises(SpecError, match="your model is a timm NaFlexVit"):
             live_tables(model, converted.spec)
     registered = timm.create_model("naflexvit_so150m2_patch16_reg1_map", pretrained=False, **small)

@@ -804,8 +804,9 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.patch_bias != s.norm_before_blocks, TARGET, "patch_bias", s.patch_bias,
             f"{not s.norm_before_blocks} with norm_before_blocks={s.norm_before_blocks} (timm builds the "
             "patch bias exactly when pre_norm is false)")
-    positioned = s.pos_embed_class_row or not s.class_token
-    require(not s.registers or s.pos_embed == "none" or s.pos_embed_register_rows == positioned, TARGET,
+    # without a class token either is built: the registers' rows by no_embed_class=False, none by True
+    require(not s.registers or s.pos_embed == "none" or not s.class_token
+            or s.pos_embed_register_rows == s.pos_embed_class_row, TARGET,
             "pos_embed_register_rows", s.pos_embed_register_rows,
             "the same as pos_embed_class_row (timm's table covers every prefix token or none)")
 
