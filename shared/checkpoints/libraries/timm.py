@@ -202,7 +202,8 @@ def _infer_norms_and_biases(inf: Inference, raw: Raw) -> None:
     rms = "blocks.0.norm1.bias" not in raw and "blocks.0.norm1.weight" in raw
     inf.fact("norm_type", "rms_norm" if rms else "layer_norm",
              "presence of tensor 'blocks.0.norm1.bias' (timm's RmsNorm has none)")
-    aimv2 = "timm's RmsNorm default; AIMv2's is 1e-5: --set layer_norm_eps=1e-5"
+    aimv2 = ("timm's RmsNorm default; AIMv2's is 1e-5: --set layer_norm_eps=1e-5 (or a config naming its "
+             "architecture)")
     inf.convention("layer_norm_eps", 1e-6, aimv2 if rms else "timm's LayerNorm")
     gated = inf.facts["mlp"][0] == "gated"
     absent = {"attn.out": "blocks.0.attn.proj.bias", "mlp.fc1": "blocks.0.mlp.fc1.bias",
