@@ -148,6 +148,9 @@ CONFIG_CASES = [  # (base, key, value, what the line says after "config KEY = VA
     ("timm-eva", "model_args.act_layer", ["gelu"], "expected one of gelu | gelu_tanh | quick_gelu | silu"),
     ("timm-eva", "pretrained_cfg.input_size", [3, 8], "expected a list of 3 integers, each number from 1 to"),
     ("timm-eva", "model_args", 3, "expected an object of keys"),
+    ("timm-eva", "model_args.attn_pool_num_heads", 0,
+     f"expected an integer or null, each number from 1 to 1,024 {sets('heads')}"),
+    ("timm-eva", "architecture", ["qwen3_vit_88m_enc"], "expected text"),  # Qwen3-ViT's is known by it
 ]
 
 

@@ -204,11 +204,12 @@ def test_what_an_exporter_cannot_build_of_the_towers_is_refused_in_one_line() ->
 def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None:
     """timm's NaFlexVit (SigLIP2's and the NaFlex families' timm home) on images of its table's grid:
     its Linear patch projection and (1, rows, cols, D) table read as VisionTransformer's, the
-    reference and every port give its own output; the NaFlex map pool with a register and a live
-    NaFlexVit in verify --model are refused in one line."""
+    reference and every port give its own output, and so does the VisionTransformer its export loads
+    into; the NaFlex map pool with a register and a live NaFlexVit in verify --model are refused in
+    one line."""
     import timm
 
-    from shared.checkpoints.libraries.timm import live_tables
+    from shared.checkpoints.libraries.timm import construct, live_tables
     from shared.errors import SpecError, WeightsError
 
     small = dict(embed_dim=32, depth=2, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4))
@@ -219,8 +220,12 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
         config = {"model_args": {"num_heads": 4, "act_layer": act}}
         converted = import_tensors("timm", state_dict(model), config, {})
         assert (converted.spec.image_height, converted.spec.pos_embed_class_row) == (16, False), name
-        assert_ports_match(converted.spec, converted.tensors, images, library_logits(model, images),
-                           ports=ports.NATIVE)
+        expected = library_logits(model, images)
+        assert_ports_match(converted.spec, converted.tensors, images, expected, ports=ports.NATIVE)
+        rebuilt = construct(*target(converted.spec)).eval()
+        exported = export_tensors("timm", converted.spec, converted.tensors)
+        rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+        assert np.abs(library_logits(rebuilt, images) - expected).max() <= ATOL
         with pytest.raises(SpecError, match="your model is a timm NaFlexVit"):
             live_tables(model, converted.spec)
     registered = timm.create_model("naflexvit_so150m2_patch16_reg1_map", pretrained=False, **small)
@@ -250,15 +255,161 @@ def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> No
                     for p in "qkv"})
     with pytest.raises(WeightsError, match=r"'blocks.0.attn.k_proj.weight' .*num_kv_heads"):
         import_tensors("timm", unfused, None, {})
-    for key, value in (("rope_type", "mrope"), ("use_post_norm", True), ("rope_grid_indexing", "xy")):
+    for key, value in (("rope_type", "mrope"), ("use_post_norm", True), ("rope_grid_offset", 1.0)):
         config = {"model_args": {"num_heads": 2, "use_rot_pos_emb": True, key: value}}
         with pytest.raises(SpecError, match=rf"config model_args.{key} = {value!r}: expected"):
             import_tensors("timm", raw, config, {})
-    dinov3 = get_preset("rope-tiny")  # centred coordinates: not RotaryEmbeddingCat's grid
-    with pytest.raises(SpecError, match=r"timm Eva: spec field rope_coords='centered'"):
-        export_tensors("timm", dinov3, init_weights(dinov3))
+    dinov3 = get_preset("rope-tiny")
     with pytest.raises(SpecError, match=r"timm VisionTransformer: spec field rope='axial_half'"):
         model_kwargs(dinov3)  # never a VisionTransformer without its rotation (the peers' builder)
+
+
+# timm's DINOv3 and Perception Encoder models (eva.py) and the Qwen3-ViT encoder, built by their registry
+# names at a tiny size: (id, name, overrides). Their configs are as push_to_hub writes them: the
+# architecture, and in model_args only the caller's arguments; the rest (rotary settings, the blocks'
+# eps) is the registry's. DINOv3: centred RoPE (rope_type='dinov3'), 4 registers, no position table,
+# LayerScale, q/k/v without bias or q/v with (_qkvb), split SwiGLU aligned to 8 (S+). PE:
+# AttentionRope, norm_pre, rope_grid_indexing='xy' (read with each head's q/k dimensions permuted),
+# core's map pool over its class token (at the blocks' heads and offset 0: what the spec can say of
+# it), lang-G's LayerScale and no final norm, and PE's offset 1 with no prefix token (it cancels).
+# Qwen3-ViT: its encoder without the merger (GELU-tanh, axial_half RoPE, its G x G table).
+PE_ARGS = dict(use_rot_pos_emb=True, rope_grid_indexing="xy")
+EVA_SMALL_NAMED = dict(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, num_classes=3)
+EVA_NAMED: list[tuple[str, str, dict[str, Any]]] = [
+    ("dinov3-s", "vit_small_patch16_dinov3", {}),
+    ("dinov3-s-qkvb-token", "vit_small_patch16_dinov3_qkvb", dict(global_pool="token")),
+    ("dinov3-splus-swiglu", "vit_small_plus_patch16_dinov3", {}),
+    ("pe-core-t-map-cls", "vit_pe_core_tiny_patch16_384", dict(rope_grid_offset=0.0, attn_pool_num_heads=2)),
+    ("pe-lang-g", "vit_pe_lang_gigantic_patch14_448", dict(mlp_ratio=2.0)),
+    ("pe-spatial-t-no-prefix-offset", "vit_pe_spatial_tiny_patch16_512", dict(class_token=False)),
+    ("qwen3-vit-enc-avg", "qwen3_vit_88m_enc", dict(global_pool="avg", pos_embed_grid_size=4)),
+]
+
+
+@pytest.mark.parametrize(("name", "overrides"), [c[1:] for c in EVA_NAMED], ids=[c[0] for c in EVA_NAMED])
+def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrides: dict[str, Any],
+                                                              tmp_path: Path) -> None:
+    """From the state dict with the config.json timm's own save_for_hf writes (push_to_hub's) and
+    from the live model, the same spec, whose
+    reference gives the library's output; random canonical weights load strictly into the class the
+    export names (and DINOv3's and Qwen3-ViT's into the registry's own) and give the reference's
+    output. DINOv3 and Qwen3-ViT's encoder pass verify --model (an 'xy' Eva's permuted heads are
+    refused there in one line: the test below)."""
+    import timm
+    from timm.models import save_for_hf
+
+    from shared.checkpoints.libraries.timm import construct
+    from shared.your_model.proposal import propose_spec
+
+    torch.manual_seed(0)
+    model = perturbed(timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides), seed=1)
+    save_for_hf(model, tmp_path)  # its config.json: the architecture, model_args of the caller's only
+    config = json.loads((tmp_path / "config.json").read_text())
+    converted = import_tensors("timm", state_dict(model), config, {})
+    spec, images = converted.spec, images_for(converted.spec)
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
+    assert propose_spec(model).spec == spec
+    if name in ("vit_small_patch16_dinov3", "qwen3_vit_88m_enc"):
+        read = (spec.rope, spec.rope_coords, spec.registers, spec.pos_embed, spec.qkv_bias, spec.activation)
+        assert read == (("axial_half", "centered", 4, "none", False, "gelu") if "dinov3" in name else
+                        ("axial_half", "index", 0, "learned", True, "gelu_tanh"))
+        assert_verified(model)
+    # the _qkvb model read has a zero key bias; DINOv3's own (no key bias) is written as its EvaAttention
+    written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
+    tensors = init_weights(written, seed=5)
+    exported = export_tensors("timm", written, tensors)
+    rebuilt = [construct(*target(written)).eval()]
+    if ("dinov3" in name or name == "qwen3_vit_88m_enc") and spec.mlp != "gated":  # and the registry's own
+        rebuilt.append(timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides).eval())
+    for timm_class in rebuilt:
+        timm_class.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+        back = np.abs(library_logits(timm_class, images) - reference.forward(written, tensors, images)).max()
+        assert back <= ATOL, back
+
+
+# timm's AIMv2 and InternViT-300M (VisionTransformer) by their registry names at a tiny size, with no
+# num_heads of the caller's: (id, name, the heads and norm eps the registry builds it with)
+VIT_NAMED: list[tuple[str, str, tuple[int, float]]] = [
+    ("aimv2-l", "aimv2_large_patch14_224", (8, 1e-5)),  # RmsNorm 1e-5 (a default 1e-6 would miss it)
+    ("intern300m", "vit_intern300m_patch14_448", (16, 1e-6)),
+]
+
+
+@pytest.mark.parametrize(("name", "read"), [c[1:] for c in VIT_NAMED], ids=[c[0] for c in VIT_NAMED])
+def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: tuple[int, float],
+                                                             tmp_path: Path) -> None:
+    """From the config.json save_for_hf writes, which states neither heads nor eps, the registry's,
+    the spec the live model gives, whose reference gives timm's output; random canonical weights load
+    strictly into the class the export names (and InternViT's into the registry's own; AIMv2's split
+    SwiGLU is written packed) and give the reference's output."""
+    import timm
+    from timm.models import save_for_hf
+
+    from shared.checkpoints.libraries.timm import construct
+    from shared.your_model.proposal import propose_spec
+
+    small = dict(img_size=16, patch_size=4, embed_dim=32, depth=2)
+    torch.manual_seed(0)
+    model = perturbed(timm.create_model(name, pretrained=False, **small), seed=1)
+    save_for_hf(model, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "num_heads" not in config["model_args"]
+    converted = import_tensors("timm", state_dict(model), config, {})
+    spec, images = converted.spec, images_for(converted.spec)
+    assert (spec.heads, spec.layer_norm_eps) == read
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
+    assert propose_spec(model).spec == spec
+    tensors = init_weights(spec, seed=5)
+    exported = export_tensors("timm", spec, tensors)
+    rebuilt = [construct(*target(spec)).eval()]
+    if spec.mlp != "gated":
+        rebuilt.append(timm.create_model(name, pretrained=False, **small).eval())
+    for timm_class in rebuilt:
+        timm_class.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+        back = np.abs(library_logits(timm_class, images) - reference.forward(spec, tensors, images)).max()
+        assert back <= ATOL, back
+
+
+def test_what_perception_encoder_and_qwen3_vit_have_beyond_the_spec_is_refused_in_one_line() -> None:
+    """PE's grid offset beside a class token, PE-core's pool heads (8) and a pool MLP of its own width;
+    an 'xy' Eva in verify --model; Qwen3-ViT's merger, its classifier's affine-free norm, its encoder's
+    tokens (global_pool='') and its table resampled to another grid (bilinear, align_corners=True)."""
+    import timm
+
+    from shared.checkpoints.libraries.timm import live_tables
+    from shared.errors import SpecError, WeightsError
+
+    def built(name: str, **overrides: Any) -> torch.nn.Module:
+        torch.manual_seed(0)
+        return perturbed(timm.create_model(name, pretrained=False, **overrides), seed=1)
+
+    small = dict(img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2)
+    pe_core = state_dict(built("vit_pe_core_tiny_patch16_384", **small))
+    refusals: list[tuple[dict[str, Any], Any, str]] = [
+        (pe_core, dict(PE_ARGS, rope_grid_offset=1.0), r"model_args.rope_grid_offset = 1.0: expected 0 "),
+        (pe_core, dict(PE_ARGS, attn_pool_num_heads=8),
+         r"model_args.attn_pool_num_heads = 8: expected null or num_heads 2"),
+        (state_dict(built("vit_pe_core_gigantic_patch14_448", **small, attn_pool_num_heads=2)),
+         dict(PE_ARGS, attn_pool_num_heads=2), r"tensor 'attn_pool.mlp.fc1.weight' \(128 rows\)"),
+    ]
+    qwen3 = dict(small, pos_embed_grid_size=4)
+    merged, classifier = built("qwen3_vit_88m_enc", **qwen3, out_features=24), built("qwen3_vit_88m", **qwen3)
+    refusals += [(state_dict(merged), None, r"tensor 'merger.norm.weight' comes from timm's Qwen3-ViT"),
+                 (state_dict(classifier), None, r"'encoder.patch_embed.proj.weight' is timm's Qwen3VitClass")]
+    for raw, args, message in refusals:
+        config = None if args is None else {"model_args": dict(args, num_heads=2)}
+        with pytest.raises((SpecError, WeightsError), match=message) as caught:
+            import_tensors("timm", raw, config, {"heads": 2} if args is None else {})
+        assert "\n" not in str(caught.value)
+    for model, message in ((built("vit_pe_spatial_tiny_patch16_512", **small), "rope_grid_indexing='xy'"),
+                           (merged, "with model.merger"), (classifier, "Qwen3VitClassifier, whose")):
+        with pytest.raises(SpecError, match=message):
+            live_tables(model, None)
+    encoder = state_dict(built("qwen3_vit_88m_enc", **qwen3, global_pool="avg"))
+    for pool, message in (("", "global_pool = ''"), ("avg", "align_corners=True")):
+        config = {"architecture": "qwen3_vit_88m_enc", "global_pool": pool}
+        with pytest.raises(SpecError, match=message):  # its tokens; another grid than its table's
+            import_tensors("timm", encoder, config, {"heads": 2, "image_height": 24, "image_width": 24})
 
 
 HF_SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, image_size=16, patch_size=4)

@@ -1,8 +1,8 @@
-"""timm, as one plug-in: its `VisionTransformer` (`timm/models/vision_transformer.py`) and its
-`Eva` (`timm/models/eva.py`: EVA-02 and the `vit_*_rope_*` ViTs, with 2-D RoPE) state dicts read
-and written (with an optional timm config.json), a live timm model read (`read_live`), and the
-models the peers time built (`build_model`). Sections: reading VisionTransformer, Eva, writing,
-a live model.
+"""timm, as one plug-in: its `VisionTransformer` (`timm/models/vision_transformer.py`), its
+`Eva` (`timm/models/eva.py`: EVA-02, the `vit_*_rope_*` ViTs, DINOv3 and Perception Encoder, with
+2-D RoPE) and its Qwen3-ViT encoder (`timm/models/qwen3_vit.py`) state dicts read and written (with
+an optional timm config.json), a live timm model read (`read_live`), and the models the peers time
+built (`build_model`). Sections: reading VisionTransformer, Eva, Qwen3-ViT, writing, a live model.
 
 ## VisionTransformer
 
@@ -25,18 +25,27 @@ Spelling, normalised on import to VisionTransformer's so that one table serves b
 a zero buffer, never saved: a zero key bias, exact), or unfused `attn.{q,k,v}_proj` (qkv_fused=False);
 LayerScale is `gamma_1` / `gamma_2` (VisionTransformer's `ls1.gamma` / `ls2.gamma`). Export writes
 `Eva(attn_type='rope')`, timm's `AttentionRope`: the same function with one packed, fully biased
-qkv, so the spec's key bias is kept whatever it is; LayerScale goes back to `gamma_1` / `gamma_2`.
+qkv, so the spec's key bias is kept whatever it is (a spec without the key's bias alone, DINOv3's,
+as `attn_type='eva'`: EvaAttention's q_bias and v_bias); LayerScale goes back to `gamma_1` / `gamma_2`.
 
 RoPE: Eva's default `rope_type='cat'` (RotaryEmbeddingCat, in_pixels=False) is the spec's
 `rope_coords='index'`, `rope_theta` = `rope_temperature` (default 1e4), `rope_ref_grid` =
 `ref_feat_shape` (default none) and `rope='axial_interleaved'`, or `'axial_half'` with
-`rope_rotate_half=True` (shared/core/rotary.py). No tensor records any of it, nor whether RoPE is
-on: a timm config.json whose `model_args` state them says so, or `--set rope=...`; timm's defaults
-fill the rest, printed as conventions. A state dict spelled as Eva's with neither is asked for.
+`rope_rotate_half=True` (shared/core/rotary.py); `rope_type='dinov3'` (timm's DINOv3 models) is
+`rope_coords='centered'`. `rope_grid_indexing='xy'` (Perception Encoder) puts the columns' angles
+first: read with each head's query and key dimensions permuted (`swap_rope_axes`), the same
+function. No tensor records any of it, nor whether RoPE is on: a timm config.json whose
+`model_args` state them says so (push_to_hub writes only the caller's overrides there: an Eva or
+VisionTransformer `architecture`'s own settings, heads and norm eps are read from timm's registry,
+`with_registry_args`), or
+`--set rope=...`; timm's defaults fill the rest, printed as conventions. A state dict spelled as
+Eva's with neither is asked for. Eva's map pool reads every token, as the spec's (PE-core's, over
+its class token), at the blocks' heads and MLP width.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -57,6 +66,7 @@ from shared.checkpoints.decoding import Key, decode_config, pair, tensor_shape
 from shared.checkpoints.live import Reading, is_identity, module_of, size_of
 from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
 from shared.core.files import write_output
+from shared.core.mapping import Table
 from shared.core.record import shown
 from shared.core.spec import MAX_TOKENS, NORM_EPS_FIELDS, ModelSpec
 from shared.core.timm_names import timm_table
@@ -105,6 +115,7 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
+    config = with_registry_args(config)  # an architecture's own heads (an Eva's rotary settings)
     cfg = _config_values(config)
     conv = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
     dim, channels, ph, pw = conv
@@ -127,17 +138,23 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         inf.fact(name, key in raw, f"presence of tensor {key!r} (timm {option})")
     inf.fact("patch_bias", "patch_embed.proj.bias" in raw, "presence of tensor 'patch_embed.proj.bias' "
              "(timm pre_norm=True builds none)")
-    if "norm_pre.weight" in raw:
-        inf.notes.append("timm's CLIP models (pre_norm) use "
-                         "LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
     inf.convention("remainder", "drop", "timm's PatchEmbed (a valid conv)")
     _infer_tokens_and_head(inf, raw)
     _infer_mlp(inf, raw, cfg)
     _infer_norms_and_biases(inf, raw)
+    arch = decode_config(config, QWEN3_KEYS[:1]).get("architecture")
+    eps = registry_model(arch)[1] if isinstance(arch, str) else None
+    if eps is not None:  # norm_layer=partial(LayerNorm or RmsNorm, eps=..) in the registry's model_args
+        inf.convention("layer_norm_eps", eps, f"timm's registry builds {arch!r} with norm eps {eps:g}")
+    elif "norm_pre.weight" in raw:
+        inf.notes.append("timm's CLIP models (pre_norm) use LayerNorm eps 1e-5: --set layer_norm_eps=1e-5")
     _infer_heads(fmt, inf, cfg, dim, given)
-    _infer_pooling(inf, cfg, raw)
+    _infer_pooling(inf, cfg, raw, eva=is_eva(raw, eva_args(config), given))
     _infer_positions(fmt, inf, cfg, raw, ph, pw, given)
-    infer_eva(inf, raw, config, given)  # timm's Eva: its rotary settings, its defaults
+    if is_qwen3(config):  # timm's Qwen3-ViT encoder: its fixed rotary settings, its defaults
+        infer_qwen3(inf, config, cfg.get("global_pool"))
+    else:
+        infer_eva(inf, raw, config, given)  # timm's Eva: its rotary settings, its defaults
     return inf
 
 
@@ -185,7 +202,8 @@ def _infer_norms_and_biases(inf: Inference, raw: Raw) -> None:
     rms = "blocks.0.norm1.bias" not in raw and "blocks.0.norm1.weight" in raw
     inf.fact("norm_type", "rms_norm" if rms else "layer_norm",
              "presence of tensor 'blocks.0.norm1.bias' (timm's RmsNorm has none)")
-    aimv2 = "timm's RmsNorm default; AIMv2's is 1e-5: --set layer_norm_eps=1e-5"
+    aimv2 = ("timm's RmsNorm default; AIMv2's is 1e-5: --set layer_norm_eps=1e-5 (or a config naming its "
+             "architecture)")
     inf.convention("layer_norm_eps", 1e-6, aimv2 if rms else "timm's LayerNorm")
     gated = inf.facts["mlp"][0] == "gated"
     absent = {"attn.out": "blocks.0.attn.proj.bias", "mlp.fc1": "blocks.0.mlp.fc1.bias",
@@ -210,10 +228,12 @@ def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given:
                                             "spec field heads"), "width / heads (timm Attention)")
 
 
-def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw) -> None:
+def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw, eva: bool = False) -> None:
+    """VisionTransformer's map pool reads the patch tokens (pool_include_prefix=False); Eva's reads
+    every token, as the spec's does (Perception Encoder's core models pool over their class token)."""
     if "attn_pool.latent" in raw:
         prefix = [k for k in ("cls_token", "dist_token", "reg_token") if k in raw]
-        if prefix:
+        if prefix and not eva:
             raise WeightsError(f"{inf.fmt} checkpoint: tensor 'attn_pool.latent' with tensor {prefix[0]!r}: "
                                "timm's map pool reads the patch tokens only, the spec's every token")
         inf.fact("pooling", "map", "tensor 'attn_pool.latent' (global_pool='map')")
@@ -308,18 +328,22 @@ EVA_KEYS = (  # the Eva arguments a timm config's model_args may state, as Eva(*
     Key("model_args.scale_mlp", bool),
     Key("model_args.num_kv_heads", int | None, ("heads",)),
     Key("model_args.attn_only_layer_scale", bool, ("layer_scale",)),
+    Key("model_args.attn_pool_num_heads", int | None, ("heads",)),
 )
-REFUSED_ARGS = (  # Eva model_args -> (what the spec can say, why another value is refused)
-    ("rope_type", "cat", "only RotaryEmbeddingCat's axial index grid ('mixed' learns its frequencies, "
-                         "'mrope' and 'dinov3' build other grids)"),
-    ("rope_grid_offset", 0, "the spec's index grid starts at 0"),
-    ("rope_grid_indexing", "ij", "the spec's angles are [rows, columns] ('xy' swaps them)"),
-    ("use_post_norm", False, "EvaBlockPostNorm normalises each branch's output (x + LN(f(x))), which "
-                             "no spec norm placement computes"),
-    ("scale_attn_inner", False, "a LayerNorm inside attention"),
-    ("scale_mlp", False, "a LayerNorm inside the MLP"),
-    ("num_kv_heads", None, "grouped-query attention"),
-    ("attn_only_layer_scale", False, "LayerScale on the attention branch only"),
+# rope_type -> the spec's rope_coords: RotaryEmbeddingCat's index grid (in_pixels=False), or
+# RotaryEmbeddingDinoV3's patch centres in [-1, 1] with 2 pi in the angles (timm's DINOv3 models)
+ROPE_TYPES = {"cat": "index", "dinov3": "centered"}
+REFUSED_ARGS = (  # Eva model_args -> (the values the spec can say, why another value is refused)
+    ("rope_type", tuple(ROPE_TYPES), "'mixed' learns its frequencies, 'mrope' builds a 3-D grid"),
+    ("rope_grid_offset", (0,), "the spec's grid starts at index 0 (or DINOv3's centre 0.5); Perception "
+                               "Encoder's 1 moves every patch against the unrotated class token"),
+    ("rope_grid_indexing", ("ij", "xy"), "'ij' and 'xy' are the two orders of the axes"),
+    ("use_post_norm", (False,), "EvaBlockPostNorm normalises each branch's output (x + LN(f(x))), which "
+                                "no spec norm placement computes"),
+    ("scale_attn_inner", (False,), "a LayerNorm inside attention"),
+    ("scale_mlp", (False,), "a LayerNorm inside the MLP"),
+    ("num_kv_heads", (None,), "grouped-query attention"),
+    ("attn_only_layer_scale", (False,), "LayerScale on the attention branch only"),
 )
 
 
@@ -328,6 +352,7 @@ class EvaStateDict(dict[str, np.ndarray]):
     rotary settings no tensor records) although its names are now VisionTransformer's."""
 
     eva_names: tuple[str, ...] = ()  # the Eva-only names seen, for messages
+    axes_swapped: bool = False  # rope_grid_indexing='xy' undone on the q/k rows (swap_rope_axes)
 
 
 def normalise_eva(raw: Raw, source: str) -> Raw:
@@ -364,6 +389,83 @@ def normalise_eva(raw: Raw, source: str) -> Raw:
     return out
 
 
+def swap_rope_axes(raw: Raw, source: str, config: dict[str, Any] | None) -> Raw:
+    """An Eva built with `rope_grid_indexing='xy'` rotates each head's first angle block with the
+    columns and its second with the rows, the spec the other way round: the same function with each
+    head's query and key dimensions permuted, block for block (q . k is a sum over dimensions, so one
+    permutation on both leaves every attention score exact). Interleaved pairs: the halves swap;
+    rotate_half's [a, a]: the quarters swap within each half. Qk-norm's per-head weights follow."""
+    args = eva_args(config)  # without rotation (use_rot_pos_emb=False) the permutation changes nothing
+    if args.get("rope_grid_indexing", "ij") != "xy":
+        return raw
+    heads = decode_config(config, TIMM_KEYS[:1]).get("model_args.num_heads")
+    if heads is None:
+        raise SpecError("config model_args.rope_grid_indexing = 'xy' without model_args.num_heads: its "
+                        "heads' query and key rows are permuted to the spec's [rows, columns] order")
+    out = raw if isinstance(raw, EvaStateDict) else EvaStateDict(raw)
+    for key in [k for k in raw if k.endswith(".attn.qkv.weight")]:
+        prefix, dim = key.removesuffix("qkv.weight"), raw[key].shape[1]
+        if dim % heads or (dim // heads) % 4 or raw[key].shape[0] != 3 * dim:
+            raise WeightsError(f"timm checkpoint {source}: tensor {key!r} {raw[key].shape}: expected (3 x "
+                               f"embed_dim, embed_dim) with {heads} heads of a multiple of 4 dimensions")
+        order = _swapped_axes(dim // heads, args.get("rope_rotate_half", False))
+        rows = np.concatenate([(h * len(order) + order) for h in range(heads)])
+        rows = np.concatenate([rows, dim + rows, np.arange(2 * dim, 3 * dim)])  # q, k; v as it is
+        for name in ("qkv.weight", "qkv.bias"):
+            if prefix + name in out:
+                out[prefix + name] = out[prefix + name][rows]
+        for name in ("q_norm.weight", "q_norm.bias", "k_norm.weight", "k_norm.bias"):
+            if prefix + name in out:
+                out[prefix + name] = out[prefix + name][order]
+    out.axes_swapped = True
+    return out
+
+
+def _swapped_axes(head_dim: int, rotate_half: bool) -> np.ndarray:
+    """The head dimensions of an 'xy' Eva in the spec's 'ij' order (swap_rope_axes)."""
+    q = head_dim // 4
+    blocks = (1, 0, 3, 2) if rotate_half else (2, 3, 0, 1)  # quarters: [c, r, c, r] or [c, c, r, r]
+    return np.concatenate([np.arange(b * q, (b + 1) * q) for b in blocks])
+
+
+def with_registry_args(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """push_to_hub's config.json keeps only the caller's overrides in `model_args` beside the
+    architecture's registry name: the heads it leaves out (and an Eva architecture's rotary settings)
+    are the registry's own, read from the model built on the meta device (no weights, nothing
+    downloaded) as a live one is; the config's own model_args win."""
+    arch = decode_config(config, QWEN3_KEYS[:1]).get("architecture")
+    stated = (config or {}).get("model_args", {})
+    args = registry_model(arch)[0] if isinstance(arch, str) else {}
+    if not args or not isinstance(stated, dict):
+        return config
+    return {**(config or {}), "model_args": {**args, **stated}}
+
+
+@functools.lru_cache(maxsize=8)
+def registry_model(arch: str) -> tuple[dict[str, Any], float | None]:
+    """An Eva or VisionTransformer architecture's heads (an Eva's with its rotary model_args) and its
+    blocks' norm epsilon (a callable in its model_args, which no config.json holds: AIMv2's RmsNorm
+    1e-5, CLIP's 1e-5), read from timm's registry; ({}, None) for another."""
+    try:
+        import timm
+        import torch
+        from timm.models import is_model_in_modules
+
+        eva = is_model_in_modules(arch, ["eva"])
+        if not eva and not is_model_in_modules(arch, ["vision_transformer"]):
+            return {}, None
+        with torch.device("meta"):
+            model = timm.create_model(arch, pretrained=False)
+    except Exception:  # a name timm cannot build states nothing: the tensors are read as ever
+        return {}, None
+    rope = getattr(model, "rope", None)
+    attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
+    args = _eva_rope_args(model, rope) if rope is not None else {"use_rot_pos_emb": False} if eva else \
+        {"num_heads": int(attn.num_heads)} if hasattr(attn, "num_heads") else {}
+    eps = getattr(getattr(model.blocks[0], "norm1", None), "eps", None) if len(model.blocks) else None
+    return args, None if eps is None else float(eps)
+
+
 def eva_args(config: dict[str, Any] | None) -> dict[str, Any]:
     """The Eva arguments the config's model_args states, decoded (`EVA_KEYS`), by their names there."""
     decoded = decode_config(config, EVA_KEYS)
@@ -382,11 +484,19 @@ def infer_eva(inf: Inference, raw: Raw, config: dict[str, Any] | None, given: di
     args = eva_args(config)
     if not is_eva(raw, args, given):
         return
-    for key, expected, why in REFUSED_ARGS:
-        if key in args and args[key] != expected:
-            raise SpecError(f"config model_args.{key} = {shown(args[key])}: expected {expected!r} ({why}); "
-                            "the spec cannot express it")
+    prefix = inf.facts["class_token"][0] or inf.facts["registers"][0]
+    if args.get("rope_grid_offset", 0) != 0 and not prefix:  # every rotated pair moves alike: it cancels
+        inf.notes.append(f"config model_args.rope_grid_offset = {args.pop('rope_grid_offset')}: with no "
+                         "class or register token every query and key moves by it alike, the same function")
+    for key, allowed, why in REFUSED_ARGS:
+        if key in args and args[key] not in allowed:
+            raise SpecError(f"config model_args.{key} = {shown(args[key])}: expected "
+                            f"{' or '.join(map(repr, allowed))} ({why}); the spec cannot express it")
+    if args.get("rope_grid_indexing") == "xy" and not getattr(raw, "axes_swapped", False):
+        raise SpecError("config model_args.rope_grid_indexing = 'xy': these tensors were not permuted to "
+                        "the spec's [rows, columns] order (normalise them with the config)")
     _infer_rope(inf, args, given)
+    _infer_eva_pool(inf, raw, args, given)
     if "activation" in inf.conventions:  # no act_layer stated: Eva takes none (Mlp: nn.GELU, GluMlp: nn.SiLU)
         gated = inf.facts["mlp"][0] == "gated"
         inf.conventions.pop("activation", None)
@@ -413,17 +523,110 @@ def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> 
         inf.asks["rope"] = ("timm's Eva state dicts do not record rotary embeddings: axial_interleaved "
                             "(timm's default layout), axial_half (rope_rotate_half=True) or none "
                             "(use_rot_pos_emb=False)")
-    inf.fact("rope_coords", "index", "timm's RotaryEmbeddingCat (rope_type='cat', in_pixels=False)")
-    inf.fact("rope_bands", "shared", "timm's RotaryEmbeddingCat (the same bands on both axes)")
+    kind = args.get("rope_type", "cat")
+    embedding = "RotaryEmbeddingDinoV3" if kind == "dinov3" else "RotaryEmbeddingCat"
+    inf.fact("rope_coords", ROPE_TYPES[kind], f"timm's {embedding} (rope_type={kind!r})")
+    inf.fact("rope_bands", "shared", f"timm's {embedding} (the same bands on both axes)")
     if "rope_temperature" in args:
         inf.fact("rope_theta", float(args["rope_temperature"]), f"{where}.rope_temperature")
     else:
         inf.convention("rope_theta", 10_000.0, "timm's default rope_temperature")
     ref = args.get("ref_feat_shape")
-    if "ref_feat_shape" in args:  # timm's to_2tuple: one side is both
+    if kind == "dinov3":  # Eva hands ref_feat_shape to RotaryEmbeddingCat only
+        inf.fact("rope_ref_grid", (), "timm's RotaryEmbeddingDinoV3 (no ref_feat_shape)")
+    elif "ref_feat_shape" in args:  # timm's to_2tuple: one side is both
         inf.fact("rope_ref_grid", () if ref is None else pair(ref), f"{where}.ref_feat_shape = {ref!r}")
     else:
         inf.convention("rope_ref_grid", (), "timm's default ref_feat_shape=None (the grid's own indices)")
+
+
+def _infer_eva_pool(inf: Inference, raw: Raw, args: dict[str, Any], given: dict[str, Any]) -> None:
+    """Eva's map pool (AttentionPoolLatent over every token, GELU Mlp, Eva's norm_layer) is the spec's
+    when it has the blocks' heads and MLP width; its own (Perception Encoder's core models: 8 heads)
+    is refused naming the key or tensor."""
+    if "attn_pool.latent" not in raw:
+        return
+    heads = inf.facts.get("heads", (given.get("heads"),))[0]
+    pool_heads = args.get("attn_pool_num_heads")
+    if pool_heads is not None and pool_heads != heads:
+        raise SpecError(f"config model_args.attn_pool_num_heads = {shown(pool_heads)}: expected null or "
+                        f"num_heads {heads} (the spec's map pool attends with the blocks' heads); the spec "
+                        "cannot express it")
+    if "attn_pool_num_heads" not in args:
+        inf.notes.append("timm's Eva map pool: attn_pool_num_heads is in no tensor, read as num_heads "
+                         "(Perception Encoder's core models use 8: give their config)")
+    width = tensor_shape(inf, raw, "attn_pool.mlp.fc1.weight", "out, in")[0]
+    if inf.facts["mlp"][0] == "gated" or width != inf.facts["mlp_dim"][0]:
+        raise WeightsError(f"{inf.fmt} checkpoint: tensor 'attn_pool.mlp.fc1.weight' ({width} rows): the "
+                           f"spec's map pool MLP is the blocks' ({inf.facts['mlp'][0]}, "
+                           f"{inf.facts['mlp_dim'][0]} wide), timm Eva's a GELU Mlp of attn_pool_mlp_ratio")
+
+
+# ---- Qwen3-ViT -----------------------------------------------------------------------------------
+# timm's `qwen3_vit.py`: Qwen3VitEncoder's blocks are EvaBlocks with AttentionRope (VisionTransformer's
+# names), so only the config's architecture tells it from a VisionTransformer: RotaryEmbeddingCat
+# with rotate_half=True on the index grid, GELU-tanh, no prefix token, its (1, G*G, D) table.
+QWEN3_KEYS = (
+    Key("architecture", str),
+    Key("model_args.rope_temperature", float, ("rope_theta",)),
+    Key("model_args.norm_eps", float, ("layer_norm_eps",)),
+)
+QWEN3_CLASS = "timm.models.qwen3_vit.Qwen3VitEncoder"
+
+
+def is_qwen3(config: dict[str, Any] | None) -> bool:
+    """A timm config whose architecture is a `qwen3_vit_*` (push_to_hub writes it beside model_args)."""
+    return str(decode_config(config, QWEN3_KEYS[:1]).get("architecture", "")).startswith("qwen3_vit")
+
+
+def infer_qwen3(inf: Inference, config: dict[str, Any] | None, pool: str | None) -> None:
+    """Qwen3VitEncoder's facts over VisionTransformer's: its class fixes its rotary settings and
+    activation; `pool` is the config's global_pool (push_to_hub writes none for '', the tokens)."""
+    values = decode_config(config, QWEN3_KEYS)
+    where = f"timm's Qwen3VitEncoder (config architecture = {values['architecture']!r})"
+    if pool != "avg":  # 'merge' is refused by its tensors; '' returns the tokens
+        raise SpecError(f"config global_pool = {shown(pool or '')}: expected 'avg' (Qwen3VitEncoder's mean "
+                        "pool; '' returns its tokens, 'merge' its merger's)")
+    for name, value in (("rope", "axial_half"), ("rope_coords", "index"), ("rope_bands", "shared"),
+                        ("rope_ref_grid", ()), ("activation", "gelu_tanh")):
+        inf.conventions.pop(name, None)
+        inf.fact(name, value, f"{where}: RotaryEmbeddingCat(rotate_half=True), its GELU(approximate='tanh')")
+    if "model_args.rope_temperature" in values:
+        inf.fact("rope_theta", values["model_args.rope_temperature"], "config model_args.rope_temperature")
+    else:
+        inf.convention("rope_theta", 10_000.0, f"{where}'s default rope_temperature")
+    if "model_args.norm_eps" in values:
+        inf.conventions.pop("layer_norm_eps", None)
+        inf.fact("layer_norm_eps", values["model_args.norm_eps"], "config model_args.norm_eps")
+    if "pos_resample" in inf.conventions:  # another image than the table's grid
+        raise SpecError(f"{where} resamples its table by bilinear with align_corners=True, which no spec "
+                        "pos_resample computes: give images of the table's grid")
+
+
+def check_qwen3_exportable(s: ModelSpec) -> None:
+    """What Qwen3VitEncoder(global_pool='avg') builds: the rotary spec with GELU-tanh timm writes."""
+    where = "timm Qwen3VitEncoder"
+    for name, expected in (("rope", "axial_half"), ("rope_coords", "index"), ("rope_ref_grid", ()),
+                           ("class_token", False), ("registers", 0), ("pooling", "mean"),
+                           ("final_norm", "none"), ("num_classes", 0), ("qkv_bias", True), ("bias_free", ()),
+                           ("layer_scale", False), ("qk_norm", False), ("norm_before_blocks", False),
+                           ("patch_norm_out", False), ("patch_bias", True), ("norm_type", "layer_norm"),
+                           ("mlp", "standard"), ("pos_embed", "learned"), ("pos_resample", "none"),
+                           ("patch_width", s.patch_height)):
+        require(getattr(s, name) == expected, where, name, getattr(s, name),
+                f"{expected!r} (Qwen3VitEncoder builds no other)")
+    require(s.derived.grid_rows == s.derived.grid_cols, where, "image_width", s.image_width,
+            f"a square patch grid ({s.derived.grid_rows} rows here: its table is G x G)")
+    require(int(s.dim * (s.mlp_dim / s.dim)) == s.mlp_dim, where, "mlp_dim", s.mlp_dim,
+            f"a width timm's int(dim * mlp_ratio) rebuilds from dim={s.dim}")
+
+
+def qwen3_kwargs(s: ModelSpec) -> dict[str, Any]:
+    """The `Qwen3VitEncoder(**kwargs)` that computes `s` (its table's grid is the image's)."""
+    return {"img_size": (s.image_height, s.image_width), "patch_size": s.patch_height, "in_chans": s.channels,
+            "global_pool": "avg", "embed_dim": s.dim, "depth": s.depth, "num_heads": s.heads,
+            "mlp_ratio": s.mlp_dim / s.dim, "pos_embed_grid_size": s.derived.grid_rows,
+            "rope_temperature": s.rope_theta, "norm_eps": s.layer_norm_eps}
 
 
 # ---- export ------------------------------------------------------------------------------------
@@ -431,16 +634,17 @@ def check_eva_exportable(s: ModelSpec) -> None:
     """What `Eva(attn_type='rope')` builds, beyond what the timm exporter already checks."""
     require(s.norm_type == "layer_norm", EVA_TARGET, "norm_type", s.norm_type, "layer_norm (Eva's is built "
             "here with LayerNorm)")
-    require(not s.bias_free, EVA_TARGET, "bias_free", s.bias_free, "none (Eva's proj_bias is not "
+    require(not s.bias_free or keyless_attention(s), EVA_TARGET, "bias_free", s.bias_free,
+            "none or ['attn.key'] with qkv_bias (EvaAttention's q_bias, v_bias; Eva's proj_bias is not "
             "written here)")
     require(s.patch_norm_eps is None, EVA_TARGET, "patch_norm_eps", s.patch_norm_eps, "null")
-    require(s.rope_coords == "index", EVA_TARGET, "rope_coords", s.rope_coords,
-            "index (RotaryEmbeddingCat's grid; its 'dinov3' type is not built here)")
     require(not s.distill_token, EVA_TARGET, "distill_token", s.distill_token,
             "none (Eva has no distillation token)")
     require(not s.patch_norm_out, EVA_TARGET, "patch_norm_out", s.patch_norm_out,
             "false (Eva has no embed norm)")
-    require(s.pooling != "map", EVA_TARGET, "pooling", s.pooling, "cls (token) or mean (avg)")
+    require(s.pooling != "map" or (s.mlp == "standard" and s.pool_qkv_bias and s.pool_norm_eps is None),
+            EVA_TARGET, "pooling", s.pooling, "cls (token), mean (avg), or map with a standard MLP, "
+            "pool_qkv_bias and the blocks' epsilon (Eva's AttentionPoolLatent)")
     act = "silu" if s.mlp == "gated" else "gelu"
     layer = "GluMlp uses nn.SiLU" if act == "silu" else "Mlp uses nn.GELU"
     require(s.activation == act, EVA_TARGET, "activation", s.activation,
@@ -455,15 +659,16 @@ def eva_kwargs(s: ModelSpec) -> dict[str, Any]:
         "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
         "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
         "num_heads": s.heads, "mlp_ratio": s.mlp_dim / s.dim, "swiglu_mlp": s.mlp == "gated",
-        "qkv_bias": s.qkv_bias, "qk_norm": s.qk_norm, "attn_type": "rope", "class_token": s.class_token,
-        "global_pool": {"cls": "token", "mean": "avg"}[s.pooling], "num_reg_tokens": s.registers,
+        "qkv_bias": s.qkv_bias, "qk_norm": s.qk_norm, "class_token": s.class_token,
+        "attn_type": "eva" if keyless_attention(s) else "rope",  # EvaAttention: no key bias
+        "global_pool": spelled(POOLS)[s.pooling], "num_reg_tokens": s.registers,
         "no_embed_class": s.derived.prefix_tokens > 0 and not (s.pos_embed_class_row
                                                                or s.pos_embed_register_rows),
         "use_abs_pos_emb": s.pos_embed == "learned", "init_values": 1.0 if s.layer_scale else None,
         "use_pre_transformer_norm": s.norm_before_blocks, "use_fc_norm": s.final_norm == "pooled",
         "use_post_transformer_norm": s.final_norm == "tokens", "use_rot_pos_emb": True,
         "rope_rotate_half": s.rope == "axial_half", "rope_temperature": s.rope_theta,
-        "ref_feat_shape": tuple(s.rope_ref_grid) or None,
+        "ref_feat_shape": tuple(s.rope_ref_grid) or None, "rope_type": spelled(ROPE_TYPES)[s.rope_coords],
     }
     if s.layer_norm_eps != 1e-6:
         kwargs["norm_layer"] = f"functools.partial(timm.layers.LayerNorm, eps={s.layer_norm_eps!r})"
@@ -490,11 +695,28 @@ UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec
     (".in_proj.", "ParallelScalingBlock (parallel blocks)"),
     ("relative_position", "relative position bias"),
     ("rope", "Eva rope_type='mixed' (learned rotary frequencies)"),
+    ("merger.", "Qwen3-ViT patch merger (norm, 2x2 pixel-unshuffle, MLP to the LLM width; issue 37)"),
     ("attn_pool.pos_embed", "AttentionPoolLatent(pos_embed='abs')"),
     ("attn_pool.q_norm", "AttentionPoolLatent(qk_norm=True)"),
 )
 SPLIT_GATE, SPLIT_LINEAR = ".mlp.fc1_g.", ".mlp.fc1_x."  # timm's SwiGLU: the gate and the linear half
-table = timm_table  # the format's table (shared/core/timm_names.py), the torch port's too
+
+
+# timm's EvaAttention (Eva's attn_type='eva'): q_bias and v_bias beside a bias-free packed qkv, the
+# key's a zero buffer never saved
+KEYLESS_ROWS = "blocks.{i}.attn.{p:query=q_bias|value=v_bias}.bias  blocks.{i}.attn.{p}  heads_bias"
+
+
+def table(fmt: str, spec: ModelSpec) -> Table:
+    """The format's table (shared/core/timm_names.py, the torch port's too); a rotary spec without the
+    key's bias is written as EvaAttention's q_bias and v_bias (eva_kwargs: attn_type='eva')."""
+    base = timm_table(fmt, spec)
+    return Table(KEYLESS_ROWS, fmt, base=base) if keyless_attention(spec) else base
+
+
+def keyless_attention(s: ModelSpec) -> bool:
+    """DINOv3's attention: q and v biased, k not; timm's EvaAttention, in Eva only."""
+    return s.rope != "none" and s.qkv_bias and s.bias_free == ("attn.key",)
 
 
 def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, str]:
@@ -503,14 +725,20 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
 
 def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Raw:
     """Two spellings of the same function become one: timm's split SwiGLU (`fc1_g`, `fc1_x`) is
-    packed as SwiGLUPacked's one `fc1` (gate first). (`config`: not needed here.)"""
+    packed as SwiGLUPacked's one `fc1` (gate first); NaFlexVit's and Eva's spellings, and an 'xy'
+    Eva's heads (`config`: NaFlexVit's channels, the Eva's axis order and heads)."""
+    if "encoder.patch_embed.proj.weight" in raw:
+        raise WeightsError(f"timm checkpoint {source}: tensor 'encoder.patch_embed.proj.weight' is timm's "
+                           "Qwen3VitClassifier's, whose affine-free norm before its head the timm format "
+                           f"does not read yet; its encoder built as {QWEN3_ENCODER} passes verify --model")
     out = dict(raw)
     for key in [k for k in raw if SPLIT_GATE in k]:
         linear = key.replace(SPLIT_GATE, SPLIT_LINEAR)
         if linear not in out:
             raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
         out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
-    return normalise_eva(normalise_naflex(out, source, config), source)  # Eva's spelling (normalise_eva)
+    eva = normalise_eva(normalise_naflex(out, source, config), source)  # Eva's spelling (normalise_eva)
+    return swap_rope_axes(eva, source, with_registry_args(config))  # an 'xy' Eva's heads, the spec's order
 
 
 NAFLEX_CHANNELS = Key("model_args.in_chans", int, ("channels",))  # a Linear's width does not split by itself
@@ -557,24 +785,29 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.pos_embed in ("learned", "none"), TARGET, "pos_embed", s.pos_embed, "learned or none")
     require(s.pooling in POOLS.values(), TARGET, "pooling", s.pooling,
             ", ".join(f"{value} ({name})" for name, value in POOLS.items()))
-    require(s.pooling != "map" or not s.derived.prefix_tokens, TARGET, "pooling", s.pooling,
-            "no class, distillation or register tokens with map (timm's map pool reads the patches only)")
+    require(s.pooling != "map" or not s.derived.prefix_tokens or s.rope != "none", TARGET, "pooling",
+            s.pooling, "no class, distillation or register tokens with map (VisionTransformer's map pool "
+            "reads the patches only; Eva's, a rotary spec's, every token)")
     # a rotary spec is exported as timm's Eva; RmsNorm is its norm_layer, the patch norm its own
     # embed_norm_layer (an epsilon of its own), proj_bias=False every non-q/k/v projection's bias
     require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",))
     no_proj_bias = tuple(n for n in ("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2") if n != "mlp.gate"
                          or s.mlp == "gated")
-    require(s.bias_free in ((), no_proj_bias), TARGET, "bias_free", s.bias_free,
-            f"none or {list(no_proj_bias)} (timm's proj_bias=False; q/k/v by qkv_bias)")
-    if s.rope != "none":
+    require(s.bias_free in ((), no_proj_bias) or keyless_attention(s), TARGET, "bias_free", s.bias_free,
+            f"none or {list(no_proj_bias)} (timm's proj_bias=False; q/k/v by qkv_bias), or ['attn.key'] "
+            "with rope (Eva's EvaAttention)")
+    if s.rope != "none" and s.activation == "gelu_tanh":  # Eva's MLPs are GELU or SiLU, Qwen3-ViT's tanh
+        check_qwen3_exportable(s)
+    elif s.rope != "none":
         check_eva_exportable(s)
     require(not s.patch_norm_in, TARGET, "patch_norm_in", s.patch_norm_in, "false (no LayerNorm before the "
             "patch projection)")
     require(s.patch_bias != s.norm_before_blocks, TARGET, "patch_bias", s.patch_bias,
             f"{not s.norm_before_blocks} with norm_before_blocks={s.norm_before_blocks} (timm builds the "
             "patch bias exactly when pre_norm is false)")
-    positioned = s.pos_embed_class_row or not s.class_token
-    require(not s.registers or s.pos_embed == "none" or s.pos_embed_register_rows == positioned, TARGET,
+    # without a class token either is built: the registers' rows by no_embed_class=False, none by True
+    require(not s.registers or s.pos_embed == "none" or not s.class_token
+            or s.pos_embed_register_rows == s.pos_embed_class_row, TARGET,
             "pos_embed_register_rows", s.pos_embed_register_rows,
             "the same as pos_embed_class_row (timm's table covers every prefix token or none)")
 
@@ -629,6 +862,8 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
 
 def target(s: ModelSpec) -> tuple[str, dict[str, Any]]:
     """The timm class that computes `s` and its keyword arguments: Eva for a rotary spec."""
+    if s.rope != "none" and s.activation == "gelu_tanh":
+        return QWEN3_CLASS, qwen3_kwargs(s)
     if s.rope != "none":
         return "timm.models.eva.Eva", eva_kwargs(s)
     cls = "timm.models.deit.VisionTransformerDistilled" if s.distill_token else \
@@ -713,9 +948,12 @@ def read_live(model: Any) -> Reading | None:
         r.notes.append(f"timm: model.global_pool = {pool!r} has no spec pooling (expected token, avg or map)")
     if getattr(model, "pos_embed", None) is not None and hasattr(model, "no_embed_class"):
         prefix_rows = not model.no_embed_class
-        where = f"timm: model.no_embed_class = {model.no_embed_class}, has_class_token, num_reg_tokens"
-        r.fact("pos_embed_class_row", prefix_rows and bool(getattr(model, "has_class_token", True)), where)
-        r.fact("pos_embed_register_rows", prefix_rows and bool(getattr(model, "num_reg_tokens", 0)), where)
+        # Eva keeps no has_class_token / num_reg_tokens: its cls_token and reg_token say it
+        has_class = getattr(model, "has_class_token", getattr(model, "cls_token", None) is not None)
+        registers = getattr(model, "num_reg_tokens", getattr(model, "reg_token", None) is not None)
+        where = f"timm: model.no_embed_class = {model.no_embed_class}, its class and register tokens"
+        r.fact("pos_embed_class_row", prefix_rows and bool(has_class), where)
+        r.fact("pos_embed_register_rows", prefix_rows and bool(registers), where)
     if hasattr(model, "norm_pre"):
         r.fact("norm_before_blocks", not is_identity(model.norm_pre), "timm: model.norm_pre")
     if hasattr(model, "fc_norm") and hasattr(model, "norm"):
@@ -731,6 +969,8 @@ def read_live(model: Any) -> Reading | None:
         r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
     else:  # an Eva: its constructor's rotary arguments, as a timm config's model_args states them
         r.config = {"model_args": _eva_rope_args(model, rope)}
+        if type(model).__name__ == "Qwen3VitEncoder":  # EvaBlocks whose rotary settings are its class's
+            r.config.update(architecture="qwen3_vit (Qwen3VitEncoder)", global_pool=model.global_pool)
     return r
 
 
@@ -742,10 +982,36 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
         raise SpecError("your model is a timm NaFlexVit, whose Linear patch projection and (rows, cols) "
                         "table verify --model cannot bind yet; its state dict converts to the same "
                         "function (convert --from timm, then verify the converted weights)")
+    refuse_qwen3_live(model)
+    rope = getattr(model, "rope", None)
+    if getattr(rope, "grid_indexing", "ij") == "xy" and module_of(model).startswith("timm."):
+        raise SpecError("your model is a timm Eva with rope_grid_indexing='xy', whose query and key rows "
+                        "convert to the spec's axis order by a permutation verify --model cannot bind; its "
+                        "state dict converts to the same function (convert --from timm with its config)")
     if not module_of(model).startswith("timm.") or spec.mlp != "gated" or not callable(
             getattr(model, "state_dict", None)) or not any(SPLIT_GATE in k for k in model.state_dict()):
         return []
     return [timm_table("timm (split SwiGLU)", spec, split=True)]
+
+
+QWEN3_ENCODER = "Qwen3VitEncoder(global_pool='avg') (its blocks, mean-pooled: the spec's)"
+
+
+def refuse_qwen3_live(model: Any) -> None:
+    """timm's Qwen3-ViT (`qwen3_vit.py`): its encoder without the merger is a rotary ViT the spec says
+    (EvaBlocks, axial_half RoPE on the index grid, gelu_tanh, no prefix token, mean pool); the merger
+    and the classifier's affine-free norm before its head are refused, naming the module."""
+    name = type(model).__name__
+    if not module_of(model).startswith("timm.") or not name.startswith("Qwen3Vit"):
+        return
+    if name == "Qwen3VitClassifier":
+        raise SpecError("your model is a timm Qwen3VitClassifier, whose model.norm (a LayerNorm without "
+                        "scale or bias) before model.head no spec tensor binds yet; verify its encoder built "
+                        f"as {QWEN3_ENCODER}")
+    if getattr(model, "merger", None) is not None:
+        raise SpecError("your model is a timm Qwen3VitEncoder with model.merger, Qwen3-ViT's patch merger "
+                        "(2x2 pixel-unshuffle, MLP to the LLM width), which the spec cannot express yet "
+                        f"(issue 37); verify it built as {QWEN3_ENCODER}")
 
 
 # timm's norm layers by class name -> the spec's norm_type (LayerNorm2d and the like never stand in a ViT)
@@ -787,15 +1053,26 @@ def _live_norms(r: Reading, model: Any) -> None:
 
 def _eva_rope_args(model: Any, rope: Any) -> dict[str, Any]:
     """A timm Eva's rotary settings, read back from its modules in the form of the `model_args`
-    the timm format's Eva inference reads (and refuses what the spec cannot say from)."""
+    the timm format's Eva inference reads (and refuses what the spec cannot say from), with the
+    heads of its blocks and of its map pool."""
     attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
     ref = getattr(rope, "ref_feat_shape", None)
-    cat = type(rope).__name__ == "RotaryEmbeddingCat" and not getattr(rope, "in_pixels", False) \
+    kind = type(rope).__name__
+    cat = kind == "RotaryEmbeddingCat" and not getattr(rope, "in_pixels", False) \
         and not getattr(rope, "linear_bands", False)  # the axial index grid the spec states
-    return {"use_rot_pos_emb": True,
-            "rope_type": "cat" if cat else f"{type(rope).__name__} (in_pixels or linear bands)",
+    dinov3 = kind == "RotaryEmbeddingDinoV3" and getattr(rope, "normalize_coords", "separate") == "separate" \
+        and getattr(rope, "min_period", None) is None  # patch centres per axis, temperature's periods
+    args = {"use_rot_pos_emb": True,
+            "rope_type": "cat" if cat else "dinov3" if dinov3 else
+            f"{kind} (in_pixels, linear bands, normalize_coords or min/max periods)",
             "rope_rotate_half": bool(getattr(attn, "rotate_half", False)),
             "rope_temperature": float(getattr(rope, "temperature", 10_000.0)),
             "ref_feat_shape": list(ref) if ref is not None else None,
             "rope_grid_offset": float(getattr(rope, "grid_offset", 0.0)),
             "rope_grid_indexing": getattr(rope, "grid_indexing", "ij")}
+    if attn is not None and hasattr(attn, "num_heads"):
+        args["num_heads"] = int(attn.num_heads)
+    pool = getattr(model, "attn_pool", None)
+    if pool is not None and hasattr(pool, "num_heads"):
+        args["attn_pool_num_heads"] = int(pool.num_heads)
+    return args
