@@ -253,3 +253,22 @@ def test_an_mlx_model_the_spec_does_not_describe_is_refused_in_one_line() -> Non
     assert not result.passed and "\n" not in result.explanation
     assert result.explanation.startswith("your model's parameters do not bind to spec 'tiny-public' "
                                          "(structure): 8 canonical tensors missing (blocks.0.attn.query.bias")
+
+
+# ---- weights too small to judge by ------------------------------------------------------------
+def test_a_zero_initialised_head_is_judged_on_the_canonical_weights_and_its_mistake_seen() -> None:
+    """A zero-initialised head (timm's jax init, DINOv3's near-zero one) gives its bias whatever
+    the image, which every model matches: the verdict loads portbench's canonical weights instead,
+    says so, and so sees the class token read out where the spec pools the mean."""
+    import torch
+
+    model = PaperViT(TINY)
+    with torch.no_grad():
+        model.classifier[-1].weight.zero_()
+    result = portbench.check(model, TINY.replace(pooling="mean"), trace=False)
+    assert not result.passed and "with pooling=cls" in result.explanation, result.explanation
+    assert result.notes[-1] == ("weights: with your model's own parameters its logits move by at most 0 "
+                                "over the probe images, under 1000 x the tolerance 5.0e-06, where a wrong "
+                                "function passes unseen: portbench's canonical weights (seed 0) were loaded "
+                                "into it instead")
+    passes(portbench.check(model, TINY, trace=False))

@@ -116,7 +116,9 @@ def run_user_model(args: argparse.Namespace) -> int:
         print(line)
     for c in run.contradictions:
         print(f"spec check: {c.line()}")
-    how = "--weights loaded into your model" if args.weights else "your model's own parameters, bound"
+    how = ("--weights loaded into your model" if args.weights else "portbench's canonical weights (your "
+           "own move its logits too little to judge by), bound" if run.report.get("canonical_weights")
+           else "your model's own parameters, bound")
     case = VerifyCase(run.spec, run.tensors, images, f"weights: {how} by {run.binding['rule']}")  # fitted
     print_verdicts([case], [result.entry, *result.ports], result.pairwise)
     if result.diagnosis is not None:

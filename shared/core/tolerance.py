@@ -77,6 +77,23 @@ def size_class(spec: ModelSpec) -> str:
     return "large" if spec.derived.params >= LARGE_MODEL_PARAMS else "small"
 
 
+# A verdict on logits that vary over the probe images by less than this many tolerances cannot see
+# a wrong function: a spec mistake moves the logits by a fraction of how much the images move them
+# (the smallest in the catalogue, an epsilon, by well under 0.1 %), which then stays under the
+# tolerance; a zero-initialised head (logits: its bias, whatever the image) passes anything
+DISCERNING_RATIO = 1000.0
+
+
+def logit_spread(reference_logits: np.ndarray) -> float:
+    """How far the logits move over the batch: max |logit - its mean over the images|."""
+    return float(np.max(np.abs(reference_logits - reference_logits.mean(axis=0))))
+
+
+def discerning(reference_logits: np.ndarray, tolerance: float) -> bool:
+    """Whether a gap under `tolerance` on these logits says the function is the same."""
+    return logit_spread(reference_logits) >= DISCERNING_RATIO * tolerance
+
+
 def logit_scale(reference_logits: np.ndarray | None) -> float:
     """max(1, max |reference logit|): what a relative bound is multiplied by."""
     return max(1.0, 0.0 if reference_logits is None else float(np.max(np.abs(reference_logits))))
