@@ -149,6 +149,14 @@ BAD_SPECS = [
     # issue 36: the rotary frequency bands per axis
     ({"rope_bands": "alternate"}, "rope_bands", "one of shared | alternating"),
     ({"rope_bands": "alternating"}, "rope_bands", "'shared' when rope is 'none' (no rotary embeddings)"),
+    # issue 37: how inputs are batched (NaFlex: per-image grids padded to max_patches)
+    ({"batching": "packed"}, "batching", "one of fixed | naflex"),
+    ({"max_patches": 4}, "max_patches", "null when batching is 'fixed'"),
+    ({"batching": "naflex"}, "max_patches", "an integer from 1 to 4 (the 2 x 2 patch grid"),
+    ({"batching": "naflex", "max_patches": 5}, "max_patches", "an integer from 1 to 4"),
+    ({"batching": "naflex", "max_patches": 4}, "pos_embed", "'none' when batching is 'naflex'"),
+    ({"batching": "naflex", "max_patches": 4, "pos_embed": "none", "pos_embed_class_row": False,
+      "pooling": "flatten"}, "pooling", "cls, mean, mean_all or map when batching is 'naflex'"),
 ]
 
 

@@ -2,7 +2,9 @@
 
 `compare_tensor` compares any tensor with a reference within a tolerance: the shapes must be
 equal, every value finite (a NaN or an infinity FAILS, never passes by comparing false), and the
-largest absolute difference within the tolerance. `check_logits` is the one function that
+largest absolute difference within the tolerance; of a naflex batch's token tensors only the valid
+tokens count (`valid`, shared/core/batching.py's `valid_rows`): what a port leaves in the padding is
+no output of the model. `check_logits` is the one function that
 decides a port: its logits against the float64 reference within the rung's bound and above its
 floor (`shared/core/tolerance.py`), its own parameter count against `spec.derived.params`, and
 the precision contract (`shared/core/precision.py`) on the dtype of every named tensor the
@@ -109,12 +111,15 @@ class PortVerdict(DataRecord):
 
 
 def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
-                   what: str = "logits") -> Comparison:
-    """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance."""
+                   what: str = "logits", valid: np.ndarray | None = None) -> Comparison:
+    """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance, over
+    the entries `valid` (a bool array of their shape) marks, or every entry."""
     got = np.asarray(got)
     reference = np.asarray(reference, dtype=np.float64)
     if got.shape != reference.shape:
         return Comparison(False, tolerance, reason=f"{what} shape {got.shape}, expected {reference.shape}")
+    if valid is not None:  # the valid tokens' entries only, flattened
+        got, reference = got[valid], reference[valid]
     finite = np.isfinite(got)
     if not finite.all():
         bad = int(got.size - np.count_nonzero(finite))

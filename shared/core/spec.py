@@ -27,6 +27,9 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
 - with a distillation token the logits are the mean of the class head's and the distillation
   head's (timm's and Transformers' inference output); `num_classes = 0` means no head at all: the
   output is the pooled vector (a CLIP or SigLIP image tower's embedding);
+- `batching = "naflex"` (shared/core/batching.py): the input is each image's patches at its own
+  grid, padded to `max_patches` tokens (`derived.num_patches`); a key-padding mask keeps attention
+  and pooling off the padding, and only the valid tokens are compared;
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
   row for the class token when `pos_embed_class_row` is true;
 - a learned table may hold another patch grid than the image's (`pos_grid_height` x
@@ -72,6 +75,12 @@ RopeCoords = Literal["index", "centered"]
 # with the even ones on rows and the odd ones on columns (Pixtral).
 RopeBands = Literal["shared", "alternating"]
 ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(RopeBands)
+# How a batch's images reach the model (shared/core/batching.py): `fixed`, every image image_height x
+# image_width, patchified at the spec's one grid; `naflex`, SigLIP2's NaFlex: each image already
+# patchified at its own grid of rows x cols patches (rows * cols <= max_patches), its tokens padded to
+# max_patches and a key-padding mask keeping attention and pooling off the padding.
+Batching = Literal["fixed", "naflex"]
+BATCHINGS = get_args(Batching)
 # The normalisation every norm of the model computes: LayerNorm, or RMSNorm (scale only, no mean
 # subtracted: AIMv2, Pixtral, the Qwen2.5-VL encoder, InternViT with norm_type 'rms_norm').
 NormType = Literal["layer_norm", "rms_norm"]
@@ -102,6 +111,7 @@ class ModelSpec(Record):
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
+        "batching", "max_patches",
     })
 
     # Input and patching.
@@ -114,6 +124,10 @@ class ModelSpec(Record):
     patch_bias: bool = True  # the patch projection's bias (CLIP's has none)
     patch_norm_in: bool = False  # LayerNorm on each flattened patch before the projection (vit-pytorch)
     patch_norm_out: bool = False  # LayerNorm on each embedded patch token (vit-pytorch)
+    batching: Batching = "fixed"  # naflex: per-image patch grids, padded, with a key-padding mask
+    # naflex: the token length every image is padded to (null with fixed); each image's grid fits in
+    # the image's (image_height / patch_height rows, image_width / patch_width columns).
+    max_patches: int | None = None
     # Tokens and positions.
     dim: int = 768
     class_token: bool = True
@@ -206,7 +220,7 @@ class Derived:
     cols_padded: int
     padded_height: int  # image size the patch layer actually sees
     padded_width: int
-    num_patches: int
+    num_patches: int  # naflex: max_patches, the length every image's patches are padded to
     prefix_tokens: int  # class + distillation + register tokens, before the patches
     seq_len: int  # prefix tokens + patches
     patch_features: int  # ph * pw * C, the length of one flattened patch
@@ -230,7 +244,7 @@ class Derived:
     def of(cls, s: ModelSpec) -> Derived:
         rows, cols = patch_grid(s)
         used_h, used_w = rows * s.patch_height, cols * s.patch_width
-        num_patches = rows * cols
+        num_patches = rows * cols if s.max_patches is None else s.max_patches  # naflex: padded length
         prefix = int(s.class_token) + int(s.distill_token) + s.registers
         seq_len = num_patches + prefix
         pos_grid_rows = rows if s.pos_grid_height is None else s.pos_grid_height
@@ -355,6 +369,7 @@ def validate_spec(s: ModelSpec) -> None:
     if s.kv_heads is not None and (not is_integer(s.kv_heads) or s.kv_heads < 1 or s.heads % s.kv_heads):
         _fail("kv_heads", s.kv_heads, f"a positive divisor of heads = {s.heads}, or null")
     _validate_rope(s)
+    _validate_batching(s, rows, cols)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
@@ -368,6 +383,28 @@ def validate_spec(s: ModelSpec) -> None:
         if s.pos_rows < needed:
             _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
     _validate_resampling(s, rows, cols)
+
+
+def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
+    """`naflex`: a padded length every image's grid can fill, and only what reads tokens by position
+    in the padded sequence refused (this slice has no per-image positions or rotary coordinates)."""
+    if s.batching not in BATCHINGS:
+        _fail("batching", s.batching, f"one of {', '.join(BATCHINGS)}")
+    if s.batching == "fixed":
+        if s.max_patches is not None:
+            _fail("max_patches", s.max_patches, "null when batching is 'fixed' (one grid, no padding)")
+        return
+    if not is_integer(s.max_patches) or not 1 <= s.max_patches <= rows * cols:
+        _fail("max_patches", s.max_patches, f"an integer from 1 to {rows * cols} (the {rows} x {cols} patch "
+              "grid of image_height x image_width) when batching is 'naflex'")
+    refused = {"pos_embed": (s.pos_embed, "none"), "rope": (s.rope, "none")}
+    for name, (value, wanted) in refused.items():
+        if value != wanted:
+            _fail(name, value, f"{wanted!r} when batching is 'naflex' (positions per image grid are not "
+                  "built yet)")
+    if s.pooling == "flatten":
+        _fail("pooling", s.pooling, "cls, mean, mean_all or map when batching is 'naflex' (flatten would "
+              "read the padding)")
 
 
 def _validate_tokens_and_heads(s: ModelSpec) -> None:

@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
+from shared.core.batching import valid_rows
 from shared.core.data_record import Bound, DataRecord, derived, stored_as
 from shared.core.equivalence import PortVerdict, check_logits, compare_tensor, not_run, tap_budget
 from shared.core.precision import FLOAT32, Precision
@@ -114,10 +115,11 @@ class PortTrace(DataRecord):
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
                  framework: str, precision: Precision = FLOAT32,
                  emulated: dict[str, np.ndarray] | None = None, param_count: int | None = None,
-                 tap_dtypes: dict[str, str] | None = None) -> PortTrace:
+                 tap_dtypes: dict[str, str] | None = None, images: np.ndarray | None = None) -> PortTrace:
     """Every tap against the reference's within its budget (where the port leaves the spec's
-    function), and the port's verdict from its logits tap, `param_count` and `tap_dtypes` (when
-    the worker read them) by `check_logits`, the one function `verify` decides by."""
+    function; of a naflex batch `images`, on its valid tokens only), and the port's verdict from its
+    logits tap, `param_count` and `tap_dtypes` (when the worker read them) by `check_logits`, the
+    one function `verify` decides by."""
     gap = None if emulated is None else max_abs_diff(emulated["logits"], reference["logits"])
     verdict = check_logits(spec, port_taps["logits"], reference["logits"], param_count, precision, gap,
                            tap_dtypes=tap_dtypes, framework=framework) if "logits" in port_taps else \
@@ -130,7 +132,7 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
         if name not in port_taps:
             rows.append(TapRow(name, magnitude, None, budget, note="missing in this port"))
             continue
-        tap = compare_tensor(port_taps[name], ref, budget, what=name)
+        tap = compare_tensor(port_taps[name], ref, budget, what=name, valid=valid_rows(spec, images, ref))
         error = tap.max_abs_diff if tap.max_abs_diff is not None else float("inf")
         note = "" if tap.passed or tap.max_abs_diff is not None else str(tap.reason)
         rows.append(TapRow(name, magnitude, error, budget, over=not tap.passed, note=note))
@@ -168,7 +170,7 @@ def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: lis
             else:
                 taps, report = got
                 traces.append(compare_taps(spec, reference, taps, fw, precision, emulated,
-                                           report.get("param_count"), report.get("tap_dtypes")))
+                                           report.get("param_count"), report.get("tap_dtypes"), images))
     return reference, traces
 
 
