@@ -278,7 +278,10 @@ class Port:
     def sync(self, result: Any = None) -> None:
         if result is None:
             return
-        if BACKEND == "jax":
+        if isinstance(result, tuple):  # what `prepare` made of a naflex batch: each part
+            for part in result:
+                self.sync(part)
+        elif BACKEND == "jax":
             result.block_until_ready()
         elif BACKEND == "torch":
             import torch
