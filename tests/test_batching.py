@@ -16,6 +16,7 @@ from shared.core.presets import get_preset
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
 from shared.errors import InputError
+from shared.teaching.first_divergence import compare_taps, report_lines
 from tests.ports_cache import port
 
 SPEC = get_preset("naflex-tiny")
@@ -85,3 +86,22 @@ def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str,
     monkeypatch.setattr(module, "token_mask", lambda s, b: np.ones((len(b), s.derived.seq_len), bool))
     mutated = check_logits(spec, p.logits(noisy), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+def test_a_fault_in_one_image_is_named_by_trace_and_verdict() -> None:
+    """A planted gap in image 2's valid tokens (and its logits): the trace's first divergent tap and
+    the verdict both name image 2; the same gap in image 2's padding is no divergence at all."""
+    weights, batch = init_weights(SPEC, 0), probe_batch(SPEC, 4)
+    ref = {}
+    reference.forward(SPEC, weights, batch, ref)
+    planted = {name: np.array(t, dtype=np.float32) for name, t in ref.items()}
+    planted["block1.out"][2, 0] += 1.0  # image 2 (3 x 1 grid): token 0 is valid
+    trace = compare_taps(SPEC, ref, planted, "planted", images=batch)
+    assert trace.first_divergence.name == "block1.out"
+    assert "worst at image 2" in report_lines([trace])[0]
+    padding = {name: np.array(t, dtype=np.float32) for name, t in ref.items()}
+    padding["block1.out"][2, 5] += 1.0  # token 5 of a 3-patch image is padding
+    assert compare_taps(SPEC, ref, padding, "padding", images=batch).first_divergence is None
+    logits = ref["logits"].copy()
+    logits[2, 3] += 1.0
+    assert "(worst at image 2)" in check_logits(SPEC, logits, ref["logits"]).reason

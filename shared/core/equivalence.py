@@ -40,6 +40,7 @@ class Comparison:
     max_abs_diff: float | None = None  # None when not comparable (shape, non-finite values)
     max_rel_diff: float | None = None
     reason: str | None = None  # why it failed, one line; None when it passed
+    worst_image: int | None = None  # with `by_image`: the image (axis 0) of the largest gap
 
 
 # The numbers a verdict states: non-negative and finite (a gap that could not be measured is None).
@@ -110,14 +111,16 @@ class PortVerdict(DataRecord):
         return super().from_dict(data, where, error)
 
 
-def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
-                   what: str = "logits", valid: np.ndarray | None = None) -> Comparison:
+def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float, what: str = "logits",
+                   valid: np.ndarray | None = None, by_image: bool = False) -> Comparison:
     """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance, over
-    the entries `valid` (a bool array of their shape) marks, or every entry."""
+    the entries `valid` (a bool array of their shape) marks, or every entry. `by_image` (a batch of
+    images at their own grids): a failure names the image, along axis 0, of the largest gap."""
     got = np.asarray(got)
     reference = np.asarray(reference, dtype=np.float64)
     if got.shape != reference.shape:
         return Comparison(False, tolerance, reason=f"{what} shape {got.shape}, expected {reference.shape}")
+    worst = worst_image(got, reference, valid) if by_image and got.ndim else None
     if valid is not None:  # the valid tokens' entries only, flattened
         got, reference = got[valid], reference[valid]
     finite = np.isfinite(got)
@@ -127,9 +130,19 @@ def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
                                                    "finite (NaN or infinity)")
     err, rel = max_abs_diff(got, reference), max_rel_diff(got, reference)
     if not err <= tolerance:
+        at = "" if worst is None else f" (worst at image {worst})"
         return Comparison(False, tolerance, err, rel,
-                          f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}")
+                          f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}{at}", worst)
     return Comparison(True, tolerance, err, rel)
+
+
+def worst_image(got: np.ndarray, reference: np.ndarray, valid: np.ndarray | None) -> int:
+    """The index along axis 0 (the image) of the largest |got - reference| over the `valid` entries."""
+    gap = np.abs(got.astype(np.float64) - reference)
+    gap = np.where(np.isfinite(gap), gap, np.inf)
+    if valid is not None:
+        gap = np.where(valid, gap, 0.0)
+    return int(np.argmax(gap.reshape(len(gap), -1).max(axis=1)))
 
 
 def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
@@ -146,7 +159,7 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     logits began. The first failure found is the reason."""
     tolerance = logit_atol(spec, reference, precision, emulated_gap)
     floor = rung_floor(spec, reference, precision, emulated_gap)
-    comparison = compare_tensor(logits, reference, tolerance)
+    comparison = compare_tensor(logits, reference, tolerance, by_image=spec.batching != "fixed")
     err, expected = comparison.max_abs_diff, spec.derived.params
     reason = comparison.reason
     if reason and first_nonfinite:

@@ -132,9 +132,12 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
         if name not in port_taps:
             rows.append(TapRow(name, magnitude, None, budget, note="missing in this port"))
             continue
-        tap = compare_tensor(port_taps[name], ref, budget, what=name, valid=valid_rows(spec, images, ref))
+        tap = compare_tensor(port_taps[name], ref, budget, what=name, valid=valid_rows(spec, images, ref),
+                             by_image=spec.batching != "fixed")
         error = tap.max_abs_diff if tap.max_abs_diff is not None else float("inf")
         note = "" if tap.passed or tap.max_abs_diff is not None else str(tap.reason)
+        if not tap.passed and tap.max_abs_diff is not None and tap.worst_image is not None:
+            note = f"worst at image {tap.worst_image}"  # a batch of images at their own grids
         rows.append(TapRow(name, magnitude, error, budget, over=not tap.passed, note=note))
     return PortTrace(framework, verdict=verdict, rows=tuple(rows))
 
@@ -194,8 +197,10 @@ def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
                                                f"{worst.error:.2g} of {worst.budget:.2g}")
             lines.append(f"{t.framework}: all {len(t.rows)} taps within budget{margin}")
         else:
-            detail = first.note or f"error {first.error:.3g} > budget {first.budget:.2g} " \
-                                   f"(|ref| up to {first.magnitude:.3g})"
+            detail = (f"error {first.error:.3g} > budget {first.budget:.2g} "
+                      f"(|ref| up to {first.magnitude:.3g})")
+            if first.note:  # why it could not be compared, or the image of the largest gap
+                detail = first.note if not np.isfinite(first.error) else f"{detail}, {first.note}"
             lines.append(f"{t.framework}: first divergence at {first.name}: {detail}")
             others = [(o.framework, _row(o, first.name)) for o in traces if o is not t and not o.error]
             seen = [f"{fw} {row.error:.2g}" for fw, row in others
