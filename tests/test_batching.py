@@ -1,6 +1,8 @@
-"""Issue 37's first slice: a NaFlex batch (each image at its own patch grid, padded to max_patches,
-with a key-padding mask) through the float64 reference and the four ports, judged on the tokens
-that count. Tiny: naflex-tiny (32,170 parameters), four images of 3x4, 4x1, 3x1 and 1x1 patches."""
+"""Issue 37's first slices: a NaFlex batch (each image at its own patch grid, padded to max_patches,
+with a key-padding mask) and a packed one (Pixtral's: several images one after another in each
+sequence, attending block-diagonally) through the float64 reference and the four ports, judged on
+the tokens that count. Tiny: naflex-tiny (32,170 parameters), four images of 3x4, 4x1, 3x1 and 1x1
+patches; packed-tiny (the same tower, mean-pooled), four sequences of 16 tokens of three images each."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 import ports
 from shared.core import reference
-from shared.core.batching import patch_mask, valid_rows
+from shared.core.batching import attention_mask, image_grids, patch_mask, pool_mask, segments, valid_rows
 from shared.core.equivalence import check_logits, compare_tensor
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
@@ -22,12 +24,15 @@ from tests.ports_cache import port
 SPEC = get_preset("naflex-tiny")
 # The same tower with a class token and a register (prefix keys always valid) and masked mean pooling.
 MEAN = SPEC.replace(name="naflex-mean", class_token=True, registers=1, pooling="mean")
+PACKED = get_preset("packed-tiny")
+# Packed with an attention pool: a probe per image, each over its own image's tokens.
+PACKED_MAP = PACKED.replace(name="packed-map", pooling="map")
 
 
 def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
     """The batch with large random values where its padding was zeros: no valid output may move."""
     noisy = batch.copy()
-    pad = ~patch_mask(batch["grid"], spec.max_patches)
+    pad = segments(spec, batch) < 0
     noisy["patches"][pad] = 50 * np.random.default_rng(7).standard_normal(noisy["patches"][pad].shape)
     return noisy
 
@@ -39,29 +44,62 @@ def test_probe_batch_mixes_grids_and_is_checked() -> None:
     assert not batch["patches"][~patch_mask(batch["grid"], 12)].any()  # zeros in the padding
     bad = batch.copy()
     bad["grid"][1] = (4, 4)  # 16 patches > max_patches 12
-    with pytest.raises(InputError, match=r"image 1 has grid 4 x 4, expected .* <= max_patches = 12"):
+    with pytest.raises(InputError, match=r"sequence 1 holds 16 patches \(4 x 4\), expected at"):
         reference.forward(SPEC, init_weights(SPEC, 0), bad)
     with pytest.raises(InputError, match="a naflex batch is a 1-D structured array"):
         reference.forward(SPEC, init_weights(SPEC, 0), np.zeros((4, 32, 32, 3), np.float32))
 
 
-@pytest.mark.parametrize("spec", [SPEC, MEAN], ids=["map", "mean"])
+def test_packed_probe_batch_masks_and_bounds() -> None:
+    """Three images a sequence at seeded grids, one after another; attention block-diagonal (the
+    padding attends to itself), so every row keeps a key; each image pools its own patches."""
+    batch = probe_batch(PACKED, 4)
+    assert batch["grid"].tolist() == [[[4, 2], [2, 2], [1, 3]], [[1, 3], [3, 2], [1, 1]],
+                                      [[1, 3], [1, 2], [3, 3]], [[2, 2], [4, 1], [2, 3]]]
+    seg = segments(PACKED, batch)
+    assert seg[1].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 2, -1, -1, -1, -1, -1, -1]
+    assert not batch["patches"][seg < 0].any()  # zeros in the padding
+    mask = attention_mask(PACKED, batch)
+    assert mask.shape == (4, 16, 16) and mask.any(axis=-1).all()  # no softmax row fully masked
+    assert mask[1, 4].tolist() == [False] * 3 + [True] * 6 + [False] * 7  # image 1 reads image 1 only
+    assert mask[1, 12].tolist() == [False] * 10 + [True] * 6  # padding reads the padding
+    pools = pool_mask(PACKED, batch)
+    assert pools.shape == (4, 3, 16) and pools.sum(axis=-1).tolist()[1] == [3, 6, 1]
+    bad = batch.copy()
+    bad["grid"][2, 2] = (4, 3)  # 3 + 2 + 12 = 17 patches > max_patches 16
+    with pytest.raises(InputError, match=r"sequence 2 holds 17 patches \(1 x 3 \+ 1 x 2 \+ 4 x 3\), expected "
+                                         r"at most max_patches = 16"):
+        reference.forward(PACKED, init_weights(PACKED, 0), bad)
+    bad["grid"][2, 2] = (5, 1)  # 5 rows > the 32 x 32 image's 4
+    with pytest.raises(InputError, match=r"sequence 2 has an image of grid 5 x 1, expected rows 1..4"):
+        reference.forward(PACKED, init_weights(PACKED, 0), bad)
+
+
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP],
+                         ids=["map", "mean", "packed", "packed-map"])
 def test_reference_on_a_padded_image_is_that_image_alone(spec) -> None:
-    """Independent of any port: each image's logits in the padded, masked batch equal the fixed-size
-    forward of that image alone at its own grid (no padding at all), to float64 rounding."""
+    """Independent of any port: each image's logits in the padded (or packed), masked batch equal the
+    fixed-size forward of that image alone at its own grid (no padding, no neighbour), to float64
+    rounding. The logits' rows are the images, sequence by sequence."""
     weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
     logits = reference.forward(spec, weights, batch)
     ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
-    for i, (rows, cols) in enumerate(batch["grid"].tolist()):
-        alone = spec.replace(batching="fixed", max_patches=None, image_height=rows * ph,
-                             image_width=cols * pw)
-        patches = batch["patches"][i, : rows * cols].reshape(rows, cols, ph, pw, c)
-        image = patches.transpose(0, 2, 1, 3, 4).reshape(1, rows * ph, cols * pw, c)
-        assert np.abs(reference.forward(alone, weights, image)[0] - logits[i]).max() < 1e-12
+    grids = image_grids(spec, batch).tolist()
+    assert logits.shape == (4 * spec.pack_images, spec.num_classes)
+    for i, sequence in enumerate(grids):
+        start = 0
+        for j, (rows, cols) in enumerate(sequence):
+            alone = spec.replace(batching="fixed", max_patches=None, pack_images=1, image_height=rows * ph,
+                                 image_width=cols * pw)
+            patches = batch["patches"][i, start: start + rows * cols].reshape(rows, cols, ph, pw, c)
+            image = patches.transpose(0, 2, 1, 3, 4).reshape(1, rows * ph, cols * pw, c)
+            row = i * spec.pack_images + j
+            assert np.abs(reference.forward(alone, weights, image)[0] - logits[row]).max() < 1e-12
+            start += rows * cols
 
 
 @pytest.mark.parametrize("framework", ports.NATIVE)
-@pytest.mark.parametrize("spec", [SPEC, MEAN], ids=["map", "mean"])
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED], ids=["map", "mean", "packed"])
 def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str, spec, monkeypatch) -> None:
     weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
     noisy = padded_with_noise(spec, batch)
@@ -69,9 +107,12 @@ def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str,
     assert np.array_equal(reference.forward(spec, weights, noisy), ref)  # exact: -inf keys weigh 0
     p = port(framework, spec)
     p.load(weights)
-    for images in (batch, noisy):
-        verdict = check_logits(spec, p.logits(images), ref, p.param_count())
-        assert verdict.passed, f"{framework}: {verdict.reason}"
+    # Exact in every port too: a masked key's weight underflows to 0, and the pools select, never
+    # multiply, so what sits in the padding moves no valid output by a single bit.
+    logits = p.logits(batch)
+    assert np.array_equal(p.logits(noisy), logits), framework
+    verdict = check_logits(spec, logits, ref, p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
     # The valid tokens of every token tap agree with the reference's on the zero-padded batch; what
     # sits in the padded rows differs, and the verdict does not read it.
     ref_taps, got = {}, p.intermediates(noisy)
@@ -81,9 +122,12 @@ def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str,
         valid = valid_rows(spec, batch, ref_taps[name])
         assert compare_tensor(got[name], ref_taps[name], tolerance, name, valid).passed, name
         assert not compare_tensor(got[name], ref_taps[name], tolerance, name).passed, name
-    # Mutation: the port handed an all-True mask (padding attended and pooled) fails by a wide margin.
+    # No softmax row is fully masked, the padding's included: no tap holds a NaN.
+    assert all(np.isfinite(np.asarray(t)).all() for t in got.values()), framework
+    # Mutation: the port handed an all-True attention mask (padding attended; packed: every image
+    # attending to its neighbours, Pixtral without its block-diagonal mask) fails by a wide margin.
     module = ports.load_port_module(framework)
-    monkeypatch.setattr(module, "token_mask", lambda s, b: np.ones((len(b), s.derived.seq_len), bool))
+    monkeypatch.setattr(module, "attention_mask", lambda s, b: np.ones_like(attention_mask(s, b)))
     mutated = check_logits(spec, p.logits(noisy), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 

@@ -94,7 +94,7 @@ class PatchEmbed(nnx.Module):
         self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=self.patch, strides=self.patch,
                              padding="VALID", use_bias=spec.patch_bias, dtype=dtype, rngs=rngs)
         self.norm_out = norm_layer(spec, spec.dim, "patch", rngs) if spec.patch_norm_out else None
-        self.patchified = spec.batching == "naflex"  # (B, max_patches, ph*pw*C), not an image
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
     def __call__(self, x: jax.Array) -> jax.Array:
         if not self.patchified:
@@ -192,9 +192,11 @@ class Attention(nnx.Module):
                  key_mask: jax.Array | None = None) -> jax.Array:
         inputs = self.project(x, queries)  # (inputs_q, inputs_k)
         # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
-        # Key padding (a naflex batch): (B, keys) -> (B, 1, 1, keys), True = attend, as its boolean
-        # mask reads it. Keys only, never queries: no row is fully masked, so none becomes NaN.
-        keys = None if key_mask is None else key_mask[:, None, None, :]
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1, 1 or queries, keys), True = attend, as its boolean mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else key_mask.reshape(key_mask.shape[0], 1, -1, key_mask.shape[-1])
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
@@ -214,7 +216,7 @@ class Attention(nnx.Module):
         # sow_weights=True: MultiHeadAttention leaves jax.nn.dot_product_attention for its own
         # einsum, softmax and einsum, and sows the probabilities it applied; nnx.capture collects
         # them (the model's state keeps parameters only).
-        # A padded key is selected out by its dot_product_attention_weights (where, at the dtype's
+        # A masked key is selected out by its dot_product_attention_weights (where, at the dtype's
         # lowest finite value): no -inf added.
         y, sown = nnx.capture(self.mha, nnx.Intermediate)(*inputs, mask=keys, sow_weights=True)
         (probs,) = sown["attention_weights"].get_value()
@@ -295,10 +297,12 @@ class AttentionPool(nnx.Module):
         self.mlp = Mlp(spec, gated=False, biases=biases, rngs=rngs, dtype=dtype)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS,
-                 key_mask: jax.Array | None = None) -> jax.Array:
-        probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], 1, x.shape[-1]))
-        y = self.attn(x, taps, queries=probe, key_mask=key_mask).astype(x.dtype)
-        return (y + self.mlp(self.norm(y)))[:, 0]
+                 pool_mask: jax.Array | None = None) -> jax.Array:
+        images = 1 if pool_mask is None else pool_mask.shape[1]  # a probe per image, over its own tokens
+        probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], images, x.shape[-1]))
+        y = self.attn(x, taps, queries=probe, key_mask=pool_mask).astype(x.dtype)
+        # (B * images, D): the rows are the images
+        return (y + self.mlp(self.norm(y))).reshape(-1, x.shape[-1])
 
 
 class Head(nnx.Module):
@@ -339,11 +343,13 @@ def resample_positions(spec: ModelSpec, table: jax.Array) -> jax.Array:
     return jnp.concatenate([table[:k], grid])
 
 
-def masked_mean(x: jax.Array, key_mask: jax.Array, start: int) -> jax.Array:
-    """The mean over the valid tokens from `start` on: padded ones selected out (never multiplied
-    by 0, which keeps a NaN), divided by each image's count of valid tokens."""
-    valid = key_mask[:, start:, None]
-    return jnp.where(valid, x[:, start:], 0).sum(axis=1) / valid.sum(axis=1).astype(x.dtype)
+def masked_mean(x: jax.Array, pool_mask: jax.Array) -> jax.Array:
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    means = jnp.where(valid, x[:, None], 0).sum(axis=2) / valid.sum(axis=2).astype(x.dtype)
+    return means.reshape(-1, x.shape[-1])
 
 
 class VisionTransformer(nnx.Module):
@@ -391,9 +397,11 @@ class VisionTransformer(nnx.Module):
         k = positioned_prefix(self.spec)
         return jnp.concatenate([table[:k], jnp.zeros((missing, self.spec.dim), table.dtype), table[k:]])
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS,
-                 key_mask: jax.Array | None = None) -> jax.Array:
-        """`key_mask` (B, tokens) bool, a naflex batch's key-padding mask (shared/core/batching.py)."""
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
+                 pool_mask: jax.Array | None = None) -> jax.Array:
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -412,14 +420,14 @@ class VisionTransformer(nnx.Module):
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
-        elif s.pooling in ("mean", "mean_all") and key_mask is not None:
-            x = masked_mean(x, key_mask, s.derived.prefix_tokens if s.pooling == "mean" else 0)
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = x.mean(axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, t, key_mask)
+            x = self.pool(x, t, pool_mask)
         else:
             x = x.reshape(x.shape[0], -1)
         if s.final_norm == "pooled":

@@ -15,7 +15,7 @@ from flax import nnx
 
 from ports.flax import transfer
 from ports.flax.model import ATTENTION_PATHS, VisionTransformer
-from shared.core.batching import token_mask
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
@@ -98,9 +98,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> jax.Array:
-    # The model on what `prepare` made: images, or a naflex batch's (patches, key-padding mask).
-    x, key_mask = prepared if isinstance(prepared, tuple) else (prepared, None)
-    return model(x, taps, key_mask)
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, taps, key_mask, pools)
 
 
 class Port:
@@ -138,14 +139,15 @@ class Port:
         return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(self.model, nnx.Param)))
 
     # ---- running ----------------------------------------------------------------------
-    def prepare(self, images: np.ndarray) -> jax.Array | tuple[jax.Array, jax.Array]:
+    def prepare(self, images: np.ndarray) -> jax.Array | tuple[jax.Array, ...]:
         """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout), in the
-        parameter dtype; a naflex batch -> its patches and its key-padding mask (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
-        if self.spec.batching == "naflex":
+        if self.spec.batching != "fixed":
             patches = jax.device_put(np.asarray(images["patches"], dtype=np.float32), self.device)
-            mask = jax.device_put(token_mask(self.spec, images), self.device)
-            return patches.astype(self.param_dtype), mask
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+            return patches.astype(self.param_dtype), *(jax.device_put(m, self.device) for m in masks)
         return jax.device_put(np.asarray(images, dtype=np.float32), self.device).astype(self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> jax.Array:

@@ -91,7 +91,7 @@ class PatchEmbed(layers.Layer):
         self.norm_in = norm_layer(spec, d.patch_features, "patch", stream) if spec.patch_norm_in else None
         self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
                                   use_bias=spec.patch_bias, dtype=compute)
-        self.patchified = spec.batching == "naflex"  # (B, max_patches, ph*pw*C), not an image
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
         if self.norm_in is not None or self.patchified:  # the conv is never called then: built here
             self.proj.build((None, *self.used, spec.channels))
         self.norm_out = norm_layer(spec, spec.dim, "patch", stream) if spec.patch_norm_out else None
@@ -198,9 +198,12 @@ class Attention(layers.Layer):
         if group > 1:
             k, v = ops.repeat(k, group, axis=2), ops.repeat(v, group, axis=2)
         # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
-        # Key padding (a naflex batch): (B, keys) -> (B, 1, keys), True = attend, as its boolean
-        # attention_mask reads it. Keys only, never queries: no row is fully masked, so none becomes NaN.
-        keys = None if key_mask is None else key_mask[:, None, :]
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1 or queries, keys), True = attend, as its boolean attention_mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else ops.reshape(key_mask, (ops.shape(key_mask)[0], -1,
+                                                                     ops.shape(key_mask)[-1]))
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
@@ -225,7 +228,7 @@ class Attention(layers.Layer):
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # return_attention_scores=True: MultiHeadAttention leaves its fused dot-product kernel for
         # its own einsum, softmax and einsum, and returns the probabilities it applied.
-        # A padded key is selected out by its Softmax layer (where, at -1e9; -3e4 in float16): no -inf added.
+        # A masked key is selected out by its Softmax layer (where, at -1e9; -3e4 in float16): no -inf added.
         context, probs = self.mha._compute_attention(q, k, v, attention_mask=keys, training=training,
                                                      return_attention_scores=True)
         taps[f"{self.tag}.attn_probs"] = probs
@@ -306,12 +309,16 @@ class AttentionPool(layers.Layer):
         self.norm = norm_layer(spec, spec.dim, "pool", stream)
         self.mlp = Mlp(spec, gated=False, biases=biases, compute=compute, dtype=compute)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None):
-        probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)), (ops.shape(x)[0], 1, ops.shape(x)[2]))
-        y = self.attn(x, training=training, taps=taps, queries=probe, key_mask=key_mask)
+    def call(self, x, training=False, taps: Taps = NO_TAPS, pool_mask=None):
+        images = 1 if pool_mask is None else ops.shape(pool_mask)[1]  # a probe per image, over its own tokens
+        probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)),
+                                 (ops.shape(x)[0], images, ops.shape(x)[2]))
+        y = self.attn(x, training=training, taps=taps, queries=probe, key_mask=pool_mask)
         # The residual sum in the token stream's dtype (the oracle's): ops.add of the two bfloat16
         # branches under mixed precision would round it to bfloat16.
-        return ops.add(ops.cast(y, self.compute_dtype), self.mlp(self.norm(y), training=training))[:, 0]
+        y = ops.add(ops.cast(y, self.compute_dtype), self.mlp(self.norm(y), training=training))
+        # (B * images, D): the rows are the images
+        return ops.reshape(y, (-1, ops.shape(y)[-1]))
 
 
 class Head(layers.Layer):
@@ -350,12 +357,14 @@ def resample_positions(spec: ModelSpec, table):
     return ops.concatenate([table[:k], grid], axis=0)
 
 
-def masked_mean(x, key_mask, start: int):
-    """The mean over the valid tokens from `start` on: padded ones selected out (never multiplied
-    by 0, which keeps a NaN), divided by each image's count of valid tokens."""
-    valid = key_mask[:, start:, None]
-    total = ops.sum(ops.where(valid, x[:, start:], ops.zeros_like(x[:, start:])), axis=1)
-    return total / ops.cast(ops.sum(ops.cast(valid, "int32"), axis=1), x.dtype)
+def masked_mean(x, pool_mask):
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    total = ops.sum(ops.where(valid, x[:, None], ops.zeros_like(x[:, None])), axis=2)
+    means = total / ops.cast(ops.sum(ops.cast(valid, "int32"), axis=2), x.dtype)
+    return ops.reshape(means, (-1, ops.shape(x)[-1]))
 
 
 class VisionTransformer(keras.Model):
@@ -416,8 +425,10 @@ class VisionTransformer(keras.Model):
         zeros = ops.zeros((missing, self.spec.dim), table.dtype)
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None):
-        """`key_mask` (B, tokens) bool, a naflex batch's key-padding mask (shared/core/batching.py)."""
+    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None):
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
@@ -436,14 +447,14 @@ class VisionTransformer(keras.Model):
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
-        elif s.pooling in ("mean", "mean_all") and key_mask is not None:
-            x = masked_mean(x, key_mask, s.derived.prefix_tokens if s.pooling == "mean" else 0)
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = ops.mean(x[:, s.derived.prefix_tokens:], axis=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = ops.mean(x, axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, training=training, taps=t, key_mask=key_mask)
+            x = self.pool(x, training=training, taps=t, pool_mask=pool_mask)
         else:
             x = ops.reshape(x, (-1, s.derived.pooled_dim))
         if s.final_norm == "pooled":

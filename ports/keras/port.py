@@ -13,7 +13,7 @@ from keras import ops
 
 from ports.keras import transfer
 from ports.keras.model import VisionTransformer
-from shared.core.batching import token_mask
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
@@ -190,9 +190,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS, training: bool = False) -> Any:
-    # The model on what `prepare` made: images, or a naflex batch's (patches, key-padding mask).
-    x, key_mask = prepared if isinstance(prepared, tuple) else (prepared, None)
-    return model(x, training=training, taps=taps, key_mask=key_mask)
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools)
 
 
 class Port:
@@ -210,10 +211,10 @@ class Port:
         self.param_dtype = precision.param_dtype
         with keras.device(self.device):
             self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
-            # Built on one image (of a naflex batch: one image's patch rows).
+            # Built on one image (of a naflex or packed batch: one sequence's patch rows).
             rows = (1, spec.derived.num_patches, spec.derived.patch_features)
             image = (1, spec.image_height, spec.image_width, spec.channels)
-            self.model(np.zeros(rows if spec.batching == "naflex" else image, "float32"))
+            self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"))
         self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
@@ -230,13 +231,14 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> Any:
         """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
-        parameter dtype; a naflex batch -> its patches and its key-padding mask (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
         with keras.device(self.device):
-            if self.spec.batching == "naflex":
+            if self.spec.batching != "fixed":
                 patches = np.asarray(images["patches"], dtype=np.float32)
-                mask = ops.convert_to_tensor(token_mask(self.spec, images))
-                return ops.convert_to_tensor(patches, self.param_dtype), mask
+                masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+                return ops.convert_to_tensor(patches, self.param_dtype), *map(ops.convert_to_tensor, masks)
             return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> Any:
@@ -278,7 +280,7 @@ class Port:
     def sync(self, result: Any = None) -> None:
         if result is None:
             return
-        if isinstance(result, tuple):  # what `prepare` made of a naflex batch: each part
+        if isinstance(result, tuple):  # what `prepare` made of a naflex or packed batch: each part
             for part in result:
                 self.sync(part)
         elif BACKEND == "jax":

@@ -83,7 +83,7 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
                               bias=spec.patch_bias)
         self.norm_out = norm_layer(spec, spec.dim, "patch") if spec.patch_norm_out else None
-        self.patchified = spec.batching == "naflex"  # (B, max_patches, ph*pw*C), not an image
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
     def __call__(self, x: mx.array) -> mx.array:
         if not self.patchified:
@@ -179,9 +179,11 @@ class Attention(nn.Module):
             q, k = self.rope(q), self.rope(k)
         b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
-        # Key padding (a naflex batch): (B, keys) -> (B, 1, 1, keys), True = attend, as its boolean
-        # mask reads it. Keys only, never queries: no row is fully masked, so none becomes NaN.
-        keys = None if key_mask is None else key_mask[:, None, None, :]
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1, 1 or queries, keys), True = attend, as its boolean mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else key_mask.reshape(key_mask.shape[0], 1, -1, key_mask.shape[-1])
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path), and for attention dropout in train mode,
         # which mx.fast.scaled_dot_product_attention lacks.
@@ -210,7 +212,7 @@ class Attention(nn.Module):
         group = q.shape[1] // k.shape[1]  # grouped-query attention: each k/v head, consecutively
         k, v = mx.repeat(k, group, axis=1), mx.repeat(v, group, axis=1)
         scores = (q * scale) @ k.transpose(0, 1, 3, 2)
-        if keys is not None:  # a padded key selected out at the dtype's lowest finite score: no -inf added
+        if keys is not None:  # a masked key selected out at the dtype's lowest finite score: no -inf added
             scores = mx.where(keys, scores, mx.finfo(scores.dtype).min)
         probs = mx.softmax(scores, axis=-1, precise=True)
         taps[f"{self.tag}.attn_probs"] = probs
@@ -289,10 +291,12 @@ class AttentionPool(nn.Module):
         self.mlp = Mlp(spec, gated=False, biases=biases)
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS,
-                 key_mask: mx.array | None = None) -> mx.array:
-        probe = mx.broadcast_to(self.probe, (x.shape[0], 1, x.shape[-1]))
-        y = self.attn(x, taps, queries=probe, key_mask=key_mask)
-        return (y + self.mlp(self.norm(y)))[:, 0]
+                 pool_mask: mx.array | None = None) -> mx.array:
+        images = 1 if pool_mask is None else pool_mask.shape[1]  # a probe per image, over its own tokens
+        probe = mx.broadcast_to(self.probe, (x.shape[0], images, x.shape[-1]))
+        y = self.attn(x, taps, queries=probe, key_mask=pool_mask)
+        # (B * images, D): the rows are the images
+        return (y + self.mlp(self.norm(y))).reshape(-1, x.shape[-1])
 
 
 class Head(nn.Module):
@@ -334,11 +338,13 @@ def resample_positions(spec: ModelSpec, table: mx.array) -> mx.array:
     return mx.concatenate([table[:k], grid])
 
 
-def masked_mean(x: mx.array, key_mask: mx.array, start: int) -> mx.array:
-    """The mean over the valid tokens from `start` on: padded ones selected out (never multiplied
-    by 0, which keeps a NaN), divided by each image's count of valid tokens."""
-    valid = key_mask[:, start:, None]
-    return mx.where(valid, x[:, start:], 0).sum(axis=1) / valid.sum(axis=1).astype(x.dtype)
+def masked_mean(x: mx.array, pool_mask: mx.array) -> mx.array:
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    means = mx.where(valid, x[:, None], 0).sum(axis=2) / valid.sum(axis=2).astype(x.dtype)
+    return means.reshape(-1, x.shape[-1])
 
 
 class VisionTransformer(nn.Module):
@@ -391,9 +397,11 @@ class VisionTransformer(nn.Module):
         k = positioned_prefix(self.spec)
         return mx.concatenate([table[:k], mx.zeros((missing, self.spec.dim), dtype=table.dtype), table[k:]])
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS,
-                 key_mask: mx.array | None = None) -> mx.array:
-        """`key_mask` (B, tokens) bool, a naflex batch's key-padding mask (shared/core/batching.py)."""
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
+                 pool_mask: mx.array | None = None) -> mx.array:
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -412,14 +420,14 @@ class VisionTransformer(nn.Module):
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
-        elif s.pooling in ("mean", "mean_all") and key_mask is not None:
-            x = masked_mean(x, key_mask, s.derived.prefix_tokens if s.pooling == "mean" else 0)
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = x.mean(axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, t, key_mask)
+            x = self.pool(x, t, pool_mask)
         else:
             x = x.reshape(x.shape[0], -1)
         if s.final_norm == "pooled":

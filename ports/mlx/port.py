@@ -15,7 +15,7 @@ from mlx.utils import tree_flatten
 from ports import rung_refusal
 from ports.mlx import transfer
 from ports.mlx.model import ATTENTION_PATHS, VisionTransformer
-from shared.core.batching import token_mask
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
@@ -106,9 +106,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> mx.array:
-    # The model on what `prepare` made: images, or a naflex batch's (patches, key-padding mask).
-    x, key_mask = prepared if isinstance(prepared, tuple) else (prepared, None)
-    return model(x, taps, key_mask)
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, taps, key_mask, pools)
 
 
 class Port:
@@ -147,15 +148,16 @@ class Port:
         return sum(int(p.size) for _, p in tree_flatten(self.model.parameters()))
 
     # ---- running ----------------------------------------------------------------------
-    def prepare(self, images: np.ndarray) -> mx.array | tuple[mx.array, mx.array]:
+    def prepare(self, images: np.ndarray) -> mx.array | tuple[mx.array, ...]:
         """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified), in the
-        parameter dtype; a naflex batch -> its patches and its key-padding mask (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
-        if self.spec.batching == "naflex":
+        if self.spec.batching != "fixed":
             patches = mx.array(np.ascontiguousarray(images["patches"])).astype(self.param_dtype)
-            mask = mx.array(token_mask(self.spec, images))
-            mx.eval(patches, mask)
-            return patches, mask
+            masks = (mx.array(attention_mask(self.spec, images)), mx.array(pool_mask(self.spec, images)))
+            mx.eval(patches, *masks)
+            return patches, *masks
         x = mx.array(np.ascontiguousarray(images, dtype=np.float32)).astype(self.param_dtype)
         mx.eval(x)
         return x

@@ -80,7 +80,7 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
                               bias=spec.patch_bias)
         self.norm_out = norm_layer(spec, spec.dim, "patch") if spec.patch_norm_out else None
-        self.patchified = spec.batching == "naflex"  # (B, max_patches, ph*pw*C), not an image
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.patchified:
@@ -165,9 +165,11 @@ class Attention(nn.Module):
         b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         dropout = self.dropout if self.training else 0.0
-        # Key padding (a naflex batch): (B, keys) -> (B, 1, 1, keys), True = attend, as SDPA's boolean
-        # attn_mask reads it. Keys only, never queries: no row is fully masked, so none becomes NaN.
-        keys = None if key_mask is None else key_mask[:, None, None, :]
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1, 1 or queries, keys), True = attend, as SDPA's boolean attn_mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else key_mask.reshape(key_mask.shape[0], 1, -1, key_mask.shape[-1])
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         if taps is not NO_TAPS or self.attention_path == "explicit":
@@ -203,7 +205,7 @@ class Attention(nn.Module):
         # Grouped-query attention: each k/v head serves self.group consecutive query heads.
         k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
         scores = ((q * scale) @ k.transpose(-2, -1)).float()
-        if keys is not None:  # a padded key selected out at float32's lowest finite score: no -inf added
+        if keys is not None:  # a masked key selected out at float32's lowest finite score: no -inf added
             scores = scores.masked_fill(~keys, torch.finfo(scores.dtype).min)
         probs = torch.softmax(scores, dim=-1).to(v.dtype)
         taps[f"{self.tag}.attn_probs"] = probs
@@ -282,9 +284,12 @@ class AttentionPool(nn.Module):
         self.mlp = Mlp(spec, gated=False, biases=biases)
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS,
-                key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        y = self.attn(x, taps, queries=self.probe.expand(x.shape[0], 1, -1), key_mask=key_mask).to(x.dtype)
-        return (y + self.mlp(self.norm(y)))[:, 0]
+                pool_mask: torch.Tensor | None = None) -> torch.Tensor:
+        images = 1 if pool_mask is None else pool_mask.shape[1]  # a probe per image, over its own tokens
+        probe = self.probe.expand(x.shape[0], images, -1)
+        y = self.attn(x, taps, queries=probe, key_mask=pool_mask).to(x.dtype)
+        # (B * images, D): the rows are the images
+        return (y + self.mlp(self.norm(y))).flatten(0, 1)
 
 
 class Head(nn.Module):
@@ -322,11 +327,13 @@ def resample_positions(spec: ModelSpec, table: torch.Tensor) -> torch.Tensor:
     return torch.cat([table[:k], grid.permute(0, 2, 3, 1).reshape(d.num_patches, spec.dim)])
 
 
-def masked_mean(x: torch.Tensor, key_mask: torch.Tensor, start: int) -> torch.Tensor:
-    """The mean over the valid tokens from `start` on: padded ones selected out (never multiplied
-    by 0, which keeps a NaN), divided by each image's count of valid tokens."""
-    valid = key_mask[:, start:, None]
-    return torch.where(valid, x[:, start:], 0).sum(dim=1) / valid.sum(dim=1).to(x.dtype)
+def masked_mean(x: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    means = torch.where(valid, x[:, None], 0).sum(dim=2) / valid.sum(dim=2).to(x.dtype)
+    return means.flatten(0, 1)
 
 
 class VisionTransformer(nn.Module):
@@ -374,9 +381,11 @@ class VisionTransformer(nn.Module):
         k = positioned_prefix(self.spec)
         return torch.cat([table[:k], table.new_zeros(missing, self.spec.dim), table[k:]])
 
-    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS,
-                key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """`key_mask` (B, tokens) bool, a naflex batch's key-padding mask (shared/core/batching.py)."""
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS, key_mask: torch.Tensor | None = None,
+                pool_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -395,14 +404,14 @@ class VisionTransformer(nn.Module):
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
-        elif s.pooling in ("mean", "mean_all") and key_mask is not None:
-            x = masked_mean(x, key_mask, s.derived.prefix_tokens if s.pooling == "mean" else 0)
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(dim=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = x.mean(dim=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, t, key_mask)
+            x = self.pool(x, t, pool_mask)
         else:
             x = x.flatten(1)
         if s.final_norm == "pooled":

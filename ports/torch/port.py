@@ -12,7 +12,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
 from ports.torch.model import ATTENTION_PATHS, NARROW_HEAD, VisionTransformer
-from shared.core.batching import token_mask
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
@@ -101,9 +101,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> torch.Tensor:
-    # The model on what `prepare` made: images, or a naflex batch's (patches, key-padding mask).
-    x, key_mask = prepared if isinstance(prepared, tuple) else (prepared, None)
-    return model(x, taps, key_mask)
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, taps, key_mask, pools)
 
 
 class Port:
@@ -137,14 +138,16 @@ class Port:
         return sum(p.numel() for p in self.model.parameters())
 
     # ---- running ----------------------------------------------------------------------
-    def prepare(self, images: np.ndarray) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    def prepare(self, images: np.ndarray) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Canonical NHWC float32 -> NCHW on the device (torch's native layout), in the parameter
-        dtype; a naflex batch -> its patches and its key-padding mask (shared/core/batching.py)."""
+        dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
-        if self.spec.batching == "naflex":
+        if self.spec.batching != "fixed":
             patches = torch.from_numpy(np.ascontiguousarray(images["patches"]))
-            mask = torch.from_numpy(token_mask(self.spec, images))
-            return patches.to(self.device, self.param_dtype), mask.to(self.device)
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+            return patches.to(self.device, self.param_dtype), *(torch.from_numpy(m).to(self.device)
+                                                                 for m in masks)
         x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
         return x.permute(0, 3, 1, 2).contiguous().to(self.device, self.param_dtype)
 

@@ -1,21 +1,26 @@
-"""A batch of images at their own patch grids (`batching = "naflex"`): the canonical input every port
-and the reference read, and the masks derived from it once.
+"""A batch of images at their own patch grids (`batching = "naflex"` or `"packed"`): the canonical
+input every port and the reference read, and the masks derived from it once.
 
 SigLIP2's NaFlex (Transformers' `Siglip2VisionModel`, timm's `naflexvit_*`) patchifies each image at
 its own grid of rows x cols patches, pads every image's token sequence to `max_patches` and hands the
-model a key-padding mask (`pixel_attention_mask`). The canonical batch is one NumPy structured array,
-so it travels wherever an image batch does (a worker's `.npy` file, without pickles): per image,
+model a key-padding mask (`pixel_attention_mask`). Pixtral packs several images, each at its own
+grid, one after another into one sequence and attends block-diagonally. The canonical batch is one
+NumPy structured array, so it travels wherever an image batch does (a worker's `.npy` file, without
+pickles): per sequence,
 
-- `patches`: (max_patches, ph * pw * C) float32, the image's patches row-major over its own grid,
-  each flattened (patch_row, patch_col, channel) as spec.py's fixed patchify; rows past rows * cols
-  are padding, any finite values (they must change no valid output);
-- `grid`: (rows, cols) int32, rows <= the spec's grid_rows, cols <= grid_cols, rows * cols <=
-  max_patches.
+- `patches`: (max_patches, ph * pw * C) float32, its images' patches one image after another, each
+  row-major over its own grid and flattened (patch_row, patch_col, channel) as spec.py's fixed
+  patchify; rows past the images' patches are padding, any finite values (they must change no
+  valid output);
+- `grid`: naflex: (rows, cols) int32 of its one image; packed: (pack_images, 2), each image's; rows
+  <= the spec's grid_rows, cols <= grid_cols, and the images' rows * cols together <= max_patches.
 
-The key mask (`token_mask`) covers the whole sequence: the prefix tokens (class, distillation,
-registers) always valid, then each image's rows * cols patches. Every port masks keys only, never
-queries, so no softmax row is ever fully masked: padded queries read the valid keys and their own
-outputs are ignored (pooling and the verdict read valid tokens only).
+The masks: `segments` numbers each patch token by its image within the sequence (-1: padding).
+`attention_mask` is naflex's key-padding mask (B, seq_len), prefix tokens always valid, or packed's
+block-diagonal (B, tokens, tokens): a token attends to its own image's tokens, a padding token to the
+padding. No softmax row is ever fully masked (a padding query reads valid keys, or the padding), so
+none becomes NaN; what padding tokens compute is ignored. `pool_mask` (B, images, seq_len) says which
+tokens each image pools (the patches alone for `mean`, its prefix tokens too for `mean_all` and `map`).
 """
 
 from __future__ import annotations
@@ -27,13 +32,20 @@ from shared.errors import InputError
 
 
 def batch_dtype(spec: ModelSpec) -> np.dtype:
-    """The structured dtype of one image of a naflex batch."""
+    """The structured dtype of one sequence of a naflex or packed batch."""
     d = spec.derived
-    return np.dtype([("patches", "<f4", (d.num_patches, d.patch_features)), ("grid", "<i4", (2,))])
+    grid = (2,) if spec.batching == "naflex" else (spec.pack_images, 2)
+    return np.dtype([("patches", "<f4", (d.num_patches, d.patch_features)), ("grid", "<i4", grid)])
 
 
-def naflex_batch(spec: ModelSpec, patches: np.ndarray, grids: np.ndarray) -> np.ndarray:
-    """A canonical batch from (B, max_patches, features) patches and (B, 2) grids, checked."""
+def image_grids(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """(B, images per sequence, 2): every image's (rows, cols), naflex's one per sequence included."""
+    grids = np.asarray(batch["grid"], dtype=np.int64)
+    return grids[:, None] if spec.batching == "naflex" else grids
+
+
+def grid_batch(spec: ModelSpec, patches: np.ndarray, grids: np.ndarray) -> np.ndarray:
+    """A canonical batch from (B, max_patches, features) patches and its grids, checked."""
     batch = np.zeros(len(grids), dtype=batch_dtype(spec))
     batch["patches"], batch["grid"] = patches, grids
     check_batch(spec, batch)
@@ -41,54 +53,100 @@ def naflex_batch(spec: ModelSpec, patches: np.ndarray, grids: np.ndarray) -> np.
 
 
 def probe_grids(spec: ModelSpec, batch: int, rng: np.random.Generator) -> np.ndarray:
-    """Seeded grids of different shapes: the first image fills max_patches as nearly as the spec's
-    grid allows (the longest sequence), the later ones a seeded order of the other grids that fit
-    (each shape once while there are enough), so the batch mixes sizes and holds padding."""
-    d = spec.derived
+    """Seeded grids of different shapes. naflex: the first image fills max_patches as nearly as the
+    spec's grid allows (the longest sequence), the later ones a seeded order of the other grids that
+    fit (each shape once while there are enough). packed: each sequence's images drawn in a seeded
+    order among the grids that still leave every later image of the sequence one patch."""
+    d, k = spec.derived, spec.pack_images
     fits = [(r, c) for r in range(1, d.grid_rows + 1) for c in range(1, d.grid_cols + 1)
             if r * c <= spec.max_patches]
-    largest = max(fits, key=lambda rc: (rc[0] * rc[1], -abs(rc[0] - rc[1])))
-    others = [fits[i] for i in rng.permutation(len(fits)) if fits[i] != largest] or [largest]
-    return np.asarray([largest, *(others * batch)][:batch], dtype=np.int32)
+    if spec.batching == "naflex":
+        largest = max(fits, key=lambda rc: (rc[0] * rc[1], -abs(rc[0] - rc[1])))
+        others = [fits[i] for i in rng.permutation(len(fits)) if fits[i] != largest] or [largest]
+        return np.asarray([largest, *(others * batch)][:batch], dtype=np.int32)
+    sequences = []
+    for _ in range(batch):
+        left, grids = spec.max_patches, []
+        for j in range(k):
+            room = left - (k - j - 1)  # every later image keeps at least one patch
+            grids.append(next(fits[i] for i in rng.permutation(len(fits)) if fits[i][0] * fits[i][1] <= room))
+            left -= grids[-1][0] * grids[-1][1]
+        sequences.append(grids)
+    return np.asarray(sequences, dtype=np.int32)
 
 
-def probe_naflex(spec: ModelSpec, batch: int, rng: np.random.Generator) -> np.ndarray:
+def probe_grid_batch(spec: ModelSpec, batch: int, rng: np.random.Generator) -> np.ndarray:
     """The seeded probe batch: standard-normal patches on each image's grid, zeros in the padding
     (Transformers' `Siglip2ImageProcessor` pads with zeros)."""
     grids = probe_grids(spec, batch, rng)
     patches = rng.standard_normal((batch, spec.derived.num_patches, spec.derived.patch_features))
-    patches *= patch_mask(grids, spec.derived.num_patches)[..., None]
-    return naflex_batch(spec, patches.astype(np.float32), grids)
+    batch_array = np.zeros(batch, dtype=batch_dtype(spec))
+    batch_array["grid"] = grids
+    patches *= (segments(spec, batch_array) >= 0)[..., None]
+    return grid_batch(spec, patches.astype(np.float32), grids)
 
 
 def patch_mask(grids: np.ndarray, max_patches: int) -> np.ndarray:
-    """(B, max_patches) bool: True on each image's rows * cols patch tokens."""
+    """(B, max_patches) bool: True on each image's rows * cols patch tokens (naflex's (B, 2) grids)."""
     counts = np.asarray(grids, dtype=np.int64).prod(axis=-1)
     return np.arange(max_patches)[None, :] < counts[:, None]
 
 
+def segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """(B, max_patches) int: the image each patch token belongs to within its sequence, -1 padding."""
+    counts = image_grids(spec, batch).prod(axis=-1)  # (B, images)
+    ends = np.cumsum(counts, axis=1)
+    tokens = np.arange(spec.derived.num_patches)
+    image = (tokens[None, :, None] >= ends[:, None, :]).sum(axis=-1)  # images ending at or before
+    return np.where(tokens[None, :] < ends[:, -1:], image, -1)
+
+
 def token_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
-    """(B, seq_len) bool, the key-padding mask: prefix tokens valid, then each image's patches."""
-    patches = patch_mask(batch["grid"], spec.derived.num_patches)
+    """(B, seq_len) bool, the valid tokens: prefix tokens, then each sequence's images' patches."""
     prefix = np.ones((len(batch), spec.derived.prefix_tokens), dtype=bool)
-    return np.concatenate([prefix, patches], axis=1)
+    return np.concatenate([prefix, segments(spec, batch) >= 0], axis=1)
+
+
+def attention_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """naflex: the key-padding mask (B, seq_len); packed: the block-diagonal (B, tokens, tokens)."""
+    if spec.batching == "naflex":
+        return token_mask(spec, batch)
+    seg = segments(spec, batch)  # packed specs have no prefix tokens
+    return seg[:, :, None] == seg[:, None, :]
+
+
+def pool_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """(B, images, seq_len) bool: the tokens each image pools (mean: its patches; mean_all and map:
+    its prefix tokens too, which only naflex has)."""
+    seg = segments(spec, batch)
+    images = np.arange(image_grids(spec, batch).shape[1])
+    own = seg[:, None, :] == images[None, :, None]
+    prefix = np.full((*own.shape[:2], spec.derived.prefix_tokens), spec.pooling != "mean")
+    return np.concatenate([prefix, own], axis=2)
 
 
 def check_batch(spec: ModelSpec, batch: np.ndarray, source: str = "input") -> None:
-    """A naflex batch: the structured dtype, at least one image, every grid within the spec's bounds,
-    every patch value finite (padding included: a NaN there would still be a NaN in a masked port)."""
+    """A naflex or packed batch: the structured dtype, at least one sequence, every grid within the
+    spec's bounds and the images' patches within max_patches, every patch value finite (padding
+    included: a NaN there would still be a NaN in a masked port)."""
     wanted = batch_dtype(spec)
     if not isinstance(batch, np.ndarray) or batch.dtype != wanted or batch.ndim != 1:
         got = type(batch).__name__ if not isinstance(batch, np.ndarray) else f"{batch.dtype} {batch.shape}"
-        raise InputError(f"{source}: a naflex batch is a 1-D structured array of {wanted} (patches, grid) "
-                         f"for spec {spec.name!r}, got {got}")
+        raise InputError(f"{source}: a {spec.batching} batch is a 1-D structured array of {wanted} (patches, "
+                         f"grid) for spec {spec.name!r}, got {got}")
     if len(batch) < 1:
         raise InputError(f"{source}: the batch is empty")
-    d, grids = spec.derived, batch["grid"]
-    for i, (rows, cols) in enumerate(grids.tolist()):
-        if not (1 <= rows <= d.grid_rows and 1 <= cols <= d.grid_cols and rows * cols <= spec.max_patches):
-            raise InputError(f"{source}: image {i} has grid {rows} x {cols}, expected rows 1..{d.grid_rows}, "
-                             f"cols 1..{d.grid_cols} and rows * cols <= max_patches = {spec.max_patches}")
+    d = spec.derived
+    for i, grids in enumerate(image_grids(spec, batch).tolist()):
+        for rows, cols in grids:
+            if not (1 <= rows <= d.grid_rows and 1 <= cols <= d.grid_cols):
+                raise InputError(f"{source}: sequence {i} has an image of grid {rows} x {cols}, expected "
+                                 f"rows 1..{d.grid_rows} and cols 1..{d.grid_cols}")
+        total = sum(rows * cols for rows, cols in grids)
+        if total > spec.max_patches:
+            shown = " + ".join(f"{r} x {c}" for r, c in grids)
+            raise InputError(f"{source}: sequence {i} holds {total} patches ({shown}), expected at most "
+                             f"max_patches = {spec.max_patches}")
     if not np.all(np.isfinite(batch["patches"])):
         raise InputError(f"{source}: patches contain NaN or inf")
 
