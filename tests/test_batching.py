@@ -18,7 +18,7 @@ from shared.core.presets import get_preset
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
 from shared.errors import InputError
-from shared.teaching.first_divergence import compare_taps, report_lines
+from shared.teaching.first_divergence import PortTrace, compare_taps, report_lines
 from tests.ports_cache import port
 
 SPEC = get_preset("naflex-tiny")
@@ -149,3 +149,22 @@ def test_a_fault_in_one_image_is_named_by_trace_and_verdict() -> None:
     logits = ref["logits"].copy()
     logits[2, 3] += 1.0
     assert "(worst at image 2)" in check_logits(SPEC, logits, ref["logits"]).reason
+
+
+def test_a_fault_in_one_packed_image_is_named_by_its_logits_row() -> None:
+    """Packed, sequence 1 holds images 3, 4 and 5 (3, 6 and 1 patches, then padding): a gap planted
+    in image 4's tokens, or in the attention of one of its queries, is named image 4, the number
+    of its logits row; the same gap in the padding after image 5 is no divergence."""
+    weights, batch = init_weights(PACKED, 0), probe_batch(PACKED, 4)
+    ref = {}
+    reference.forward(PACKED, weights, batch, ref)
+
+    def planted(name: str, index: tuple[int, ...]) -> PortTrace:
+        taps = {tap: np.array(t, dtype=np.float32) for tap, t in ref.items()}
+        taps[name][index] += 1.0
+        return compare_taps(PACKED, ref, taps, "planted", images=batch)
+
+    for name, index in (("block1.out", (1, 5, 0)), ("block0.attn_probs", (1, 0, 4, 3))):
+        trace = planted(name, index)
+        assert trace.first_divergence.name == name and "worst at image 4" in report_lines([trace])[0]
+    assert planted("block1.out", (1, 12, 0)).first_divergence is None  # token 12 is padding

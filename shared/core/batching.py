@@ -163,3 +163,22 @@ def valid_rows(spec: ModelSpec, batch: np.ndarray | None, tensor: np.ndarray) ->
     if tensor.shape[:2] != mask.shape:
         return None
     return np.broadcast_to(mask.reshape(*mask.shape, *([1] * (tensor.ndim - 2))), tensor.shape)
+
+
+def entry_images(spec: ModelSpec, batch: np.ndarray | None, tensor: np.ndarray) -> np.ndarray | None:
+    """The image each entry of a packed batch's tensor belongs to, numbered as the logits' rows
+    (sequence s's image j is s * pack_images + j; -1 on padding): a (B, tokens, ...) tensor by its
+    token, an attention map (B, heads, queries, keys) by its query (a block's token, or the pool's
+    probe of one image). None where axis 0 already is the image (a naflex batch; logits and pooled
+    vectors) or for a fixed batch. `compare_tensor` names the worst entry's image by it."""
+    if batch is None or spec.batching != "packed" or np.ndim(tensor) < 3 or len(tensor) != len(batch):
+        return None
+    seg, k, shape = segments(spec, batch), spec.pack_images, np.shape(tensor)
+    first = k * np.arange(len(batch))[:, None]  # each sequence's first image's number
+    if shape[1] == seg.shape[1]:  # (B, tokens, ...): packed specs have no prefix tokens
+        image = np.where(seg >= 0, first + seg, -1)
+        return np.broadcast_to(image.reshape(*image.shape, *([1] * (len(shape) - 2))), shape)
+    if len(shape) == 4 and shape[2] in (seg.shape[1], k):  # (B, heads, queries, keys)
+        image = np.where(seg >= 0, first + seg, -1) if shape[2] == seg.shape[1] else first + np.arange(k)
+        return np.broadcast_to(image[:, None, :, None], shape)
+    return None
