@@ -6,6 +6,10 @@ patches; packed-tiny (the same tower, mean-pooled), four sequences of 16 tokens 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -168,3 +172,14 @@ def test_a_fault_in_one_packed_image_is_named_by_its_logits_row() -> None:
         trace = planted(name, index)
         assert trace.first_divergence.name == name and "worst at image 4" in report_lines([trace])[0]
     assert planted("block1.out", (1, 12, 0)).first_divergence is None  # token 12 is padding
+
+
+def test_cli_trace_runs_a_packed_batch_in_a_worker() -> None:
+    """`compare.py trace` end to end: the structured patch batch reaches a torch worker through its
+    .npy file, every tap is within budget, and the batch is counted in images."""
+    command = [sys.executable, "compare.py", "trace", "--spec", "packed-tiny", "--frameworks", "torch"]
+    proc = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "spec 'packed-tiny': 12 images in 4 sequences at float32" in proc.stdout
+    assert "torch: all 17 taps within budget" in proc.stdout
