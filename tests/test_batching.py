@@ -15,7 +15,7 @@ import pytest
 
 import ports
 from shared.core import reference
-from shared.core.batching import attention_mask, image_grids, patch_mask, pool_mask, segments, valid_rows
+from shared.core.batching import attention_mask, image_grids, pool_mask, segments, valid_rows
 from shared.core.equivalence import check_logits, compare_tensor
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
@@ -44,8 +44,8 @@ def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
 def test_probe_batch_mixes_grids_and_is_checked() -> None:
     batch = probe_batch(SPEC, 4)
     assert batch["grid"].tolist() == [[3, 4], [4, 1], [3, 1], [1, 1]]
-    assert patch_mask(batch["grid"], 12).sum(axis=1).tolist() == [12, 4, 3, 1]
-    assert not batch["patches"][~patch_mask(batch["grid"], 12)].any()  # zeros in the padding
+    assert (segments(SPEC, batch) == 0).sum(axis=1).tolist() == [12, 4, 3, 1]
+    assert not batch["patches"][segments(SPEC, batch) < 0].any()  # zeros in the padding
     bad = batch.copy()
     bad["grid"][1] = (4, 4)  # 16 patches > max_patches 12
     with pytest.raises(InputError, match=r"sequence 1 holds 16 patches \(4 x 4\), expected at"):

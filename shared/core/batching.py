@@ -86,12 +86,6 @@ def probe_grid_batch(spec: ModelSpec, batch: int, rng: np.random.Generator) -> n
     return grid_batch(spec, patches.astype(np.float32), grids)
 
 
-def patch_mask(grids: np.ndarray, max_patches: int) -> np.ndarray:
-    """(B, max_patches) bool: True on each image's rows * cols patch tokens (naflex's (B, 2) grids)."""
-    counts = np.asarray(grids, dtype=np.int64).prod(axis=-1)
-    return np.arange(max_patches)[None, :] < counts[:, None]
-
-
 def segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     """(B, max_patches) int: the image each patch token belongs to within its sequence, -1 padding."""
     counts = image_grids(spec, batch).prod(axis=-1)  # (B, images)
