@@ -23,6 +23,7 @@ from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
 from shared.errors import InputError
 from shared.teaching.first_divergence import PortTrace, compare_taps, report_lines
+from shared.training.data import load_dataset
 from tests.ports_cache import port
 
 SPEC = get_preset("naflex-tiny")
@@ -183,3 +184,12 @@ def test_cli_trace_runs_a_packed_batch_in_a_worker() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "spec 'packed-tiny': 12 images in 4 sequences at float32" in proc.stdout
     assert "torch: all 17 taps within budget" in proc.stdout
+
+
+def test_training_refuses_a_patch_batch_spec_in_one_line() -> None:
+    """Every training dataset is NHWC images of one size: a packed (or naflex) spec is refused before
+    any data is read, where its port once met a float image array instead of its structured batch."""
+    expected = (r"^--data 'digits': spec 'packed-tiny' has batching 'packed'; training reads NHWC images "
+                r"of one size, expected batching 'fixed'$")
+    with pytest.raises(InputError, match=expected):
+        load_dataset("digits", PACKED, 0.2, 0)
