@@ -149,6 +149,22 @@ BAD_SPECS = [
     # issue 36: the rotary frequency bands per axis
     ({"rope_bands": "alternate"}, "rope_bands", "one of shared | alternating"),
     ({"rope_bands": "alternating"}, "rope_bands", "'shared' when rope is 'none' (no rotary embeddings)"),
+    # issue 37: how inputs are batched (NaFlex: per-image grids padded to max_patches; packed: several
+    # images one after another in each sequence)
+    ({"batching": "tiled"}, "batching", "one of fixed | naflex | packed"),
+    ({"max_patches": 4}, "max_patches", "null when batching is 'fixed'"),
+    ({"pack_images": 2}, "pack_images", "1 unless batching is 'packed'"),
+    ({"batching": "naflex"}, "max_patches", "an integer from 1 to 4 (up to the 2 x 2 patch grid"),
+    ({"batching": "naflex", "max_patches": 5}, "max_patches", "an integer from 1 to 4"),
+    ({"batching": "naflex", "max_patches": 4}, "pos_embed", "'none' when batching is 'naflex'"),
+    ({"batching": "naflex", "max_patches": 4, "pos_embed": "none", "pos_embed_class_row": False,
+      "pooling": "flatten"}, "pooling", "cls, mean, mean_all or map when batching is 'naflex'"),
+    ({"batching": "packed", "max_patches": 4}, "pack_images", "an integer from 2 to 1,048,576 when batching"),
+    ({"batching": "packed", "pack_images": 3, "max_patches": 2}, "max_patches",
+     "an integer from 3 to 12 (pack_images = 3 images of one patch to the 2 x 2 patch grid"),
+    ({"batching": "packed", "pack_images": 3, "max_patches": 13}, "max_patches", "an integer from 3 to 12"),
+    ({"batching": "packed", "pack_images": 2, "max_patches": 8, "pos_embed": "none",
+      "pos_embed_class_row": False}, "class_token", "False when batching is 'packed' (prefix tokens per"),
 ]
 
 

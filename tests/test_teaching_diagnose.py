@@ -51,6 +51,19 @@ def test_recovers_tanh_gelu(quadrant: Case) -> None:
     assert [c.label for c in result.explained] == ["gelu form flipped (MLP)"]
 
 
+def test_diagnoses_a_packed_batch() -> None:
+    """A packed batch's logits have a row per image (12 for 4 sequences of 3): diagnose reads them so,
+    skips the image-layout slip a patch batch cannot make (it crashed there before), and names a
+    planted epsilon; 4 rows are refused in one line that counts the packed images."""
+    spec = get_preset("packed-tiny")
+    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
+    user = _torch_logits(Case(spec.replace(layer_norm_eps=1e-3), case.weights, case.images))
+    result = diagnose(spec, case.weights, case.images, user)
+    assert result.verdict == "explained" and result.explained[0].label == "layer_norm_eps=0.001"
+    with pytest.raises(InputError, match=r"expected \(12, 10\) \(batch 4 x 3 packed images x 10 outputs"):
+        diagnose(spec, case.weights, case.images, user[:4])
+
+
 @pytest.mark.parametrize("key", ["heads merged into one", "attention scaled by 1/sqrt(dim)"])
 def test_recovers_head_width_mismatch(quadrant: Case, key: str) -> None:
     """How a head-width mismatch shows with canonical weights: one head of width dim (num_heads=1

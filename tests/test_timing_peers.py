@@ -126,6 +126,11 @@ def test_a_spec_the_peers_cannot_build_is_refused() -> None:
     line = error_line(run_compare("peers", "--spec", "archive-torch"))
     assert "no peer can build" in line and "not a standard ViT" in line and "pooling='flatten'" in line
     assert "class_token=False" in line and "timm: timm VisionTransformer: spec field pooling" in line
+    # A naflex or packed batch is patches, not NHWC images: every peer says so (timm's ran and timed
+    # nothing before), and the port alone is planned.
+    impls, _, refused = peer_timing.plan(["torch"], ("eager",), get_preset("packed-tiny"))
+    assert [i.name for i in impls] == ["port:torch:eager"] and len(refused) >= 2, refused
+    assert all("batching='packed' (peers run NHWC images of one size)" in line for line in refused)
 
 
 def test_timm_and_transformers_build_the_newer_families_and_towers_or_say_why_not() -> None:

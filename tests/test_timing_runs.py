@@ -1,5 +1,6 @@
-"""End-to-end `compare.py time` / `report` runs on the tiny `quadrant` spec, eager mode only
-(a cold torch.compile alone takes 15-60 s on a shared 2-core CPU). No test asserts a speed."""
+"""End-to-end `compare.py time` / `report` runs on the tiny `quadrant` spec (and `packed-tiny`),
+eager mode only (a cold torch.compile alone takes 15-60 s on a shared 2-core CPU). No test asserts
+a speed."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ def timing_runs(start: background.Start) -> dict[str, tuple[Path, object]]:
     - main: the bare job's one pass, on torch and flax;
     - isolation: flax crashes (SIGSEGV) and keras hangs on purpose; torch must still be timed
       (the 20 s timeout is about 3x a quadrant torch worker on a loaded 2-core CPU);
-    - tampered: torch with a head bias 1e-3 off the reference's, on 2 threads."""
+    - tampered: torch with a head bias 1e-3 off the reference's, on 2 threads;
+    - packed: torch on packed-tiny, whose 4 sequences hold 12 images (a logits row each)."""
     root = Path(tempfile.mkdtemp(prefix="portbench-timing-"))
     iso, tampered, main = root / "run.json", root / "tampered.json", root / "main.json"
+    packed = root / "packed.json"
     procs = {
         "main": (main, start(start_compare("main", *FAST, "--frameworks", "torch,flax", "--json",
                                            str(main)))),
@@ -32,6 +35,9 @@ def timing_runs(start: background.Start) -> dict[str, tuple[Path, object]]:
                                               fault="flax:crash,keras:hang"))),
         "tampered": (tampered, start(start_compare("time", *FAST, "--frameworks", "torch", "--threads", "2",
                                                    "--json", str(tampered), fault="torch:tamper"))),
+        "packed": (packed, start(start_compare("time", *FAST, "--spec", "packed-tiny", "--modes",
+                                               "eager,train", "--frameworks", "torch", "--json",
+                                               str(packed)))),
     }
     return {name: (path, finish(proc)) for name, (path, proc) in procs.items()}
 
@@ -174,6 +180,17 @@ def test_main_job_verifies_in_its_one_timing_pass(runs) -> None:
     rows = rows_by_framework(path)
     assert set(rows) == {"torch", "flax"} and all(r["equivalence"]["eager"]["passed"] for r in rows.values())
     assert rows["torch"]["roofline"]["gemm"]["status"] == "ok"
+
+
+def test_a_packed_batch_is_gated_and_trained_per_image(runs) -> None:
+    """The gate reads the logits of the first sequences' images (3 rows a sequence), and the
+    training step draws a label per image: the sequence count gave a shape error in both before."""
+    path, result = runs["packed"]
+    assert result.returncode == 0, result.stderr
+    torch = rows_by_framework(path)["torch"]
+    gate = torch["equivalence"]["eager"]
+    assert torch["status"] == "ok" and gate["passed"] and gate["images"] == 12, gate
+    assert torch["phases"]["train_step"]["status"] == "ok", torch["phases"]["train_step"]
 
 
 def test_tensorflow_start_up_lines_stay_out_of_an_in_process_command(tmp_path) -> None:

@@ -79,7 +79,8 @@ class FixedTable(nnx.Variable):
 
 class PatchEmbed(nnx.Module):
     """Pad (or drop) the remainder, then one Conv with kernel = stride = patch size; optional
-    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         d = spec.derived
@@ -93,16 +94,19 @@ class PatchEmbed(nnx.Module):
         self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=self.patch, strides=self.patch,
                              padding="VALID", use_bias=spec.patch_bias, dtype=dtype, rngs=rngs)
         self.norm_out = norm_layer(spec, spec.dim, "patch", rngs) if spec.patch_norm_out else None
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        if any(sum(self.padding, ())):
-            x = jnp.pad(x, self.padding)
-        x = x[:, : self.used[0], : self.used[1], :]  # NHWC
-        if self.norm_in is None:
+        if not self.patchified:
+            if any(sum(self.padding, ())):
+                x = jnp.pad(x, self.padding)
+            x = x[:, : self.used[0], : self.used[1], :]  # NHWC
+        if self.norm_in is None and not self.patchified:
             x = self.proj(x)
             x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
-        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
-            x = self.norm_in(self.unfold(x))
+        else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
+            x = x if self.patchified else self.unfold(x)
+            x = x if self.norm_in is None else self.norm_in(x)
             kernel = self.proj.kernel[...].reshape(-1, self.proj.kernel.shape[-1])  # HWIO -> (ph*pw*C, D)
             # nnx.Conv's own dtype promotion, so the matmul computes in the dtype the conv would.
             bias = None if self.proj.bias is None else self.proj.bias[...]
@@ -184,13 +188,19 @@ class Attention(nnx.Module):
         self.out_bias = nnx.Param(jnp.zeros((spec.dim,))) if own_out else None
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, queries: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, queries: jax.Array | None = None,
+                 key_mask: jax.Array | None = None) -> jax.Array:
         inputs = self.project(x, queries)  # (inputs_q, inputs_k)
         # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1, 1 or queries, keys), True = attend, as its boolean mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else key_mask.reshape(key_mask.shape[0], 1, -1, key_mask.shape[-1])
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
-        y = self.explicit(inputs, taps) if explicit else self.mha(*inputs)
+        y = self.explicit(inputs, taps, keys) if explicit else self.mha(*inputs, mask=keys)
         return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)
 
     def project(self, x: jax.Array, queries: jax.Array | None) -> tuple[jax.Array, jax.Array]:
@@ -199,13 +209,16 @@ class Attention(nnx.Module):
         probe) attend over `x`: its query projection projects them, its key and value ones `x`."""
         return (x if queries is None else queries), x
 
-    def explicit(self, inputs: tuple[jax.Array, jax.Array], taps: Taps) -> jax.Array:
+    def explicit(self, inputs: tuple[jax.Array, jax.Array], taps: Taps,
+                 keys: jax.Array | None = None) -> jax.Array:
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # sow_weights=True: MultiHeadAttention leaves jax.nn.dot_product_attention for its own
         # einsum, softmax and einsum, and sows the probabilities it applied; nnx.capture collects
         # them (the model's state keeps parameters only).
-        y, sown = nnx.capture(self.mha, nnx.Intermediate)(*inputs, sow_weights=True)
+        # A masked key is selected out by its dot_product_attention_weights (where, at the dtype's
+        # lowest finite value): no -inf added.
+        y, sown = nnx.capture(self.mha, nnx.Intermediate)(*inputs, mask=keys, sow_weights=True)
         (probs,) = sown["attention_weights"].get_value()
         taps[f"{self.tag}.attn_probs"] = probs
         return y
@@ -252,17 +265,18 @@ class Block(nnx.Module):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases, rngs, dtype)
         self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS,
+                 key_mask: jax.Array | None = None) -> jax.Array:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.ls1(self.attn(h, t)))
+            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
@@ -282,10 +296,13 @@ class AttentionPool(nnx.Module):
         self.norm = norm_layer(spec, spec.dim, "pool", rngs)
         self.mlp = Mlp(spec, gated=False, biases=biases, rngs=rngs, dtype=dtype)
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
-        probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], 1, x.shape[-1]))
-        y = self.attn(x, taps, queries=probe).astype(x.dtype)
-        return (y + self.mlp(self.norm(y)))[:, 0]
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS,
+                 pool_mask: jax.Array | None = None) -> jax.Array:
+        images = 1 if pool_mask is None else pool_mask.shape[1]  # a probe per image, over its own tokens
+        probe = jnp.broadcast_to(self.probe[...].astype(x.dtype), (x.shape[0], images, x.shape[-1]))
+        y = self.attn(x, taps, queries=probe, key_mask=pool_mask).astype(x.dtype)
+        # (B * images, D): the rows are the images
+        return (y + self.mlp(self.norm(y))).reshape(-1, x.shape[-1])
 
 
 class Head(nnx.Module):
@@ -324,6 +341,15 @@ def resample_positions(spec: ModelSpec, table: jax.Array) -> jax.Array:
     # In the table's dtype: map_coordinates' float32 weights promote a narrower table.
     grid = grid.reshape(d.num_patches, spec.dim).astype(table.dtype)
     return jnp.concatenate([table[:k], grid])
+
+
+def masked_mean(x: jax.Array, pool_mask: jax.Array) -> jax.Array:
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    means = jnp.where(valid, x[:, None], 0).sum(axis=2) / valid.sum(axis=2).astype(x.dtype)
+    return means.reshape(-1, x.shape[-1])
 
 
 class VisionTransformer(nnx.Module):
@@ -371,7 +397,11 @@ class VisionTransformer(nnx.Module):
         k = positioned_prefix(self.spec)
         return jnp.concatenate([table[:k], jnp.zeros((missing, self.spec.dim), table.dtype), table[k:]])
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS) -> jax.Array:
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
+                 pool_mask: jax.Array | None = None) -> jax.Array:
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -384,18 +414,20 @@ class VisionTransformer(nnx.Module):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, t)
+            x = blk(x, t, key_mask)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = x.mean(axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, t)
+            x = self.pool(x, t, pool_mask)
         else:
             x = x.reshape(x.shape[0], -1)
         if s.final_norm == "pooled":

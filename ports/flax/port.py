@@ -15,10 +15,11 @@ from flax import nnx
 
 from ports.flax import transfer
 from ports.flax.model import ATTENTION_PATHS, VisionTransformer
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
-from shared.core.taps import Taps
+from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import InputError
 
@@ -96,6 +97,13 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
     return ATTENTION_PATHS
 
 
+def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> jax.Array:
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, taps, key_mask, pools)
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -131,18 +139,23 @@ class Port:
         return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(self.model, nnx.Param)))
 
     # ---- running ----------------------------------------------------------------------
-    def prepare(self, images: np.ndarray) -> jax.Array:
+    def prepare(self, images: np.ndarray) -> jax.Array | tuple[jax.Array, ...]:
         """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout), in the
-        parameter dtype."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
+        if self.spec.batching != "fixed":
+            patches = jax.device_put(np.asarray(images["patches"], dtype=np.float32), self.device)
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+            return patches.astype(self.param_dtype), *(jax.device_put(m, self.device) for m in masks)
         return jax.device_put(np.asarray(images, dtype=np.float32), self.device).astype(self.param_dtype)
 
-    def forward(self, prepared: jax.Array, train: bool = False) -> jax.Array:
+    def forward(self, prepared: Any, train: bool = False) -> jax.Array:
         if train:  # dropout is active only in train mode (nnx.Dropout is active by default)
             self.model.train()
         else:
             self.model.eval()
-        return self.model(prepared)
+        return call(self.model, prepared)
 
     def set_mode(self, mode: str) -> None:
         """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
@@ -161,8 +174,8 @@ class Port:
         graphdef, state = nnx.split(self.model)
 
         @jax.jit
-        def apply(state: nnx.State, x: jax.Array) -> jax.Array:
-            return nnx.merge(graphdef, state)(x)
+        def apply(state: nnx.State, x: Any) -> jax.Array:
+            return call(nnx.merge(graphdef, state), x)
 
         return lambda x: apply(state, x)
 
@@ -187,7 +200,7 @@ class Port:
     def taps(self, images: np.ndarray) -> dict[str, jax.Array]:
         taps = Taps()
         self.model.eval()
-        self.model(self.prepare(images), taps)
+        call(self.model, self.prepare(images), taps)
         return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
@@ -198,7 +211,7 @@ class Port:
 
         def loss_fn(model: VisionTransformer) -> jax.Array:
             # optax returns per-example losses: the mean is explicit, as torch's default.
-            logits = model(x).astype(jnp.float32)  # the loss in float32
+            logits = call(model, x).astype(jnp.float32)  # the loss in float32
             return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
         loss, grads = nnx.value_and_grad(loss_fn)(self.model)

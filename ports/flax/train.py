@@ -22,7 +22,7 @@ import optax
 from flax import nnx
 
 from ports.flax import transfer
-from ports.flax.port import Port
+from ports.flax.port import Port, call
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
@@ -95,7 +95,7 @@ def transform(recipe: TrainSpec, decay: frozenset[Path]) -> optax.GradientTransf
 def train_step(model: nnx.Module, optimizer: nnx.Optimizer, x: jax.Array, y: jax.Array) -> jax.Array:
     def loss_fn(model: nnx.Module) -> jax.Array:
         # optax returns per-example losses: the mean is explicit, as torch's default.
-        logits = model(x).astype(jnp.float32)  # the loss in float32
+        logits = call(model, x).astype(jnp.float32)  # the loss in float32
         return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
     loss, grads = nnx.value_and_grad(loss_fn)(model)
@@ -161,7 +161,7 @@ class Trainer:
         total_loss, correct = 0.0, 0
         for start in range(0, len(labels), EVAL_BATCH):
             x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-            logits = self.model(x).astype(jnp.float32)
+            logits = call(self.model, x).astype(jnp.float32)
             total_loss += float(optax.softmax_cross_entropy_with_integer_labels(logits, y).sum())
             correct += int((logits.argmax(axis=-1) == y).sum())
         return total_loss / len(labels), correct / len(labels)

@@ -74,7 +74,8 @@ def norm_layer(spec: ModelSpec, width: int, place: str,
 
 class PatchEmbed(layers.Layer):
     """Pad (or drop) the remainder, then one Conv2D with kernel = stride = patch size; optional
-    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
 
     def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -90,20 +91,23 @@ class PatchEmbed(layers.Layer):
         self.norm_in = norm_layer(spec, d.patch_features, "patch", stream) if spec.patch_norm_in else None
         self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
                                   use_bias=spec.patch_bias, dtype=compute)
-        if self.norm_in is not None:  # the conv is never called then: its kernel is built here
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
+        if self.norm_in is not None or self.patchified:  # the conv is never called then: built here
             self.proj.build((None, *self.used, spec.channels))
         self.norm_out = norm_layer(spec, spec.dim, "patch", stream) if spec.patch_norm_out else None
         self.tokens, self.dim, self.features = d.num_patches, spec.dim, d.patch_features
 
     def call(self, x):
-        if self.pad is not None:
-            x = self.pad(x)
-        x = x[:, : self.used[0], : self.used[1], :]  # NHWC
-        if self.norm_in is None:
+        if not self.patchified:
+            if self.pad is not None:
+                x = self.pad(x)
+            x = x[:, : self.used[0], : self.used[1], :]  # NHWC
+        if self.norm_in is None and not self.patchified:
             # (B, rows, cols, D) -> (B, tokens, D), row-major
             x = ops.reshape(self.proj(x), (-1, self.tokens, self.dim))
-        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
-            x = self.norm_in(self.unfold(x))
+        else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
+            x = x if self.patchified else self.unfold(x)
+            x = x if self.norm_in is None else self.norm_in(x)
             kernel = ops.reshape(self.proj.kernel, (self.features, self.dim))  # HWIO -> (ph*pw*C, D)
             dtype = self.proj.compute_dtype  # the conv's compute dtype, as its own call would cast
             x = ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
@@ -184,7 +188,7 @@ class Attention(layers.Layer):
                              ("value", (kv_heads, spec.head_dim)), ("out", (spec.dim,))))
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None, key_mask=None):
         q, k, v = self.project(x, queries)  # each (B, N, H, hd)
         if self.q_norm is not None:  # in the compute dtype, as the product reads them
             q, k = self.q_norm(q), self.k_norm(k)
@@ -194,13 +198,19 @@ class Attention(layers.Layer):
         if group > 1:
             k, v = ops.repeat(k, group, axis=2), ops.repeat(v, group, axis=2)
         # The scale is MultiHeadAttention's own 1/sqrt(key_dim), and key_dim is the head width.
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1 or queries, keys), True = attend, as its boolean attention_mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else ops.reshape(key_mask, (ops.shape(key_mask)[0], -1,
+                                                                     ops.shape(key_mask)[-1]))
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
         if explicit:
-            context = self.explicit(q, k, v, training, taps)
+            context = self.explicit(q, k, v, training, taps, keys)
         else:
-            context, _ = self.mha._compute_attention(q, k, v, training=training)
+            context, _ = self.mha._compute_attention(q, k, v, attention_mask=keys, training=training)
         y = self.mha.output_dense(context)
         return y if self.out_bias is None else y + ops.cast(self.out_bias, y.dtype)
 
@@ -213,12 +223,14 @@ class Attention(layers.Layer):
         return tuple(y if b is None else ops.add(y, ops.cast(b, y.dtype))
                      for y, b in zip(projected, own, strict=True))
 
-    def explicit(self, q, k, v, training: bool, taps: Taps):
+    def explicit(self, q, k, v, training: bool, taps: Taps, keys=None):
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # return_attention_scores=True: MultiHeadAttention leaves its fused dot-product kernel for
         # its own einsum, softmax and einsum, and returns the probabilities it applied.
-        context, probs = self.mha._compute_attention(q, k, v, training=training, return_attention_scores=True)
+        # A masked key is selected out by its Softmax layer (where, at -1e9; -3e4 in float16): no -inf added.
+        context, probs = self.mha._compute_attention(q, k, v, attention_mask=keys, training=training,
+                                                     return_attention_scores=True)
         taps[f"{self.tag}.attn_probs"] = probs
         return context
 
@@ -265,17 +277,17 @@ class Block(layers.Layer):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases, compute, dtype=compute)
         self.ls2 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None):
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = ops.add(x, a := self.ls1(self.attn(h, training=training, taps=t)))
+            x = ops.add(x, a := self.ls1(self.attn(h, training=training, taps=t, key_mask=key_mask)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = ops.add(x, m := self.ls2(self.mlp(h, training=training)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, training=training, taps=t))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, training=training, taps=t, key_mask=key_mask))
             x = t[f"{self.tag}.norm1"] = self.norm1(ops.add(x, a))
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x, training=training))
             x = t[f"{self.tag}.norm2"] = self.norm2(ops.add(x, m))
@@ -297,12 +309,16 @@ class AttentionPool(layers.Layer):
         self.norm = norm_layer(spec, spec.dim, "pool", stream)
         self.mlp = Mlp(spec, gated=False, biases=biases, compute=compute, dtype=compute)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS):
-        probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)), (ops.shape(x)[0], 1, ops.shape(x)[2]))
-        y = self.attn(x, training=training, taps=taps, queries=probe)
+    def call(self, x, training=False, taps: Taps = NO_TAPS, pool_mask=None):
+        images = 1 if pool_mask is None else ops.shape(pool_mask)[1]  # a probe per image, over its own tokens
+        probe = ops.broadcast_to(ops.reshape(self.probe, (1, 1, -1)),
+                                 (ops.shape(x)[0], images, ops.shape(x)[2]))
+        y = self.attn(x, training=training, taps=taps, queries=probe, key_mask=pool_mask)
         # The residual sum in the token stream's dtype (the oracle's): ops.add of the two bfloat16
         # branches under mixed precision would round it to bfloat16.
-        return ops.add(ops.cast(y, self.compute_dtype), self.mlp(self.norm(y), training=training))[:, 0]
+        y = ops.add(ops.cast(y, self.compute_dtype), self.mlp(self.norm(y), training=training))
+        # (B * images, D): the rows are the images
+        return ops.reshape(y, (-1, ops.shape(y)[-1]))
 
 
 class Head(layers.Layer):
@@ -339,6 +355,16 @@ def resample_positions(spec: ModelSpec, table):
     # In the table's dtype: tf.image.resize answers float32 for every input dtype.
     grid = ops.cast(ops.reshape(grid, (d.num_patches, spec.dim)), table.dtype)
     return ops.concatenate([table[:k], grid], axis=0)
+
+
+def masked_mean(x, pool_mask):
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    total = ops.sum(ops.where(valid, x[:, None], ops.zeros_like(x[:, None])), axis=2)
+    means = total / ops.cast(ops.sum(ops.cast(valid, "int32"), axis=2), x.dtype)
+    return ops.reshape(means, (-1, ops.shape(x)[-1]))
 
 
 class VisionTransformer(keras.Model):
@@ -399,7 +425,10 @@ class VisionTransformer(keras.Model):
         zeros = ops.zeros((missing, self.spec.dim), table.dtype)
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None):
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
@@ -412,18 +441,20 @@ class VisionTransformer(keras.Model):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, training=training, taps=taps)
+            x = blk(x, training=training, taps=taps, key_mask=key_mask)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = ops.mean(x[:, s.derived.prefix_tokens:], axis=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = ops.mean(x, axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, training=training, taps=t)
+            x = self.pool(x, training=training, taps=t, pool_mask=pool_mask)
         else:
             x = ops.reshape(x, (-1, s.derived.pooled_dim))
         if s.final_norm == "pooled":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import keras
@@ -12,10 +13,11 @@ from keras import ops
 
 from ports.keras import transfer
 from ports.keras.model import VisionTransformer
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
-from shared.core.taps import Taps
+from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import FrameworkUnavailable, InputError
 
@@ -187,6 +189,13 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
     return ("graph", "xla") if device_class == "cpu" else ("xla", "graph")
 
 
+def call(model: Any, prepared: Any, taps: Taps = NO_TAPS, training: bool = False) -> Any:
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools)
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -202,7 +211,10 @@ class Port:
         self.param_dtype = precision.param_dtype
         with keras.device(self.device):
             self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
-            self.model(np.zeros((1, spec.image_height, spec.image_width, spec.channels), "float32"))
+            # Built on one image (of a naflex or packed batch: one sequence's patch rows).
+            rows = (1, spec.derived.num_patches, spec.derived.patch_features)
+            image = (1, spec.image_height, spec.image_width, spec.channels)
+            self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"))
         self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
@@ -219,14 +231,19 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> Any:
         """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
-        parameter dtype."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
         with keras.device(self.device):
+            if self.spec.batching != "fixed":
+                patches = np.asarray(images["patches"], dtype=np.float32)
+                masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+                return ops.convert_to_tensor(patches, self.param_dtype), *map(ops.convert_to_tensor, masks)
             return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> Any:
         with keras.device(self.device):
-            return self.model(prepared, training=train)  # dropout is active only in training
+            return call(self.model, prepared, training=train)  # dropout is active only in training
 
     def set_mode(self, mode: str) -> None:
         """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
@@ -242,13 +259,13 @@ class Port:
             import tensorflow as tf
 
             # The mode decides XLA (run_modes: off by default on a CPU, measured per machine).
-            return tf.function(lambda x: self.model(x, training=False), jit_compile=self.mode == "xla")
+            return tf.function(lambda x: call(self.model, x), jit_compile=self.mode == "xla")
         if BACKEND == "jax":
             import jax
 
             trainable = [v.value for v in self.model.trainable_variables]
             frozen = [v.value for v in self.model.non_trainable_variables]
-            jitted = jax.jit(lambda tv, ntv, x: self.model.stateless_call(tv, ntv, x, training=False)[0])
+            jitted = jax.jit(lambda tv, ntv, x: call(partial(self.model.stateless_call, tv, ntv), x)[0])
             return lambda x: jitted(trainable, frozen, x)
         import torch
 
@@ -256,14 +273,17 @@ class Port:
 
         def run(x: Any) -> Any:
             with torch.no_grad():
-                return compiled(x, training=False)
+                return call(compiled, x)
 
         return run
 
     def sync(self, result: Any = None) -> None:
         if result is None:
             return
-        if BACKEND == "jax":
+        if isinstance(result, tuple):  # what `prepare` made of a naflex or packed batch: each part
+            for part in result:
+                self.sync(part)
+        elif BACKEND == "jax":
             result.block_until_ready()
         elif BACKEND == "torch":
             import torch
@@ -290,7 +310,7 @@ class Port:
     def taps(self, images: np.ndarray) -> dict[str, Any]:
         taps = Taps()
         with keras.device(self.device):
-            self.model(self.prepare(images), training=False, taps=taps)
+            call(self.model, self.prepare(images), taps)
         return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
@@ -309,7 +329,7 @@ class Port:
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, ops.cast(self.model(x, training=False), "float32"))  # the loss in float32
+            loss = loss_fn(y, ops.cast(call(self.model, x), "float32"))  # the loss in float32
         grads = tape.gradient(loss, variables)
         by_id = {id(v): g for v, g in zip(variables, grads, strict=True)}
         return float(loss), transfer.export_gradients(self.model, by_id)

@@ -22,7 +22,7 @@ import numpy as np
 from keras import ops
 
 from ports.keras import transfer
-from ports.keras.port import BACKEND, Port
+from ports.keras.port import BACKEND, Port, call
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
@@ -96,7 +96,7 @@ class Trainer:
 
         def train_step(x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
-                logits = ops.cast(self.model(x, training=True), "float32")  # the loss in float32
+                logits = ops.cast(call(self.model, x, training=True), "float32")  # the loss in float32
                 loss = self.loss_fn(y, logits)
                 scaled = self.applier.scale_loss(loss)  # the loss as it is without the wrapper
             grads = tape.gradient(scaled, self.params)
@@ -140,7 +140,7 @@ class Trainer:
         total_loss, correct = 0.0, 0
         for start in range(0, len(labels), EVAL_BATCH):
             x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-            logits = ops.cast(self.model(x, training=False), "float32")
+            logits = ops.cast(call(self.model, x), "float32")
             per_example = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
             total_loss += float(ops.convert_to_numpy(ops.sum(per_example)))
             predicted = np.argmax(self.port.to_numpy(logits), axis=-1)

@@ -67,7 +67,8 @@ def norm_layer(spec: ModelSpec, width: int, place: str) -> nn.LayerNorm | nn.RMS
 
 class PatchEmbed(nn.Module):
     """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size; optional
-    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -82,16 +83,19 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
                               bias=spec.patch_bias)
         self.norm_out = norm_layer(spec, spec.dim, "patch") if spec.patch_norm_out else None
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
     def __call__(self, x: mx.array) -> mx.array:
-        if any(sum(self.padding, ())):
-            x = mx.pad(x, self.padding)
-        x = x[:, : self.used[0], : self.used[1], :]  # NHWC
-        if self.norm_in is None:
+        if not self.patchified:
+            if any(sum(self.padding, ())):
+                x = mx.pad(x, self.padding)
+            x = x[:, : self.used[0], : self.used[1], :]  # NHWC
+        if self.norm_in is None and not self.patchified:
             x = self.proj(x)
             x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
-        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
-            x = self.norm_in(self.unfold(x))
+        else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
+            x = x if self.patchified else self.unfold(x)
+            x = x if self.norm_in is None else self.norm_in(x)
             kernel = self.proj.weight.reshape(self.proj.weight.shape[0], -1)  # OHWI -> (D, ph*pw*C)
             x = x @ kernel.T + self.proj.bias if "bias" in self.proj else x @ kernel.T
         if self.norm_out is not None:
@@ -166,7 +170,8 @@ class Attention(nn.Module):
         self.dropout, self.dropout_rate = nn.Dropout(spec.dropout_attn), spec.dropout_attn
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS, queries: mx.array | None = None) -> mx.array:
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS, queries: mx.array | None = None,
+                 key_mask: mx.array | None = None) -> mx.array:
         q, k, v = self.project(x, queries)  # each (B, H, N, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
@@ -174,14 +179,19 @@ class Attention(nn.Module):
             q, k = self.rope(q), self.rope(k)
         b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1, 1 or queries, keys), True = attend, as its boolean mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else key_mask.reshape(key_mask.shape[0], 1, -1, key_mask.shape[-1])
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path), and for attention dropout in train mode,
         # which mx.fast.scaled_dot_product_attention lacks.
         dropout = self.training and self.dropout_rate > 0
         if taps is not NO_TAPS or self.attention_path == "explicit" or dropout:
-            context = self.explicit(q, k, v, scale, taps)
+            context = self.explicit(q, k, v, scale, taps, keys)
         else:
-            context = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale)
+            context = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=keys)
         y = self.mha.out_proj(context.transpose(0, 2, 1, 3).reshape(b, n, -1))
         return y if self.out_bias is None else y + self.out_bias.astype(y.dtype)
 
@@ -194,13 +204,17 @@ class Attention(nn.Module):
         queries = x if queries is None else queries
         return heads(self.mha.query_proj(queries)), heads(self.mha.key_proj(x)), heads(self.mha.value_proj(x))
 
-    def explicit(self, q: mx.array, k: mx.array, v: mx.array, scale: float, taps: Taps) -> mx.array:
+    def explicit(self, q: mx.array, k: mx.array, v: mx.array, scale: float, taps: Taps,
+                 keys: mx.array | None = None) -> mx.array:
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # The softmax in float32 (precise=True), its probabilities rounded to the compute dtype.
         group = q.shape[1] // k.shape[1]  # grouped-query attention: each k/v head, consecutively
         k, v = mx.repeat(k, group, axis=1), mx.repeat(v, group, axis=1)
-        probs = mx.softmax((q * scale) @ k.transpose(0, 1, 3, 2), axis=-1, precise=True)
+        scores = (q * scale) @ k.transpose(0, 1, 3, 2)
+        if keys is not None:  # a masked key selected out at the dtype's lowest finite score: no -inf added
+            scores = mx.where(keys, scores, mx.finfo(scores.dtype).min)
+        probs = mx.softmax(scores, axis=-1, precise=True)
         taps[f"{self.tag}.attn_probs"] = probs
         return self.dropout(probs) @ v
 
@@ -245,17 +259,18 @@ class Block(nn.Module):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases)
         self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS,
+                 key_mask: mx.array | None = None) -> mx.array:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.ls1(self.attn(h, t)))
+            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
@@ -275,9 +290,13 @@ class AttentionPool(nn.Module):
         self.norm = norm_layer(spec, spec.dim, "pool")
         self.mlp = Mlp(spec, gated=False, biases=biases)
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
-        y = self.attn(x, taps, queries=mx.broadcast_to(self.probe, (x.shape[0], 1, x.shape[-1])))
-        return (y + self.mlp(self.norm(y)))[:, 0]
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS,
+                 pool_mask: mx.array | None = None) -> mx.array:
+        images = 1 if pool_mask is None else pool_mask.shape[1]  # a probe per image, over its own tokens
+        probe = mx.broadcast_to(self.probe, (x.shape[0], images, x.shape[-1]))
+        y = self.attn(x, taps, queries=probe, key_mask=pool_mask)
+        # (B * images, D): the rows are the images
+        return (y + self.mlp(self.norm(y))).reshape(-1, x.shape[-1])
 
 
 class Head(nn.Module):
@@ -317,6 +336,15 @@ def resample_positions(spec: ModelSpec, table: mx.array) -> mx.array:
     # In the table's dtype: Upsample's float32 weights promote a narrower table.
     grid = grid.reshape(d.num_patches, spec.dim).astype(table.dtype)
     return mx.concatenate([table[:k], grid])
+
+
+def masked_mean(x: mx.array, pool_mask: mx.array) -> mx.array:
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    means = mx.where(valid, x[:, None], 0).sum(axis=2) / valid.sum(axis=2).astype(x.dtype)
+    return means.reshape(-1, x.shape[-1])
 
 
 class VisionTransformer(nn.Module):
@@ -369,7 +397,11 @@ class VisionTransformer(nn.Module):
         k = positioned_prefix(self.spec)
         return mx.concatenate([table[:k], mx.zeros((missing, self.spec.dim), dtype=table.dtype), table[k:]])
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS) -> mx.array:
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
+                 pool_mask: mx.array | None = None) -> mx.array:
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -382,18 +414,20 @@ class VisionTransformer(nn.Module):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, t)
+            x = blk(x, t, key_mask)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(axis=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = x.mean(axis=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, t)
+            x = self.pool(x, t, pool_mask)
         else:
             x = x.reshape(x.shape[0], -1)
         if s.final_norm == "pooled":

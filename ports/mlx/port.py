@@ -15,10 +15,11 @@ from mlx.utils import tree_flatten
 from ports import rung_refusal
 from ports.mlx import transfer
 from ports.mlx.model import ATTENTION_PATHS, VisionTransformer
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
-from shared.core.taps import Taps
+from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import FrameworkUnavailable, InputError
 
@@ -104,6 +105,13 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
     return ATTENTION_PATHS
 
 
+def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> mx.array:
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, taps, key_mask, pools)
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -140,17 +148,23 @@ class Port:
         return sum(int(p.size) for _, p in tree_flatten(self.model.parameters()))
 
     # ---- running ----------------------------------------------------------------------
-    def prepare(self, images: np.ndarray) -> mx.array:
+    def prepare(self, images: np.ndarray) -> mx.array | tuple[mx.array, ...]:
         """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified), in the
-        parameter dtype."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
+        if self.spec.batching != "fixed":
+            patches = mx.array(np.ascontiguousarray(images["patches"])).astype(self.param_dtype)
+            masks = (mx.array(attention_mask(self.spec, images)), mx.array(pool_mask(self.spec, images)))
+            mx.eval(patches, *masks)
+            return patches, *masks
         x = mx.array(np.ascontiguousarray(images, dtype=np.float32)).astype(self.param_dtype)
         mx.eval(x)
         return x
 
-    def forward(self, prepared: mx.array, train: bool = False) -> mx.array:
+    def forward(self, prepared: Any, train: bool = False) -> mx.array:
         self.model.train(train)  # dropout is active only in train mode
-        return self.model(prepared)
+        return call(self.model, prepared)
 
     def set_mode(self, mode: str) -> None:
         """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
@@ -169,8 +183,8 @@ class Port:
         model = self.model
 
         @partial(mx.compile, inputs=model.state)
-        def run(prepared: mx.array) -> mx.array:
-            return model(prepared)
+        def run(prepared: Any) -> mx.array:
+            return call(model, prepared)
 
         return run
 
@@ -197,7 +211,7 @@ class Port:
     def taps(self, images: np.ndarray) -> dict[str, mx.array]:
         taps = Taps()
         self.model.eval()
-        self.model(self.prepare(images), taps)
+        call(self.model, self.prepare(images), taps)
         return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
@@ -208,7 +222,7 @@ class Port:
 
         def loss_fn(model: VisionTransformer) -> mx.array:
             # nn.losses.cross_entropy defaults to reduction='none': the mean is explicit.
-            logits = model(x).astype(mx.float32)  # the loss in float32
+            logits = call(model, x).astype(mx.float32)  # the loss in float32
             return nn.losses.cross_entropy(logits, y, reduction="mean")
 
         loss, grads = nn.value_and_grad(self.model, loss_fn)(self.model)

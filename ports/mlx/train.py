@@ -21,7 +21,7 @@ from mlx import nn
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
 from ports.mlx import transfer
-from ports.mlx.port import Port
+from ports.mlx.port import Port, call
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
@@ -117,7 +117,7 @@ class Trainer:
         total_loss, correct = 0.0, 0
         for start in range(0, len(labels), EVAL_BATCH):
             x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
-            logits = self.model(x).astype(mx.float32)
+            logits = call(self.model, x).astype(mx.float32)
             total_loss += float(nn.losses.cross_entropy(logits, y, reduction="sum"))
             correct += int((logits.argmax(axis=-1) == y).sum())
         return total_loss / len(labels), correct / len(labels)
@@ -161,4 +161,4 @@ class Trainer:
 
 def _mean_cross_entropy(model: nn.Module, x: mx.array, y: mx.array) -> mx.array:
     # nn.losses.cross_entropy defaults to reduction='none': the mean is explicit.
-    return nn.losses.cross_entropy(model(x).astype(mx.float32), y, reduction="mean")  # in float32
+    return nn.losses.cross_entropy(call(model, x).astype(mx.float32), y, reduction="mean")  # in float32

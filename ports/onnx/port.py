@@ -107,6 +107,9 @@ class Port:
         if device not in available_devices():
             raise FrameworkUnavailable(f"onnx: device {device!r} has no ONNX Runtime execution provider "
                                        f"here; available: {', '.join(available_devices())}")
+        if spec.batching != "fixed":  # the export traces one image tensor, not (patches, key mask)
+            raise FrameworkUnavailable(f"onnx: batching {spec.batching!r} is not exported yet; the torch "
+                                       "port runs it")
         self.settings = pin_precision(allow_tf32=precision.tf32)
         self.spec, self.device_class, self.precision = spec, device, precision
         self.source = TorchPort(spec, device="cpu")  # exported from the CPU copy

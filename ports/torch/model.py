@@ -65,7 +65,8 @@ def norm_layer(spec: ModelSpec, width: int, place: str) -> nn.LayerNorm | nn.RMS
 
 class PatchEmbed(nn.Module):
     """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size; optional
-    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch)."""
+    LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -79,15 +80,18 @@ class PatchEmbed(nn.Module):
         self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
                               bias=spec.patch_bias)
         self.norm_out = norm_layer(spec, spec.dim, "patch") if spec.patch_norm_out else None
+        self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if any(self.padding):
-            x = F.pad(x, self.padding)
-        x = x[:, :, : self.used[0], : self.used[1]]  # NCHW
-        if self.norm_in is None:
+        if not self.patchified:
+            if any(self.padding):
+                x = F.pad(x, self.padding)
+            x = x[:, :, : self.used[0], : self.used[1]]  # NCHW
+        if self.norm_in is None and not self.patchified:
             x = self.proj(x).flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
-        else:  # a LayerNorm between unfolding and projecting: the conv kernel applied as a matmul
-            x = self.norm_in(self.unfold(x))
+        else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
+            x = x if self.patchified else self.unfold(x)
+            x = x if self.norm_in is None else self.norm_in(x)
             kernel = self.proj.weight.permute(0, 2, 3, 1).flatten(1)  # OIHW -> (D, ph*pw*C)
             x = F.linear(x, kernel, self.proj.bias)
         if self.norm_out is not None:
@@ -151,8 +155,8 @@ class Attention(nn.Module):
         self.dropout = spec.dropout_attn
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS,
-                queries: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS, queries: torch.Tensor | None = None,
+                key_mask: torch.Tensor | None = None) -> torch.Tensor:
         q, k, v = self.project(x, queries)  # each (B, H, N, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
@@ -161,13 +165,18 @@ class Attention(nn.Module):
         b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         dropout = self.dropout if self.training else 0.0
+        # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
+        # keys) -> (B, 1, 1 or queries, keys), True = attend, as SDPA's boolean attn_mask reads it.
+        # No row is fully masked (a padding query attends to valid keys or to the padding), so none
+        # becomes NaN.
+        keys = None if key_mask is None else key_mask.reshape(key_mask.shape[0], 1, -1, key_mask.shape[-1])
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         if taps is not NO_TAPS or self.attention_path == "explicit":
-            context = self.explicit(q, k, v, scale, dropout, taps)
+            context = self.explicit(q, k, v, scale, dropout, taps, keys)
         else:
             # enable_gqa: the kernel shares each k/v head with its group of query heads itself.
-            context = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, scale=scale,
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=keys, dropout_p=dropout, scale=scale,
                                                      enable_gqa=self.group > 1)
         return self.out(context.transpose(1, 2).reshape(b, n, -1))
 
@@ -189,13 +198,16 @@ class Attention(nn.Module):
         return heads(q), heads(k), heads(v)
 
     def explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, dropout: float,
-                 taps: Taps) -> torch.Tensor:
+                 taps: Taps, keys: torch.Tensor | None = None) -> torch.Tensor:
         """softmax(q k^T) v with its probabilities materialised: the tapped `attn_probs` are the
         tensor that weighted v in this forward pass, never a recomputation beside a fused kernel."""
         # The softmax in float32, its probabilities rounded to the compute dtype (a no-op in fp32).
         # Grouped-query attention: each k/v head serves self.group consecutive query heads.
         k, v = k.repeat_interleave(self.group, dim=1), v.repeat_interleave(self.group, dim=1)
-        probs = torch.softmax(((q * scale) @ k.transpose(-2, -1)).float(), dim=-1).to(v.dtype)
+        scores = ((q * scale) @ k.transpose(-2, -1)).float()
+        if keys is not None:  # a masked key selected out at float32's lowest finite score: no -inf added
+            scores = scores.masked_fill(~keys, torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1).to(v.dtype)
         taps[f"{self.tag}.attn_probs"] = probs
         return F.dropout(probs, dropout) @ v
 
@@ -240,17 +252,18 @@ class Block(nn.Module):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases)
         self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
-    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS,
+                key_mask: torch.Tensor | None = None) -> torch.Tensor:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.ls1(self.attn(h, t)))
+            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
@@ -270,9 +283,13 @@ class AttentionPool(nn.Module):
         self.norm = norm_layer(spec, spec.dim, "pool")
         self.mlp = Mlp(spec, gated=False, biases=biases)
 
-    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
-        y = self.attn(x, taps, queries=self.probe.expand(x.shape[0], 1, -1)).to(x.dtype)
-        return (y + self.mlp(self.norm(y)))[:, 0]
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS,
+                pool_mask: torch.Tensor | None = None) -> torch.Tensor:
+        images = 1 if pool_mask is None else pool_mask.shape[1]  # a probe per image, over its own tokens
+        probe = self.probe.expand(x.shape[0], images, -1)
+        y = self.attn(x, taps, queries=probe, key_mask=pool_mask).to(x.dtype)
+        # (B * images, D): the rows are the images
+        return (y + self.mlp(self.norm(y))).flatten(0, 1)
 
 
 class Head(nn.Module):
@@ -308,6 +325,15 @@ def resample_positions(spec: ModelSpec, table: torch.Tensor) -> torch.Tensor:
     else:
         grid = F.interpolate(grid, size=target, **RESAMPLE_OPS[spec.pos_resample])
     return torch.cat([table[:k], grid.permute(0, 2, 3, 1).reshape(d.num_patches, spec.dim)])
+
+
+def masked_mean(x: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
+    """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
+    the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
+    rows are the images, sequence by sequence."""
+    valid = pool_mask[..., None]  # (B, images, tokens, 1)
+    means = torch.where(valid, x[:, None], 0).sum(dim=2) / valid.sum(dim=2).to(x.dtype)
+    return means.flatten(0, 1)
 
 
 class VisionTransformer(nn.Module):
@@ -355,7 +381,11 @@ class VisionTransformer(nn.Module):
         k = positioned_prefix(self.spec)
         return torch.cat([table[:k], table.new_zeros(missing, self.spec.dim), table[k:]])
 
-    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS, key_mask: torch.Tensor | None = None,
+                pool_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
+        (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
+        shared/core/batching.py's)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -368,18 +398,20 @@ class VisionTransformer(nn.Module):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, t)
+            x = blk(x, t, key_mask)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
         if s.pooling == "cls":
             x = x[:, 0]
+        elif s.pooling in ("mean", "mean_all") and pool_mask is not None:
+            x = masked_mean(x, pool_mask)
         elif s.pooling == "mean":
             x = x[:, s.derived.prefix_tokens:].mean(dim=1)  # patch tokens only
         elif s.pooling == "mean_all":
             x = x.mean(dim=1)  # every token, class token included (keras-hub's gap)
         elif s.pooling == "map":
-            x = self.pool(x, t)
+            x = self.pool(x, t, pool_mask)
         else:
             x = x.flatten(1)
         if s.final_norm == "pooled":

@@ -12,10 +12,11 @@ import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
 from ports.torch.model import ATTENTION_PATHS, NARROW_HEAD, VisionTransformer
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.spec import ModelSpec
-from shared.core.taps import Taps
+from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
 from shared.errors import InputError
 
@@ -99,6 +100,13 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
     return ("explicit", "fused") if narrow else ATTENTION_PATHS
 
 
+def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> torch.Tensor:
+    # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
+    # mask, pool mask).
+    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
+    return model(x, taps, key_mask, pools)
+
+
 class Port:
     framework = FRAMEWORK
 
@@ -130,17 +138,23 @@ class Port:
         return sum(p.numel() for p in self.model.parameters())
 
     # ---- running ----------------------------------------------------------------------
-    def prepare(self, images: np.ndarray) -> torch.Tensor:
+    def prepare(self, images: np.ndarray) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Canonical NHWC float32 -> NCHW on the device (torch's native layout), in the parameter
-        dtype."""
+        dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        (shared/core/batching.py)."""
         check_images(self.spec, images)
+        if self.spec.batching != "fixed":
+            patches = torch.from_numpy(np.ascontiguousarray(images["patches"]))
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+            return patches.to(self.device, self.param_dtype), *(torch.from_numpy(m).to(self.device)
+                                                                 for m in masks)
         x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
         return x.permute(0, 3, 1, 2).contiguous().to(self.device, self.param_dtype)
 
-    def forward(self, prepared: torch.Tensor, train: bool = False) -> torch.Tensor:
+    def forward(self, prepared: Any, train: bool = False) -> torch.Tensor:
         self.model.train(train)  # dropout is active only in train mode
         with torch.set_grad_enabled(train), self.autocast():
-            return self.model(prepared)
+            return call(self.model, prepared)
 
     def set_mode(self, mode: str) -> None:
         """Run every later forward (eager, compiled, training) in `mode`, one of `run_modes`."""
@@ -159,7 +173,7 @@ class Port:
 
         def run(prepared: torch.Tensor) -> torch.Tensor:
             with torch.no_grad(), self.autocast():
-                return compiled(prepared)
+                return call(compiled, prepared)
 
         return run
 
@@ -187,7 +201,7 @@ class Port:
         taps = Taps()
         self.model.eval()
         with torch.no_grad(), self.autocast():
-            self.model(self.prepare(images), taps)
+            call(self.model, self.prepare(images), taps)
         return taps.tensors
 
     def loss_and_gradients(self, images: np.ndarray, labels: np.ndarray) -> tuple[float, Tensors]:
@@ -196,7 +210,7 @@ class Port:
         self.model.eval()
         self.model.zero_grad(set_to_none=True)
         with self.autocast():
-            logits = self.model(self.prepare(images))
+            logits = call(self.model, self.prepare(images))
         target = torch.from_numpy(np.asarray(labels, dtype=np.int64)).to(self.device)
         loss = F.cross_entropy(logits.float(), target, reduction="mean")  # the loss in float32
         loss.backward()

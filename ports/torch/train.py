@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
-from ports.torch.port import Port
+from ports.torch.port import Port, call
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import TrainSpec, check_training_precision, decayed
 from shared.core.weights import Tensors
@@ -95,7 +95,7 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self.port.autocast():
-            logits = self.model(x)
+            logits = call(self.model, x)
         loss = F.cross_entropy(logits.float(), y, reduction="mean")  # the loss in float32
         self.scaler.scale(loss).backward()  # the loss as it is when scaling is off
         self.scaler.unscale_(self.optimizer)  # before the clip: it bounds the true gradient
@@ -132,7 +132,7 @@ class Trainer:
             for start in range(0, len(labels), EVAL_BATCH):
                 x, y = self.prepare_batch(images[start:start + EVAL_BATCH], labels[start:start + EVAL_BATCH])
                 with self.port.autocast():
-                    logits = self.model(x).float()
+                    logits = call(self.model, x).float()
                 total_loss += float(F.cross_entropy(logits, y, reduction="sum"))
                 correct += int((logits.argmax(dim=-1) == y).sum())
         return total_loss / len(labels), correct / len(labels)

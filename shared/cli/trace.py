@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         _, traces = trace(spec, tensors, images, frameworks, precision)
     for note in notes:
         print(note)
-    print(f"spec {spec.name!r}: {len(images)} images at {precision.rung}, "
+    packed = f" in {len(images)} sequences" if spec.batching == "packed" else ""
+    print(f"spec {spec.name!r}: {len(images) * spec.pack_images} images{packed} at {precision.rung}, "
           "budgets = tolerance x max(1, |reference tensor|)")
     for line in report_lines(traces, args.verbose):
         print(line)

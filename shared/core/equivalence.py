@@ -2,9 +2,11 @@
 
 `compare_tensor` compares any tensor with a reference within a tolerance: the shapes must be
 equal, every value finite (a NaN or an infinity FAILS, never passes by comparing false), and the
-largest absolute difference within the tolerance. `check_logits` is the one function that
-decides a port: its logits against the float64 reference within the rung's bound and above its
-floor (`shared/core/tolerance.py`), its own parameter count against `spec.derived.params`, and
+largest absolute difference within the tolerance; of a naflex or packed batch's token tensors only
+the valid tokens count (`valid`, shared/core/batching.py's `valid_rows`): what a port leaves in the
+padding is no output of the model. `check_logits` is the one function that decides a port: its
+logits against the float64 reference within the rung's bound and above its floor
+(`shared/core/tolerance.py`), its own parameter count against `spec.derived.params`, and
 the precision contract (`shared/core/precision.py`) on the dtype of every named tensor the
 worker read from the framework. Its answer is one `PortVerdict`, the record that travels from
 worker to table: `compare.py verify`, the timing gate (per mode, in the results file, through
@@ -38,6 +40,7 @@ class Comparison:
     max_abs_diff: float | None = None  # None when not comparable (shape, non-finite values)
     max_rel_diff: float | None = None
     reason: str | None = None  # why it failed, one line; None when it passed
+    worst_image: int | None = None  # with `by_image`: the image (axis 0) of the largest gap
 
 
 # The numbers a verdict states: non-negative and finite (a gap that could not be measured is None).
@@ -108,13 +111,20 @@ class PortVerdict(DataRecord):
         return super().from_dict(data, where, error)
 
 
-def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
-                   what: str = "logits") -> Comparison:
-    """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance."""
+def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float, what: str = "logits",
+                   valid: np.ndarray | None = None, by_image: bool = False,
+                   image_of: np.ndarray | None = None) -> Comparison:
+    """`got` against `reference`: same shape, all finite, max |got - reference| <= tolerance, over
+    the entries `valid` (a bool array of their shape) marks, or every entry. `by_image` (a batch of
+    images at their own grids): a failure names the image of the largest gap, its index along axis
+    0, or `image_of` it (an int array of their shape: a packed batch's, batching.py's entry_images)."""
     got = np.asarray(got)
     reference = np.asarray(reference, dtype=np.float64)
     if got.shape != reference.shape:
         return Comparison(False, tolerance, reason=f"{what} shape {got.shape}, expected {reference.shape}")
+    worst = worst_image(got, reference, valid, image_of) if by_image and got.ndim else None
+    if valid is not None:  # the valid tokens' entries only, flattened
+        got, reference = got[valid], reference[valid]
     finite = np.isfinite(got)
     if not finite.all():
         bad = int(got.size - np.count_nonzero(finite))
@@ -122,9 +132,24 @@ def compare_tensor(got: np.ndarray, reference: np.ndarray, tolerance: float,
                                                    "finite (NaN or infinity)")
     err, rel = max_abs_diff(got, reference), max_rel_diff(got, reference)
     if not err <= tolerance:
+        at = "" if worst is None else f" (worst at image {worst})"
         return Comparison(False, tolerance, err, rel,
-                          f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}")
+                          f"max |{what} - reference| {err:.3g} > tolerance {tolerance:.2g}{at}", worst)
     return Comparison(True, tolerance, err, rel)
+
+
+def worst_image(got: np.ndarray, reference: np.ndarray, valid: np.ndarray | None,
+                image_of: np.ndarray | None = None) -> int:
+    """The image of the largest |got - reference| over the `valid` entries: its index along axis 0,
+    or `image_of` it (whose padding entries, -1, are no image's)."""
+    gap = np.abs(got.astype(np.float64) - reference)
+    gap = np.where(np.isfinite(gap), gap, np.inf)
+    if valid is not None:
+        gap = np.where(valid, gap, 0.0)
+    if image_of is not None:
+        gap = np.where(image_of >= 0, gap, 0.0)
+        return int(image_of.flat[int(np.argmax(gap))])
+    return int(np.argmax(gap.reshape(len(gap), -1).max(axis=1)))
 
 
 def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
@@ -143,7 +168,7 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     The first failure found is the reason."""
     tolerance = logit_atol(spec, reference, precision, emulated_gap)
     floor = rung_floor(spec, reference, precision, emulated_gap)
-    comparison = compare_tensor(logits, reference, tolerance, what)
+    comparison = compare_tensor(logits, reference, tolerance, what, by_image=spec.batching != "fixed")
     err, expected = comparison.max_abs_diff, spec.derived.params
     reason = comparison.reason
     if reason and first_nonfinite:

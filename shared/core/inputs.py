@@ -1,4 +1,5 @@
-"""Canonical inputs: NHWC float32 image batches, checked before any port sees them."""
+"""Canonical inputs: NHWC float32 image batches (or, with `batching` naflex or packed, the per-image
+patch batch of shared/core/batching.py), checked before any port sees them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shared.core.batching import check_batch, probe_grid_batch
 from shared.core.budget import check_fits
 from shared.core.containers import read_npy
 from shared.core.spec import ModelSpec
@@ -16,14 +18,20 @@ PROBE_SEED = 1234
 
 
 def probe_batch(spec: ModelSpec, batch: int = PROBE_BATCH, seed: int = PROBE_SEED) -> np.ndarray:
-    """The spec's seeded probe batch: standard-normal NHWC float32 images (same in every port)."""
+    """The spec's seeded probe batch: standard-normal NHWC float32 images (same in every port), or
+    a naflex or packed spec's patch batch at seeded grids (`batch` sequences)."""
     check_fits(spec, batch, "a probe batch and the float64 reference")
     rng = np.random.default_rng(seed)
+    if spec.batching != "fixed":
+        return probe_grid_batch(spec, batch, rng)
     shape = (batch, spec.image_height, spec.image_width, spec.channels)
     return rng.standard_normal(shape).astype(np.float32)
 
 
 def check_images(spec: ModelSpec, images: np.ndarray, source: str = "input") -> None:
+    if spec.batching != "fixed":
+        check_batch(spec, images, source)
+        return
     if not isinstance(images, np.ndarray):
         raise InputError(f"{source}: expected a NumPy array, got {type(images).__name__}")
     _check_shape(spec, tuple(images.shape), source)
@@ -49,6 +57,9 @@ def load_images(path: str | Path, spec: ModelSpec) -> np.ndarray:
     shape, dtype and batch are checked before the data is read (a header may lie); a
     big-endian float32 array is converted to this machine's order."""
     source = f"input file {str(path)!r}"
+    if spec.batching != "fixed":
+        raise InputError(f"{source}: batching {spec.batching!r} reads no image file yet; expected batching "
+                         "'fixed' (the probe batch carries the per-image grids)")
 
     def expect(shape: tuple[int, ...], dtype: np.dtype) -> None:
         _check_shape(spec, shape, source)

@@ -174,6 +174,28 @@ PRESETS: dict[str, Preset] = {
         "GELU, final norm on every token, then the attention-pool (MAP) head, whose pooled vector "
         "is the output (no classifier: num_classes 0, an embedding of width 32).",
     ),
+    "naflex-tiny": Preset(
+        _ZOO_TINY.replace(name="naflex-tiny", image_height=32, image_width=32, patch_height=8, patch_width=8,
+                          batching="naflex", max_patches=12, class_token=False, pos_embed="none",
+                          pos_embed_class_row=False, heads=2, head_dim=16, activation="gelu_tanh",
+                          pooling="map"),
+        "SigLIP2's NaFlex batching at a tiny size: each image patchified at its own grid of 8x8x3 "
+        "patches (at most 4 x 4, rows x cols <= 12), padded to 12 tokens with a key-padding mask that "
+        "attention and the attention-pool (MAP) head read; no class token, no positions (per-image "
+        "position resizing is not built yet), tanh GELU, width 32, 2 heads of 16, 2 pre-norm blocks, "
+        "final norm, 10 classes.",
+    ),
+    "packed-tiny": Preset(
+        _ZOO_TINY.replace(name="packed-tiny", image_height=32, image_width=32, patch_height=8, patch_width=8,
+                          batching="packed", max_patches=16, pack_images=3, class_token=False,
+                          pos_embed="none", pos_embed_class_row=False, heads=2, head_dim=16,
+                          activation="gelu_tanh", pooling="mean"),
+        "Pixtral's packing at a tiny size: each sequence of 16 tokens holds 3 images of 8x8x3 patches at "
+        "their own grids (each at most 4 x 4) one after another, then padding; attention is "
+        "block-diagonal (an image's tokens attend to its own), each image's patches are averaged on "
+        "their own, and the logits have a row per image. No class token, no positions, tanh GELU, "
+        "width 32, 2 heads of 16, 2 pre-norm blocks, final norm, 10 classes.",
+    ),
     "clip-tiny": Preset(
         _ZOO_TINY.replace(name="clip-tiny", norm_before_blocks=True, patch_bias=False,
                           activation="quick_gelu", layer_norm_eps=1e-5, final_norm="pooled"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.core.activations import activation
+from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.positions import sequence_positions
 from shared.core.rotary import RotaryTables, rotary_tables
@@ -80,12 +81,16 @@ def patchify(spec: ModelSpec, images: np.ndarray) -> np.ndarray:
 
 
 def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | dict | None = None,
-              r: Rounding = EXACT, queries: np.ndarray | None = None) -> np.ndarray:
+              r: Rounding = EXACT, queries: np.ndarray | None = None,
+              mask: np.ndarray | None = None) -> np.ndarray:
     """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim), under the
     tensor prefix `p` (`blocks.i.attn.` or the map pool's `pool.attn.`). Kernels are (D, H, hd);
     the projections are matmuls on (D, H*hd) views of them. `queries` (the map pool's probe)
     attend over `x`; by default `x` attends over itself. Grouped-query attention: k and v have as
-    many heads as their width holds, key/value head j serving query heads j*g .. j*g+g-1 (g = H / theirs)."""
+    many heads as their width holds, key/value head j serving query heads j*g .. j*g+g-1 (g = H / theirs).
+    `mask` (B, keys) bool, a naflex batch's key-padding mask, or (B, queries, keys), a packed batch's
+    block-diagonal one: a False key gets probability exactly 0 (its score -inf; every row keeps a
+    key, so none is all -inf)."""
     tables = rotary_tables(spec) if queries is None else None  # the map pool's probe has no position
     queries = x if queries is None else queries
     heads, hd, d = spec.heads, spec.head_dim, spec.dim
@@ -105,6 +110,8 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     if tables is not None:  # RoPE: each head's patch queries and keys rotated, prefix tokens not
         q, k = rotate(q, tables, r), rotate(k, tables, r)
     scores = r.compute(q @ k.transpose(0, 1, 3, 2) / np.sqrt(hd))  # (B, H, queries, keys)
+    if mask is not None:  # no query reads a masked key: padding, or another packed image's
+        scores = np.where(mask.reshape(len(mask), 1, -1, mask.shape[-1]), scores, -np.inf)
     probs = r.compute(softmax(scores))  # the softmax in float32 (here float64), rounded once
     if taps is not None:
         taps[p.replace("blocks.", "block").replace(".attn.", ".").rstrip(".") + ".attn_probs"] = probs
@@ -132,7 +139,7 @@ def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, r: Rounding = EXACT)
 
 
 def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
-          r: Rounding = EXACT) -> np.ndarray:
+          r: Rounding = EXACT, mask: np.ndarray | None = None) -> np.ndarray:
     p = f"blocks.{i}."
 
     def norm(name: str, y: np.ndarray) -> np.ndarray:  # statistics unrounded, output in the stream
@@ -144,7 +151,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
     if spec.norm == "pre":  # x + f(LN(x))
         h = norm("norm1", x)
         taps[f"block{i}.norm1"] = h
-        a = scaled("ls1", attention(spec, w, p + "attn.", h, taps, r))
+        a = scaled("ls1", attention(spec, w, p + "attn.", h, taps, r, mask=mask))
         taps[f"block{i}.attn"] = a
         x = r.param(x + a)
         h = norm("norm2", x)
@@ -153,7 +160,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
         taps[f"block{i}.mlp"] = m
         x = r.param(x + m)
     else:  # post: LN(x + f(x))
-        a = scaled("ls1", attention(spec, w, p + "attn.", x, taps, r))
+        a = scaled("ls1", attention(spec, w, p + "attn.", x, taps, r, mask=mask))
         taps[f"block{i}.attn"] = a
         x = norm("norm1", r.param(x + a))
         taps[f"block{i}.norm1"] = x
@@ -167,8 +174,9 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
 
 def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
             taps: Taps | dict[str, np.ndarray] | None = None, rounding: Rounding = EXACT) -> np.ndarray:
-    """Logits (B, derived.outputs) in float64 for NHWC float32 images; fills `taps` (a Taps or a
-    dict) if given. `rounding` says where to round to a rung's dtypes (EXACT: nowhere)."""
+    """Logits (B, derived.outputs) in float64 for NHWC float32 images (a naflex or packed spec: its
+    patch batch, shared/core/batching.py; packed: B * pack_images rows, one per image); fills `taps`
+    (a Taps or a dict) if given. `rounding` says where to round to a rung's dtypes (EXACT: nowhere)."""
     check_images(spec, images)
     taps = {} if taps is None else taps
     r = rounding
@@ -178,7 +186,12 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     def norm(name: str, y: np.ndarray, place: str) -> np.ndarray:
         return r.param(normalize(spec, w, name, y, place))
 
-    x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
+    mask = pooled = None
+    if spec.batching != "fixed":  # each image already patchified at its own grid, padded or packed
+        x = r.param(np.asarray(images["patches"], dtype=np.float64))
+        mask, pooled = attention_mask(spec, images), pool_mask(spec, images)
+    else:
+        x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
     if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
         x = norm("patch_norm_in", x, "patch")
     kernel = w["patch_embed.kernel"].reshape(d.patch_features, spec.dim)
@@ -199,11 +212,11 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     if spec.norm_before_blocks:  # CLIP's ln_pre
         x = taps["norm_pre"] = norm("norm_pre", x, "pre")
     for i in range(spec.depth):
-        x = block(spec, w, i, x, taps, r)
+        x = block(spec, w, i, x, taps, r, mask)
     if spec.final_norm == "tokens":
         x = taps["final_norm"] = norm("final_norm", x, "final")
     tokens = x
-    x = pool(spec, w, x, taps, r)
+    x = pool(spec, w, x, taps, r, pooled)
     if spec.final_norm == "pooled":
         x = norm("final_norm", x, "final")
     taps["pooled"] = x
@@ -226,10 +239,17 @@ def token_tap(spec: ModelSpec) -> str:
     return "final_norm" if spec.final_norm == "tokens" else f"block{spec.depth - 1}.out"
 
 
-def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Rounding = EXACT) -> np.ndarray:
-    """The token sequence -> one vector per image, as `spec.pooling` says."""
+def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Rounding = EXACT,
+         mask: np.ndarray | None = None) -> np.ndarray:
+    """The token sequence -> one vector per image, as `spec.pooling` says; with a pool `mask`
+    (B, images, tokens: shared/core/batching.py's pool_mask), each image's means and attention pool
+    read its own tokens only, and the rows are the images, sequence by sequence."""
     if spec.pooling == "cls":
         return x[:, 0]
+    if spec.pooling in ("mean", "mean_all") and mask is not None:
+        valid = mask[..., None]  # (B, images, tokens, 1)
+        means = np.where(valid, x[:, None], 0.0).sum(axis=2) / valid.sum(axis=2)
+        return r.param(means.reshape(-1, spec.dim))
     if spec.pooling == "mean":
         return r.param(x[:, spec.derived.prefix_tokens:].mean(axis=1))  # patch tokens only
     if spec.pooling == "mean_all":
@@ -237,10 +257,11 @@ def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Round
     if spec.pooling == "flatten":
         return x.reshape(x.shape[0], -1)
     # map: a learned probe attends over every token, then x + MLP(LN(x)) (big_vision's MAPHead)
-    probe = np.broadcast_to(w["pool.probe"], (x.shape[0], 1, spec.dim))
-    y = attention(spec, w, "pool.attn.", x, taps, r, queries=probe)
+    images = 1 if mask is None else mask.shape[1]  # a probe per image, each over its own tokens
+    probe = np.broadcast_to(w["pool.probe"], (x.shape[0], images, spec.dim))
+    y = attention(spec, w, "pool.attn.", x, taps, r, queries=probe, mask=mask)
     h = r.param(normalize(spec, w, "pool.norm", y, "pool"))
-    return r.param(y + mlp(spec, w, "pool.mlp.", h, r))[:, 0]
+    return r.param(y + mlp(spec, w, "pool.mlp.", h, r)).reshape(-1, spec.dim)
 
 
 def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:

@@ -27,6 +27,12 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
 - with a distillation token the logits are the mean of the class head's and the distillation
   head's (timm's and Transformers' inference output); `num_classes = 0` means no head at all: the
   output is the pooled vector (a CLIP or SigLIP image tower's embedding);
+- `batching = "naflex"` (shared/core/batching.py): the input is each image's patches at its own
+  grid, padded to `max_patches` tokens (`derived.num_patches`); a key-padding mask keeps attention
+  and pooling off the padding, and only the valid tokens are compared; `packed` (Pixtral's): each
+  sequence of `max_patches` tokens holds `pack_images` images one after another, attention is
+  block-diagonal (each image's tokens attend to that image's only), each image is pooled on its
+  own, and the output has a row per image (sequence-major);
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
   row for the class token when `pos_embed_class_row` is true;
 - a learned table may hold another patch grid than the image's (`pos_grid_height` x
@@ -72,6 +78,14 @@ RopeCoords = Literal["index", "centered"]
 # with the even ones on rows and the odd ones on columns (Pixtral).
 RopeBands = Literal["shared", "alternating"]
 ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(RopeBands)
+# How a batch's images reach the model (shared/core/batching.py): `fixed`, every image image_height x
+# image_width, patchified at the spec's one grid; `naflex`, SigLIP2's NaFlex: each image already
+# patchified at its own grid of rows x cols patches (rows * cols <= max_patches), its tokens padded to
+# max_patches and a key-padding mask keeping attention and pooling off the padding; `packed`, Pixtral's:
+# pack_images images at their own grids one after another in each sequence of max_patches tokens,
+# attention block-diagonal, each image pooled on its own.
+Batching = Literal["fixed", "naflex", "packed"]
+BATCHINGS = get_args(Batching)
 # The normalisation every norm of the model computes: LayerNorm, or RMSNorm (scale only, no mean
 # subtracted: AIMv2, Pixtral, the Qwen2.5-VL encoder, InternViT with norm_type 'rms_norm').
 NormType = Literal["layer_norm", "rms_norm"]
@@ -102,6 +116,7 @@ class ModelSpec(Record):
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
+        "batching", "max_patches", "pack_images",
     })
 
     # Input and patching.
@@ -114,6 +129,12 @@ class ModelSpec(Record):
     patch_bias: bool = True  # the patch projection's bias (CLIP's has none)
     patch_norm_in: bool = False  # LayerNorm on each flattened patch before the projection (vit-pytorch)
     patch_norm_out: bool = False  # LayerNorm on each embedded patch token (vit-pytorch)
+    batching: Batching = "fixed"  # naflex: per-image patch grids, padded, with a key-padding mask
+    # naflex: the token length every image is padded to; packed: every sequence's, its images' patches
+    # together (null with fixed). Each image's grid fits in the image's (image_height / patch_height
+    # rows, image_width / patch_width columns).
+    max_patches: int | None = None
+    pack_images: int = 1  # packed: the images in each sequence (1 otherwise)
     # Tokens and positions.
     dim: int = 768
     class_token: bool = True
@@ -206,7 +227,7 @@ class Derived:
     cols_padded: int
     padded_height: int  # image size the patch layer actually sees
     padded_width: int
-    num_patches: int
+    num_patches: int  # naflex, packed: max_patches, the length every sequence's patches are padded to
     prefix_tokens: int  # class + distillation + register tokens, before the patches
     seq_len: int  # prefix tokens + patches
     patch_features: int  # ph * pw * C, the length of one flattened patch
@@ -230,7 +251,7 @@ class Derived:
     def of(cls, s: ModelSpec) -> Derived:
         rows, cols = patch_grid(s)
         used_h, used_w = rows * s.patch_height, cols * s.patch_width
-        num_patches = rows * cols
+        num_patches = rows * cols if s.max_patches is None else s.max_patches  # naflex, packed: padded length
         prefix = int(s.class_token) + int(s.distill_token) + s.registers
         seq_len = num_patches + prefix
         pos_grid_rows = rows if s.pos_grid_height is None else s.pos_grid_height
@@ -355,6 +376,7 @@ def validate_spec(s: ModelSpec) -> None:
     if s.kv_heads is not None and (not is_integer(s.kv_heads) or s.kv_heads < 1 or s.heads % s.kv_heads):
         _fail("kv_heads", s.kv_heads, f"a positive divisor of heads = {s.heads}, or null")
     _validate_rope(s)
+    _validate_batching(s, rows, cols)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
@@ -368,6 +390,40 @@ def validate_spec(s: ModelSpec) -> None:
         if s.pos_rows < needed:
             _fail("pos_rows", s.pos_rows, f"at least the {needed} rows the token sequence needs")
     _validate_resampling(s, rows, cols)
+
+
+def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
+    """`naflex`: a padded length every image's grid can fill; `packed`: pack_images images, each of
+    one patch at least and its whole grid at most, in max_patches tokens; and only what reads tokens
+    by position in the sequence refused (no per-image positions, rotary coordinates or prefix tokens yet)."""
+    if s.batching not in BATCHINGS:
+        _fail("batching", s.batching, f"one of {', '.join(BATCHINGS)}")
+    if s.batching != "packed" and s.pack_images != 1:
+        _fail("pack_images", s.pack_images, "1 unless batching is 'packed' (one image per sequence)")
+    if s.batching == "packed" and (not is_integer(s.pack_images) or not 2 <= s.pack_images <= MAX_TOKENS):
+        _fail("pack_images", s.pack_images, f"an integer from 2 to {MAX_TOKENS:,} when batching is 'packed' "
+              "(one image a sequence is batching 'naflex')")
+    if s.batching == "fixed":
+        if s.max_patches is not None:
+            _fail("max_patches", s.max_patches, "null when batching is 'fixed' (one grid, no padding)")
+        return
+    k = s.pack_images
+    held = f"pack_images = {k} images of one patch to" if k > 1 else "up to"
+    if not is_integer(s.max_patches) or not k <= s.max_patches <= k * rows * cols:
+        _fail("max_patches", s.max_patches, f"an integer from {k} to {k * rows * cols} ({held} the {rows} x "
+              f"{cols} patch grid of image_height x image_width) when batching is {s.batching!r}")
+    why = "positions per image grid are not built yet"
+    refused = {"pos_embed": (s.pos_embed, "none", why), "rope": (s.rope, "none", why)}
+    if s.batching == "packed":  # Pixtral's: no token of its own before an image's patches
+        why = "prefix tokens per packed image are not built yet"
+        refused |= {"class_token": (s.class_token, False, why),
+                    "distill_token": (s.distill_token, False, why), "registers": (s.registers, 0, why)}
+    for name, (value, wanted, why) in refused.items():
+        if value != wanted:
+            _fail(name, value, f"{wanted!r} when batching is {s.batching!r} ({why})")
+    if s.pooling == "flatten":
+        _fail("pooling", s.pooling, f"cls, mean, mean_all or map when batching is {s.batching!r} (flatten "
+              "would read the padding)")
 
 
 def _validate_tokens_and_heads(s: ModelSpec) -> None:

@@ -57,6 +57,12 @@ def gate_failure(row: dict[str, Any]) -> str | None:
             f"{failed[0][1].reason}")
 
 
+def gate_rows(spec: ModelSpec) -> int:
+    """The rows of the timed batch's logits the gate reads: its first GATE_IMAGES inputs' (a packed
+    sequence has a row per image, pack_images of them)."""
+    return GATE_IMAGES * spec.pack_images
+
+
 def gate_images(spec: ModelSpec, batch: int, seed: int) -> np.ndarray:
     """The images the gate checks: the first GATE_IMAGES of the timed batch."""
     return probe_batch(spec, batch=batch, seed=seed)[:GATE_IMAGES]

@@ -134,7 +134,8 @@ def measure(port: PortInterface, prepared: Any, mode: str, forward: str, config:
             (lambda p: port.forward(p, train=False))
         timed = synced(port, lambda: call(prepared))
         record["first_call_s"], out = time_once(timed)
-        verdict = gate.judge(row, port.spec, np.asarray(port.to_numpy(out))[:gate.GATE_IMAGES], config)
+        gated = np.asarray(port.to_numpy(out))[:gate.gate_rows(port.spec)]
+        verdict = gate.judge(row, port.spec, gated, config)
         record["gate"] = verdict.to_dict()
         if not verdict.passed:
             return {**record, "status": "failed", "reason": f"equivalence gate: {verdict.reason}"}

@@ -65,6 +65,8 @@ def refusal(family: str, spec: ModelSpec) -> str | None:
     """Why one peer family cannot build `spec` (None: it can). timm and Transformers' PyTorch classes
     build what their exporters accept (the newer families and the towers too: the class that
     computes the spec); Transformers' TF and Flax ViTs and keras-hub's are standard ViTs only."""
+    if spec.batching != "fixed":  # every peer runner times an NHWC batch: a patch batch is the ports' only
+        return f"batching={spec.batching!r} (peers run NHWC images of one size)"
     if family in ("timm", "hf-torch"):
         fmt = family.removesuffix("-torch")
         try:

@@ -135,7 +135,7 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     timer.progress("first eager call")
     seconds, first_out = time_once(synced(port, lambda: port.forward(prepared, train=False)))
     timer.single("first_call_eager", seconds, "includes lazy initialisation of kernels")
-    arrays["eager_logits"] = port.to_numpy(first_out)[:gate.GATE_IMAGES]
+    arrays["eager_logits"] = port.to_numpy(first_out)[:gate.gate_rows(port.spec)]
     # The user's model has no precision contract to read; a port's dtypes are read on the timed
     # batch (a new shape would make JAX compile every eager op again); they judge the eager mode.
     dtypes = {} if config.get("user") else contract_dtypes(port, images)
@@ -163,7 +163,7 @@ def first_calls(port: PortInterface, images: np.ndarray, prepared: Any, config: 
     # first call is the compile; this one found the framework's in-process cache warm
     seconds = modes.first_compile(row, seconds)
     timer.single("compile", seconds, backends.compile_note(row["backend"]))
-    compiled_logits = port.to_numpy(compiled_out)[:gate.GATE_IMAGES]
+    compiled_logits = port.to_numpy(compiled_out)[:gate.gate_rows(port.spec)]
     row["equivalence"]["compiled"] = gate.judge(row, port.spec, compiled_logits, config).to_dict()
     return compiled
 
@@ -218,8 +218,9 @@ def train_phase(framework: str, port: PortInterface, images: np.ndarray, config:
     except FrameworkUnavailable as exc:  # e.g. the Keras trainer on a non-TensorFlow backend
         timer.unavailable("train_step", f"train step not available ({exc})")
         return
-    labels = np.random.default_rng(int(config["seed"])).integers(0, port.spec.num_classes,
-                                                                  size=images.shape[0])
+    # A label per output row: per image, and a packed sequence holds pack_images of them.
+    rows = images.shape[0] * port.spec.pack_images
+    labels = np.random.default_rng(int(config["seed"])).integers(0, port.spec.num_classes, size=rows)
     batch = trainer.prepare_batch(images, labels)
     timer.progress("first training update")
     first, _ = time_once(lambda: trainer.loss_value(trainer.step(batch)))

@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
+from shared.core.batching import entry_images, valid_rows
 from shared.core.data_record import Bound, DataRecord, derived, stored_as
 from shared.core.equivalence import PortVerdict, check_logits, compare_tensor, not_run, tap_budget
 from shared.core.precision import FLOAT32, Precision
@@ -114,11 +115,13 @@ class PortTrace(DataRecord):
 def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: dict[str, np.ndarray],
                  framework: str, precision: Precision = FLOAT32,
                  emulated: dict[str, np.ndarray] | None = None, param_count: int | None = None,
-                 tap_dtypes: dict[str, str] | None = None, readout: str = "logits") -> PortTrace:
+                 tap_dtypes: dict[str, str] | None = None, images: np.ndarray | None = None,
+                 readout: str = "logits") -> PortTrace:
     """Every tap against the reference's within its budget (where the port leaves the spec's
-    function), and the port's verdict from its logits tap (or `readout`, the final-token tap a
-    user's tower returns instead: shared/your_model/run.py), `param_count` and `tap_dtypes` (when
-    the worker read them) by `check_logits`, the one function `verify` decides by."""
+    function; of a naflex or packed batch `images`, on its valid tokens only), and the port's
+    verdict from its logits tap (or `readout`, the final-token tap a user's tower returns instead:
+    shared/your_model/run.py), `param_count` and `tap_dtypes` (when the worker read them) by
+    `check_logits`, the one function `verify` decides by."""
     gap = None if emulated is None else max_abs_diff(emulated[readout], reference[readout])
     what = "logits" if readout == "logits" else "tokens"
     verdict = check_logits(spec, port_taps[readout], reference[readout], param_count, precision, gap,
@@ -132,9 +135,12 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
         if name not in port_taps:
             rows.append(TapRow(name, magnitude, None, budget, note="missing in this port"))
             continue
-        tap = compare_tensor(port_taps[name], ref, budget, what=name)
+        tap = compare_tensor(port_taps[name], ref, budget, what=name, valid=valid_rows(spec, images, ref),
+                             by_image=spec.batching != "fixed", image_of=entry_images(spec, images, ref))
         error = tap.max_abs_diff if tap.max_abs_diff is not None else float("inf")
         note = "" if tap.passed or tap.max_abs_diff is not None else str(tap.reason)
+        if not tap.passed and tap.max_abs_diff is not None and tap.worst_image is not None:
+            note = f"worst at image {tap.worst_image}"  # a batch of images at their own grids
         rows.append(TapRow(name, magnitude, error, budget, over=not tap.passed, note=note))
     return PortTrace(framework, verdict=verdict, rows=tuple(rows))
 
@@ -170,7 +176,7 @@ def trace(spec: ModelSpec, weights: Tensors, images: np.ndarray, frameworks: lis
             else:
                 taps, report = got
                 traces.append(compare_taps(spec, reference, taps, fw, precision, emulated,
-                                           report.get("param_count"), report.get("tap_dtypes")))
+                                           report.get("param_count"), report.get("tap_dtypes"), images))
     return reference, traces
 
 
@@ -194,8 +200,10 @@ def report_lines(traces: list[PortTrace], verbose: bool = False) -> list[str]:
                                                f"{worst.error:.2g} of {worst.budget:.2g}")
             lines.append(f"{t.framework}: all {len(t.rows)} taps within budget{margin}")
         else:
-            detail = first.note or f"error {first.error:.3g} > budget {first.budget:.2g} " \
-                                   f"(|ref| up to {first.magnitude:.3g})"
+            detail = (f"error {first.error:.3g} > budget {first.budget:.2g} "
+                      f"(|ref| up to {first.magnitude:.3g})")
+            if first.note:  # why it could not be compared, or the image of the largest gap
+                detail = first.note if not np.isfinite(first.error) else f"{detail}, {first.note}"
             lines.append(f"{t.framework}: first divergence at {first.name}: {detail}")
             others = [(o.framework, _row(o, first.name)) for o in traces if o is not t and not o.error]
             seen = [f"{fw} {row.error:.2g}" for fw, row in others

@@ -88,16 +88,18 @@ class Diagnosis(DataRecord):
 
 
 def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: str) -> np.ndarray:
-    expected = (batch, spec.derived.outputs)  # num_classes, or the pooled width without a classifier
+    # num_classes, or the pooled width without a classifier; a row per image (packed: pack_images a sequence)
+    expected = (batch * spec.pack_images, spec.derived.outputs)
     if not isinstance(logits, np.ndarray) or logits.dtype.kind not in "fc":
         kind = getattr(logits, "dtype", type(logits).__name__)
         raise InputError(f"{source}: logits have dtype {kind}, expected a float array")
     if logits.dtype.kind == "c":
         raise InputError(f"{source}: logits are complex, expected real floats")
     if tuple(logits.shape) != expected:
+        images = f" x {spec.pack_images} packed images" if spec.batching == "packed" else ""
         raise InputError(
             f"{source}: logits have shape {tuple(logits.shape)}, expected {expected} "
-            f"(batch {batch} x {spec.derived.outputs} outputs of spec {spec.name!r})"
+            f"(batch {batch}{images} x {spec.derived.outputs} outputs of spec {spec.name!r})"
         )
     bad = int(logits.size - np.count_nonzero(np.isfinite(logits)))
     if bad:

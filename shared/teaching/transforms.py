@@ -217,6 +217,8 @@ def attention_biases_zeroed(case: Case) -> Case | None:
 
 def images_reshaped_nchw(case: Case) -> Case | None:
     """NHWC images turned into NCHW with reshape instead of a transpose."""
+    if case.spec.batching != "fixed":  # a naflex or packed batch is patches: no image layout to slip
+        return None
     b, h, w, c = case.images.shape
     if c == 1:
         return None

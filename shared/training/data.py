@@ -158,6 +158,9 @@ def mnist(path: str | Path) -> tuple[Split, Split, int]:
 def load_dataset(name: str, spec: ModelSpec, validation_fraction: float, seed: int) -> Dataset:
     """`name`: quadrant[:noise=N,contrast=C] | digits | mnist:PATH | PATH.npz. The validation
     split is a seeded `validation_fraction` of the training set; the test set is only reported."""
+    if spec.batching != "fixed":  # every dataset here is NHWC images of one size, not a patch batch
+        raise InputError(f"--data {name!r}: spec {spec.name!r} has batching {spec.batching!r}; training "
+                         "reads NHWC images of one size, expected batching 'fixed'")
     if name == "quadrant" or name.startswith("quadrant:"):
         train, test, classes = quadrant(seed, size=spec.image_height, **quadrant_options(name))
         if spec.image_height != spec.image_width:

@@ -1,0 +1,195 @@
+"""Issue 37's first slices: a NaFlex batch (each image at its own patch grid, padded to max_patches,
+with a key-padding mask) and a packed one (Pixtral's: several images one after another in each
+sequence, attending block-diagonally) through the float64 reference and the four ports, judged on
+the tokens that count. Tiny: naflex-tiny (32,170 parameters), four images of 3x4, 4x1, 3x1 and 1x1
+patches; packed-tiny (the same tower, mean-pooled), four sequences of 16 tokens of three images each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ports
+from shared.core import reference
+from shared.core.batching import attention_mask, image_grids, pool_mask, segments, valid_rows
+from shared.core.equivalence import check_logits, compare_tensor
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+from shared.core.tolerance import logit_atol
+from shared.core.weights import init_weights
+from shared.errors import InputError
+from shared.teaching.first_divergence import PortTrace, compare_taps, report_lines
+from shared.training.data import load_dataset
+from tests.ports_cache import port
+
+SPEC = get_preset("naflex-tiny")
+# The same tower with a class token and a register (prefix keys always valid) and masked mean pooling.
+MEAN = SPEC.replace(name="naflex-mean", class_token=True, registers=1, pooling="mean")
+PACKED = get_preset("packed-tiny")
+# Packed with an attention pool: a probe per image, each over its own image's tokens.
+PACKED_MAP = PACKED.replace(name="packed-map", pooling="map")
+
+
+def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
+    """The batch with large random values where its padding was zeros: no valid output may move."""
+    noisy = batch.copy()
+    pad = segments(spec, batch) < 0
+    noisy["patches"][pad] = 50 * np.random.default_rng(7).standard_normal(noisy["patches"][pad].shape)
+    return noisy
+
+
+def test_probe_batch_mixes_grids_and_is_checked() -> None:
+    batch = probe_batch(SPEC, 4)
+    assert batch["grid"].tolist() == [[3, 4], [4, 1], [3, 1], [1, 1]]
+    assert (segments(SPEC, batch) == 0).sum(axis=1).tolist() == [12, 4, 3, 1]
+    assert not batch["patches"][segments(SPEC, batch) < 0].any()  # zeros in the padding
+    bad = batch.copy()
+    bad["grid"][1] = (4, 4)  # 16 patches > max_patches 12
+    with pytest.raises(InputError, match=r"sequence 1 holds 16 patches \(4 x 4\), expected at"):
+        reference.forward(SPEC, init_weights(SPEC, 0), bad)
+    with pytest.raises(InputError, match="a naflex batch is a 1-D structured array"):
+        reference.forward(SPEC, init_weights(SPEC, 0), np.zeros((4, 32, 32, 3), np.float32))
+
+
+def test_packed_probe_batch_masks_and_bounds() -> None:
+    """Three images a sequence at seeded grids, one after another; attention block-diagonal (the
+    padding attends to itself), so every row keeps a key; each image pools its own patches."""
+    batch = probe_batch(PACKED, 4)
+    assert batch["grid"].tolist() == [[[4, 2], [2, 2], [1, 3]], [[1, 3], [3, 2], [1, 1]],
+                                      [[1, 3], [1, 2], [3, 3]], [[2, 2], [4, 1], [2, 3]]]
+    seg = segments(PACKED, batch)
+    assert seg[1].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1, 2, -1, -1, -1, -1, -1, -1]
+    assert not batch["patches"][seg < 0].any()  # zeros in the padding
+    mask = attention_mask(PACKED, batch)
+    assert mask.shape == (4, 16, 16) and mask.any(axis=-1).all()  # no softmax row fully masked
+    assert mask[1, 4].tolist() == [False] * 3 + [True] * 6 + [False] * 7  # image 1 reads image 1 only
+    assert mask[1, 12].tolist() == [False] * 10 + [True] * 6  # padding reads the padding
+    pools = pool_mask(PACKED, batch)
+    assert pools.shape == (4, 3, 16) and pools.sum(axis=-1).tolist()[1] == [3, 6, 1]
+    bad = batch.copy()
+    bad["grid"][2, 2] = (4, 3)  # 3 + 2 + 12 = 17 patches > max_patches 16
+    with pytest.raises(InputError, match=r"sequence 2 holds 17 patches \(1 x 3 \+ 1 x 2 \+ 4 x 3\), expected "
+                                         r"at most max_patches = 16"):
+        reference.forward(PACKED, init_weights(PACKED, 0), bad)
+    bad["grid"][2, 2] = (5, 1)  # 5 rows > the 32 x 32 image's 4
+    with pytest.raises(InputError, match=r"sequence 2 has an image of grid 5 x 1, expected rows 1..4"):
+        reference.forward(PACKED, init_weights(PACKED, 0), bad)
+
+
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP],
+                         ids=["map", "mean", "packed", "packed-map"])
+def test_reference_on_a_padded_image_is_that_image_alone(spec) -> None:
+    """Independent of any port: each image's logits in the padded (or packed), masked batch equal the
+    fixed-size forward of that image alone at its own grid (no padding, no neighbour), to float64
+    rounding. The logits' rows are the images, sequence by sequence."""
+    weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
+    logits = reference.forward(spec, weights, batch)
+    ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
+    grids = image_grids(spec, batch).tolist()
+    assert logits.shape == (4 * spec.pack_images, spec.num_classes)
+    for i, sequence in enumerate(grids):
+        start = 0
+        for j, (rows, cols) in enumerate(sequence):
+            alone = spec.replace(batching="fixed", max_patches=None, pack_images=1, image_height=rows * ph,
+                                 image_width=cols * pw)
+            patches = batch["patches"][i, start: start + rows * cols].reshape(rows, cols, ph, pw, c)
+            image = patches.transpose(0, 2, 1, 3, 4).reshape(1, rows * ph, cols * pw, c)
+            row = i * spec.pack_images + j
+            assert np.abs(reference.forward(alone, weights, image)[0] - logits[row]).max() < 1e-12
+            start += rows * cols
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED], ids=["map", "mean", "packed"])
+def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str, spec, monkeypatch) -> None:
+    weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
+    noisy = padded_with_noise(spec, batch)
+    ref = reference.forward(spec, weights, batch)
+    assert np.array_equal(reference.forward(spec, weights, noisy), ref)  # exact: -inf keys weigh 0
+    p = port(framework, spec)
+    p.load(weights)
+    # Exact in every port too: a masked key's weight underflows to 0, and the pools select, never
+    # multiply, so what sits in the padding moves no valid output by a single bit.
+    logits = p.logits(batch)
+    assert np.array_equal(p.logits(noisy), logits), framework
+    verdict = check_logits(spec, logits, ref, p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
+    # The valid tokens of every token tap agree with the reference's on the zero-padded batch; what
+    # sits in the padded rows differs, and the verdict does not read it.
+    ref_taps, got = {}, p.intermediates(noisy)
+    reference.forward(spec, weights, batch, ref_taps)
+    tolerance = logit_atol(spec) * 10
+    for name in ("patch_embed", "block1.out", "final_norm"):
+        valid = valid_rows(spec, batch, ref_taps[name])
+        assert compare_tensor(got[name], ref_taps[name], tolerance, name, valid).passed, name
+        assert not compare_tensor(got[name], ref_taps[name], tolerance, name).passed, name
+    # No softmax row is fully masked, the padding's included: no tap holds a NaN.
+    assert all(np.isfinite(np.asarray(t)).all() for t in got.values()), framework
+    # Mutation: the port handed an all-True attention mask (padding attended; packed: every image
+    # attending to its neighbours, Pixtral without its block-diagonal mask) fails by a wide margin.
+    module = ports.load_port_module(framework)
+    monkeypatch.setattr(module, "attention_mask", lambda s, b: np.ones_like(attention_mask(s, b)))
+    mutated = check_logits(spec, p.logits(noisy), ref, p.param_count())
+    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+def test_a_fault_in_one_image_is_named_by_trace_and_verdict() -> None:
+    """A planted gap in image 2's valid tokens (and its logits): the trace's first divergent tap and
+    the verdict both name image 2; the same gap in image 2's padding is no divergence at all."""
+    weights, batch = init_weights(SPEC, 0), probe_batch(SPEC, 4)
+    ref = {}
+    reference.forward(SPEC, weights, batch, ref)
+    planted = {name: np.array(t, dtype=np.float32) for name, t in ref.items()}
+    planted["block1.out"][2, 0] += 1.0  # image 2 (3 x 1 grid): token 0 is valid
+    trace = compare_taps(SPEC, ref, planted, "planted", images=batch)
+    assert trace.first_divergence.name == "block1.out"
+    assert "worst at image 2" in report_lines([trace])[0]
+    padding = {name: np.array(t, dtype=np.float32) for name, t in ref.items()}
+    padding["block1.out"][2, 5] += 1.0  # token 5 of a 3-patch image is padding
+    assert compare_taps(SPEC, ref, padding, "padding", images=batch).first_divergence is None
+    logits = ref["logits"].copy()
+    logits[2, 3] += 1.0
+    assert "(worst at image 2)" in check_logits(SPEC, logits, ref["logits"]).reason
+
+
+def test_a_fault_in_one_packed_image_is_named_by_its_logits_row() -> None:
+    """Packed, sequence 1 holds images 3, 4 and 5 (3, 6 and 1 patches, then padding): a gap planted
+    in image 4's tokens, or in the attention of one of its queries, is named image 4, the number
+    of its logits row; the same gap in the padding after image 5 is no divergence."""
+    weights, batch = init_weights(PACKED, 0), probe_batch(PACKED, 4)
+    ref = {}
+    reference.forward(PACKED, weights, batch, ref)
+
+    def planted(name: str, index: tuple[int, ...]) -> PortTrace:
+        taps = {tap: np.array(t, dtype=np.float32) for tap, t in ref.items()}
+        taps[name][index] += 1.0
+        return compare_taps(PACKED, ref, taps, "planted", images=batch)
+
+    for name, index in (("block1.out", (1, 5, 0)), ("block0.attn_probs", (1, 0, 4, 3))):
+        trace = planted(name, index)
+        assert trace.first_divergence.name == name and "worst at image 4" in report_lines([trace])[0]
+    assert planted("block1.out", (1, 12, 0)).first_divergence is None  # token 12 is padding
+
+
+def test_cli_trace_runs_a_packed_batch_in_a_worker() -> None:
+    """`compare.py trace` end to end: the structured patch batch reaches a torch worker through its
+    .npy file, every tap is within budget, and the batch is counted in images."""
+    command = [sys.executable, "compare.py", "trace", "--spec", "packed-tiny", "--frameworks", "torch"]
+    proc = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "spec 'packed-tiny': 12 images in 4 sequences at float32" in proc.stdout
+    assert "torch: all 17 taps within budget" in proc.stdout
+
+
+def test_training_refuses_a_patch_batch_spec_in_one_line() -> None:
+    """Every training dataset is NHWC images of one size: a packed (or naflex) spec is refused before
+    any data is read, where its port once met a float image array instead of its structured batch."""
+    expected = (r"^--data 'digits': spec 'packed-tiny' has batching 'packed'; training reads NHWC images "
+                r"of one size, expected batching 'fixed'$")
+    with pytest.raises(InputError, match=expected):
+        load_dataset("digits", PACKED, 0.2, 0)
