@@ -197,16 +197,6 @@ def test_an_nnx_model_with_dropout_and_a_deterministic_keyword_runs_in_inference
     passes(portbench.check(model, spec, trace=False))
 
 
-def test_an_equinox_model_binds_by_structure_and_runs_in_inference_mode() -> None:
-    result = portbench.check(equinox_vit(TINY), TINY, trace=False)
-    passes(result)
-    assert result.binding["rule"] == "structure"
-    layouts = {link["native"]: link["layout"] for link in result.binding["links"]}
-    assert layouts["patch_embedding.weight"] == "conv"
-    assert layouts["patch_embedding.bias"] == "channel_bias"
-    assert layouts["blocks.0.attention.query_proj.weight"] == "heads_linear"
-
-
 # ---- --set class_token=false: the fields that follow it -------------------------------------------
 def test_setting_class_token_false_takes_pooling_and_the_class_row_along() -> None:
     spec = vit_pytorch_spec().with_overrides(["class_token=false"])
@@ -234,14 +224,26 @@ def test_verify_says_what_followed_a_set(tmp_path) -> None:
 
 # ---- MLX: its own Conv2d (OHWI) and MultiHeadAttention, bound by structure ---------------------------
 
-def test_mlx_images_vit_binds_by_structure_with_its_ohwi_conv_and_multiheadattention() -> None:
-    result = portbench.check(mlx_image_vit(TINY), TINY, trace=False)
+# MLX's OHWI Conv2d and MultiHeadAttention; equinox's (D, 1, 1) conv bias and MultiheadAttention
+# (its forward: jax.vmap of eqx.nn.inference_mode, channels first)
+OWN_LAYERS = {
+    "mlx-image": (mlx_image_vit, {"conv_proj.weight": "conv_ohwi",
+                                  "layers.0.self_attention.query_proj.weight": "heads_linear",
+                                  "layers.0.self_attention.out_proj.weight": "heads_out_linear"}),
+    "equinox": (equinox_vit, {"patch_embedding.weight": "conv", "patch_embedding.bias": "channel_bias",
+                              "blocks.0.attention.query_proj.weight": "heads_linear",
+                              "blocks.0.attention.output_proj.weight": "heads_out_linear"}),
+}
+
+
+@pytest.mark.parametrize("case", OWN_LAYERS)
+def test_a_frameworks_own_conv_and_attention_bind_by_structure(case: str) -> None:
+    build, expected = OWN_LAYERS[case]
+    result = portbench.check(build(TINY), TINY, trace=False)
     passes(result)
     assert result.binding["rule"] == "structure"
     layouts = {link["native"]: link["layout"] for link in result.binding["links"]}
-    assert layouts["conv_proj.weight"] == "conv_ohwi"
-    assert layouts["layers.0.self_attention.query_proj.weight"] == "heads_linear"
-    assert layouts["layers.0.self_attention.out_proj.weight"] == "heads_out_linear"
+    assert {name: layouts[name] for name in expected} == expected
 
 
 def test_mlx_examples_clip_tower_binds_by_structure() -> None:
