@@ -217,7 +217,7 @@ def test_batch_first_default_in_torch_attention(monkeypatch: pytest.MonkeyPatch)
                 mha.out_proj.bias.copy_(torch.from_numpy(case.weights[p + "out.bias"]))
             mha.eval()
 
-            def attend(x: torch.Tensor, taps: object = None,
+            def attend(x: torch.Tensor, taps: object = None, key_mask: object = None,
                        _mha: nn.MultiheadAttention = mha) -> torch.Tensor:
                 return _mha(x, x, x, need_weights=False)[0]
 

@@ -151,6 +151,7 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
     out.report.update(framework=fw, model_class=model_class(model))
+    print_phase("user-forward")  # the layout is found by running the forward on one image
     layout, layout_note = input_layout(module, model, job, images[:1])
     out.report["notes"] = [note for note in (layout_note, inference_note(module, model)) if note]
     print_phase("user-bind")
@@ -224,6 +225,7 @@ class UserPort:
         self.spec = spec
         self.model, _ = with_variables(build(job["model"], spec), spec)
         self.framework, self.module = user_port(self.model, job.get("framework"))
+        print_phase("user-forward")  # the layout is found by running the forward on one image
         self.layout, _ = input_layout(self.module, self.model, job, probe_batch(spec, 1))
         self.output = job.get("output")
         print_phase("user-bind")

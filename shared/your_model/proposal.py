@@ -263,6 +263,10 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
     if spec.rope == "none":
         out |= dict.fromkeys(("rope_theta", "rope_coords", "rope_ref_grid", "rope_bands"),
                              "no rotary embeddings")
+    if spec.batching == "fixed":  # how a batch is laid out, not what the model computes per image
+        out |= {"batching": "your model is fed whole images of the spec's size (a mixed-size batch: a "
+                            "--spec with batching)",
+                "max_patches": "batching=fixed", "pack_images": "batching=fixed"}
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
                              "a built model's table has the image's own patch grid (only that shape binds)")
