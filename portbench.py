@@ -109,11 +109,7 @@ def check(model: Any, spec: ModelSpec | str | None = None, **options: Any) -> Re
             checked = user_check.check_user(model, resolved, images, trace=trace, frameworks=frameworks,
                                             unread=unread, **options)
         else:
-            def rerun(weights: str | None) -> Any:
-                return _in_process(model, resolved, images, trace, {**options, "weights": weights})
-
-            run = user_check.discernible(rerun(options.get("weights")), images, rerun,
-                                         bool(options.get("weights")))
+            run = _in_process(model, resolved, images, trace, options)
             checked = user_check.judge(run, images, trace=trace, unread=unread)
     except (InputError, WeightsError) as exc:  # the model's verdict: it does not build, bind or run
         return _refused(resolved, exc)

@@ -7,10 +7,7 @@ it explains a failure with this package's tools; `your_model` imports no teachin
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,8 +15,6 @@ import numpy as np
 from shared.core.equivalence import PortVerdict, check_logits
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import DISCERNING_RATIO, discerning, logit_atol, logit_spread
-from shared.core.weights import init_weights, save_weights
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.your_model.run import UserRun, run_user
 from shared.your_model.spec_check import TRAIN
@@ -76,38 +71,11 @@ def check_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework
                timeout: float = 300.0, trace: bool = False, unread: tuple[str, ...] = (),
                **options: Any) -> UserCheck:
     """The user's model against the float64 reference on the weights it ran with (its own, bound,
-    or --weights loaded into it; `discernible`); our ports on the same weights when `frameworks`
-    are given. `unread`: the fields of a spec read from the model that nothing read (`judge`)."""
-    def rerun(weights: str | None) -> UserRun:
-        return run_user(reference, spec, images, taps=trace, timeout=timeout,
-                        **{**options, "weights": weights})
-
-    run = discernible(rerun(options.get("weights")), images, rerun, bool(options.get("weights")))
+    or --weights loaded into it, or the canonical weights where its own are too small to judge by:
+    shared/your_model/evaluate.py); our ports on the same weights when `frameworks` are given.
+    `unread`: the fields of a spec read from the model that nothing read (`judge`)."""
+    run = run_user(reference, spec, images, taps=trace, timeout=timeout, **options)
     return judge(run, images, frameworks=frameworks, timeout=timeout, trace=trace, unread=unread)
-
-
-def discernible(run: UserRun, images: np.ndarray, rerun: Callable[[str], UserRun], given: bool) -> UserRun:
-    """The run, or where the model's own weights give logits that move too little over the probe
-    images for the tolerance to see a wrong function (shared/core/tolerance.py's `discerning`:
-    DINOv3's random-initialised head, a zero-initialised one), the run again with portbench's
-    canonical weights (seed 0) loaded into it, `rerun(path)`, and a note saying so. Weights the
-    user gave (`given`) are kept."""
-    if given or run.readout != "logits":
-        return run
-    reference = forward(run.spec, run.tensors, images)
-    tolerance = logit_atol(run.spec, reference)
-    if discerning(reference, tolerance):
-        return run
-    with tempfile.TemporaryDirectory(prefix="portbench-canonical-") as folder:
-        path = Path(folder) / "canonical.safetensors"
-        save_weights(path, run.spec, init_weights(run.spec, 0))
-        again = rerun(str(path))
-    note = (f"weights: with your model's own parameters its logits move by at most "
-            f"{logit_spread(reference):.2g} over the probe images, under {DISCERNING_RATIO:.0f} x the "
-            f"tolerance {tolerance:.1e}, where a wrong function passes unseen: portbench's canonical "
-            "weights (seed 0) were loaded into it instead")
-    report = {**again.report, "notes": [*again.report.get("notes", []), note], "canonical_weights": True}
-    return dataclasses.replace(again, report=report)
 
 
 def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = None,
