@@ -127,9 +127,3 @@ def test_transformers_flax_vit_binds_by_structure_in_definition_order(transforme
     assert checks[0].endswith("the logits decide") and outcome.code == 0, outcome.stdout
 
 
-def test_transformers_tf_vit_on_tf_keras_passes_verify(transformers4: None) -> None:
-    # Transformers' TF classes take NCHW pixel_values in a channels-last framework: found by trying
-    outcome = run_cli("verify", "--model", f"{HF}:tf_vit", "--framework", "keras", *HF_SPEC)
-    assert outcome.code == 0, outcome.stdout + outcome.stderr
-    assert "input layout: NCHW, tried, since your model's forward raised on NHWC images" in outcome.stdout
-    assert "bound by structure" in outcome.stderr and "yours (keras) | cpu    | 9,476  |" in outcome.stdout

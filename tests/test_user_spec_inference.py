@@ -27,7 +27,6 @@ from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 from shared.your_model.proposal import DEFAULT, Proposal, propose_spec
-from shared.your_model.run import propose_user_spec
 from tests.adversarial import run_cli
 
 # The tiny model every case builds: one block, width 16, two heads, 32x32 images of 8x8 patches.
@@ -165,9 +164,11 @@ HF_SETS = ["depth=1", "layer_norm_eps=1e-12"]
 HF_SPEC = resolve_spec("quadrant", HF_SETS)
 
 
-def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path, transformers4: None) -> None:
+def test_a_transformers_tensorflow_vit_is_read_from_its_config_and_passes(tmp_path: Path,
+                                                                          transformers4: None) -> None:
     """The hf format's infer reads PyTorch's tensor names: for the TF class, the config and the
-    ViT's architecture state every field; tests/test_user_linen.py verifies it at this spec."""
+    ViT's architecture state every field. Verified with that spec, through the CLI's workers: its
+    NCHW pixel_values in a channels-last framework are found by trying."""
     path = tmp_path / "hf_models.py"
     path.write_text("from shared.core.presets import resolve_spec\n"
                     "from tests import hf_vit_models\n\n\n"
@@ -175,13 +176,13 @@ def test_a_transformers_tensorflow_vit_is_read_from_its_config(tmp_path: Path, t
                     f"    return hf_vit_models.tf_vit(resolve_spec('quadrant', {HF_SETS!r}))\n")
     # no --framework, and the file imports no framework at its top: the worker, guessed torch, must
     # still let Transformers load its TF classes (nothing hidden from the user's code)
-    proposal = propose_user_spec(f"{path}:tf_vit")
-    assert proposal.spec == HF_SPEC, [f for f in HF_SPEC.to_dict()
-                                      if getattr(HF_SPEC, f) != getattr(proposal.spec, f)]
-    assert proposal.library == "transformers TFViTForImageClassification"
-    assert proposal.unread == [] and proposal.notes == []
-    assert proposal.sources["layer_norm_eps"] == "config.layer_norm_eps"
-    assert proposal.sources["num_classes"] == "config.num_labels"
+    outcome = run_cli("verify", "--model", f"{path}:tf_vit")
+    assert outcome.code == 0, outcome.stdout + outcome.stderr
+    read = next(line for line in outcome.stdout.splitlines() if line.startswith("spec read from your model:"))
+    assert " from transformers TFViTForImageClassification (" in read and "unread" not in read, read
+    assert f"spec 'read-from-model' ({HF_SPEC.spec_hash}): 9,476 parameters" in outcome.stdout
+    assert "input layout: NCHW, tried, since your model's forward raised on NHWC images" in outcome.stdout
+    assert "bound by structure" in outcome.stderr and "yours (keras) | cpu    | 9,476  |" in outcome.stdout
 
 
 @pytest.mark.fast
