@@ -6,11 +6,14 @@ tokens to (L, N, D) itself, QuickGELU, no patch bias, `ln_pre`); the PyTorch pap
 DINOv2 repository's ViT (a `mask_token` the forward reads only when masks are passed, LayerScale,
 register tokens without positions); lucidrains' vit-pytorch `ViT` copied into a user's file (patch
 LayerNorms around a Linear, a bias-free packed qkv, and with `pool='mean'` an empty (0, dim) class
-token); google-research vit_jax's linen ViT (a required `train` keyword, dropout 0.1, linen's tanh
-GELU); mlx-image's ViT (MLX's own OHWI `Conv2d` and `MultiHeadAttention`) and mlx-examples' CLIP
-tower (its own q/k/v Linears, an inline QuickGELU, positions in an `nn.Embedding`); equinox's
-example (layers that take one example, a channels-first Conv2d whose bias is (D, 1, 1), Dropout
-modules). The linen, MLX and equinox builders import their framework when called."""
+token); open_clip's tower (a batch-first attention, LayerScale, the output a bare `pooled @ proj`
+parameter); DeiT's own distilled model (a subclass of timm's VisionTransformer with a distillation
+token and head, the mean of both heads in eval); google-research vit_jax's linen ViT (a required
+`train` keyword, dropout 0.1, linen's tanh GELU); mlx-image's ViT (MLX's own OHWI `Conv2d` and
+`MultiHeadAttention`) and mlx-examples' CLIP tower (its own q/k/v Linears, an inline QuickGELU,
+positions in an `nn.Embedding`); equinox's example (layers that take one example, a channels-first
+Conv2d whose bias is (D, 1, 1), Dropout modules). The linen, MLX and equinox builders import their
+framework when called."""
 
 from __future__ import annotations
 
@@ -291,6 +294,118 @@ def vit_pytorch_spec(s: ModelSpec = TINY, pool: str = "cls") -> ModelSpec:
     return spec
 
 
+# ---- open_clip's VisionTransformer ---------------------------------------------------------------
+class ClipLayerNorm(nn.LayerNorm):
+    """open_clip's LayerNorm: torch's, cast back to the input's dtype (a subclass, read as its base)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        orig_type = x.dtype
+        x = nn.functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        return x.to(orig_type)
+
+
+class ClipLayerScale(nn.Module):
+    def __init__(self, dim: int, init_values: float = 1e-5) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(init_values * torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.gamma
+
+
+class OpenClipBlock(nn.Module):
+    """open_clip's ResidualAttentionBlock: a batch-first `nn.MultiheadAttention`, LayerScale as
+    `ls_1`/`ls_2`, the MLP an ordered `c_fc`, `gelu`, `c_proj`."""
+
+    def __init__(self, width: int, heads: int, mlp_width: int, ls_init_value: float | None) -> None:
+        super().__init__()
+        from collections import OrderedDict
+
+        self.ln_1 = ClipLayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ls_1 = ClipLayerScale(width, ls_init_value) if ls_init_value is not None else nn.Identity()
+        self.ln_2 = ClipLayerNorm(width)
+        self.mlp = nn.Sequential(OrderedDict([("c_fc", nn.Linear(width, mlp_width)), ("gelu", nn.GELU()),
+                                              ("c_proj", nn.Linear(mlp_width, width))]))
+        self.ls_2 = ClipLayerScale(width, ls_init_value) if ls_init_value is not None else nn.Identity()
+
+    def forward(self, q_x: torch.Tensor) -> torch.Tensor:
+        y = self.ln_1(q_x)
+        x = q_x + self.ls_1(self.attn(y, y, y, need_weights=False)[0])
+        return x + self.ls_2(self.mlp(self.ln_2(x)))
+
+
+class OpenClipVisionTransformer(nn.Module):
+    """open_clip's tower: no patch bias, a class embedding and positions scaled by width ** -0.5,
+    `ln_pre`, `ln_post` then the class token, and the output a bias-free `pooled @ proj` with the
+    (width, output_dim) parameter open_clip stores, not a Linear."""
+
+    def __init__(self, s: ModelSpec, ls_init_value: float | None = None) -> None:
+        super().__init__()
+        width, grid = s.dim, s.derived.grid_rows * s.derived.grid_cols
+        scale = width ** -0.5
+        self.conv1 = nn.Conv2d(s.channels, width, s.patch_height, s.patch_height, bias=False)
+        self.class_embedding = nn.Parameter(scale * torch.randn(width))
+        self.positional_embedding = nn.Parameter(scale * torch.randn(grid + 1, width))
+        self.ln_pre = ClipLayerNorm(width)
+        self.transformer = nn.Sequential(*[OpenClipBlock(width, s.heads, s.mlp_dim, ls_init_value)
+                                           for _ in range(s.depth)])
+        self.ln_post = ClipLayerNorm(width)
+        self.proj = nn.Parameter(scale * torch.randn(width, s.num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x)
+        x = x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
+        cls = self.class_embedding.view(1, 1, -1).expand(x.shape[0], -1, -1).to(x.dtype)
+        x = self.ln_pre(torch.cat([cls, x], dim=1) + self.positional_embedding.to(x.dtype))
+        x = self.ln_post(self.transformer(x))
+        return x[:, 0] @ self.proj
+
+
+def open_clip_spec(s: ModelSpec = TINY, layer_scale: bool = False) -> ModelSpec:
+    return s.replace(patch_bias=False, norm_before_blocks=True, layer_scale=layer_scale,
+                     bias_free=("head.out",))
+
+
+# ---- the official DeiT repository: a distilled subclass of timm's VisionTransformer ------------
+def deit_distilled(s: ModelSpec) -> Any:
+    """DeiT's `DistilledVisionTransformer`: timm's VisionTransformer subclassed with a `dist_token`,
+    a position table two rows longer and a `head_dist`; in eval it returns the mean of both heads."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    class DistilledVisionTransformer(VisionTransformer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.dist_token = nn.Parameter(torch.zeros(1, 1, self.embed_dim))
+            self.pos_embed = nn.Parameter(torch.zeros(1, self.patch_embed.num_patches + 2, self.embed_dim))
+            self.head_dist = nn.Linear(self.embed_dim, self.num_classes)
+            nn.init.trunc_normal_(self.dist_token, std=0.02)
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+
+        def forward_features(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            b = x.shape[0]
+            x = self.patch_embed(x)
+            x = torch.cat((self.cls_token.expand(b, -1, -1), self.dist_token.expand(b, -1, -1), x), dim=1)
+            x = self.pos_drop(x + self.pos_embed)
+            for blk in self.blocks:
+                x = blk(x)
+            x = self.norm(x)
+            return x[:, 0], x[:, 1]
+
+        def forward(self, x: torch.Tensor) -> Any:
+            x, x_dist = self.forward_features(x)
+            x, x_dist = self.head(x), self.head_dist(x_dist)
+            return (x, x_dist) if self.training else (x + x_dist) / 2
+
+    return DistilledVisionTransformer(img_size=s.image_height, patch_size=s.patch_height, embed_dim=s.dim,
+                                      depth=s.depth, num_heads=s.heads, mlp_ratio=s.mlp_dim / s.dim,
+                                      num_classes=s.num_classes, qkv_bias=True)
+
+
+def deit_spec(s: ModelSpec = TINY) -> ModelSpec:
+    return s.replace(distill_token=True, layer_norm_eps=1e-6)
+
+
 # ---- google-research vit_jax (flax linen) ---------------------------------------------------------
 def vit_jax_module(spec: ModelSpec) -> Any:
     """google-research vit_jax's habits: `__call__(inputs, *, train)` with no default, dropout 0.1
@@ -533,6 +648,14 @@ def dino_vit() -> DinoVisionTransformer:
 
 def vit_pytorch_mean() -> ViT:
     return ViT(TINY, pool="mean")
+
+
+def open_clip() -> OpenClipVisionTransformer:
+    return OpenClipVisionTransformer(TINY, ls_init_value=1e-5)
+
+
+def deit() -> Any:
+    return deit_distilled(TINY)
 
 
 def vit_jax() -> Any:

@@ -56,6 +56,10 @@ CASES: dict[str, tuple[Callable[[], Any], ModelSpec, list[str], list[str]]] = {
                                               "pooling"]),
     "equinox (inline exact GELU)": (lambda: styles.equinox_vit(styles.TINY), styles.TINY, [],
                                     ["remainder", "activation", "norm", "rope", "pooling"]),
+    "open_clip (bare proj, LayerScale)": (lambda: styles.OpenClipVisionTransformer(styles.TINY, 1e-5),
+                                          styles.open_clip_spec(layer_scale=True), [], UNREAD),
+    "deit (a distilled timm subclass)": (lambda: styles.deit_distilled(styles.TINY), styles.deit_spec(), [],
+                                         ["rope"]),
     "keras functional example": (lambda: load_example("keras_functional_vit").build(KERAS_SPEC),
                                  KERAS_SPEC, [], UNREAD),
 }
@@ -156,3 +160,20 @@ def test_an_unread_field_is_fitted_only_where_one_setting_reproduces_the_logits(
                               "--set it, or a --spec, to check against another")
     stated = portbench.check(model, KERAS_SPEC.replace(dropout_mlp=0.1), trace=False)
     assert not stated.passed and "with norm=post" in stated.explanation
+
+
+@pytest.mark.parametrize("name", ["open_clip", "deit"])
+def test_open_clip_and_deits_own_code_pass_with_the_spec_read_from_them(name: str) -> None:
+    """open_clip's output is `pooled @ proj`, a bare (width, out) parameter no Linear holds: read
+    as a bias-free head and bound in (in, out) order. DeiT's own distilled model subclasses timm's
+    VisionTransformer: read as its base, its two heads averaged as distill_token says."""
+    import portbench
+
+    torch.manual_seed(0)
+    result = portbench.check(getattr(styles, name)(), trace=False)
+    assert result.passed, result.explanation
+    links = {link["native"]: (link["canonical"], link["layout"]) for link in result.binding["links"]}
+    if name == "open_clip":
+        assert links["proj"] == ("head.out.kernel", "same")
+    else:
+        assert links["head_dist.weight"][0] == "head_dist.out.kernel"

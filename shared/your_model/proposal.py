@@ -181,6 +181,8 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], family: 
     for name, fact in layer_facts(layers).items():
         found.setdefault(name, fact)
     for name, fact in structure_facts(params, layers, family, found).items():
+        if name == "bias_free" and fact[0] and not found.get(name, (None,))[0]:
+            found[name] = fact  # a bias-free projection no layer holds (CLIP's bare `proj`)
         found.setdefault(name, fact)
     for name, fact in conventions.items():
         found.setdefault(name, fact)

@@ -12,7 +12,7 @@ names for tokens and the position table.
 - the norms outside the blocks: over flattened patches, right after the patch projection in its
   module, before the blocks, after them (a final norm registered before the blocks, vit-pytorch's
   habit, when none follows them);
-- the head: the classes of the last Linear after the blocks;
+- the head: the classes of the last Linear after the blocks, or of a bare `pooled @ proj` (CLIP's);
 - the class, distillation and register tokens and the position table (`proposal_tokens.py`): the
   table's rows, less the class row (and the registers' rows), make a square patch grid, so the
   image is grid x patch.
@@ -31,7 +31,7 @@ from shared.core.layer import Layer
 from shared.core.spec import BIAS_FREE, QKV_PARTS, ModelSpec
 from shared.errors import PortbenchError
 from shared.your_model.proposal_tokens import token_facts
-from shared.your_model.structure import FREE, units_of
+from shared.your_model.structure import FREE, bare_projection, units_of
 from shared.your_model.structure_blocks import BODY, INDEXED, block_groups, emit, linear_plan
 from shared.your_model.structure_parts import (
     BIAS,
@@ -69,7 +69,7 @@ def structure_facts(params: dict[str, Any], layers: list[Layer], family: str,
     if groups:
         _block(groups[0], dim, family, out)
     _norms(patch, before, after, dim, out)
-    _head(after, dim, family, out)
+    _head(after, free, dim, family, out)
     token_facts(free, dim, out)
     return out
 
@@ -235,12 +235,20 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], dim: int, out: di
         out["final_norm"] = ("tokens", f"LayerNorm {post[0].label}, {place}: on every token")
 
 
-def _head(after: list[Unit], dim: int, family: str, out: dict[str, Fact]) -> None:
-    """The classes: the last Linear after the blocks, from the width (none: no classifier)."""
+def _head(after: list[Unit], free: list[Unit], dim: int, family: str, out: dict[str, Fact]) -> None:
+    """The classes: the last Linear after the blocks, from the width, else a bare `pooled @ proj`
+    parameter (none: no classifier)."""
     if any(u.kind == "attention" for u in after):
         return  # an attention pool: binding by structure places its Linears
     torch_like = FRAMEWORK_LAYOUTS[family][0] == "linear"
     linears = [u for u in after if u.kind == "linear"]
+    bare = bare_projection(free, dim) if not linears else None
+    if bare is not None:
+        where = f"{bare[1]} {bare[2]}, a bare (in, out) projection with no Linear after the blocks"
+        out |= {"num_classes": (bare[2][1], where), "head_hidden": ((), where)}
+        out["bias_free"] = ((*out.get("bias_free", ((), ""))[0], "head.out"),
+                            f"{out['bias_free'][1]}; {where}" if "bias_free" in out else where)
+        return
     if not linears:
         out["num_classes"] = (0, "no Linear after the blocks (no classifier)")
         return

@@ -9,8 +9,9 @@ is refused, and so is a layer that fits nothing, by name (`structure_parts.misfi
 The order: the patch embedding (and its LayerNorms), then the blocks (`structure_blocks`: an
 indexed container's entries, else equal runs), then what lies before them (the LayerNorm before
 the blocks) and after them (the final norm, the attention pool, the head layers, the distillation
-head; a head or final norm defined before the blocks counts), then the free parameters (tokens,
-positions, the pool's probe) by size and name."""
+head; a head or final norm defined before the blocks counts; a bias-free head may be a bare
+`pooled @ proj` parameter), then the free parameters (tokens, positions, the pool's probe) by size
+and name."""
 
 from __future__ import annotations
 
@@ -154,7 +155,11 @@ def after_blocks(b: Builder, spec: ModelSpec, after: list[Unit], before: list[Un
 
     if spec.distill_token and spec.num_classes:
         b.dense(linear("distillation head", r"dist"), "head_dist.out", b.linear)
-    if spec.num_classes:
+    bare = bare_projection([u for u in before + after if u.kind in FREE], spec.dim) \
+        if "head.out" in spec.bias_free and not any(u.kind == "linear" for u in after) else None
+    if bare is not None and bare[2][1] == spec.num_classes:  # its unit keeps the tokens beside it
+        b.add(bare[1], ("head.out.kernel",), "same", f"{bare[1]} {bare[2]}, a bare (in, out) projection")
+    elif spec.num_classes:
         b.dense(linear("head"), "head.out", b.linear)
     for j in reversed(range(len(spec.head_hidden))):
         b.dense(linear(f"head hidden layer {j}"), f"head.hidden.{j}", b.linear)
@@ -190,6 +195,14 @@ def pool_attention(b: Builder, spec: ModelSpec, after: list[Unit]) -> None:
                        "attention pool (pooling=map)")
 
 
+def bare_projection(free: list[Unit], dim: int) -> tuple[Unit, str, Shape] | None:
+    """CLIP's and open_clip's output, `pooled @ proj`: a free (dim, out) parameter named as a
+    projection or head, in (in, out) order in every framework since no Linear holds it."""
+    hits = [(u, n, s) for u in free for n, s in u.params.items()
+            if len(s) == 2 and s[0] == dim and re.search(r"proj|head", n.lower())]
+    return hits[0] if len(hits) == 1 else None
+
+
 # the free parameters: canonical name -> the words that name it natively
 TOKEN_HINTS = {"cls_token": r"cls|class", "dist_token": r"dist", "reg_tokens": r"reg", "pos_embed": r"pos",
                "pool.probe": r"probe|latent|query"}
@@ -200,7 +213,7 @@ def tokens_and_positions(b: Builder, spec: ModelSpec, free: list[Unit]) -> None:
     canonical order when there are exactly as many as the spec wants."""
     shapes = spec.derived.tensor_shapes
     wanted = [c for c in TOKEN_HINTS if c in shapes and c not in b.fixed]
-    params = [(u, n, s) for u in free for n, s in u.params.items()]
+    params = [(u, n, s) for u in free for n, s in u.params.items() if n not in b.why]
     for canonical in wanted:
         want = math.prod(shapes[canonical])
         hits = [p for p in params if math.prod(p[2]) == want]
