@@ -18,6 +18,7 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
 - `check_exportable(fmt, spec)` (what the library cannot build, refused by field), `finish_export`
   (optional) and `write(fmt, spec, raw, out, force)`;
 - `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
+- `inert_live(model)` (optional): the tensors its classifier computes and its logits never read;
 - `build_model(spec, ...)` (where the library builds models: the peers `compare.py peers` times).
 
 Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files
@@ -102,6 +103,13 @@ def model_tables(model: Any, spec: ModelSpec) -> list[Table]:
     model is bound by them in its worker (shared/your_model/evaluate.py's `conventions`)."""
     return [table for plugin in plugins() if hasattr(plugin, "live_tables")
             for table in plugin.live_tables(model, spec)]
+
+
+def model_inert(model: Any) -> dict[str, str]:
+    """The tensors a built model computes for an output its logits never read (a Transformers
+    classifier's unused pooler), each with why: each plug-in's `inert_live`. Binding sets them aside."""
+    return {name: why for plugin in plugins() if hasattr(plugin, "inert_live")
+            for name, why in plugin.inert_live(model).items()}
 
 
 def plan(fmt: str, spec: ModelSpec) -> Plan:

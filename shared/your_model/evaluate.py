@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import ports
-from shared.checkpoints import FORMATS, format_module, model_tables
+from shared.checkpoints import FORMATS, format_module, model_inert, model_tables
 from shared.core.forward_io import tokens_of
 from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
@@ -31,7 +31,7 @@ from shared.runtime.worker import one_line, print_phase
 from shared.your_model.binding import Binding, bind
 from shared.your_model.framework import model_class, user_port, with_variables
 from shared.your_model.guard import build, user_code
-from shared.your_model.inert import candidates, inert_parameters
+from shared.your_model.inert import candidates, inert_parameters, without
 
 
 def conventions(framework: str, spec: ModelSpec, model: Any) -> list[Table]:
@@ -58,12 +58,15 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: 
     binding can place that the forward never reads (inert.py, run in `layout` on the spec's probe
     image) are set aside and named in the binding; the refusal stands when there are none."""
     params = module.parameters(model)
-    found = module.layers(model)
-    shapes = {n: tuple(v.shape) for n, v in params.items()}
+    declared = model_inert(model)  # what its library says the logits never read
+    found, kept = without(module.layers(model), params, declared)
+    shapes = {n: tuple(v.shape) for n, v in kept.items()}
     tables = conventions(framework, spec, model)
     family = module.conventions(model)[1]  # the layouts its parameters keep (equinox: torch's)
     try:
-        return bind(spec, shapes, found, family, tables, rules), params, found
+        binding = bind(spec, shapes, found, family, tables, rules)
+        binding.inert = declared
+        return binding, params, found
     except WeightsError:
         inert = inert_parameters(module, model, params, candidates(found, shapes), probe_batch(spec, 1),
                                  layout, output)
@@ -71,7 +74,7 @@ def bind_model(module: Any, model: Any, spec: ModelSpec, framework: str, rules: 
             raise
     # bound without them; a refusal now is about the rest, and truer for not naming them
     binding = bind(spec, {n: s for n, s in shapes.items() if n not in inert}, found, family, tables, rules)
-    binding.inert = inert
+    binding.inert = {**declared, **inert}
     return binding, params, found
 
 

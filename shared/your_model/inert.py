@@ -8,7 +8,8 @@ probe images gives bit-identical logits with it changed: each candidate in turn 
 added (a uniform shift would not do: a LayerNorm removes it, and a class token read through one
 would look unread), the forward runs, and its values are written back. Only the parameters no layer
 of a known kind owns are candidates (tokens, tables, scales: a Linear's weights are always read),
-so the cost is a forward per free parameter, on the failure path only."""
+so the cost is a forward per free parameter, on the failure path only. What a library declares
+unread (a Transformers classifier's pooler, `without`) is set aside before any of this."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ import numpy as np
 from shared.core.layer import Layer
 
 NOISE_SEED = 20240538  # any fixed seed: the noise only has to differ from the values it is added to
+
+
+def without(layers: list[Layer], params: dict[str, Any], declared: dict[str, str]) -> tuple[list[Layer],
+                                                                                           dict[str, Any]]:
+    """The layers and parameters left when those its library declares never read by the logits
+    (`checkpoints.model_inert`: a Transformers classifier's unused pooler) are set aside: a layer
+    all of whose parameters are declared goes, with every layer inside it."""
+    if not declared:
+        return layers, params
+    gone = [layer.path for layer in layers if layer.params and set(layer.params) <= declared.keys()]
+    kept = [layer for layer in layers
+            if not any(layer.path == g or layer.path.startswith(g + ".") for g in gone)]
+    return kept, {n: v for n, v in params.items() if n not in declared}
 
 
 def candidates(layers: Iterable[Layer], shapes: dict[str, tuple[int, ...]]) -> list[str]:

@@ -35,7 +35,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from shared.checkpoints import format_module, library_reading
+from shared.checkpoints import format_module, library_reading, model_inert
 from shared.checkpoints.live import Fact, Reading
 from shared.core.data_record import DataRecord
 from shared.core.inputs import probe_batch
@@ -44,6 +44,7 @@ from shared.errors import PortbenchError, SpecError, WeightsError
 from shared.runtime.worker import one_line
 from shared.your_model.binding import by_table
 from shared.your_model.framework import user_port
+from shared.your_model.inert import without
 from shared.your_model.proposal_layers import (
     config_as_computed,
     layer_facts,
@@ -118,8 +119,8 @@ class Proposal(DataRecord):
 def propose_spec(model: Any, framework: str | None = None) -> Proposal:
     """The spec `model` states about itself (see the module docstring for the order of sources)."""
     fw, port = user_port(model, framework)
-    params = port.parameters(model)
-    layers = port.layers(model)
+    # what its library declares the logits never read (a classifier's unused pooler) is set aside
+    layers, params = without(port.layers(model), port.parameters(model), model_inert(model))
     direct = library_reading(model)
     found = (direct, params) if direct is not None else wrapped_reading(model, port, params)
     family = port.conventions(model)[1]  # the layouts its parameters keep (equinox's are torch's)

@@ -68,7 +68,7 @@ def structure_facts(params: dict[str, Any], layers: list[Layer], family: str,
     after = [u for u in units if u.order > last and u not in free]
     if groups:
         _block(groups[0], dim, family, out)
-    _norms(patch, before, after, dim, out)
+    _norms(patch, before, after, known, out)
     _head(after, free, dim, family, out)
     token_facts(free, dim, out)
     return out
@@ -203,7 +203,8 @@ def _block(group: list[Unit], dim: int, family: str, out: dict[str, Fact]) -> No
     out["qk_norm"] = (len(norms) == 2, f"{len(norms)} LayerNorms narrower than {dim} in {where}")
 
 
-def _norms(patch: Unit, before: list[Unit], after: list[Unit], dim: int, out: dict[str, Fact]) -> None:
+def _norms(patch: Unit, before: list[Unit], after: list[Unit], known: dict[str, Fact],
+           out: dict[str, Fact]) -> None:
     """The LayerNorms outside the blocks, by place: the patch's, before the blocks, after them."""
     norms = [u for u in before if u.kind == "layer_norm"]
     features = [u for u in norms if u.order < patch.order]
@@ -218,7 +219,9 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], dim: int, out: di
     if len(pre) > 1 or len(post) > 1 or any(u.kind == "attention" for u in after):
         return  # two norms in one place, or an attention pool: binding by structure says which
     place = "after the blocks"
-    if not post and pre:  # vit-pytorch's Transformer registers its final norm before its layers
+    if not post and pre and known.get("final_norm", (None,))[0] != "none":
+        # vit-pytorch's Transformer registers its final norm before its layers (unless a library said
+        # there is none: CLIP's classifier leaves post_layernorm unread and keeps pre_layrnorm)
         place = "the only norm outside the blocks, registered before them, taken as the final norm"
         out["norm_before_blocks"] = (False, f"LayerNorm {pre[0].label}, {place}")
         post, pre = pre, []

@@ -117,12 +117,30 @@ def attention_plan(spec: ModelSpec, linears: list[Unit], torch_like: bool) -> Pl
     for unit in linears:
         fan_in, fan_out = unit.io(torch_like)
         if filled == 3:
-            return [*plan, (unit, ("out",))] if (fan_in, fan_out) == (inner, d) else None
+            return by_part_names([*plan, (unit, ("out",))]) if (fan_in, fan_out) == (inner, d) else None
         if fan_in != d or fan_out % inner or not 0 < fan_out // inner <= 3 - filled:
             return None
         plan.append((unit, PARTS[filled:filled + fan_out // inner]))
         filled += fan_out // inner
     return None
+
+
+# a q, k or v Linear named as one (q_proj, to_k, wv, query): three so named bind by their names, not
+# their order (Transformers' CLIP and SigLIP define k_proj, v_proj, then q_proj)
+PART_NAMES = {"query": r"(^|[._/])(q|q_proj|to_q|wq|query)$", "key": r"(^|[._/])(k|k_proj|to_k|wk|key)$",
+              "value": r"(^|[._/])(v|v_proj|to_v|wv|value)$"}
+
+
+def by_part_names(plan: Plan) -> Plan:
+    """Three single q, k, v Linears as their names say, where each names exactly one part."""
+    singles = [(unit, parts) for unit, parts in plan if len(parts) == 1 and parts[0] in PARTS]
+    if len(singles) != 3:
+        return plan
+    named = {part: [u for u, _ in singles if re.search(PART_NAMES[part], u.path.lower())] for part in PARTS}
+    if any(len(units) != 1 for units in named.values()) or len({id(u[0]) for u in named.values()}) != 3:
+        return plan
+    part_of = {id(units[0]): part for part, units in named.items()}
+    return [(unit, (part_of[id(unit)],) if id(unit) in part_of else parts) for unit, parts in plan]
 
 
 def mlp_plan(spec: ModelSpec, linears: list[Unit], torch_like: bool) -> Plan | None:

@@ -1128,6 +1128,63 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Table]:
 
 
 # ==== a live model ==================================================================================
+@dataclass(frozen=True)
+class Classifier:
+    """A Transformers image classifier on a vision tower: how its forward pools the tower's tokens
+    (the spec's facts), the tower's tensors it computes for an output it never reads (set aside at
+    binding), or why no spec computes its head (refused in one line)."""
+
+    facts: dict[str, Any] = field(default_factory=dict)
+    unread: tuple[str, ...] = ()  # native name prefixes: computed, never reaching the logits
+    why: str = ""  # what the head reads
+    refused: str = ""  # what to verify instead, where no spec computes the head
+
+
+TOKENS_AND_MEAN = ("its classifier reads the class token concatenated with the patch tokens' mean (2 x "
+                   "hidden_size wide), which no pooling of the spec computes")
+CLASSIFIERS = {  # class name -> its head, read from each class's forward (Transformers 5)
+    "CLIPForImageClassification": Classifier(
+        {"pooling": "mean", "final_norm": "none"}, ("vision_model.post_layernorm.",),
+        "the mean of the patch tokens before post_layernorm, which only its pooler_output reads"),
+    "SiglipForImageClassification": Classifier(
+        {"pooling": "mean", "final_norm": "tokens", "class_token": False}, ("vision_model.head.",),
+        "the mean of all tokens after post_layernorm; its attention-pool head feeds only pooler_output"),
+    "DeiTForImageClassification": Classifier(
+        why="its classifier reads the class token alone beside a distillation token (the spec's "
+            "distill_token is the mean of two heads)",
+        refused="verify DeiTForImageClassificationWithTeacher, which averages both"),
+    "Dinov2ForImageClassification": Classifier(why=TOKENS_AND_MEAN,
+                                               refused="verify its Dinov2Model (model.dinov2), whose tokens "
+                                                       "are compared"),
+    "Dinov2WithRegistersForImageClassification": Classifier(
+        why=TOKENS_AND_MEAN, refused="verify its Dinov2WithRegistersModel (model.dinov2_with_registers), "
+                                     "whose tokens are compared"),
+}
+
+
+def classifier_of(model: Any) -> Classifier | None:
+    """The model's classifier head from `CLASSIFIERS` (None: not one of them), refused in one line
+    where no spec computes it."""
+    if not module_of(model).startswith("transformers."):
+        return None
+    name = type(model).__name__
+    found = CLASSIFIERS.get(name)
+    if found is not None and found.refused:
+        raise SpecError(f"your model is a {name}: {found.why}; {found.refused}")
+    return found
+
+
+def inert_live(model: Any) -> dict[str, str]:
+    """The tensors a Transformers classifier computes for an output its logits never read, each
+    with why (`CLASSIFIERS`): binding sets them aside."""
+    found = classifier_of(model)
+    if found is None or not found.unread:
+        return {}
+    why = f"{type(model).__name__}'s logits read {found.why}"
+    return {n: why for n, _ in model.named_parameters() if n.startswith(found.unread)}
+
+
+
 HF_VIT_KEYS = {  # ViTConfig key -> spec field(s)
     "hidden_size": ("dim",), "num_hidden_layers": ("depth",), "num_attention_heads": ("heads",),
     "intermediate_size": ("mlp_dim",), "layer_norm_eps": ("layer_norm_eps",), "num_channels": ("channels",),
@@ -1147,6 +1204,9 @@ def read_live(model: Any) -> Reading | None:
         return None
     values = config.to_dict()
     class_name = type(model).__name__
+    classifier = classifier_of(model)
+    if classifier is not None:  # a classifier on a vision tower: its config is `vision_config`
+        return classifier_reading(class_name, classifier, values)
     torch_names = not class_name.startswith(("TF", "Flax"))
     # its modules took the heads and eps from `config` when built; `config` may have been edited since
     r = Reading(f"transformers {class_name}", fmt="hf" if torch_names else None, config=values,
@@ -1177,4 +1237,32 @@ def read_live(model: Any) -> Reading | None:
                 r.fact(field_name, value, "transformers ViT's architecture")
             if class_name.endswith("ForImageClassification"):
                 r.fact("num_classes", int(config.num_labels), "config.num_labels")
+    return r
+
+
+def classifier_reading(class_name: str, classifier: Classifier, values: dict[str, Any]) -> Reading:
+    """A classifier on a CLIP or SigLIP tower: the tower's sizes from `vision_config`, the head's
+    pooling from the class's forward (`CLASSIFIERS`); its layers and structure say the rest."""
+    r = Reading(f"transformers {class_name}", config=values,
+                config_keys={"heads": "num_attention_heads", "layer_norm_eps": "layer_norm_eps"})
+    vision = values.get("vision_config") or {}
+    r.fact("rope", "none", f"transformers {class_name}: no rotary position embeddings")
+    for key, names in HF_VIT_KEYS.items():
+        value, pair_of = vision.get(key), size_of(vision.get(key))
+        for i, name in enumerate(names):
+            if len(names) == 2 and pair_of is not None:
+                r.fact(name, pair_of[i], f"config.vision_config.{key}")
+            elif len(names) == 1 and value is not None and key != "qkv_bias":
+                stated = float(value) if name == "layer_norm_eps" else value
+                r.fact(name, stated, f"config.vision_config.{key}")
+    if vision.get("hidden_act") in ACTIVATIONS:
+        r.fact("activation", ACTIVATIONS[vision["hidden_act"]], f"config.vision_config.hidden_act = "
+                                                                 f"{vision['hidden_act']!r}")
+    heads, dim = vision.get("num_attention_heads"), vision.get("hidden_size")
+    if isinstance(heads, int) and isinstance(dim, int) and heads and dim % heads == 0:
+        r.fact("head_dim", dim // heads, "config.vision_config: hidden_size / num_attention_heads")
+    classes = int(values.get("num_labels") or len(values.get("id2label") or {}))
+    r.fact("num_classes", classes, "config.num_labels")
+    for name, value in classifier.facts.items():
+        r.fact(name, value, f"{class_name}.forward: its logits read {classifier.why}")
     return r
