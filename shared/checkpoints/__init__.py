@@ -18,7 +18,8 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
 - `check_exportable(fmt, spec)` (what the library cannot build, refused by field), `finish_export`
   (optional) and `write(fmt, spec, raw, out, force)`;
 - `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
-- `inert_live(model)` (optional): the tensors its classifier computes and its logits never read;
+- `inert_live(model)` and `output_live(model)` (optional): the tensors its forward computes for an
+  output never compared, and the output compared where the logits picker would take another;
 - `build_model(spec, ...)` (where the library builds models: the peers `compare.py peers` times).
 
 Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files
@@ -110,6 +111,13 @@ def model_inert(model: Any) -> dict[str, str]:
     classifier's unused pooler), each with why: each plug-in's `inert_live`. Binding sets them aside."""
     return {name: why for plugin in plugins() if hasattr(plugin, "inert_live")
             for name, why in plugin.inert_live(model).items()}
+
+
+def model_output(model: Any) -> str | None:
+    """The output of a built model that is compared when the user names none, where its library
+    says the logits picker would take another (ViTModel's pooler_output): a plug-in's `output_live`."""
+    return next((name for plugin in plugins() if hasattr(plugin, "output_live")
+                 if (name := plugin.output_live(model)) is not None), None)
 
 
 def plan(fmt: str, spec: ModelSpec) -> Plan:

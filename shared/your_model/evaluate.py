@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import ports
-from shared.checkpoints import FORMATS, format_module, model_inert, model_tables
+from shared.checkpoints import FORMATS, format_module, model_inert, model_output, model_tables
 from shared.core.forward_io import tokens_of
 from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
@@ -154,6 +154,7 @@ def check_logits(logits: np.ndarray, spec: ModelSpec, batch: int) -> None:
 def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarray, out: Output) -> None:
     """The `user` job on a built model; `portbench.check` calls it in the caller's process."""
     fw, module = user_port(model, job.get("framework"))
+    job = {**job, "output": job.get("output") or model_output(model)}  # a library's choice, unless named
     out.report.update(framework=fw, model_class=model_class(model))
     print_phase("user-forward")  # the layout is found by running the forward on one image
     layout, layout_note = input_layout(module, model, job, images[:1])
@@ -250,7 +251,7 @@ class UserPort:
         self.framework, self.module = user_port(self.model, job.get("framework"))
         print_phase("user-forward")  # the layout is found by running the forward on one image
         self.layout, _ = input_layout(self.module, self.model, job, probe_batch(spec, 1))
-        self.output = job.get("output")
+        self.output = job.get("output") or model_output(self.model)
         print_phase("user-bind")
         binding, params, _ = bind_model(self.module, self.model, spec, self.framework, job.get("rules"),
                                         self.layout, self.output)

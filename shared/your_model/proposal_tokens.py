@@ -35,6 +35,8 @@ def token_facts(free: list[Unit], dim: int, out: dict[str, Fact]) -> None:
     elif empty:
         out["class_token"] = (False, f"the class token {empty[0]} is empty (nothing of it reaches the "
                                      "logits)")
+    elif params:  # a class token is a learned row: no free parameter is one (I-JEPA, SigLIP)
+        out["class_token"] = (False, f"no free parameter is a row of the width {dim} (no class token)")
     dist = named(TOKEN_HINTS["dist_token"], 1)
     out["distill_token"] = (dist is not None, f"the distillation token {dist[0]}" if dist else
                             "no parameter named as a distillation token")

@@ -1130,25 +1130,41 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Table]:
 # ==== a live model ==================================================================================
 @dataclass(frozen=True)
 class Classifier:
-    """A Transformers image classifier on a vision tower: how its forward pools the tower's tokens
-    (the spec's facts), the tower's tensors it computes for an output it never reads (set aside at
-    binding), or why no spec computes its head (refused in one line)."""
+    """What a Transformers class's forward reads from its tower, beyond the tower's config: how it
+    pools the tokens (the spec's facts, and fields read from config keys), the tensors it computes
+    for an output it never compares (set aside at binding), or why no spec computes it (refused in
+    one line)."""
 
     facts: dict[str, Any] = field(default_factory=dict)
-    unread: tuple[str, ...] = ()  # native name prefixes: computed, never reaching the logits
-    why: str = ""  # what the head reads
-    refused: str = ""  # what to verify instead, where no spec computes the head
+    unread: tuple[str, ...] = ()  # native name prefixes: computed, never reaching the output compared
+    why: str = ""  # what the output compared reads
+    refused: str = ""  # what to verify instead, where no spec computes it
+    keys: dict[str, str] = field(default_factory=dict)  # spec field -> the config key stating it
+    output: str | None = None  # the output compared, where another would be taken for the logits
 
 
 TOKENS_AND_MEAN = ("its classifier reads the class token concatenated with the patch tokens' mean (2 x "
                    "hidden_size wide), which no pooling of the spec computes")
-CLASSIFIERS = {  # class name -> its head, read from each class's forward (Transformers 5)
+CLASSIFIERS = {  # class name -> what its forward reads, from each class's forward (Transformers 5)
     "CLIPForImageClassification": Classifier(
         {"pooling": "mean", "final_norm": "none"}, ("vision_model.post_layernorm.",),
-        "the mean of the patch tokens before post_layernorm, which only its pooler_output reads"),
+        "its logits read the mean of the patch tokens before post_layernorm, which only its pooler_output "
+        "reads"),
     "SiglipForImageClassification": Classifier(
         {"pooling": "mean", "final_norm": "tokens", "class_token": False}, ("vision_model.head.",),
-        "the mean of all tokens after post_layernorm; its attention-pool head feeds only pooler_output"),
+        "its logits read the mean of all tokens after post_layernorm; its attention-pool head feeds only "
+        "pooler_output"),
+    # a base model's pooler_output is a dense layer and tanh on the class token, which no spec head
+    # computes: it is set aside and the tokens (last_hidden_state) are compared
+    "ViTModel": Classifier({"num_classes": 0}, ("pooler.",), "last_hidden_state is compared; its "
+                           "pooler_output (a Linear and tanh) is not", output="last_hidden_state"),
+    "CLIPVisionModelWithProjection": Classifier(
+        {"bias_free": ("head.out",), "final_norm": "pooled"}, keys={"num_classes": "projection_dim"},
+        why="its image_embeds are the class token after post_layernorm, projected by the bias-free "
+            "visual_projection"),
+    "DeiTModel": Classifier(why="its tokens carry a distillation token whose head it lacks (the spec's "
+                                "distill_token is the mean of two heads)",
+                            refused="verify DeiTForImageClassificationWithTeacher"),
     "DeiTForImageClassification": Classifier(
         why="its classifier reads the class token alone beside a distillation token (the spec's "
             "distill_token is the mean of two heads)",
@@ -1162,16 +1178,34 @@ CLASSIFIERS = {  # class name -> its head, read from each class's forward (Trans
 }
 
 
+# model types whose every class computes what no spec states, and why
+REFUSED_TYPES = {
+    "beit": "BEiT's attention adds a learned relative position bias in every block, which no spec states",
+    "data2vec-vision": "Data2Vec-Vision (BEiT's blocks) adds a learned relative position bias in every "
+                       "block, which no spec states",
+}
+
+
 def classifier_of(model: Any) -> Classifier | None:
-    """The model's classifier head from `CLASSIFIERS` (None: not one of them), refused in one line
-    where no spec computes it."""
+    """What the model's forward reads, from `CLASSIFIERS` (None: not one of them), refused in one
+    line where no spec computes it (`REFUSED_TYPES` too)."""
     if not module_of(model).startswith("transformers."):
         return None
     name = type(model).__name__
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type in REFUSED_TYPES:
+        raise SpecError(f"your model is a {name}: {REFUSED_TYPES[model_type]}; portbench cannot verify it")
     found = CLASSIFIERS.get(name)
     if found is not None and found.refused:
         raise SpecError(f"your model is a {name}: {found.why}; {found.refused}")
     return found
+
+
+def output_live(model: Any) -> str | None:
+    """The output of a Transformers class that is compared, where the logits picker would take
+    another (ViTModel's pooler_output): `CLASSIFIERS`."""
+    found = classifier_of(model)
+    return None if found is None else found.output
 
 
 def inert_live(model: Any) -> dict[str, str]:
@@ -1180,7 +1214,7 @@ def inert_live(model: Any) -> dict[str, str]:
     found = classifier_of(model)
     if found is None or not found.unread:
         return {}
-    why = f"{type(model).__name__}'s logits read {found.why}"
+    why = f"{type(model).__name__}: {found.why}"
     return {n: why for n, _ in model.named_parameters() if n.startswith(found.unread)}
 
 
@@ -1205,7 +1239,7 @@ def read_live(model: Any) -> Reading | None:
     values = config.to_dict()
     class_name = type(model).__name__
     classifier = classifier_of(model)
-    if classifier is not None:  # a classifier on a vision tower: its config is `vision_config`
+    if classifier is not None and "vision_config" in values:  # a classifier on a CLIP or SigLIP tower
         return classifier_reading(class_name, classifier, values)
     torch_names = not class_name.startswith(("TF", "Flax"))
     # its modules took the heads and eps from `config` when built; `config` may have been edited since
@@ -1237,6 +1271,11 @@ def read_live(model: Any) -> Reading | None:
                 r.fact(field_name, value, "transformers ViT's architecture")
             if class_name.endswith("ForImageClassification"):
                 r.fact("num_classes", int(config.num_labels), "config.num_labels")
+    if classifier is not None:  # what its forward reads, beyond the config
+        for name, value in classifier.facts.items():
+            r.fact(name, value, f"{class_name}.forward: {classifier.why}")
+        for name, key in classifier.keys.items():
+            r.fact(name, values[key], f"config.{key} ({class_name}.forward: {classifier.why})")
     return r
 
 
@@ -1264,5 +1303,5 @@ def classifier_reading(class_name: str, classifier: Classifier, values: dict[str
     classes = int(values.get("num_labels") or len(values.get("id2label") or {}))
     r.fact("num_classes", classes, "config.num_labels")
     for name, value in classifier.facts.items():
-        r.fact(name, value, f"{class_name}.forward: its logits read {classifier.why}")
+        r.fact(name, value, f"{class_name}.forward: {classifier.why}")
     return r
