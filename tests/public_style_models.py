@@ -8,12 +8,13 @@ register tokens without positions); lucidrains' vit-pytorch `ViT` copied into a 
 LayerNorms around a Linear, a bias-free packed qkv, and with `pool='mean'` an empty (0, dim) class
 token); open_clip's tower (a batch-first attention, LayerScale, the output a bare `pooled @ proj`
 parameter); DeiT's own distilled model (a subclass of timm's VisionTransformer with a distillation
-token and head, the mean of both heads in eval); google-research vit_jax's linen ViT (a required
-`train` keyword, dropout 0.1, linen's tanh GELU); mlx-image's ViT (MLX's own OHWI `Conv2d` and
-`MultiHeadAttention`) and mlx-examples' CLIP tower (its own q/k/v Linears, an inline QuickGELU,
-positions in an `nn.Embedding`); equinox's example (layers that take one example, a channels-first
-Conv2d whose bias is (D, 1, 1), Dropout modules). The linen, MLX and equinox builders import their
-framework when called."""
+token and head, the mean of both heads in eval); big_vision's MAPHead transcribed to torch (an
+attention pool whose torch attention is one more than the blocks'); google-research vit_jax's linen
+ViT (a required `train` keyword, dropout 0.1, linen's tanh GELU); mlx-image's ViT (MLX's own OHWI
+`Conv2d` and `MultiHeadAttention`) and mlx-examples' CLIP tower (its own q/k/v Linears, an inline
+QuickGELU, positions in an `nn.Embedding`); equinox's example (layers that take one example, a
+channels-first Conv2d whose bias is (D, 1, 1), Dropout modules). The linen, MLX and equinox builders
+import their framework when called."""
 
 from __future__ import annotations
 
@@ -406,6 +407,60 @@ def deit_spec(s: ModelSpec = TINY) -> ModelSpec:
     return s.replace(distill_token=True, layer_norm_eps=1e-6)
 
 
+# ---- big_vision's MAPHead, transcribed to torch (a SigLIP-style tower) -----------------------------
+class MapBlock(nn.Module):
+    def __init__(self, d: int, heads: int, hidden: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(d, eps=1e-6), nn.LayerNorm(d, eps=1e-6)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.norm1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+class MAPHead(nn.Module):
+    """big_vision's MAPHead: a learned probe attends to the tokens, then a residual MLP."""
+
+    def __init__(self, d: int, heads: int, hidden: int) -> None:
+        super().__init__()
+        self.probe = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.attention = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.attention(self.probe.expand(x.shape[0], -1, -1), x, x, need_weights=False)[0]
+        return (x + self.mlp(self.norm(x)))[:, 0]
+
+
+class MapPoolViT(nn.Module):
+    """A SigLIP-style tower in torch: no class token, torch's attention in the blocks and in the
+    pool (so three attention layers for two blocks), the head after the pool."""
+
+    def __init__(self, s: ModelSpec) -> None:
+        super().__init__()
+        d, patches = s.dim, s.derived.grid_rows * s.derived.grid_cols
+        self.patch_embed = nn.Conv2d(s.channels, d, s.patch_height, s.patch_height)
+        self.pos_embed = nn.Parameter(torch.randn(1, patches, d) * 0.02)
+        self.blocks = nn.ModuleList(MapBlock(d, s.heads, s.mlp_dim) for _ in range(s.depth))
+        self.norm = nn.LayerNorm(d, eps=1e-6)
+        self.head_pool = MAPHead(d, s.heads, s.mlp_dim)
+        self.head = nn.Linear(d, s.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embed(x).flatten(2).transpose(1, 2) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.head_pool(self.norm(x)))
+
+
+def map_pool_spec(s: ModelSpec = TINY) -> ModelSpec:
+    return s.replace(class_token=False, pos_embed_class_row=False, pooling="map", layer_norm_eps=1e-6)
+
+
 # ---- google-research vit_jax (flax linen) ---------------------------------------------------------
 def vit_jax_module(spec: ModelSpec) -> Any:
     """google-research vit_jax's habits: `__call__(inputs, *, train)` with no default, dropout 0.1
@@ -656,6 +711,10 @@ def open_clip() -> OpenClipVisionTransformer:
 
 def deit() -> Any:
     return deit_distilled(TINY)
+
+
+def map_pool() -> MapPoolViT:
+    return MapPoolViT(TINY)
 
 
 def vit_jax() -> Any:

@@ -60,6 +60,8 @@ CASES: dict[str, tuple[Callable[[], Any], ModelSpec, list[str], list[str]]] = {
                                           styles.open_clip_spec(layer_scale=True), [], UNREAD),
     "deit (a distilled timm subclass)": (lambda: styles.deit_distilled(styles.TINY), styles.deit_spec(), [],
                                          ["rope"]),
+    "big_vision's MAPHead in torch": (lambda: styles.MapPoolViT(styles.TINY), styles.map_pool_spec(), [],
+                                      ["remainder", "norm", "rope", "pool_qkv_bias"]),
     "keras functional example": (lambda: load_example("keras_functional_vit").build(KERAS_SPEC),
                                  KERAS_SPEC, [], UNREAD),
 }
@@ -162,11 +164,13 @@ def test_an_unread_field_is_fitted_only_where_one_setting_reproduces_the_logits(
     assert not stated.passed and "with norm=post" in stated.explanation
 
 
-@pytest.mark.parametrize("name", ["open_clip", "deit"])
-def test_open_clip_and_deits_own_code_pass_with_the_spec_read_from_them(name: str) -> None:
+@pytest.mark.parametrize("name", ["open_clip", "deit", "map_pool"])
+def test_open_clip_deit_and_a_torch_map_head_pass_with_the_spec_read_from_them(name: str) -> None:
     """open_clip's output is `pooled @ proj`, a bare (width, out) parameter no Linear holds: read
     as a bias-free head and bound in (in, out) order. DeiT's own distilled model subclasses timm's
-    VisionTransformer: read as its base, its two heads averaged as distill_token says."""
+    VisionTransformer: read as its base, its two heads averaged as distill_token says. A MAPHead in
+    torch: its attention is not a block (the depth counts the blocks' alike attention layers), its
+    probe is not a class token."""
     import portbench
 
     torch.manual_seed(0)
@@ -175,5 +179,7 @@ def test_open_clip_and_deits_own_code_pass_with_the_spec_read_from_them(name: st
     links = {link["native"]: (link["canonical"], link["layout"]) for link in result.binding["links"]}
     if name == "open_clip":
         assert links["proj"] == ("head.out.kernel", "same")
-    else:
+    elif name == "deit":
         assert links["head_dist.weight"][0] == "head_dist.out.kernel"
+    else:
+        assert links["head_pool.probe"][0] == "pool.probe"

@@ -9,11 +9,14 @@ field the layers compute, the layers' value is taken and a note names both
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from shared.checkpoints.live import Fact
 from shared.core.probes import close
 from shared.core.spec import ACTIVATIONS, NORM_EPS_FIELDS
+
+INDEX = re.compile(r"(^|[./_])\d+(?=[./]|$)")  # a container's index in a layer's path: blocks.3.attn
 
 Statement = tuple[Any, str]  # (value, the layer's path)
 
@@ -62,17 +65,24 @@ def layer_facts(layers: list[Any]) -> dict[str, Fact]:
         if len(eps) == 1:
             one = f"every LayerNorm has eps {next(iter(eps)):g}"
             out |= {name: (None, one) for name in NORM_EPS_FIELDS.values()}
-    attention = 0
+    attention: dict[str, int] = {}  # attention layers by their path with its indices as *
     for layer in layers:
         s, where = layer.settings, layer.path or "<root>"
         if layer.kind == "attention":
-            attention += 1
+            alike = INDEX.sub(r"\1*", layer.path)
+            attention[alike] = attention.get(alike, 0) + 1
             if s.get("use_bias") is not None:
                 out.setdefault("qkv_bias", (bool(s["use_bias"]), f"use_bias of attention {where}"))
         if "norm_first" in s:
             out.setdefault("norm", ("pre" if s["norm_first"] else "post", f"norm_first of {where}"))
     if attention:
-        out["depth"] = (attention, f"{attention} attention layers")
+        # the blocks' attention layers are alike in their indexed container; one outside it (an
+        # attention pool's) is not a block. Without an indexed container, every one is a block.
+        alike, count = max(attention.items(), key=lambda item: item[1])
+        total = sum(attention.values())
+        out["depth"] = (count, f"{count} attention layers {alike}" + (f" (and {total - count} outside them)"
+                                                                     if total > count else "")) \
+            if count > 1 else (total, f"{total} attention layers")
         if not any(layer.settings.get("num_kv_heads") for layer in layers if layer.kind == "attention"):
             out["kv_heads"] = (None, "no attention layer read groups its keys and values")
     projections = [layer for layer in layers if layer.kind in ("linear", "attention")]

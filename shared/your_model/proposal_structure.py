@@ -216,10 +216,15 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], known: dict[str, 
                              "in its module" if beside else "no LayerNorm in the patch projection's module")
     pre = [u for u in norms if u not in features and u not in beside]
     post = [u for u in after if u.kind == "layer_norm"]
-    if len(pre) > 1 or len(post) > 1 or any(u.kind == "attention" for u in after):
-        return  # two norms in one place, or an attention pool: binding by structure says which
-    place = "after the blocks"
-    if not post and pre and known.get("final_norm", (None,))[0] != "none":
+    pool = next((u for u in after if u.kind == "attention"), None)
+    if pool is not None and len(post) in (1, 2):  # an attention pool: the last LayerNorm is its own
+        post = post[:-1]
+    elif pool is not None or len(post) > 1:
+        return  # two norms after the blocks and no pool: binding by structure says which
+    if len(pre) > 1:
+        return  # two norms before the blocks: binding by structure says which
+    place = "after the blocks" if pool is None else f"between the blocks and the attention pool {pool.label}"
+    if not post and pre and pool is None and known.get("final_norm", (None,))[0] != "none":
         # vit-pytorch's Transformer registers its final norm before its layers (unless a library said
         # there is none: CLIP's classifier leaves post_layernorm unread and keeps pre_layrnorm)
         place = "the only norm outside the blocks, registered before them, taken as the final norm"
@@ -229,7 +234,8 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], known: dict[str, 
         out["norm_before_blocks"] = (bool(pre), f"LayerNorm {pre[0].label} between the patch projection and "
                                      "the blocks" if pre else "no LayerNorm before the blocks")
     if not post:
-        out["final_norm"] = ("none", "no LayerNorm after the blocks")
+        out["final_norm"] = ("none", "no LayerNorm after the blocks" if pool is None else
+                             f"no LayerNorm {place} (the one after it is the pool's)")
         return
     named = next((f for fragment, _, f in LIBRARY_TERMS if f and fragment in post[0].path.lower()), "")
     if named:
@@ -241,10 +247,19 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], known: dict[str, 
 def _head(after: list[Unit], free: list[Unit], dim: int, family: str, out: dict[str, Fact]) -> None:
     """The classes: the last Linear after the blocks, from the width, else a bare `pooled @ proj`
     parameter (none: no classifier)."""
-    if any(u.kind == "attention" for u in after):
-        return  # an attention pool: binding by structure places its Linears
     torch_like = FRAMEWORK_LAYOUTS[family][0] == "linear"
     linears = [u for u in after if u.kind == "linear"]
+    pool = next((u for u in after if u.kind == "attention"), None)
+    if pool is not None:  # an attention pool (its MLP's two Linears), then the head
+        out["pooling"] = ("map", f"{pool.label} after the blocks: an attention pool")
+        if len(linears) == 3:
+            fan_in, classes = linears[-1].io(torch_like)
+            where = f"{linears[-1].label} ({fan_in} -> {classes}), the Linear after the attention pool's MLP"
+            out |= {"num_classes": (classes, where), "head_hidden": ((), where)}
+        elif len(linears) == 2:
+            out |= {"num_classes": (0, "no Linear after the attention pool's MLP (no classifier)"),
+                    "head_hidden": ((), "no Linear after the attention pool's MLP")}
+        return
     bare = bare_projection(free, dim) if not linears else None
     if bare is not None:
         where = f"{bare[1]} {bare[2]}, a bare (in, out) projection with no Linear after the blocks"

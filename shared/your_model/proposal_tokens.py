@@ -27,8 +27,8 @@ def token_facts(free: list[Unit], dim: int, out: dict[str, Fact]) -> None:
     empty = [n for n, s in params if not math.prod(s) and re.search(TOKEN_HINTS["cls_token"], n.lower())]
     cls = named(TOKEN_HINTS["cls_token"], 1)
     if cls is None and not empty:
-        alone = [(n, s) for n, s in params
-                 if math.prod(s) == dim and not re.search(r"mask|dist|reg", n.lower())]
+        alone = [(n, s) for n, s in params if math.prod(s) == dim
+                 and not re.search(rf"mask|dist|reg|{TOKEN_HINTS['pool.probe']}", n.lower())]
         cls = alone[0] if len(alone) == 1 else None
     if cls is not None:
         out["class_token"] = (True, f"the class token {cls[0]} {cls[1]}")
@@ -36,7 +36,7 @@ def token_facts(free: list[Unit], dim: int, out: dict[str, Fact]) -> None:
         out["class_token"] = (False, f"the class token {empty[0]} is empty (nothing of it reaches the "
                                      "logits)")
     elif params:  # a class token is a learned row: no free parameter is one (I-JEPA, SigLIP)
-        out["class_token"] = (False, f"no free parameter is a row of the width {dim} (no class token)")
+        out["class_token"] = (False, f"no free parameter is one row of the width {dim}: no class token")
     dist = named(TOKEN_HINTS["dist_token"], 1)
     out["distill_token"] = (dist is not None, f"the distillation token {dist[0]}" if dist else
                             "no parameter named as a distillation token")
