@@ -114,7 +114,8 @@ def test_float32_column_agrees_with_the_float32_mutation_tests() -> None:
     modelled = [r for r in table if r.variant]
     assert len(modelled) >= 20 and all(r.verdicts["float32"] == dt.CAUGHT for r in modelled)
     assert {r.entry for r in table if not r.variant} == {"batch_first", "dropout_flags", "gelu_names",
-                                                            "rope_prefix", "rope_1d", "rope_half_reused"}
+                                                            "rope_prefix", "rope_1d", "rope_half_reused",
+                                                            "attention_mask"}
     assert all(set(r.verdicts.values()) == {dt.NOT_MODELLED} for r in table if not r.variant)
     assert "rms_norm_eps=1e-06" in same  # internvit-tiny's own epsilon: no difference to find
 

@@ -53,6 +53,9 @@ LIBRARY_UNITS = {
                 "transformers: PixtralVisionRotaryEmbedding.forward"},
     "rope_half_reused": {"transformers: PixtralVisionRotaryEmbedding.recomposition_frequencies",
                          "transformers: Qwen2_5_VLVisionRotaryEmbedding.recomposition_frequencies"},
+    # issue 37: where SigLIP2 builds its padding mask and Pixtral its block-diagonal one
+    "attention_mask": {"transformers: Siglip2VisionModel.forward",
+                       "transformers: generate_block_attention_mask"},
 }
 
 

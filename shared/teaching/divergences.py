@@ -8,7 +8,8 @@ lesson. Each framework's default is read from the installed framework
 (`shared.teaching.framework_defaults`, through `ports/<fw>/defaults.py`). A demonstration runs the
 same canonical weights with the pin and without it: through the float64 reference
 (`Reference`, the template in `shared.teaching.demo`, with what else it measures in
-`shared.teaching.forward_demos`, `family_demos` and `position_demos`), or, where the divergence
+`shared.teaching.forward_demos`, `family_demos` and `position_demos`; a dropped attention mask in
+`batching_demos`), or, where the divergence
 lives in a framework API (batch_first, optimizers, losses, dropout flags, CPU precision), through
 that API (`shared.teaching.forward_demos`, `training_demos`, `precision_demos`).
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from shared.teaching import batching_demos as batching
 from shared.teaching import family_demos as family
 from shared.teaching import family_transforms as ft
 from shared.teaching import forward_demos as fwd
@@ -626,6 +628,20 @@ CATALOGUE: tuple[Entry, ...] = (
                         (LibrarySelect("timm", "timm.models.eva", "EvaAttention.forward"),
                          LibrarySelect("timm", TIMM_SINCOS, "apply_rot_embed_cat"),
                          LibrarySelect("transformers", HF_DINOV3, "apply_rotary_pos_emb"))),
+          framework_default=False),
+    # issue 37: images at their own sizes in one batch
+    Entry("attention_mask", "The padding mask and the block-diagonal mask, or none",
+          "a NaFlex batch pads each image's patches to one length and masks the padding keys; a packed "
+          "sequence holds several images and attends block-diagonally (Pixtral). A port that drops the "
+          "mask (an MLX port of a SigLIP2 tower dropped pixel_attention_mask) lets every real token "
+          "read the padding, or the other images of its sequence",
+          "convention: the batch's mask (shared/core/batching.py's attention_mask, keys only) in every "
+          "attention", "forward", "-", batching.demo_attention_mask,
+          lesson=Lesson("each port's attention takes the mask the batch carries, keys only",
+                        (Select(unit="Attention.call", contains=("key_mask",)),),
+                        (LibrarySelect("transformers", "transformers.models.siglip2.modeling_siglip2",
+                                       "Siglip2VisionModel.forward"),
+                         LibrarySelect("transformers", HF_PIXTRAL, "generate_block_attention_mask"))),
           framework_default=False),
 )
 
