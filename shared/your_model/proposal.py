@@ -183,9 +183,7 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], family: 
         found.setdefault(name, fact)
     for name, fact in structure_facts(params, layers, family, found).items():
         if name == "bias_free" and fact[0] and not found.get(name, (None,))[0]:
-            # the layers' "every projection has a bias" cannot see a projection no layer holds (CLIP's
-            # bare `proj`): the structure, which reads the parameters too, names it
-            found[name] = fact
+            found[name] = fact  # a bias-free projection no layer holds (CLIP's bare `proj`)
         found.setdefault(name, fact)
     for name, fact in conventions.items():
         found.setdefault(name, fact)

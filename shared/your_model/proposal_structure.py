@@ -264,7 +264,8 @@ def _head(after: list[Unit], free: list[Unit], dim: int, family: str, out: dict[
     if bare is not None:
         where = f"{bare[1]} {bare[2]}, a bare (in, out) projection with no Linear after the blocks"
         out |= {"num_classes": (bare[2][1], where), "head_hidden": ((), where)}
-        _head_bias_free(out, where)
+        out["bias_free"] = ((*out.get("bias_free", ((), ""))[0], "head.out"),
+                            f"{out['bias_free'][1]}; {where}" if "bias_free" in out else where)
         return
     if not linears:
         out["num_classes"] = (0, "no Linear after the blocks (no classifier)")
@@ -275,13 +276,9 @@ def _head(after: list[Unit], free: list[Unit], dim: int, family: str, out: dict[
         out["head_hidden"] = ((), f"{head.label} is the only Linear after the blocks")
     out["num_classes"] = (classes, f"{head.label} ({fan_in} -> {classes}), the last Linear after the blocks")
     if len(linears) == 1 and fan_in == dim and not _has_bias(head):
-        _head_bias_free(out, f"{head.label} has no bias")
-
-
-def _head_bias_free(out: dict[str, Fact], why: str) -> None:
-    """head.out added to the blocks' bias-free projections, its source beside theirs."""
-    names, source = out.get("bias_free", ((), ""))
-    out["bias_free"] = ((*names, "head.out"), f"{source}; {why}" if source else why)
+        out["bias_free"] = ((*out.get("bias_free", ((), ""))[0], "head.out"),
+                            f"{out['bias_free'][1]}; {head.label} has no bias" if "bias_free" in out
+                            else f"{head.label} has no bias")
 
 
 def _has_bias(unit: Unit) -> bool:
