@@ -2,7 +2,9 @@
 with a key-padding mask) and a packed one (Pixtral's: several images one after another in each
 sequence, attending block-diagonally) through the float64 reference and the four ports, judged on
 the tokens that count. Tiny: naflex-tiny (32,170 parameters), four images of 3x4, 4x1, 3x1 and 1x1
-patches; packed-tiny (the same tower, mean-pooled), four sequences of 16 tokens of three images each."""
+patches; packed-tiny (the same tower, mean-pooled), four sequences of 16 tokens of three images each;
+siglip2-naflex-tiny (naflex-tiny with a learned 4x4 table resized to each image's grid by antialiased
+bilinear, as SigLIP2's)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ MEAN = SPEC.replace(name="naflex-mean", class_token=True, registers=1, pooling="
 PACKED = get_preset("packed-tiny")
 # Packed with an attention pool: a probe per image, each over its own image's tokens.
 PACKED_MAP = PACKED.replace(name="packed-map", pooling="map")
+# SigLIP2's positions: a learned 4x4 table resized to each image's grid (antialiased bilinear).
+POSITIONED = get_preset("siglip2-naflex-tiny")
 
 
 def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
@@ -80,22 +84,24 @@ def test_packed_probe_batch_masks_and_bounds() -> None:
         reference.forward(PACKED, init_weights(PACKED, 0), bad)
 
 
-@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP],
-                         ids=["map", "mean", "packed", "packed-map"])
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP, POSITIONED],
+                         ids=["map", "mean", "packed", "packed-map", "positioned"])
 def test_reference_on_a_padded_image_is_that_image_alone(spec) -> None:
     """Independent of any port: each image's logits in the padded (or packed), masked batch equal the
-    fixed-size forward of that image alone at its own grid (no padding, no neighbour), to float64
+    fixed-size forward of that image alone at its own grid (no padding, no neighbour; a learned table
+    resampled to that grid as a fixed-size model at that resolution resamples it), to float64
     rounding. The logits' rows are the images, sequence by sequence."""
     weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
     logits = reference.forward(spec, weights, batch)
     ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
     grids = image_grids(spec, batch).tolist()
     assert logits.shape == (4 * spec.pack_images, spec.num_classes)
+    table = {"pos_grid_height": spec.derived.pos_grid_rows, "pos_grid_width": spec.derived.pos_grid_cols}
     for i, sequence in enumerate(grids):
         start = 0
         for j, (rows, cols) in enumerate(sequence):
             alone = spec.replace(batching="fixed", max_patches=None, pack_images=1, image_height=rows * ph,
-                                 image_width=cols * pw)
+                                 image_width=cols * pw, **(table if spec.pos_embed == "learned" else {}))
             patches = batch["patches"][i, start: start + rows * cols].reshape(rows, cols, ph, pw, c)
             image = patches.transpose(0, 2, 1, 3, 4).reshape(1, rows * ph, cols * pw, c)
             row = i * spec.pack_images + j
@@ -104,7 +110,8 @@ def test_reference_on_a_padded_image_is_that_image_alone(spec) -> None:
 
 
 @pytest.mark.parametrize("framework", ports.NATIVE)
-@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED], ids=["map", "mean", "packed"])
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, POSITIONED],
+                         ids=["map", "mean", "packed", "positioned"])
 def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str, spec, monkeypatch) -> None:
     weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
     noisy = padded_with_noise(spec, batch)
@@ -134,6 +141,22 @@ def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str,
     module = ports.load_port_module(framework)
     monkeypatch.setattr(module, "attention_mask", lambda s, b: np.ones_like(attention_mask(s, b)))
     mutated = check_logits(spec, p.logits(noisy), ref, p.param_count())
+    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+def test_each_ports_per_image_positions_follow_pos_resample(framework: str) -> None:
+    """The table resized to each image's grid by the spec's method in every port: the same weights
+    with the positions resized by antialiased bicubic (timm's NaFlexVit default) where SigLIP2's
+    antialiased bilinear was meant (the LFM2-VL MLX port's mistake, with bicubic) fail by a margin;
+    each port computes the bicubic spec itself within tolerance."""
+    bicubic = POSITIONED.replace(name="siglip2-naflex-tiny-bicubic", pos_resample="timm_bicubic_antialias")
+    weights, batch = init_weights(POSITIONED, 0), probe_batch(POSITIONED, 4)
+    p = port(framework, bicubic)
+    p.load(weights)
+    logits = p.logits(batch)
+    assert check_logits(bicubic, logits, reference.forward(bicubic, weights, batch), p.param_count()).passed
+    mutated = check_logits(POSITIONED, logits, reference.forward(POSITIONED, weights, batch), p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 

@@ -584,6 +584,7 @@ SOURCES = {
     "deit3-s16": ("timm", "deit3_small_patch16_224"),
     "siglip-b16": ("timm", "vit_base_patch16_siglip_224"),
     "siglip2-b16-256": ("timm", "vit_base_patch16_siglip_256"),
+    "siglip2-b16-naflex": ("timm", "naflexvit_base_patch16_siglip"),
     "pixtral-12b-encoder": ("hf", "PixtralVisionModel"),
     "qwen2.5-vl-blocks-112": ("hf", "Qwen2_5_VisionTransformerPretrainedModel"),  # its blocks
     "clip-b16": ("hf", "CLIPVisionModel"),
@@ -604,7 +605,8 @@ def test_full_size_presets_count_the_libraries_parameters(preset: str) -> None:
     with torch.device("meta"):
         if library == "timm":
             # the towers' presets have no classifier (timm's default num_classes=1000 would add one)
-            towers = {"num_classes": 0} if preset in ("aimv2-l14", "internvit-300m") else {}
+            tower = preset in ("aimv2-l14", "internvit-300m", "siglip2-b16-naflex")
+            towers = {"num_classes": 0} if tower else {}
             model = timm.create_model(name, pretrained=False, **towers)
         elif name == "CLIPVisionModel":
             model = transformers.CLIPVisionModel(transformers.CLIPVisionConfig(patch_size=16))

@@ -46,6 +46,11 @@ CALL_METHODS = {"forward": "<call>", "call": "<call>", "__call__": "<call>"}
 EXTRAS: dict[tuple[str, str], set[str]] = {
     # nnx keeps a constant array (the sincos table) as state only in a Variable subclass.
     ("flax", "model.py"): {"FixedTable"},
+    # A naflex batch's per-image resize: torch loops F.interpolate over the images and JAX's
+    # scale_and_translate takes a traced scale; Keras and MLX have no resize that takes a traced size,
+    # so they build the antialiased weights themselves.
+    ("keras", "model.py"): {"resize_weights"},
+    ("mlx", "model.py"): {"resize_weights"},
     # Keras alone can run on Metal (its JAX/TF backends on Apple silicon).
     ("keras", "port.py"): {"_is_apple"},
     # Mixed precision: torch's is a context around each call (autocast); Keras' dtype policies and

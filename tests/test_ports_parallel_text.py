@@ -60,6 +60,12 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
     ("model.py", "VisionTransformer.__init__"): "how MLX keeps a constant out of its parameters; the policy "
                                                 "Keras' head takes without a classifier",
     ("model.py", "VisionTransformer.positions"): "MLX's set_dtype casts parameters only",
+    ("model.py", "image_positions"): "how each library resizes to a size known only at run time: torch "
+                                     "loops F.interpolate over the images (its grid channels-last, where "
+                                     "its one-column resize is right), JAX scales by a traced factor, "
+                                     "Keras and MLX weigh by their own filters",
+    ("model.py", "image_positions.__doc__"): "the table that names each method's operation (RESAMPLE_OPS "
+                                             "in torch and Flax, IMAGE_RESIZE_KERNELS in Keras and MLX)",
     ("model.py", "resample_positions"): "each library's resize layout (torch's (1, D, rows, cols), MLX's "
                                         "batched channels-last), how MLX's Upsample sizes its output from a "
                                         "factor, and where a library's resize or map_coordinates answers "

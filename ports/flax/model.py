@@ -35,6 +35,8 @@ RESAMPLE_OPS: dict[str, dict] = {
     # jax.scipy.ndimage.map_coordinates (order 1) at scipy.ndimage.zoom's corners-on-corners grid
     "big_vision_zoom": {"order": 1, "mode": "nearest"},
     "bilinear": {"method": "linear", "antialias": False},
+    # PIL's triangle: stretched when shrinking, outside taps dropped and renormalised
+    "bilinear_antialias": {"method": "linear", "antialias": True},
 }
 _JAX_CUBIC = ("jax.image.resize's and scale_and_translate's only cubic is Keys' a = -0.5, its edge taps "
               "renormalised: JAX has no a = -0.75 cubic with clamped taps")
@@ -343,6 +345,33 @@ def resample_positions(spec: ModelSpec, table: jax.Array) -> jax.Array:
     return jnp.concatenate([table[:k], grid])
 
 
+def image_positions(spec: ModelSpec, table: jax.Array, grids: jax.Array) -> jax.Array:
+    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
+    RESAMPLE_OPS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
+    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+    d, options = spec.derived, RESAMPLE_OPS[spec.pos_resample]
+    grid = table[: d.pos_rows_used].astype(jnp.float32).reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
+    source = jnp.asarray([d.pos_grid_rows, d.pos_grid_cols], jnp.float32)
+
+    def resize(size: jax.Array) -> jax.Array:
+        # Fixed shapes (the grids are traced under the compiled forward): every image's resize fills the
+        # spec's whole (grid_rows, grid_cols) grid at its own scale (scale_and_translate takes it traced,
+        # jax.image.resize only a Python shape), and its patches are read from it.
+        return jax.image.scale_and_translate(grid, (d.grid_rows, d.grid_cols, spec.dim), (0, 1),
+                                             size.astype(jnp.float32) / source, jnp.zeros(2), **options)
+
+    resized = jax.vmap(resize)(grids)  # (B, rows, cols, D)
+    resized = resized.reshape(-1, d.grid_rows * d.grid_cols, spec.dim)
+    # token t of an image with `cols` columns is its patch (t // cols, t % cols); the padding reads none
+    rows, cols = grids[:, :1], grids[:, 1:]  # (B, 1) each
+    token = jnp.arange(d.num_patches)[None]  # (1, tokens)
+    valid = token < rows * cols
+    index = jnp.where(valid, token // cols * d.grid_cols + token % cols, 0)
+    out = jnp.where(valid[..., None], jnp.take_along_axis(resized, index[..., None], axis=1), 0.0)
+    out = jnp.pad(out, ((0, 0), (d.prefix_tokens, 0), (0, 0)))  # the prefix tokens: no row
+    return out.astype(table.dtype)
+
+
 def masked_mean(x: jax.Array, pool_mask: jax.Array) -> jax.Array:
     """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
     the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
@@ -384,10 +413,13 @@ class VisionTransformer(nnx.Module):
         tokens = jnp.concatenate(parts)
         return jnp.broadcast_to(tokens, (batch, *tokens.shape))
 
-    def positions(self) -> jax.Array | None:
+    def positions(self, grids: jax.Array | None = None) -> jax.Array | None:
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
+        resized to each image's grid (image_positions)."""
+        if self.pos_embed is not None and grids is not None:
+            return image_positions(self.spec, self.pos_embed[...], grids)
         if self.pos_embed is None:
             return None if self.pos_table is None else self.pos_table[...]
         table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
@@ -398,16 +430,16 @@ class VisionTransformer(nnx.Module):
         return jnp.concatenate([table[:k], jnp.zeros((missing, self.spec.dim), table.dtype), table[k:]])
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
-                 pool_mask: jax.Array | None = None) -> jax.Array:
+                 pool_mask: jax.Array | None = None, grids: jax.Array | None = None) -> jax.Array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = jnp.concatenate([prefix.astype(x.dtype), x], axis=1)
-        table = self.positions()
+        table = self.positions(grids)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x)

@@ -99,9 +99,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> jax.Array:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask).
-    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
-    return model(x, taps, key_mask, pools)
+    # mask, pool mask, grids).
+    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
+    return model(x, taps, key_mask, pools, grids)
 
 
 class Port:
@@ -141,13 +141,14 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> jax.Array | tuple[jax.Array, ...]:
         """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout), in the
-        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
-        (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image
+        grids (shared/core/batching.py)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = jax.device_put(np.asarray(images["patches"], dtype=np.float32), self.device)
-            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
-            return patches.astype(self.param_dtype), *(jax.device_put(m, self.device) for m in masks)
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"])
+            return patches.astype(self.param_dtype), *(jax.device_put(np.ascontiguousarray(m), self.device)
+                                                    for m in masks)
         return jax.device_put(np.asarray(images, dtype=np.float32), self.device).astype(self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> jax.Array:

@@ -6,6 +6,8 @@ classes in the same order; a diff between two of them shows only the framework i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import keras
 import numpy as np
 from keras import layers, ops
@@ -31,6 +33,8 @@ RESAMPLE_OPS: dict[str, dict] = {
     # ops.image.map_coordinates (scipy's, order 1) at scipy.ndimage.zoom's corners-on-corners grid
     "big_vision_zoom": {"order": 1, "fill_mode": "nearest"},
     "bilinear": {"interpolation": "bilinear", "antialias": False},
+    # PIL's triangle: stretched when shrinking, outside taps dropped and renormalised
+    "bilinear_antialias": {"interpolation": "bilinear", "antialias": True},
 }
 _KERAS_CUBIC = ("keras.ops.image.resize's bicubic without antialiasing is Keys' a = -0.5 on the TensorFlow "
                 "and JAX backends (a = -0.75 on torch's only): Keras has no a = -0.75 cubic on every backend")
@@ -38,6 +42,18 @@ RESAMPLE_MISSING: dict[str, str] = {
     "timm_bicubic": _KERAS_CUBIC,
     "hf_bicubic": _KERAS_CUBIC,
     "dinov2_legacy": _KERAS_CUBIC + ", and ops.image.resize takes a size, not DINOv2's scale factor",
+}
+
+
+# A naflex batch's per-image resize (image_positions): no Keras resize takes a traced size (ops.image.resize
+# needs a static one, and the compiled forward traces the grids), so each method's antialiased filter is built
+# from its kernel here, as shared/core/resample.py's antialiased_weights (PIL's: triangle, Keys' a = -0.5).
+IMAGE_RESIZE_KERNELS: dict[str, Callable] = {
+    "bilinear_antialias": lambda x: ops.maximum(1.0 - ops.abs(x), 0.0),  # the triangle, half-width 1
+    # Keys' cubic with a = -0.5 (PIL's), half-width 2
+    "timm_bicubic_antialias": lambda x: ops.where(
+        (t := ops.abs(x)) < 1.0, (1.5 * t - 2.5) * t * t + 1.0,
+        ops.where(t < 2.0, ((-0.5 * t + 2.5) * t - 4.0) * t + 2.0, 0.0)),
 }
 
 
@@ -357,6 +373,45 @@ def resample_positions(spec: ModelSpec, table):
     return ops.concatenate([table[:k], grid], axis=0)
 
 
+def resize_weights(size_in: int, sizes_out, length: int, method: str):
+    """(B, length, size_in): each image's antialiased weights along one axis, from the table's size_in
+    rows to its own size (sizes_out (B,), traced): output i centred at (i + 0.5) * in / out, the kernel
+    stretched by in / out when shrinking, renormalised over the table's taps (shared/core/resample.py's
+    antialiased_weights). Rows from an image's own size on are never read."""
+    step = ops.divide(float(size_in), ops.cast(sizes_out, "float32"))[:, None, None]  # (B, 1, 1)
+    centre = (ops.arange(length, dtype="float32")[None, :, None] + 0.5) * step
+    taps = ops.arange(size_in, dtype="float32")[None, None, :] + 0.5
+    weights = IMAGE_RESIZE_KERNELS[method]((taps - centre) / ops.maximum(step, 1.0))
+    total = ops.sum(weights, axis=-1, keepdims=True)
+    # a zero sum (an output row past the table's reach) gives zero weights, never 0 / 0
+    return ops.where(total > 0, weights / ops.where(total > 0, total, 1.0), 0.0)
+
+
+def image_positions(spec: ModelSpec, table, grids):
+    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
+    IMAGE_RESIZE_KERNELS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
+    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+    d, method = spec.derived, spec.pos_resample
+    grid = ops.cast(table[: d.pos_rows_used], "float32")
+    grid = ops.reshape(grid, (d.pos_grid_rows, d.pos_grid_cols, spec.dim))
+    # Fixed shapes (the grids are traced under the compiled forward): every image's resize fills the
+    # spec's whole (grid_rows, grid_cols) grid, each by its own weights, and its patches are read from it.
+    rows_w = resize_weights(d.pos_grid_rows, grids[:, 0], d.grid_rows, method)
+    cols_w = resize_weights(d.pos_grid_cols, grids[:, 1], d.grid_cols, method)
+    resized = ops.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (B, rows, cols, D)
+    resized = ops.reshape(resized, (-1, d.grid_rows * d.grid_cols, spec.dim))
+    # token t of an image with `cols` columns is its patch (t // cols, t % cols); the padding reads none
+    rows, cols = grids[:, :1], grids[:, 1:]  # (B, 1) each
+    token = ops.arange(d.num_patches, dtype="int32")[None]  # (1, tokens)
+    valid = ops.less(token, rows * cols)
+    index = ops.floor_divide(token, cols) * d.grid_cols + ops.mod(token, cols)
+    index = ops.where(valid, index, 0)
+    index = ops.broadcast_to(index[..., None], (*ops.shape(index), spec.dim))
+    out = ops.where(valid[..., None], ops.take_along_axis(resized, index, axis=1), 0.0)
+    out = ops.pad(out, ((0, 0), (d.prefix_tokens, 0), (0, 0)))  # the prefix tokens: no row
+    return ops.cast(out, table.dtype)
+
+
 def masked_mean(x, pool_mask):
     """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
     the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
@@ -410,10 +465,13 @@ class VisionTransformer(keras.Model):
         shape = (batch, self.spec.derived.prefix_tokens, self.spec.dim)
         return ops.broadcast_to(ops.concatenate(tokens, axis=0)[None], shape)
 
-    def positions(self):
+    def positions(self, grids=None):
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
+        resized to each image's grid (image_positions)."""
+        if self.pos_embed is not None and grids is not None:
+            return image_positions(self.spec, self.pos_embed, grids)
         if self.pos_embed is None:
             fixed = self.pos_table
             return None if fixed is None else ops.convert_to_tensor(fixed, self.compute_dtype)
@@ -425,16 +483,16 @@ class VisionTransformer(keras.Model):
         zeros = ops.zeros((missing, self.spec.dim), table.dtype)
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None, grids=None):
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = ops.concatenate([ops.cast(prefix, x.dtype), x], axis=1)
-        table = self.positions()
+        table = self.positions(grids)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x, training=training)

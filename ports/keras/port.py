@@ -191,9 +191,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS, training: bool = False) -> Any:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask).
-    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
-    return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools)
+    # mask, pool mask, grids).
+    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
+    return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools, grids=grids)
 
 
 class Port:
@@ -211,10 +211,12 @@ class Port:
         self.param_dtype = precision.param_dtype
         with keras.device(self.device):
             self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
-            # Built on one image (of a naflex or packed batch: one sequence's patch rows).
+            # Built on one image (of a naflex or packed batch: one sequence's patch rows; of a naflex
+            # batch with its grid, one patch's, as its positions are resized to each image's grid).
             rows = (1, spec.derived.num_patches, spec.derived.patch_features)
             image = (1, spec.image_height, spec.image_width, spec.channels)
-            self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"))
+            grids = ops.ones((1, 2), "int32") if spec.batching == "naflex" else None
+            self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"), grids=grids)
         self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
@@ -231,13 +233,14 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> Any:
         """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
-        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image grids
         (shared/core/batching.py)."""
         check_images(self.spec, images)
         with keras.device(self.device):
             if self.spec.batching != "fixed":
                 patches = np.asarray(images["patches"], dtype=np.float32)
-                masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
+                masks = (attention_mask(self.spec, images), pool_mask(self.spec, images),
+                         np.ascontiguousarray(images["grid"]))
                 return ops.convert_to_tensor(patches, self.param_dtype), *map(ops.convert_to_tensor, masks)
             return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)
 

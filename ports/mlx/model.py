@@ -7,6 +7,7 @@ classes in the same order; a diff between two of them shows only the framework i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from itertools import pairwise
 
 import mlx.core as mx
@@ -34,11 +35,23 @@ RESAMPLE_OPS: dict[str, dict] = {
     # scipy's first-order zoom samples corners on corners: align_corners=True
     "big_vision_zoom": {"mode": "linear", "align_corners": True},
     "bilinear": {"mode": "linear", "align_corners": False},
+    # PIL's triangle: stretched when shrinking, outside taps dropped and renormalised
+    "bilinear_antialias": {"mode": "linear", "align_corners": False, "antialias": True},
 }
 RESAMPLE_MISSING: dict[str, str] = {
     "dinov2_legacy": ("mlx.nn.Upsample centres a scale factor's sampling grid (start ((M - 1) / s - N + 1) "
                       "/ 2) where torch samples at (i + 0.5) / s - 0.5: with DINOv2's (out + 0.1) / in they "
                       "differ; MLX has no upsampling that samples torch's way at a given factor"),
+}
+# A naflex batch's per-image resize (image_positions): no MLX resize takes a traced size (nn.Upsample needs a
+# static factor, and the compiled forward traces the grids), so each method's antialiased filter is built
+# from its kernel here, as shared/core/resample.py's antialiased_weights (PIL's: triangle, Keys' a = -0.5).
+IMAGE_RESIZE_KERNELS: dict[str, Callable[[mx.array], mx.array]] = {
+    "bilinear_antialias": lambda x: mx.maximum(1.0 - mx.abs(x), 0.0),  # the triangle, half-width 1
+    # Keys' cubic with a = -0.5 (PIL's), half-width 2
+    "timm_bicubic_antialias": lambda x: mx.where(
+        (t := mx.abs(x)) < 1.0, (1.5 * t - 2.5) * t * t + 1.0,
+        mx.where(t < 2.0, ((-0.5 * t + 2.5) * t - 4.0) * t + 2.0, 0.0)),
 }
 
 
@@ -338,6 +351,42 @@ def resample_positions(spec: ModelSpec, table: mx.array) -> mx.array:
     return mx.concatenate([table[:k], grid])
 
 
+def resize_weights(size_in: int, sizes_out: mx.array, length: int, method: str) -> mx.array:
+    """(B, length, size_in): each image's antialiased weights along one axis, from the table's size_in
+    rows to its own size (sizes_out (B,), traced): output i centred at (i + 0.5) * in / out, the kernel
+    stretched by in / out when shrinking, renormalised over the table's taps (shared/core/resample.py's
+    antialiased_weights). Rows from an image's own size on are never read."""
+    step = size_in / sizes_out.astype(mx.float32)[:, None, None]  # (B, 1, 1)
+    centre = (mx.arange(length, dtype=mx.float32)[None, :, None] + 0.5) * step
+    taps = mx.arange(size_in, dtype=mx.float32)[None, None, :] + 0.5
+    weights = IMAGE_RESIZE_KERNELS[method]((taps - centre) / mx.maximum(step, 1.0))
+    total = weights.sum(axis=-1, keepdims=True)
+    # a zero sum (an output row past the table's reach) gives zero weights, never 0 / 0
+    return mx.where(total > 0, weights / mx.where(total > 0, total, 1.0), 0.0)
+
+
+def image_positions(spec: ModelSpec, table: mx.array, grids: mx.array) -> mx.array:
+    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
+    IMAGE_RESIZE_KERNELS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
+    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+    d, method = spec.derived, spec.pos_resample
+    grid = table[: d.pos_rows_used].astype(mx.float32).reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
+    # Fixed shapes (the grids are traced under the compiled forward): every image's resize fills the
+    # spec's whole (grid_rows, grid_cols) grid, each by its own weights, and its patches are read from it.
+    rows_w = resize_weights(d.pos_grid_rows, grids[:, 0], d.grid_rows, method)
+    cols_w = resize_weights(d.pos_grid_cols, grids[:, 1], d.grid_cols, method)
+    resized = mx.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (B, rows, cols, D)
+    resized = resized.reshape(-1, d.grid_rows * d.grid_cols, spec.dim)
+    # token t of an image with `cols` columns is its patch (t // cols, t % cols); the padding reads none
+    rows, cols = grids[:, :1], grids[:, 1:]  # (B, 1) each
+    token = mx.arange(d.num_patches)[None]  # (1, tokens)
+    valid = token < rows * cols
+    index = mx.where(valid, (token // cols) * d.grid_cols + token % cols, 0)
+    out = mx.where(valid[..., None], mx.take_along_axis(resized, index[..., None], axis=1), 0.0)
+    out = mx.pad(out, ((0, 0), (d.prefix_tokens, 0), (0, 0)))  # the prefix tokens: no row
+    return out.astype(table.dtype)
+
+
 def masked_mean(x: mx.array, pool_mask: mx.array) -> mx.array:
     """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
     the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
@@ -382,10 +431,13 @@ class VisionTransformer(nn.Module):
         shape = (batch, self.spec.derived.prefix_tokens, self.spec.dim)
         return mx.broadcast_to(mx.concatenate(tokens), shape) if tokens else None
 
-    def positions(self) -> mx.array | None:
+    def positions(self, grids: mx.array | None = None) -> mx.array | None:
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
+        resized to each image's grid (image_positions)."""
+        if self.pos_embed is not None and grids is not None:
+            return image_positions(self.spec, self.pos_embed, grids)
         if self.pos_embed is None:
             # set_dtype casts parameters only: the fixed table follows the patch embedding's dtype.
             fixed = self._pos_table
@@ -398,16 +450,16 @@ class VisionTransformer(nn.Module):
         return mx.concatenate([table[:k], mx.zeros((missing, self.spec.dim), dtype=table.dtype), table[k:]])
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
-                 pool_mask: mx.array | None = None) -> mx.array:
+                 pool_mask: mx.array | None = None, grids: mx.array | None = None) -> mx.array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = mx.concatenate([prefix.astype(x.dtype), x], axis=1)
-        table = self.positions()
+        table = self.positions(grids)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x)

@@ -107,9 +107,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> mx.array:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask).
-    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
-    return model(x, taps, key_mask, pools)
+    # mask, pool mask, grids).
+    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
+    return model(x, taps, key_mask, pools, grids)
 
 
 class Port:
@@ -150,12 +150,13 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> mx.array | tuple[mx.array, ...]:
         """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified), in the
-        parameter dtype; a naflex or packed batch -> its patches, attention mask and pool mask
-        (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image
+        grids (shared/core/batching.py)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = mx.array(np.ascontiguousarray(images["patches"])).astype(self.param_dtype)
-            masks = (mx.array(attention_mask(self.spec, images)), mx.array(pool_mask(self.spec, images)))
+            masks = tuple(mx.array(np.ascontiguousarray(m)) for m in (
+                attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"]))
             mx.eval(patches, *masks)
             return patches, *masks
         x = mx.array(np.ascontiguousarray(images, dtype=np.float32)).astype(self.param_dtype)

@@ -38,6 +38,8 @@ RESAMPLE_OPS: dict[str, dict] = {
     # scipy's first-order zoom samples corners on corners: align_corners=True
     "big_vision_zoom": {"mode": "bilinear", "align_corners": True},
     "bilinear": {"mode": "bilinear", "align_corners": False},
+    # PIL's triangle: stretched when shrinking, outside taps dropped and renormalised
+    "bilinear_antialias": {"mode": "bilinear", "align_corners": False, "antialias": True},
 }
 RESAMPLE_MISSING: dict[str, str] = {}
 
@@ -327,6 +329,23 @@ def resample_positions(spec: ModelSpec, table: torch.Tensor) -> torch.Tensor:
     return torch.cat([table[:k], grid.permute(0, 2, 3, 1).reshape(d.num_patches, spec.dim)])
 
 
+def image_positions(spec: ModelSpec, table: torch.Tensor, grids: torch.Tensor) -> torch.Tensor:
+    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
+    RESAMPLE_OPS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
+    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+    d, options = spec.derived, RESAMPLE_OPS[spec.pos_resample]
+    grid = table[: d.pos_rows_used].float().reshape(1, d.pos_grid_rows, d.pos_grid_cols, spec.dim)
+    # (1, D, rows, cols) held channels-last, as the libraries' permuted tables are: torch's antialiased
+    # resize of a contiguous NCHW grid to one column repeats its first row (measured, torch 2.14 CPU).
+    grid = grid.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    out = grid.new_zeros(len(grids), d.seq_len, spec.dim)
+    for b, (rows, cols) in enumerate(grids.tolist()):  # a loop, as Siglip2VisionEmbeddings
+        resized = F.interpolate(grid, size=(rows, cols), **options)
+        start = d.prefix_tokens
+        out[b, start: start + rows * cols] = resized[0].flatten(1).T
+    return out.to(table.dtype)
+
+
 def masked_mean(x: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
     """Each image's mean over its own tokens (shared/core/batching.py's pool_mask: (B, images, tokens)):
     the others selected out (never multiplied by 0, which keeps a NaN), divided by its count; the
@@ -368,10 +387,13 @@ class VisionTransformer(nn.Module):
                   if t is not None]
         return torch.cat(tokens).expand(batch, -1, -1) if tokens else None
 
-    def positions(self) -> torch.Tensor | None:
+    def positions(self, grids: torch.Tensor | None = None) -> torch.Tensor | None:
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
+        resized to each image's grid (image_positions)."""
+        if self.pos_embed is not None and grids is not None:
+            return image_positions(self.spec, self.pos_embed, grids)
         if self.pos_embed is None:
             return getattr(self, "pos_table", None)
         table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
@@ -382,16 +404,16 @@ class VisionTransformer(nn.Module):
         return torch.cat([table[:k], table.new_zeros(missing, self.spec.dim), table[k:]])
 
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS, key_mask: torch.Tensor | None = None,
-                pool_mask: torch.Tensor | None = None) -> torch.Tensor:
+                pool_mask: torch.Tensor | None = None, grids: torch.Tensor | None = None) -> torch.Tensor:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = torch.cat([prefix.to(x.dtype), x], dim=1)
-        table = self.positions()
+        table = self.positions(grids)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x)

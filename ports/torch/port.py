@@ -102,9 +102,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> torch.Tensor:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask).
-    x, key_mask, pools = prepared if isinstance(prepared, tuple) else (prepared, None, None)
-    return model(x, taps, key_mask, pools)
+    # mask, pool mask, grids).
+    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
+    return model(x, taps, key_mask, pools, grids)
 
 
 class Port:
@@ -140,14 +140,14 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Canonical NHWC float32 -> NCHW on the device (torch's native layout), in the parameter
-        dtype; a naflex or packed batch -> its patches, attention mask and pool mask
+        dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image grids
         (shared/core/batching.py)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = torch.from_numpy(np.ascontiguousarray(images["patches"]))
-            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images))
-            return patches.to(self.device, self.param_dtype), *(torch.from_numpy(m).to(self.device)
-                                                                 for m in masks)
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"])
+            return patches.to(self.device, self.param_dtype), *(torch.from_numpy(np.ascontiguousarray(m))
+                                                                 .to(self.device) for m in masks)
         x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
         return x.permute(0, 3, 1, 2).contiguous().to(self.device, self.param_dtype)
 

@@ -62,6 +62,22 @@ def resampled_table(spec: ModelSpec, learned: np.ndarray) -> np.ndarray:
     return np.concatenate([table[:k], patches.reshape(d.num_patches, spec.dim)])
 
 
+def image_positions(spec: ModelSpec, learned: np.ndarray, grids: np.ndarray) -> np.ndarray:
+    """A naflex batch's (B, seq_len, D) positions: for each sequence the table's grid resized to its
+    image's (rows, cols) by `spec.pos_resample` and laid out row-major over its patches, as
+    Transformers' `Siglip2VisionEmbeddings.resize_positional_embeddings` and timm's NaFlexEmbeds
+    compute it; zero rows for the prefix tokens (the table positions the patches only) and the
+    padding (what a padding token holds moves no valid output)."""
+    d = spec.derived
+    grid = learned[: d.pos_rows_used].reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
+    out = np.zeros((len(grids), d.seq_len, spec.dim))
+    for b, (rows, cols) in enumerate(np.asarray(grids).tolist()):
+        start = d.prefix_tokens
+        resized = resample_grid(grid, rows, cols, spec.pos_resample)
+        out[b, start: start + rows * cols] = resized.reshape(-1, spec.dim)
+    return out
+
+
 def unpositioned(spec: ModelSpec) -> int:
     """How many prefix tokens get no position row (they sit right after the positioned ones)."""
     return spec.derived.prefix_tokens - positioned_prefix(spec)

@@ -181,9 +181,18 @@ PRESETS: dict[str, Preset] = {
                           pooling="map"),
         "SigLIP2's NaFlex batching at a tiny size: each image patchified at its own grid of 8x8x3 "
         "patches (at most 4 x 4, rows x cols <= 12), padded to 12 tokens with a key-padding mask that "
-        "attention and the attention-pool (MAP) head read; no class token, no positions (per-image "
-        "position resizing is not built yet), tanh GELU, width 32, 2 heads of 16, 2 pre-norm blocks, "
-        "final norm, 10 classes.",
+        "attention and the attention-pool (MAP) head read; no class token, no positions "
+        "(siglip2-naflex-tiny has SigLIP2's, resized to each image's grid), tanh GELU, width 32, 2 heads "
+        "of 16, 2 pre-norm blocks, final norm, 10 classes.",
+    ),
+    "siglip2-naflex-tiny": Preset(
+        _ZOO_TINY.replace(name="siglip2-naflex-tiny", image_height=32, image_width=32, patch_height=8,
+                          patch_width=8, batching="naflex", max_patches=12, class_token=False,
+                          pos_embed_class_row=False, pos_resample="bilinear_antialias", heads=2, head_dim=16,
+                          activation="gelu_tanh", pooling="map"),
+        "naflex-tiny with SigLIP2's positions: a learned 4x4 table resized to each image's own grid by "
+        "antialiased bilinear (Transformers' Siglip2VisionModel), the padding given none. 32,682 "
+        "parameters.",
     ),
     "packed-tiny": Preset(
         _ZOO_TINY.replace(name="packed-tiny", image_height=32, image_width=32, patch_height=8, patch_width=8,
@@ -324,6 +333,17 @@ FULL_SIZE_PRESETS: dict[str, Preset] = {
         "architecture; Transformers' Siglip2VisionModel with num_patches 256, one image of its table's "
         "16x16 grid): siglip-b16 with 256 learned positions. Siglip2VisionModel's Linear patch "
         "projection on (ph, pw, C)-flattened patches is this spec's patch convolution. 92,930,304 "
+        "parameters.",
+    ),
+    "siglip2-b16-naflex": Preset(
+        _VIT_B16.replace(name="siglip2-b16-naflex", image_height=512, image_width=512, batching="naflex",
+                         max_patches=256, pos_grid_height=16, pos_grid_width=16,
+                         pos_resample="bilinear_antialias", class_token=False, pos_embed_class_row=False,
+                         activation="gelu_tanh", pooling="map", num_classes=0),
+        "SigLIP2 B/16 NaFlex (Transformers' Siglip2VisionModel with num_patches 256, timm's "
+        "naflexvit_base_patch16_siglip): each image patchified at its own aspect ratio, up to 256 "
+        "patches of a grid at most 32x32, padded to 256 tokens with a key-padding mask; the 16x16 table "
+        "resized to each image's grid by antialiased bilinear. siglip2-b16-256's weights: 92,930,304 "
         "parameters.",
     ),
     "pixtral-12b-encoder": Preset(

@@ -15,7 +15,7 @@ import numpy as np
 from shared.core.activations import activation
 from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
-from shared.core.positions import sequence_positions
+from shared.core.positions import image_positions, sequence_positions
 from shared.core.rotary import RotaryTables, rotary_tables
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
@@ -205,7 +205,9 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     if prefix:  # [class, distillation, registers] then the patches
         tokens = np.concatenate(prefix)
         x = np.concatenate([np.broadcast_to(tokens, (x.shape[0], *tokens.shape)), x], axis=1)
-    table = sequence_positions(spec, w.get("pos_embed"))
+    table = sequence_positions(spec, w.get("pos_embed")) if mask is None else None
+    if mask is not None and spec.pos_embed == "learned":  # naflex: the table resized to each image's grid
+        table = image_positions(spec, w["pos_embed"], images["grid"])
     if table is not None:  # zero rows for the tokens the table does not cover: adding 0 is exact
         x = r.param(x + r.param(table))
     taps["pos_embed"] = x

@@ -22,6 +22,11 @@ out[r, c] = sum_ij rows[r, i] * grid[i, j] * cols[c, j]. The methods, each as it
   the half-pixel grid of a bilinear resize.
 - `bilinear`: torch's `F.interpolate(mode="bilinear", align_corners=False, antialias=False)`:
   coordinate (i + 0.5) * in / out - 0.5 clamped at 0, two taps, the last one repeated at the edge.
+- `bilinear_antialias`: torch's antialiased bilinear (SigLIP2's NaFlex, Transformers'
+  `Siglip2VisionEmbeddings.resize_positional_embeddings`): PIL's triangle filter centred at
+  (i + 0.5) * in / out, stretched by in / out when shrinking (support in / out), taps outside the
+  table dropped and the rest renormalised. Enlarging, it equals `bilinear`; shrinking, every input
+  row under the stretched triangle contributes, not only the two nearest.
 
 A grid resampled to its own size is returned unchanged, as every library returns early then.
 """
@@ -60,19 +65,37 @@ def clamped_cubic_weights(size_in: int, size_out: int, step: float) -> np.ndarra
     return weights
 
 
-def antialiased_cubic_weights(size_in: int, size_out: int) -> np.ndarray:
-    """torch's antialiased bicubic along one axis (PIL's resampling filter): see the module note."""
+def triangle_kernel(x: np.ndarray) -> np.ndarray:
+    """The linear (tent) filter, support [-1, 1]."""
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
+def antialiased_weights(size_in: int, size_out: int, kernel: Callable[[np.ndarray], np.ndarray],
+                        reach: float) -> np.ndarray:
+    """torch's antialiased resampling along one axis (PIL's filter, `reach` its kernel's half-width):
+    output i centred at (i + 0.5) * in / out, the kernel stretched by in / out when shrinking, the
+    taps inside the table renormalised to sum 1. See the module note."""
     step = size_in / size_out
-    support = 2.0 * step if step >= 1.0 else 2.0
+    support = reach * step if step >= 1.0 else reach
     stretch = 1.0 / step if step >= 1.0 else 1.0
     weights = np.zeros((size_out, size_in))
     for i in range(size_out):
         centre = step * (i + 0.5)
         lo = max(int(centre - support + 0.5), 0)
         hi = min(int(centre + support + 0.5), size_in)
-        taps = cubic_kernel((np.arange(lo, hi) - centre + 0.5) * stretch, PIL_CUBIC_A)
+        taps = kernel((np.arange(lo, hi) - centre + 0.5) * stretch)
         weights[i, lo:hi] = taps / taps.sum()
     return weights
+
+
+def antialiased_cubic_weights(size_in: int, size_out: int) -> np.ndarray:
+    """torch's antialiased bicubic along one axis: Keys' a = -0.5, half-width 2."""
+    return antialiased_weights(size_in, size_out, lambda x: cubic_kernel(x, PIL_CUBIC_A), 2.0)
+
+
+def antialiased_linear_weights(size_in: int, size_out: int) -> np.ndarray:
+    """torch's antialiased bilinear along one axis: the triangle, half-width 1."""
+    return antialiased_weights(size_in, size_out, triangle_kernel, 1.0)
 
 
 def zoom_coordinates(size_in: int, size_out: int) -> np.ndarray:
@@ -132,6 +155,7 @@ AXIS_WEIGHTS: dict[str, Callable[[int, int], np.ndarray]] = {
         n_in, n_out, 1.0 / dinov2_legacy_factor(n_in, n_out)),
     "big_vision_zoom": spline_linear_weights,
     "bilinear": half_pixel_linear_weights,
+    "bilinear_antialias": antialiased_linear_weights,
 }
 
 

@@ -32,7 +32,9 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   and pooling off the padding, and only the valid tokens are compared; `packed` (Pixtral's): each
   sequence of `max_patches` tokens holds `pack_images` images one after another, attention is
   block-diagonal (each image's tokens attend to that image's only), each image is pooled on its
-  own, and the output has a row per image (sequence-major);
+  own, and the output has a row per image (sequence-major); a naflex spec's learned table
+  (`pos_grid_height` x `pos_grid_width`) is resized to each image's own grid by `pos_resample`
+  (antialiased, as SigLIP2 and NaFlexVit do) and positions the patches only;
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
   row for the class token when `pos_embed_class_row` is true;
 - a learned table may hold another patch grid than the image's (`pos_grid_height` x
@@ -66,8 +68,11 @@ FinalNorm = Literal["none", "tokens", "pooled"]
 Pooling = Literal["cls", "mean", "mean_all", "flatten", "map"]
 Mlp = Literal["standard", "gated"]
 PosResample = Literal["none", "timm_bicubic", "timm_bicubic_antialias", "hf_bicubic", "dinov2_legacy",
-                      "big_vision_zoom", "bilinear"]
+                      "big_vision_zoom", "bilinear", "bilinear_antialias"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
+# The methods that resize a learned table to each image's grid of a naflex batch: Transformers'
+# Siglip2VisionModel (antialiased bilinear) and timm's NaFlexVit (antialiased bicubic, its default).
+NAFLEX_RESAMPLES = ("bilinear_antialias", "timm_bicubic_antialias")
 NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)
 # 2-D rotary position embeddings (shared/core/rotary.py): the layout of each head's rotated pairs
 # and the coordinates the angles are computed from.
@@ -412,8 +417,20 @@ def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     if not is_integer(s.max_patches) or not k <= s.max_patches <= k * rows * cols:
         _fail("max_patches", s.max_patches, f"an integer from {k} to {k * rows * cols} ({held} the {rows} x "
               f"{cols} patch grid of image_height x image_width) when batching is {s.batching!r}")
-    why = "positions per image grid are not built yet"
-    refused = {"pos_embed": (s.pos_embed, "none", why), "rope": (s.rope, "none", why)}
+    why = "rotary coordinates per image grid are not built yet"
+    refused = {"rope": (s.rope, "none", why)}
+    if s.batching == "naflex" and s.pos_embed == "learned":  # SigLIP2's: resized to each image's grid
+        if s.pos_resample not in NAFLEX_RESAMPLES:
+            _fail("pos_resample", s.pos_resample, f"one of {', '.join(NAFLEX_RESAMPLES)} when batching is "
+                  "'naflex' with a learned table (the table is resized to each image's own grid)")
+        if positioned_prefix(s):
+            name = "pos_embed_register_rows" if s.pos_embed_register_rows else "pos_embed_class_row"
+            _fail(name, True, "false when batching is 'naflex' (the resized table positions the patches "
+                  "only, as NaFlexVit and Siglip2VisionModel do)")
+    elif s.pos_embed != "none":
+        wanted = "'learned' (resized to each image's grid) or 'none'" if s.batching == "naflex" else "'none'"
+        _fail("pos_embed", s.pos_embed, f"{wanted} when batching is {s.batching!r} (a table per image "
+              "grid is built for a naflex batch's learned table only)")
     if s.batching == "packed":  # Pixtral's: no token of its own before an image's patches
         why = "prefix tokens per packed image are not built yet"
         refused |= {"class_token": (s.class_token, False, why),

@@ -1,0 +1,91 @@
+"""NaFlex batches against the libraries' own NaFlex models: Transformers 5's Siglip2VisionModel and
+timm's NaFlexVit (its SigLIP configuration, antialiased bilinear, and its default, antialiased
+bicubic), small and random-initialised, each fed one canonical batch of four images at their own
+grids (non-square, one a single column, one larger than the table and one smaller, so the table is
+both enlarged and shrunk), its padding masked. The spec is the converter's reading of the model at
+its table's size, switched to naflex batching; the reference and every port give the library's
+output for every image, and the reference its last hidden state on the valid tokens."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import ports
+from shared.checkpoints import import_tensors
+from shared.core import reference
+from shared.core.batching import grid_batch, segments, valid_rows
+from shared.core.spec import ModelSpec
+from tests.checkpoints_support import ATOL, assert_ports_match, perturbed, state_dict
+
+GRIDS = np.array([[4, 5], [2, 7], [6, 2], [3, 1]], np.int32)  # the table is 4 x 4
+MAX_PATCHES = 20
+
+
+def naflex(spec: ModelSpec, method: str) -> ModelSpec:
+    """The converter's fixed-size reading as a naflex spec: grids up to 8 x 8 patches, at most
+    MAX_PATCHES of them, the 4 x 4 table resized to each by `method`."""
+    return spec.replace(name=f"{spec.name}-naflex", batching="naflex", max_patches=MAX_PATCHES,
+                        image_height=8 * spec.patch_height, image_width=8 * spec.patch_width,
+                        pos_grid_height=4, pos_grid_width=4, pos_resample=method)
+
+
+def mixed_batch(spec: ModelSpec, seed: int = 0) -> np.ndarray:
+    """GRIDS' images, standard-normal patches, zeros in the padding (as the image processors pad)."""
+    shape = (len(GRIDS), MAX_PATCHES, spec.derived.patch_features)
+    empty = grid_batch(spec, np.zeros(shape, np.float32), GRIDS)
+    valid = segments(spec, empty) >= 0
+    patches = np.random.default_rng(seed).standard_normal(shape) * valid[..., None]
+    return grid_batch(spec, patches.astype(np.float32), GRIDS)
+
+
+def patch_coords(spec: ModelSpec, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """timm's NaFlex inputs beside the patches: each token's (row, col) in its image, and validity."""
+    valid = segments(spec, batch) >= 0
+    token, cols = np.arange(MAX_PATCHES)[None], batch["grid"][:, 1:2]
+    coord = np.stack([token // cols, token % cols], axis=-1) * valid[..., None]
+    return torch.from_numpy(coord).long(), torch.from_numpy(valid)
+
+
+def test_siglip2_vision_model_on_a_mixed_batch() -> None:
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Siglip2VisionConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                              patch_size=4, num_patches=16, intermediate_size=48)
+    model = perturbed(transformers.Siglip2VisionModel(config), seed=1).eval()
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
+    spec = naflex(converted.spec, "bilinear_antialias")
+    batch = mixed_batch(spec)
+    with torch.no_grad():
+        out = model(pixel_values=torch.from_numpy(batch["patches"].copy()),
+                    pixel_attention_mask=torch.from_numpy(segments(spec, batch) >= 0).long(),
+                    spatial_shapes=torch.from_numpy(GRIDS.astype(np.int64)))
+    assert_ports_match(spec, converted.tensors, batch, out.pooler_output.numpy(), ports=ports.NATIVE)
+    taps: dict[str, np.ndarray] = {}
+    reference.forward(spec, converted.tensors, batch, taps)
+    hidden, tokens = out.last_hidden_state.numpy(), taps["final_norm"]
+    valid = valid_rows(spec, batch, tokens)
+    assert np.abs(hidden - tokens)[valid].max() <= ATOL
+
+
+@pytest.mark.parametrize(("name", "activation"), [("naflexvit_base_patch16_siglip", "gelu_tanh"),
+                                                  ("naflexvit_base_patch16_gap", "gelu")])
+def test_timm_naflexvit_on_a_mixed_batch(name: str, activation: str) -> None:
+    import timm
+
+    torch.manual_seed(0)
+    small = dict(embed_dim=32, depth=2, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4),
+                 num_classes=0)
+    model = perturbed(timm.create_model(name, pretrained=False, **small), seed=1).eval()
+    config = {"model_args": {"num_heads": 4, "act_layer": activation}}
+    converted = import_tensors("timm", state_dict(model), config, {})
+    method = {"bilinear": "bilinear_antialias", "bicubic": "timm_bicubic_antialias"}
+    spec = naflex(converted.spec, method[model.embeds.pos_embed_interp_mode])
+    batch = mixed_batch(spec)
+    coord, valid = patch_coords(spec, batch)
+    with torch.no_grad():
+        expected = model({"patches": torch.from_numpy(batch["patches"].copy()), "patch_coord": coord,
+                          "patch_valid": valid}).numpy()
+    assert_ports_match(spec, converted.tensors, batch, expected, ports=ports.NATIVE)
