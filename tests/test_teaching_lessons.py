@@ -56,6 +56,9 @@ LIBRARY_UNITS = {
     # issue 37: where SigLIP2 builds its padding mask and Pixtral its block-diagonal one
     "attention_mask": {"transformers: Siglip2VisionModel.forward",
                        "transformers: generate_block_attention_mask"},
+    # and where SigLIP2 and NaFlexVit resize the table to each image's grid
+    "naflex_resize": {"transformers: Siglip2VisionEmbeddings.resize_positional_embeddings",
+                      "timm: NaFlexEmbeds._apply_learned_naflex_pos_embed"},
 }
 
 

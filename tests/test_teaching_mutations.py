@@ -400,5 +400,8 @@ def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
         # RoPE by a 1-D index, one axis's table reused: test_rope_tables_of_another_port_break_equivalence
         *OTHER_PORTS_TABLES,
         # the mask dropped, in all four ports: tests/test_batching.py's all-True attention_mask mutation
-        "attention_mask"}
+        "attention_mask",
+        # each image's positions resized by bicubic, in all four ports: tests/test_batching.py's
+        # test_each_ports_per_image_positions_follow_pos_resample
+        "naflex_resize"}
     assert {e.key for e in CATALOGUE} <= covered

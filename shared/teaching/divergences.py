@@ -643,6 +643,25 @@ CATALOGUE: tuple[Entry, ...] = (
                                        "Siglip2VisionModel.forward"),
                          LibrarySelect("transformers", HF_PIXTRAL, "generate_block_attention_mask"))),
           framework_default=False),
+    Entry("naflex_resize", "Each image's positions: antialiased bilinear or bicubic",
+          "a NaFlex tower resizes its learned table to every image's own grid in the forward: SigLIP2 by "
+          "antialiased bilinear (Transformers' Siglip2VisionEmbeddings, timm's naflexvit_*_siglip), timm's "
+          "NaFlexVit by default antialiased bicubic; an MLX port of LFM2-VL's SigLIP2 tower resized by "
+          "bicubic and lost a third of its top-1 agreement",
+          "ModelSpec.pos_resample (bilinear_antialias / timm_bicubic_antialias) with batching naflex",
+          "forward", "-", Reference(),
+          alternatives=(
+              Variant("positions resized by antialiased bicubic", "your port resizes the table to each "
+                      "image's grid by F.interpolate(bicubic, antialias=True) (timm's NaFlexVit default)",
+                      pt.resampled_by("timm_bicubic_antialias")),),
+          cases=(On("siglip2-naflex-tiny"),),
+          lesson=Lesson("each port resizes the table to every image's grid by the spec's method",
+                        (Select(unit="image_positions"),),
+                        (LibrarySelect("transformers", "transformers.models.siglip2.modeling_siglip2",
+                                       "Siglip2VisionEmbeddings.resize_positional_embeddings"),
+                         LibrarySelect("timm", "timm.models.naflexvit",
+                                       "NaFlexEmbeds._apply_learned_naflex_pos_embed"))),
+          framework_default=False),
 )
 
 
