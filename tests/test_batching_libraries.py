@@ -2,9 +2,10 @@
 timm's NaFlexVit (its SigLIP configuration, antialiased bilinear, and its default, antialiased
 bicubic), small and random-initialised, each fed one canonical batch of four images at their own
 grids (non-square, one a single column, one larger than the table and one smaller, so the table is
-both enlarged and shrunk), its padding masked. The spec is the converter's reading of the model at
-its table's size, switched to naflex batching; the reference and every port give the library's
-output for every image, and the reference its last hidden state on the valid tokens."""
+both enlarged and shrunk), its padding masked. The spec is the converter's reading of the model asked
+for a naflex batch (`--set batching=naflex`: the library's resize read as its convention); the
+reference and every port give the library's output for every image, and the reference its last
+hidden state on the valid tokens."""
 
 from __future__ import annotations
 
@@ -17,18 +18,15 @@ from shared.checkpoints import import_tensors
 from shared.core import reference
 from shared.core.batching import grid_batch, segments, valid_rows
 from shared.core.spec import ModelSpec
+from shared.errors import SpecError
 from tests.checkpoints_support import ATOL, assert_ports_match, perturbed, state_dict
 
 GRIDS = np.array([[4, 5], [2, 7], [6, 2], [3, 1]], np.int32)  # the table is 4 x 4
 MAX_PATCHES = 20
 
 
-def naflex(spec: ModelSpec, method: str) -> ModelSpec:
-    """The converter's fixed-size reading as a naflex spec: grids up to 8 x 8 patches, at most
-    MAX_PATCHES of them, the 4 x 4 table resized to each by `method`."""
-    return spec.replace(name=f"{spec.name}-naflex", batching="naflex", max_patches=MAX_PATCHES,
-                        image_height=8 * spec.patch_height, image_width=8 * spec.patch_width,
-                        pos_grid_height=4, pos_grid_width=4, pos_resample=method)
+# what the test asks of the converter: the batch's patch budget and the images' bounds (8 x 8 patches)
+NAFLEX = {"batching": "naflex", "max_patches": MAX_PATCHES, "image_height": 32, "image_width": 32}
 
 
 def mixed_batch(spec: ModelSpec, seed: int = 0) -> np.ndarray:
@@ -55,8 +53,9 @@ def test_siglip2_vision_model_on_a_mixed_batch() -> None:
     config = transformers.Siglip2VisionConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                               patch_size=4, num_patches=16, intermediate_size=48)
     model = perturbed(transformers.Siglip2VisionModel(config), seed=1).eval()
-    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), {})
-    spec = naflex(converted.spec, "bilinear_antialias")
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), NAFLEX)
+    spec = converted.spec
+    assert (spec.pos_grid_height, spec.pos_grid_width, spec.pos_resample) == (4, 4, "bilinear_antialias")
     batch = mixed_batch(spec)
     with torch.no_grad():
         out = model(pixel_values=torch.from_numpy(batch["patches"].copy()),
@@ -79,13 +78,30 @@ def test_timm_naflexvit_on_a_mixed_batch(name: str, activation: str) -> None:
     small = dict(embed_dim=32, depth=2, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4),
                  num_classes=0)
     model = perturbed(timm.create_model(name, pretrained=False, **small), seed=1).eval()
-    config = {"model_args": {"num_heads": 4, "act_layer": activation}}
-    converted = import_tensors("timm", state_dict(model), config, {})
+    config = {"architecture": name, "model_args": {"num_heads": 4, "act_layer": activation}}
+    converted = import_tensors("timm", state_dict(model), config, NAFLEX)
+    spec = converted.spec  # the siglip entry's registry resize is bilinear, NaFlexVit's own bicubic
     method = {"bilinear": "bilinear_antialias", "bicubic": "timm_bicubic_antialias"}
-    spec = naflex(converted.spec, method[model.embeds.pos_embed_interp_mode])
+    assert spec.pos_resample == method[model.embeds.pos_embed_interp_mode]
     batch = mixed_batch(spec)
     coord, valid = patch_coords(spec, batch)
     with torch.no_grad():
         expected = model({"patches": torch.from_numpy(batch["patches"].copy()), "patch_coord": coord,
                           "patch_valid": valid}).numpy()
     assert_ports_match(spec, converted.tensors, batch, expected, ports=ports.NATIVE)
+
+
+def test_a_naflex_resize_the_spec_cannot_compute_is_refused_in_one_line() -> None:
+    """NaFlexEmbeds' options the spec has no method for: corners aligned, grid_sample, the aspect
+    ratio kept, no antialiasing; and a mode it has none for."""
+    import timm
+
+    small = dict(embed_dim=32, depth=1, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4))
+    tensors = state_dict(timm.create_model("naflexvit_base_patch16_siglip", pretrained=False, **small))
+    refused = (({"pos_embed_align_corners": True}, "pos_embed_align_corners = True: expected False"),
+               ({"pos_embed_interp_mode": "nearest"}, "pos_embed_interp_mode = 'nearest': expected one of "
+                "bilinear, bicubic"))
+    for args, message in refused:
+        with pytest.raises(SpecError, match=message) as caught:
+            import_tensors("timm", tensors, {"model_args": {"num_heads": 4, **args}}, NAFLEX)
+        assert "\n" not in str(caught.value)

@@ -69,6 +69,24 @@ def resampled_table(inf: Inference, grid: tuple[int, int], evidence: str, method
                      "image's in every forward pass")
 
 
+def naflex_table(inf: Inference, given: dict[str, Any], grid: tuple[int, int], patch: tuple[int, int],
+                 evidence: str, method: str, why: str) -> None:
+    """The user asked for a NaFlex batch (`--set batching=naflex`): the table is kept at its own grid
+    and resized to each image's in the forward by the library's method (a convention: `--set
+    pos_resample=..` wins); each image may take any grid of at most `max_patches` patches (the table's
+    own count unless given), so the bounds on its rows and columns are that many patches."""
+    inf.fact("pos_grid_height", grid[0], evidence)
+    inf.fact("pos_grid_width", grid[1], evidence)
+    inf.convention("pos_resample", method, why)
+    budget = given.get("max_patches", grid[0] * grid[1])
+    inf.convention("max_patches", budget, f"the table's own {grid[0]}x{grid[1]} patches")
+    for name, side in (("image_height", patch[0]), ("image_width", patch[1])):
+        inf.facts.pop(name, None)  # the table's image: one grid of the batch's many
+        inf.convention(name, budget * side, f"any grid of at most max_patches = {budget} patches")
+    inf.notes.append(f"position table kept at its {grid[0]}x{grid[1]} grid ({evidence}), resized to each "
+                     f"image's grid by {method} in every forward pass")
+
+
 def parse_given(base: ModelSpec | None, assignments: list[str] | None) -> dict[str, Any]:
     """The fields the user stated: every field of `--spec` (if given), then `--set` values,
     typed as the spec types them."""

@@ -101,6 +101,7 @@ from shared.checkpoints.common import (
     Inference,
     Raw,
     asks_another_grid,
+    naflex_table,
     require,
     require_class_token_readout,
     require_plain_blocks,
@@ -693,6 +694,12 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
     else:
         facts["mlp_dim"] = cfg["intermediate_size"]
+    if model_type == "siglip2_vision_model" and given.get("batching") == "naflex":
+        grid = (h // ph, w // pw)
+        del facts["image_height"], facts["image_width"]  # each image's own grid, within the patch budget
+        naflex_table(inf, given, grid, (ph, pw), f"config num_patches {cfg['num_patches']}",
+                     "bilinear_antialias", "Siglip2VisionEmbeddings.resize_positional_embeddings: "
+                     "F.interpolate(bilinear, antialias=True) to each image's grid")
     if model_type == "dinov3_vit":
         facts |= dinov3_facts(cfg)
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")

@@ -55,6 +55,7 @@ import numpy as np
 from shared.checkpoints.common import (
     Inference,
     Raw,
+    naflex_table,
     require,
     require_plain_blocks,
     resampled_table,
@@ -94,18 +95,27 @@ TIMM_KEYS = (
     Key("model_args.global_pool", str, ("pooling",)),
     Key("model_args.img_size", int | tuple[int, int], ("image_height", "image_width")),
     Key("pretrained_cfg.input_size", tuple[int, int, int], ("image_height", "image_width")),  # (C, H, W)
+    Key("architecture", str),
+    # NaFlexVit's resize of its table to each image's grid (naflex_resize)
+    Key("model_args.pos_embed_interp_mode", str, ("pos_resample",)),
+    *(Key(f"model_args.{name}", bool, ("pos_resample",)) for name in (
+        "pos_embed_antialias", "pos_embed_align_corners", "pos_embed_ar_preserving",
+        "pos_embed_use_grid_sample")),
 )
 
 
 def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
     """The few fields a timm config.json (push_to_hub / pretrained_cfg) states that a state
-    dict does not, decoded: num_heads, global_pool, img_size, act_layer."""
+    dict does not, decoded: num_heads, global_pool, img_size, act_layer, the architecture's name and
+    NaFlexVit's resize options."""
     values = decode_config(config, TIMM_KEYS)
     out = {short: values[key] for short, key in (("num_heads", "model_args.num_heads"),
                                                  ("act_layer", "model_args.act_layer")) if key in values}
     pool = values.get("global_pool", values.get("model_args.global_pool"))
     if pool is not None:
         out["global_pool"] = pool
+    out |= {key.rpartition(".")[2]: values[key] for key in values
+            if key == "architecture" or key.startswith("model_args.pos_embed_")}
     if "model_args.img_size" in values:
         out["img_size"] = pair(values["model_args.img_size"])
     elif "pretrained_cfg.input_size" in values:  # (channels, height, width)
@@ -306,10 +316,35 @@ def _infer_positions(fmt: str, inf: Inference, cfg: dict[str, Any], raw: Raw, ph
                              "grid; --set image_height=.. image_width=.. if the grid is not square")
     inf.fact("pos_embed_class_row", prefix_rows and class_token, evidence)
     inf.fact("pos_embed_register_rows", prefix_rows and registers, evidence)
+    if given.get("batching") == "naflex":  # NaFlexVit's batch: the table resized to each image's grid
+        naflex_table(inf, given, grid, (ph, pw), evidence, *naflex_resize(cfg))
+        return
     if wanted is not None and grid != (int(wanted[0]) // ph, int(wanted[1]) // pw):
         resampled_table(inf, grid, evidence, "timm_bicubic_antialias",
                         "timm's resample_abs_pos_embed default antialias=True, as dynamic_img_size and "
                         "checkpoint_filter_fn call it; --set pos_resample=timm_bicubic for antialias=False")
+
+
+# NaFlexEmbeds' resize options (model_args) -> what the spec computes; an option the spec has no method
+# for is refused by name. Its naflexvit_*_siglip registry entries set pos_embed_interp_mode='bilinear'.
+NAFLEX_MODES = {"bilinear": "bilinear_antialias", "bicubic": "timm_bicubic_antialias"}
+NAFLEX_FIXED = {"pos_embed_antialias": True, "pos_embed_align_corners": False,
+                "pos_embed_ar_preserving": False, "pos_embed_use_grid_sample": False}
+
+
+def naflex_resize(cfg: dict[str, Any]) -> tuple[str, str]:
+    """(pos_resample, why) for a NaFlexVit's batch, from its model_args (NaFlexVit's defaults unless
+    stated; a naflexvit_*_siglip architecture's registry mode)."""
+    arch = str(cfg.get("architecture", ""))
+    mode = cfg.get("pos_embed_interp_mode", "bilinear" if arch.endswith("_siglip") else "bicubic")
+    if mode not in NAFLEX_MODES:
+        raise SpecError(f"config model_args.pos_embed_interp_mode = {mode!r}: expected one of "
+                        f"{', '.join(NAFLEX_MODES)} (NaFlexEmbeds' antialiased resizes the spec computes)")
+    for key, wanted in NAFLEX_FIXED.items():
+        if cfg.get(key, wanted) != wanted:
+            raise SpecError(f"config model_args.{key} = {cfg[key]!r}: expected {wanted!r} (the NaFlex "
+                            "resize the spec computes)")
+    return NAFLEX_MODES[mode], f"NaFlexEmbeds: F.interpolate({mode}, antialias=True) to each image's grid"
 
 
 # ==== Eva ============================================================================================
