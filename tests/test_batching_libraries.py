@@ -19,6 +19,7 @@ from shared.core import reference
 from shared.core.batching import grid_batch, segments, valid_rows
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError
+from shared.your_model.proposal import propose_spec
 from tests.checkpoints_support import ATOL, assert_ports_match, perturbed, state_dict
 
 GRIDS = np.array([[4, 5], [2, 7], [6, 2], [3, 1]], np.int32)  # the table is 4 x 4
@@ -105,3 +106,39 @@ def test_a_naflex_resize_the_spec_cannot_compute_is_refused_in_one_line() -> Non
         with pytest.raises(SpecError, match=message) as caught:
             import_tensors("timm", tensors, {"model_args": {"num_heads": 4, **args}}, NAFLEX)
         assert "\n" not in str(caught.value)
+
+
+def test_verify_model_passes_a_live_siglip2_vision_model_on_its_naflex_forward(monkeypatch) -> None:
+    """`verify --model` on a Siglip2VisionModel as a user holds it, no spec given: read as a naflex
+    batch (its forward takes no image), the probe batch's mixed grids go through its own forward
+    (patches, pixel_attention_mask, spatial_shapes: forward_io.model_inputs) and its pooled output
+    matches the reference. Its positions resized by antialiased bicubic instead (an MLX port's slip)
+    fail by more than 10 times the tolerance, and diagnose names that."""
+    import transformers
+    from transformers.models.siglip2 import modeling_siglip2
+
+    import portbench
+
+    torch.manual_seed(0)
+    config = transformers.Siglip2VisionConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                              patch_size=4, num_patches=16, intermediate_size=48)
+    model = transformers.Siglip2VisionModel(config).eval()
+    spec = propose_spec(model).spec
+    assert (spec.batching, spec.max_patches, spec.pos_resample) == ("naflex", 16, "bilinear_antialias")
+    result = portbench.check(model, trace=False)
+    assert result.passed, result.explanation
+
+    def bicubic(table: torch.Tensor, shapes: torch.Tensor, max_length: int) -> torch.Tensor:
+        grid = table[None].permute(0, 3, 1, 2).float()  # channels-last: see the torch port's image_positions
+        out = torch.zeros(len(shapes), max_length, table.shape[-1])
+        for i, (rows, cols) in enumerate(shapes.tolist()):
+            resized = torch.nn.functional.interpolate(grid, size=(rows, cols), mode="bicubic", antialias=True)
+            out[i, : rows * cols] = resized[0].flatten(1).T
+        return out
+
+    monkeypatch.setattr(modeling_siglip2.Siglip2VisionEmbeddings, "resize_positional_embeddings",
+                        staticmethod(bicubic))
+    failed = portbench.check(model, trace=False)
+    assert not failed.passed and failed.max_abs_diff > 10 * failed.tolerance, failed.max_abs_diff
+    named = [line for line in failed.diagnosis if "positions resized by antialiased bicubic" in line]
+    assert named, failed.diagnosis

@@ -113,9 +113,9 @@ def torch_call(method: str, grid: np.ndarray, target: tuple[int, int]) -> np.nda
         factors = (float(rows + 0.1) / grid.shape[0], float(cols + 0.1) / grid.shape[1])
         return as_grid(F.interpolate(x, scale_factor=factors, mode="bicubic", antialias=False))
     if method == "bilinear_antialias":
-        # Transformers 5, models/siglip2/modeling_siglip2.py,
-        # Siglip2VisionEmbeddings.resize_positional_embeddings
-        # (the (H, W, D) table permuted to (1, D, H, W), not copied: see the torch port's image_positions):
+        # Transformers' Siglip2VisionEmbeddings.resize_positional_embeddings (models/siglip2)
+        # as first released (5.25 writes the same weights out by hand: test_batching_libraries runs it),
+        # on its (H, W, D) table permuted to (1, D, H, W):
         #   F.interpolate(positional_embeddings, size=(height, width), mode="bilinear",
         #                 align_corners=False, antialias=True)
         resized = F.interpolate(x, size=(rows, cols), mode="bilinear", align_corners=False, antialias=True)

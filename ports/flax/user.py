@@ -22,7 +22,14 @@ import numpy as np
 from flax import nnx
 
 from ports.flax import equinox_modules, linen, linen_layers
-from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import (
+    check_assignment,
+    model_inputs,
+    native_layout,
+    numpy_outputs,
+    pick_logits,
+    token_layout,
+)
 from shared.core.layer import Layer
 from shared.core.probes import gelu_form
 from shared.errors import InputError
@@ -255,5 +262,5 @@ def _eval_forward(model: Any) -> Callable[[Any], Any]:
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     """`forward` on the images in the model's layout (JAX records no gradients) -> the logits."""
-    x = native_layout(images, layout)
-    return pick_logits(numpy_outputs(forward(jnp.asarray(x)), np.asarray), output, len(x))
+    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]
+    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, len(images))

@@ -28,7 +28,14 @@ import numpy as np
 from keras import layers as kl
 from keras import ops
 
-from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import (
+    check_assignment,
+    model_inputs,
+    native_layout,
+    numpy_outputs,
+    pick_logits,
+    token_layout,
+)
 from shared.core.layer import Layer
 from shared.core.probes import gelu_form
 from shared.errors import InputError, WeightsError
@@ -267,10 +274,10 @@ def _no_grad() -> contextlib.AbstractContextManager:
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     """`forward` on the images in the model's layout, without gradients -> the logits."""
-    x = native_layout(images, layout)
+    inputs = [ops.convert_to_tensor(a) for a in model_inputs(images, layout)]
     with _no_grad():
-        result = forward(ops.convert_to_tensor(x))
-    return pick_logits(numpy_outputs(result, ops.convert_to_numpy), output, len(x))
+        result = forward(*inputs)
+    return pick_logits(numpy_outputs(result, ops.convert_to_numpy), output, len(images))
 
 
 def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:

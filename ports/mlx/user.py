@@ -18,7 +18,7 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
-from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, model_inputs, numpy_outputs, pick_logits, token_layout
 from shared.core.layer import Layer
 from shared.errors import InputError
 
@@ -189,9 +189,9 @@ def _recorder(cls: type, path: str, found: dict[str, Any]) -> Callable[..., Any]
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None,
             check: bool = True) -> np.ndarray:
     """`forward` on the images in the model's layout (MLX records no gradients) -> the logits."""
-    x = native_layout(images, layout)
-    result = numpy_outputs(forward(mx.array(x)), _numpy)
-    return pick_logits(result, output, len(x)) if check else np.zeros(0)
+    inputs = [mx.array(a) for a in model_inputs(images, layout)]
+    result = numpy_outputs(forward(*inputs), _numpy)
+    return pick_logits(result, output, len(images)) if check else np.zeros(0)
 
 
 def _numpy(array: mx.array) -> np.ndarray:

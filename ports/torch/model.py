@@ -335,8 +335,9 @@ def image_positions(spec: ModelSpec, table: torch.Tensor, grids: torch.Tensor) -
     rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
     d, options = spec.derived, RESAMPLE_OPS[spec.pos_resample]
     grid = table[: d.pos_rows_used].float().reshape(1, d.pos_grid_rows, d.pos_grid_cols, spec.dim)
-    # (1, D, rows, cols) held channels-last, as the libraries' permuted tables are: torch's antialiased
-    # resize of a contiguous NCHW grid to one column repeats its first row (measured, torch 2.14 CPU).
+    # (1, D, rows, cols) held channels-last with every stride dense: torch's antialiased resize to one
+    # column repeats the first row of a contiguous NCHW grid, and of Transformers 4.x's
+    # permute(2, 0, 1).unsqueeze(0) (its batch stride D) (measured, torch 2.14 CPU).
     grid = grid.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
     out = grid.new_zeros(len(grids), d.seq_len, spec.dim)
     for b, (rows, cols) in enumerate(grids.tolist()):  # a loop, as Siglip2VisionEmbeddings

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import check_assignment, model_inputs, numpy_outputs, pick_logits, token_layout
 from shared.core.layer import Layer
 from shared.core.probes import activation_form
 from shared.errors import InputError, WeightsError
@@ -249,11 +249,11 @@ def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray,
             output: str | None, check: bool = True, count: bool = False) -> np.ndarray:
     device = _check_device(model)
     model.eval()
-    x = torch.from_numpy(native_layout(np.asarray(images, np.float32), layout)).to(device)
+    inputs = [torch.from_numpy(a).to(device) for a in model_inputs(images, layout)]
     calls = _count_calls(model) if count else None
     try:
         with torch.no_grad():
-            result = forward(x)
+            result = forward(*inputs)
     finally:
         for handle in calls.handles if calls else ():
             handle.remove()

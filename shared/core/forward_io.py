@@ -1,5 +1,6 @@
 """What goes into a user's forward and what comes out of it, framework-neutral (NumPy only):
-canonical NHWC images in the layout the model takes (`--input-layout`), the logits picked from
+canonical NHWC images in the layout the model takes (`--input-layout`) or a naflex batch as
+Siglip2VisionModel takes one (`model_inputs`), the logits picked from
 what it returns (`--output`, else the one (batch, classes) array among its outputs; a vision tower
 that returns only its final tokens gives those, `tokens_of`), and captured intermediates in the
 canonical token layout. A dict, a dataclass (a Transformers ModelOutput is both),
@@ -17,6 +18,24 @@ from typing import Any
 import numpy as np
 
 from shared.errors import InputError, WeightsError
+
+PATCHES = "patches"  # the layout of a naflex batch's call: (patches, valid-patch mask, grids)
+
+
+def model_inputs(images: np.ndarray, layout: str) -> tuple[np.ndarray, ...]:
+    """The forward's arguments: canonical NHWC images in the model's layout (one argument); or a
+    naflex batch (shared/core/batching.py) as Transformers' Siglip2VisionModel takes one, positionally:
+    patches (B, max_patches, ph*pw*C) float32, which patches are real (B, max_patches) bool, and each
+    image's (rows, cols) grid (B, 2) int64."""
+    if images.dtype.names is None:
+        return (native_layout(images, layout),)
+    grids = np.asarray(images["grid"], dtype=np.int64)
+    if grids.ndim != 2:
+        raise InputError("a packed batch (several images a sequence) has no call convention for your model "
+                         "yet; expected a naflex batch (one image a sequence)")
+    patches = np.ascontiguousarray(images["patches"], dtype=np.float32)
+    valid = np.arange(patches.shape[1])[None] < grids.prod(axis=-1)[:, None]
+    return patches, valid, grids
 
 
 def native_layout(images: np.ndarray, layout: str) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 
 import ports
 from shared.checkpoints import FORMATS, format_module, model_inert, model_output, model_tables
-from shared.core.forward_io import tokens_of
+from shared.core.forward_io import PATCHES, tokens_of
 from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
 from shared.core.mapping import Table
@@ -90,6 +90,8 @@ def input_layout(module: Any, model: Any, job: dict[str, Any],
     both."""
     if job.get("layout"):
         return job["layout"], None
+    if image.dtype.names is not None:  # a naflex batch: one call convention (forward_io.model_inputs)
+        return PATCHES, None
     first = module.conventions(model)[0]
     failed = _forward_error(module, model, image, first, job)
     if failed is None:

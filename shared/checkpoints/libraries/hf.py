@@ -699,7 +699,7 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
         del facts["image_height"], facts["image_width"]  # each image's own grid, within the patch budget
         naflex_table(inf, given, grid, (ph, pw), f"config num_patches {cfg['num_patches']}",
                      "bilinear_antialias", "Siglip2VisionEmbeddings.resize_positional_embeddings: "
-                     "F.interpolate(bilinear, antialias=True) to each image's grid")
+                     "antialiased bilinear to each image's grid")
     if model_type == "dinov3_vit":
         facts |= dinov3_facts(cfg)
         inf.notes.append(f"{MASK_TOKEN} not converted: {arch.model_class} uses it only with bool_masked_pos")
@@ -1119,13 +1119,9 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Table]:
     a 4.x model, whose names are the hf table's, or a spec that table cannot name)."""
     if not module_of(model).startswith("transformers.") or not callable(getattr(model, "state_dict", None)):
         return []
-    if type(model).__name__ == "Siglip2VisionModel":
-        raise SpecError("your model is a Siglip2VisionModel, whose forward takes patches, a padding mask and "
-                        "each image's grid (NaFlex), not an image batch: verify --model cannot call it; "
-                        "convert its state dict or save_pretrained folder instead (convert --from hf)")
     renames = library_names(model)
-    if renames is None:
-        return []
+    if renames is None or type(model).__name__ == "Siglip2VisionModel":  # its Linear patch projection:
+        return []  # not the table's convolution; structure binds it (a `patch_linear`)
     try:
         old = table("hf", spec)
         old.bind(spec.derived.tensor_shapes)
@@ -1255,6 +1251,9 @@ def read_live(model: Any) -> Reading | None:
     if not torch_names and values.get("model_type") != "vit":
         r.notes.append(f"transformers {class_name}: a {values.get('model_type')} config is read with "
                        "PyTorch's tensor names; its PyTorch class, or --spec, states every field")
+    if class_name == "Siglip2VisionModel":  # its forward takes no image: only a NaFlex batch
+        r.fact("batching", "naflex", "Siglip2VisionModel.forward(pixel_values, pixel_attention_mask, "
+                                     "spatial_shapes)")
     if values.get("model_type") not in ("dinov3_vit", "pixtral"):  # their rotaries: the hf format's infer
         r.fact("rope", "none", f"transformers {values.get('model_type')}: no rotary position embeddings")
     if values.get("model_type") == "vit":

@@ -1014,9 +1014,10 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
     half as `fc1_g` and `fc1_x`: the table in those names binds it (`verify --model`). A NaFlexVit's
     Linear patch projection and grid table are read from its state dict only (normalise_naflex)."""
     if type(model).__name__ == "NaFlexVit":
-        raise SpecError("your model is a timm NaFlexVit, whose Linear patch projection and (rows, cols) "
-                        "table verify --model cannot bind yet; its state dict converts to the same "
-                        "function (convert --from timm, then verify the converted weights)")
+        raise SpecError("your model is a timm NaFlexVit, whose (rows, cols) table verify --model cannot bind "
+                        "yet and whose forward takes patch coordinates, not the (patches, mask, grids) a "
+                        "naflex model is called with; its state dict converts to the same function (convert "
+                        "--from timm, with --set batching=naflex for its NaFlex batches)")
     refuse_qwen3_live(model)
     rope = getattr(model, "rope", None)
     if getattr(rope, "grid_indexing", "ij") == "xy" and module_of(model).startswith("timm."):
