@@ -461,3 +461,23 @@ def test_a_row_reads_as_typed_records() -> None:
     assert row.framework == "torch" and row.status == "ok"
     assert row.phases["forward_eager"].median == doc["runs"][0]["phases"]["forward_eager"]["median"]
     assert row.conditions.spec_hash == doc["runs"][0]["conditions"]["spec_hash"]
+
+
+def test_a_padded_batch_is_timed_in_real_patches_per_second_beside_its_padding() -> None:
+    """A naflex or packed batch: each row's real patches over its faster forward, and the share of
+    the computed slots that was padding (shared/core/batching.patch_counts, counted in the worker);
+    a fixed batch has no padding and no such line. Exact on synthetic medians."""
+    from shared.core.batching import patch_counts
+    from shared.core.inputs import probe_batch
+    from shared.core.presets import get_preset
+
+    spec = get_preset("siglip2-naflex-tiny")
+    assert patch_counts(spec, probe_batch(spec, 4)) == (12 + 4 + 3 + 1, 48)  # grids 3x4, 4x1, 3x1, 1x1
+    fixed = get_preset("quadrant")
+    assert patch_counts(fixed, probe_batch(fixed, 4)) == (4 * 4, 4 * 4)  # four 2x2 grids
+    rows = [make_row("torch", 0.002, patches_real=20, patches_slots=48),
+            make_row("flax", 0.001, patches_real=20, patches_slots=48)]
+    assert output.patches_line(rows) == ["real patches/s, best forward (20 of 48 patch slots real, 58% "
+                                         "padding): torch 10,000, flax 20,000"]
+    assert output.patches_line([make_row("torch", 0.002, patches_real=64, patches_slots=64)]) == []
+    assert "real patches/s" in output.table(rows)

@@ -95,6 +95,15 @@ def segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     return np.where(tokens[None, :] < ends[:, -1:], image, -1)
 
 
+def patch_counts(spec: ModelSpec, images: np.ndarray) -> tuple[int, int]:
+    """(the real patches, the patch slots) a batch holds: its images' patches, and what the model
+    computes on (every sequence's max_patches); equal for a fixed batch, which has no padding."""
+    if spec.batching == "fixed":
+        patches = len(images) * spec.derived.num_patches
+        return patches, patches
+    return int((segments(spec, images) >= 0).sum()), len(images) * spec.derived.num_patches
+
+
 def token_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     """(B, seq_len) bool, the valid tokens: prefix tokens, then each sequence's images' patches."""
     prefix = np.ones((len(batch), spec.derived.prefix_tokens), dtype=bool)

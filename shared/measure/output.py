@@ -8,7 +8,14 @@ from typing import Any
 
 from shared.core.terminal import CELL_LIMIT, printable, wrap
 from shared.measure.contention import is_contended
-from shared.measure.guard import FORWARD, IncomparableRunsError, decided_ranks, label, worker_foreign
+from shared.measure.guard import (
+    FORWARD,
+    IncomparableRunsError,
+    decided_ranks,
+    label,
+    metric_value,
+    worker_foreign,
+)
 from shared.measure.roofline import above_roof, best_fraction
 from shared.measure.rounds import gemm_warning
 from shared.measure.timing_row import PHASES
@@ -109,7 +116,7 @@ def table(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool =
         notes.extend(row_notes(row))
     # a results file's text: escaped, and a cell no wider than CELL_LIMIT (shared/core/terminal.py)
     lines = [[printable(cell, CELL_LIMIT) for cell in line] for line in lines]
-    notes = [printable(note) for note in [*roof_line(rows), *mode_line(rows), *notes]]
+    notes = [printable(note) for note in [*roof_line(rows), *patches_line(rows), *mode_line(rows), *notes]]
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
                      for line in lines)
@@ -203,6 +210,24 @@ def roof_line(rows: list[dict[str, Any]]) -> list[str]:
             dtypes.add(record.get("dtype", "float32"))  # files from before the ladder: float32
     dtype = "/".join(sorted(dtypes))
     return [f"roof, best forward / {dtype} GEMM GFLOP/s: {', '.join(parts)}"] if parts else []
+
+
+def patches_line(rows: list[dict[str, Any]]) -> list[str]:
+    """A batch with padding (naflex, packed): the unit that compares resolutions, real patches per
+    second of each row's faster forward, and the share of the computed slots that was padding."""
+    parts, batches = [], set()
+    for row in rows:
+        cond = row.get("conditions") or {}
+        real, slots, best = cond.get("patches_real"), cond.get("patches_slots"), metric_value(row, FORWARD)
+        if not real or not slots or real == slots:
+            continue
+        batches.add((real, slots))
+        if best is not None:
+            parts.append(f"{label(row)} {real / best[0]:,.0f}")
+    if not batches:
+        return []
+    shown = "; ".join(f"{r:,} of {s:,} patch slots real, {1 - r / s:.0%} padding" for r, s in sorted(batches))
+    return [f"real patches/s, best forward ({shown}): {', '.join(parts) or 'none timed'}"]
 
 
 def row_notes(row: dict[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 import ports
+from shared.core.batching import patch_counts
 from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.core.train_spec import get_recipe
@@ -256,6 +257,7 @@ def run(framework: str, config: dict[str, Any], out: Output) -> None:
     if config.get("user"):
         row["framework"] = f"yours ({port.framework})"
     images = probe_batch(spec, batch=int(config["batch"]), seed=int(config["seed"]))
+    row["conditions"]["patches_real"], row["conditions"]["patches_slots"] = patch_counts(spec, images)
     prepared = port.prepare(images)
     port.sync(prepared)
     modes.choose(framework, module, port, prepared, config, row)  # the mode every phase then runs

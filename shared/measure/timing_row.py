@@ -107,6 +107,8 @@ class Conditions(Part):
     device_request: Text = None
     device_class: Text = None
     device_name: Text = None
+    patches_real: Count = None  # the timed batch's images' patches (shared/core/batching.patch_counts)
+    patches_slots: Count = None  # what the model computes on: the padding included
 
 
 @dataclass(frozen=True, kw_only=True)
