@@ -209,6 +209,18 @@ def test_cli_trace_runs_a_packed_batch_in_a_worker() -> None:
     assert "torch: all 17 taps within budget" in proc.stdout
 
 
+def test_an_export_of_a_patch_batch_spec_says_it_is_the_one_image_model(tmp_path) -> None:
+    """What `convert --to timm` writes for a naflex or packed spec is timm's VisionTransformer of one
+    image: the same weights, each image's function (the reference's per-image equality above), and the
+    note says so rather than leave a NaFlex or packing class implied."""
+    from shared.checkpoints import export_checkpoint
+
+    for spec in (SPEC, PACKED):
+        notes = export_checkpoint("timm", spec, init_weights(spec, 0), tmp_path / f"{spec.name}.safetensors")
+        said = f"batching {spec.batching!r}: written as the library's model of one image at a time"
+        assert said in notes[-1]
+
+
 def test_training_refuses_a_patch_batch_spec_in_one_line() -> None:
     """Every training dataset is NHWC images of one size: a packed (or naflex) spec is refused before
     any data is read, where its port once met a float image array instead of its structured batch."""

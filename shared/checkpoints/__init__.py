@@ -185,4 +185,9 @@ def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Pa
     """Write the library's checkpoint (exclusively unless `force`; a folder output is always new);
     returns notes (what to build to load it)."""
     raw = export_tensors(fmt, spec, tensors)
-    return format_module(fmt).write(fmt, spec, raw, Path(out), force)
+    notes = format_module(fmt).write(fmt, spec, raw, Path(out), force)
+    if spec.batching != "fixed":  # the library's NaFlex or packing class is not what is written
+        notes.append(f"batching {spec.batching!r}: written as the library's model of one image at a time, "
+                     "which computes each image as the padded or packed batch does; call it on images, not "
+                     "patches")
+    return notes
