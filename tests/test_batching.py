@@ -36,6 +36,9 @@ PACKED = get_preset("packed-tiny")
 PACKED_MAP = PACKED.replace(name="packed-map", pooling="map")
 # SigLIP2's positions: a learned 4x4 table resized to each image's grid (antialiased bilinear).
 POSITIONED = get_preset("siglip2-naflex-tiny")
+# Pixtral's: 2-D RoPE (index coordinates, alternating bands), each patch by its row and column in its image.
+ROTARY = get_preset("pixtral-tiny").replace(name="pixtral-packed-tiny", batching="packed", max_patches=16,
+                                            pack_images=3)
 
 
 def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
@@ -84,8 +87,8 @@ def test_packed_probe_batch_masks_and_bounds() -> None:
         reference.forward(PACKED, init_weights(PACKED, 0), bad)
 
 
-@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP, POSITIONED],
-                         ids=["map", "mean", "packed", "packed-map", "positioned"])
+@pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP, POSITIONED, ROTARY],
+                         ids=["map", "mean", "packed", "packed-map", "positioned", "rotary"])
 def test_reference_on_a_padded_image_is_that_image_alone(spec) -> None:
     """Independent of any port: each image's logits in the padded (or packed), masked batch equal the
     fixed-size forward of that image alone at its own grid (no padding, no neighbour; a learned table
@@ -157,6 +160,24 @@ def test_each_ports_per_image_positions_follow_pos_resample(framework: str) -> N
     logits = p.logits(batch)
     assert check_logits(bicubic, logits, reference.forward(bicubic, weights, batch), p.param_count()).passed
     mutated = check_logits(POSITIONED, logits, reference.forward(POSITIONED, weights, batch), p.param_count())
+    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+def test_each_ports_rotary_rows_are_each_images_own(framework: str, monkeypatch) -> None:
+    """Pixtral's packed images, each patch rotated by its row and column within its own image, in
+    every port; the port handed the rows of one image of the whole grid instead (the packed sequence
+    rotated as if it were one image: a 1-D RoPE or an ONNX fusion's slip) fails by a margin."""
+    weights, batch = init_weights(ROTARY, 0), probe_batch(ROTARY, 4)
+    ref = reference.forward(ROTARY, weights, batch)
+    p = port(framework, ROTARY)
+    p.load(weights)
+    verdict = check_logits(ROTARY, p.logits(batch), ref, p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
+    module = ports.load_port_module(framework)
+    monkeypatch.setattr(module, "token_rows", lambda s, b: np.broadcast_to(np.arange(s.derived.seq_len),
+                                                                          (len(b), s.derived.seq_len)).copy())
+    mutated = check_logits(ROTARY, p.logits(batch), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 

@@ -17,6 +17,7 @@ import ports
 from shared.checkpoints import import_tensors
 from shared.core import reference
 from shared.core.batching import grid_batch, segments, valid_rows
+from shared.core.inputs import probe_batch
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError
 from shared.your_model.proposal import propose_spec
@@ -142,3 +143,55 @@ def test_verify_model_passes_a_live_siglip2_vision_model_on_its_naflex_forward(m
     assert not failed.passed and failed.max_abs_diff > 10 * failed.tolerance, failed.max_abs_diff
     named = [line for line in failed.diagnosis if "positions resized by antialiased bicubic" in line]
     assert named, failed.diagnosis
+
+
+def unpatchified(spec: ModelSpec, batch: np.ndarray) -> list[np.ndarray]:
+    """Each image of a packed batch as NCHW pixels, in the logits' order (sequence by sequence)."""
+    ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
+    images = []
+    for patches, grids in zip(batch["patches"], batch["grid"], strict=True):
+        start = 0
+        for rows, cols in grids.tolist():
+            grid = patches[start: start + rows * cols].reshape(rows, cols, ph, pw, c)
+            images.append(grid.transpose(4, 0, 2, 1, 3).reshape(c, rows * ph, cols * pw))
+            start += rows * cols
+    return images
+
+
+def test_pixtral_vision_model_on_packed_images_of_their_own_sizes() -> None:
+    """Transformers' PixtralVisionModel packs the images it is given, each at its own size, into one
+    sequence with a block-diagonal mask and rotates each patch by its row and column within its own
+    image: a packed batch of 3 images a sequence (4 sequences, grids from 1x1 to 4x4, non-square)
+    gives its tokens image by image in the reference, and every port gives the images' mean tokens."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.PixtralVisionConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                              intermediate_size=64, head_dim=8, hidden_act="silu",
+                                              image_size=16, patch_size=4)
+    model = perturbed(transformers.PixtralVisionModel(config), seed=1).eval()
+    packed = {"batching": "packed", "max_patches": 16, "pack_images": 3, "image_height": 16,
+              "image_width": 16}
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), packed)
+    spec = converted.spec
+    assert (spec.rope, spec.rope_coords, spec.batching) == ("axial_half", "index", "packed")
+    batch = probe_batch(spec, 4)
+    images = unpatchified(spec, batch)
+    height, width = max(i.shape[1] for i in images), max(i.shape[2] for i in images)
+    pixels = np.zeros((len(images), spec.channels, height, width), np.float32)
+    for i, image in enumerate(images):
+        pixels[i, :, : image.shape[1], : image.shape[2]] = image
+    sizes = [tuple(i.shape[1:]) for i in images]
+    with torch.no_grad():
+        tokens = model(pixel_values=torch.from_numpy(pixels), image_sizes=sizes).last_hidden_state[0].numpy()
+    counts = [(h // spec.patch_height) * (w // spec.patch_width) for h, w in sizes]
+    per_image = np.split(tokens, np.cumsum(counts)[:-1])
+    taps: dict[str, np.ndarray] = {}
+    reference.forward(spec, converted.tensors, batch, taps)
+    ours = taps[reference.token_tap(spec)]
+    seg = segments(spec, batch)
+    mine = [ours[s][seg[s] == j] for s in range(len(batch)) for j in range(spec.pack_images)]
+    budget = ATOL * max(1.0, float(np.abs(tokens).max()))  # trace's: the tolerance x the tensor's scale
+    assert max(np.abs(a - b).max() for a, b in zip(mine, per_image, strict=True)) <= budget
+    expected = np.stack([t.mean(axis=0) for t in per_image])  # the spec's pooling: each image's mean
+    assert_ports_match(spec, converted.tensors, batch, expected, ports=ports.NATIVE)

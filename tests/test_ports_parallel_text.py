@@ -32,6 +32,7 @@ IDIOM: tuple[tuple[str, str], ...] = (
     (r"\bLinear\b|\bDense\b", "<dense>"),
     (r"\bNCHW\b|\bNHWC\b", "<layout>"),
     (r"\(B, D, rows, cols\)|\(B, rows, cols, D\)", "<layout shape>"),
+    (r"\(B, 1, N, hd\)|\(B, N, 1, hd\)", "<rotary rows shape>"),  # q/k as (B, H, N, hd) or (B, N, H, hd)
     (r"\(B, C, H, W\)|\(B, H, W, C\)", "<image shape>"),
     (r"\bin train mode\b|\bin training\b", "in <train mode>"),
     (r"\bparameter\b|\bweight\b", "<parameter>"),
@@ -53,7 +54,8 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
                                      "place holding the qk-norm",
     ("model.py", "Attention.__doc__"): "how each library's attention module takes the head width and biases",
     ("model.py", "Attention.<call>"): "when each port leaves its fused kernel besides taps and the mode: MLX "
-                                      "for attention dropout",
+                                      "for attention dropout; nnx sets a batch's rotary rows on its "
+                                      "normalize_qk hook for the call, which calls it with q or k alone",
     ("model.py", "Attention.explicit"): "the explicit path is torch's and MLX's own code, Keras' and Flax's "
                                         "module option that returns or sows the probabilities",
     ("model.py", "Head.__init__"): "how nnx and MLX hold a list of submodules",

@@ -218,7 +218,7 @@ def test_batch_first_default_in_torch_attention(monkeypatch: pytest.MonkeyPatch)
             mha.eval()
 
             def attend(x: torch.Tensor, taps: object = None, key_mask: object = None,
-                       _mha: nn.MultiheadAttention = mha) -> torch.Tensor:
+                       rope_rows: object = None, _mha: nn.MultiheadAttention = mha) -> torch.Tensor:
                 return _mha(x, x, x, need_weights=False)[0]
 
             monkeypatch.setattr(blk.attn, "forward", attend)

@@ -138,12 +138,20 @@ class Rotary(nnx.Module):
             jnp.asarray(t.sin[:, None], jnp.float32))
         self.partner = tuple(int(i) for i in t.partner)
         self.norm = norm
+        # normalize_qk calls it with q or k alone: a naflex or packed batch's rows are the ones
+        # Attention sets here for its call (pytree data, so a traced array may sit here under jax.jit).
+        self.rows: jax.Array | None = nnx.data(None)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, rows: jax.Array | None = None) -> jax.Array:
         x = x if self.norm is None else self.norm(x)
-        # In x's dtype (the compute dtype), as the product reads it.
+        rows = self.rows if rows is None else rows
+        # In x's dtype (the compute dtype), as the product reads it. `rows` (B, N): a naflex or packed
+        # batch's row of the table for each token (shared/core/rotary.py's token_rows), per sequence.
+        cos, sin = self.cos[...], self.sin[...]
+        if rows is not None:
+            cos, sin = cos[rows], sin[rows]  # (B, N, 1, hd): broadcast over the heads
         partner = jnp.take(x, jnp.asarray(self.partner), axis=-1)
-        return x * self.cos[...].astype(x.dtype) + partner * self.sin[...].astype(x.dtype)
+        return x * cos.astype(x.dtype) + partner * sin.astype(x.dtype)
 
 
 class Attention(nnx.Module):
@@ -191,7 +199,7 @@ class Attention(nnx.Module):
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, queries: jax.Array | None = None,
-                 key_mask: jax.Array | None = None) -> jax.Array:
+                 key_mask: jax.Array | None = None, rope_rows: jax.Array | None = None) -> jax.Array:
         inputs = self.project(x, queries)  # (inputs_q, inputs_k)
         # The scale is MultiHeadAttention's own 1/sqrt(qkv_features / num_heads): the head width.
         # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
@@ -202,7 +210,17 @@ class Attention(nnx.Module):
         # Taps asked for: the explicit path, so the probabilities tapped are the ones applied.
         # Also when the mode asks for it (self.attention_path).
         explicit = taps is not NO_TAPS or self.attention_path == "explicit"
-        y = self.explicit(inputs, taps, keys) if explicit else self.mha(*inputs, mask=keys)
+        # RoPE rows: nnx.MultiHeadAttention calls its normalize_qk hook (the Rotary) with q or k alone,
+        # so they are set on each Rotary for this call and cleared after it (the compiled forward merges
+        # the model inside the trace, so the traced rows never outlive it).
+        rotaries = [m for m in (self.mha.query_ln, self.mha.key_ln) if isinstance(m, Rotary)]
+        for rotary in rotaries:
+            rotary.rows = rope_rows
+        try:
+            y = self.explicit(inputs, taps, keys) if explicit else self.mha(*inputs, mask=keys)
+        finally:
+            for rotary in rotaries:
+                rotary.rows = None
         return y if self.out_bias is None else y + self.out_bias[...].astype(y.dtype)
 
     def project(self, x: jax.Array, queries: jax.Array | None) -> tuple[jax.Array, jax.Array]:
@@ -267,18 +285,18 @@ class Block(nnx.Module):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases, rngs, dtype)
         self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
 
-    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS,
-                 key_mask: jax.Array | None = None) -> jax.Array:
+    def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
+                 rope_rows: jax.Array | None = None) -> jax.Array:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask)))
+            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask, rope_rows=rope_rows)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask, rope_rows=rope_rows))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
@@ -430,10 +448,12 @@ class VisionTransformer(nnx.Module):
         return jnp.concatenate([table[:k], jnp.zeros((missing, self.spec.dim), table.dtype), table[k:]])
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
-                 pool_mask: jax.Array | None = None, grids: jax.Array | None = None) -> jax.Array:
+                 pool_mask: jax.Array | None = None, grids: jax.Array | None = None,
+                 rope_rows: jax.Array | None = None) -> jax.Array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
+        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -446,7 +466,7 @@ class VisionTransformer(nnx.Module):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, t, key_mask)
+            x = blk(x, t, key_mask, rope_rows)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

@@ -152,9 +152,12 @@ class Rotary(layers.Layer):
         self.cos, self.sin = t.cos[:, None].astype(np.float32), t.sin[:, None].astype(np.float32)
         self.partner = t.partner
 
-    def call(self, x):
-        # In x's dtype (the compute dtype), as the product reads it.
+    def call(self, x, rows=None):
+        # In x's dtype (the compute dtype), as the product reads it. `rows` (B, N): a naflex or packed
+        # batch's row of the table for each token (shared/core/rotary.py's token_rows), per sequence.
         cos, sin = ops.convert_to_tensor(self.cos, x.dtype), ops.convert_to_tensor(self.sin, x.dtype)
+        if rows is not None:  # (B, N, 1, hd): broadcast over the heads
+            cos, sin = ops.take(cos, rows, axis=0), ops.take(sin, rows, axis=0)
         return ops.add(ops.multiply(x, cos), ops.multiply(ops.take(x, self.partner, axis=-1), sin))
 
 
@@ -204,12 +207,12 @@ class Attention(layers.Layer):
                              ("value", (kv_heads, spec.head_dim)), ("out", (spec.dim,))))
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None, key_mask=None):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, queries=None, key_mask=None, rope_rows=None):
         q, k, v = self.project(x, queries)  # each (B, N, H, hd)
         if self.q_norm is not None:  # in the compute dtype, as the product reads them
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
-            q, k = self.rope(q), self.rope(k)
+            q, k = self.rope(q, rope_rows), self.rope(k, rope_rows)
         group = self.heads // k.shape[2]  # grouped-query attention: each k/v head, consecutively
         if group > 1:
             k, v = ops.repeat(k, group, axis=2), ops.repeat(v, group, axis=2)
@@ -293,17 +296,19 @@ class Block(layers.Layer):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases, compute, dtype=compute)
         self.ls2 = LayerScale(spec, dtype=stream) if spec.layer_scale else layers.Identity(dtype=compute)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, rope_rows=None):
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = ops.add(x, a := self.ls1(self.attn(h, training=training, taps=t, key_mask=key_mask)))
+            x = ops.add(x, a := self.ls1(self.attn(h, training=training, taps=t, key_mask=key_mask,
+                                                   rope_rows=rope_rows)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = ops.add(x, m := self.ls2(self.mlp(h, training=training)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, training=training, taps=t, key_mask=key_mask))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, training=training, taps=t, key_mask=key_mask,
+                                                           rope_rows=rope_rows))
             x = t[f"{self.tag}.norm1"] = self.norm1(ops.add(x, a))
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x, training=training))
             x = t[f"{self.tag}.norm2"] = self.norm2(ops.add(x, m))
@@ -483,10 +488,12 @@ class VisionTransformer(keras.Model):
         zeros = ops.zeros((missing, self.spec.dim), table.dtype)
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
-    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None, grids=None):
+    def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None, grids=None,
+             rope_rows=None):
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
+        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
@@ -499,7 +506,7 @@ class VisionTransformer(keras.Model):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, training=training, taps=taps, key_mask=key_mask)
+            x = blk(x, training=training, taps=taps, key_mask=key_mask, rope_rows=rope_rows)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

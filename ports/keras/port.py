@@ -16,6 +16,7 @@ from ports.keras.model import VisionTransformer
 from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
+from shared.core.rotary import token_rows
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
@@ -191,9 +192,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS, training: bool = False) -> Any:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask, grids).
-    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
-    return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools, grids=grids)
+    # mask, pool mask, grids, rotary rows).
+    x, key_mask, pools, grids, rows = prepared if isinstance(prepared, tuple) else (prepared, *[None] * 4)
+    return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools, grids=grids,
+                 rope_rows=rows)
 
 
 class Port:
@@ -211,12 +213,15 @@ class Port:
         self.param_dtype = precision.param_dtype
         with keras.device(self.device):
             self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
-            # Built on one image (of a naflex or packed batch: one sequence's patch rows; of a naflex
-            # batch with its grid, one patch's, as its positions are resized to each image's grid).
+            # Built on one image (of a naflex or packed batch: one sequence's patch rows, every token on
+            # the rotary table's first row; of a naflex batch with its grid, one patch's, as its
+            # positions are resized to each image's grid).
             rows = (1, spec.derived.num_patches, spec.derived.patch_features)
             image = (1, spec.image_height, spec.image_width, spec.channels)
             grids = ops.ones((1, 2), "int32") if spec.batching == "naflex" else None
-            self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"), grids=grids)
+            rope_rows = None if spec.batching == "fixed" else ops.zeros((1, spec.derived.seq_len), "int32")
+            self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"), grids=grids,
+                       rope_rows=rope_rows)
         self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
@@ -233,14 +238,14 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> Any:
         """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
-        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image grids
-        (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
+        (shared/core/batching.py) and each token's rotary row (shared/core/rotary.py)."""
         check_images(self.spec, images)
         with keras.device(self.device):
             if self.spec.batching != "fixed":
                 patches = np.asarray(images["patches"], dtype=np.float32)
                 masks = (attention_mask(self.spec, images), pool_mask(self.spec, images),
-                         np.ascontiguousarray(images["grid"]))
+                         np.ascontiguousarray(images["grid"]), token_rows(self.spec, images))
                 return ops.convert_to_tensor(patches, self.param_dtype), *map(ops.convert_to_tensor, masks)
             return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)
 

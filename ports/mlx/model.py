@@ -135,9 +135,13 @@ class Rotary(nn.Module):
         self._cos, self._sin = mx.array(t.cos.astype(np.float32)), mx.array(t.sin.astype(np.float32))
         self._partner = mx.array(t.partner.astype(np.int32))
 
-    def __call__(self, x: mx.array) -> mx.array:
-        # In x's dtype (the compute dtype), as the product reads it.
-        return x * self._cos.astype(x.dtype) + mx.take(x, self._partner, axis=-1) * self._sin.astype(x.dtype)
+    def __call__(self, x: mx.array, rows: mx.array | None = None) -> mx.array:
+        # In x's dtype (the compute dtype), as the product reads it. `rows` (B, N): a naflex or packed
+        # batch's row of the table for each token (shared/core/rotary.py's token_rows), per sequence.
+        cos, sin = self._cos, self._sin
+        if rows is not None:
+            cos, sin = cos[rows][:, None], sin[rows][:, None]  # (B, 1, N, hd): broadcast over the heads
+        return x * cos.astype(x.dtype) + mx.take(x, self._partner, axis=-1) * sin.astype(x.dtype)
 
 
 class Attention(nn.Module):
@@ -184,12 +188,12 @@ class Attention(nn.Module):
         self.attention_path = "fused"  # one of ATTENTION_PATHS: the port's mode sets it (port.py's set_mode)
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS, queries: mx.array | None = None,
-                 key_mask: mx.array | None = None) -> mx.array:
+                 key_mask: mx.array | None = None, rope_rows: mx.array | None = None) -> mx.array:
         q, k, v = self.project(x, queries)  # each (B, H, N, hd)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope is not None:
-            q, k = self.rope(q), self.rope(k)
+            q, k = self.rope(q, rope_rows), self.rope(k, rope_rows)
         b, n = q.shape[0], q.shape[2]
         scale = self.head_dim**-0.5  # 1/sqrt(head width), not 1/sqrt(dim)
         # A naflex batch's key padding (B, keys) or a packed batch's block-diagonal mask (B, queries,
@@ -272,18 +276,18 @@ class Block(nn.Module):
         self.mlp = Mlp(spec, spec.mlp == "gated", biases)
         self.ls2 = LayerScale(spec) if spec.layer_scale else nn.Identity()
 
-    def __call__(self, x: mx.array, taps: Taps = NO_TAPS,
-                 key_mask: mx.array | None = None) -> mx.array:
+    def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
+                 rope_rows: mx.array | None = None) -> mx.array:
         t = taps
         if self.pre_norm:  # x + f(LN(x))
             h = t[f"{self.tag}.norm1"] = self.norm1(x)
-            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask)))
+            x = x + (a := self.ls1(self.attn(h, t, key_mask=key_mask, rope_rows=rope_rows)))
             t[f"{self.tag}.attn"] = a
             h = t[f"{self.tag}.norm2"] = self.norm2(x)
             x = x + (m := self.ls2(self.mlp(h)))
             t[f"{self.tag}.mlp"] = m
         else:  # post: LN(x + f(x))
-            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask))
+            t[f"{self.tag}.attn"] = a = self.ls1(self.attn(x, t, key_mask=key_mask, rope_rows=rope_rows))
             x = t[f"{self.tag}.norm1"] = self.norm1(x + a)
             t[f"{self.tag}.mlp"] = m = self.ls2(self.mlp(x))
             x = t[f"{self.tag}.norm2"] = self.norm2(x + m)
@@ -450,10 +454,12 @@ class VisionTransformer(nn.Module):
         return mx.concatenate([table[:k], mx.zeros((missing, self.spec.dim), dtype=table.dtype), table[k:]])
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
-                 pool_mask: mx.array | None = None, grids: mx.array | None = None) -> mx.array:
+                 pool_mask: mx.array | None = None, grids: mx.array | None = None,
+                 rope_rows: mx.array | None = None) -> mx.array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
-        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field)."""
+        shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
+        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -466,7 +472,7 @@ class VisionTransformer(nn.Module):
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
         for blk in self.blocks:
-            x = blk(x, t, key_mask)
+            x = blk(x, t, key_mask, rope_rows)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

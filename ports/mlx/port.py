@@ -18,6 +18,7 @@ from ports.mlx.model import ATTENTION_PATHS, VisionTransformer
 from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
+from shared.core.rotary import token_rows
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
@@ -107,9 +108,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> mx.array:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask, grids).
-    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
-    return model(x, taps, key_mask, pools, grids)
+    # mask, pool mask, grids, rotary rows).
+    x, key_mask, pools, grids, rows = prepared if isinstance(prepared, tuple) else (prepared, *[None] * 4)
+    return model(x, taps, key_mask, pools, grids, rows)
 
 
 class Port:
@@ -150,13 +151,14 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> mx.array | tuple[mx.array, ...]:
         """Canonical NHWC float32 -> an mx.array (NHWC is MLX's layout; memory is unified), in the
-        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image
-        grids (shared/core/batching.py)."""
+        parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
+        (shared/core/batching.py) and each token's rotary row (shared/core/rotary.py)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = mx.array(np.ascontiguousarray(images["patches"])).astype(self.param_dtype)
             masks = tuple(mx.array(np.ascontiguousarray(m)) for m in (
-                attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"]))
+                attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"],
+                token_rows(self.spec, images)))
             mx.eval(patches, *masks)
             return patches, *masks
         x = mx.array(np.ascontiguousarray(images, dtype=np.float32)).astype(self.param_dtype)

@@ -15,6 +15,7 @@ from ports.torch.model import ATTENTION_PATHS, NARROW_HEAD, VisionTransformer
 from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
+from shared.core.rotary import token_rows
 from shared.core.spec import ModelSpec
 from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors, check_tensors
@@ -102,9 +103,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> torch.Tensor:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
-    # mask, pool mask, grids).
-    x, key_mask, pools, grids = prepared if isinstance(prepared, tuple) else (prepared, None, None, None)
-    return model(x, taps, key_mask, pools, grids)
+    # mask, pool mask, grids, rotary rows).
+    x, key_mask, pools, grids, rows = prepared if isinstance(prepared, tuple) else (prepared, *[None] * 4)
+    return model(x, taps, key_mask, pools, grids, rows)
 
 
 class Port:
@@ -140,12 +141,13 @@ class Port:
     # ---- running ----------------------------------------------------------------------
     def prepare(self, images: np.ndarray) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Canonical NHWC float32 -> NCHW on the device (torch's native layout), in the parameter
-        dtype; a naflex or packed batch -> its patches, attention mask, pool mask and image grids
-        (shared/core/batching.py)."""
+        dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
+        (shared/core/batching.py) and each token's rotary row (shared/core/rotary.py)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = torch.from_numpy(np.ascontiguousarray(images["patches"]))
-            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"])
+            masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"],
+                     token_rows(self.spec, images))
             return patches.to(self.device, self.param_dtype), *(torch.from_numpy(np.ascontiguousarray(m))
                                                                  .to(self.device) for m in masks)
         x = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))

@@ -16,7 +16,7 @@ from shared.core.activations import activation
 from shared.core.batching import attention_mask, pool_mask
 from shared.core.inputs import check_images
 from shared.core.positions import image_positions, sequence_positions
-from shared.core.rotary import RotaryTables, rotary_tables
+from shared.core.rotary import RotaryTables, rotary_tables, tables_for_tokens, token_rows
 from shared.core.spec import ModelSpec
 from shared.core.taps import Taps
 from shared.core.weights import Tensors
@@ -82,7 +82,7 @@ def patchify(spec: ModelSpec, images: np.ndarray) -> np.ndarray:
 
 def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | dict | None = None,
               r: Rounding = EXACT, queries: np.ndarray | None = None,
-              mask: np.ndarray | None = None) -> np.ndarray:
+              mask: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     """Multi-head attention with head width spec.head_dim, scaled by 1/sqrt(head_dim), under the
     tensor prefix `p` (`blocks.i.attn.` or the map pool's `pool.attn.`). Kernels are (D, H, hd);
     the projections are matmuls on (D, H*hd) views of them. `queries` (the map pool's probe)
@@ -90,8 +90,10 @@ def attention(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, taps: Taps | d
     many heads as their width holds, key/value head j serving query heads j*g .. j*g+g-1 (g = H / theirs).
     `mask` (B, keys) bool, a naflex batch's key-padding mask, or (B, queries, keys), a packed batch's
     block-diagonal one: a False key gets probability exactly 0 (its score -inf; every row keeps a
-    key, so none is all -inf)."""
+    key, so none is all -inf). `rows`: each token's rotary row (shared/core/rotary.py's token_rows)."""
     tables = rotary_tables(spec) if queries is None else None  # the map pool's probe has no position
+    if tables is not None and rows is not None:  # a naflex or packed batch: each token's own row
+        tables = tables_for_tokens(tables, rows)
     queries = x if queries is None else queries
     heads, hd, d = spec.heads, spec.head_dim, spec.dim
 
@@ -139,7 +141,7 @@ def mlp(spec: ModelSpec, w: Tensors, p: str, x: np.ndarray, r: Rounding = EXACT)
 
 
 def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
-          r: Rounding = EXACT, mask: np.ndarray | None = None) -> np.ndarray:
+          r: Rounding = EXACT, mask: np.ndarray | None = None, rows: np.ndarray | None = None) -> np.ndarray:
     p = f"blocks.{i}."
 
     def norm(name: str, y: np.ndarray) -> np.ndarray:  # statistics unrounded, output in the stream
@@ -151,7 +153,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
     if spec.norm == "pre":  # x + f(LN(x))
         h = norm("norm1", x)
         taps[f"block{i}.norm1"] = h
-        a = scaled("ls1", attention(spec, w, p + "attn.", h, taps, r, mask=mask))
+        a = scaled("ls1", attention(spec, w, p + "attn.", h, taps, r, mask=mask, rows=rows))
         taps[f"block{i}.attn"] = a
         x = r.param(x + a)
         h = norm("norm2", x)
@@ -160,7 +162,7 @@ def block(spec: ModelSpec, w: Tensors, i: int, x: np.ndarray, taps: Taps | dict,
         taps[f"block{i}.mlp"] = m
         x = r.param(x + m)
     else:  # post: LN(x + f(x))
-        a = scaled("ls1", attention(spec, w, p + "attn.", x, taps, r, mask=mask))
+        a = scaled("ls1", attention(spec, w, p + "attn.", x, taps, r, mask=mask, rows=rows))
         taps[f"block{i}.attn"] = a
         x = norm("norm1", r.param(x + a))
         taps[f"block{i}.norm1"] = x
@@ -186,10 +188,11 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     def norm(name: str, y: np.ndarray, place: str) -> np.ndarray:
         return r.param(normalize(spec, w, name, y, place))
 
-    mask = pooled = None
+    mask = pooled = rows = None
     if spec.batching != "fixed":  # each image already patchified at its own grid, padded or packed
         x = r.param(np.asarray(images["patches"], dtype=np.float64))
         mask, pooled = attention_mask(spec, images), pool_mask(spec, images)
+        rows = token_rows(spec, images) if spec.rope != "none" else None
     else:
         x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
     if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
@@ -214,7 +217,7 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     if spec.norm_before_blocks:  # CLIP's ln_pre
         x = taps["norm_pre"] = norm("norm_pre", x, "pre")
     for i in range(spec.depth):
-        x = block(spec, w, i, x, taps, r, mask)
+        x = block(spec, w, i, x, taps, r, mask, rows)
     if spec.final_norm == "tokens":
         x = taps["final_norm"] = norm("final_norm", x, "final")
     tokens = x

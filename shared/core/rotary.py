@@ -97,3 +97,31 @@ def laid_out(spec: ModelSpec, angles: np.ndarray) -> RotaryTables:
     cos = np.concatenate([np.ones((prefix, hd)), np.cos(angles)])
     sin = np.concatenate([np.zeros((prefix, hd)), np.sin(angles) * sign])
     return RotaryTables(cos=cos, sin=sin, partner=partner)
+
+
+def token_rows(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """(B, seq_len) int: the row of `rotary_tables(spec)` each token of a naflex or packed batch reads.
+    With index coordinates a patch's angles are its (row, col) within its own image, whatever that
+    image's size (Pixtral's and Qwen's per-image position ids), so a patch reads the spec grid's row at
+    its own (row, col); prefix tokens read their own rows, and the padding the first prefix or patch
+    row (what a padding token computes is never read)."""
+    from shared.core.batching import image_grids, segments  # batching imports the spec, as this does
+
+    d = spec.derived
+    grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
+    counts = grids.prod(axis=-1)
+    starts = np.cumsum(counts, axis=1) - counts  # each image's first token in its sequence
+    image = np.maximum(seg, 0)
+    local = np.arange(seg.shape[1])[None] - np.take_along_axis(starts, image, axis=1)
+    cols = np.take_along_axis(grids[..., 1], image, axis=1)
+    rows = d.prefix_tokens + (local // cols) * d.grid_cols + local % cols
+    rows = np.where(seg >= 0, rows, d.prefix_tokens)
+    prefix = np.broadcast_to(np.arange(d.prefix_tokens), (len(batch), d.prefix_tokens))
+    return np.concatenate([prefix, rows], axis=1)
+
+
+def tables_for_tokens(tables: RotaryTables, rows: np.ndarray) -> RotaryTables:
+    """The tables' rows for each sequence's tokens (`token_rows`), (B, 1, seq_len, head_dim): one
+    table per sequence, broadcast over the heads."""
+    return RotaryTables(cos=tables.cos[rows][:, None], sin=tables.sin[rows][:, None], partner=tables.partner)
+

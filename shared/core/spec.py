@@ -34,7 +34,8 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   block-diagonal (each image's tokens attend to that image's only), each image is pooled on its
   own, and the output has a row per image (sequence-major); a naflex spec's learned table
   (`pos_grid_height` x `pos_grid_width`) is resized to each image's own grid by `pos_resample`
-  (antialiased, as SigLIP2 and NaFlexVit do) and positions the patches only;
+  (antialiased, as SigLIP2 and NaFlexVit do) and positions the patches only; RoPE with index
+  coordinates rotates each patch by its row and column within its own image (Pixtral's);
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
   row for the class token when `pos_embed_class_row` is true;
 - a learned table may hold another patch grid than the image's (`pos_grid_height` x
@@ -417,8 +418,12 @@ def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     if not is_integer(s.max_patches) or not k <= s.max_patches <= k * rows * cols:
         _fail("max_patches", s.max_patches, f"an integer from {k} to {k * rows * cols} ({held} the {rows} x "
               f"{cols} patch grid of image_height x image_width) when batching is {s.batching!r}")
-    why = "rotary coordinates per image grid are not built yet"
-    refused = {"rope": (s.rope, "none", why)}
+    refused: dict[str, tuple[Any, Any, str]] = {}
+    # RoPE per image (Pixtral's, Qwen's): each patch by its row and column within its own image; the
+    # coordinates that depend on the image's size (DINOv3's centred ones, EVA-02's rescaled) are not
+    why = "coordinates that depend on each image's size are not built per image yet"
+    if s.rope != "none":
+        refused |= {"rope_coords": (s.rope_coords, "index", why), "rope_ref_grid": (s.rope_ref_grid, (), why)}
     if s.batching == "naflex" and s.pos_embed == "learned":  # SigLIP2's: resized to each image's grid
         if s.pos_resample not in NAFLEX_RESAMPLES:
             _fail("pos_resample", s.pos_resample, f"one of {', '.join(NAFLEX_RESAMPLES)} when batching is "

@@ -31,8 +31,8 @@ def unmasked_port(spec: ModelSpec, weights: dict[str, np.ndarray]) -> Any:
     prepare = port.prepare
 
     def without_mask(images: np.ndarray) -> tuple[Any, ...]:
-        patches, keys, pools, grids = prepare(images)
-        return patches, keys.new_ones(keys.shape), pools, grids
+        patches, keys, *rest = prepare(images)
+        return patches, keys.new_ones(keys.shape), *rest
 
     port.prepare = without_mask
     return port
