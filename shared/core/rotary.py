@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.core.batching import image_grids, segments
 from shared.core.spec import ModelSpec
 
 
@@ -105,8 +106,6 @@ def token_rows(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     image's size (Pixtral's and Qwen's per-image position ids), so a patch reads the spec grid's row at
     its own (row, col); prefix tokens read their own rows, and the padding the first prefix or patch
     row (what a padding token computes is never read)."""
-    from shared.core.batching import image_grids, segments  # batching imports the spec, as this does
-
     d = spec.derived
     grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
     counts = grids.prod(axis=-1)

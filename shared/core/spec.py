@@ -401,7 +401,8 @@ def validate_spec(s: ModelSpec) -> None:
 def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     """`naflex`: a padded length every image's grid can fill; `packed`: pack_images images, each of
     one patch at least and its whole grid at most, in max_patches tokens; and only what reads tokens
-    by position in the sequence refused (no per-image positions, rotary coordinates or prefix tokens yet)."""
+    by position in the sequence refused (a table only as a naflex batch's learned one, rotary coordinates
+    only by index, no prefix tokens in a packed sequence)."""
     if s.batching not in BATCHINGS:
         _fail("batching", s.batching, f"one of {', '.join(BATCHINGS)}")
     if s.batching != "packed" and s.pack_images != 1:
