@@ -17,7 +17,15 @@ import pytest
 
 import ports
 from shared.core import reference
-from shared.core.batching import attention_mask, image_grids, pool_mask, segments, valid_rows
+from shared.core.batching import (
+    attention_mask,
+    grid_batch,
+    image_grids,
+    pool_mask,
+    segments,
+    valid_rows,
+    window_mask,
+)
 from shared.core.equivalence import check_logits, compare_tensor
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
@@ -39,6 +47,8 @@ POSITIONED = get_preset("siglip2-naflex-tiny")
 # Pixtral's: 2-D RoPE (index coordinates, alternating bands), each patch by its row and column in its image.
 ROTARY = get_preset("pixtral-tiny").replace(name="pixtral-packed-tiny", batching="packed", max_patches=16,
                                             pack_images=3)
+# Qwen2.5-VL's: block 0 attends within each image's 4 x 4-patch windows, block 1 over the whole image.
+WINDOWED = get_preset("qwen2.5-vl-window-tiny")
 
 
 def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
@@ -85,6 +95,31 @@ def test_packed_probe_batch_masks_and_bounds() -> None:
     bad["grid"][2, 2] = (5, 1)  # 5 rows > the 32 x 32 image's 4
     with pytest.raises(InputError, match=r"sequence 2 has an image of grid 5 x 1, expected rows 1..4"):
         reference.forward(PACKED, init_weights(PACKED, 0), bad)
+
+
+def test_window_mask_tiles_each_image_from_its_corner() -> None:
+    """Qwen2.5-VL's windows as a mask over each image's own grid: a 6 x 8 image's patches in 4 x 4 tiles
+    from its top-left corner (the bottom tiles 2 rows short), a 3 x 3 image (smaller than a window)
+    one tile, and no token reading another image or the padding; the full blocks keep the packed mask."""
+    batch = grid_batch_of(WINDOWED, [[[6, 8], [3, 3], [1, 5]]])
+    windows, seg = window_mask(WINDOWED, batch)[0], segments(WINDOWED, batch)[0]
+    first = windows[:48, :48]  # the 6 x 8 image, row-major: token r * 8 + c
+    tile = [(r // 4, c // 4) for r in range(6) for c in range(8)]
+    assert first.tolist() == [[a == b for b in tile] for a in tile]
+    assert windows[:48].sum(axis=1).reshape(6, 8)[:, ::4].tolist() == [[16, 16]] * 4 + [[8, 8]] * 2
+    assert windows[48:57].tolist() == [[j in range(48, 57) for j in range(64)]] * 9  # 3 x 3: one window
+    assert (windows <= attention_mask(WINDOWED, batch)[0]).all()  # never across images or onto padding
+    assert windows[seg < 0][:, seg < 0].all()  # the padding reads the padding: no row fully masked
+    assert window_mask(PACKED, probe_batch(PACKED, 1)) is None  # no windows, no mask
+
+
+def grid_batch_of(spec, grids: list) -> np.ndarray:
+    """A batch at the given grids, standard-normal patches, zeros in the padding."""
+    shape = (len(grids), spec.derived.num_patches, spec.derived.patch_features)
+    empty = grid_batch(spec, np.zeros(shape, np.float32), np.asarray(grids, np.int32))
+    valid = segments(spec, empty) >= 0
+    patches = np.random.default_rng(0).standard_normal(shape) * valid[..., None]
+    return grid_batch(spec, patches.astype(np.float32), np.asarray(grids, np.int32))
 
 
 @pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP, POSITIONED, ROTARY],
@@ -178,6 +213,27 @@ def test_each_ports_rotary_rows_are_each_images_own(framework: str, monkeypatch)
     monkeypatch.setattr(module, "token_rows", lambda s, b: np.broadcast_to(np.arange(s.derived.seq_len),
                                                                           (len(b), s.derived.seq_len)).copy())
     mutated = check_logits(ROTARY, p.logits(batch), ref, p.param_count())
+    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+def test_each_ports_window_blocks_read_the_window_mask(framework: str, monkeypatch) -> None:
+    """Qwen2.5-VL's window attention in every port: block 0 within each image's windows, block 1 over
+    the whole image. The port whose window blocks are handed the packed mask instead (windows
+    ignored: a kernel given the images' boundaries where the windows' were meant) fails by a margin,
+    and so does the reference with every block windowed (the full-attention blocks forgotten)."""
+    weights, batch = init_weights(WINDOWED, 0), probe_batch(WINDOWED, 4)
+    ref = reference.forward(WINDOWED, weights, batch)
+    p = port(framework, WINDOWED)
+    p.load(weights)
+    logits = p.logits(batch)
+    verdict = check_logits(WINDOWED, logits, ref, p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
+    every_block = reference.forward(WINDOWED.replace(full_attention_blocks=()), weights, batch)
+    assert not check_logits(WINDOWED, logits, every_block, p.param_count()).passed
+    module = ports.load_port_module(framework)
+    monkeypatch.setattr(module, "window_mask", attention_mask)
+    mutated = check_logits(WINDOWED, p.logits(batch), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 

@@ -18,7 +18,9 @@ from shared.checkpoints import import_tensors
 from shared.core import reference
 from shared.core.batching import grid_batch, segments, valid_rows
 from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
 from shared.core.spec import ModelSpec
+from shared.core.weights import init_weights
 from shared.errors import SpecError
 from shared.your_model.proposal import propose_spec
 from tests.checkpoints_support import ATOL, assert_ports_match, perturbed, state_dict
@@ -195,3 +197,92 @@ def test_pixtral_vision_model_on_packed_images_of_their_own_sizes() -> None:
     assert max(np.abs(a - b).max() for a, b in zip(mine, per_image, strict=True)) <= budget
     expected = np.stack([t.mean(axis=0) for t in per_image])  # the spec's pooling: each image's mean
     assert_ports_match(spec, converted.tensors, batch, expected, ports=ports.NATIVE)
+
+
+# Qwen2.5-VL's images: even grids (its 2x2 merge units), one smaller than a window (2 x 2), non-square
+QWEN_GRIDS = [[[6, 8], [2, 2], [4, 2]], [[8, 6], [2, 6], [2, 2]], [[4, 4], [6, 2], [8, 4]]]
+
+
+def qwen2_5_vl_state(spec: ModelSpec, w: dict[str, np.ndarray],
+                     model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The canonical weights on Qwen2_5_VisionTransformerPretrainedModel's names (its merger kept as
+    initialised: the spec has none yet). Its two-frame Conv3d holds the patch kernel in halves: a
+    still image's frames are equal, so the halves sum to the kernel."""
+    d = spec.dim
+    half = w["patch_embed.kernel"].transpose(3, 2, 0, 1) / 2  # (D, C, ph, pw), each frame's share
+    state = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith("merger.")}
+    state["patch_embed.proj.weight"] = np.stack([half, half], axis=2)
+    for i in range(spec.depth):
+        c = f"blocks.{i}."  # the same prefix in both
+        state |= {c + "norm1.weight": w[c + "norm1.scale"], c + "norm2.weight": w[c + "norm2.scale"]}
+        parts = ("query", "key", "value")
+        state[c + "attn.qkv.weight"] = np.concatenate([w[c + f"attn.{x}.kernel"].reshape(d, -1).T
+                                                       for x in parts])
+        state[c + "attn.qkv.bias"] = np.concatenate([w[c + f"attn.{x}.bias"].reshape(-1) for x in parts])
+        state[c + "attn.proj.weight"] = w[c + "attn.out.kernel"].reshape(-1, d).T
+        state[c + "attn.proj.bias"] = w[c + "attn.out.bias"]
+        for ours, theirs in (("gate", "gate_proj"), ("fc1", "up_proj"), ("fc2", "down_proj")):
+            state[c + f"mlp.{theirs}.weight"] = w[c + f"mlp.{ours}.kernel"].T
+            state[c + f"mlp.{theirs}.bias"] = w[c + f"mlp.{ours}.bias"]
+    return {k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}
+
+
+def merge_block_patches(image: np.ndarray, p: int) -> np.ndarray:
+    """One NCHW image as Qwen2.5-VL's processor hands it over: its two frames (the image repeated),
+    patches in merge-block order (each 2x2 merge unit's four patches together, the units row-major),
+    each flattened (C, frame, ph, pw)."""
+    c, height, width = image.shape
+    rows, cols = height // p, width // p
+    frames = np.stack([image] * 2)  # (frame, C, H, W)
+    blocks = frames.reshape(2, c, rows // 2, 2, p, cols // 2, 2, p).transpose(2, 5, 3, 6, 1, 0, 4, 7)
+    return blocks.reshape(rows * cols, -1)
+
+
+def test_qwen2_5_vl_window_attention_on_packed_images_of_their_own_sizes() -> None:
+    """Transformers' Qwen2_5_VisionTransformerPretrainedModel attends in windows of 2 x 2 merge units
+    (4 x 4 patches) in block 0 and over each image in block 1: nine images of their own grids
+    (non-square, one smaller than a window) packed three a sequence give its last block's tokens,
+    image by image and taken back from its window order to row-major, in the reference, and every
+    port its tokens' means. Pixtral's bands instead of Qwen's, or its windows ignored, do not."""
+    import transformers
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
+    from transformers.vision_utils import get_vision_window_index
+
+    spec = get_preset("qwen2.5-vl-window-tiny").replace(num_classes=0)  # the tokens' mean is the output
+    config = transformers.Qwen2_5_VLVisionConfig(
+        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
+        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
+        out_hidden_size=32, hidden_act="silu")
+    model = qwen.Qwen2_5_VisionTransformerPretrainedModel(config).eval()
+    w = init_weights(spec, 0)
+    model.load_state_dict(qwen2_5_vl_state(spec, w, model), strict=True)
+    shape = (len(QWEN_GRIDS), spec.max_patches, spec.derived.patch_features)
+    grids = np.asarray(QWEN_GRIDS, np.int32)
+    valid = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids)) >= 0
+    patches = np.random.default_rng(0).standard_normal(shape) * valid[..., None]
+    batch = grid_batch(spec, patches.astype(np.float32), grids)
+    images = unpatchified(spec, batch)
+    thw = torch.tensor([[1, i.shape[1] // 4, i.shape[2] // 4] for i in images])
+    with torch.no_grad():
+        out = model(torch.tensor(np.concatenate([merge_block_patches(i, 4) for i in images])), thw)
+    window_index, _ = get_vision_window_index(thw, spatial_merge_size=2, window_size=16, patch_size=4)
+    units = out.last_hidden_state.numpy().reshape(-1, 4, spec.dim)[np.argsort(window_index.numpy())]
+    theirs, start = [], 0  # each image's tokens from merge-block order to row-major
+    for _, rows, cols in thw.tolist():
+        own = units[start: start + rows * cols // 4].reshape(rows // 2, cols // 2, 2, 2, spec.dim)
+        theirs.append(own.transpose(0, 2, 1, 3, 4).reshape(rows * cols, spec.dim))
+        start += rows * cols // 4
+    seg = segments(spec, batch)
+
+    def tokens(s: ModelSpec) -> list[np.ndarray]:
+        taps: dict[str, np.ndarray] = {}
+        reference.forward(s, w, batch, taps)
+        ours = taps[reference.token_tap(s)]
+        return [ours[q][seg[q] == j] for q in range(len(batch)) for j in range(spec.pack_images)]
+
+    gaps = {name: max(np.abs(a - b).max() for a, b in zip(tokens(s), theirs, strict=True)) for name, s in (
+        ("qwen", spec), ("pixtral bands", spec.replace(rope_bands="alternating")),
+        ("no windows", spec.replace(window_size=0, full_attention_blocks=())))}
+    assert gaps["qwen"] <= ATOL and min(gaps["pixtral bands"], gaps["no windows"]) > 100 * ATOL, gaps
+    expected = np.stack([t.mean(axis=0) for t in theirs])  # the spec's pooling: each image's mean
+    assert_ports_match(spec, w, batch, expected, ports=ports.NATIVE)

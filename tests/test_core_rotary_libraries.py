@@ -9,8 +9,8 @@ the installed Transformers at small random sizes (nothing downloaded):
   `rope='axial_half'` with `rope_bands='shared'`, theta 1e4, positions row-major. Qwen2.5-VL lays
   its patches out block-major over its 2x2 spatial-merge blocks and permutes them into attention
   windows (`get_vision_position_ids`, `get_vision_window_index`); that order is not modelled: the
-  positions here are the row-major grid, which is the same rotation of each patch. Its whole blocks
-  (RMSNorm, biases, SwiGLU) are qwen2.5-vl-blocks-112's where one window covers the image.
+  positions here are the row-major grid, which is the same rotation of each patch. Its whole tower,
+  windows included, is tests/test_batching_libraries.py's.
 
 Each compares the rotated queries (the library's apply function against the reference's `rotate`)
 and the cosines, within 1e-5 (the libraries compute in float32).
@@ -162,53 +162,3 @@ def test_pixtral_tiny_computes_transformers_pixtral_vision_model() -> None:
         taps: dict[str, np.ndarray] = {}
         forward(spec.replace(rope_bands=bands), w, images, taps)
         assert (np.abs(taps[f"block{spec.depth - 1}.out"] - theirs).max() <= ATOL) == agrees, bands
-
-
-def test_qwen2_5_vl_blocks_are_the_presets_blocks_on_one_window() -> None:
-    """qwen2.5-vl-blocks-112's block at a tiny size against Transformers' Qwen2.5-VL vision encoder
-    whose one window covers the image (its window and full blocks agree there): the canonical weights
-    mapped onto its names (its Conv3d holds the patch kernel in halves over its two equal frames), the
-    image patchified as its processor does (merge-block order, (C, frame, ph, pw) per patch), and its
-    last block's tokens, taken back to row-major order, against the reference's."""
-    spec = get_preset("qwen2.5-vl-blocks-112").replace(
-        image_height=16, image_width=16, patch_height=4, patch_width=4, dim=32, heads=4, head_dim=8,
-        mlp_dim=48, depth=2)
-    config = Qwen2_5_VLVisionConfig(
-        depth=2, hidden_size=32, num_heads=4, intermediate_size=48, patch_size=4, in_channels=3,
-        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
-        out_hidden_size=32, hidden_act="silu")
-    model = qwen.Qwen2_5_VisionTransformerPretrainedModel(config).eval()
-    w = init_weights(spec, 0)
-    d = spec.dim
-    half = w["patch_embed.kernel"].transpose(3, 2, 0, 1) / 2  # (D, C, ph, pw), each frame's share
-    state = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith("merger.")}
-    state["patch_embed.proj.weight"] = np.stack([half, half], axis=2)
-    for i in range(spec.depth):
-        c = f"blocks.{i}."  # the same names in both
-        state |= {c + "norm1.weight": w[c + "norm1.scale"], c + "norm2.weight": w[c + "norm2.scale"]}
-        parts = ("query", "key", "value")
-        state[c + "attn.qkv.weight"] = np.concatenate([w[c + f"attn.{x}.kernel"].reshape(d, -1).T
-                                                       for x in parts])
-        state[c + "attn.qkv.bias"] = np.concatenate([w[c + f"attn.{x}.bias"].reshape(-1) for x in parts])
-        state[c + "attn.proj.weight"] = w[c + "attn.out.kernel"].reshape(-1, d).T
-        state[c + "attn.proj.bias"] = w[c + "attn.out.bias"]
-        for ours, theirs in (("gate", "gate_proj"), ("fc1", "up_proj"), ("fc2", "down_proj")):
-            state[c + f"mlp.{theirs}.weight"] = w[c + f"mlp.{ours}.kernel"].T
-            state[c + f"mlp.{theirs}.bias"] = w[c + f"mlp.{ours}.bias"]
-    model.load_state_dict({k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
-    image = probe_batch(spec, 1)[0]  # (H, W, C)
-    rows, cols, p = spec.image_height // 4, spec.image_width // 4, 4
-    frames = np.stack([image.transpose(2, 0, 1)] * 2)  # (frame, C, H, W): a still image, repeated
-    patches = frames.reshape(2, 3, rows // 2, 2, p, cols // 2, 2, p).transpose(2, 5, 3, 6, 1, 0, 4, 7)
-    with torch.no_grad():
-        out = model(torch.tensor(patches.reshape(rows * cols, -1).copy()), torch.tensor([[1, rows, cols]]))
-    theirs = out.last_hidden_state.numpy()
-    window_index, _ = qwen.get_vision_window_index(torch.tensor([[1, rows, cols]]), spatial_merge_size=2,
-                                                   window_size=16, patch_size=4)
-    order = [((u // (cols // 2)) * 2 + s // 2) * cols + (u % (cols // 2)) * 2 + s % 2  # row-major token
-             for u in window_index.tolist() for s in range(4)]
-    for bands, agrees in (("shared", True), ("alternating", False)):  # Pixtral's bands are not Qwen's
-        taps: dict[str, np.ndarray] = {}
-        forward(spec.replace(rope_bands=bands), w, image[None], taps)
-        ours = taps[f"block{spec.depth - 1}.out"][0]
-        assert (np.abs(ours[order] - theirs).max() <= ATOL) == agrees, bands

@@ -15,7 +15,7 @@ from flax import nnx
 
 from ports.flax import transfer
 from ports.flax.model import ATTENTION_PATHS, VisionTransformer
-from shared.core.batching import attention_mask, pool_mask
+from shared.core.batching import attention_mask, pool_mask, window_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rotary import token_rows
@@ -101,8 +101,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> jax.Array:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
     # mask, pool mask, grids, rotary rows).
-    x, key_mask, pools, grids, rows = prepared if isinstance(prepared, tuple) else (prepared, *[None] * 4)
-    return model(x, taps, key_mask, pools, grids, rows)
+    x, key_mask, pools, grids, rows, windows = (prepared if isinstance(prepared, tuple)
+                                                else (prepared, *[None] * 5))
+    return model(x, taps, key_mask, pools, grids, rows, windows)
 
 
 class Port:
@@ -143,14 +144,15 @@ class Port:
     def prepare(self, images: np.ndarray) -> jax.Array | tuple[jax.Array, ...]:
         """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout), in the
         parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
-        (shared/core/batching.py) and each token's rotary row (shared/core/rotary.py)."""
+        (shared/core/batching.py), each token's rotary row (shared/core/rotary.py) and the window
+        mask (None without window attention)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = jax.device_put(np.asarray(images["patches"], dtype=np.float32), self.device)
             masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"],
-                     token_rows(self.spec, images))
-            return patches.astype(self.param_dtype), *(jax.device_put(np.ascontiguousarray(m), self.device)
-                                                    for m in masks)
+                     token_rows(self.spec, images), window_mask(self.spec, images))
+            return patches.astype(self.param_dtype), *(
+                None if m is None else jax.device_put(np.ascontiguousarray(m), self.device) for m in masks)
         return jax.device_put(np.asarray(images, dtype=np.float32), self.device).astype(self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> jax.Array:

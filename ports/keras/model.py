@@ -286,6 +286,8 @@ class Block(layers.Layer):
     def __init__(self, spec: ModelSpec, index: int, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
         self.tag, self.pre_norm, stream = f"block{index}", spec.norm == "pre", self.dtype_policy
+        # Window attention (Qwen2.5-VL's): this block reads the window mask, not the batch's.
+        self.windowed = spec.window_size > 0 and index not in spec.full_attention_blocks
         self.norm1 = norm_layer(spec, spec.dim, "blocks", stream)
         biases = projection_biases(spec, "blocks")
         kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
@@ -489,11 +491,12 @@ class VisionTransformer(keras.Model):
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None, grids=None,
-             rope_rows=None):
+             rope_rows=None, window_mask=None):
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
-        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows)."""
+        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
+        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
@@ -505,8 +508,9 @@ class VisionTransformer(keras.Model):
         x = t["pos_embed"] = self.pos_drop(x, training=training)
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
-        for blk in self.blocks:
-            x = blk(x, training=training, taps=taps, key_mask=key_mask, rope_rows=rope_rows)
+        for blk in self.blocks:  # a window block attends within each image's windows
+            mask = window_mask if blk.windowed else key_mask
+            x = blk(x, training=training, taps=taps, key_mask=mask, rope_rows=rope_rows)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

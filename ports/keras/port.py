@@ -13,7 +13,7 @@ from keras import ops
 
 from ports.keras import transfer
 from ports.keras.model import VisionTransformer
-from shared.core.batching import attention_mask, pool_mask
+from shared.core.batching import attention_mask, pool_mask, window_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rotary import token_rows
@@ -193,9 +193,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS, training: bool = False) -> Any:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
     # mask, pool mask, grids, rotary rows).
-    x, key_mask, pools, grids, rows = prepared if isinstance(prepared, tuple) else (prepared, *[None] * 4)
+    x, key_mask, pools, grids, rows, windows = (prepared if isinstance(prepared, tuple)
+                                                else (prepared, *[None] * 5))
     return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools, grids=grids,
-                 rope_rows=rows)
+                 rope_rows=rows, window_mask=windows)
 
 
 class Port:
@@ -239,14 +240,17 @@ class Port:
     def prepare(self, images: np.ndarray) -> Any:
         """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
         parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
-        (shared/core/batching.py) and each token's rotary row (shared/core/rotary.py)."""
+        (shared/core/batching.py), each token's rotary row (shared/core/rotary.py) and the window
+        mask (None without window attention)."""
         check_images(self.spec, images)
         with keras.device(self.device):
             if self.spec.batching != "fixed":
                 patches = np.asarray(images["patches"], dtype=np.float32)
                 masks = (attention_mask(self.spec, images), pool_mask(self.spec, images),
-                         np.ascontiguousarray(images["grid"]), token_rows(self.spec, images))
-                return ops.convert_to_tensor(patches, self.param_dtype), *map(ops.convert_to_tensor, masks)
+                         np.ascontiguousarray(images["grid"]), token_rows(self.spec, images),
+                         window_mask(self.spec, images))
+                return ops.convert_to_tensor(patches, self.param_dtype), *(
+                    None if m is None else ops.convert_to_tensor(m) for m in masks)
             return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)
 
     def forward(self, prepared: Any, train: bool = False) -> Any:

@@ -267,6 +267,8 @@ class Block(nn.Module):
     def __init__(self, spec: ModelSpec, index: int) -> None:
         super().__init__()
         self.tag, self.pre_norm = f"block{index}", spec.norm == "pre"
+        # Window attention (Qwen2.5-VL's): this block reads the window mask, not the batch's.
+        self.windowed = spec.window_size > 0 and index not in spec.full_attention_blocks
         self.norm1 = norm_layer(spec, spec.dim, "blocks")
         biases = projection_biases(spec, "blocks")
         kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
@@ -455,11 +457,12 @@ class VisionTransformer(nn.Module):
 
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
                  pool_mask: mx.array | None = None, grids: mx.array | None = None,
-                 rope_rows: mx.array | None = None) -> mx.array:
+                 rope_rows: mx.array | None = None, window_mask: mx.array | None = None) -> mx.array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
-        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows)."""
+        `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
+        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -471,8 +474,8 @@ class VisionTransformer(nn.Module):
         x = t["pos_embed"] = self.pos_drop(x)
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
-        for blk in self.blocks:
-            x = blk(x, t, key_mask, rope_rows)
+        for blk in self.blocks:  # a window block attends within each image's windows
+            x = blk(x, t, window_mask if blk.windowed else key_mask, rope_rows)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

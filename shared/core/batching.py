@@ -95,6 +95,19 @@ def segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     return np.where(tokens[None, :] < ends[:, -1:], image, -1)
 
 
+def patch_coordinates(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """(B, max_patches, 2) int: each patch token's (row, col) within its own image (row-major over
+    that image's grid), (0, 0) on the padding. Rotary rows and windows are read from these."""
+    grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
+    counts = grids.prod(axis=-1)
+    starts = np.cumsum(counts, axis=1) - counts  # each image's first token in its sequence
+    image = np.maximum(seg, 0)
+    local = np.arange(seg.shape[1])[None] - np.take_along_axis(starts, image, axis=1)
+    cols = np.take_along_axis(grids[..., 1], image, axis=1)
+    coords = np.stack([local // cols, local % cols], axis=-1)
+    return np.where((seg >= 0)[..., None], coords, 0)
+
+
 def patch_counts(spec: ModelSpec, images: np.ndarray) -> tuple[int, int]:
     """(the real patches, the patch slots) a batch holds: its images' patches, and what the model
     computes on (every sequence's max_patches); equal for a fixed batch, which has no padding."""
@@ -116,6 +129,20 @@ def attention_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
         return token_mask(spec, batch)
     seg = segments(spec, batch)  # packed specs have no prefix tokens
     return seg[:, :, None] == seg[:, None, :]
+
+
+def window_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray | None:
+    """(B, tokens, tokens) bool, the window blocks' mask (None without window_size): a patch attends
+    to the patches of its own image in its own window_size x window_size tile, counted from the
+    image's top-left corner (Qwen2.5-VL's windows, which it tiles over 2x2 merge units: the same tiles
+    when the window is whole merge units), a padding token to the padding. Computed from each
+    patch's (row, col), independent of the order a port lays the tiles out in."""
+    if not spec.window_size:
+        return None
+    seg = segments(spec, batch)  # window specs have no prefix tokens
+    tile = patch_coordinates(spec, batch) // spec.window_size  # (B, max_patches, 2)
+    same_tile = (tile[:, :, None] == tile[:, None, :]).all(axis=-1)
+    return (seg[:, :, None] == seg[:, None, :]) & (same_tile | (seg < 0)[:, :, None])
 
 
 def pool_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:

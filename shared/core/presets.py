@@ -286,6 +286,21 @@ PRESETS: dict[str, Preset] = {
         "project's choice: the patches averaged and a Linear 32 -> 10 without bias as the head "
         "(Pixtral's tower has none). 16x16x3 input, 4x4 patches, width 32, 4 heads of 8, 2 blocks.",
     ),
+    "qwen2.5-vl-window-tiny": Preset(
+        _ZOO_TINY.replace(name="qwen2.5-vl-window-tiny", image_height=32, image_width=32, patch_bias=False,
+                          batching="packed", max_patches=64, pack_images=3, class_token=False,
+                          pos_embed="none", pos_embed_class_row=False, window_size=4,
+                          full_attention_blocks=(1,), norm_type="rms_norm", mlp="gated", activation="silu",
+                          rope="axial_half", final_norm="none", pooling="mean"),
+        "Qwen2.5-VL's vision blocks at a tiny size, as Transformers' "
+        "Qwen2_5_VisionTransformerPretrainedModel builds them: 3 images of their own grids (up to 8 x 8 "
+        "patches of 4x4x3) packed into each sequence of 64 tokens; block 0 attends within each image's 4 "
+        "x 4-patch windows (2 x 2 merge units, counted from the image's top-left corner), block 1 over "
+        "the whole image (fullatt_block_indexes); RMSNorm eps 1e-6, q/k/v and output biases, SwiGLU 64 "
+        "with biases, 2-D RoPE with half pairs and shared bands (theta 1e4), no position table, no final "
+        "norm. This project's choice: each image's patches averaged and a Linear 32 -> 10 as the head "
+        "(the tower's 2x2 merger is not modelled yet). Width 32, 4 heads of 8.",
+    ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),
         "lucidrains' vit-pytorch patch embedding at a tiny size: LayerNorm over each flattened "

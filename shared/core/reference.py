@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.core.activations import activation
-from shared.core.batching import attention_mask, pool_mask
+from shared.core.batching import attention_mask, pool_mask, window_mask
 from shared.core.inputs import check_images
 from shared.core.positions import image_positions, sequence_positions
 from shared.core.rotary import RotaryTables, rotary_tables, tables_for_tokens, token_rows
@@ -188,10 +188,11 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     def norm(name: str, y: np.ndarray, place: str) -> np.ndarray:
         return r.param(normalize(spec, w, name, y, place))
 
-    mask = pooled = rows = None
+    mask = pooled = rows = windows = None
     if spec.batching != "fixed":  # each image already patchified at its own grid, padded or packed
         x = r.param(np.asarray(images["patches"], dtype=np.float64))
         mask, pooled = attention_mask(spec, images), pool_mask(spec, images)
+        windows = window_mask(spec, images)  # None without window attention
         rows = token_rows(spec, images) if spec.rope != "none" else None
     else:
         x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
@@ -216,8 +217,9 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     taps["pos_embed"] = x
     if spec.norm_before_blocks:  # CLIP's ln_pre
         x = taps["norm_pre"] = norm("norm_pre", x, "pre")
-    for i in range(spec.depth):
-        x = block(spec, w, i, x, taps, r, mask, rows)
+    for i in range(spec.depth):  # window blocks attend within each image's windows (Qwen2.5-VL's)
+        windowed = windows is not None and i not in spec.full_attention_blocks
+        x = block(spec, w, i, x, taps, r, windows if windowed else mask, rows)
     if spec.final_norm == "tokens":
         x = taps["final_norm"] = norm("final_norm", x, "final")
     tokens = x

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.core.batching import image_grids, segments
+from shared.core.batching import patch_coordinates, segments
 from shared.core.spec import ModelSpec
 
 
@@ -107,14 +107,8 @@ def token_rows(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     its own (row, col); prefix tokens read their own rows, and the padding the first prefix or patch
     row (what a padding token computes is never read)."""
     d = spec.derived
-    grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
-    counts = grids.prod(axis=-1)
-    starts = np.cumsum(counts, axis=1) - counts  # each image's first token in its sequence
-    image = np.maximum(seg, 0)
-    local = np.arange(seg.shape[1])[None] - np.take_along_axis(starts, image, axis=1)
-    cols = np.take_along_axis(grids[..., 1], image, axis=1)
-    rows = d.prefix_tokens + (local // cols) * d.grid_cols + local % cols
-    rows = np.where(seg >= 0, rows, d.prefix_tokens)
+    row, col = np.moveaxis(patch_coordinates(spec, batch), -1, 0)  # (0, 0) on the padding
+    rows = np.where(segments(spec, batch) >= 0, d.prefix_tokens + row * d.grid_cols + col, d.prefix_tokens)
     prefix = np.broadcast_to(np.arange(d.prefix_tokens), (len(batch), d.prefix_tokens))
     return np.concatenate([prefix, rows], axis=1)
 

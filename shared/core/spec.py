@@ -35,7 +35,9 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   own, and the output has a row per image (sequence-major); a naflex spec's learned table
   (`pos_grid_height` x `pos_grid_width`) is resized to each image's own grid by `pos_resample`
   (antialiased, as SigLIP2 and NaFlexVit do) and positions the patches only; RoPE with index
-  coordinates rotates each patch by its row and column within its own image (Pixtral's);
+  coordinates rotates each patch by its row and column within its own image (Pixtral's); with
+  `window_size` the blocks not in `full_attention_blocks` attend within each image's windows only
+  (Qwen2.5-VL's), a mask over the image's own grid whatever order a port tiles it in;
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
   row for the class token when `pos_embed_class_row` is true;
 - a learned table may hold another patch grid than the image's (`pos_grid_height` x
@@ -122,7 +124,7 @@ class ModelSpec(Record):
         "pos_grid_height", "pos_grid_width", "pos_resample",
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
-        "batching", "max_patches", "pack_images",
+        "batching", "max_patches", "pack_images", "window_size", "full_attention_blocks",
     })
 
     # Input and patching.
@@ -161,6 +163,12 @@ class ModelSpec(Record):
     # Grouped-query attention: the blocks' keys and values with this many heads, each shared by
     # heads / kv_heads consecutive query heads (null: heads, plain multi-head attention).
     kv_heads: int | None = None
+    # Window attention (Qwen2.5-VL's, a naflex or packed batch): each image's patches in tiles of
+    # window_size x window_size patches from its top-left corner attend within their own tile (edge
+    # tiles hold what is left); 0: none. full_attention_blocks: the blocks that attend over the whole
+    # image all the same (Qwen2.5-VL's fullatt_block_indexes).
+    window_size: int = 0
+    full_attention_blocks: tuple[int, ...] = ()
     mlp_dim: int = 3072
     mlp: Mlp = "standard"  # standard: fc2(act(fc1 x)); gated: fc2(act(gate x) * fc1 x), SwiGLU with silu
     activation: Activation = "gelu"  # gelu: exact erf; gelu_tanh: tanh; quick_gelu: x*sigmoid(1.702x)
@@ -383,6 +391,7 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("kv_heads", s.kv_heads, f"a positive divisor of heads = {s.heads}, or null")
     _validate_rope(s)
     _validate_batching(s, rows, cols)
+    _validate_windows(s)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
@@ -447,6 +456,31 @@ def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     if s.pooling == "flatten":
         _fail("pooling", s.pooling, f"cls, mean, mean_all or map when batching is {s.batching!r} (flatten "
               "would read the padding)")
+
+
+def _validate_windows(s: ModelSpec) -> None:
+    """Window attention: a tile side in patches over a naflex or packed batch's images (each image's
+    grid is its own; a fixed image is a naflex batch of one), no prefix token (no library windows
+    one), and the full-attention blocks as block indices, each once, in order."""
+    if not is_integer(s.window_size) or not 0 <= s.window_size <= MAX_TOKENS:
+        _fail("window_size", s.window_size,
+              f"an integer from 0 to {MAX_TOKENS:,} (patches per window side; 0: no windows)")
+    blocks = s.full_attention_blocks
+    if not isinstance(blocks, tuple) or any(not is_integer(i) or not 0 <= i < s.depth for i in blocks) \
+            or list(blocks) != sorted(set(blocks)):
+        _fail("full_attention_blocks", blocks,
+              f"block indices from 0 to {s.depth - 1} (depth - 1), each once, in order")
+    if not s.window_size:
+        if blocks:
+            _fail("full_attention_blocks", blocks,
+                  "empty when window_size is 0 (every block attends over the whole image already)")
+        return
+    if s.batching == "fixed":
+        _fail("window_size", s.window_size, "0 when batching is 'fixed' (windows tile each image's own grid "
+              "of a naflex or packed batch; one fixed-size image is a naflex batch of one)")
+    if s.class_token or s.distill_token or s.registers:
+        _fail("window_size", s.window_size,
+              "0 with class, distillation or register tokens (no library puts a prefix token in a window)")
 
 
 def _validate_tokens_and_heads(s: ModelSpec) -> None:
