@@ -31,7 +31,7 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
-from shared.errors import InputError
+from shared.errors import InputError, SpecError
 from shared.teaching.first_divergence import PortTrace, compare_taps, report_lines
 from shared.training.data import load_dataset
 from tests.ports_cache import port
@@ -289,13 +289,17 @@ def test_cli_trace_runs_a_packed_batch_in_a_worker() -> None:
 def test_an_export_of_a_patch_batch_spec_says_it_is_the_one_image_model(tmp_path) -> None:
     """What `convert --to timm` writes for a naflex or packed spec is timm's VisionTransformer of one
     image: the same weights, each image's function (the reference's per-image equality above), and the
-    note says so rather than leave a NaFlex or packing class implied."""
+    note says so rather than leave a NaFlex or packing class implied. A windowed spec is refused: that
+    one-image model attends over the whole image."""
     from shared.checkpoints import export_checkpoint
 
     for spec in (SPEC, PACKED):
         notes = export_checkpoint("timm", spec, init_weights(spec, 0), tmp_path / f"{spec.name}.safetensors")
         said = f"batching {spec.batching!r}: written as the library's model of one image at a time"
         assert said in notes[-1]
+    with pytest.raises(SpecError, match=r"^spec field 'window_size' = 4: expected 0 for an export to timm "):
+        export_checkpoint("timm", WINDOWED, init_weights(WINDOWED, 0), tmp_path / "windowed.safetensors")
+    assert not (tmp_path / "windowed.safetensors").exists()
 
 
 def test_training_refuses_a_patch_batch_spec_in_one_line() -> None:
