@@ -85,7 +85,8 @@ HF_DINOV3_ROTATE = (LibrarySelect("transformers", HF_DINOV3, "rotate_half"),
 HF_PIXTRAL = "transformers.models.pixtral.modeling_pixtral"
 HF_QWEN2_5_VL = "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl"
 PIXTRAL_ROTARY, QWEN_ROTARY = "PixtralVisionRotaryEmbedding", "Qwen2_5_VLVisionRotaryEmbedding"
-HF_2D_POSITIONS = LibrarySelect("transformers", "transformers.vision_utils", "get_vision_position_ids")
+HF_VISION_UTILS = "transformers.vision_utils"
+HF_2D_POSITIONS = LibrarySelect("transformers", HF_VISION_UTILS, "get_vision_position_ids")
 HF_AXES_CONCATENATED = tuple(LibrarySelect("transformers", module, f"{unit}.recomposition_frequencies")
                              for module, unit in ((HF_PIXTRAL, PIXTRAL_ROTARY), (HF_QWEN2_5_VL, QWEN_ROTARY)))
 
@@ -661,6 +662,30 @@ CATALOGUE: tuple[Entry, ...] = (
                                        "Siglip2VisionEmbeddings.resize_positional_embeddings"),
                          LibrarySelect("timm", "timm.models.naflexvit",
                                        "NaFlexEmbeds._apply_learned_naflex_pos_embed"))),
+          framework_default=False),
+    Entry("window_attention", "Window attention: each image's windows, and the blocks that attend whole",
+          "Qwen2.5-VL's blocks attend within windows of 2x2 merge units (8 x 8 patches at its sizes), "
+          "tiled from each image's top-left corner, except the blocks in fullatt_block_indexes, which "
+          "attend over the whole image; a port that hands its window blocks the images' boundaries "
+          "(windows ignored) or windows every block computes another function with every shape right "
+          "(vLLM built this mask wrong, its correctness test passed, and OCR lost about 10 % of words "
+          "on large images)",
+          "ModelSpec.window_size and full_attention_blocks (shared/core/batching.py's window_mask)",
+          "forward", "-", Reference(),
+          alternatives=(
+              Variant("windows ignored", "your port's window blocks attend over the whole image (the "
+                      "images' boundaries handed where the windows' were meant)",
+                      lambda case: t.with_spec(case, window_size=0, full_attention_blocks=())),
+              Variant("every block windowed", "your port windows the full-attention blocks too "
+                      "(fullatt_block_indexes not read)",
+                      lambda case: t.with_spec(case, full_attention_blocks=()))),
+          cases=(On("qwen2.5-vl-window-tiny"),),
+          lesson=Lesson("the window blocks read the window mask, the full ones the batch's",
+                        (Select(unit="VisionTransformer.call", contains=("window_mask",)),
+                         Select(unit="Block.__init__", contains=("windowed",))),
+                        (LibrarySelect("transformers", HF_QWEN2_5_VL,
+                                       "Qwen2_5_VisionTransformerPretrainedModel.forward"),
+                         LibrarySelect("transformers", HF_VISION_UTILS, "get_vision_window_index"))),
           framework_default=False),
 )
 
