@@ -21,6 +21,7 @@ from shared.core.batching import (
     attention_mask,
     grid_batch,
     image_grids,
+    merge_index,
     pool_mask,
     segments,
     valid_rows,
@@ -47,8 +48,11 @@ POSITIONED = get_preset("siglip2-naflex-tiny")
 # Pixtral's: 2-D RoPE (index coordinates, alternating bands), each patch by its row and column in its image.
 ROTARY = get_preset("pixtral-tiny").replace(name="pixtral-packed-tiny", batching="packed", max_patches=16,
                                             pack_images=3)
-# Qwen2.5-VL's: block 0 attends within each image's 4 x 4-patch windows, block 1 over the whole image.
-WINDOWED = get_preset("qwen2.5-vl-window-tiny")
+# Qwen2.5-VL's tower: block 0 attends within each image's 4 x 4-patch windows, block 1 over the whole
+# image, then its 2x2 patch merger; the patches in its processor's merge-block order. RASTER: the same
+# tower on each image's patches row-major.
+QWEN = get_preset("qwen2.5-vl-tiny")
+RASTER = QWEN.replace(name="qwen2.5-vl-tiny-raster", token_order="raster")
 
 
 def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
@@ -98,17 +102,18 @@ def test_packed_probe_batch_masks_and_bounds() -> None:
 
 
 def test_window_mask_tiles_each_image_from_its_corner() -> None:
-    """Qwen2.5-VL's windows as a mask over each image's own grid: a 6 x 8 image's patches in 4 x 4 tiles
-    from its top-left corner (the bottom tiles 2 rows short), a 3 x 3 image (smaller than a window)
-    one tile, and no token reading another image or the padding; the full blocks keep the packed mask."""
-    batch = grid_batch_of(WINDOWED, [[[6, 8], [3, 3], [1, 5]]])
-    windows, seg = window_mask(WINDOWED, batch)[0], segments(WINDOWED, batch)[0]
+    """Qwen2.5-VL's windows as a mask over each image's own grid (raster order, to read it): a 6 x 8
+    image's patches in 4 x 4 tiles from its top-left corner (the bottom tiles 2 rows short), a 2 x 2
+    image (smaller than a window) one tile, and no token reading another image or the padding; the
+    full blocks keep the packed mask."""
+    batch = grid_batch_of(RASTER, [[[6, 8], [2, 2], [2, 4]]])
+    windows, seg = window_mask(RASTER, batch)[0], segments(RASTER, batch)[0]
     first = windows[:48, :48]  # the 6 x 8 image, row-major: token r * 8 + c
     tile = [(r // 4, c // 4) for r in range(6) for c in range(8)]
     assert first.tolist() == [[a == b for b in tile] for a in tile]
     assert windows[:48].sum(axis=1).reshape(6, 8)[:, ::4].tolist() == [[16, 16]] * 4 + [[8, 8]] * 2
-    assert windows[48:57].tolist() == [[j in range(48, 57) for j in range(64)]] * 9  # 3 x 3: one window
-    assert (windows <= attention_mask(WINDOWED, batch)[0]).all()  # never across images or onto padding
+    assert windows[48:52].tolist() == [[j in range(48, 52) for j in range(64)]] * 4  # 2 x 2: one window
+    assert (windows <= attention_mask(RASTER, batch)[0]).all()  # never across images or onto padding
     assert windows[seg < 0][:, seg < 0].all()  # the padding reads the padding: no row fully masked
     assert window_mask(PACKED, probe_batch(PACKED, 1)) is None  # no windows, no mask
 
@@ -120,6 +125,23 @@ def grid_batch_of(spec, grids: list) -> np.ndarray:
     valid = segments(spec, empty) >= 0
     patches = np.random.default_rng(0).standard_normal(shape) * valid[..., None]
     return grid_batch(spec, patches.astype(np.float32), np.asarray(grids, np.int32))
+
+
+def test_merge_block_order_is_the_same_tower_on_the_same_images() -> None:
+    """token_order says how the batch lays each image out, not what is computed: the tower on a batch in
+    merge-block order equals the tower on the same images row-major, to float64 rounding (rotary rows,
+    windows and the merger's gather all follow each patch's (row, col)); the merge index gathers a
+    raster image's 2 x 2 neighbourhoods and is the identity on a merge-block batch."""
+    weights, raster = init_weights(QWEN, 0), probe_batch(RASTER, 4)
+    index = merge_index(RASTER, raster)
+    cols = int(raster["grid"][0, 0, 1])
+    assert index[0, :4].tolist() == [0, 1, cols, cols + 1]  # the first image's first 2 x 2 unit
+    blocks = grid_batch(QWEN, np.take_along_axis(raster["patches"], index[..., None], axis=1), raster["grid"])
+    assert (merge_index(QWEN, blocks) == np.arange(QWEN.max_patches)).all()
+    ours = reference.forward(QWEN, weights, blocks)
+    assert np.abs(ours - reference.forward(RASTER, weights, raster)).max() < 1e-12
+    # the patches read in the other order than the batch's (mlxcel's Qwen3-VL port): another function
+    assert np.abs(ours - reference.forward(RASTER, weights, blocks)).max() > 0.1
 
 
 @pytest.mark.parametrize("spec", [SPEC, MEAN, PACKED, PACKED_MAP, POSITIONED, ROTARY],
@@ -222,18 +244,39 @@ def test_each_ports_window_blocks_read_the_window_mask(framework: str, monkeypat
     the whole image. The port whose window blocks are handed the packed mask instead (windows
     ignored: a kernel given the images' boundaries where the windows' were meant) fails by a margin,
     and so does the reference with every block windowed (the full-attention blocks forgotten)."""
-    weights, batch = init_weights(WINDOWED, 0), probe_batch(WINDOWED, 4)
-    ref = reference.forward(WINDOWED, weights, batch)
-    p = port(framework, WINDOWED)
+    weights, batch = init_weights(QWEN, 0), probe_batch(QWEN, 4)
+    ref = reference.forward(QWEN, weights, batch)
+    p = port(framework, QWEN)
     p.load(weights)
     logits = p.logits(batch)
-    verdict = check_logits(WINDOWED, logits, ref, p.param_count())
+    verdict = check_logits(QWEN, logits, ref, p.param_count())
     assert verdict.passed, f"{framework}: {verdict.reason}"
-    every_block = reference.forward(WINDOWED.replace(full_attention_blocks=()), weights, batch)
-    assert not check_logits(WINDOWED, logits, every_block, p.param_count()).passed
+    every_block = reference.forward(QWEN.replace(full_attention_blocks=()), weights, batch)
+    assert not check_logits(QWEN, logits, every_block, p.param_count()).passed
     module = ports.load_port_module(framework)
     monkeypatch.setattr(module, "window_mask", attention_mask)
-    mutated = check_logits(WINDOWED, p.logits(batch), ref, p.param_count())
+    mutated = check_logits(QWEN, p.logits(batch), ref, p.param_count())
+    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+def test_each_ports_merger_gathers_each_images_merge_units(framework: str, monkeypatch) -> None:
+    """The patch merger in every port on row-major images: each 2 x 2 neighbourhood put side by side
+    by the batch's merge index, and what sits in the padding moves no merged token; the port that
+    merges four consecutive tokens instead (a raster batch read as merge-block order: the merge layout
+    slip of the public Qwen-VL ports in MLX and Swift) fails by a margin."""
+    weights, batch = init_weights(RASTER, 0), probe_batch(RASTER, 4)
+    ref = reference.forward(RASTER, weights, batch)
+    p = port(framework, RASTER)
+    p.load(weights)
+    logits = p.logits(batch)
+    verdict = check_logits(RASTER, logits, ref, p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
+    assert np.array_equal(p.logits(padded_with_noise(RASTER, batch)), logits)
+    module = ports.load_port_module(framework)
+    monkeypatch.setattr(module, "merge_index", lambda s, b: np.broadcast_to(np.arange(s.max_patches),
+                                                                            (len(b), s.max_patches)).copy())
+    mutated = check_logits(RASTER, p.logits(batch), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 
@@ -290,7 +333,7 @@ def test_an_export_of_a_patch_batch_spec_says_it_is_the_one_image_model(tmp_path
     """What `convert --to timm` writes for a naflex or packed spec is timm's VisionTransformer of one
     image: the same weights, each image's function (the reference's per-image equality above), and the
     note says so rather than leave a NaFlex or packing class implied. A windowed spec is refused: that
-    one-image model attends over the whole image."""
+    one-image model attends over the whole image, and one with a patch merger: it has none."""
     from shared.checkpoints import export_checkpoint
 
     for spec in (SPEC, PACKED):
@@ -298,8 +341,11 @@ def test_an_export_of_a_patch_batch_spec_says_it_is_the_one_image_model(tmp_path
         said = f"batching {spec.batching!r}: written as the library's model of one image at a time"
         assert said in notes[-1]
     with pytest.raises(SpecError, match=r"^spec field 'window_size' = 4: expected 0 for an export to timm "):
-        export_checkpoint("timm", WINDOWED, init_weights(WINDOWED, 0), tmp_path / "windowed.safetensors")
-    assert not (tmp_path / "windowed.safetensors").exists()
+        export_checkpoint("timm", QWEN, init_weights(QWEN, 0), tmp_path / "windowed.safetensors")
+    merged = QWEN.replace(window_size=0, full_attention_blocks=())
+    with pytest.raises(SpecError, match=r"^spec field 'merge_size' = 2: expected 1 for an export to hf "):
+        export_checkpoint("hf", merged, init_weights(merged, 0), tmp_path / "merged")
+    assert not list(tmp_path.glob("windowed*")) and not (tmp_path / "merged").exists()
 
 
 def test_training_refuses_a_patch_batch_spec_in_one_line() -> None:

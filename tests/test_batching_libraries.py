@@ -5,7 +5,9 @@ grids (non-square, one a single column, one larger than the table and one smalle
 both enlarged and shrunk), its padding masked. The spec is the converter's reading of the model asked
 for a naflex batch (`--set batching=naflex`: the library's resize read as its convention); the
 reference and every port give the library's output for every image, and the reference its last
-hidden state on the valid tokens."""
+hidden state on the valid tokens. Then the packed towers: Transformers' PixtralVisionModel, and its
+Qwen2.5-VL vision tower (windows, merge-block order, the 2x2 patch merger) on its own processor's
+input."""
 
 from __future__ import annotations
 
@@ -203,15 +205,16 @@ def test_pixtral_vision_model_on_packed_images_of_their_own_sizes() -> None:
 QWEN_GRIDS = [[[6, 8], [2, 2], [4, 2]], [[8, 6], [2, 6], [2, 2]], [[4, 4], [6, 2], [8, 4]]]
 
 
-def qwen2_5_vl_state(spec: ModelSpec, w: dict[str, np.ndarray],
-                     model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The canonical weights on Qwen2_5_VisionTransformerPretrainedModel's names (its merger kept as
-    initialised: the spec has none yet). Its two-frame Conv3d holds the patch kernel in halves: a
-    still image's frames are equal, so the halves sum to the kernel."""
+def qwen2_5_vl_state(spec: ModelSpec, w: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """The canonical weights on Qwen2_5_VisionTransformerPretrainedModel's names. Its two-frame Conv3d
+    holds the patch kernel in halves: a still image's frames are equal, so the halves sum to it."""
     d = spec.dim
     half = w["patch_embed.kernel"].transpose(3, 2, 0, 1) / 2  # (D, C, ph, pw), each frame's share
-    state = {k: v.numpy() for k, v in model.state_dict().items() if k.startswith("merger.")}
-    state["patch_embed.proj.weight"] = np.stack([half, half], axis=2)
+    state = {"patch_embed.proj.weight": np.stack([half, half], axis=2),
+             "merger.ln_q.weight": w["merger.norm.scale"]}
+    for ours, theirs in (("fc1", "0"), ("fc2", "2")):  # its merger's mlp: Linear, GELU, Linear
+        state |= {f"merger.mlp.{theirs}.weight": w[f"merger.{ours}.kernel"].T,
+                  f"merger.mlp.{theirs}.bias": w[f"merger.{ours}.bias"]}
     for i in range(spec.depth):
         c = f"blocks.{i}."  # the same prefix in both
         state |= {c + "norm1.weight": w[c + "norm1.scale"], c + "norm2.weight": w[c + "norm2.scale"]}
@@ -227,62 +230,51 @@ def qwen2_5_vl_state(spec: ModelSpec, w: dict[str, np.ndarray],
     return {k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}
 
 
-def merge_block_patches(image: np.ndarray, p: int) -> np.ndarray:
-    """One NCHW image as Qwen2.5-VL's processor hands it over: its two frames (the image repeated),
-    patches in merge-block order (each 2x2 merge unit's four patches together, the units row-major),
-    each flattened (C, frame, ph, pw)."""
-    c, height, width = image.shape
-    rows, cols = height // p, width // p
-    frames = np.stack([image] * 2)  # (frame, C, H, W)
-    blocks = frames.reshape(2, c, rows // 2, 2, p, cols // 2, 2, p).transpose(2, 5, 3, 6, 1, 0, 4, 7)
-    return blocks.reshape(rows * cols, -1)
-
-
-def test_qwen2_5_vl_window_attention_on_packed_images_of_their_own_sizes() -> None:
-    """Transformers' Qwen2_5_VisionTransformerPretrainedModel attends in windows of 2 x 2 merge units
-    (4 x 4 patches) in block 0 and over each image in block 1: nine images of their own grids
-    (non-square, one smaller than a window) packed three a sequence give its last block's tokens,
-    image by image and taken back from its window order to row-major, in the reference, and every
-    port its tokens' means. Pixtral's bands instead of Qwen's, or its windows ignored, do not."""
+def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
+    """Transformers' Qwen2_5_VisionTransformerPretrainedModel: windows of 2 x 2 merge units (4 x 4
+    patches) in block 0, each whole image in block 1, then its 2x2 patch merger. Nine images of their
+    own grids (non-square, one smaller than a window), packed three a sequence in its processor's
+    merge-block order, are its very input (each patch's (ph, pw, C) as (C, frame, ph, pw), the frame
+    repeated): the reference gives its merged tokens and its last block's tokens (taken back from its
+    window order), and every port the merged tokens' means. Pixtral's bands, the windows ignored or
+    the patches read row-major instead do not."""
     import transformers
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
     from transformers.vision_utils import get_vision_window_index
 
-    spec = get_preset("qwen2.5-vl-window-tiny").replace(num_classes=0)  # the tokens' mean is the output
+    spec = get_preset("qwen2.5-vl-tiny").replace(num_classes=0)  # the merged tokens' mean is the output
     config = transformers.Qwen2_5_VLVisionConfig(
         depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
         spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
-        out_hidden_size=32, hidden_act="silu")
+        out_hidden_size=24, hidden_act="silu")
     model = qwen.Qwen2_5_VisionTransformerPretrainedModel(config).eval()
     w = init_weights(spec, 0)
-    model.load_state_dict(qwen2_5_vl_state(spec, w, model), strict=True)
+    model.load_state_dict(qwen2_5_vl_state(spec, w), strict=True)
     shape = (len(QWEN_GRIDS), spec.max_patches, spec.derived.patch_features)
     grids = np.asarray(QWEN_GRIDS, np.int32)
-    valid = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids)) >= 0
-    patches = np.random.default_rng(0).standard_normal(shape) * valid[..., None]
+    seg = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids))
+    patches = np.random.default_rng(0).standard_normal(shape) * (seg >= 0)[..., None]
     batch = grid_batch(spec, patches.astype(np.float32), grids)
-    images = unpatchified(spec, batch)
-    thw = torch.tensor([[1, i.shape[1] // 4, i.shape[2] // 4] for i in images])
+    ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
+    mine = batch["patches"][seg >= 0].reshape(-1, ph, pw, c).transpose(0, 3, 1, 2)  # (C, ph, pw) a patch
+    thw = torch.tensor([[1, rows, cols] for rows, cols in grids.reshape(-1, 2).tolist()])
     with torch.no_grad():
-        out = model(torch.tensor(np.concatenate([merge_block_patches(i, 4) for i in images])), thw)
+        out = model(torch.tensor(np.stack([mine, mine], axis=2).reshape(len(mine), -1)), thw)
     window_index, _ = get_vision_window_index(thw, spatial_merge_size=2, window_size=16, patch_size=4)
     units = out.last_hidden_state.numpy().reshape(-1, 4, spec.dim)[np.argsort(window_index.numpy())]
-    theirs, start = [], 0  # each image's tokens from merge-block order to row-major
-    for _, rows, cols in thw.tolist():
-        own = units[start: start + rows * cols // 4].reshape(rows // 2, cols // 2, 2, 2, spec.dim)
-        theirs.append(own.transpose(0, 2, 1, 3, 4).reshape(rows * cols, spec.dim))
-        start += rows * cols // 4
-    seg = segments(spec, batch)
 
-    def tokens(s: ModelSpec) -> list[np.ndarray]:
+    def valid(s: ModelSpec, tap: str) -> np.ndarray:  # a tap's valid rows, image after image
         taps: dict[str, np.ndarray] = {}
         reference.forward(s, w, batch, taps)
-        ours = taps[reference.token_tap(s)]
-        return [ours[q][seg[q] == j] for q in range(len(batch)) for j in range(spec.pack_images)]
+        return taps[tap][valid_rows(s, batch, taps[tap])].reshape(-1, taps[tap].shape[-1])
 
-    gaps = {name: max(np.abs(a - b).max() for a, b in zip(tokens(s), theirs, strict=True)) for name, s in (
+    assert np.abs(valid(spec, "block1.out") - units.reshape(-1, spec.dim)).max() <= ATOL
+    theirs = out.pooler_output.numpy()  # its merged tokens, image after image
+    gaps = {name: float(np.abs(valid(s, "merger") - theirs).max()) for name, s in (
         ("qwen", spec), ("pixtral bands", spec.replace(rope_bands="alternating")),
-        ("no windows", spec.replace(window_size=0, full_attention_blocks=())))}
-    assert gaps["qwen"] <= ATOL and min(gaps["pixtral bands"], gaps["no windows"]) > 100 * ATOL, gaps
-    expected = np.stack([t.mean(axis=0) for t in theirs])  # the spec's pooling: each image's mean
+        ("no windows", spec.replace(window_size=0, full_attention_blocks=())),
+        ("read row-major", spec.replace(token_order="raster")))}
+    assert gaps["qwen"] <= ATOL and min(v for k, v in gaps.items() if k != "qwen") > 100 * ATOL, gaps
+    counts = (grids // 2).prod(axis=-1).reshape(-1)  # merged tokens per image
+    expected = np.stack([t.mean(axis=0) for t in np.split(theirs, np.cumsum(counts)[:-1])])
     assert_ports_match(spec, w, batch, expected, ports=ports.NATIVE)

@@ -96,6 +96,10 @@ def test_overrides_parse_types() -> None:
     assert spec.head_hidden == (16, 8) and spec.pos_rows == 10 and spec.dim == 64
 
 
+# quadrant as a packed batch of two images a sequence (no prefix token, no table): what windows and a
+# merger need around them
+PACKED = {"batching": "packed", "pack_images": 2, "max_patches": 8, "pos_embed": "none",
+          "pos_embed_class_row": False, "class_token": False, "pooling": "mean"}
 BAD_SPECS = [
     ({"patch_height": 40}, "patch_height", "at most image_height"),
     ({"patch_width": 32}, "patch_width", "at most image_width"),
@@ -175,6 +179,20 @@ BAD_SPECS = [
     ({"batching": "packed", "pack_images": 3, "max_patches": 13}, "max_patches", "an integer from 3 to 12"),
     ({"batching": "packed", "pack_images": 2, "max_patches": 8, "pos_embed": "none",
       "pos_embed_class_row": False}, "class_token", "False when batching is 'packed' (prefix tokens per"),
+    # window attention and the patch merger (Qwen2.5-VL's): over a naflex or packed batch's own grids
+    ({"window_size": 2}, "window_size", "0 when batching is 'fixed' (windows tile each image's own grid"),
+    ({"full_attention_blocks": (0,)}, "full_attention_blocks", "empty when window_size is 0"),
+    ({**PACKED, "window_size": 2, "full_attention_blocks": (5,)}, "full_attention_blocks",
+     "block indices from 0 to 1 (depth - 1), each once, in order"),
+    ({"token_order": "zigzag"}, "token_order", "one of raster | merge_block"),
+    ({"token_order": "merge_block"}, "token_order", "'raster' when merge_size is 1 (no patch merger)"),
+    ({"merger_dim": 8}, "merger_dim", "0 when merge_size is 1"),
+    ({"merge_size": 2, "merger_dim": 8}, "merge_size", "1 when batching is 'fixed' (the merger reads"),
+    ({**PACKED, "merge_size": 2}, "merger_dim", "a positive width when merge_size is 2"),
+    ({**PACKED, "merge_size": 2, "merger_dim": 8, "max_patches": 6}, "max_patches",
+     "a multiple of merge_size^2 = 4 (the padding, too, forms whole merge units)"),
+    ({**PACKED, "merge_size": 2, "merger_dim": 8, "pooling": "map"}, "pooling",
+     "'mean' when merge_size is 2"),
 ]
 
 

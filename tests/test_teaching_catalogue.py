@@ -37,8 +37,9 @@ ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order",
                     "rope_bands", "rope_1d", "rope_half_reused"}
 ISSUE_36_DEFAULTS = {"rms_norm_eps"}
 # issue 37, item 9: the mask dropped (NaFlex's and packed); each image's positions resized by another
-# method; the window mask built wrong (windows ignored, or the full-attention blocks windowed too)
-ISSUE_37_ENTRIES = {"attention_mask", "naflex_resize", "window_attention"}
+# method; the window mask built wrong (windows ignored, or the full-attention blocks windowed too);
+# raster vs merge-block order
+ISSUE_37_ENTRIES = {"attention_mask", "naflex_resize", "window_attention", "token_order"}
 
 # Smallest gap each demonstration must show (well below what it measures: `compare.py divergences`
 # prints the magnitudes): a demo reporting less has stopped demonstrating its divergence.

@@ -62,6 +62,8 @@ LIBRARY_UNITS = {
     # and where Qwen2.5-VL picks each block's mask and tiles its windows
     "window_attention": {"transformers: Qwen2_5_VisionTransformerPretrainedModel.forward",
                          "transformers: get_vision_window_index"},
+    # and where it lays the patches out block-major and merges four consecutive tokens
+    "token_order": {"transformers: get_vision_position_ids", "transformers: Qwen2_5_VLPatchMerger.forward"},
 }
 
 

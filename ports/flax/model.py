@@ -327,6 +327,22 @@ class AttentionPool(nnx.Module):
         return (y + self.mlp(self.norm(y))).reshape(-1, x.shape[-1])
 
 
+class Merger(nnx.Module):
+    """Qwen's patch merger: each token normed, each merge unit's tokens side by side (the batch's
+    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU."""
+
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+        self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
+        self.norm = norm_layer(spec, spec.dim, "merger", rngs)
+        self.fc1 = nnx.Linear(self.unit, self.unit, dtype=dtype, rngs=rngs)
+        self.act = activation("gelu")
+        self.fc2 = nnx.Linear(self.unit, spec.merger_dim, dtype=dtype, rngs=rngs)
+
+    def __call__(self, x: jax.Array, merge_index: jax.Array) -> jax.Array:
+        h = jnp.take_along_axis(self.norm(x), merge_index[..., None], axis=1)
+        return self.fc2(self.act(self.fc1(h.reshape(h.shape[0], -1, self.unit))))
+
+
 class Head(nnx.Module):
     """Hidden Linear + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
@@ -419,6 +435,7 @@ class VisionTransformer(nnx.Module):
         self.blocks = nnx.List([Block(spec, i, rngs, dtype) for i in range(spec.depth)])
         width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
         self.final_norm = norm_layer(spec, width, "final", rngs) if spec.final_norm != "none" else None
+        self.merger = Merger(spec, rngs, dtype) if spec.merge_size > 1 else None
         self.pool = AttentionPool(spec, rngs, dtype) if spec.pooling == "map" else None
         self.head = Head(spec, rngs, dtype)
         self.head_dist = (nnx.Linear(spec.dim, spec.num_classes, dtype=dtype, rngs=rngs)
@@ -451,12 +468,14 @@ class VisionTransformer(nnx.Module):
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
                  pool_mask: jax.Array | None = None, grids: jax.Array | None = None,
-                 rope_rows: jax.Array | None = None, window_mask: jax.Array | None = None) -> jax.Array:
+                 rope_rows: jax.Array | None = None, window_mask: jax.Array | None = None,
+                 merge_index: jax.Array | None = None) -> jax.Array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
-        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask)."""
+        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -473,6 +492,8 @@ class VisionTransformer(nnx.Module):
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
+        if self.merger is not None:  # Qwen's patch merger: the merged tokens are what is pooled
+            x = t["merger"] = self.merger(x, merge_index)
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling in ("mean", "mean_all") and pool_mask is not None:

@@ -47,6 +47,8 @@ def table(spec: ModelSpec) -> Table:
     pool.norm.{w}                                         pool.norm.{w}
     pool.mlp.{fc}.{w}                                     pool.mlp.{fc}.{w}
     final_norm.{w}                                        final_norm.{w}
+    merger.norm.{w}                                       merger.norm.{w}
+    merger.{fc:fc1|fc2}.{w}                               merger.{fc}.{w}
     head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
     head.out.{w}                                          head.out.{w}
     head_dist.out.{w}                                     head_dist.{w}

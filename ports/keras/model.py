@@ -344,6 +344,23 @@ class AttentionPool(layers.Layer):
         return ops.reshape(y, (-1, ops.shape(y)[-1]))
 
 
+class Merger(layers.Layer):
+    """Qwen's patch merger: each token normed, each merge unit's tokens side by side (the batch's
+    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU."""
+
+    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
+        self.norm = norm_layer(spec, spec.dim, "merger", self.dtype_policy)
+        self.fc1 = layers.Dense(self.unit, dtype=compute)
+        self.act = activation("gelu", compute)
+        self.fc2 = layers.Dense(spec.merger_dim, dtype=compute)
+
+    def call(self, x, merge_index):
+        h = ops.take_along_axis(self.norm(x), ops.expand_dims(merge_index, -1), axis=1)
+        return self.fc2(self.act(self.fc1(ops.reshape(h, (ops.shape(h)[0], -1, self.unit)))))
+
+
 class Head(layers.Layer):
     """Hidden Dense + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
@@ -457,6 +474,7 @@ class VisionTransformer(keras.Model):
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = norm_layer(spec, width, "final", stream)
+        self.merger = Merger(spec, compute, dtype=stream) if spec.merge_size > 1 else None
         self.pool = AttentionPool(spec, compute, dtype=stream) if spec.pooling == "map" else None
         # Without a classifier the head passes the pooled vector on, so it takes the stream's policy:
         # a compute policy would cast the model's output to bfloat16 under mixed precision.
@@ -491,12 +509,13 @@ class VisionTransformer(keras.Model):
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None, grids=None,
-             rope_rows=None, window_mask=None):
+             rope_rows=None, window_mask=None, merge_index=None):
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
-        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask)."""
+        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
@@ -514,6 +533,8 @@ class VisionTransformer(keras.Model):
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
+        if self.merger is not None:  # Qwen's patch merger: the merged tokens are what is pooled
+            x = t["merger"] = self.merger(x, merge_index)
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling in ("mean", "mean_all") and pool_mask is not None:

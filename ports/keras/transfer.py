@@ -44,6 +44,8 @@ def table(spec: ModelSpec) -> Table:
     blocks.{i}.{n:ls1|ls2}.gamma                          blocks.{i}.{n}.gamma
     blocks.{i}.mlp.{fc}.{w}                               blocks.{i}.mlp.{fc}.{w}
     final_norm.{w:scale={gamma}|bias=beta}                  final_norm.{w}
+    merger.norm.{w:scale={gamma}|bias=beta}                 merger.norm.{w}
+    merger.{fc:fc1|fc2}.{w}                               merger.{fc}.{w}
     pool.probe                                            pool.probe
     pool.attn.{p:query|key|value}.{w}                     pool.attn.mha.{p}_dense.{w}
     pool.attn.out.kernel                                  pool.attn.mha.output_dense.kernel

@@ -44,6 +44,9 @@ def table(spec: ModelSpec) -> Table:
     blocks.{i}.mlp.{fc}.kernel                   blocks.{i}.mlp.{fc}.weight     linear
     blocks.{i}.mlp.{fc}.bias                     blocks.{i}.mlp.{fc}.bias
     final_norm.{w:scale=weight|bias}             final_norm.{w}
+    merger.norm.{w:scale=weight|bias}            merger.norm.{w}
+    merger.{fc:fc1|fc2}.kernel                   merger.{fc}.weight             linear
+    merger.{fc:fc1|fc2}.bias                     merger.{fc}.bias
     pool.probe                                   pool.probe
     pool.attn.{p:query|key|value}.kernel         pool.attn.mha.{p}_proj.weight  heads_linear
     pool.attn.{p:query|key|value}.bias           pool.attn.mha.{p}_proj.bias    heads_bias

@@ -300,6 +300,23 @@ class AttentionPool(nn.Module):
         return (y + self.mlp(self.norm(y))).flatten(0, 1)
 
 
+class Merger(nn.Module):
+    """Qwen's patch merger: each token normed, each merge unit's tokens side by side (the batch's
+    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
+        self.norm = norm_layer(spec, spec.dim, "merger")
+        self.fc1 = nn.Linear(self.unit, self.unit)
+        self.act = activation("gelu")
+        self.fc2 = nn.Linear(self.unit, spec.merger_dim)
+
+    def forward(self, x: torch.Tensor, merge_index: torch.Tensor) -> torch.Tensor:
+        h = torch.take_along_dim(self.norm(x), merge_index[..., None], dim=1)
+        return self.fc2(self.act(self.fc1(h.reshape(h.shape[0], -1, self.unit))))
+
+
 class Head(nn.Module):
     """Hidden Linear + activation + dropout layers, then the class logits (none: num_classes 0)."""
 
@@ -384,6 +401,7 @@ class VisionTransformer(nn.Module):
         if spec.final_norm != "none":
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = norm_layer(spec, width, "final")
+        self.merger = Merger(spec) if spec.merge_size > 1 else None
         self.pool = AttentionPool(spec) if spec.pooling == "map" else None
         self.head = Head(spec)
         self.head_dist = nn.Linear(spec.dim, spec.num_classes) if spec.distill_token else None
@@ -413,12 +431,14 @@ class VisionTransformer(nn.Module):
     def forward(self, x: torch.Tensor, taps: Taps = NO_TAPS, key_mask: torch.Tensor | None = None,
                 pool_mask: torch.Tensor | None = None, grids: torch.Tensor | None = None,
                 rope_rows: torch.Tensor | None = None,
-                window_mask: torch.Tensor | None = None) -> torch.Tensor:
+                window_mask: torch.Tensor | None = None,
+                merge_index: torch.Tensor | None = None) -> torch.Tensor:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
-        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask)."""
+        `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
@@ -435,6 +455,8 @@ class VisionTransformer(nn.Module):
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x
+        if self.merger is not None:  # Qwen's patch merger: the merged tokens are what is pooled
+            x = t["merger"] = self.merger(x, merge_index)
         if s.pooling == "cls":
             x = x[:, 0]
         elif s.pooling in ("mean", "mean_all") and pool_mask is not None:

@@ -51,6 +51,9 @@ def table(spec: ModelSpec) -> Table:
     pool.mlp.{fc:fc1|fc2}.kernel      pool.mlp.{fc}.weight          linear
     pool.mlp.{fc:fc1|fc2}.bias        pool.mlp.{fc}.bias
     final_norm.{w:scale=weight|bias}  final_norm.{w}                # on tokens or pooled: one name
+    merger.norm.{w:scale=weight|bias}  merger.norm.{w}
+    merger.{fc:fc1|fc2}.kernel        merger.{fc}.weight            linear
+    merger.{fc:fc1|fc2}.bias          merger.{fc}.bias
     head.hidden.{j}.kernel            head.hidden.{j}.weight        linear
     head.hidden.{j}.bias              head.hidden.{j}.bias
     head.out.kernel                   head.out.weight               linear

@@ -173,10 +173,11 @@ def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
 
     module = format_module(fmt)
     check_tensors(spec, tensors)
-    if spec.window_size:  # the one-image model written for a packed or naflex spec attends globally
-        raise SpecError(f"spec field 'window_size' = {spec.window_size}: expected 0 for an export to {fmt} "
-                        "(the library model written here attends over the whole image; Qwen2.5-VL's "
-                        "windowed tower is not written yet)")
+    for name, none in (("window_size", 0), ("merge_size", 1)):  # what no one-image model written here has
+        if getattr(spec, name) != none:
+            raise SpecError(f"spec field {name!r} = {getattr(spec, name)}: expected {none} for an export to "
+                            f"{fmt} (the library model written here attends over the whole image and has no "
+                            "patch merger; Qwen2.5-VL's tower is not written yet)")
     module.check_exportable(fmt, spec)
     raw = plan(fmt, spec).to_native(tensors)
     if hasattr(module, "finish_export"):  # e.g. drop a bias the library does not have, if zero

@@ -58,7 +58,8 @@ def probe_grids(spec: ModelSpec, batch: int, rng: np.random.Generator) -> np.nda
     fit (each shape once while there are enough). packed: each sequence's images drawn in a seeded
     order among the grids that still leave every later image of the sequence one patch."""
     d, k = spec.derived, spec.pack_images
-    fits = [(r, c) for r in range(1, d.grid_rows + 1) for c in range(1, d.grid_cols + 1)
+    m = spec.merge_size  # with a merger, grids of whole merge units
+    fits = [(r, c) for r in range(m, d.grid_rows + 1, m) for c in range(m, d.grid_cols + 1, m)
             if r * c <= spec.max_patches]
     if spec.batching == "naflex":
         largest = max(fits, key=lambda rc: (rc[0] * rc[1], -abs(rc[0] - rc[1])))
@@ -68,7 +69,7 @@ def probe_grids(spec: ModelSpec, batch: int, rng: np.random.Generator) -> np.nda
     for _ in range(batch):
         left, grids = spec.max_patches, []
         for j in range(k):
-            room = left - (k - j - 1)  # every later image keeps at least one patch
+            room = left - (k - j - 1) * m * m  # every later image keeps at least one merge unit
             grids.append(next(fits[i] for i in rng.permutation(len(fits)) if fits[i][0] * fits[i][1] <= room))
             left -= grids[-1][0] * grids[-1][1]
         sequences.append(grids)
@@ -96,16 +97,50 @@ def segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
 
 
 def patch_coordinates(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
-    """(B, max_patches, 2) int: each patch token's (row, col) within its own image (row-major over
-    that image's grid), (0, 0) on the padding. Rotary rows and windows are read from these."""
+    """(B, max_patches, 2) int: each patch token's (row, col) within its own image, (0, 0) on the
+    padding, as the spec's token_order lays the image out (raster: row-major; merge_block: each merge
+    unit's patches together, row-major within, the units row-major). Rotary rows, windows and the
+    merger are read from these."""
     grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
     counts = grids.prod(axis=-1)
     starts = np.cumsum(counts, axis=1) - counts  # each image's first token in its sequence
     image = np.maximum(seg, 0)
     local = np.arange(seg.shape[1])[None] - np.take_along_axis(starts, image, axis=1)
     cols = np.take_along_axis(grids[..., 1], image, axis=1)
-    coords = np.stack([local // cols, local % cols], axis=-1)
+    if spec.token_order == "merge_block":
+        m = spec.merge_size
+        unit, within = local // (m * m), local % (m * m)
+        units_across = np.maximum(cols // m, 1)
+        coords = np.stack([unit // units_across * m + within // m, unit % units_across * m + within % m], -1)
+    else:
+        coords = np.stack([local // cols, local % cols], axis=-1)
     return np.where((seg >= 0)[..., None], coords, 0)
+
+
+def merge_index(spec: ModelSpec, batch: np.ndarray) -> np.ndarray | None:
+    """(B, max_patches) int, the merger's gather (None without one): slot u * m^2 + s of a sequence
+    holds the token of its merged token u's s-th patch, s = (row % m) * m + col % m; the merged tokens
+    run image by image, each image's merge units row-major (Qwen's order), so a merge_block batch's
+    index is the identity and a raster batch's gathers each 2-D neighbourhood; the padding stays put."""
+    if spec.merge_size == 1:
+        return None
+    m, seg = spec.merge_size, segments(spec, batch)
+    grids = image_grids(spec, batch)
+    counts = grids.prod(axis=-1)
+    starts = np.cumsum(counts, axis=1) - counts
+    image = np.maximum(seg, 0)
+    row, col = np.moveaxis(patch_coordinates(spec, batch), -1, 0)
+    units_across = np.take_along_axis(grids[..., 1], image, axis=1) // m
+    unit = (row // m) * units_across + col // m
+    slot = np.take_along_axis(starts, image, axis=1) + unit * m * m + (row % m) * m + col % m
+    slot = np.where(seg >= 0, slot, np.arange(seg.shape[1])[None])  # each token's slot: a permutation
+    return np.argsort(slot, axis=1, kind="stable")
+
+
+def merged_segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
+    """(B, max_patches / m^2) int: the image each merged token belongs to, -1 padding (an image's merge
+    units fill the slots its patches did)."""
+    return segments(spec, batch)[:, :: spec.merge_size**2]
 
 
 def patch_counts(spec: ModelSpec, images: np.ndarray) -> tuple[int, int]:
@@ -147,8 +182,8 @@ def window_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray | None:
 
 def pool_mask(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     """(B, images, seq_len) bool: the tokens each image pools (mean: its patches; mean_all and map:
-    its prefix tokens too, which only naflex has)."""
-    seg = segments(spec, batch)
+    its prefix tokens too, which only naflex has); with a merger, its merged tokens."""
+    seg = segments(spec, batch) if spec.merge_size == 1 else merged_segments(spec, batch)
     images = np.arange(image_grids(spec, batch).shape[1])
     own = seg[:, None, :] == images[None, :, None]
     prefix = np.full((*own.shape[:2], spec.derived.prefix_tokens), spec.pooling != "mean")
@@ -166,12 +201,15 @@ def check_batch(spec: ModelSpec, batch: np.ndarray, source: str = "input") -> No
                          f"grid) for spec {spec.name!r}, got {got}")
     if len(batch) < 1:
         raise InputError(f"{source}: the batch is empty")
-    d = spec.derived
+    d, m = spec.derived, spec.merge_size
     for i, grids in enumerate(image_grids(spec, batch).tolist()):
         for rows, cols in grids:
             if not (1 <= rows <= d.grid_rows and 1 <= cols <= d.grid_cols):
                 raise InputError(f"{source}: sequence {i} has an image of grid {rows} x {cols}, expected "
                                  f"rows 1..{d.grid_rows} and cols 1..{d.grid_cols}")
+            if rows % m or cols % m:
+                raise InputError(f"{source}: sequence {i} has an image of grid {rows} x {cols}, expected "
+                                 f"rows and cols multiples of merge_size = {m} (whole merge units)")
         total = sum(rows * cols for rows, cols in grids)
         if total > spec.max_patches:
             shown = " + ".join(f"{r} x {c}" for r, c in grids)
@@ -190,6 +228,8 @@ def valid_rows(spec: ModelSpec, batch: np.ndarray | None, tensor: np.ndarray) ->
     mask = token_mask(spec, batch)
     if tensor.shape[1] == spec.derived.num_patches and tensor.shape[1] != mask.shape[1]:
         mask = mask[:, spec.derived.prefix_tokens:]
+    if spec.merge_size > 1 and tensor.shape[1] == spec.derived.num_patches // spec.merge_size**2:
+        mask = merged_segments(spec, batch) >= 0  # the merger's output: merged tokens
     if tensor.shape[:2] != mask.shape:
         return None
     return np.broadcast_to(mask.reshape(*mask.shape, *([1] * (tensor.ndim - 2))), tensor.shape)
@@ -204,6 +244,8 @@ def entry_images(spec: ModelSpec, batch: np.ndarray | None, tensor: np.ndarray) 
     if batch is None or spec.batching != "packed" or np.ndim(tensor) < 3 or len(tensor) != len(batch):
         return None
     seg, k, shape = segments(spec, batch), spec.pack_images, np.shape(tensor)
+    if spec.merge_size > 1 and len(shape) >= 3 and shape[1] == seg.shape[1] // spec.merge_size**2:
+        seg = merged_segments(spec, batch)  # the merger's output: merged tokens
     first = k * np.arange(len(batch))[:, None]  # each sequence's first image's number
     if shape[1] == seg.shape[1]:  # (B, tokens, ...): packed specs have no prefix tokens
         image = np.where(seg >= 0, first + seg, -1)

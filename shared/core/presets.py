@@ -286,20 +286,24 @@ PRESETS: dict[str, Preset] = {
         "project's choice: the patches averaged and a Linear 32 -> 10 without bias as the head "
         "(Pixtral's tower has none). 16x16x3 input, 4x4 patches, width 32, 4 heads of 8, 2 blocks.",
     ),
-    "qwen2.5-vl-window-tiny": Preset(
-        _ZOO_TINY.replace(name="qwen2.5-vl-window-tiny", image_height=32, image_width=32, patch_bias=False,
+    "qwen2.5-vl-tiny": Preset(
+        _ZOO_TINY.replace(name="qwen2.5-vl-tiny", image_height=32, image_width=32, patch_bias=False,
                           batching="packed", max_patches=64, pack_images=3, class_token=False,
                           pos_embed="none", pos_embed_class_row=False, window_size=4,
                           full_attention_blocks=(1,), norm_type="rms_norm", mlp="gated", activation="silu",
-                          rope="axial_half", final_norm="none", pooling="mean"),
-        "Qwen2.5-VL's vision blocks at a tiny size, as Transformers' "
-        "Qwen2_5_VisionTransformerPretrainedModel builds them: 3 images of their own grids (up to 8 x 8 "
-        "patches of 4x4x3) packed into each sequence of 64 tokens; block 0 attends within each image's 4 "
-        "x 4-patch windows (2 x 2 merge units, counted from the image's top-left corner), block 1 over "
-        "the whole image (fullatt_block_indexes); RMSNorm eps 1e-6, q/k/v and output biases, SwiGLU 64 "
-        "with biases, 2-D RoPE with half pairs and shared bands (theta 1e4), no position table, no final "
-        "norm. This project's choice: each image's patches averaged and a Linear 32 -> 10 as the head "
-        "(the tower's 2x2 merger is not modelled yet). Width 32, 4 heads of 8.",
+                          rope="axial_half", final_norm="none", token_order="merge_block", merge_size=2,
+                          merger_dim=24, pooling="mean"),
+        "Qwen2.5-VL's vision tower at a tiny size, as Transformers' "
+        "Qwen2_5_VisionTransformerPretrainedModel builds it: 3 images of their own grids (even, up to 8 x"
+        " 8 patches of 4x4x3) packed into each sequence of 64 tokens in its processor's merge-block order"
+        " (each 2 x 2 merge unit's patches together); block 0 attends within each image's 4 x 4-patch "
+        "windows (2 x 2 merge units from the image's top-left corner), block 1 over the whole image "
+        "(fullatt_block_indexes); RMSNorm eps 1e-6, q/k/v and output biases, SwiGLU 64 with biases, 2-D "
+        "RoPE with half pairs and shared bands (theta 1e4), no position table, no final norm; the patch "
+        "merger (RMSNorm on each token, each unit's 4 tokens side by side, fc2(GELU(fc1 x)) 128 -> 128 ->"
+        " 24). This project's choice: each image's merged tokens averaged and a Linear 24 -> 10 as the "
+        "head. Its two-frame Conv3d is a Conv2d here (a still image's frames are equal: the kernel's "
+        "temporal halves sum to it). Width 32, 4 heads of 8.",
     ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.core.activations import activation
-from shared.core.batching import attention_mask, pool_mask, window_mask
+from shared.core.batching import attention_mask, merge_index, pool_mask, window_mask
 from shared.core.inputs import check_images
 from shared.core.positions import image_positions, sequence_positions
 from shared.core.rotary import RotaryTables, rotary_tables, tables_for_tokens, token_rows
@@ -188,11 +188,12 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     def norm(name: str, y: np.ndarray, place: str) -> np.ndarray:
         return r.param(normalize(spec, w, name, y, place))
 
-    mask = pooled = rows = windows = None
+    mask = pooled = rows = windows = merges = None
     if spec.batching != "fixed":  # each image already patchified at its own grid, padded or packed
         x = r.param(np.asarray(images["patches"], dtype=np.float64))
         mask, pooled = attention_mask(spec, images), pool_mask(spec, images)
         windows = window_mask(spec, images)  # None without window attention
+        merges = merge_index(spec, images)  # None without a patch merger
         rows = token_rows(spec, images) if spec.rope != "none" else None
     else:
         x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
@@ -223,6 +224,8 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     if spec.final_norm == "tokens":
         x = taps["final_norm"] = norm("final_norm", x, "final")
     tokens = x
+    if merges is not None:  # Qwen's patch merger: the merged tokens are what is pooled
+        x = taps["merger"] = merge(spec, w, x, merges, r)
     x = pool(spec, w, x, taps, r, pooled)
     if spec.final_norm == "pooled":
         x = norm("final_norm", x, "final")
@@ -238,6 +241,18 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
         logits = r.compute((logits + distilled) / 2)
     taps["logits"] = logits
     return logits
+
+
+def merge(spec: ModelSpec, w: Tensors, x: np.ndarray, index: np.ndarray, r: Rounding = EXACT) -> np.ndarray:
+    """Qwen's patch merger: each token normed (the spec's norm, the merger's epsilon), the tokens
+    gathered by the batch's merge index (shared/core/batching.py's merge_index) so that each merge
+    unit's merge_size^2 patches are consecutive, concatenated (B, tokens / m^2, m^2 * D), then
+    fc2(GELU(fc1 x)) with exact GELU (Qwen2-VL, Qwen2.5-VL and Qwen3-VL's nn.GELU())."""
+    h = r.param(normalize(spec, w, "merger.norm", x, "merger"))
+    h = np.take_along_axis(h, index[..., None], axis=1)
+    h = h.reshape(h.shape[0], -1, spec.dim * spec.merge_size**2)
+    hidden = r.compute(activation(dense(h, w["merger.fc1.kernel"], w["merger.fc1.bias"], r), "gelu"))
+    return r.param(dense(hidden, w["merger.fc2.kernel"], w["merger.fc2.bias"], r))
 
 
 def token_tap(spec: ModelSpec) -> str:
@@ -256,7 +271,7 @@ def pool(spec: ModelSpec, w: Tensors, x: np.ndarray, taps: Taps | dict, r: Round
     if spec.pooling in ("mean", "mean_all") and mask is not None:
         valid = mask[..., None]  # (B, images, tokens, 1)
         means = np.where(valid, x[:, None], 0.0).sum(axis=2) / valid.sum(axis=2)
-        return r.param(means.reshape(-1, spec.dim))
+        return r.param(means.reshape(-1, x.shape[-1]))  # the tokens' width: dim, or the merger's
     if spec.pooling == "mean":
         return r.param(x[:, spec.derived.prefix_tokens:].mean(axis=1))  # patch tokens only
     if spec.pooling == "mean_all":

@@ -86,6 +86,12 @@ RopeCoords = Literal["index", "centered"]
 # with the even ones on rows and the odd ones on columns (Pixtral).
 RopeBands = Literal["shared", "alternating"]
 ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(RopeBands)
+# The order of each image's patch tokens in a naflex or packed batch (its patches and every token
+# tensor): `raster`, row-major over the image's grid; `merge_block`, Qwen's processor's, the patches of
+# each merge_size x merge_size merge unit together (row-major within it), the units row-major.
+TokenOrder = Literal["raster", "merge_block"]
+TOKEN_ORDERS = get_args(TokenOrder)
+MAX_MERGE = 16  # a merge unit's side (Qwen's: 2)
 # How a batch's images reach the model (shared/core/batching.py): `fixed`, every image image_height x
 # image_width, patchified at the spec's one grid; `naflex`, SigLIP2's NaFlex: each image already
 # patchified at its own grid of rows x cols patches (rows * cols <= max_patches), its tokens padded to
@@ -101,7 +107,7 @@ NORM_TYPES = get_args(NormType)
 # The places a norm stands, each with its own epsilon (Derived.norm_eps): a tower may use one value in
 # its blocks and another elsewhere. Each place but the blocks has a field `<place>_norm_eps`; null
 # there means layer_norm_eps, today's one value for every norm.
-NORM_PLACES = ("patch", "pre", "blocks", "qk", "final", "pool")
+NORM_PLACES = ("patch", "pre", "blocks", "qk", "final", "merger", "pool")
 NORM_EPS_FIELDS = {place: f"{place}_norm_eps" for place in NORM_PLACES if place != "blocks"}
 # The projections a spec may name in `bias_free` (each without its bias), in canonical order: the
 # blocks' query, key, value and output projections, their MLP linears, and the classifier. AIMv2
@@ -125,6 +131,7 @@ class ModelSpec(Record):
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
         "batching", "max_patches", "pack_images", "window_size", "full_attention_blocks",
+        "token_order", "merge_size", "merger_dim",
     })
 
     # Input and patching.
@@ -143,6 +150,7 @@ class ModelSpec(Record):
     # rows, image_width / patch_width columns).
     max_patches: int | None = None
     pack_images: int = 1  # packed: the images in each sequence (1 otherwise)
+    token_order: TokenOrder = "raster"  # raster: each image's patches row-major; merge_block: Qwen's
     # Tokens and positions.
     dim: int = 768
     class_token: bool = True
@@ -180,6 +188,7 @@ class ModelSpec(Record):
     pre_norm_eps: float | None = None  # norm_before_blocks
     qk_norm_eps: float | None = None  # qk_norm's query and key norms
     final_norm_eps: float | None = None  # the final norm, on the tokens or the pooled vector
+    merger_norm_eps: float | None = None  # the patch merger's norm
     pool_norm_eps: float | None = None  # the map pool's norm
     qkv_bias: bool = True  # q, k and v all with a bias (false: none has one)
     # Projections without a bias (BIAS_FREE's names, in its order): a query, key or value alone while
@@ -193,6 +202,12 @@ class ModelSpec(Record):
     rope_coords: RopeCoords = "index"  # index: timm integer grid; centered: DINOv3 [-1, 1] centres, x 2 pi
     rope_ref_grid: tuple[int, ...] = ()  # timm's ref_feat_shape (rows, cols): index coords scaled to it
     rope_bands: RopeBands = "shared"  # shared: head_dim/4 bands on both axes; alternating: Pixtral's
+    # Patch merger (Qwen's, a naflex or packed batch): after the blocks and the final norm each token
+    # is normed (the spec's norm, merger_norm_eps), each image's merge_size x merge_size neighbourhoods
+    # concatenated in (row, col) order, then fc2(GELU(fc1 x)), widths dim * merge_size^2 and
+    # merger_dim; the merged tokens are what is pooled. 1: no merger.
+    merge_size: int = 1
+    merger_dim: int = 0
     # Readout.
     final_norm: FinalNorm = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
     pooling: Pooling = "cls"
@@ -274,7 +289,7 @@ class Derived:
         if s.pos_embed != "none":
             pos_used = pos_grid_rows * pos_grid_cols + positioned_prefix(s)
         pos_total = s.pos_rows if s.pos_rows is not None else pos_used
-        pooled = seq_len * s.dim if s.pooling == "flatten" else s.dim
+        pooled = seq_len * s.dim if s.pooling == "flatten" else s.merger_dim if s.merge_size > 1 else s.dim
         shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled)
         groups: dict[str, int] = {}
         for name, shape in shapes.items():
@@ -392,6 +407,7 @@ def validate_spec(s: ModelSpec) -> None:
     _validate_rope(s)
     _validate_batching(s, rows, cols)
     _validate_windows(s)
+    _validate_merger(s)
     if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
@@ -483,6 +499,41 @@ def _validate_windows(s: ModelSpec) -> None:
               "0 with class, distillation or register tokens (no library puts a prefix token in a window)")
 
 
+def _validate_merger(s: ModelSpec) -> None:
+    """Qwen's patch merger: a unit side over a naflex or packed batch whose padded length holds whole
+    units (each image's grid is checked with the batch: its rows and cols multiples of the side), an
+    output width, and only what reads its merged tokens as they are (their mean, no prefix token);
+    the merge-block token order only with a merger, and no table to resize in it yet."""
+    m = s.merge_size
+    if not is_integer(m) or not 1 <= m <= MAX_MERGE:
+        _fail("merge_size", m,
+              f"an integer from 1 to {MAX_MERGE} (a merge unit's side in patches; 1: no merger)")
+    if not is_integer(s.merger_dim) or not 0 <= s.merger_dim <= FIELD_BOUNDS["dim"]:
+        _fail("merger_dim", s.merger_dim, f"an integer from 0 to {FIELD_BOUNDS['dim']:,}")
+    if m == 1:
+        for name, wanted in (("merger_dim", 0), ("token_order", "raster")):
+            if (value := getattr(s, name)) != wanted:
+                _fail(name, value, f"{wanted!r} when merge_size is 1 (no patch merger)")
+        return
+    if not s.merger_dim:
+        _fail("merger_dim", 0, f"a positive width when merge_size is {m} (the merger's output, Qwen's "
+              "out_hidden_size)")
+    if s.batching == "fixed":
+        _fail("merge_size", m, "1 when batching is 'fixed' (the merger reads each image's own grid of a "
+              "naflex or packed batch; one fixed-size image is a naflex batch of one)")
+    if s.max_patches is not None and s.max_patches % (m * m):
+        _fail("max_patches", s.max_patches, f"a multiple of merge_size^2 = {m * m} (the padding, too, forms "
+              "whole merge units)")
+    if s.class_token or s.distill_token or s.registers:
+        _fail("merge_size", m,
+              "1 with class, distillation or register tokens (no library merges a prefix token)")
+    if s.pooling != "mean":
+        _fail("pooling", s.pooling, f"'mean' when merge_size is {m} (each image's merged tokens averaged)")
+    if s.token_order == "merge_block" and s.pos_embed != "none":
+        _fail("pos_embed", s.pos_embed, "'none' when token_order is 'merge_block' (a table resized to each "
+              "image's grid is laid out row-major only, yet)")
+
+
 def _validate_tokens_and_heads(s: ModelSpec) -> None:
     """The combinations no library builds, refused rather than given a meaning of our own."""
     if s.distill_token:
@@ -505,7 +556,7 @@ def _validate_norm_eps(s: ModelSpec) -> None:
     """Each place's own epsilon: a positive number, and only where a norm stands (null elsewhere, as
     the rotary fields without rope), so a value never sits in a spec without effect."""
     present = {"patch": s.patch_norm_in or s.patch_norm_out, "pre": s.norm_before_blocks, "qk": s.qk_norm,
-               "final": s.final_norm != "none", "pool": s.pooling == "map"}
+               "final": s.final_norm != "none", "merger": s.merge_size > 1, "pool": s.pooling == "map"}
     for place, name in NORM_EPS_FIELDS.items():
         value = getattr(s, name)
         if value is None:
@@ -665,6 +716,10 @@ def canonical_shapes(
             out[p + "ls2.gamma"] = (d,)
     if s.final_norm != "none":
         out |= _norm(s, "final_norm", pooled if s.final_norm == "pooled" else d)
+    if s.merge_size > 1:  # Qwen's patch merger: a norm on each token, then fc1 and fc2 over merge units
+        unit = d * s.merge_size**2
+        out |= _norm(s, "merger.norm", d) | _linear("merger.fc1", unit, unit, True)
+        out |= _linear("merger.fc2", unit, s.merger_dim, True)
     if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
         out["pool.probe"] = (d,)
         out |= _attention(s, "pool.attn.", s.pool_qkv_bias, (), s.heads)  # the pool's k/v: every head

@@ -87,14 +87,23 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
         rows.append(LayerRow("norm_pre", f"B × {d.seq_len} × {s.dim}", _count(s, "norm_pre"),
                              f"{norm} before the blocks (CLIP's ln_pre), eps {d.norm_eps['pre']:g}"))
     for i in range(s.depth):
+        windowed = s.window_size and i not in s.full_attention_blocks  # Qwen2.5-VL's window blocks
+        window = f"; within each image's {s.window_size} × {s.window_size}-patch windows" if windowed else ""
         rows.append(LayerRow(f"blocks.{i}", f"B × {d.seq_len} × {s.dim}", _count(s, f"blocks.{i}."),
-                             _block_note(s)))
+                             _block_note(s) + window))
     if s.final_norm == "tokens":
         rows.append(LayerRow("final_norm", f"B × {d.seq_len} × {s.dim}", _count(s, "final_norm"),
                              f"{norm} on every token, eps {d.norm_eps['final']:g}"))
+    if s.merge_size > 1:
+        m, unit = s.merge_size, s.dim * s.merge_size**2
+        rows.append(LayerRow("merger", f"B × {d.num_patches // m**2} × {s.merger_dim}", _count(s, "merger."),
+                             f"{norm} on each token (eps {d.norm_eps['merger']:g}), each image's {m} × {m} "
+                             f"neighbourhoods side by side ({s.token_order} order in), then MLP "
+                             f"{unit}→{unit}→{s.merger_dim} with GELU (exact): Qwen's patch merger"))
+    merged = f"the {d.num_patches // s.merge_size**2} merged tokens" if s.merge_size > 1 else ""
     pool = {
         "cls": "class token (token 0)",
-        "mean": f"mean of the {d.num_patches} patch tokens",
+        "mean": f"mean of {merged or f'the {d.num_patches} patch tokens'}",
         "mean_all": f"mean of all {d.seq_len} tokens, class token included (keras-hub's gap)",
         "flatten": f"flatten {d.seq_len}×{s.dim} = {d.pooled_dim}",
         "map": f"a learned probe attends over the {d.seq_len} tokens ({s.heads} heads), then "

@@ -679,13 +679,32 @@ CATALOGUE: tuple[Entry, ...] = (
               Variant("every block windowed", "your port windows the full-attention blocks too "
                       "(fullatt_block_indexes not read)",
                       lambda case: t.with_spec(case, full_attention_blocks=()))),
-          cases=(On("qwen2.5-vl-window-tiny"),),
+          cases=(On("qwen2.5-vl-tiny"),),
           lesson=Lesson("the window blocks read the window mask, the full ones the batch's",
                         (Select(unit="VisionTransformer.call", contains=("window_mask",)),
                          Select(unit="Block.__init__", contains=("windowed",))),
                         (LibrarySelect("transformers", HF_QWEN2_5_VL,
                                        "Qwen2_5_VisionTransformerPretrainedModel.forward"),
                          LibrarySelect("transformers", HF_VISION_UTILS, "get_vision_window_index"))),
+          framework_default=False),
+    Entry("token_order", "Each image's patches in merge-block or row-major order",
+          "Qwen's processors hand the tower each image's patches in merge-block order (each 2x2 merge "
+          "unit's four patches together) and the merger puts four consecutive tokens side by side; a "
+          "port that feeds the patches row-major (or reads merge-block patches as row-major) merges "
+          "patches that are not neighbours and rotates each by another position, with every shape "
+          "right (an MLX runtime's Qwen-VL tower emitted raster order; a Swift port had the merge "
+          "layout wrong)", "ModelSpec.token_order (shared/core/batching.py's patch_coordinates, merge_index)",
+          "forward", "-", Reference(),
+          alternatives=(
+              Variant("patches read in the other order", "your port lays each image's patches out in the "
+                      "other order than the batch's (row-major for merge-block, or the reverse)",
+                      lambda case: t.with_spec(case, token_order="raster" if case.spec.token_order ==
+                                               "merge_block" else "merge_block")),),
+          cases=(On("qwen2.5-vl-tiny"),),
+          lesson=Lesson("the merger gathers each merge unit by the batch's index, whatever the order",
+                        (Select(unit="Merger.call"),),
+                        (HF_2D_POSITIONS,
+                         LibrarySelect("transformers", HF_QWEN2_5_VL, "Qwen2_5_VLPatchMerger.forward"))),
           framework_default=False),
 )
 
