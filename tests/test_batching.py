@@ -205,17 +205,18 @@ def test_padding_moves_no_valid_output_and_an_ignored_mask_fails(framework: str,
 
 
 @pytest.mark.parametrize("framework", ports.NATIVE)
-def test_each_ports_per_image_positions_follow_pos_resample(framework: str) -> None:
+@pytest.mark.parametrize("method", ["timm_bicubic_antialias", "big_vision_zoom"], ids=["bicubic", "corners"])
+def test_each_ports_per_image_positions_follow_pos_resample(framework: str, method: str) -> None:
     """The table resized to each image's grid by the spec's method in every port: the same weights
-    with the positions resized by antialiased bicubic (timm's NaFlexVit default) where SigLIP2's
-    antialiased bilinear was meant (the LFM2-VL MLX port's mistake, with bicubic) fail by a margin;
-    each port computes the bicubic spec itself within tolerance."""
-    bicubic = POSITIONED.replace(name="siglip2-naflex-tiny-bicubic", pos_resample="timm_bicubic_antialias")
+    with the positions resized by antialiased bicubic (timm's NaFlexVit default) or by bilinear with
+    corners aligned (Qwen3-VL's) where SigLIP2's antialiased bilinear was meant (the LFM2-VL MLX port's
+    mistake, with bicubic) fail by a margin; each port computes the other spec itself within tolerance."""
+    other = POSITIONED.replace(name=f"siglip2-naflex-tiny-{method}", pos_resample=method)
     weights, batch = init_weights(POSITIONED, 0), probe_batch(POSITIONED, 4)
-    p = port(framework, bicubic)
+    p = port(framework, other)
     p.load(weights)
     logits = p.logits(batch)
-    assert check_logits(bicubic, logits, reference.forward(bicubic, weights, batch), p.param_count()).passed
+    assert check_logits(other, logits, reference.forward(other, weights, batch), p.param_count()).passed
     mutated = check_logits(POSITIONED, logits, reference.forward(POSITIONED, weights, batch), p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 

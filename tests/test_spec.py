@@ -161,7 +161,7 @@ BAD_SPECS = [
     ({"batching": "naflex"}, "max_patches", "an integer from 1 to 4 (up to the 2 x 2 patch grid"),
     ({"batching": "naflex", "max_patches": 5}, "max_patches", "an integer from 1 to 4"),
     ({"batching": "naflex", "max_patches": 4}, "pos_resample", "one of bilinear_antialias, "
-     "timm_bicubic_antialias when batching is 'naflex' with a learned table"),
+     "timm_bicubic_antialias, big_vision_zoom when batching is 'naflex' with a learned table"),
     ({"batching": "naflex", "max_patches": 4, "pos_resample": "bilinear_antialias"}, "pos_embed_class_row",
      "false when batching is 'naflex' (the resized table positions the patches only"),
     ({"batching": "naflex", "max_patches": 4, "pos_embed": "none", "pos_embed_class_row": False,

@@ -58,7 +58,8 @@ LIBRARY_UNITS = {
                        "transformers: generate_block_attention_mask"},
     # and where SigLIP2 and NaFlexVit resize the table to each image's grid
     "naflex_resize": {"transformers: Siglip2VisionEmbeddings.resize_positional_embeddings",
-                      "timm: NaFlexEmbeds._apply_learned_naflex_pos_embed"},
+                      "timm: NaFlexEmbeds._apply_learned_naflex_pos_embed",
+                      "transformers: get_vision_interpolation_indices_and_weights"},
     # and where Qwen2.5-VL picks each block's mask and tiles its windows
     "window_attention": {"transformers: Qwen2_5_VisionTransformerPretrainedModel.forward",
                          "transformers: get_vision_window_index"},

@@ -393,6 +393,11 @@ def image_positions(spec: ModelSpec, table: jax.Array, grids: jax.Array) -> jax.
         # Fixed shapes (the grids are traced under the compiled forward): every image's resize fills the
         # spec's whole (grid_rows, grid_cols) grid at its own scale (scale_and_translate takes it traced,
         # jax.image.resize only a Python shape), and its patches are read from it.
+        if spec.pos_resample == "big_vision_zoom":  # corners on corners, at each image's own coordinates
+            ratio = (source - 1.0) / jnp.maximum(size.astype(jnp.float32) - 1.0, 1.0)
+            rows, cols = (jnp.arange(n) * r for n, r in zip((d.grid_rows, d.grid_cols), ratio, strict=True))
+            points = jnp.meshgrid(rows, cols, jnp.arange(spec.dim), indexing="ij")
+            return jax.scipy.ndimage.map_coordinates(grid, points, **options)
         return jax.image.scale_and_translate(grid, (d.grid_rows, d.grid_cols, spec.dim), (0, 1),
                                              size.astype(jnp.float32) / source, jnp.zeros(2), **options)
 

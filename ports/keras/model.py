@@ -398,12 +398,19 @@ def resample_positions(spec: ModelSpec, table):
 
 
 def resize_weights(size_in: int, sizes_out, length: int, method: str):
-    """(B, length, size_in): each image's antialiased weights along one axis, from the table's size_in
-    rows to its own size (sizes_out (B,), traced): output i centred at (i + 0.5) * in / out, the kernel
+    """(B, length, size_in): each image's weights along one axis, from the table's size_in rows to its
+    own size (sizes_out (B,), traced). Antialiased: output i centred at (i + 0.5) * in / out, the kernel
     stretched by in / out when shrinking, renormalised over the table's taps (shared/core/resample.py's
-    antialiased_weights). Rows from an image's own size on are never read."""
+    antialiased_weights); big_vision_zoom: output i at i * (in - 1) / (out - 1), corners on corners
+    (Qwen3-VL's aligned bilinear), the triangle unstretched. Rows from an image's own size on are never
+    read."""
+    index = ops.arange(length, dtype="float32")[None, :, None]
+    if method == "big_vision_zoom":  # corners on corners: the last output row on the last table row
+        ratio = (size_in - 1) / ops.maximum(ops.cast(sizes_out, "float32") - 1.0, 1.0)[:, None, None]
+        taps = ops.arange(size_in, dtype="float32")[None, None, :]
+        return ops.maximum(1.0 - ops.abs(taps - index * ratio), 0.0)
     step = ops.divide(float(size_in), ops.cast(sizes_out, "float32"))[:, None, None]  # (B, 1, 1)
-    centre = (ops.arange(length, dtype="float32")[None, :, None] + 0.5) * step
+    centre = (index + 0.5) * step
     taps = ops.arange(size_in, dtype="float32")[None, None, :] + 0.5
     weights = IMAGE_RESIZE_KERNELS[method]((taps - centre) / ops.maximum(step, 1.0))
     total = ops.sum(weights, axis=-1, keepdims=True)
@@ -413,7 +420,7 @@ def resize_weights(size_in: int, sizes_out, length: int, method: str):
 
 def image_positions(spec: ModelSpec, table, grids):
     """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
-    IMAGE_RESIZE_KERNELS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
+    resize_weights (spec.pos_resample's) in float32 (SigLIP2's upcast), row-major over its patches; zero
     rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
     d, method = spec.derived, spec.pos_resample
     grid = ops.cast(table[: d.pos_rows_used], "float32")

@@ -375,12 +375,19 @@ def resample_positions(spec: ModelSpec, table: mx.array) -> mx.array:
 
 
 def resize_weights(size_in: int, sizes_out: mx.array, length: int, method: str) -> mx.array:
-    """(B, length, size_in): each image's antialiased weights along one axis, from the table's size_in
-    rows to its own size (sizes_out (B,), traced): output i centred at (i + 0.5) * in / out, the kernel
+    """(B, length, size_in): each image's weights along one axis, from the table's size_in rows to its
+    own size (sizes_out (B,), traced). Antialiased: output i centred at (i + 0.5) * in / out, the kernel
     stretched by in / out when shrinking, renormalised over the table's taps (shared/core/resample.py's
-    antialiased_weights). Rows from an image's own size on are never read."""
+    antialiased_weights); big_vision_zoom: output i at i * (in - 1) / (out - 1), corners on corners
+    (Qwen3-VL's aligned bilinear), the triangle unstretched. Rows from an image's own size on are never
+    read."""
+    index = mx.arange(length, dtype=mx.float32)[None, :, None]
+    if method == "big_vision_zoom":  # corners on corners: the last output row on the last table row
+        ratio = (size_in - 1) / mx.maximum(sizes_out.astype(mx.float32) - 1.0, 1.0)[:, None, None]
+        taps = mx.arange(size_in, dtype=mx.float32)[None, None, :]
+        return mx.maximum(1.0 - mx.abs(taps - index * ratio), 0.0)
     step = size_in / sizes_out.astype(mx.float32)[:, None, None]  # (B, 1, 1)
-    centre = (mx.arange(length, dtype=mx.float32)[None, :, None] + 0.5) * step
+    centre = (index + 0.5) * step
     taps = mx.arange(size_in, dtype=mx.float32)[None, None, :] + 0.5
     weights = IMAGE_RESIZE_KERNELS[method]((taps - centre) / mx.maximum(step, 1.0))
     total = weights.sum(axis=-1, keepdims=True)
@@ -390,7 +397,7 @@ def resize_weights(size_in: int, sizes_out: mx.array, length: int, method: str) 
 
 def image_positions(spec: ModelSpec, table: mx.array, grids: mx.array) -> mx.array:
     """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
-    IMAGE_RESIZE_KERNELS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
+    resize_weights (spec.pos_resample's) in float32 (SigLIP2's upcast), row-major over its patches; zero
     rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
     d, method = spec.derived, spec.pos_resample
     grid = table[: d.pos_rows_used].astype(mx.float32).reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)

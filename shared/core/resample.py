@@ -19,7 +19,8 @@ out[r, c] = sum_ij rows[r, i] * grid[i, j] * cols[c, j]. The methods, each as it
   offset's purpose and DINOv2's assert: the tests check every pair of sizes up to 128).
 - `big_vision_zoom`: big_vision's `resample_posemb`, `scipy.ndimage.zoom(order=1)`: a first-order
   spline sampled at i * (in - 1) / (out - 1), corners on corners (scipy's grid_mode=False), not
-  the half-pixel grid of a bilinear resize.
+  the half-pixel grid of a bilinear resize. It is bilinear with `align_corners=True`, no antialiasing:
+  Qwen3-VL's resize of its 48 x 48 table to each image (`linspace(0, n - 1, size)`).
 - `bilinear`: torch's `F.interpolate(mode="bilinear", align_corners=False, antialias=False)`:
   coordinate (i + 0.5) * in / out - 0.5 clamped at 0, two taps, the last one repeated at the edge.
 - `bilinear_antialias`: torch's antialiased bilinear (SigLIP2's NaFlex, Transformers'

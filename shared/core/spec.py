@@ -74,8 +74,10 @@ PosResample = Literal["none", "timm_bicubic", "timm_bicubic_antialias", "hf_bicu
                       "big_vision_zoom", "bilinear", "bilinear_antialias"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
 # The methods that resize a learned table to each image's grid of a naflex batch: Transformers'
-# Siglip2VisionModel (antialiased bilinear) and timm's NaFlexVit (antialiased bicubic, its default).
-NAFLEX_RESAMPLES = ("bilinear_antialias", "timm_bicubic_antialias")
+# Siglip2VisionModel (antialiased bilinear), timm's NaFlexVit (antialiased bicubic, its default) and
+# Qwen3-VL's bilinear with corners aligned (its fast_pos_embed_interpolate samples linspace(0, n - 1,
+# size): scipy's first-order zoom, big_vision's resample).
+NAFLEX_RESAMPLES = ("bilinear_antialias", "timm_bicubic_antialias", "big_vision_zoom")
 NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)
 # 2-D rotary position embeddings (shared/core/rotary.py): the layout of each head's rotated pairs
 # and the coordinates the angles are computed from.

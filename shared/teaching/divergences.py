@@ -644,24 +644,31 @@ CATALOGUE: tuple[Entry, ...] = (
                                        "Siglip2VisionModel.forward"),
                          LibrarySelect("transformers", HF_PIXTRAL, "generate_block_attention_mask"))),
           framework_default=False),
-    Entry("naflex_resize", "Each image's positions: antialiased bilinear or bicubic",
+    Entry("naflex_resize", "Each image's positions: antialiased bilinear, bicubic, or corners aligned",
           "a NaFlex tower resizes its learned table to every image's own grid in the forward: SigLIP2 by "
           "antialiased bilinear (Transformers' Siglip2VisionEmbeddings, timm's naflexvit_*_siglip), timm's "
-          "NaFlexVit by default antialiased bicubic; an MLX port of LFM2-VL's SigLIP2 tower resized by "
-          "bicubic and lost a third of its top-1 agreement",
-          "ModelSpec.pos_resample (bilinear_antialias / timm_bicubic_antialias) with batching naflex",
-          "forward", "-", Reference(),
+          "NaFlexVit by default antialiased bicubic, Qwen3-VL by bilinear with corners aligned (no "
+          "antialiasing); an MLX port of LFM2-VL's SigLIP2 tower resized by bicubic and lost a third of "
+          "its top-1 agreement",
+          "ModelSpec.pos_resample (bilinear_antialias / timm_bicubic_antialias / big_vision_zoom) with "
+          "batching naflex", "forward", "-", Reference(),
           alternatives=(
               Variant("positions resized by antialiased bicubic", "your port resizes the table to each "
                       "image's grid by F.interpolate(bicubic, antialias=True) (timm's NaFlexVit default)",
-                      pt.resampled_by("timm_bicubic_antialias")),),
+                      pt.resampled_by("timm_bicubic_antialias")),
+              Variant("positions resized with corners aligned", "your port resizes the table to each "
+                      "image's grid by bilinear with align_corners=True (Qwen3-VL's linspace(0, n - 1, size) "
+                      "sampling) where the half-pixel, antialiased grid was meant",
+                      pt.resampled_by("big_vision_zoom"))),
           cases=(On("siglip2-naflex-tiny"),),
           lesson=Lesson("each port resizes the table to every image's grid by the spec's method",
                         (Select(unit="image_positions"),),
                         (LibrarySelect("transformers", "transformers.models.siglip2.modeling_siglip2",
                                        "Siglip2VisionEmbeddings.resize_positional_embeddings"),
                          LibrarySelect("timm", "timm.models.naflexvit",
-                                       "NaFlexEmbeds._apply_learned_naflex_pos_embed"))),
+                                       "NaFlexEmbeds._apply_learned_naflex_pos_embed"),
+                         LibrarySelect("transformers", HF_VISION_UTILS,
+                                       "get_vision_interpolation_indices_and_weights"))),
           framework_default=False),
     Entry("window_attention", "Window attention: each image's windows, and the blocks that attend whole",
           "Qwen2.5-VL's blocks attend within windows of 2x2 merge units (8 x 8 patches at its sizes), "
