@@ -23,6 +23,7 @@ from shared.core.batching import (
     image_grids,
     merge_index,
     pool_mask,
+    position_rows,
     segments,
     valid_rows,
     window_mask,
@@ -53,6 +54,8 @@ ROTARY = get_preset("pixtral-tiny").replace(name="pixtral-packed-tiny", batching
 # tower on each image's patches row-major.
 QWEN = get_preset("qwen2.5-vl-tiny")
 RASTER = QWEN.replace(name="qwen2.5-vl-tiny-raster", token_order="raster")
+# Qwen3-VL's: a learned 4 x 4 table resized to each packed image's grid (corners aligned), merge-block order.
+QWEN3 = get_preset("qwen3-vl-tiny")
 
 
 def padded_with_noise(spec, batch: np.ndarray) -> np.ndarray:
@@ -278,6 +281,27 @@ def test_each_ports_merger_gathers_each_images_merge_units(framework: str, monke
     monkeypatch.setattr(module, "merge_index", lambda s, b: np.broadcast_to(np.arange(s.max_patches),
                                                                             (len(b), s.max_patches)).copy())
     mutated = check_logits(RASTER, p.logits(batch), ref, p.param_count())
+    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+def test_each_ports_packed_positions_follow_each_patchs_place(framework: str, monkeypatch) -> None:
+    """Qwen3-VL's table resized to each of a sequence's images and read by each patch at its (row, col)
+    in merge-block order, in every port, padding moving nothing; the port whose tokens read the
+    resized tables row-major instead (the table added as if the batch were raster: the order slip of
+    an MLX runtime's Qwen3-VL tower) fails by a margin."""
+    weights, batch = init_weights(QWEN3, 0), probe_batch(QWEN3, 4)
+    ref = reference.forward(QWEN3, weights, batch)
+    p = port(framework, QWEN3)
+    p.load(weights)
+    logits = p.logits(batch)
+    verdict = check_logits(QWEN3, logits, ref, p.param_count())
+    assert verdict.passed, f"{framework}: {verdict.reason}"
+    assert np.array_equal(p.logits(padded_with_noise(QWEN3, batch)), logits)
+    module = ports.load_port_module(framework)
+    row_major = QWEN3.replace(token_order="raster")
+    monkeypatch.setattr(module, "position_rows", lambda s, b: position_rows(row_major, b))
+    mutated = check_logits(QWEN3, p.logits(batch), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 

@@ -278,3 +278,65 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     counts = (grids // 2).prod(axis=-1).reshape(-1)  # merged tokens per image
     expected = np.stack([t.mean(axis=0) for t in np.split(theirs, np.cumsum(counts)[:-1])])
     assert_ports_match(spec, w, batch, expected, ports=ports.NATIVE)
+
+
+def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
+    """Transformers' Qwen3VLVisionModel: its learned 4 x 4 table resized to each image's grid by
+    bilinear with corners aligned (`linspace(0, n - 1, size)`) and added in merge-block order, RoPE on
+    top, LayerNorm blocks, its 2x2 merger. The same nine images as Qwen2.5-VL's, packed three a
+    sequence, give its merged tokens in the reference and the merged tokens' means in every port; the
+    table resized antialiased (SigLIP2's) instead does not."""
+    import transformers
+    from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3
+
+    spec = get_preset("qwen3-vl-tiny").replace(num_classes=0)
+    config = transformers.Qwen3VLVisionConfig(
+        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
+        spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=24, num_position_embeddings=16,
+        deepstack_visual_indexes=[])
+    model = qwen3.Qwen3VLVisionModel(config).eval()
+    w = init_weights(spec, 0)
+    half = w["patch_embed.kernel"].transpose(3, 2, 0, 1) / 2  # (D, C, ph, pw), each frame's share
+    state = {"patch_embed.proj.weight": np.stack([half, half], axis=2), "patch_embed.proj.bias":
+             w["patch_embed.bias"], "pos_embed.weight": w["pos_embed"]}
+    for i in range(spec.depth):
+        c = f"blocks.{i}."  # the same prefix in both
+        for norm in ("norm1", "norm2"):
+            state |= {c + norm + ".weight": w[c + norm + ".scale"], c + norm + ".bias": w[c + norm + ".bias"]}
+        for ours, theirs in (("fc1", "linear_fc1"), ("fc2", "linear_fc2")):
+            state |= {c + f"mlp.{theirs}.weight": w[c + f"mlp.{ours}.kernel"].T,
+                      c + f"mlp.{theirs}.bias": w[c + f"mlp.{ours}.bias"]}
+        parts = ("query", "key", "value")
+        state[c + "attn.qkv.weight"] = np.concatenate([w[c + f"attn.{x}.kernel"].reshape(spec.dim, -1).T
+                                                       for x in parts])
+        state[c + "attn.qkv.bias"] = np.concatenate([w[c + f"attn.{x}.bias"].reshape(-1) for x in parts])
+        state[c + "attn.proj.weight"] = w[c + "attn.out.kernel"].reshape(-1, spec.dim).T
+        state[c + "attn.proj.bias"] = w[c + "attn.out.bias"]
+    state |= {"merger.norm.weight": w["merger.norm.scale"], "merger.norm.bias": w["merger.norm.bias"]}
+    for ours, theirs in (("fc1", "linear_fc1"), ("fc2", "linear_fc2")):
+        state |= {f"merger.{theirs}.weight": w[f"merger.{ours}.kernel"].T,
+                  f"merger.{theirs}.bias": w[f"merger.{ours}.bias"]}
+    model.load_state_dict({k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
+    shape = (len(QWEN_GRIDS), spec.max_patches, spec.derived.patch_features)
+    grids = np.asarray(QWEN_GRIDS, np.int32)
+    seg = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids))
+    patches = np.random.default_rng(0).standard_normal(shape) * (seg >= 0)[..., None]
+    batch = grid_batch(spec, patches.astype(np.float32), grids)
+    ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
+    mine = batch["patches"][seg >= 0].reshape(-1, ph, pw, c).transpose(0, 3, 1, 2)  # (C, ph, pw) a patch
+    thw = torch.tensor([[1, rows, cols] for rows, cols in grids.reshape(-1, 2).tolist()])
+    with torch.no_grad():
+        theirs = model(torch.tensor(np.stack([mine, mine], axis=2).reshape(len(mine), -1)), thw).pooler_output
+    theirs = theirs.numpy()
+
+    def merged(s: ModelSpec) -> np.ndarray:  # the merger's valid rows, image after image
+        taps: dict[str, np.ndarray] = {}
+        reference.forward(s, w, batch, taps)
+        return taps["merger"][valid_rows(s, batch, taps["merger"])].reshape(-1, taps["merger"].shape[-1])
+
+    gaps = {name: float(np.abs(merged(s) - theirs).max()) for name, s in (
+        ("qwen3", spec), ("antialiased table", spec.replace(pos_resample="bilinear_antialias")))}
+    assert gaps["qwen3"] <= ATOL and gaps["antialiased table"] > 100 * ATOL, gaps
+    counts = (grids // 2).prod(axis=-1).reshape(-1)  # merged tokens per image
+    expected = np.stack([t.mean(axis=0) for t in np.split(theirs, np.cumsum(counts)[:-1])])
+    assert_ports_match(spec, w, batch, expected, ports=ports.NATIVE)

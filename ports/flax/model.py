@@ -381,10 +381,13 @@ def resample_positions(spec: ModelSpec, table: jax.Array) -> jax.Array:
     return jnp.concatenate([table[:k], grid])
 
 
-def image_positions(spec: ModelSpec, table: jax.Array, grids: jax.Array) -> jax.Array:
-    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
-    RESAMPLE_OPS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
-    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+def image_positions(spec: ModelSpec, table: jax.Array, grids: jax.Array,
+                    position_rows: jax.Array) -> jax.Array:
+    """A naflex or packed batch's positions (B, seq_len, D): the table's grid resized to each
+    image's own by RESAMPLE_OPS[spec.pos_resample] in float32 (SigLIP2's upcast), each image's
+    in the spec's whole grid, the images one after another, and read by each token at its row
+    (shared/core/batching.py's position_rows); zero rows on the prefix tokens and the padding,
+    whose row is -1 (as the reference's shared/core/positions.py)."""
     d, options = spec.derived, RESAMPLE_OPS[spec.pos_resample]
     grid = table[: d.pos_rows_used].astype(jnp.float32).reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
     source = jnp.asarray([d.pos_grid_rows, d.pos_grid_cols], jnp.float32)
@@ -401,16 +404,10 @@ def image_positions(spec: ModelSpec, table: jax.Array, grids: jax.Array) -> jax.
         return jax.image.scale_and_translate(grid, (d.grid_rows, d.grid_cols, spec.dim), (0, 1),
                                              size.astype(jnp.float32) / source, jnp.zeros(2), **options)
 
-    resized = jax.vmap(resize)(grids)  # (B, rows, cols, D)
-    resized = resized.reshape(-1, d.grid_rows * d.grid_cols, spec.dim)
-    # token t of an image with `cols` columns is its patch (t // cols, t % cols); the padding reads none
-    rows, cols = grids[:, :1], grids[:, 1:]  # (B, 1) each
-    token = jnp.arange(d.num_patches)[None]  # (1, tokens)
-    valid = token < rows * cols
-    index = jnp.where(valid, token // cols * d.grid_cols + token % cols, 0)
-    out = jnp.where(valid[..., None], jnp.take_along_axis(resized, index[..., None], axis=1), 0.0)
-    out = jnp.pad(out, ((0, 0), (d.prefix_tokens, 0), (0, 0)))  # the prefix tokens: no row
-    return out.astype(table.dtype)
+    resized = jax.vmap(resize)(grids.reshape(-1, 2))  # every image of every sequence
+    resized = resized.reshape(grids.shape[0], -1, spec.dim)  # each sequence's images, one after another
+    out = jnp.take_along_axis(resized, jnp.maximum(position_rows, 0)[..., None], axis=1)
+    return jnp.where(position_rows[..., None] >= 0, out, 0.0).astype(table.dtype)
 
 
 def masked_mean(x: jax.Array, pool_mask: jax.Array) -> jax.Array:
@@ -455,13 +452,14 @@ class VisionTransformer(nnx.Module):
         tokens = jnp.concatenate(parts)
         return jnp.broadcast_to(tokens, (batch, *tokens.shape))
 
-    def positions(self, grids: jax.Array | None = None) -> jax.Array | None:
+    def positions(self, grids: jax.Array | None = None,
+                  position_rows: jax.Array | None = None) -> jax.Array | None:
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
-        resized to each image's grid (image_positions)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex or packed
+        batch's resized to each image's grid (image_positions)."""
         if self.pos_embed is not None and grids is not None:
-            return image_positions(self.spec, self.pos_embed[...], grids)
+            return image_positions(self.spec, self.pos_embed[...], grids, position_rows)
         if self.pos_embed is None:
             return None if self.pos_table is None else self.pos_table[...]
         table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
@@ -474,19 +472,20 @@ class VisionTransformer(nnx.Module):
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
                  pool_mask: jax.Array | None = None, grids: jax.Array | None = None,
                  rope_rows: jax.Array | None = None, window_mask: jax.Array | None = None,
-                 merge_index: jax.Array | None = None) -> jax.Array:
+                 merge_index: jax.Array | None = None, position_rows: jax.Array | None = None) -> jax.Array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
         `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
-        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index); `position_rows`
+        (B, tokens): the row of the resized tables each token reads (batching.py's position_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = jnp.concatenate([prefix.astype(x.dtype), x], axis=1)
-        table = self.positions(grids)
+        table = self.positions(grids, position_rows)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x)

@@ -15,7 +15,7 @@ from flax import nnx
 
 from ports.flax import transfer
 from ports.flax.model import ATTENTION_PATHS, VisionTransformer
-from shared.core.batching import attention_mask, merge_index, pool_mask, window_mask
+from shared.core.batching import attention_mask, merge_index, pool_mask, position_rows, window_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rotary import token_rows
@@ -101,9 +101,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> jax.Array:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
     # mask, pool mask, grids, rotary rows).
-    x, key_mask, pools, grids, rows, windows, merges = (prepared if isinstance(prepared, tuple)
-                                                        else (prepared, *[None] * 6))
-    return model(x, taps, key_mask, pools, grids, rows, windows, merges)
+    x, key_mask, pools, grids, rows, windows, merges, positions = (
+        prepared if isinstance(prepared, tuple) else (prepared, *[None] * 7))
+    return model(x, taps, key_mask, pools, grids, rows, windows, merges, positions)
 
 
 class Port:
@@ -145,13 +145,14 @@ class Port:
         """Canonical NHWC float32 -> a jax.Array on the device (NHWC is Flax's layout), in the
         parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
         (shared/core/batching.py), each token's rotary row (shared/core/rotary.py), the window
-        mask and the merger's gather (None without window attention, without a merger)."""
+        mask, the merger's gather and each token's row of the resized position tables (None
+        without window attention, a merger, a learned table)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = jax.device_put(np.asarray(images["patches"], dtype=np.float32), self.device)
             masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"],
                      token_rows(self.spec, images), window_mask(self.spec, images),
-                     merge_index(self.spec, images))
+                     merge_index(self.spec, images), position_rows(self.spec, images))
             return patches.astype(self.param_dtype), *(
                 None if m is None else jax.device_put(np.ascontiguousarray(m), self.device) for m in masks)
         return jax.device_put(np.asarray(images, dtype=np.float32), self.device).astype(self.param_dtype)

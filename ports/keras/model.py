@@ -418,28 +418,24 @@ def resize_weights(size_in: int, sizes_out, length: int, method: str):
     return ops.where(total > 0, weights / ops.where(total > 0, total, 1.0), 0.0)
 
 
-def image_positions(spec: ModelSpec, table, grids):
-    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
-    resize_weights (spec.pos_resample's) in float32 (SigLIP2's upcast), row-major over its patches; zero
-    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+def image_positions(spec: ModelSpec, table, grids, position_rows):
+    """A naflex or packed batch's positions (B, seq_len, D): the table's grid resized to each
+    image's own by resize_weights (spec.pos_resample's) in float32 (SigLIP2's upcast), each
+    image's in the spec's whole grid, the images one after another, and read by each token at
+    its row (shared/core/batching.py's position_rows); zero rows on the prefix tokens and the
+    padding, whose row is -1 (as the reference's shared/core/positions.py)."""
     d, method = spec.derived, spec.pos_resample
     grid = ops.cast(table[: d.pos_rows_used], "float32")
     grid = ops.reshape(grid, (d.pos_grid_rows, d.pos_grid_cols, spec.dim))
     # Fixed shapes (the grids are traced under the compiled forward): every image's resize fills the
     # spec's whole (grid_rows, grid_cols) grid, each by its own weights, and its patches are read from it.
-    rows_w = resize_weights(d.pos_grid_rows, grids[:, 0], d.grid_rows, method)
-    cols_w = resize_weights(d.pos_grid_cols, grids[:, 1], d.grid_cols, method)
-    resized = ops.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (B, rows, cols, D)
-    resized = ops.reshape(resized, (-1, d.grid_rows * d.grid_cols, spec.dim))
-    # token t of an image with `cols` columns is its patch (t // cols, t % cols); the padding reads none
-    rows, cols = grids[:, :1], grids[:, 1:]  # (B, 1) each
-    token = ops.arange(d.num_patches, dtype="int32")[None]  # (1, tokens)
-    valid = ops.less(token, rows * cols)
-    index = ops.floor_divide(token, cols) * d.grid_cols + ops.mod(token, cols)
-    index = ops.where(valid, index, 0)
-    index = ops.broadcast_to(index[..., None], (*ops.shape(index), spec.dim))
-    out = ops.where(valid[..., None], ops.take_along_axis(resized, index, axis=1), 0.0)
-    out = ops.pad(out, ((0, 0), (d.prefix_tokens, 0), (0, 0)))  # the prefix tokens: no row
+    sizes = ops.reshape(grids, (-1, 2))  # every image of every sequence
+    rows_w = resize_weights(d.pos_grid_rows, sizes[:, 0], d.grid_rows, method)
+    cols_w = resize_weights(d.pos_grid_cols, sizes[:, 1], d.grid_cols, method)
+    resized = ops.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (images, rows, cols, D)
+    resized = ops.reshape(resized, (ops.shape(grids)[0], -1, spec.dim))  # each sequence's images in turn
+    index = ops.broadcast_to(ops.maximum(position_rows, 0)[..., None], (*ops.shape(position_rows), spec.dim))
+    out = ops.where(position_rows[..., None] >= 0, ops.take_along_axis(resized, index, axis=1), 0.0)
     return ops.cast(out, table.dtype)
 
 
@@ -497,13 +493,13 @@ class VisionTransformer(keras.Model):
         shape = (batch, self.spec.derived.prefix_tokens, self.spec.dim)
         return ops.broadcast_to(ops.concatenate(tokens, axis=0)[None], shape)
 
-    def positions(self, grids=None):
+    def positions(self, grids=None, position_rows=None):
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
-        resized to each image's grid (image_positions)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex or packed
+        batch's resized to each image's grid (image_positions)."""
         if self.pos_embed is not None and grids is not None:
-            return image_positions(self.spec, self.pos_embed, grids)
+            return image_positions(self.spec, self.pos_embed, grids, position_rows)
         if self.pos_embed is None:
             fixed = self.pos_table
             return None if fixed is None else ops.convert_to_tensor(fixed, self.compute_dtype)
@@ -516,19 +512,20 @@ class VisionTransformer(keras.Model):
         return ops.concatenate([table[:k], zeros, table[k:]], axis=0)
 
     def call(self, x, training=False, taps: Taps = NO_TAPS, key_mask=None, pool_mask=None, grids=None,
-             rope_rows=None, window_mask=None, merge_index=None):
+             rope_rows=None, window_mask=None, merge_index=None, position_rows=None):
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
         `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
-        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index); `position_rows`
+        (B, tokens): the row of the resized tables each token reads (batching.py's position_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(ops.shape(x)[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = ops.concatenate([ops.cast(prefix, x.dtype), x], axis=1)
-        table = self.positions(grids)
+        table = self.positions(grids, position_rows)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x, training=training)

@@ -13,7 +13,7 @@ from keras import ops
 
 from ports.keras import transfer
 from ports.keras.model import VisionTransformer
-from shared.core.batching import attention_mask, merge_index, pool_mask, window_mask
+from shared.core.batching import attention_mask, merge_index, pool_mask, position_rows, window_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rotary import token_rows
@@ -193,10 +193,10 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS, training: bool = False) -> Any:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
     # mask, pool mask, grids, rotary rows).
-    x, key_mask, pools, grids, rows, windows, merges = (prepared if isinstance(prepared, tuple)
-                                                        else (prepared, *[None] * 6))
+    x, key_mask, pools, grids, rows, windows, merges, positions = (
+        prepared if isinstance(prepared, tuple) else (prepared, *[None] * 7))
     return model(x, training=training, taps=taps, key_mask=key_mask, pool_mask=pools, grids=grids,
-                 rope_rows=rows, window_mask=windows, merge_index=merges)
+                 rope_rows=rows, window_mask=windows, merge_index=merges, position_rows=positions)
 
 
 class Port:
@@ -215,15 +215,17 @@ class Port:
         with keras.device(self.device):
             self.model = VisionTransformer(spec, compute=compute, dtype=self.param_dtype)
             # Built on one image (of a naflex or packed batch: one sequence's patch rows, every token on
-            # the rotary table's first row and gathered in its own place by a merger; of a naflex batch
-            # with its grid, one patch's, as its positions are resized to each image's grid).
+            # the rotary table's first row and on its resized positions' first, and gathered in its own
+            # place by a merger; each image of one patch, as its positions are resized to its grid).
             rows = (1, spec.derived.num_patches, spec.derived.patch_features)
             image = (1, spec.image_height, spec.image_width, spec.channels)
-            grids = ops.ones((1, 2), "int32") if spec.batching == "naflex" else None
+            learned = spec.batching != "fixed" and spec.pos_embed == "learned"
+            grids = ops.ones((1, spec.pack_images, 2), "int32") if learned else None
+            positions = ops.zeros((1, spec.derived.seq_len), "int32") if learned else None
             rope_rows = None if spec.batching == "fixed" else ops.zeros((1, spec.derived.seq_len), "int32")
             merges = ops.arange(spec.derived.num_patches)[None] if spec.merge_size > 1 else None
             self.model(np.zeros(image if spec.batching == "fixed" else rows, "float32"), grids=grids,
-                       rope_rows=rope_rows, merge_index=merges)
+                       rope_rows=rope_rows, merge_index=merges, position_rows=positions)
         self.set_mode(run_modes(spec, device)[0])  # the default until a measurement chooses
 
     # ---- weights ----------------------------------------------------------------------
@@ -242,14 +244,16 @@ class Port:
         """Canonical NHWC float32 -> a backend tensor on the device (NHWC is Keras' layout), in the
         parameter dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
         (shared/core/batching.py), each token's rotary row (shared/core/rotary.py), the window
-        mask and the merger's gather (None without window attention, without a merger)."""
+        mask, the merger's gather and each token's row of the resized position tables (None
+        without window attention, a merger, a learned table)."""
         check_images(self.spec, images)
         with keras.device(self.device):
             if self.spec.batching != "fixed":
                 patches = np.asarray(images["patches"], dtype=np.float32)
                 masks = (attention_mask(self.spec, images), pool_mask(self.spec, images),
                          np.ascontiguousarray(images["grid"]), token_rows(self.spec, images),
-                         window_mask(self.spec, images), merge_index(self.spec, images))
+                         window_mask(self.spec, images), merge_index(self.spec, images),
+                         position_rows(self.spec, images))
                 return ops.convert_to_tensor(patches, self.param_dtype), *(
                     None if m is None else ops.convert_to_tensor(m) for m in masks)
             return ops.convert_to_tensor(np.asarray(images, dtype=np.float32), self.param_dtype)

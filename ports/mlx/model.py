@@ -395,26 +395,24 @@ def resize_weights(size_in: int, sizes_out: mx.array, length: int, method: str) 
     return mx.where(total > 0, weights / mx.where(total > 0, total, 1.0), 0.0)
 
 
-def image_positions(spec: ModelSpec, table: mx.array, grids: mx.array) -> mx.array:
-    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
-    resize_weights (spec.pos_resample's) in float32 (SigLIP2's upcast), row-major over its patches; zero
-    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+def image_positions(spec: ModelSpec, table: mx.array, grids: mx.array,
+                    position_rows: mx.array) -> mx.array:
+    """A naflex or packed batch's positions (B, seq_len, D): the table's grid resized to each
+    image's own by resize_weights (spec.pos_resample's) in float32 (SigLIP2's upcast), each
+    image's in the spec's whole grid, the images one after another, and read by each token at
+    its row (shared/core/batching.py's position_rows); zero rows on the prefix tokens and the
+    padding, whose row is -1 (as the reference's shared/core/positions.py)."""
     d, method = spec.derived, spec.pos_resample
     grid = table[: d.pos_rows_used].astype(mx.float32).reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
     # Fixed shapes (the grids are traced under the compiled forward): every image's resize fills the
     # spec's whole (grid_rows, grid_cols) grid, each by its own weights, and its patches are read from it.
-    rows_w = resize_weights(d.pos_grid_rows, grids[:, 0], d.grid_rows, method)
-    cols_w = resize_weights(d.pos_grid_cols, grids[:, 1], d.grid_cols, method)
-    resized = mx.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (B, rows, cols, D)
-    resized = resized.reshape(-1, d.grid_rows * d.grid_cols, spec.dim)
-    # token t of an image with `cols` columns is its patch (t // cols, t % cols); the padding reads none
-    rows, cols = grids[:, :1], grids[:, 1:]  # (B, 1) each
-    token = mx.arange(d.num_patches)[None]  # (1, tokens)
-    valid = token < rows * cols
-    index = mx.where(valid, (token // cols) * d.grid_cols + token % cols, 0)
-    out = mx.where(valid[..., None], mx.take_along_axis(resized, index[..., None], axis=1), 0.0)
-    out = mx.pad(out, ((0, 0), (d.prefix_tokens, 0), (0, 0)))  # the prefix tokens: no row
-    return out.astype(table.dtype)
+    sizes = grids.reshape(-1, 2)  # every image of every sequence
+    rows_w = resize_weights(d.pos_grid_rows, sizes[:, 0], d.grid_rows, method)
+    cols_w = resize_weights(d.pos_grid_cols, sizes[:, 1], d.grid_cols, method)
+    resized = mx.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (images, rows, cols, D)
+    resized = resized.reshape(grids.shape[0], -1, spec.dim)  # each sequence's images, one after another
+    out = mx.take_along_axis(resized, mx.maximum(position_rows, 0)[..., None], axis=1)
+    return mx.where(position_rows[..., None] >= 0, out, 0.0).astype(table.dtype)
 
 
 def masked_mean(x: mx.array, pool_mask: mx.array) -> mx.array:
@@ -462,13 +460,14 @@ class VisionTransformer(nn.Module):
         shape = (batch, self.spec.derived.prefix_tokens, self.spec.dim)
         return mx.broadcast_to(mx.concatenate(tokens), shape) if tokens else None
 
-    def positions(self, grids: mx.array | None = None) -> mx.array | None:
+    def positions(self, grids: mx.array | None = None,
+                  position_rows: mx.array | None = None) -> mx.array | None:
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
-        resized to each image's grid (image_positions)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex or packed
+        batch's resized to each image's grid (image_positions)."""
         if self.pos_embed is not None and grids is not None:
-            return image_positions(self.spec, self.pos_embed, grids)
+            return image_positions(self.spec, self.pos_embed, grids, position_rows)
         if self.pos_embed is None:
             # set_dtype casts parameters only: the fixed table follows the patch embedding's dtype.
             fixed = self._pos_table
@@ -483,19 +482,20 @@ class VisionTransformer(nn.Module):
     def __call__(self, x: mx.array, taps: Taps = NO_TAPS, key_mask: mx.array | None = None,
                  pool_mask: mx.array | None = None, grids: mx.array | None = None,
                  rope_rows: mx.array | None = None, window_mask: mx.array | None = None,
-                 merge_index: mx.array | None = None) -> mx.array:
+                 merge_index: mx.array | None = None, position_rows: mx.array | None = None) -> mx.array:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
         `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
-        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index); `position_rows`
+        (B, tokens): the row of the resized tables each token reads (batching.py's position_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = mx.concatenate([prefix.astype(x.dtype), x], axis=1)
-        table = self.positions(grids)
+        table = self.positions(grids, position_rows)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x)

@@ -352,22 +352,26 @@ def resample_positions(spec: ModelSpec, table: torch.Tensor) -> torch.Tensor:
     return torch.cat([table[:k], grid.permute(0, 2, 3, 1).reshape(d.num_patches, spec.dim)])
 
 
-def image_positions(spec: ModelSpec, table: torch.Tensor, grids: torch.Tensor) -> torch.Tensor:
-    """A naflex batch's positions (B, seq_len, D): the table's grid resized to each image's own by
-    RESAMPLE_OPS[spec.pos_resample] in float32 (SigLIP2's upcast), row-major over its patches; zero
-    rows on the prefix tokens and the padding (as the reference's shared/core/positions.py)."""
+def image_positions(spec: ModelSpec, table: torch.Tensor, grids: torch.Tensor,
+                    position_rows: torch.Tensor) -> torch.Tensor:
+    """A naflex or packed batch's positions (B, seq_len, D): the table's grid resized to each
+    image's own by RESAMPLE_OPS[spec.pos_resample] in float32 (SigLIP2's upcast), each image's
+    in the spec's whole grid, the images one after another, and read by each token at its row
+    (shared/core/batching.py's position_rows); zero rows on the prefix tokens and the padding,
+    whose row is -1 (as the reference's shared/core/positions.py)."""
     d, options = spec.derived, RESAMPLE_OPS[spec.pos_resample]
     grid = table[: d.pos_rows_used].float().reshape(1, d.pos_grid_rows, d.pos_grid_cols, spec.dim)
     # (1, D, rows, cols) held channels-last with every stride dense: torch's antialiased resize to one
     # column repeats the first row of a contiguous NCHW grid, and of Transformers 4.x's
     # permute(2, 0, 1).unsqueeze(0) (its batch stride D) (measured, torch 2.14 CPU).
     grid = grid.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
-    out = grid.new_zeros(len(grids), d.seq_len, spec.dim)
-    for b, (rows, cols) in enumerate(grids.tolist()):  # a loop, as Siglip2VisionEmbeddings
-        resized = F.interpolate(grid, size=(rows, cols), **options)
-        start = d.prefix_tokens
-        out[b, start: start + rows * cols] = resized[0].flatten(1).T
-    return out.to(table.dtype)
+    sizes = grids.reshape(-1, 2).tolist()  # every image of every sequence
+    resized = grid.new_zeros(len(sizes), d.grid_rows, d.grid_cols, spec.dim)
+    for i, (rows, cols) in enumerate(sizes):  # a loop, as Siglip2VisionEmbeddings
+        resized[i, :rows, :cols] = F.interpolate(grid, size=(rows, cols), **options)[0].permute(1, 2, 0)
+    resized = resized.reshape(len(grids), -1, spec.dim)  # each sequence's images, one after another
+    out = torch.take_along_dim(resized, position_rows.clamp(min=0)[..., None], dim=1)
+    return torch.where(position_rows[..., None] >= 0, out, 0.0).to(table.dtype)
 
 
 def masked_mean(x: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
@@ -412,13 +416,14 @@ class VisionTransformer(nn.Module):
                   if t is not None]
         return torch.cat(tokens).expand(batch, -1, -1) if tokens else None
 
-    def positions(self, grids: torch.Tensor | None = None) -> torch.Tensor | None:
+    def positions(self, grids: torch.Tensor | None = None,
+                  position_rows: torch.Tensor | None = None) -> torch.Tensor | None:
         """The table added to the whole sequence: a learned table's grid resampled to the image's
         (resample_positions), then zero rows for the prefix tokens it has no row for
-        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex batch's
-        resized to each image's grid (image_positions)."""
+        (shared/core/positions.py's sequence_positions; adding zero is exact); a naflex or packed
+        batch's resized to each image's grid (image_positions)."""
         if self.pos_embed is not None and grids is not None:
-            return image_positions(self.spec, self.pos_embed, grids)
+            return image_positions(self.spec, self.pos_embed, grids, position_rows)
         if self.pos_embed is None:
             return getattr(self, "pos_table", None)
         table = resample_positions(self.spec, self.pos_embed[: self.spec.derived.pos_rows_used])
@@ -432,19 +437,21 @@ class VisionTransformer(nn.Module):
                 pool_mask: torch.Tensor | None = None, grids: torch.Tensor | None = None,
                 rope_rows: torch.Tensor | None = None,
                 window_mask: torch.Tensor | None = None,
-                merge_index: torch.Tensor | None = None) -> torch.Tensor:
+                merge_index: torch.Tensor | None = None,
+                position_rows: torch.Tensor | None = None) -> torch.Tensor:
         """`key_mask`: a naflex batch's key-padding mask (B, tokens) or a packed batch's block-diagonal
         (B, tokens, tokens); `pool_mask` (B, images, tokens): the tokens each image pools (both
         shared/core/batching.py's); `grids`: each sequence's image grids (its `grid` field);
         `rope_rows` (B, tokens): each token's rotary row (shared/core/rotary.py's token_rows);
         `window_mask` (B, tokens, tokens): the window blocks' mask (batching.py's window_mask);
-        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index)."""
+        `merge_index` (B, tokens): the merger's gather (batching.py's merge_index); `position_rows`
+        (B, tokens): the row of the resized tables each token reads (batching.py's position_rows)."""
         s, t = self.spec, taps
         x = t["patch_embed"] = self.patch_embed(x)
         prefix = self.prefix(x.shape[0])
         if prefix is not None:  # [class, distillation, registers] then the patches
             x = torch.cat([prefix.to(x.dtype), x], dim=1)
-        table = self.positions(grids)
+        table = self.positions(grids, position_rows)
         if table is not None:
             x = x + table
         x = t["pos_embed"] = self.pos_drop(x)

@@ -12,7 +12,7 @@ import torch.nn.functional as F  # noqa: N812
 
 from ports.torch import transfer
 from ports.torch.model import ATTENTION_PATHS, NARROW_HEAD, VisionTransformer
-from shared.core.batching import attention_mask, merge_index, pool_mask, window_mask
+from shared.core.batching import attention_mask, merge_index, pool_mask, position_rows, window_mask
 from shared.core.inputs import check_images
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rotary import token_rows
@@ -104,9 +104,9 @@ def run_modes(spec: ModelSpec, device_class: str) -> tuple[str, ...]:
 def call(model: Any, prepared: Any, taps: Taps = NO_TAPS) -> torch.Tensor:
     # The model on what `prepare` made: images, or a naflex or packed batch's (patches, attention
     # mask, pool mask, grids, rotary rows).
-    x, key_mask, pools, grids, rows, windows, merges = (prepared if isinstance(prepared, tuple)
-                                                        else (prepared, *[None] * 6))
-    return model(x, taps, key_mask, pools, grids, rows, windows, merges)
+    x, key_mask, pools, grids, rows, windows, merges, positions = (
+        prepared if isinstance(prepared, tuple) else (prepared, *[None] * 7))
+    return model(x, taps, key_mask, pools, grids, rows, windows, merges, positions)
 
 
 class Port:
@@ -144,13 +144,14 @@ class Port:
         """Canonical NHWC float32 -> NCHW on the device (torch's native layout), in the parameter
         dtype; a naflex or packed batch -> its patches, attention mask, pool mask, image grids
         (shared/core/batching.py), each token's rotary row (shared/core/rotary.py), the window
-        mask and the merger's gather (None without window attention, without a merger)."""
+        mask, the merger's gather and each token's row of the resized position tables (None
+        without window attention, a merger, a learned table)."""
         check_images(self.spec, images)
         if self.spec.batching != "fixed":
             patches = torch.from_numpy(np.ascontiguousarray(images["patches"]))
             masks = (attention_mask(self.spec, images), pool_mask(self.spec, images), images["grid"],
                      token_rows(self.spec, images), window_mask(self.spec, images),
-                     merge_index(self.spec, images))
+                     merge_index(self.spec, images), position_rows(self.spec, images))
             return patches.to(self.device, self.param_dtype), *(
                 None if m is None else torch.from_numpy(np.ascontiguousarray(m)).to(self.device)
                 for m in masks)

@@ -117,6 +117,20 @@ def patch_coordinates(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     return np.where((seg >= 0)[..., None], coords, 0)
 
 
+def position_rows(spec: ModelSpec, batch: np.ndarray) -> np.ndarray | None:
+    """(B, seq_len) int, the row each token reads of its sequence's resized tables (None without a
+    learned table): image j's table resized to its grid and held in the spec's whole grid_rows x
+    grid_cols, the images one after another, so patch (row, col) of image j reads row
+    j * grid_rows * grid_cols + row * grid_cols + col, in whatever order the batch lays it out;
+    -1 (no position) for the prefix tokens and the padding."""
+    if spec.pos_embed != "learned":
+        return None
+    d, seg = spec.derived, segments(spec, batch)
+    row, col = np.moveaxis(patch_coordinates(spec, batch), -1, 0)
+    rows = np.where(seg >= 0, (seg * d.grid_rows + row) * d.grid_cols + col, -1)
+    return np.concatenate([np.full((len(batch), d.prefix_tokens), -1), rows], axis=1)
+
+
 def merge_index(spec: ModelSpec, batch: np.ndarray) -> np.ndarray | None:
     """(B, max_patches) int, the merger's gather (None without one): slot u * m^2 + s of a sequence
     holds the token of its merged token u's s-th patch, s = (row % m) * m + col % m; the merged tokens

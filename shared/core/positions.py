@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.core.batching import image_grids, position_rows
 from shared.core.resample import resample_grid
 from shared.core.spec import ModelSpec, positioned_prefix
 
@@ -62,20 +63,22 @@ def resampled_table(spec: ModelSpec, learned: np.ndarray) -> np.ndarray:
     return np.concatenate([table[:k], patches.reshape(d.num_patches, spec.dim)])
 
 
-def image_positions(spec: ModelSpec, learned: np.ndarray, grids: np.ndarray) -> np.ndarray:
-    """A naflex batch's (B, seq_len, D) positions: for each sequence the table's grid resized to its
-    image's (rows, cols) by `spec.pos_resample` and laid out row-major over its patches, as
-    Transformers' `Siglip2VisionEmbeddings.resize_positional_embeddings` and timm's NaFlexEmbeds
-    compute it; zero rows for the prefix tokens (the table positions the patches only) and the
-    padding (what a padding token holds moves no valid output)."""
+def image_positions(spec: ModelSpec, learned: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    """A naflex or packed batch's (B, seq_len, D) positions: the table's grid resized to each image's
+    (rows, cols) by `spec.pos_resample` and read by each of its patches at its (row, col)
+    (batching.py's position_rows), as Transformers' `Siglip2VisionEmbeddings.resize_positional_embeddings`,
+    timm's NaFlexEmbeds and Qwen3-VL's interpolated table compute it; zero rows for the prefix tokens
+    (the table positions the patches only) and the padding (what a padding token holds moves no valid
+    output)."""
     d = spec.derived
     grid = learned[: d.pos_rows_used].reshape(d.pos_grid_rows, d.pos_grid_cols, spec.dim)
-    out = np.zeros((len(grids), d.seq_len, spec.dim))
-    for b, (rows, cols) in enumerate(np.asarray(grids).tolist()):
-        start = d.prefix_tokens
-        resized = resample_grid(grid, rows, cols, spec.pos_resample)
-        out[b, start: start + rows * cols] = resized.reshape(-1, spec.dim)
-    return out
+    grids = image_grids(spec, batch)  # (B, images, 2)
+    tables = np.zeros((*grids.shape[:2], d.grid_rows, d.grid_cols, spec.dim))  # each image's, spec grid
+    for (b, j), (rows, cols) in zip(np.ndindex(grids.shape[:2]), grids.reshape(-1, 2).tolist(), strict=True):
+        tables[b, j, :rows, :cols] = resample_grid(grid, rows, cols, spec.pos_resample)
+    index = position_rows(spec, batch)
+    picked = np.take_along_axis(tables.reshape(len(batch), -1, spec.dim), np.maximum(index, 0)[..., None], 1)
+    return np.where(index[..., None] >= 0, picked, 0.0)
 
 
 def unpositioned(spec: ModelSpec) -> int:

@@ -32,9 +32,10 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   and pooling off the padding, and only the valid tokens are compared; `packed` (Pixtral's): each
   sequence of `max_patches` tokens holds `pack_images` images one after another, attention is
   block-diagonal (each image's tokens attend to that image's only), each image is pooled on its
-  own, and the output has a row per image (sequence-major); a naflex spec's learned table
+  own, and the output has a row per image (sequence-major); a naflex or packed spec's learned table
   (`pos_grid_height` x `pos_grid_width`) is resized to each image's own grid by `pos_resample`
-  (antialiased, as SigLIP2 and NaFlexVit do) and positions the patches only; RoPE with index
+  (antialiased, as SigLIP2 and NaFlexVit do; corners aligned, as Qwen3-VL) and positions the
+  patches only; RoPE with index
   coordinates rotates each patch by its row and column within its own image (Pixtral's); with
   `window_size` the blocks not in `full_attention_blocks` attend within each image's windows only
   (Qwen2.5-VL's), a mask over the image's own grid whatever order a port tiles it in;
@@ -428,8 +429,8 @@ def validate_spec(s: ModelSpec) -> None:
 def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     """`naflex`: a padded length every image's grid can fill; `packed`: pack_images images, each of
     one patch at least and its whole grid at most, in max_patches tokens; and only what reads tokens
-    by position in the sequence refused (a table only as a naflex batch's learned one, rotary coordinates
-    only by index, no prefix tokens in a packed sequence)."""
+    by position in the sequence refused (a table only as a learned one resized to each image, rotary
+    coordinates only by index, no prefix tokens in a packed sequence)."""
     if s.batching not in BATCHINGS:
         _fail("batching", s.batching, f"one of {', '.join(BATCHINGS)}")
     if s.batching != "packed" and s.pack_images != 1:
@@ -452,18 +453,17 @@ def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     why = "coordinates that depend on each image's size are not built per image yet"
     if s.rope != "none":
         refused |= {"rope_coords": (s.rope_coords, "index", why), "rope_ref_grid": (s.rope_ref_grid, (), why)}
-    if s.batching == "naflex" and s.pos_embed == "learned":  # SigLIP2's: resized to each image's grid
+    if s.pos_embed == "learned":  # SigLIP2's, Qwen3-VL's: resized to each image's grid
         if s.pos_resample not in NAFLEX_RESAMPLES:
             _fail("pos_resample", s.pos_resample, f"one of {', '.join(NAFLEX_RESAMPLES)} when batching is "
-                  "'naflex' with a learned table (the table is resized to each image's own grid)")
+                  f"{s.batching!r} with a learned table (the table is resized to each image's own grid)")
         if positioned_prefix(s):
             name = "pos_embed_register_rows" if s.pos_embed_register_rows else "pos_embed_class_row"
-            _fail(name, True, "false when batching is 'naflex' (the resized table positions the patches "
-                  "only, as NaFlexVit and Siglip2VisionModel do)")
+            _fail(name, True, f"false when batching is {s.batching!r} (the resized table positions the "
+                  "patches only, as NaFlexVit, Siglip2VisionModel and Qwen3-VL do)")
     elif s.pos_embed != "none":
-        wanted = "'learned' (resized to each image's grid) or 'none'" if s.batching == "naflex" else "'none'"
-        _fail("pos_embed", s.pos_embed, f"{wanted} when batching is {s.batching!r} (a table per image "
-              "grid is built for a naflex batch's learned table only)")
+        _fail("pos_embed", s.pos_embed, f"'learned' (resized to each image's grid) or 'none' when batching "
+              f"is {s.batching!r} (a table per image grid is built for a learned table only)")
     if s.batching == "packed":  # Pixtral's: no token of its own before an image's patches
         why = "prefix tokens per packed image are not built yet"
         refused |= {"class_token": (s.class_token, False, why),
@@ -505,7 +505,7 @@ def _validate_merger(s: ModelSpec) -> None:
     """Qwen's patch merger: a unit side over a naflex or packed batch whose padded length holds whole
     units (each image's grid is checked with the batch: its rows and cols multiples of the side), an
     output width, and only what reads its merged tokens as they are (their mean, no prefix token);
-    the merge-block token order only with a merger, and no table to resize in it yet."""
+    the merge-block token order only with a merger."""
     m = s.merge_size
     if not is_integer(m) or not 1 <= m <= MAX_MERGE:
         _fail("merge_size", m,
@@ -531,9 +531,6 @@ def _validate_merger(s: ModelSpec) -> None:
               "1 with class, distillation or register tokens (no library merges a prefix token)")
     if s.pooling != "mean":
         _fail("pooling", s.pooling, f"'mean' when merge_size is {m} (each image's merged tokens averaged)")
-    if s.token_order == "merge_block" and s.pos_embed != "none":
-        _fail("pos_embed", s.pos_embed, "'none' when token_order is 'merge_block' (a table resized to each "
-              "image's grid is laid out row-major only, yet)")
 
 
 def _validate_tokens_and_heads(s: ModelSpec) -> None:
