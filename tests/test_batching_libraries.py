@@ -11,6 +11,8 @@ input."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -21,9 +23,8 @@ from shared.core import reference
 from shared.core.batching import grid_batch, segments, valid_rows
 from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
-from shared.core.spec import ModelSpec
-from shared.core.weights import init_weights
-from shared.errors import SpecError
+from shared.core.spec import ModelSpec, tensor_fields_differ
+from shared.errors import SpecError, WeightsError
 from shared.your_model.proposal import propose_spec
 from tests.checkpoints_support import ATOL, assert_ports_match, perturbed, state_dict
 
@@ -201,55 +202,21 @@ def test_pixtral_vision_model_on_packed_images_of_their_own_sizes() -> None:
     assert_ports_match(spec, converted.tensors, batch, expected, ports=ports.NATIVE)
 
 
-# Qwen2.5-VL's images: even grids (its 2x2 merge units), one smaller than a window (2 x 2), non-square
+# Qwen's images: even grids (its 2x2 merge units), one smaller than a window (2 x 2), non-square
 QWEN_GRIDS = [[[6, 8], [2, 2], [4, 2]], [[8, 6], [2, 6], [2, 2]], [[4, 4], [6, 2], [8, 4]]]
+# what the test asks of the converter: three images a sequence of 64 tokens, each within 8 x 8 patches
+QWEN_BATCH = {"max_patches": 64, "pack_images": 3, "image_height": 32, "image_width": 32}
 
 
-def qwen2_5_vl_state(spec: ModelSpec, w: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """The canonical weights on Qwen2_5_VisionTransformerPretrainedModel's names. Its two-frame Conv3d
-    holds the patch kernel in halves: a still image's frames are equal, so the halves sum to it."""
-    d = spec.dim
-    half = w["patch_embed.kernel"].transpose(3, 2, 0, 1) / 2  # (D, C, ph, pw), each frame's share
-    state = {"patch_embed.proj.weight": np.stack([half, half], axis=2),
-             "merger.ln_q.weight": w["merger.norm.scale"]}
-    for ours, theirs in (("fc1", "0"), ("fc2", "2")):  # its merger's mlp: Linear, GELU, Linear
-        state |= {f"merger.mlp.{theirs}.weight": w[f"merger.{ours}.kernel"].T,
-                  f"merger.mlp.{theirs}.bias": w[f"merger.{ours}.bias"]}
-    for i in range(spec.depth):
-        c = f"blocks.{i}."  # the same prefix in both
-        state |= {c + "norm1.weight": w[c + "norm1.scale"], c + "norm2.weight": w[c + "norm2.scale"]}
-        parts = ("query", "key", "value")
-        state[c + "attn.qkv.weight"] = np.concatenate([w[c + f"attn.{x}.kernel"].reshape(d, -1).T
-                                                       for x in parts])
-        state[c + "attn.qkv.bias"] = np.concatenate([w[c + f"attn.{x}.bias"].reshape(-1) for x in parts])
-        state[c + "attn.proj.weight"] = w[c + "attn.out.kernel"].reshape(-1, d).T
-        state[c + "attn.proj.bias"] = w[c + "attn.out.bias"]
-        for ours, theirs in (("gate", "gate_proj"), ("fc1", "up_proj"), ("fc2", "down_proj")):
-            state[c + f"mlp.{theirs}.weight"] = w[c + f"mlp.{ours}.kernel"].T
-            state[c + f"mlp.{theirs}.bias"] = w[c + f"mlp.{ours}.bias"]
-    return {k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}
-
-
-def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
-    """Transformers' Qwen2_5_VisionTransformerPretrainedModel: windows of 2 x 2 merge units (4 x 4
-    patches) in block 0, each whole image in block 1, then its 2x2 patch merger. Nine images of their
-    own grids (non-square, one smaller than a window), packed three a sequence in its processor's
-    merge-block order, are its very input (each patch's (ph, pw, C) as (C, frame, ph, pw), the frame
-    repeated): the reference gives its merged tokens and its last block's tokens (taken back from its
-    window order), and every port the merged tokens' means. Pixtral's bands, the windows ignored or
-    the patches read row-major instead do not."""
-    import transformers
-    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
-    from transformers.vision_utils import get_vision_window_index
-
-    spec = get_preset("qwen2.5-vl-tiny").replace(num_classes=0)  # the merged tokens' mean is the output
-    config = transformers.Qwen2_5_VLVisionConfig(
-        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
-        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
-        out_hidden_size=24, hidden_act="silu")
-    model = qwen.Qwen2_5_VisionTransformerPretrainedModel(config).eval()
-    w = init_weights(spec, 0)
-    model.load_state_dict(qwen2_5_vl_state(spec, w), strict=True)
+def qwen_case(model: torch.nn.Module, preset: str) -> tuple[ModelSpec, dict[str, np.ndarray], np.ndarray,
+                                                          Any]:
+    """A random-initialised Qwen tower read by `convert --from hf` (its spec the preset's tower, asked
+    for QWEN_BATCH), QWEN_GRIDS' images in merge-block order, and the tower's own output on them: its
+    processor's input is exactly these patches, each (ph, pw, C) as (C, frame, ph, pw), the frame
+    repeated (a still image)."""
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), QWEN_BATCH)
+    spec = converted.spec
+    assert not tensor_fields_differ(spec, get_preset(preset).replace(num_classes=0, name=spec.name))
     shape = (len(QWEN_GRIDS), spec.max_patches, spec.derived.patch_features)
     grids = np.asarray(QWEN_GRIDS, np.int32)
     seg = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids))
@@ -260,83 +227,100 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     thw = torch.tensor([[1, rows, cols] for rows, cols in grids.reshape(-1, 2).tolist()])
     with torch.no_grad():
         out = model(torch.tensor(np.stack([mine, mine], axis=2).reshape(len(mine), -1)), thw)
+    return spec, converted.tensors, batch, out
+
+
+def merged_tokens(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray) -> np.ndarray:
+    """The reference's merged tokens on the valid rows, image after image (the tower's pooler_output)."""
+    taps: dict[str, np.ndarray] = {}
+    reference.forward(spec, tensors, batch, taps)
+    return taps["merger"][valid_rows(spec, batch, taps["merger"])].reshape(-1, spec.merger_dim)
+
+
+def merged_means(spec: ModelSpec, merged: np.ndarray) -> np.ndarray:
+    """Each image's mean merged token: the spec's pooling, what every port outputs."""
+    counts = (np.asarray(QWEN_GRIDS) // spec.merge_size).prod(axis=-1).reshape(-1)
+    return np.stack([t.mean(axis=0) for t in np.split(merged, np.cumsum(counts)[:-1])])
+
+
+def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
+    """Transformers' Qwen2_5_VisionTransformerPretrainedModel, read by the converter as qwen2.5-vl-tiny's
+    tower: windows of 2 x 2 merge units (4 x 4 patches) in block 0, each whole image in block 1, then
+    its 2x2 patch merger. Nine images of their own grids (non-square, one smaller than a window) packed
+    three a sequence give its merged tokens and its last block's tokens (taken back from its window
+    order) in the reference, and the merged tokens' means in every port. Pixtral's bands, the windows
+    ignored or the patches read row-major instead do not."""
+    import transformers
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
+    from transformers.vision_utils import get_vision_window_index
+
+    torch.manual_seed(0)
+    config = transformers.Qwen2_5_VLVisionConfig(
+        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
+        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
+        out_hidden_size=24, hidden_act="silu")
+    model = perturbed(qwen.Qwen2_5_VisionTransformerPretrainedModel(config), seed=1)
+    spec, tensors, batch, out = qwen_case(model, "qwen2.5-vl-tiny")
+    thw = torch.tensor([[1, rows, cols] for rows, cols in np.reshape(QWEN_GRIDS, (-1, 2)).tolist()])
     window_index, _ = get_vision_window_index(thw, spatial_merge_size=2, window_size=16, patch_size=4)
     units = out.last_hidden_state.numpy().reshape(-1, 4, spec.dim)[np.argsort(window_index.numpy())]
-
-    def valid(s: ModelSpec, tap: str) -> np.ndarray:  # a tap's valid rows, image after image
-        taps: dict[str, np.ndarray] = {}
-        reference.forward(s, w, batch, taps)
-        return taps[tap][valid_rows(s, batch, taps[tap])].reshape(-1, taps[tap].shape[-1])
-
-    assert np.abs(valid(spec, "block1.out") - units.reshape(-1, spec.dim)).max() <= ATOL
+    taps: dict[str, np.ndarray] = {}
+    reference.forward(spec, tensors, batch, taps)
+    last = taps["block1.out"][valid_rows(spec, batch, taps["block1.out"])].reshape(-1, spec.dim)
+    assert np.abs(last - units.reshape(-1, spec.dim)).max() <= ATOL * max(1.0, float(np.abs(units).max()))
     theirs = out.pooler_output.numpy()  # its merged tokens, image after image
-    gaps = {name: float(np.abs(valid(s, "merger") - theirs).max()) for name, s in (
+    budget = ATOL * max(1.0, float(np.abs(theirs).max()))  # trace's: the tolerance x the tensor's scale
+    gaps = {name: float(np.abs(merged_tokens(s, tensors, batch) - theirs).max()) for name, s in (
         ("qwen", spec), ("pixtral bands", spec.replace(rope_bands="alternating")),
         ("no windows", spec.replace(window_size=0, full_attention_blocks=())),
         ("read row-major", spec.replace(token_order="raster")))}
-    assert gaps["qwen"] <= ATOL and min(v for k, v in gaps.items() if k != "qwen") > 100 * ATOL, gaps
-    counts = (grids // 2).prod(axis=-1).reshape(-1)  # merged tokens per image
-    expected = np.stack([t.mean(axis=0) for t in np.split(theirs, np.cumsum(counts)[:-1])])
-    assert_ports_match(spec, w, batch, expected, ports=ports.NATIVE)
+    assert gaps["qwen"] <= budget and min(v for k, v in gaps.items() if k != "qwen") > 100 * budget, gaps
+    means = merged_means(spec, theirs)
+    assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
 
 
 def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
-    """Transformers' Qwen3VLVisionModel: its learned 4 x 4 table resized to each image's grid by
-    bilinear with corners aligned (`linspace(0, n - 1, size)`) and added in merge-block order, RoPE on
-    top, LayerNorm blocks, its 2x2 merger. The same nine images as Qwen2.5-VL's, packed three a
-    sequence, give its merged tokens in the reference and the merged tokens' means in every port; the
-    table resized antialiased (SigLIP2's) instead does not."""
+    """Transformers' Qwen3VLVisionModel, read by the converter as qwen3-vl-tiny's tower (its deepstack
+    merger set aside, named): its learned 4 x 4 table resized to each image's grid by bilinear with
+    corners aligned (`linspace(0, n - 1, size)`) and added in merge-block order, RoPE on top, LayerNorm
+    blocks, its 2x2 merger. Qwen2.5-VL's nine images give its merged tokens in the reference and their
+    means in every port; the table resized antialiased (SigLIP2's) instead does not."""
     import transformers
     from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3
 
-    spec = get_preset("qwen3-vl-tiny").replace(num_classes=0)
+    torch.manual_seed(0)
     config = transformers.Qwen3VLVisionConfig(
         depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
         spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=24, num_position_embeddings=16,
-        deepstack_visual_indexes=[])
-    model = qwen3.Qwen3VLVisionModel(config).eval()
-    w = init_weights(spec, 0)
-    half = w["patch_embed.kernel"].transpose(3, 2, 0, 1) / 2  # (D, C, ph, pw), each frame's share
-    state = {"patch_embed.proj.weight": np.stack([half, half], axis=2), "patch_embed.proj.bias":
-             w["patch_embed.bias"], "pos_embed.weight": w["pos_embed"]}
-    for i in range(spec.depth):
-        c = f"blocks.{i}."  # the same prefix in both
-        for norm in ("norm1", "norm2"):
-            state |= {c + norm + ".weight": w[c + norm + ".scale"], c + norm + ".bias": w[c + norm + ".bias"]}
-        for ours, theirs in (("fc1", "linear_fc1"), ("fc2", "linear_fc2")):
-            state |= {c + f"mlp.{theirs}.weight": w[c + f"mlp.{ours}.kernel"].T,
-                      c + f"mlp.{theirs}.bias": w[c + f"mlp.{ours}.bias"]}
-        parts = ("query", "key", "value")
-        state[c + "attn.qkv.weight"] = np.concatenate([w[c + f"attn.{x}.kernel"].reshape(spec.dim, -1).T
-                                                       for x in parts])
-        state[c + "attn.qkv.bias"] = np.concatenate([w[c + f"attn.{x}.bias"].reshape(-1) for x in parts])
-        state[c + "attn.proj.weight"] = w[c + "attn.out.kernel"].reshape(-1, spec.dim).T
-        state[c + "attn.proj.bias"] = w[c + "attn.out.bias"]
-    state |= {"merger.norm.weight": w["merger.norm.scale"], "merger.norm.bias": w["merger.norm.bias"]}
-    for ours, theirs in (("fc1", "linear_fc1"), ("fc2", "linear_fc2")):
-        state |= {f"merger.{theirs}.weight": w[f"merger.{ours}.kernel"].T,
-                  f"merger.{theirs}.bias": w[f"merger.{ours}.bias"]}
-    model.load_state_dict({k: torch.tensor(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
-    shape = (len(QWEN_GRIDS), spec.max_patches, spec.derived.patch_features)
-    grids = np.asarray(QWEN_GRIDS, np.int32)
-    seg = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids))
-    patches = np.random.default_rng(0).standard_normal(shape) * (seg >= 0)[..., None]
-    batch = grid_batch(spec, patches.astype(np.float32), grids)
-    ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
-    mine = batch["patches"][seg >= 0].reshape(-1, ph, pw, c).transpose(0, 3, 1, 2)  # (C, ph, pw) a patch
-    thw = torch.tensor([[1, rows, cols] for rows, cols in grids.reshape(-1, 2).tolist()])
-    with torch.no_grad():
-        theirs = model(torch.tensor(np.stack([mine, mine], axis=2).reshape(len(mine), -1)), thw).pooler_output
-    theirs = theirs.numpy()
-
-    def merged(s: ModelSpec) -> np.ndarray:  # the merger's valid rows, image after image
-        taps: dict[str, np.ndarray] = {}
-        reference.forward(s, w, batch, taps)
-        return taps["merger"][valid_rows(s, batch, taps["merger"])].reshape(-1, taps["merger"].shape[-1])
-
-    gaps = {name: float(np.abs(merged(s) - theirs).max()) for name, s in (
+        deepstack_visual_indexes=[0])
+    model = perturbed(qwen3.Qwen3VLVisionModel(config), seed=1)
+    spec, tensors, batch, out = qwen_case(model, "qwen3-vl-tiny")
+    theirs = out.pooler_output.numpy()
+    budget = ATOL * max(1.0, float(np.abs(theirs).max()))  # trace's: the tolerance x the tensor's scale
+    gaps = {name: float(np.abs(merged_tokens(s, tensors, batch) - theirs).max()) for name, s in (
         ("qwen3", spec), ("antialiased table", spec.replace(pos_resample="bilinear_antialias")))}
-    assert gaps["qwen3"] <= ATOL and gaps["antialiased table"] > 100 * ATOL, gaps
-    counts = (grids // 2).prod(axis=-1).reshape(-1)  # merged tokens per image
-    expected = np.stack([t.mean(axis=0) for t in np.split(theirs, np.cumsum(counts)[:-1])])
-    assert_ports_match(spec, w, batch, expected, ports=ports.NATIVE)
+    assert gaps["qwen3"] <= budget and gaps["antialiased table"] > 100 * budget, gaps
+    means = merged_means(spec, theirs)
+    assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
+
+
+def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
+    """A window that is not whole merge units, and a table that is not a square grid, each named by
+    its config key; a Conv3d kernel of another rank by its tensor."""
+    import transformers
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
+
+    config = transformers.Qwen2_5_VLVisionConfig(depth=1, hidden_size=32, num_heads=4, intermediate_size=64,
+                                                  patch_size=4, out_hidden_size=24, window_size=16)
+    raw = state_dict(qwen.Qwen2_5_VisionTransformerPretrainedModel(config))
+    with pytest.raises(SpecError, match=r"^config window_size = 12: expected a multiple of patch_size x "
+                                        r"spatial_merge_size = 8 \(its windows are whole merge units\)$"):
+        import_tensors("hf", raw, {**config.to_dict(), "window_size": 12}, QWEN_BATCH)
+    square = {"model_type": "qwen3_vl_vision", "depth": 1, "hidden_size": 32, "num_heads": 4, "patch_size": 4,
+              "intermediate_size": 64, "out_hidden_size": 24, "num_position_embeddings": 12}
+    with pytest.raises(SpecError, match=r"^config num_position_embeddings = 12: expected a square"):
+        import_tensors("hf", {k: v for k, v in raw.items() if "mlp" not in k}, square, QWEN_BATCH)
+    flat = {**raw, "patch_embed.proj.weight": raw["patch_embed.proj.weight"][:, :, 0]}
+    with pytest.raises(WeightsError, match=r"tensor 'patch_embed.proj.weight' has shape \(32, 3, 4, 4\), "
+                                           r"expected \(out, in, frames, height, width\)"):
+        import_tensors("hf", flat, config.to_dict(), QWEN_BATCH)

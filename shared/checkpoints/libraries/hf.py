@@ -167,6 +167,18 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("use_qk_norm", bool, ("qk_norm",)),
     Key("use_mean_pooling", bool, ("final_norm",)),
     Key("use_absolute_position_embeddings", bool, ("pos_embed",)),
+    # Qwen2.5-VL's (Qwen2_5_VLVisionConfig) and Qwen3-VL's (Qwen3VLVisionConfig) vision towers
+    Key("depth", int, ("depth",)),
+    Key("num_heads", int, ("heads",)),
+    Key("in_channels", int, ("channels",)),
+    Key("spatial_merge_size", int, ("merge_size",), at_most=16),
+    Key("temporal_patch_size", int, (), at_most=64),
+    Key("out_hidden_size", int, ("merger_dim",)),
+    Key("window_size", int, ("window_size",), at_most=1 << 20),
+    Key("fullatt_block_indexes", tuple[int, ...], ("full_attention_blocks",), positive=False,
+        at_most=1 << 10),
+    Key("num_position_embeddings", int, ("pos_grid_height", "pos_grid_width"), at_most=1 << 20),
+    Key("deepstack_visual_indexes", tuple[int, ...], (), positive=False, at_most=1 << 10),
 )}
 MODEL_TYPE = Key("model_type", str)
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -371,6 +383,151 @@ def check_tower_exportable(model_type: str, target: str, s: ModelSpec) -> None:
             "none with RMSNorm (use_mean_pooling=False adds a LayerNorm)")
     require(s.final_norm in ("none", "tokens"), target, "final_norm", s.final_norm, "none or tokens")
     require(s.pos_embed != "sincos", target, "pos_embed", s.pos_embed, "learned or none")
+
+
+# ==== Qwen2.5-VL's and Qwen3-VL's vision towers =====================================================
+# Transformers' Qwen2_5_VisionTransformerPretrainedModel and Qwen3VLVisionModel (5.x): every image of a
+# call packed into one sequence in the processor's merge-block order, a two-frame Conv3d patch
+# projection (a still image repeated to fill the frames), 2-D RoPE, the 2x2 patch merger (its output,
+# pooler_output, is the tower's); Qwen2.5-VL's window attention, Qwen3-VL's table resized per image.
+QWEN_CLASSES = {"qwen2_5_vl_vision": "Qwen2_5_VisionTransformerPretrainedModel",
+                "qwen3_vl_vision": "Qwen3VLVisionModel"}
+QWEN_DEFAULTS: dict[str, dict[str, Any]] = {  # Qwen2_5_VLVisionConfig()'s and Qwen3VLVisionConfig()'s
+    "qwen2_5_vl_vision": {
+        "depth": 32, "hidden_size": 3584, "hidden_act": "silu", "intermediate_size": 3420, "num_heads": 16,
+        "in_channels": 3, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
+        "window_size": 112, "out_hidden_size": 3584, "fullatt_block_indexes": (7, 15, 23, 31),
+        "rope_parameters.rope_theta": 10_000.0},
+    "qwen3_vl_vision": {
+        "depth": 27, "hidden_size": 1152, "hidden_act": "gelu_pytorch_tanh", "intermediate_size": 4304,
+        "num_heads": 16, "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2,
+        "temporal_patch_size": 2, "out_hidden_size": 3584, "num_position_embeddings": 2304,
+        "deepstack_visual_indexes": (8, 16, 24),
+        "rope_parameters.rope_theta": 10_000.0},
+}
+# What each class's code fixes whatever its config says: its norms' epsilon (1e-6 in the blocks and
+# the merger), the biases, no class token, the rotary layout, no final norm (the merger's norm stands
+# there), merge-block order and the merger's output as the tower's.
+QWEN_FIXED = {"class_token": False, "pos_embed_class_row": False, "layer_norm_eps": 1e-6, "norm": "pre",
+              "qkv_bias": True, "bias_free": (), "rope": "axial_half", "rope_bands": "shared",
+              "rope_coords": "index", "rope_ref_grid": (), "final_norm": "none", "token_order": "merge_block",
+              "num_classes": 0, "head_hidden": (), "registers": 0, "distill_token": False,
+              "layer_scale": False, "qk_norm": False, "remainder": "drop", "kv_heads": None}
+QWEN_OWN = {
+    "qwen2_5_vl_vision": {"norm_type": "rms_norm", "mlp": "gated", "patch_bias": False, "pos_embed": "none"},
+    "qwen3_vl_vision": {"norm_type": "layer_norm", "mlp": "standard", "patch_bias": True,
+                        "pos_embed": "learned", "pos_resample": "big_vision_zoom", "window_size": 0,
+                        "full_attention_blocks": ()},
+}
+QWEN_ROWS = """
+patch_embed.kernel                       patch_embed.proj.weight     conv
+patch_embed.bias                         patch_embed.proj.bias
+pos_embed                                pos_embed.weight
+blocks.{i}.{n:norm1|norm2}.{w:scale=weight|bias}  blocks.{i}.{n}.{w}
+blocks.{i}.attn.{p:query|key|value}.kernel  blocks.{i}.attn.qkv.weight  heads_linear
+blocks.{i}.attn.{p:query|key|value}.bias    blocks.{i}.attn.qkv.bias    heads_bias
+blocks.{i}.attn.out.kernel               blocks.{i}.attn.proj.weight heads_out_linear
+blocks.{i}.attn.out.bias                 blocks.{i}.attn.proj.bias
+blocks.{i}.mlp.{fc:{mlp}}.kernel         blocks.{i}.mlp.{fc}.weight  linear
+blocks.{i}.mlp.{fc:{mlp}}.bias           blocks.{i}.mlp.{fc}.bias
+merger.norm.{w:scale=weight|bias}        merger.{merger_norm}.{w}
+merger.{fc:{merger}}.kernel              merger.{fc}.weight          linear
+merger.{fc:{merger}}.bias                merger.{fc}.bias
+"""
+QWEN_STYLE = {  # Qwen2.5-VL's Qwen2_5_VLMLP and PatchMerger (an nn.Sequential), Qwen3-VL's linear_fc*
+    "qwen2_5_vl_vision": dict(mlp="gate=gate_proj|fc1=up_proj|fc2=down_proj", merger_norm="ln_q",
+                              merger="fc1=mlp.0|fc2=mlp.2"),
+    "qwen3_vl_vision": dict(mlp="fc1=linear_fc1|fc2=linear_fc2", merger_norm="norm",
+                            merger="fc1=linear_fc1|fc2=linear_fc2"),
+}
+DEEPSTACK = "deepstack_merger_list."  # Qwen3-VL's extra mergers: the language model's inputs, not the tower's
+# the spec fields a Qwen tower's config.json states (the others are its class's code)
+QWEN_CONFIG_FIELDS = frozenset({"dim", "channels", "depth", "heads", "head_dim", "mlp_dim", "activation",
+                                "patch_height", "patch_width", "merge_size", "merger_dim", "rope_theta",
+                                "window_size", "full_attention_blocks", "pos_grid_height", "pos_grid_width"})
+
+
+def qwen_type_for(s: ModelSpec) -> str | None:
+    """The Qwen tower that computes `s` (a patch merger), by the feature only it has (a learned table)."""
+    if s.merge_size == 1:
+        return None
+    return "qwen3_vl_vision" if s.pos_embed == "learned" else "qwen2_5_vl_vision"
+
+
+def normalise_qwen(raw: Raw, source: str, config: dict[str, Any]) -> Raw:
+    """Its Conv3d kernel (D, C, frames, ph, pw) as the one Conv2d kernel it is on a still image, whose
+    frames are equal (its processors repeat an image to fill them): the frames' slices summed; Qwen3-VL's
+    deepstack mergers set aside (`infer_qwen` says so)."""
+    out = {k: v for k, v in raw.items() if not k.startswith(DEEPSTACK)}
+    kernel = out.get("patch_embed.proj.weight")
+    if kernel is not None and np.ndim(kernel) != 5:
+        raise WeightsError(f"hf checkpoint {source}: tensor 'patch_embed.proj.weight' has shape "
+                           f"{tuple(np.shape(kernel))}, expected (out, in, frames, height, width) (its "
+                           "Conv3d)")
+    if kernel is not None:
+        frames = np.asarray(kernel)
+        out["patch_embed.proj.weight"] = frames.astype(np.float64).sum(axis=2).astype(frames.dtype)
+    return out
+
+
+def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | None,
+               given: dict[str, Any]) -> Inference:
+    """A Qwen vision tower's spec: the config's keys and its class's facts (QWEN_FIXED, QWEN_OWN); the
+    batch it is compared on is a convention (a packed batch of `pack_images` images a sequence, each at
+    most the table's grid or two windows a side), printed, and `--set` wins."""
+    cfg = class_config(config, QWEN_DEFAULTS[model_type])
+    name = QWEN_CLASSES[model_type]
+    inf = Inference(fmt)
+    shape = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
+    dim, channels, patch, merge = shape[0], shape[1], cfg["patch_size"], cfg["spatial_merge_size"]
+    for key, value in (("hidden_size", dim), ("in_channels", channels), ("patch_size", shape[2])):
+        if cfg[key] != value:
+            raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor 'patch_embed.proj.weight' "
+                            f"{shape}")
+    depth = sum(1 for k in raw if re.fullmatch(r"blocks\.\d+\.norm1\.weight", k))
+    if cfg["depth"] != depth:
+        raise SpecError(f"config depth = {cfg['depth']!r} contradicts the {depth} 'blocks.*' in the "
+                        "checkpoint")
+    facts = {"dim": dim, "channels": channels, "depth": depth, "heads": cfg["num_heads"],
+             "head_dim": width_per_head(fmt, dim, "config hidden_size", cfg["num_heads"], "config num_heads"),
+             "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[cfg["hidden_act"]],
+             "patch_height": patch, "patch_width": patch, "merge_size": merge,
+             "merger_dim": cfg["out_hidden_size"], "rope_theta": float(cfg["rope_parameters.rope_theta"]),
+             **QWEN_FIXED, **QWEN_OWN[model_type]}
+    if model_type == "qwen2_5_vl_vision":
+        unit = patch * merge  # its window_size is in pixels, whole merge units
+        if cfg["window_size"] % unit:
+            raise SpecError(f"config window_size = {cfg['window_size']!r}: expected a multiple of "
+                            f"patch_size x spatial_merge_size = {unit} (its windows are whole merge units)")
+        side = cfg["window_size"] // patch
+        full = tuple(sorted(set(cfg["fullatt_block_indexes"])))  # a set of blocks, in any order there
+        facts |= {"window_size": side, "full_attention_blocks": full}
+        bounds, why = 2 * side, f"two of its {cfg['window_size']}-pixel windows a side"
+    else:
+        grid = math.isqrt(cfg["num_position_embeddings"])
+        if grid * grid != cfg["num_position_embeddings"]:
+            raise SpecError(f"config num_position_embeddings = {cfg['num_position_embeddings']!r}: "
+                            f"expected a square ({name} reads its table as a square grid)")
+        facts |= {"pos_grid_height": grid, "pos_grid_width": grid}
+        bounds, why = grid, f"its {grid}x{grid} position table's grid"
+        if cfg["deepstack_visual_indexes"]:
+            inf.notes.append(f"{DEEPSTACK}* not converted: the deepstack mergers of blocks "
+                             f"{list(cfg['deepstack_visual_indexes'])} are extra outputs the language model "
+                             "reads; the tower's merged output does not depend on them")
+    inf.notes.append(f"patch_embed.proj.weight's {cfg['temporal_patch_size']} frames summed into one kernel: "
+                     f"{name}'s function on a still image, whose frames are equal; video is not modelled")
+    for field_name, value in facts.items():
+        inf.fact(field_name, value, "config.json" if field_name in QWEN_CONFIG_FIELDS else f"{name}'s code")
+    batching = given.get("batching", "packed")
+    inf.convention("batching", "packed", f"{name} packs every image of a call into one sequence")
+    inf.convention("pack_images", 2 if batching == "packed" else 1, "two images a sequence")
+    bounds = max(merge, bounds - bounds % merge)
+    for field_name in ("image_height", "image_width"):
+        inf.convention(field_name, bounds * patch, f"an image of at most {why}")
+    images = given.get("pack_images", 2 if batching == "packed" else 1)
+    inf.convention("max_patches", images * bounds * bounds, "every image of a sequence at its largest")
+    inf.convention("pooling", "mean", f"the mean of {name}'s merged tokens (pooler_output)")
+    return inf
 
 
 # ==== the vision models ==============================================================================
@@ -748,6 +905,8 @@ def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Ra
     Transformers 5, renamed back by the installed library's own rules; `config` names the class, and
     without one the names are taken as they are)."""
     out = dict(raw)
+    if config is not None and config_model_type(config) in QWEN_CLASSES:
+        return normalise_qwen(out, source, config)
     if config is not None:
         out = in_old_names(out, source, config_model_type(config))
         if config_model_type(config) == "siglip2_vision_model":
@@ -775,6 +934,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     first: `class_config`) and the tensors."""
     refuse_custom_code(config, given)
     kind = config_model_type(config)
+    if kind in QWEN_CLASSES:
+        return infer_qwen(fmt, kind, raw, config, given)
     if kind in ARCHITECTURES:
         return infer_architecture(fmt, kind, raw, class_config(config, ARCHITECTURES[kind].defaults), given)
     if kind != "vit":
@@ -915,6 +1076,8 @@ head.out.bias                               classifier.bias
 
 
 def table(fmt: str, s: ModelSpec) -> Table:
+    if (qwen := qwen_type_for(s)) is not None:
+        return Table(QWEN_ROWS, fmt, **QWEN_STYLE[qwen])
     model_type = model_type_for(s)
     if model_type == "vit":
         return Table(ROWS, fmt, layer=VIT_LAYER, **VIT_STYLE, embed="vit.embeddings",
