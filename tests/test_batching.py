@@ -224,84 +224,48 @@ def test_each_ports_per_image_positions_follow_pos_resample(framework: str, meth
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 
-@pytest.mark.parametrize("framework", ports.NATIVE)
-def test_each_ports_rotary_rows_are_each_images_own(framework: str, monkeypatch) -> None:
-    """Pixtral's packed images, each patch rotated by its row and column within its own image, in
-    every port; the port handed the rows of one image of the whole grid instead (the packed sequence
-    rotated as if it were one image: a 1-D RoPE or an ONNX fusion's slip) fails by a margin."""
-    weights, batch = init_weights(ROTARY, 0), probe_batch(ROTARY, 4)
-    ref = reference.forward(ROTARY, weights, batch)
-    p = port(framework, ROTARY)
-    p.load(weights)
-    verdict = check_logits(ROTARY, p.logits(batch), ref, p.param_count())
-    assert verdict.passed, f"{framework}: {verdict.reason}"
-    module = ports.load_port_module(framework)
-    monkeypatch.setattr(module, "token_rows", lambda s, b: np.broadcast_to(np.arange(s.derived.seq_len),
-                                                                          (len(b), s.derived.seq_len)).copy())
-    mutated = check_logits(ROTARY, p.logits(batch), ref, p.param_count())
-    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
+def row_major_tables(spec, batch: np.ndarray) -> np.ndarray:
+    """Each token's row of the resized tables as if the batch were row-major (position_rows)."""
+    return position_rows(spec.replace(token_order="raster"), batch)
+
+
+# What a port gets wrong with every shape right, each as the batch helper its prepare calls replaced
+# by the wrong one: (spec, the helper, the wrong helper). Each is a public port's slip:
+# - Pixtral's packed images rotated by the rows of one image of the whole grid (the packed sequence
+#   rotated as if it were one image: a 1-D RoPE or an ONNX fusion's);
+# - Qwen2.5-VL's window blocks handed the packed mask (windows ignored: a kernel given the images'
+#   boundaries where the windows' were meant, vLLM's);
+# - a raster batch merged four consecutive tokens at a time (read as merge-block order: the merge
+#   layout slip of the Qwen-VL ports in MLX and Swift);
+# - Qwen3-VL's resized tables read row-major in a merge-block batch (an MLX runtime's Qwen3-VL tower).
+SLIPS = {
+    "rotary-rows-of-one-grid": (ROTARY, "token_rows", lambda s, b: np.broadcast_to(
+        np.arange(s.derived.seq_len), (len(b), s.derived.seq_len)).copy()),
+    "windows-ignored": (QWEN, "window_mask", attention_mask),
+    "merged-consecutively": (RASTER, "merge_index", lambda s, b: np.broadcast_to(
+        np.arange(s.max_patches), (len(b), s.max_patches)).copy()),
+    "tables-read-row-major": (QWEN3, "position_rows", row_major_tables),
+}
 
 
 @pytest.mark.parametrize("framework", ports.NATIVE)
-def test_each_ports_window_blocks_read_the_window_mask(framework: str, monkeypatch) -> None:
-    """Qwen2.5-VL's window attention in every port: block 0 within each image's windows, block 1 over
-    the whole image. The port whose window blocks are handed the packed mask instead (windows
-    ignored: a kernel given the images' boundaries where the windows' were meant) fails by a margin,
-    and so does the reference with every block windowed (the full-attention blocks forgotten)."""
-    weights, batch = init_weights(QWEN, 0), probe_batch(QWEN, 4)
-    ref = reference.forward(QWEN, weights, batch)
-    p = port(framework, QWEN)
-    p.load(weights)
-    logits = p.logits(batch)
-    verdict = check_logits(QWEN, logits, ref, p.param_count())
-    assert verdict.passed, f"{framework}: {verdict.reason}"
-    every_block = reference.forward(QWEN.replace(full_attention_blocks=()), weights, batch)
-    assert not check_logits(QWEN, logits, every_block, p.param_count()).passed
-    module = ports.load_port_module(framework)
-    monkeypatch.setattr(module, "window_mask", attention_mask)
-    mutated = check_logits(QWEN, p.logits(batch), ref, p.param_count())
-    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
-
-
-@pytest.mark.parametrize("framework", ports.NATIVE)
-def test_each_ports_merger_gathers_each_images_merge_units(framework: str, monkeypatch) -> None:
-    """The patch merger in every port on row-major images: each 2 x 2 neighbourhood put side by side
-    by the batch's merge index, and what sits in the padding moves no merged token; the port that
-    merges four consecutive tokens instead (a raster batch read as merge-block order: the merge layout
-    slip of the public Qwen-VL ports in MLX and Swift) fails by a margin."""
-    weights, batch = init_weights(RASTER, 0), probe_batch(RASTER, 4)
-    ref = reference.forward(RASTER, weights, batch)
-    p = port(framework, RASTER)
+@pytest.mark.parametrize("slip", list(SLIPS))
+def test_each_port_follows_the_batchs_helpers_and_a_slip_fails(framework: str, slip: str,
+                                                                monkeypatch) -> None:
+    """Each tower's batch in every port, computed from the helpers shared/core/batching.py and
+    rotary.py derive once (rotary rows, window mask, merge index, position rows), padding moving
+    nothing; the port handed the wrong helper (SLIPS) fails by a margin."""
+    spec, helper, wrong = SLIPS[slip]
+    weights, batch = init_weights(spec, 0), probe_batch(spec, 4)
+    ref = reference.forward(spec, weights, batch)
+    p = port(framework, spec)
     p.load(weights)
     logits = p.logits(batch)
-    verdict = check_logits(RASTER, logits, ref, p.param_count())
+    verdict = check_logits(spec, logits, ref, p.param_count())
     assert verdict.passed, f"{framework}: {verdict.reason}"
-    assert np.array_equal(p.logits(padded_with_noise(RASTER, batch)), logits)
-    module = ports.load_port_module(framework)
-    monkeypatch.setattr(module, "merge_index", lambda s, b: np.broadcast_to(np.arange(s.max_patches),
-                                                                            (len(b), s.max_patches)).copy())
-    mutated = check_logits(RASTER, p.logits(batch), ref, p.param_count())
-    assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
-
-
-@pytest.mark.parametrize("framework", ports.NATIVE)
-def test_each_ports_packed_positions_follow_each_patchs_place(framework: str, monkeypatch) -> None:
-    """Qwen3-VL's table resized to each of a sequence's images and read by each patch at its (row, col)
-    in merge-block order, in every port, padding moving nothing; the port whose tokens read the
-    resized tables row-major instead (the table added as if the batch were raster: the order slip of
-    an MLX runtime's Qwen3-VL tower) fails by a margin."""
-    weights, batch = init_weights(QWEN3, 0), probe_batch(QWEN3, 4)
-    ref = reference.forward(QWEN3, weights, batch)
-    p = port(framework, QWEN3)
-    p.load(weights)
-    logits = p.logits(batch)
-    verdict = check_logits(QWEN3, logits, ref, p.param_count())
-    assert verdict.passed, f"{framework}: {verdict.reason}"
-    assert np.array_equal(p.logits(padded_with_noise(QWEN3, batch)), logits)
-    module = ports.load_port_module(framework)
-    row_major = QWEN3.replace(token_order="raster")
-    monkeypatch.setattr(module, "position_rows", lambda s, b: position_rows(row_major, b))
-    mutated = check_logits(QWEN3, p.logits(batch), ref, p.param_count())
+    assert np.array_equal(p.logits(padded_with_noise(spec, batch)), logits)
+    monkeypatch.setattr(ports.load_port_module(framework), helper, wrong)
+    mutated = check_logits(spec, p.logits(batch), ref, p.param_count())
     assert not mutated.passed and mutated.max_abs_diff > 100 * mutated.tolerance, mutated.max_abs_diff
 
 

@@ -405,9 +405,9 @@ def test_every_forward_and_training_entry_has_a_mutation_test() -> None:
         # test_each_ports_per_image_positions_follow_pos_resample
         "naflex_resize",
         # windows ignored in all four ports: tests/test_batching.py's
-        # test_each_ports_window_blocks_read_the_window_mask
+        # test_each_port_follows_the_batchs_helpers_and_a_slip_fails
         "window_attention",
         # a raster batch merged as merge-block order in all four ports: tests/test_batching.py's
-        # test_each_ports_merger_gathers_each_images_merge_units
+        # test_each_port_follows_the_batchs_helpers_and_a_slip_fails
         "token_order"}
     assert {e.key for e in CATALOGUE} <= covered
