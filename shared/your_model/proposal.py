@@ -270,6 +270,8 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
         out |= {"batching": "your model is fed whole images of the spec's size (a mixed-size batch: a "
                             "--spec with batching)",
                 "max_patches": "batching=fixed", "pack_images": "batching=fixed"}
+        towers = ("token_order", "window_size", "full_attention_blocks", "merge_size", "merger_dim")
+        out |= dict.fromkeys(towers, "batching=fixed: windows and a merger read a mixed-size batch's grids")
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
                              "a built model's table has the image's own patch grid (only that shape binds)")
