@@ -434,8 +434,8 @@ def image_positions(spec: ModelSpec, table, grids, position_rows):
     cols_w = resize_weights(d.pos_grid_cols, sizes[:, 1], d.grid_cols, method)
     resized = ops.einsum("bri,ijd,bcj->brcd", rows_w, grid, cols_w)  # (images, rows, cols, D)
     resized = ops.reshape(resized, (ops.shape(grids)[0], -1, spec.dim))  # each sequence's images in turn
-    index = ops.broadcast_to(ops.maximum(position_rows, 0)[..., None], (*ops.shape(position_rows), spec.dim))
-    out = ops.where(position_rows[..., None] >= 0, ops.take_along_axis(resized, index, axis=1), 0.0)
+    out = ops.take_along_axis(resized, ops.maximum(position_rows, 0)[..., None], axis=1)
+    out = ops.where(position_rows[..., None] >= 0, out, 0.0)
     return ops.cast(out, table.dtype)
 
 

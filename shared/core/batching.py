@@ -96,17 +96,23 @@ def segments(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     return np.where(tokens[None, :] < ends[:, -1:], image, -1)
 
 
+def own_images(spec: ModelSpec, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per patch token (B, max_patches): its image in its sequence (`segments`, -1 on the padding),
+    the first token of that image, and that image's columns (the padding reads image 0's)."""
+    grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
+    counts = grids.prod(axis=-1)
+    image = np.maximum(seg, 0)
+    start = np.take_along_axis(np.cumsum(counts, axis=1) - counts, image, axis=1)
+    return seg, start, np.take_along_axis(grids[..., 1], image, axis=1)
+
+
 def patch_coordinates(spec: ModelSpec, batch: np.ndarray) -> np.ndarray:
     """(B, max_patches, 2) int: each patch token's (row, col) within its own image, (0, 0) on the
     padding, as the spec's token_order lays the image out (raster: row-major; merge_block: each merge
     unit's patches together, row-major within, the units row-major). Rotary rows, windows and the
     merger are read from these."""
-    grids, seg = image_grids(spec, batch), segments(spec, batch)  # (B, images, 2), (B, max_patches)
-    counts = grids.prod(axis=-1)
-    starts = np.cumsum(counts, axis=1) - counts  # each image's first token in its sequence
-    image = np.maximum(seg, 0)
-    local = np.arange(seg.shape[1])[None] - np.take_along_axis(starts, image, axis=1)
-    cols = np.take_along_axis(grids[..., 1], image, axis=1)
+    seg, start, cols = own_images(spec, batch)
+    local = np.arange(seg.shape[1])[None] - start
     if spec.token_order == "merge_block":
         m = spec.merge_size
         unit, within = local // (m * m), local % (m * m)
@@ -138,15 +144,10 @@ def merge_index(spec: ModelSpec, batch: np.ndarray) -> np.ndarray | None:
     index is the identity and a raster batch's gathers each 2-D neighbourhood; the padding stays put."""
     if spec.merge_size == 1:
         return None
-    m, seg = spec.merge_size, segments(spec, batch)
-    grids = image_grids(spec, batch)
-    counts = grids.prod(axis=-1)
-    starts = np.cumsum(counts, axis=1) - counts
-    image = np.maximum(seg, 0)
+    m, (seg, start, cols) = spec.merge_size, own_images(spec, batch)
     row, col = np.moveaxis(patch_coordinates(spec, batch), -1, 0)
-    units_across = np.take_along_axis(grids[..., 1], image, axis=1) // m
-    unit = (row // m) * units_across + col // m
-    slot = np.take_along_axis(starts, image, axis=1) + unit * m * m + (row % m) * m + col % m
+    unit = (row // m) * (cols // m) + col // m  # its merge unit, row-major over its image's
+    slot = start + unit * m * m + (row % m) * m + col % m
     slot = np.where(seg >= 0, slot, np.arange(seg.shape[1])[None])  # each token's slot: a permutation
     return np.argsort(slot, axis=1, kind="stable")
 

@@ -211,7 +211,7 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
         tokens = np.concatenate(prefix)
         x = np.concatenate([np.broadcast_to(tokens, (x.shape[0], *tokens.shape)), x], axis=1)
     table = sequence_positions(spec, w.get("pos_embed")) if mask is None else None
-    if mask is not None and spec.pos_embed == "learned":  # naflex: the table resized to each image's grid
+    if mask is not None and spec.pos_embed == "learned":  # the table resized to each image's grid
         table = image_positions(spec, w["pos_embed"], images)
     if table is not None:  # zero rows for the tokens the table does not cover: adding 0 is exact
         x = r.param(x + r.param(table))
