@@ -35,8 +35,8 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   own, and the output has a row per image (sequence-major); a naflex or packed spec's learned table
   (`pos_grid_height` x `pos_grid_width`) is resized to each image's own grid by `pos_resample`
   (antialiased, as SigLIP2 and NaFlexVit do; corners aligned, as Qwen3-VL) and positions the
-  patches only; RoPE with index
-  coordinates rotates each patch by its row and column within its own image (Pixtral's); with
+  patches only; RoPE with index coordinates rotates each patch by its row and column within its
+  own image (Pixtral's); with
   `window_size` the blocks not in `full_attention_blocks` attend within each image's windows only
   (Qwen2.5-VL's), a mask over the image's own grid whatever order a port tiles it in;
 - `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
@@ -74,11 +74,11 @@ Mlp = Literal["standard", "gated"]
 PosResample = Literal["none", "timm_bicubic", "timm_bicubic_antialias", "hf_bicubic", "dinov2_legacy",
                       "big_vision_zoom", "bilinear", "bilinear_antialias"]
 REMAINDERS, POS_EMBEDS, ACTIVATIONS = get_args(Remainder), get_args(PosEmbed), get_args(Activation)
-# The methods that resize a learned table to each image's grid of a naflex batch: Transformers'
+# The methods that resize a learned table to each image's grid of a naflex or packed batch: Transformers'
 # Siglip2VisionModel (antialiased bilinear), timm's NaFlexVit (antialiased bicubic, its default) and
 # Qwen3-VL's bilinear with corners aligned (its fast_pos_embed_interpolate samples linspace(0, n - 1,
 # size): scipy's first-order zoom, big_vision's resample).
-NAFLEX_RESAMPLES = ("bilinear_antialias", "timm_bicubic_antialias", "big_vision_zoom")
+IMAGE_RESAMPLES = ("bilinear_antialias", "timm_bicubic_antialias", "big_vision_zoom")
 NORMS, FINAL_NORMS, POOLINGS, MLPS = get_args(Norm), get_args(FinalNorm), get_args(Pooling), get_args(Mlp)
 # 2-D rotary position embeddings (shared/core/rotary.py): the layout of each head's rotated pairs
 # and the coordinates the angles are computed from.
@@ -93,7 +93,6 @@ ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(
 # tensor): `raster`, row-major over the image's grid; `merge_block`, Qwen's processor's, the patches of
 # each merge_size x merge_size merge unit together (row-major within it), the units row-major.
 TokenOrder = Literal["raster", "merge_block"]
-TOKEN_ORDERS = get_args(TokenOrder)
 MAX_MERGE = 16  # a merge unit's side (Qwen's: 2)
 # How a batch's images reach the model (shared/core/batching.py): `fixed`, every image image_height x
 # image_width, patchified at the spec's one grid; `naflex`, SigLIP2's NaFlex: each image already
@@ -454,8 +453,8 @@ def _validate_batching(s: ModelSpec, rows: int, cols: int) -> None:
     if s.rope != "none":
         refused |= {"rope_coords": (s.rope_coords, "index", why), "rope_ref_grid": (s.rope_ref_grid, (), why)}
     if s.pos_embed == "learned":  # SigLIP2's, Qwen3-VL's: resized to each image's grid
-        if s.pos_resample not in NAFLEX_RESAMPLES:
-            _fail("pos_resample", s.pos_resample, f"one of {', '.join(NAFLEX_RESAMPLES)} when batching is "
+        if s.pos_resample not in IMAGE_RESAMPLES:
+            _fail("pos_resample", s.pos_resample, f"one of {', '.join(IMAGE_RESAMPLES)} when batching is "
                   f"{s.batching!r} with a learned table (the table is resized to each image's own grid)")
         if positioned_prefix(s):
             name = "pos_embed_register_rows" if s.pos_embed_register_rows else "pos_embed_class_row"
