@@ -306,7 +306,8 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
 
 def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
     """A window that is not whole merge units, and a table that is not a square grid, each named by
-    its config key; a Conv3d kernel of another rank by its tensor."""
+    its config key; a Conv3d kernel of another rank, and a config whose width the layers contradict,
+    by the tensor. Full-attention blocks past the depth exist in no loop: said, not refused."""
     import transformers
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
 
@@ -320,6 +321,12 @@ def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
               "intermediate_size": 64, "out_hidden_size": 24, "num_position_embeddings": 12}
     with pytest.raises(SpecError, match=r"^config num_position_embeddings = 12: expected a square"):
         import_tensors("hf", {k: v for k, v in raw.items() if "mlp" not in k}, square, QWEN_BATCH)
+    notes = import_tensors("hf", raw, config.to_dict(), QWEN_BATCH).notes  # its default [7, 15, 23, 31]
+    assert "config fullatt_block_indexes [7, 15, 23, 31]: only blocks below depth 1 exist, so [] attend" in \
+        " ".join(notes)
+    with pytest.raises(WeightsError, match=r"tensor 'blocks.0.mlp.gate_proj.weight' has shape \(64, 32\), "
+                                           r"the spec expects \(48, 32\)"):
+        import_tensors("hf", raw, {**config.to_dict(), "intermediate_size": 48}, QWEN_BATCH)
     flat = {**raw, "patch_embed.proj.weight": raw["patch_embed.proj.weight"][:, :, 0]}
     with pytest.raises(WeightsError, match=r"tensor 'patch_embed.proj.weight' has shape \(32, 3, 4, 4\), "
                                            r"expected \(out, in, frames, height, width\)"):

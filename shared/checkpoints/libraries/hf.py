@@ -500,7 +500,11 @@ def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | Non
             raise SpecError(f"config window_size = {cfg['window_size']!r}: expected a multiple of "
                             f"patch_size x spatial_merge_size = {unit} (its windows are whole merge units)")
         side = cfg["window_size"] // patch
-        full = tuple(sorted(set(cfg["fullatt_block_indexes"])))  # a set of blocks, in any order there
+        listed = set(cfg["fullatt_block_indexes"])  # a set of blocks, in any order there
+        full = tuple(sorted(i for i in listed if i < depth))  # its loop never meets the others
+        if len(full) < len(listed):
+            inf.notes.append(f"config fullatt_block_indexes {sorted(listed)}: only blocks below depth "
+                             f"{depth} exist, so {list(full)} attend over the whole image")
         facts |= {"window_size": side, "full_attention_blocks": full}
         bounds, why = 2 * side, f"two of its {cfg['window_size']}-pixel windows a side"
     else:
