@@ -269,7 +269,7 @@ def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> No
 # architecture, and in model_args only the caller's arguments; the rest (rotary settings, the blocks'
 # eps) is the registry's. DINOv3: centred RoPE (rope_type='dinov3'), 4 registers, no position table,
 # LayerScale, q/k/v without bias or q/v with (_qkvb), split SwiGLU aligned to 8 (S+). PE:
-# AttentionRope, norm_pre, rope_grid_indexing='xy' (read with each head's q/k dimensions permuted),
+# AttentionRope, norm_pre, rope_grid_indexing='xy' (rope_axes='cols_first': the columns' angles first),
 # core's map pool over its class token (at the blocks' heads and offset 0: what the spec can say of
 # it), lang-G's LayerScale and no final norm, and PE's offset 1 with no prefix token (it cancels).
 # Qwen3-ViT: its encoder without the merger (GELU-tanh, axial_half RoPE, its G x G table).
@@ -293,8 +293,8 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     from the live model, the same spec, whose
     reference gives the library's output; random canonical weights load strictly into the class the
     export names (and DINOv3's and Qwen3-ViT's into the registry's own) and give the reference's
-    output. DINOv3 and Qwen3-ViT's encoder pass verify --model (an 'xy' Eva's permuted heads are
-    refused there in one line: the test below)."""
+    output. DINOv3, PE-spatial (an 'xy' Eva: read as rope_axes='cols_first') and Qwen3-ViT's encoder pass
+    verify --model."""
     import timm
     from timm.models import save_for_hf
 
@@ -309,10 +309,13 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     spec, images = converted.spec, images_for(converted.spec)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
     assert propose_spec(model).spec == spec
-    if name in ("vit_small_patch16_dinov3", "qwen3_vit_88m_enc"):
+    assert spec.rope_axes == ("cols_first" if "_pe_" in name else "rows_first")
+    if name in ("vit_small_patch16_dinov3", "qwen3_vit_88m_enc", "vit_pe_spatial_tiny_patch16_512"):
         read = (spec.rope, spec.rope_coords, spec.registers, spec.pos_embed, spec.qkv_bias, spec.activation)
-        assert read == (("axial_half", "centered", 4, "none", False, "gelu") if "dinov3" in name else
-                        ("axial_half", "index", 0, "learned", True, "gelu_tanh"))
+        assert read == {"vit_small_patch16_dinov3": ("axial_half", "centered", 4, "none", False, "gelu"),
+                        "qwen3_vit_88m_enc": ("axial_half", "index", 0, "learned", True, "gelu_tanh"),
+                        "vit_pe_spatial_tiny_patch16_512": ("axial_interleaved", "index", 0, "learned",
+                                                            True, "gelu")}[name]
         assert_verified(model)
     # the _qkvb model read has a zero key bias; DINOv3's own (no key bias) is written as its EvaAttention
     written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
@@ -372,7 +375,7 @@ def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: t
 
 def test_what_perception_encoder_and_qwen3_vit_have_beyond_the_spec_is_refused_in_one_line() -> None:
     """PE's grid offset beside a class token, PE-core's pool heads (8) and a pool MLP of its own width;
-    an 'xy' Eva in verify --model; Qwen3-ViT's merger, its classifier's affine-free norm, its encoder's
+    Qwen3-ViT's merger, its classifier's affine-free norm, its encoder's
     tokens (global_pool='') and its table resampled to another grid (bilinear, align_corners=True)."""
     import timm
 
@@ -401,8 +404,7 @@ def test_what_perception_encoder_and_qwen3_vit_have_beyond_the_spec_is_refused_i
         with pytest.raises((SpecError, WeightsError), match=message) as caught:
             import_tensors("timm", raw, config, {"heads": 2} if args is None else {})
         assert "\n" not in str(caught.value)
-    for model, message in ((built("vit_pe_spatial_tiny_patch16_512", **small), "rope_grid_indexing='xy'"),
-                           (merged, "with model.merger"), (classifier, "Qwen3VitClassifier, whose")):
+    for model, message in ((merged, "with model.merger"), (classifier, "Qwen3VitClassifier, whose")):
         with pytest.raises(SpecError, match=message):
             live_tables(model, None)
     encoder = state_dict(built("qwen3_vit_88m_enc", **qwen3, global_pool="avg"))

@@ -153,6 +153,8 @@ BAD_SPECS = [
     # issue 36: the rotary frequency bands per axis
     ({"rope_bands": "alternate"}, "rope_bands", "one of shared | alternating"),
     ({"rope_bands": "alternating"}, "rope_bands", "'shared' when rope is 'none' (no rotary embeddings)"),
+    ({"rope_axes": "xy"}, "rope_axes", "one of rows_first | cols_first"),
+    ({"rope_axes": "cols_first"}, "rope_axes", "'rows_first' when rope is 'none' (no rotary embeddings)"),
     # issue 37: how inputs are batched (NaFlex: per-image grids padded to max_patches; packed: several
     # images one after another in each sequence)
     ({"batching": "tiled"}, "batching", "one of fixed | naflex | packed"),
@@ -224,13 +226,15 @@ def test_norm_fields_keep_every_hash_and_name_of_a_spec_that_does_not_use_them()
     assert own.spec_hash != spec.spec_hash
 
 
-def test_rope_bands_keep_every_rotary_hash_at_their_default() -> None:
-    """rope_bands at 'shared' leaves rope-tiny's and dinov3-tiny's hashes as before the field
-    (measured on this branch before issue 36's rotary slice); 'alternating' is another spec."""
+def test_rope_bands_and_axes_keep_every_rotary_hash_at_their_default() -> None:
+    """rope_bands at 'shared' and rope_axes at 'rows_first' leave rope-tiny's and dinov3-tiny's hashes
+    as before the fields (measured on this branch before issue 36's rotary slice); 'alternating' and
+    'cols_first' are other specs."""
     assert get_preset("rope-tiny").spec_hash == "5507d7cd2ea263dd"
     assert get_preset("dinov3-tiny").spec_hash == "76b51ec58f63a996"
     spec = get_preset("rope-tiny")
     assert spec.replace(rope_bands="alternating").spec_hash != spec.spec_hash
+    assert spec.replace(rope_axes="cols_first").spec_hash != spec.spec_hash
 
 
 def test_bias_free_drops_exactly_the_named_biases() -> None:

@@ -34,7 +34,7 @@ ISSUE_25_ENTRIES = {  # issue 25, "What to build" 12 (HF's 1e-12 eps is a varian
 # issue 36, the towers' blocks: RMSNorm, bias per projection, GQA, and the 2026 towers' 2-D rotary
 # layouts (item 5): conventions of the model code; and RMSNorm's epsilon, whose default each framework has
 ISSUE_36_ENTRIES = {"norm_type", "absent_key_bias", "kv_head_order",
-                    "rope_bands", "rope_1d", "rope_half_reused"}
+                    "rope_bands", "rope_axes", "rope_1d", "rope_half_reused"}
 ISSUE_36_DEFAULTS = {"rms_norm_eps"}
 # issue 37, item 9: the mask dropped (NaFlex's and packed); each image's positions resized by another
 # method; the window mask built wrong (windows ignored, or the full-attention blocks windowed too);

@@ -49,6 +49,7 @@ LIBRARY_UNITS = {
     # issue 36's 2-D rotary layouts: Pixtral's and Qwen2.5-VL's own code
     "rope_bands": {"transformers: PixtralVisionRotaryEmbedding.compute_axial_rope_parameters",
                    "transformers: Qwen2_5_VLVisionRotaryEmbedding.compute_axial_rope_parameters"},
+    "rope_axes": {"timm: _build_grid"},
     "rope_1d": {"transformers: get_vision_position_ids",
                 "transformers: PixtralVisionRotaryEmbedding.forward"},
     "rope_half_reused": {"transformers: PixtralVisionRotaryEmbedding.recomposition_frequencies",

@@ -112,6 +112,7 @@ FORWARD_CASES = [
           ("pos_resample_offset", "hf_bicubic", "table resampled with DINOv2's +0.1 scale factor"))),
     ("rope_layout", "torch", "rope-tiny", {}, "RoPE halves and interleaved pairs swapped"),
     ("rope_coords", "torch", "rope-tiny", {}, "RoPE index and centred coordinates swapped"),
+    ("rope_axes", "torch", "rope-tiny", {}, "RoPE axes swapped"),
     # issue 36, in every port (MLX's: tests/test_teaching_mutations_mlx.py)
     *(("norm_type", fw, "internvit-tiny", {}, "RMSNorm and LayerNorm swapped")
       for fw in ("torch", "keras", "flax")),

@@ -147,11 +147,12 @@ def require(condition: bool, target: str, field_name: str, value: Any, expected:
 
 def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_free: bool = False,
                          rms_norm: bool = False, own_eps: tuple[str, ...] = (),
-                         alternating: bool = False) -> None:
+                         alternating: bool = False, cols_first: bool = False) -> None:
     """What every library here builds: every position row used, at the image's own grid, pre-norm
     blocks with head width = width / heads, no hidden head layers, and patches cut by a valid conv;
     no rotary embeddings unless the target builds them (`rope`; Pixtral's alternating bands where it
-    builds those: `alternating`, Transformers' Pixtral), every projection with its bias
+    builds those: `alternating`, Transformers' Pixtral; the columns' angles first where it can put
+    them there: `cols_first`, timm's rope_grid_indexing='xy'), every projection with its bias
     unless the target can leave one out (`bias_free`: Transformers' DINOv3, timm's proj_bias), only
     LayerNorms unless it builds RMSNorm (`rms_norm`: timm, Transformers' AIMv2 and InternVL), and
     one epsilon for every norm but those places (NORM_PLACES) whose norm it builds with its own
@@ -160,6 +161,8 @@ def require_plain_blocks(target: str, s: ModelSpec, rope: bool = False, bias_fre
     require(rope or s.rope == "none", target, "rope", s.rope, "none (no rotary position embeddings)")
     require(alternating or s.rope_bands == "shared", target, "rope_bands", s.rope_bands, "shared (the same "
             "head_dim / 4 frequency bands on both axes; Pixtral's alternating ones: Transformers' Pixtral)")
+    require(cols_first or s.rope_axes == "rows_first", target, "rope_axes", s.rope_axes, "rows_first (each "
+            "head's first angles from the rows; the columns first: timm's Eva, rope_grid_indexing='xy')")
     require(d.pos_rows_unused == 0, target, "pos_rows", s.pos_rows, "exactly the rows it uses")
     require(s.pos_resample == "none", target, "pos_resample", s.pos_resample,
             "none (a table at the image's own grid; exporting a resampled one is not built yet)")

@@ -12,7 +12,9 @@ What the libraries compute, which the spec's fields pin:
   by `ref_feat_shape / grid` when `rope_ref_grid` is set, EVA-02's fine-tune scheme); `centered` is
   DINOv3's `get_patches_center_coordinates` (patch centres, each axis normalised to [-1, 1]) with
   its angles multiplied by 2 pi (`DINOv3ViTRopePositionEmbedding.forward`);
-- per head, the angles are [row bands, column bands] (head_dim / 2 of them), laid out as
+- per head, the angles are [row bands, column bands] (head_dim / 2 of them), or [column bands, row
+  bands] with `rope_axes='cols_first'` (timm's `rope_grid_indexing='xy'`, the Perception Encoder's,
+  whose meshgrid puts x first), laid out as
   `axial_half`: [angles, angles], dimension i rotated with i + head_dim / 2 (timm's
   `rotate_half=True` layout and `rope_rotate_half`, Transformers' DINOv3 `rotate_half`), or
   `axial_interleaved`: each angle twice, dimension 2i with 2i + 1 (timm's default, EVA-02;
@@ -68,12 +70,14 @@ def axis_bands(spec: ModelSpec) -> tuple[np.ndarray, np.ndarray]:
 
 
 def patch_angles(spec: ModelSpec) -> np.ndarray:
-    """(num_patches, head_dim / 2): [row angles, column angles] per patch, patches row-major."""
+    """(num_patches, head_dim / 2): [row angles, column angles] per patch (`rope_axes`: the other way
+    round with cols_first), patches row-major."""
     d = spec.derived
     row_bands, col_bands = axis_bands(spec)
     rows = np.repeat(axis_coordinates(spec, d.grid_rows, 0), d.grid_cols)
     cols = np.tile(axis_coordinates(spec, d.grid_cols, 1), d.grid_rows)
-    return np.concatenate([rows[:, None] * row_bands, cols[:, None] * col_bands], axis=1)
+    blocks = [rows[:, None] * row_bands, cols[:, None] * col_bands]
+    return np.concatenate(blocks[::-1] if spec.rope_axes == "cols_first" else blocks, axis=1)
 
 
 def rotary_tables(spec: ModelSpec) -> RotaryTables | None:

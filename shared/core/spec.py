@@ -88,6 +88,10 @@ RopeCoords = Literal["index", "centered"]
 # (timm, DINOv3, Qwen2.5-VL's vision rotary), or `alternating`, the 1-D RoPE's head_dim / 2 bands
 # with the even ones on rows and the odd ones on columns (Pixtral).
 RopeBands = Literal["shared", "alternating"]
+# Which axis takes each head's first block of angles: `rows_first` (timm's default
+# grid_indexing='ij', DINOv3, Pixtral, Qwen), or `cols_first` (timm's rope_grid_indexing='xy', the
+# Perception Encoder's): the same tables with the two blocks swapped.
+RopeAxes = Literal["rows_first", "cols_first"]
 ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(RopeBands)
 # The order of each image's patch tokens in a naflex or packed batch (its patches and every token
 # tensor): `raster`, row-major over the image's grid; `merge_block`, Qwen's processor's, the patches of
@@ -133,7 +137,7 @@ class ModelSpec(Record):
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
         "batching", "max_patches", "pack_images", "window_size", "full_attention_blocks",
-        "token_order", "merge_size", "merger_dim",
+        "token_order", "merge_size", "merger_dim", "rope_axes",
     })
 
     # Input and patching.
@@ -204,6 +208,7 @@ class ModelSpec(Record):
     rope_coords: RopeCoords = "index"  # index: timm integer grid; centered: DINOv3 [-1, 1] centres, x 2 pi
     rope_ref_grid: tuple[int, ...] = ()  # timm's ref_feat_shape (rows, cols): index coords scaled to it
     rope_bands: RopeBands = "shared"  # shared: head_dim/4 bands on both axes; alternating: Pixtral's
+    rope_axes: RopeAxes = "rows_first"  # the axis of each head's first angles; cols_first: timm's 'xy'
     # Patch merger (Qwen's, a naflex or packed batch): after the blocks and the final norm each token
     # is normed (the spec's norm, merger_norm_eps), each image's merge_size x merge_size neighbourhoods
     # concatenated in (row, col) order, then fc2(GELU(fc1 x)), widths dim * merge_size^2 and
@@ -626,7 +631,7 @@ def _validate_rope(s: ModelSpec) -> None:
         _fail("rope_ref_grid", ref, f"empty or two positive integers (rows, cols) of at most {MAX_TOKENS:,}")
     if s.rope == "none":
         defaults = {"rope_theta": 10_000.0, "rope_coords": "index", "rope_ref_grid": (),
-                    "rope_bands": "shared"}
+                    "rope_bands": "shared", "rope_axes": "rows_first"}
         for name, default in defaults.items():
             if getattr(s, name) != default:
                 _fail(name, getattr(s, name), f"{default!r} when rope is 'none' (no rotary embeddings)")

@@ -143,7 +143,9 @@ def _block_note(s: ModelSpec) -> str:
                                     (f"k/v with {s.derived.kv_heads} heads (grouped-query)",
                                      s.derived.kv_heads != s.heads),
                                     (f"2-D RoPE on the patch queries and keys ({s.rope}, {s.rope_bands} "
-                                     f"bands, theta {s.rope_theta:g})", s.rope != "none"),
+                                     f"bands, theta {s.rope_theta:g}"
+                                     f"{', columns first' if s.rope_axes == 'cols_first' else ''})",
+                                     s.rope != "none"),
                                     (f"no bias on {', '.join(own)}", bool(own)))
               if on]
     return (f"{norm}; {s.heads} heads × {s.head_dim} = {s.derived.attn_inner} inner"

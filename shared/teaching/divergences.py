@@ -577,6 +577,22 @@ CATALOGUE: tuple[Entry, ...] = (
                          LibrarySelect("transformers", HF_DINOV3, "get_patches_center_coordinates"),
                          LibrarySelect("transformers", HF_DINOV3, "DINOv3ViTRopePositionEmbedding.forward"))),
           framework_default=False),
+    Entry("rope_axes", "RoPE axis order: rows' angles first or columns' first",
+          "timm's default grid_indexing='ij', DINOv3, Pixtral and Qwen give each head's first angles to "
+          "the rows; timm's rope_grid_indexing='xy' (the Perception Encoder) builds its grid with meshgrid's "
+          "'xy' and gives them to the columns: same shapes, same bands, the two axes exchanged",
+          "ModelSpec.rope_axes (rows_first / cols_first)", "forward", "-",
+          Reference(template=pos.with_trace_lines),
+          alternatives=(
+              Variant("RoPE axes swapped", "your port gives each head's first angles to the rows where the "
+                      "model gives them to the columns (timm's rope_grid_indexing='xy'), or the reverse",
+                      pt.rope_axes_swapped),),
+          cases=(On("rope-tiny"),),
+          lesson=Lesson("the ports take their angles from shared/core/rotary.py; timm's 'xy' grid puts the "
+                        "columns' coordinate first",
+                        (Select(unit="Rotary.__init__"),),
+                        (LibrarySelect("timm", TIMM_SINCOS, "_build_grid"),)),
+          framework_default=False),
     Entry("rope_bands", "RoPE frequency bands: shared by both axes or alternating",
           "timm, DINOv3 and Qwen2.5-VL give rows and columns the same head_dim / 4 bands; Pixtral "
           "(Mistral's precompute_freqs_cis_2d, Transformers' PixtralVisionRotaryEmbedding) takes the "

@@ -3,12 +3,12 @@
 what a port that took another library's convention computes, or None when it does not apply.
 
 A resampled table is one spec field (`pos_resample`, shared/core/resample.py), and so are the
-RoPE layout (`rope`), coordinates (`rope_coords`) and frequency bands (`rope_bands`): those
-alternatives are spec changes on the same canonical weights. Rotating the prefix tokens too, by a
-1-D token index, or by one axis's angles on both halves has no field (the spec fixes 2-D (row,
-column) positions on the patches alone): `prefix_rotated_tables`, `one_d_tables` and
-`axis_reused_tables` build the tables such a port holds; the demonstrations load them into the
-torch port's rotary buffers, the mutation tests into every port's.
+RoPE layout (`rope`), coordinates (`rope_coords`), frequency bands (`rope_bands`) and axis order
+(`rope_axes`): those alternatives are spec changes on the same canonical weights. Rotating the
+prefix tokens too, by a 1-D token index, or by one axis's angles on both halves has no field (the
+spec fixes 2-D (row, column) positions on the patches alone): `prefix_rotated_tables`,
+`one_d_tables` and `axis_reused_tables` build the tables such a port holds; the demonstrations load
+them into the torch port's rotary buffers, the mutation tests into every port's.
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ def rope_bands_swapped(case: Case) -> Case | None:
     if case.spec.rope == "none":
         return None
     return with_spec(case, rope_bands=swap[case.spec.rope_bands])
+
+
+def rope_axes_swapped(case: Case) -> Case | None:
+    """Each head's first angles from the rows (timm's 'ij', DINOv3, Pixtral, Qwen) <-> from the
+    columns (timm's rope_grid_indexing='xy', the Perception Encoder), or the reverse."""
+    swap = {"rows_first": "cols_first", "cols_first": "rows_first"}
+    if case.spec.rope == "none":
+        return None
+    return with_spec(case, rope_axes=swap[case.spec.rope_axes])
 
 
 def one_d_tables(spec: ModelSpec) -> RotaryTables | None:

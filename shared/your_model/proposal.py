@@ -264,7 +264,7 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
     if spec.pos_embed == "none":
         out |= {"pos_embed_class_row": "no position table", "pos_rows": "no position table"}
     if spec.rope == "none":
-        out |= dict.fromkeys(("rope_theta", "rope_coords", "rope_ref_grid", "rope_bands"),
+        out |= dict.fromkeys(("rope_theta", "rope_coords", "rope_ref_grid", "rope_bands", "rope_axes"),
                              "no rotary embeddings")
     if spec.batching == "fixed":  # how a batch is laid out, not what the model computes per image
         out |= {"batching": "your model is fed whole images of the spec's size (a mixed-size batch: a "

@@ -242,6 +242,7 @@ DINOV3_FIXED: dict[str, Any] = {
     "class_token": True, "pos_embed": "none", "pos_embed_class_row": False, "pooling": "cls",
     "layer_scale": True, "final_norm": "tokens", "num_classes": 0, "patch_bias": True,
     "rope": "axial_half", "rope_coords": "centered", "rope_ref_grid": (), "rope_bands": "shared",
+    "rope_axes": "rows_first",
 }
 REGISTER_TOKENS = "embeddings.register_tokens"  # a (1, 0, D) tensor without registers
 
@@ -410,9 +411,10 @@ QWEN_DEFAULTS: dict[str, dict[str, Any]] = {  # Qwen2_5_VLVisionConfig()'s and Q
 # there), merge-block order and the merger's output as the tower's.
 QWEN_FIXED = {"class_token": False, "pos_embed_class_row": False, "layer_norm_eps": 1e-6, "norm": "pre",
               "qkv_bias": True, "bias_free": (), "rope": "axial_half", "rope_bands": "shared",
-              "rope_coords": "index", "rope_ref_grid": (), "final_norm": "none", "token_order": "merge_block",
-              "num_classes": 0, "head_hidden": (), "registers": 0, "distill_token": False,
-              "layer_scale": False, "qk_norm": False, "remainder": "drop", "kv_heads": None}
+              "rope_axes": "rows_first", "rope_coords": "index", "rope_ref_grid": (), "final_norm": "none",
+              "token_order": "merge_block", "num_classes": 0, "head_hidden": (), "registers": 0,
+              "distill_token": False, "layer_scale": False, "qk_norm": False, "remainder": "drop",
+              "kv_heads": None}
 QWEN_OWN = {
     "qwen2_5_vl_vision": {"norm_type": "rms_norm", "mlp": "gated", "patch_bias": False, "pos_embed": "none"},
     "qwen3_vl_vision": {"norm_type": "layer_norm", "mlp": "standard", "patch_bias": True,
@@ -713,8 +715,8 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
          "head_dim": 64, "rope_parameters.rope_theta": 10_000.0},
         {"class_token": False, "pos_embed": "none", "pos_embed_class_row": False, "norm_before_blocks": True,
          "norm_type": "rms_norm", "layer_norm_eps": 1e-5, "rope": "axial_half", "rope_bands": "alternating",
-         "rope_coords": "index", "rope_ref_grid": (), "layer_scale": False, "final_norm": "none",
-         "num_classes": 0, "patch_bias": False}, PIXTRAL_STYLE),
+         "rope_axes": "rows_first", "rope_coords": "index", "rope_ref_grid": (), "layer_scale": False,
+         "final_norm": "none", "num_classes": 0, "patch_bias": False}, PIXTRAL_STYLE),
 }
 TOWERS = ("aimv2_vision_model", "internvl_vision", "pixtral")
 # What each DINOv2 class's `interpolate_pos_encoding` computes (Transformers 4.57), called in every

@@ -33,8 +33,7 @@ RoPE: Eva's default `rope_type='cat'` (RotaryEmbeddingCat, in_pixels=False) is t
 `ref_feat_shape` (default none) and `rope='axial_interleaved'`, or `'axial_half'` with
 `rope_rotate_half=True` (shared/core/rotary.py); `rope_type='dinov3'` (timm's DINOv3 models) is
 `rope_coords='centered'`. `rope_grid_indexing='xy'` (Perception Encoder) puts the columns' angles
-first: read with each head's query and key dimensions permuted (`swap_rope_axes`), the same
-function. No tensor records any of it, nor whether RoPE is on: a timm config.json whose
+first: `rope_axes='cols_first'`. No tensor records any of it, nor whether RoPE is on: a timm config.json whose
 `model_args` state them says so (push_to_hub writes only the caller's overrides there: an Eva or
 VisionTransformer `architecture`'s own settings, heads and norm eps are read from timm's registry,
 `with_registry_args`), or
@@ -357,7 +356,7 @@ EVA_KEYS = (  # the Eva arguments a timm config's model_args may state, as Eva(*
     Key("model_args.rope_temperature", float, ("rope_theta",)),
     Key("model_args.ref_feat_shape", int | tuple[int, int] | None, ("rope_ref_grid",), at_most=MAX_TOKENS),
     Key("model_args.rope_grid_offset", float, ("rope_coords",), positive=False),
-    Key("model_args.rope_grid_indexing", str, ("rope",)),
+    Key("model_args.rope_grid_indexing", str, ("rope_axes",)),
     Key("model_args.use_post_norm", bool, ("norm",)),
     Key("model_args.scale_attn_inner", bool),
     Key("model_args.scale_mlp", bool),
@@ -387,7 +386,6 @@ class EvaStateDict(dict[str, np.ndarray]):
     rotary settings no tensor records) although its names are now VisionTransformer's."""
 
     eva_names: tuple[str, ...] = ()  # the Eva-only names seen, for messages
-    axes_swapped: bool = False  # rope_grid_indexing='xy' undone on the q/k rows (swap_rope_axes)
 
 
 def normalise_eva(raw: Raw, source: str) -> Raw:
@@ -422,45 +420,6 @@ def normalise_eva(raw: Raw, source: str) -> Raw:
                                "timm's attn_only_layer_scale=True, which the spec cannot express")
         out[f"{block}ls1.gamma"], out[f"{block}ls2.gamma"] = out.pop(key), out.pop(f"{block}gamma_2")
     return out
-
-
-def swap_rope_axes(raw: Raw, source: str, config: dict[str, Any] | None) -> Raw:
-    """An Eva built with `rope_grid_indexing='xy'` rotates each head's first angle block with the
-    columns and its second with the rows, the spec the other way round: the same function with each
-    head's query and key dimensions permuted, block for block (q . k is a sum over dimensions, so one
-    permutation on both leaves every attention score exact). Interleaved pairs: the halves swap;
-    rotate_half's [a, a]: the quarters swap within each half. Qk-norm's per-head weights follow."""
-    args = eva_args(config)  # without rotation (use_rot_pos_emb=False) the permutation changes nothing
-    if args.get("rope_grid_indexing", "ij") != "xy":
-        return raw
-    heads = decode_config(config, TIMM_KEYS[:1]).get("model_args.num_heads")
-    if heads is None:
-        raise SpecError("config model_args.rope_grid_indexing = 'xy' without model_args.num_heads: its "
-                        "heads' query and key rows are permuted to the spec's [rows, columns] order")
-    out = raw if isinstance(raw, EvaStateDict) else EvaStateDict(raw)
-    for key in [k for k in raw if k.endswith(".attn.qkv.weight")]:
-        prefix, dim = key.removesuffix("qkv.weight"), raw[key].shape[1]
-        if dim % heads or (dim // heads) % 4 or raw[key].shape[0] != 3 * dim:
-            raise WeightsError(f"timm checkpoint {source}: tensor {key!r} {raw[key].shape}: expected (3 x "
-                               f"embed_dim, embed_dim) with {heads} heads of a multiple of 4 dimensions")
-        order = _swapped_axes(dim // heads, args.get("rope_rotate_half", False))
-        rows = np.concatenate([(h * len(order) + order) for h in range(heads)])
-        rows = np.concatenate([rows, dim + rows, np.arange(2 * dim, 3 * dim)])  # q, k; v as it is
-        for name in ("qkv.weight", "qkv.bias"):
-            if prefix + name in out:
-                out[prefix + name] = out[prefix + name][rows]
-        for name in ("q_norm.weight", "q_norm.bias", "k_norm.weight", "k_norm.bias"):
-            if prefix + name in out:
-                out[prefix + name] = out[prefix + name][order]
-    out.axes_swapped = True
-    return out
-
-
-def _swapped_axes(head_dim: int, rotate_half: bool) -> np.ndarray:
-    """The head dimensions of an 'xy' Eva in the spec's 'ij' order (swap_rope_axes)."""
-    q = head_dim // 4
-    blocks = (1, 0, 3, 2) if rotate_half else (2, 3, 0, 1)  # quarters: [c, r, c, r] or [c, c, r, r]
-    return np.concatenate([np.arange(b * q, (b + 1) * q) for b in blocks])
 
 
 def with_registry_args(config: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -527,9 +486,6 @@ def infer_eva(inf: Inference, raw: Raw, config: dict[str, Any] | None, given: di
         if key in args and args[key] not in allowed:
             raise SpecError(f"config model_args.{key} = {shown(args[key])}: expected "
                             f"{' or '.join(map(repr, allowed))} ({why}); the spec cannot express it")
-    if args.get("rope_grid_indexing") == "xy" and not getattr(raw, "axes_swapped", False):
-        raise SpecError("config model_args.rope_grid_indexing = 'xy': these tensors were not permuted to "
-                        "the spec's [rows, columns] order (normalise them with the config)")
     _infer_rope(inf, args, given)
     _infer_eva_pool(inf, raw, args, given)
     if "activation" in inf.conventions:  # no act_layer stated: Eva takes none (Mlp: nn.GELU, GluMlp: nn.SiLU)
@@ -562,6 +518,12 @@ def _infer_rope(inf: Inference, args: dict[str, Any], given: dict[str, Any]) -> 
     embedding = "RotaryEmbeddingDinoV3" if kind == "dinov3" else "RotaryEmbeddingCat"
     inf.fact("rope_coords", ROPE_TYPES[kind], f"timm's {embedding} (rope_type={kind!r})")
     inf.fact("rope_bands", "shared", f"timm's {embedding} (the same bands on both axes)")
+    if "rope_grid_indexing" in args:  # 'xy' (Perception Encoder): meshgrid puts the columns first
+        indexing = args["rope_grid_indexing"]
+        inf.fact("rope_axes", "cols_first" if indexing == "xy" else "rows_first",
+                 f"{where}.rope_grid_indexing = {indexing!r}")
+    else:
+        inf.convention("rope_axes", "rows_first", "timm's default rope_grid_indexing='ij'")
     if "rope_temperature" in args:
         inf.fact("rope_theta", float(args["rope_temperature"]), f"{where}.rope_temperature")
     else:
@@ -623,7 +585,7 @@ def infer_qwen3(inf: Inference, config: dict[str, Any] | None, pool: str | None)
         raise SpecError(f"config global_pool = {shown(pool or '')}: expected 'avg' (Qwen3VitEncoder's mean "
                         "pool; '' returns its tokens, 'merge' its merger's)")
     for name, value in (("rope", "axial_half"), ("rope_coords", "index"), ("rope_bands", "shared"),
-                        ("rope_ref_grid", ()), ("activation", "gelu_tanh")):
+                        ("rope_axes", "rows_first"), ("rope_ref_grid", ()), ("activation", "gelu_tanh")):
         inf.conventions.pop(name, None)
         inf.fact(name, value, f"{where}: RotaryEmbeddingCat(rotate_half=True), its GELU(approximate='tanh')")
     if "model_args.rope_temperature" in values:
@@ -641,10 +603,11 @@ def infer_qwen3(inf: Inference, config: dict[str, Any] | None, pool: str | None)
 def check_qwen3_exportable(s: ModelSpec) -> None:
     """What Qwen3VitEncoder(global_pool='avg') builds: the rotary spec with GELU-tanh timm writes."""
     where = "timm Qwen3VitEncoder"
-    for name, expected in (("rope", "axial_half"), ("rope_coords", "index"), ("rope_ref_grid", ()),
-                           ("class_token", False), ("registers", 0), ("pooling", "mean"),
-                           ("final_norm", "none"), ("num_classes", 0), ("qkv_bias", True), ("bias_free", ()),
-                           ("layer_scale", False), ("qk_norm", False), ("norm_before_blocks", False),
+    for name, expected in (("rope", "axial_half"), ("rope_axes", "rows_first"), ("rope_coords", "index"),
+                           ("rope_ref_grid", ()), ("class_token", False), ("registers", 0),
+                           ("pooling", "mean"), ("final_norm", "none"), ("num_classes", 0),
+                           ("qkv_bias", True), ("bias_free", ()), ("layer_scale", False), ("qk_norm", False),
+                           ("norm_before_blocks", False),
                            ("patch_norm_out", False), ("patch_bias", True), ("norm_type", "layer_norm"),
                            ("mlp", "standard"), ("pos_embed", "learned"), ("pos_resample", "none"),
                            ("patch_width", s.patch_height)):
@@ -704,6 +667,7 @@ def eva_kwargs(s: ModelSpec) -> dict[str, Any]:
         "use_post_transformer_norm": s.final_norm == "tokens", "use_rot_pos_emb": True,
         "rope_rotate_half": s.rope == "axial_half", "rope_temperature": s.rope_theta,
         "ref_feat_shape": tuple(s.rope_ref_grid) or None, "rope_type": spelled(ROPE_TYPES)[s.rope_coords],
+        "rope_grid_indexing": "xy" if s.rope_axes == "cols_first" else "ij",
     }
     if s.layer_norm_eps != 1e-6:
         kwargs["norm_layer"] = f"functools.partial(timm.layers.LayerNorm, eps={s.layer_norm_eps!r})"
@@ -760,8 +724,8 @@ def read(path: Path, config: Path | None) -> tuple[Raw, dict[str, Any] | None, s
 
 def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Raw:
     """Two spellings of the same function become one: timm's split SwiGLU (`fc1_g`, `fc1_x`) is
-    packed as SwiGLUPacked's one `fc1` (gate first); NaFlexVit's and Eva's spellings, and an 'xy'
-    Eva's heads (`config`: NaFlexVit's channels, the Eva's axis order and heads)."""
+    packed as SwiGLUPacked's one `fc1` (gate first); NaFlexVit's and Eva's spellings (`config`:
+    NaFlexVit's channels)."""
     if "encoder.patch_embed.proj.weight" in raw:
         raise WeightsError(f"timm checkpoint {source}: tensor 'encoder.patch_embed.proj.weight' is timm's "
                            "Qwen3VitClassifier's, whose affine-free norm before its head the timm format "
@@ -772,8 +736,7 @@ def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Ra
         if linear not in out:
             raise WeightsError(f"timm checkpoint {source}: tensor {key!r} has no {linear!r} beside it")
         out[key.replace(SPLIT_GATE, ".mlp.fc1.")] = np.concatenate([out.pop(key), out.pop(linear)])
-    eva = normalise_eva(normalise_naflex(out, source, config), source)  # Eva's spelling (normalise_eva)
-    return swap_rope_axes(eva, source, with_registry_args(config))  # an 'xy' Eva's heads, the spec's order
+    return normalise_eva(normalise_naflex(out, source, config), source)  # Eva's spelling (normalise_eva)
 
 
 NAFLEX_CHANNELS = Key("model_args.in_chans", int, ("channels",))  # a Linear's width does not split by itself
@@ -825,7 +788,8 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
             "reads the patches only; Eva's, a rotary spec's, every token)")
     # a rotary spec is exported as timm's Eva; RmsNorm is its norm_layer, the patch norm its own
     # embed_norm_layer (an epsilon of its own), proj_bias=False every non-q/k/v projection's bias
-    require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",))
+    require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",),
+                         cols_first=True)
     no_proj_bias = tuple(n for n in ("attn.out", "mlp.gate", "mlp.fc1", "mlp.fc2") if n != "mlp.gate"
                          or s.mlp == "gated")
     require(s.bias_free in ((), no_proj_bias) or keyless_attention(s), TARGET, "bias_free", s.bias_free,
@@ -1019,11 +983,6 @@ def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
                         "naflex model is called with; its state dict converts to the same function (convert "
                         "--from timm, with --set batching=naflex for its NaFlex batches)")
     refuse_qwen3_live(model)
-    rope = getattr(model, "rope", None)
-    if getattr(rope, "grid_indexing", "ij") == "xy" and module_of(model).startswith("timm."):
-        raise SpecError("your model is a timm Eva with rope_grid_indexing='xy', whose query and key rows "
-                        "convert to the spec's axis order by a permutation verify --model cannot bind; its "
-                        "state dict converts to the same function (convert --from timm with its config)")
     if not module_of(model).startswith("timm.") or spec.mlp != "gated" or not callable(
             getattr(model, "state_dict", None)) or not any(SPLIT_GATE in k for k in model.state_dict()):
         return []
