@@ -76,8 +76,14 @@ def patch_angles(spec: ModelSpec) -> np.ndarray:
     row_bands, col_bands = axis_bands(spec)
     rows = np.repeat(axis_coordinates(spec, d.grid_rows, 0), d.grid_cols)
     cols = np.tile(axis_coordinates(spec, d.grid_cols, 1), d.grid_rows)
-    blocks = [rows[:, None] * row_bands, cols[:, None] * col_bands]
-    return np.concatenate(blocks[::-1] if spec.rope_axes == "cols_first" else blocks, axis=1)
+    return in_axis_order(spec, rows[:, None] * row_bands, cols[:, None] * col_bands)
+
+
+def in_axis_order(spec: ModelSpec, row_angles: np.ndarray, col_angles: np.ndarray) -> np.ndarray:
+    """Each patch's row and column angles side by side in `rope_axes`' order: the rows' first, or with
+    cols_first (timm's rope_grid_indexing='xy') the columns'."""
+    blocks = [row_angles, col_angles][::-1] if spec.rope_axes == "cols_first" else [row_angles, col_angles]
+    return np.concatenate(blocks, axis=1)
 
 
 def rotary_tables(spec: ModelSpec) -> RotaryTables | None:

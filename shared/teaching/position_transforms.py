@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.core.rotary import RotaryTables, axis_bands, axis_coordinates, laid_out, rotary_tables
+from shared.core.rotary import (
+    RotaryTables,
+    axis_bands,
+    axis_coordinates,
+    in_axis_order,
+    laid_out,
+    rotary_tables,
+)
 from shared.core.spec import ModelSpec
 from shared.teaching.transforms import Case, Transform, with_spec
 
@@ -98,7 +105,7 @@ def axis_reused_tables(spec: ModelSpec) -> RotaryTables | None:
     d = spec.derived
     row_bands, col_bands = axis_bands(spec)
     rows = np.repeat(axis_coordinates(spec, d.grid_rows, 0), d.grid_cols)
-    return laid_out(spec, np.concatenate([rows[:, None] * row_bands, rows[:, None] * col_bands], axis=1))
+    return laid_out(spec, in_axis_order(spec, rows[:, None] * row_bands, rows[:, None] * col_bands))
 
 
 def prefix_rotated_tables(spec: ModelSpec) -> RotaryTables | None:

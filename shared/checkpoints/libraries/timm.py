@@ -607,8 +607,8 @@ def check_qwen3_exportable(s: ModelSpec) -> None:
                            ("rope_ref_grid", ()), ("class_token", False), ("registers", 0),
                            ("pooling", "mean"), ("final_norm", "none"), ("num_classes", 0),
                            ("qkv_bias", True), ("bias_free", ()), ("layer_scale", False), ("qk_norm", False),
-                           ("norm_before_blocks", False),
-                           ("patch_norm_out", False), ("patch_bias", True), ("norm_type", "layer_norm"),
+                           ("norm_before_blocks", False), ("patch_norm_out", False), ("patch_bias", True),
+                           ("norm_type", "layer_norm"),
                            ("mlp", "standard"), ("pos_embed", "learned"), ("pos_resample", "none"),
                            ("patch_width", s.patch_height)):
         require(getattr(s, name) == expected, where, name, getattr(s, name),
