@@ -322,7 +322,8 @@ def test_an_export_of_a_patch_batch_spec_says_it_is_the_one_image_model(tmp_path
     """What `convert --to timm` writes for a naflex or packed spec is timm's VisionTransformer of one
     image: the same weights, each image's function (the reference's per-image equality above), and the
     note says so rather than leave a NaFlex or packing class implied. A windowed spec is refused: that
-    one-image model attends over the whole image, and one with a patch merger: it has none."""
+    one-image model attends over the whole image, and one with a patch merger: it has none. Qwen's
+    tower is written to hf as its own packing class, which the note names alone."""
     from shared.checkpoints import export_checkpoint
 
     for spec in (SPEC, PACKED):
@@ -332,9 +333,13 @@ def test_an_export_of_a_patch_batch_spec_says_it_is_the_one_image_model(tmp_path
     with pytest.raises(SpecError, match=r"^spec field 'window_size' = 4: expected 0 for an export to timm "):
         export_checkpoint("timm", QWEN, init_weights(QWEN, 0), tmp_path / "windowed.safetensors")
     merged = QWEN.replace(window_size=0, full_attention_blocks=())
-    with pytest.raises(SpecError, match=r"^spec field 'merge_size' = 2: expected 1 for an export to hf "):
-        export_checkpoint("hf", merged, init_weights(merged, 0), tmp_path / "merged")
-    assert not list(tmp_path.glob("windowed*")) and not (tmp_path / "merged").exists()
+    with pytest.raises(SpecError, match=r"^spec field 'merge_size' = 2: expected 1 for an export to timm "):
+        export_checkpoint("timm", merged, init_weights(merged, 0), tmp_path / "merged.safetensors")
+    assert not list(tmp_path.glob("windowed*")) and not list(tmp_path.glob("merged*"))
+    tower = QWEN.replace(num_classes=0)
+    notes = export_checkpoint("hf", tower, init_weights(tower, 0), tmp_path / "qwen")
+    assert notes == [f"load with transformers.Qwen2_5_VisionTransformerPretrainedModel.from_pretrained("
+                     f"{str(tmp_path / 'qwen')!r})"]
 
 
 def test_training_refuses_a_patch_batch_spec_in_one_line() -> None:

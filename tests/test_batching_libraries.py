@@ -222,12 +222,35 @@ def qwen_case(model: torch.nn.Module, preset: str) -> tuple[ModelSpec, dict[str,
     seg = segments(spec, grid_batch(spec, np.zeros(shape, np.float32), grids))
     patches = np.random.default_rng(0).standard_normal(shape) * (seg >= 0)[..., None]
     batch = grid_batch(spec, patches.astype(np.float32), grids)
+    return spec, converted.tensors, batch, qwen_call(model, spec, batch)
+
+
+def qwen_call(model: torch.nn.Module, spec: ModelSpec, batch: np.ndarray) -> Any:
+    """The tower on the batch's images as its processor gives them: each patch (ph, pw, C) as (C,
+    frame, ph, pw), the frame repeated (a still image), and each image's (frames, rows, cols)."""
     ph, pw, c = spec.patch_height, spec.patch_width, spec.channels
+    seg = segments(spec, batch)
     mine = batch["patches"][seg >= 0].reshape(-1, ph, pw, c).transpose(0, 3, 1, 2)  # (C, ph, pw) a patch
-    thw = torch.tensor([[1, rows, cols] for rows, cols in grids.reshape(-1, 2).tolist()])
+    frames = np.stack([mine] * spec.temporal_patch_size, axis=2).reshape(len(mine), -1)
+    thw = torch.tensor([[1, rows, cols] for rows, cols in batch["grid"].reshape(-1, 2).tolist()])
     with torch.no_grad():
-        out = model(torch.tensor(np.stack([mine, mine], axis=2).reshape(len(mine), -1)), thw)
-    return spec, converted.tensors, batch, out
+        return model(torch.tensor(frames), thw)
+
+
+def assert_exports_back(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray,
+                        model: torch.nn.Module, out: Any) -> None:
+    """`convert --to hf` writes the tower's own state dict (its deepstack mergers aside) exactly, and
+    the class its config names, built from that config, loads it strictly and gives its merged tokens."""
+    from shared.checkpoints import export_tensors
+    from shared.checkpoints.libraries.hf import build_model
+
+    raw = export_tensors("hf", spec, tensors)
+    theirs = {k: v for k, v in state_dict(model).items() if not k.startswith("deepstack_merger_list.")}
+    assert sorted(raw) == sorted(theirs) and all(np.array_equal(raw[k], theirs[k]) for k in raw)
+    rebuilt = build_model(spec).eval()
+    rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in raw.items()}, strict=True)
+    assert type(rebuilt) is type(model)
+    assert torch.equal(qwen_call(rebuilt, spec, batch).pooler_output, out.pooler_output)
 
 
 def merged_tokens(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray) -> np.ndarray:
@@ -249,7 +272,8 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     its 2x2 patch merger. Nine images of their own grids (non-square, one smaller than a window) packed
     three a sequence give its merged tokens and its last block's tokens (taken back from its window
     order) in the reference, and the merged tokens' means in every port. Pixtral's bands, the windows
-    ignored or the patches read row-major instead do not."""
+    ignored or the patches read row-major instead do not. Its two-frame Conv3d kernel is kept whole,
+    and `convert --to hf` gives the tower back."""
     import transformers
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
     from transformers.vision_utils import get_vision_window_index
@@ -261,6 +285,7 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
         out_hidden_size=24, hidden_act="silu")
     model = perturbed(qwen.Qwen2_5_VisionTransformerPretrainedModel(config), seed=1)
     spec, tensors, batch, out = qwen_case(model, "qwen2.5-vl-tiny")
+    assert not tensor_fields_differ(propose_spec(model).spec, spec)  # `spec --from-model` reads the same
     thw = torch.tensor([[1, rows, cols] for rows, cols in np.reshape(QWEN_GRIDS, (-1, 2)).tolist()])
     window_index, _ = get_vision_window_index(thw, spatial_merge_size=2, window_size=16, patch_size=4)
     units = out.last_hidden_state.numpy().reshape(-1, 4, spec.dim)[np.argsort(window_index.numpy())]
@@ -277,6 +302,7 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     assert gaps["qwen"] <= budget and min(v for k, v in gaps.items() if k != "qwen") > 100 * budget, gaps
     means = merged_means(spec, theirs)
     assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
+    assert_exports_back(spec, tensors, batch, model, out)
 
 
 def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
@@ -284,7 +310,8 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     merger set aside, named): its learned 4 x 4 table resized to each image's grid by bilinear with
     corners aligned (`linspace(0, n - 1, size)`) and added in merge-block order, RoPE on top, LayerNorm
     blocks, its 2x2 merger. Qwen2.5-VL's nine images give its merged tokens in the reference and their
-    means in every port; the table resized antialiased (SigLIP2's) instead does not."""
+    means in every port; the table resized antialiased (SigLIP2's) instead does not. `convert --to hf`
+    gives the tower back (without its deepstack mergers, which the config it writes leaves out)."""
     import transformers
     from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3
 
@@ -302,6 +329,7 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     assert gaps["qwen3"] <= budget and gaps["antialiased table"] > 100 * budget, gaps
     means = merged_means(spec, theirs)
     assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
+    assert_exports_back(spec, tensors, batch, model, out)
 
 
 def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
@@ -328,6 +356,6 @@ def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
                                            r"the spec expects \(48, 32\)"):
         import_tensors("hf", raw, {**config.to_dict(), "intermediate_size": 48}, QWEN_BATCH)
     flat = {**raw, "patch_embed.proj.weight": raw["patch_embed.proj.weight"][:, :, 0]}
-    with pytest.raises(WeightsError, match=r"tensor 'patch_embed.proj.weight' has shape \(32, 3, 4, 4\), "
-                                           r"expected \(out, in, frames, height, width\)"):
+    with pytest.raises(WeightsError, match=r"tensor 'patch_embed.proj.weight' has shape \(32, 3, 4, 4\): "
+                                           r"expected 5 dimensions \(out, in, frames, height, width\)"):
         import_tensors("hf", flat, config.to_dict(), QWEN_BATCH)

@@ -64,6 +64,10 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                                      "spec, the job kind, its worker side and the A/B findings",
     "ports/keras/user.py": "the parallel text of a user's model in Keras: the interface every port's user.py "
                            "has, with one walk for Keras 3 and tf_keras layers and functional graphs",
+    "shared/core/weights.py": "the canonical layout whole: its table, its file, and each conversion to a "
+                              "framework's layout beside its inverse",
+    "shared/your_model/proposal_structure.py": "what a model's layers state, whole: the patch projection, "
+                                               "blocks, norms and head read from the same units",
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file

@@ -306,3 +306,24 @@ def test_a_factory_that_takes_the_spec_cannot_propose_one(tmp_path: Path) -> Non
 
     with pytest.raises(InputError, match=r"takes the spec \('spec'\).*pass --spec"):
         build(f"{write_models(tmp_path)}:takes_spec", None)
+
+
+def test_a_conv3d_patch_projection_states_its_frames_and_passes() -> None:
+    """A patch projection over frames (Qwen's Conv3d, here each port's own at temporal_patch_size 2)
+    states the frames from its kernel in the framework's layout, and torch's model passes on the spec
+    read from it (its heads given: q, k and v Linears hold every head alike)."""
+    from ports import create_port
+    from shared.core.weights import init_weights
+
+    spec = TINY.replace(temporal_patch_size=2)
+    sources = {"torch": "shape of patch_embed.proj.weight (16, 3, 2, 8, 8) (OITHW)",
+               "mlx": "shape of patch_embed.proj.weight (16, 2, 8, 8, 3) (OTHWI)"}
+    models = {}
+    for framework, source in sources.items():
+        port = create_port(framework, spec)
+        port.load(init_weights(spec, 0))
+        models[framework], proposal = port.model, propose_spec(port.model)
+        assert proposal.spec.temporal_patch_size == 2 and proposal.sources["temporal_patch_size"] == source
+    read = propose_spec(models["torch"]).spec.replace(heads=spec.heads, head_dim=spec.head_dim)
+    result = portbench.check(models["torch"], read, trace=False, batch=2)
+    assert result.passed, result.explanation

@@ -82,7 +82,8 @@ class FixedTable(nnx.Variable):
 class PatchEmbed(nnx.Module):
     """Pad (or drop) the remainder, then one Conv with kernel = stride = patch size; optional
     LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
-    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear). Over T > 1
+    frames it is a 3-D conv (Qwen's) on the image repeated to fill them, as the processors do."""
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
         d = spec.derived
@@ -93,8 +94,10 @@ class PatchEmbed(nnx.Module):
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
         self.norm_in = norm_layer(spec, d.patch_features, "patch", rngs) if spec.patch_norm_in else None
         # padding="VALID": nnx.Conv defaults to "SAME", which would pad instead of drop.
-        self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=self.patch, strides=self.patch,
-                             padding="VALID", use_bias=spec.patch_bias, dtype=dtype, rngs=rngs)
+        self.frames = spec.temporal_patch_size  # 1: an image's 2-D patch
+        kernel = (self.frames, *self.patch) if self.frames > 1 else self.patch  # nnx.Conv: 2-D or 3-D by it
+        self.proj = nnx.Conv(spec.channels, spec.dim, kernel_size=kernel, strides=kernel, padding="VALID",
+                             use_bias=spec.patch_bias, dtype=dtype, rngs=rngs)
         self.norm_out = norm_layer(spec, spec.dim, "patch", rngs) if spec.patch_norm_out else None
         self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
@@ -104,12 +107,15 @@ class PatchEmbed(nnx.Module):
                 x = jnp.pad(x, self.padding)
             x = x[:, : self.used[0], : self.used[1], :]  # NHWC
         if self.norm_in is None and not self.patchified:
+            x = x if self.frames == 1 else jnp.repeat(x[:, None], self.frames, axis=1)  # (B, T, H, W, C)
             x = self.proj(x)
-            x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, rows, cols, D) -> (B, tokens, D), row-major
+            x = x.reshape(x.shape[0], -1, x.shape[-1])  # (B, [1,] rows, cols, D) -> (B, tokens, D), row-major
         else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
             x = x if self.patchified else self.unfold(x)
             x = x if self.norm_in is None else self.norm_in(x)
-            kernel = self.proj.kernel[...].reshape(-1, self.proj.kernel.shape[-1])  # HWIO -> (ph*pw*C, D)
+            x = x if self.frames == 1 else jnp.tile(x, (1, 1, self.frames))  # (T, ph, pw, C): a patch a frame
+            kernel = self.proj.kernel[...]
+            kernel = kernel.reshape(-1, kernel.shape[-1])  # [T]HWIO -> ([T*]ph*pw*C, D)
             # nnx.Conv's own dtype promotion, so the matmul computes in the dtype the conv would.
             bias = None if self.proj.bias is None else self.proj.bias[...]
             x, kernel, bias = self.proj.promote_dtype((x, kernel, bias), dtype=self.proj.dtype)

@@ -230,7 +230,7 @@ def _describe(node: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(node, nnx.LayerNorm):
         return "layer_norm", {"eps": float(node.epsilon), "use_fast_variance": node.use_fast_variance,
                               "use_bias": node.use_bias, "use_scale": node.use_scale}
-    if isinstance(node, nnx.Conv):
+    if isinstance(node, nnx.Conv):  # a 3-D kernel: a patch over frames (Qwen's)
         return "conv", {"in_features": node.in_features, "out_features": node.out_features,
                         "kernel_size": tuple(node.kernel_size), "strides": node.strides,
                         "padding": node.padding, "use_bias": node.use_bias}

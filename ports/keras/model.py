@@ -91,7 +91,8 @@ def norm_layer(spec: ModelSpec, width: int, place: str,
 class PatchEmbed(layers.Layer):
     """Pad (or drop) the remainder, then one Conv2D with kernel = stride = patch size; optional
     LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
-    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear). Over T > 1
+    frames it is a 3-D conv (Qwen's) on the image repeated to fill them, as the processors do."""
 
     def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
         super().__init__(**kwargs)
@@ -105,11 +106,14 @@ class PatchEmbed(layers.Layer):
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
         self.norm_in = norm_layer(spec, d.patch_features, "patch", stream) if spec.patch_norm_in else None
-        self.proj = layers.Conv2D(spec.dim, kernel_size=self.patch, strides=self.patch, padding="valid",
-                                  use_bias=spec.patch_bias, dtype=compute)
+        self.frames = spec.temporal_patch_size  # 1: an image's 2-D patch
+        conv, kernel = ((layers.Conv3D, (self.frames, *self.patch)) if self.frames > 1
+                        else (layers.Conv2D, self.patch))
+        self.proj = conv(spec.dim, kernel_size=kernel, strides=kernel, padding="valid",
+                         use_bias=spec.patch_bias, dtype=compute)
         self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
         if self.norm_in is not None or self.patchified:  # the conv is never called then: built here
-            self.proj.build((None, *self.used, spec.channels))
+            self.proj.build((None, *kernel[:-2], *self.used, spec.channels))
         self.norm_out = norm_layer(spec, spec.dim, "patch", stream) if spec.patch_norm_out else None
         self.tokens, self.dim, self.features = d.num_patches, spec.dim, d.patch_features
 
@@ -119,12 +123,14 @@ class PatchEmbed(layers.Layer):
                 x = self.pad(x)
             x = x[:, : self.used[0], : self.used[1], :]  # NHWC
         if self.norm_in is None and not self.patchified:
-            # (B, rows, cols, D) -> (B, tokens, D), row-major
+            x = x if self.frames == 1 else ops.repeat(x[:, None], self.frames, axis=1)  # (B, T, H, W, C)
+            # (B, [1,] rows, cols, D) -> (B, tokens, D), row-major
             x = ops.reshape(self.proj(x), (-1, self.tokens, self.dim))
         else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
             x = x if self.patchified else self.unfold(x)
             x = x if self.norm_in is None else self.norm_in(x)
-            kernel = ops.reshape(self.proj.kernel, (self.features, self.dim))  # HWIO -> (ph*pw*C, D)
+            x = x if self.frames == 1 else ops.tile(x, (1, 1, self.frames))  # (T, ph, pw, C): a patch a frame
+            kernel = ops.reshape(self.proj.kernel, (-1, self.dim))  # [T]HWIO -> ([T*]ph*pw*C, D)
             dtype = self.proj.compute_dtype  # the conv's compute dtype, as its own call would cast
             x = ops.matmul(ops.cast(x, dtype), ops.cast(kernel, dtype))
             x = x if self.proj.bias is None else ops.add(x, ops.cast(self.proj.bias, dtype))

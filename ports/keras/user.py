@@ -241,7 +241,7 @@ def _describe(node: Any) -> tuple[str, dict[str, Any]]:
     if isinstance(node, kl.LayerNormalization):
         return "layer_norm", {"eps": float(node.epsilon), "center": node.center, "scale": node.scale,
                               "rms_scaling": getattr(node, "rms_scaling", False)}
-    if isinstance(node, (kl.Conv1D, kl.Conv2D, kl.Conv3D)):
+    if isinstance(node, (kl.Conv1D, kl.Conv2D, kl.Conv3D)):  # Conv3D: a patch over frames (Qwen's)
         return "conv", {"filters": node.filters, "kernel_size": tuple(node.kernel_size),
                         "strides": tuple(node.strides), "padding": node.padding, "use_bias": node.use_bias,
                         "data_format": node.data_format, "activation": _activation(node.activation)}

@@ -157,8 +157,8 @@ def _describe(module: Any) -> tuple[str, dict[str, Any]]:
                              "use_bias": "bias" in module.query_proj, "batch_first": True}
     if isinstance(module, nn.LayerNorm):
         return "layer_norm", {"eps": float(module.eps), "affine": "weight" in module}
-    if isinstance(module, nn.Conv2d):
-        return "conv", {"kernel_size": tuple(module.weight.shape[1:3]), "strides": tuple(module.stride),
+    if isinstance(module, (nn.Conv2d, nn.Conv3d)):  # Conv3d: a patch over frames (Qwen's)
+        return "conv", {"kernel_size": tuple(module.weight.shape[1:-1]), "strides": tuple(module.stride),
                         "use_bias": "bias" in module}
     if isinstance(module, nn.Linear):
         out_features, in_features = module.weight.shape

@@ -68,7 +68,8 @@ def norm_layer(spec: ModelSpec, width: int, place: str) -> nn.LayerNorm | nn.RMS
 class PatchEmbed(nn.Module):
     """Pad (or drop) the remainder, then one Conv2d with kernel = stride = patch size; optional
     LayerNorms on each flattened patch before it and on each token after it (vit-pytorch). A naflex
-    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear)."""
+    batch arrives patchified: the conv kernel is applied as a matmul (SigLIP2's Linear). Over T > 1
+    frames it is a 3-D conv (Qwen's) on the image repeated to fill them, as the processors do."""
 
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
@@ -79,8 +80,10 @@ class PatchEmbed(nn.Module):
         self.used = (d.grid_rows * spec.patch_height, d.grid_cols * spec.patch_width)
         self.grid, self.patch = (d.grid_rows, d.grid_cols), (spec.patch_height, spec.patch_width)
         self.norm_in = norm_layer(spec, d.patch_features, "patch") if spec.patch_norm_in else None
-        self.proj = nn.Conv2d(spec.channels, spec.dim, kernel_size=self.patch, stride=self.patch, padding=0,
-                              bias=spec.patch_bias)
+        self.frames = spec.temporal_patch_size  # 1: an image's 2-D patch
+        conv, kernel = (nn.Conv3d, (self.frames, *self.patch)) if self.frames > 1 else (nn.Conv2d, self.patch)
+        self.proj = conv(spec.channels, spec.dim, kernel_size=kernel, stride=kernel, padding=0,
+                         bias=spec.patch_bias)
         self.norm_out = norm_layer(spec, spec.dim, "patch") if spec.patch_norm_out else None
         self.patchified = spec.batching != "fixed"  # (B, max_patches, ph*pw*C), not an image
 
@@ -90,11 +93,13 @@ class PatchEmbed(nn.Module):
                 x = F.pad(x, self.padding)
             x = x[:, :, : self.used[0], : self.used[1]]  # NCHW
         if self.norm_in is None and not self.patchified:
-            x = self.proj(x).flatten(2).transpose(1, 2)  # (B, D, rows, cols) -> (B, tokens, D), row-major
+            x = x if self.frames == 1 else torch.stack([x] * self.frames, dim=2)  # (B, C, T, H, W)
+            x = self.proj(x).flatten(2).transpose(1, 2)  # (B, D, [1,] rows, cols) -> (B, tokens, D)
         else:  # the patches as rows (a LayerNorm on each first): the conv kernel applied as a matmul
             x = x if self.patchified else self.unfold(x)
             x = x if self.norm_in is None else self.norm_in(x)
-            kernel = self.proj.weight.permute(0, 2, 3, 1).flatten(1)  # OIHW -> (D, ph*pw*C)
+            x = x if self.frames == 1 else x.repeat(1, 1, self.frames)  # (T, ph, pw, C): a patch a frame
+            kernel = self.proj.weight.movedim(1, -1).flatten(1)  # OI[T]HW -> (D, [T*]ph*pw*C)
             x = F.linear(x, kernel, self.proj.bias)
         if self.norm_out is not None:
             x = self.norm_out(x)

@@ -136,7 +136,7 @@ def _describe(module: nn.Module) -> tuple[str, dict[str, Any]]:
                              "use_bias": module.in_proj_bias is not None}
     if isinstance(module, nn.LayerNorm):
         return "layer_norm", {"eps": float(module.eps), "affine": module.elementwise_affine}
-    if isinstance(module, nn.Conv2d):
+    if isinstance(module, (nn.Conv2d, nn.Conv3d)):  # Conv3d: a patch over frames (Qwen's)
         return "conv", {"kernel_size": tuple(module.kernel_size), "strides": tuple(module.stride),
                         "use_bias": module.bias is not None}
     if isinstance(module, nn.Linear):

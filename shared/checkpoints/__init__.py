@@ -16,7 +16,8 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
   `refuse_unsupported` and `infer` (the spec the tensors and config state, with the library's
   conventions printed as such: `common.Inference`);
 - `check_exportable(fmt, spec)` (what the library cannot build, refused by field), `finish_export`
-  (optional) and `write(fmt, spec, raw, out, force)`;
+  (optional) and `write(fmt, spec, raw, out, force)`; `packed_class(spec)` (optional): the class
+  that takes a packed batch and computes `spec` whole, windows, merger and frames, where it has one;
 - `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
 - `inert_live(model)` and `output_live(model)` (optional): the tensors its forward computes for an
   output never compared, and the output compared where the logits picker would take another;
@@ -167,17 +168,24 @@ def import_tensors(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dic
     return Converted(spec, tensors, notes)
 
 
+def packed_class(module: ModuleType, spec: ModelSpec) -> str | None:
+    """The plug-in's class that takes a packed batch and computes `spec` whole, or None."""
+    return module.packed_class(spec) if hasattr(module, "packed_class") else None
+
+
 def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
     """Canonical tensors -> the library's state dict / tree (refusing what it cannot express)."""
     from shared.core.weights import check_tensors
 
     module = format_module(fmt)
     check_tensors(spec, tensors)
-    for name, none in (("window_size", 0), ("merge_size", 1)):  # what no one-image model written here has
-        if getattr(spec, name) != none:
-            raise SpecError(f"spec field {name!r} = {getattr(spec, name)}: expected {none} for an export to "
-                            f"{fmt} (the library model written here attends over the whole image and has no "
-                            "patch merger; Qwen2.5-VL's tower is not written yet)")
+    if packed_class(module, spec) is None:  # what no one-image model written here has
+        for name, none in (("window_size", 0), ("merge_size", 1), ("temporal_patch_size", 1)):
+            if getattr(spec, name) != none:
+                raise SpecError(f"spec field {name!r} = {getattr(spec, name)}: expected {none} for an export "
+                                f"to {fmt} (the library model written here attends over the whole image with "
+                                "a 2-D patch and has no patch merger; only Qwen's towers are written with "
+                                "them, to hf)")
     module.check_exportable(fmt, spec)
     raw = plan(fmt, spec).to_native(tensors)
     if hasattr(module, "finish_export"):  # e.g. drop a bias the library does not have, if zero
@@ -190,8 +198,9 @@ def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Pa
     """Write the library's checkpoint (exclusively unless `force`; a folder output is always new);
     returns notes (what to build to load it)."""
     raw = export_tensors(fmt, spec, tensors)
-    notes = format_module(fmt).write(fmt, spec, raw, Path(out), force)
-    if spec.batching != "fixed":  # the library's NaFlex or packing class is not what is written
+    module = format_module(fmt)
+    notes = module.write(fmt, spec, raw, Path(out), force)
+    if spec.batching != "fixed" and packed_class(module, spec) is None:  # not the library's packing class
         notes.append(f"batching {spec.batching!r}: written as the library's model of one image at a time, "
                      "which computes each image as the padded or packed batch does; call it on images, not "
                      "patches")

@@ -292,7 +292,7 @@ PRESETS: dict[str, Preset] = {
                           pos_embed="none", pos_embed_class_row=False, window_size=4,
                           full_attention_blocks=(1,), norm_type="rms_norm", mlp="gated", activation="silu",
                           rope="axial_half", final_norm="none", token_order="merge_block", merge_size=2,
-                          merger_dim=24, pooling="mean"),
+                          merger_dim=24, pooling="mean", temporal_patch_size=2),
         "Qwen2.5-VL's vision tower at a tiny size, as Transformers' "
         "Qwen2_5_VisionTransformerPretrainedModel builds it: 3 images of their own grids (even, up to 8 x"
         " 8 patches of 4x4x3) packed into each sequence of 64 tokens in its processor's merge-block order"
@@ -302,22 +302,23 @@ PRESETS: dict[str, Preset] = {
         "RoPE with half pairs and shared bands (theta 1e4), no position table, no final norm; the patch "
         "merger (RMSNorm on each token, each unit's 4 tokens side by side, fc2(GELU(fc1 x)) 128 -> 128 ->"
         " 24). This project's choice: each image's merged tokens averaged and a Linear 24 -> 10 as the "
-        "head. Its two-frame Conv3d is a Conv2d here (a still image's frames are equal: the kernel's "
-        "temporal halves sum to it). Width 32, 4 heads of 8.",
+        "head. Its two-frame Conv3d patch projection, without bias, sees each image repeated to fill "
+        "both frames, as its processor repeats a still. Width 32, 4 heads of 8.",
     ),
     "qwen3-vl-tiny": Preset(
         _ZOO_TINY.replace(name="qwen3-vl-tiny", image_height=32, image_width=32, batching="packed",
                           max_patches=64, pack_images=3, class_token=False, pos_embed_class_row=False,
                           pos_grid_height=4, pos_grid_width=4, pos_resample="big_vision_zoom",
                           activation="gelu_tanh", rope="axial_half", final_norm="none",
-                          token_order="merge_block", merge_size=2, merger_dim=24, pooling="mean"),
+                          token_order="merge_block", merge_size=2, merger_dim=24, pooling="mean",
+                          temporal_patch_size=2),
         "Qwen3-VL's vision tower at a tiny size, as Transformers' Qwen3VLVisionModel builds it: "
         "qwen2.5-vl-tiny's packing, merge-block order and 2x2 merger, with a learned 4 x 4 position table"
         " (num_position_embeddings 16) resized to each image's grid by bilinear with corners aligned and "
         "added in merge-block order, 2-D RoPE on top (half pairs, shared bands, theta 1e4), LayerNorm eps"
         " 1e-6 everywhere (the merger's too), a patch projection with bias, a tanh-GELU MLP 64 with "
         "biases, no windows and no final norm. Its deepstack mergers (extra outputs of chosen blocks) are"
-        " not modelled; its two-frame Conv3d is a Conv2d here (a still image's frames are equal). This "
+        " not modelled; its two-frame Conv3d sees each image repeated to fill both frames. This "
         "project's head: each image's merged tokens averaged, a Linear 24 -> 10.",
     ),
     "vit-pytorch-tiny": Preset(
@@ -395,15 +396,15 @@ FULL_SIZE_PRESETS: dict[str, Preset] = {
         _PIXTRAL.replace(name="qwen2.5-vl-blocks-112", image_height=112, image_width=112, patch_height=14,
                          patch_width=14, dim=1280, heads=16, head_dim=80, mlp_dim=3420, depth=32,
                          norm_before_blocks=False, layer_norm_eps=1e-6, qkv_bias=True, bias_free=(),
-                         rope_bands="shared", num_classes=0),
+                         rope_bands="shared", num_classes=0, temporal_patch_size=2),
         "Qwen2.5-VL's vision blocks (its 7B vision_config) on one 112x112 image: 8x8 patches of 14, one "
         "112-pixel window, so its window blocks attend as its full ones do; width 1280, 32 pre-norm "
         "blocks with RMSNorm eps 1e-6, 16 heads of 80 with q/k/v and output biases, 2-D RoPE with half "
-        "pairs and shared bands (theta 1e4), SwiGLU 3420 with biases. Not modelled: its two-frame Conv3d "
-        "patch projection (a bias-free Conv2d here: the same function on a still image, whose frames "
-        "are equal, with the temporal halves summed) and the 2x2 patch merger; the tokens' mean is the "
-        "output, which the merge-window token order does not change. Its blocks hold 630,470,400 "
-        "parameters, as Qwen2_5_VisionTransformerPretrainedModel's.",
+        "pairs and shared bands (theta 1e4), SwiGLU 3420 with biases, after its bias-free two-frame "
+        "Conv3d patch projection (the image repeated to fill both frames). Not modelled: the 2x2 patch "
+        "merger; the tokens' mean is the output, which the merge-window token order does not change. Its "
+        "patch projection and blocks hold 631,975,680 parameters, as "
+        "Qwen2_5_VisionTransformerPretrainedModel's.",
     ),
     "clip-b16": Preset(
         _VIT_B16.replace(name="clip-b16", norm_before_blocks=True, patch_bias=False, activation="quick_gelu",

@@ -183,7 +183,6 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     taps = {} if taps is None else taps
     r = rounding
     w = {name: r.param(np.asarray(t, dtype=np.float64)) for name, t in weights.items()}  # held as stored
-    d = spec.derived
 
     def norm(name: str, y: np.ndarray, place: str) -> np.ndarray:
         return r.param(normalize(spec, w, name, y, place))
@@ -199,7 +198,8 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
         x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
     if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
         x = norm("patch_norm_in", x, "patch")
-    kernel = w["patch_embed.kernel"].reshape(d.patch_features, spec.dim)
+    x = np.tile(x, spec.temporal_patch_size)  # a still image repeated to fill the frames: (T, ph, pw, C)
+    kernel = w["patch_embed.kernel"].reshape(-1, spec.dim)
     x = r.param(dense(x, kernel, w.get("patch_embed.bias"), r))  # the conv, then cast to the stream
     if spec.patch_norm_out:
         x = norm("patch_norm_out", x, "patch")

@@ -98,6 +98,7 @@ ROPES, ROPE_COORDS, ROPE_BANDS = get_args(Rope), get_args(RopeCoords), get_args(
 # each merge_size x merge_size merge unit together (row-major within it), the units row-major.
 TokenOrder = Literal["raster", "merge_block"]
 MAX_MERGE = 16  # a merge unit's side (Qwen's: 2)
+MAX_FRAMES = 64  # the frames one patch spans (Qwen's: 2)
 # How a batch's images reach the model (shared/core/batching.py): `fixed`, every image image_height x
 # image_width, patchified at the spec's one grid; `naflex`, SigLIP2's NaFlex: each image already
 # patchified at its own grid of rows x cols patches (rows * cols <= max_patches), its tokens padded to
@@ -137,7 +138,7 @@ class ModelSpec(Record):
         "rope", "rope_theta", "rope_coords", "rope_ref_grid",
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
         "batching", "max_patches", "pack_images", "window_size", "full_attention_blocks",
-        "token_order", "merge_size", "merger_dim", "rope_axes",
+        "token_order", "merge_size", "merger_dim", "rope_axes", "temporal_patch_size",
     })
 
     # Input and patching.
@@ -146,6 +147,9 @@ class ModelSpec(Record):
     channels: int = 3
     patch_height: int = 16
     patch_width: int = 16
+    # The frames one patch spans (Qwen's Conv3d: 2). An image is a still: every port and the reference
+    # repeat it to fill the frames, as the libraries' processors do, so the kernel is (T, ph, pw, C, D).
+    temporal_patch_size: int = 1
     remainder: Remainder = "drop"  # drop: valid unfold; pad: zero-pad bottom/right to whole patches
     patch_bias: bool = True  # the patch projection's bias (CLIP's has none)
     patch_norm_in: bool = False  # LayerNorm on each flattened patch before the projection (vit-pytorch)
@@ -391,6 +395,12 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("patch_height", s.patch_height, f"at most image_height = {s.image_height}")
     if s.patch_width > s.image_width:
         _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
+    if not is_integer(s.temporal_patch_size) or not 1 <= s.temporal_patch_size <= MAX_FRAMES:
+        _fail("temporal_patch_size", s.temporal_patch_size,
+              f"an integer from 1 to {MAX_FRAMES} (the frames one patch spans; 1: an image's 2-D patch)")
+    if s.temporal_patch_size > 1 and s.patch_norm_in:
+        _fail("temporal_patch_size", s.temporal_patch_size,
+              "1 with patch_norm_in (vit-pytorch's norm is over a 2-D patch; no library has both)")
     if not is_number(s.layer_norm_eps) or s.layer_norm_eps <= 0:
         _fail("layer_norm_eps", s.layer_norm_eps, "a finite number > 0")
     _validate_norm_eps(s)
@@ -688,7 +698,8 @@ def canonical_shapes(
     features = s.patch_height * s.patch_width * s.channels
     if s.patch_norm_in:
         out |= _norm(s, "patch_norm_in", features)
-    out["patch_embed.kernel"] = (s.patch_height, s.patch_width, s.channels, d)
+    frames = (s.temporal_patch_size,) if s.temporal_patch_size > 1 else ()  # Qwen's Conv3d: (T, ph, pw, C, D)
+    out["patch_embed.kernel"] = (*frames, s.patch_height, s.patch_width, s.channels, d)
     if s.patch_bias:
         out["patch_embed.bias"] = (d,)
     if s.patch_norm_out:

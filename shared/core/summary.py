@@ -62,11 +62,13 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
     kind = "Unfold without padding" if s.remainder == "drop" else "Zero-pad, then unfold"
     norm = _norm_name(s)
     before = f"{norm} on each patch, then " if s.patch_norm_in else ""
+    frames = s.temporal_patch_size
     rows.append(LayerRow(
         "patch_embed", f"B × {d.num_patches} × {s.dim}", _count(s, "patch_embed") + _count(s, "patch_norm"),
-        f"{kind} | {remainder_note(s)}; {before}Linear {d.patch_features}→{s.dim}"
+        f"{kind} | {remainder_note(s)}; {before}Linear {d.patch_features * frames}→{s.dim}"
         f"{'' if s.patch_bias else ' without bias'} "
         f"on (ph, pw, C)-flattened {s.patch_height}×{s.patch_width} patches (= Conv, kernel = stride)"
+        f"{f', each repeated to fill {frames} frames (a Conv3d on a still image)' if frames > 1 else ''}"
         f"{f'; {norm} on each token' if s.patch_norm_out else ''}",
     ))
     rows += _prefix_rows(s)

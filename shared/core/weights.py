@@ -7,6 +7,8 @@ Canonical names and shapes come from `ModelSpec.derived.tensor_shapes`. Layouts,
 | patch_embed.kernel              | (ph, pw, C, D) | HWIO. Reshaped to (ph*pw*C, D) it is the kernel of a |
 |                                 |                | Linear on patches flattened in (ph, pw, C) order;    |
 |                                 |                | transposed (3, 2, 0, 1) it is torch's OIHW Conv2d.   |
+|                                 | (T,ph,pw,C,D)  | temporal_patch_size T > 1: Qwen's Conv3d, a still    |
+|                                 |                | image repeated T times; (T*ph*pw*C, D) flattened.    |
 | patch_embed.bias                | (D,)           |                                                      |
 | cls_token                       | (D,)           | token 0 of the sequence                              |
 | pos_embed                       | (rows, D)      | rows >= tokens that receive a position; first used   |
@@ -66,8 +68,8 @@ def init_weights(spec: ModelSpec, seed: int = 0) -> Tensors:
 
 
 def _fan_in(name: str, shape: tuple[int, ...]) -> int:
-    if name == "patch_embed.kernel":
-        return shape[0] * shape[1] * shape[2]
+    if name == "patch_embed.kernel":  # every axis but the output's: (ph, pw, C) or (T, ph, pw, C)
+        return math.prod(shape[:-1])
     if name.endswith("attn.out.kernel"):
         return shape[0] * shape[1]
     return shape[0]
@@ -238,12 +240,13 @@ def dense_from_out_in(weight: np.ndarray) -> np.ndarray:
 
 
 def conv_hwio_to_oihw(kernel: np.ndarray) -> np.ndarray:
-    """(ph, pw, C, D) -> torch Conv2d weight (D, C, ph, pw). A reshape here would be wrong."""
-    return np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
+    """(ph, pw, C, D) -> torch Conv2d weight (D, C, ph, pw); (T, ph, pw, C, D) -> Conv3d's
+    (D, C, T, ph, pw). A reshape here would be wrong."""
+    return np.ascontiguousarray(np.moveaxis(kernel, (-1, -2), (0, 1)))
 
 
 def conv_oihw_to_hwio(weight: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(weight.transpose(2, 3, 1, 0))
+    return np.ascontiguousarray(np.moveaxis(weight, (0, 1), (-1, -2)))
 
 
 def patch_linear_to_oihw(weight: np.ndarray, patch_height: int, patch_width: int) -> np.ndarray:
@@ -254,12 +257,13 @@ def patch_linear_to_oihw(weight: np.ndarray, patch_height: int, patch_width: int
 
 
 def conv_hwio_to_ohwi(kernel: np.ndarray) -> np.ndarray:
-    """(ph, pw, C, D) -> MLX Conv2d weight (D, ph, pw, C), for NHWC input. A reshape would be wrong."""
-    return np.ascontiguousarray(kernel.transpose(3, 0, 1, 2))
+    """(ph, pw, C, D) -> MLX Conv2d weight (D, ph, pw, C), for NHWC input; (T, ph, pw, C, D) ->
+    Conv3d's (D, T, ph, pw, C). A reshape would be wrong."""
+    return np.ascontiguousarray(np.moveaxis(kernel, -1, 0))
 
 
 def conv_ohwi_to_hwio(weight: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(weight.transpose(1, 2, 3, 0))
+    return np.ascontiguousarray(np.moveaxis(weight, 0, -1))
 
 
 def qkv_pack(*kernels: np.ndarray) -> np.ndarray:

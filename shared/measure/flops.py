@@ -36,7 +36,7 @@ def matmuls(spec: ModelSpec, batch: int) -> list[Matmul]:
     n, width, inner, tokens = d.seq_len, spec.dim, d.attn_inner, batch * d.seq_len
     heads = batch * spec.heads
     out = [
-        Matmul("patch", batch * d.num_patches, d.patch_features, width),
+        Matmul("patch", batch * d.num_patches, d.patch_features * spec.temporal_patch_size, width),  # frames
         Matmul("qkv", tokens, width, inner + 2 * d.kv_inner, spec.depth),  # k, v: kv_heads heads
         Matmul("q·kᵀ", n, spec.head_dim, n, spec.depth * heads, dense=False),
         Matmul("a·v", n, n, spec.head_dim, spec.depth * heads, dense=False),

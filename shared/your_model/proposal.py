@@ -230,6 +230,8 @@ def dependent_defaults(found: dict[str, Fact]) -> dict[str, Fact]:
         out["pooling"] = ("mean", "follows class_token=False (no class token to read out)")
     if found.get("pooling", ("",))[0] == "mean" and "final_norm" not in found:
         out["final_norm"] = ("pooled", "follows pooling=mean (timm's fc_norm)")
+    if "patch_height" in found and "temporal_patch_size" not in found:  # a Conv3d's kernel states its own
+        out["temporal_patch_size"] = (1, f"follows a 2-D patch ({found['patch_height'][1]})")
     if "dim" in found and "heads" in found and "head_dim" not in found:
         dim, heads = found["dim"][0], found["heads"][0]
         if isinstance(dim, int) and isinstance(heads, int) and heads and dim % heads == 0:

@@ -41,9 +41,11 @@ from shared.your_model.structure_parts import (
     Unit,
 )
 
-# the conv kernel's axes per layout: (out, in, height, width) positions
-CONV_AXES = {"conv": (0, 1, 2, 3), "same": (3, 2, 0, 1), "conv_ohwi": (0, 3, 1, 2)}
-CONV_NAMES = {"conv": "OIHW", "same": "HWIO", "conv_ohwi": "OHWI"}
+# the conv kernel's axes per layout: (out, in, height, width) positions, counted so that they hold for
+# a 2-D kernel and a 3-D one (Qwen's Conv3d over frames) alike, and the frames' axis of a 3-D one
+CONV_AXES = {"conv": (0, 1, -2, -1), "same": (-1, -2, -4, -3), "conv_ohwi": (0, -1, -3, -2)}
+FRAMES_AXIS = {"conv": 2, "same": 0, "conv_ohwi": 1}
+CONV_NAMES = {"conv": ("OIHW", "OITHW"), "same": ("HWIO", "THWIO"), "conv_ohwi": ("OHWI", "OTHWI")}
 
 
 def structure_facts(params: dict[str, Any], layers: list[Layer], family: str,
@@ -79,13 +81,15 @@ def _patch(units: list[Unit], family: str, out: dict[str, Fact]) -> Unit | None:
     Linear on flattened patches: square patches assumed)."""
     layout = FRAMEWORK_LAYOUTS[family][1]
     for unit in units:
-        kernel = next(((n, s) for n, s in unit.params.items() if len(s) == 4), None)
+        kernel = next(((n, s) for n, s in unit.params.items() if len(s) in (4, 5)), None)
         if unit.kind == "conv" and kernel is not None:
             name, shape = kernel
             o, i, h, w = (shape[k] for k in CONV_AXES[layout])
-            where = f"shape of {name} {shape} ({CONV_NAMES[layout]})"
+            where = f"shape of {name} {shape} ({CONV_NAMES[layout][len(shape) - 4]})"
             out |= {"dim": (o, where), "channels": (i, where), "patch_height": (h, where),
                     "patch_width": (w, where)}
+            if len(shape) == 5:  # a Conv3d over frames: an image is repeated to fill them
+                out["temporal_patch_size"] = (shape[FRAMES_AXIS[layout]], where)
             out["patch_bias"] = (_has_bias(unit), _bias_source(unit))
             return unit
     torch_like = FRAMEWORK_LAYOUTS[family][0] == "linear"

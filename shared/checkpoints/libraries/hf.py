@@ -116,7 +116,7 @@ from shared.checkpoints.tensor_files import encode_tensors, read_config, read_te
 from shared.core.files import write_folder
 from shared.core.mapping import Table
 from shared.core.record import field_types, shown
-from shared.core.spec import BIAS_FREE, FIELD_BOUNDS, ModelSpec
+from shared.core.spec import BIAS_FREE, FIELD_BOUNDS, NORM_EPS_FIELDS, ModelSpec
 from shared.core.weights import patch_linear_to_oihw
 from shared.errors import FrameworkUnavailable, SpecError, WeightsError
 from shared.runtime.process_env import TRANSFORMERS4_NEEDED
@@ -172,7 +172,7 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("num_heads", int, ("heads",)),
     Key("in_channels", int, ("channels",)),
     Key("spatial_merge_size", int, ("merge_size",), at_most=16),
-    Key("temporal_patch_size", int, (), at_most=64),
+    Key("temporal_patch_size", int, ("temporal_patch_size",)),
     Key("out_hidden_size", int, ("merger_dim",)),
     Key("window_size", int, ("window_size",), at_most=1 << 20),
     Key("fullatt_block_indexes", tuple[int, ...], ("full_attention_blocks",), positive=False,
@@ -446,6 +446,7 @@ DEEPSTACK = "deepstack_merger_list."  # Qwen3-VL's extra mergers: the language m
 # the spec fields a Qwen tower's config.json states (the others are its class's code)
 QWEN_CONFIG_FIELDS = frozenset({"dim", "channels", "depth", "heads", "head_dim", "mlp_dim", "activation",
                                 "patch_height", "patch_width", "merge_size", "merger_dim", "rope_theta",
+                                "temporal_patch_size",
                                 "window_size", "full_attention_blocks", "pos_grid_height", "pos_grid_width"})
 
 
@@ -456,20 +457,59 @@ def qwen_type_for(s: ModelSpec) -> str | None:
     return "qwen3_vl_vision" if s.pos_embed == "learned" else "qwen2_5_vl_vision"
 
 
+def packed_class(s: ModelSpec) -> str | None:
+    """The Qwen tower class that takes the packed batch and computes `s` whole (its windows, merger
+    and frames), where `s` is one (the export checks the rest); no other class here packs images."""
+    qwen = qwen_type_for(s)
+    return None if qwen is None else QWEN_CLASSES[qwen]
+
+
+def check_qwen_exportable(model_type: str, s: ModelSpec) -> None:
+    """What a Qwen tower's class builds: its code's facts (QWEN_FIXED, QWEN_OWN), one epsilon, its
+    config's integers (a square patch and table, windows of whole merge units)."""
+    target = f"Hugging Face {QWEN_CLASSES[model_type]}"
+    for name, value in {**QWEN_FIXED, **QWEN_OWN[model_type]}.items():
+        require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
+    for name in NORM_EPS_FIELDS.values():
+        require(getattr(s, name) in (None, s.layer_norm_eps), target, name, getattr(s, name),
+                f"null or layer_norm_eps ({s.layer_norm_eps:g}): its code's one epsilon")
+    for name in ("patch_norm_in", "patch_norm_out", "norm_before_blocks", "head_hidden"):
+        require(not getattr(s, name), target, name, getattr(s, name), "none (it has no such layer)")
+    require(s.derived.attn_inner == s.dim, target, "head_dim", s.head_dim,
+            f"dim / heads = {s.dim / s.heads:g}")
+    require(s.patch_height == s.patch_width, target, "patch_width", s.patch_width,
+            f"patch_height = {s.patch_height} (its config's patch_size is one integer)")
+    require(s.activation in HF_ACT, target, "activation", s.activation, ", ".join(HF_ACT))
+    if model_type == "qwen2_5_vl_vision":
+        require(s.window_size > 0 and s.window_size % s.merge_size == 0, target, "window_size",
+                s.window_size, f"a positive multiple of merge_size = {s.merge_size} (its windows are whole "
+                "merge units; full attention everywhere is every block in full_attention_blocks)")
+    else:
+        require(s.pos_grid_height == s.pos_grid_width and s.derived.pos_rows_unused == 0, target,
+                "pos_grid_width", s.pos_grid_width, f"pos_grid_height = {s.pos_grid_height} and every row "
+                "used (num_position_embeddings is one square grid)")
+
+
+def qwen_config(model_type: str, s: ModelSpec) -> dict[str, Any]:
+    """The config.json that rebuilds `s` as the Qwen tower's class (no deepstack mergers: extra
+    outputs the spec does not hold)."""
+    out = {"architectures": [QWEN_CLASSES[model_type]], "model_type": model_type, "depth": s.depth,
+           "hidden_size": s.dim, "hidden_act": HF_ACT[s.activation], "intermediate_size": s.mlp_dim,
+           "num_heads": s.heads, "in_channels": s.channels, "patch_size": s.patch_height,
+           "spatial_merge_size": s.merge_size, "temporal_patch_size": s.temporal_patch_size,
+           "out_hidden_size": s.merger_dim,
+           "rope_parameters": {"rope_type": "axial", "rope_theta": s.rope_theta}}
+    if model_type == "qwen2_5_vl_vision":  # its window in pixels
+        return out | {"window_size": s.window_size * s.patch_height,
+                      "fullatt_block_indexes": list(s.full_attention_blocks)}
+    return out | {"num_position_embeddings": s.pos_grid_height * s.pos_grid_width,
+                  "deepstack_visual_indexes": []}
+
+
 def normalise_qwen(raw: Raw, source: str, config: dict[str, Any]) -> Raw:
-    """Its Conv3d kernel (D, C, frames, ph, pw) as the one Conv2d kernel it is on a still image, whose
-    frames are equal (its processors repeat an image to fill them): the frames' slices summed; Qwen3-VL's
-    deepstack mergers set aside (`infer_qwen` says so)."""
-    out = {k: v for k, v in raw.items() if not k.startswith(DEEPSTACK)}
-    kernel = out.get("patch_embed.proj.weight")
-    if kernel is not None and np.ndim(kernel) != 5:
-        raise WeightsError(f"hf checkpoint {source}: tensor 'patch_embed.proj.weight' has shape "
-                           f"{tuple(np.shape(kernel))}, expected (out, in, frames, height, width) (its "
-                           "Conv3d)")
-    if kernel is not None:
-        frames = np.asarray(kernel)
-        out["patch_embed.proj.weight"] = frames.astype(np.float64).sum(axis=2).astype(frames.dtype)
-    return out
+    """Qwen3-VL's deepstack mergers set aside (`infer_qwen` says so). Its Conv3d kernel (D, C, frames,
+    ph, pw) is kept as it is: the spec's temporal_patch_size holds the frames."""
+    return {k: v for k, v in raw.items() if not k.startswith(DEEPSTACK)}
 
 
 def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | None,
@@ -480,9 +520,10 @@ def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | Non
     cfg = class_config(config, QWEN_DEFAULTS[model_type])
     name = QWEN_CLASSES[model_type]
     inf = Inference(fmt)
-    shape = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
+    shape = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, frames, height, width")
     dim, channels, patch, merge = shape[0], shape[1], cfg["patch_size"], cfg["spatial_merge_size"]
-    for key, value in (("hidden_size", dim), ("in_channels", channels), ("patch_size", shape[2])):
+    for key, value in (("hidden_size", dim), ("in_channels", channels), ("temporal_patch_size", shape[2]),
+                       ("patch_size", shape[3])):
         if cfg[key] != value:
             raise SpecError(f"config {key} = {cfg[key]!r} contradicts tensor 'patch_embed.proj.weight' "
                             f"{shape}")
@@ -495,6 +536,7 @@ def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | Non
              "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[cfg["hidden_act"]],
              "patch_height": patch, "patch_width": patch, "merge_size": merge,
              "merger_dim": cfg["out_hidden_size"], "rope_theta": float(cfg["rope_parameters.rope_theta"]),
+             "temporal_patch_size": cfg["temporal_patch_size"],
              **QWEN_FIXED, **QWEN_OWN[model_type]}
     if model_type == "qwen2_5_vl_vision":
         unit = patch * merge  # its window_size is in pixels, whole merge units
@@ -520,8 +562,6 @@ def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | Non
             inf.notes.append(f"{DEEPSTACK}* not converted: the deepstack mergers of blocks "
                              f"{list(cfg['deepstack_visual_indexes'])} are extra outputs the language model "
                              "reads; the tower's merged output does not depend on them")
-    inf.notes.append(f"patch_embed.proj.weight's {cfg['temporal_patch_size']} frames summed into one kernel: "
-                     f"{name}'s function on a still image, whose frames are equal; video is not modelled")
     for field_name, value in facts.items():
         inf.fact(field_name, value, "config.json" if field_name in QWEN_CONFIG_FIELDS else f"{name}'s code")
     batching = given.get("batching", "packed")
@@ -992,6 +1032,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
 
 def model_type_for(s: ModelSpec) -> str:
     """The Transformers class that computes `s`, by the feature only it has."""
+    if (qwen := qwen_type_for(s)) is not None:
+        return qwen
     if s.rope_bands == "alternating":
         return "pixtral"
     if s.rope != "none":
@@ -1013,6 +1055,9 @@ def model_type_for(s: ModelSpec) -> str:
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
     model_type = model_type_for(s)
+    if model_type in QWEN_CLASSES:
+        check_qwen_exportable(model_type, s)
+        return
     if model_type == "vit":
         require_class_token_readout(TARGET, s)
         require_plain_blocks(TARGET, s)
@@ -1057,6 +1102,8 @@ def config_for(s: ModelSpec) -> dict[str, Any]:
     """The config.json the class that computes `s` needs (`ViTForImageClassification` or one of
     the vision models')."""
     model_type = model_type_for(s)
+    if model_type in QWEN_CLASSES:
+        return qwen_config(model_type, s)
     if model_type != "vit":
         return config_for_model(model_type, s, HF_ACT[s.activation])
     return {
@@ -1423,7 +1470,7 @@ def read_live(model: Any) -> Reading | None:
     if class_name == "Siglip2VisionModel":  # its forward takes no image: only a NaFlex batch
         r.fact("batching", "naflex", "Siglip2VisionModel.forward(pixel_values, pixel_attention_mask, "
                                      "spatial_shapes)")
-    if values.get("model_type") not in ("dinov3_vit", "pixtral"):  # their rotaries: the hf format's infer
+    if values.get("model_type") not in ("dinov3_vit", "pixtral", *QWEN_CLASSES):  # their rotaries: infer's
         r.fact("rope", "none", f"transformers {values.get('model_type')}: no rotary position embeddings")
     if values.get("model_type") == "vit":
         r.plain_vit("transformers ViT's architecture")
