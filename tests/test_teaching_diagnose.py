@@ -64,6 +64,17 @@ def test_diagnoses_a_packed_batch() -> None:
         diagnose(spec, case.weights, case.images, user[:4])
 
 
+def test_diagnoses_a_qwen_tower_whose_patches_were_read_row_major() -> None:
+    """qwen2.5-vl-tiny (a packed batch, a two-frame patch projection) run by a port that reads each
+    image's patches row-major instead of in merge-block order: diagnose names the token order, every
+    alternative running on its (T, ph, pw, C, D) kernel (two crashed on a 3-D kernel before)."""
+    spec = get_preset("qwen2.5-vl-tiny")
+    case = Case(spec, init_weights(spec, 0), probe_batch(spec))
+    user = _torch_logits(Case(spec.replace(token_order="raster"), case.weights, case.images))
+    result = diagnose(spec, case.weights, case.images, user)
+    assert result.verdict == "explained" and result.explained[0].label == "patches read in the other order"
+
+
 @pytest.mark.parametrize("key", ["heads merged into one", "attention scaled by 1/sqrt(dim)"])
 def test_recovers_head_width_mismatch(quadrant: Case, key: str) -> None:
     """How a head-width mismatch shows with canonical weights: one head of width dim (num_heads=1

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared.core.spec import NORM_EPS_FIELDS, ModelSpec
-from shared.core.weights import Tensors, first_shape_mismatch
+from shared.core.weights import Tensors, conv_oihw_to_hwio, first_shape_mismatch
 from shared.errors import SpecError
 
 
@@ -177,17 +177,16 @@ def patch_flatten_chw(case: Case) -> Case | None:
     s = case.spec
     if s.channels == 1:
         return None  # one channel: both orders are the same
-    flat = case.weights["patch_embed.kernel"].reshape(-1, s.dim)
-    kernel = flat.reshape(s.channels, s.patch_height, s.patch_width, s.dim).transpose(1, 2, 0, 3)
-    return with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(kernel)})
+    k = case.weights["patch_embed.kernel"]  # each frame's (ph, pw, C) read as (C, ph, pw)
+    chw = k.reshape(*k.shape[:-4], s.channels, s.patch_height, s.patch_width, s.dim)
+    return with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(np.moveaxis(chw, -4, -2))})
 
 
 def conv_kernel_reshaped(case: Case) -> Case | None:
-    """HWIO -> OIHW done with reshape instead of transpose(3, 2, 0, 1)."""
+    """HWIO -> OIHW (a Conv3d's THWIO -> OITHW) done with reshape instead of a transpose."""
     k = case.weights["patch_embed.kernel"]
-    ph, pw, c, d = k.shape
-    oihw = k.reshape(d, c, ph, pw)
-    return with_weights(case, **{"patch_embed.kernel": np.ascontiguousarray(oihw.transpose(2, 3, 1, 0))})
+    native = k.reshape(np.moveaxis(k, (-1, -2), (0, 1)).shape)
+    return with_weights(case, **{"patch_embed.kernel": conv_oihw_to_hwio(native)})
 
 
 def dense_reshaped(case: Case) -> Case | None:

@@ -114,11 +114,11 @@ def patch_embedding(b: Builder, spec: ModelSpec, units: list[Unit]) -> Unit:
     the canonical one: another order does not bind differently, it computes differently, and
     verify says so); then its LayerNorms: one over the flattened patch, one right after it."""
     convs = [u for u in units if u.kind == "conv"]
-    flat = [u for u in units if u.kind == "linear" and u.io(b.torch_like) == (spec.derived.patch_features,
-                                                                            spec.dim)]
+    features = spec.derived.patch_features * spec.temporal_patch_size  # each frame's patch, side by side
+    flat = [u for u in units if u.kind == "linear" and u.io(b.torch_like) == (features, spec.dim)]
     if not convs and not flat:
         raise WeightsError("your model has no conv layer, and no Linear on flattened patches "
-                           f"({spec.derived.patch_features} -> {spec.dim}), for the patch embedding")
+                           f"({features} -> {spec.dim}), for the patch embedding")
     patch = (convs or flat)[0]
     b.dense(patch, "patch_embed", *((b.conv, b.conv_bias) if convs else (b.patch,)))
     at = units.index(patch)
