@@ -154,7 +154,7 @@ BAD_SPECS = [
     ({"rope_bands": "alternate"}, "rope_bands", "one of shared | alternating"),
     ({"rope_bands": "alternating"}, "rope_bands", "'shared' when rope is 'none' (no rotary embeddings)"),
     ({"rope_axes": "xy"}, "rope_axes", "one of rows_first | cols_first"),
-    ({"temporal_patch_size": 0}, "temporal_patch_size", "an integer from 1 to 64 (the frames one patch spans"),
+    ({"temporal_patch_size": 0}, "temporal_patch_size", "an integer from 1 to 64 (the frames a patch spans"),
     ({"temporal_patch_size": 2, "patch_norm_in": True}, "temporal_patch_size",
      "1 with patch_norm_in (vit-pytorch's norm is over a 2-D patch"),
     ({"rope_axes": "cols_first"}, "rope_axes", "'rows_first' when rope is 'none' (no rotary embeddings)"),

@@ -397,7 +397,7 @@ def validate_spec(s: ModelSpec) -> None:
         _fail("patch_width", s.patch_width, f"at most image_width = {s.image_width}")
     if not is_integer(s.temporal_patch_size) or not 1 <= s.temporal_patch_size <= MAX_FRAMES:
         _fail("temporal_patch_size", s.temporal_patch_size,
-              f"an integer from 1 to {MAX_FRAMES} (the frames one patch spans; 1: an image's 2-D patch)")
+              f"an integer from 1 to {MAX_FRAMES} (the frames a patch spans; 1: an image's 2-D patch)")
     if s.temporal_patch_size > 1 and s.patch_norm_in:
         _fail("temporal_patch_size", s.temporal_patch_size,
               "1 with patch_norm_in (vit-pytorch's norm is over a 2-D patch; no library has both)")

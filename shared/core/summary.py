@@ -57,15 +57,22 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
     """One row per layer or branch, in the order the forward pass runs them; the rows' parameter
     counts add up to the spec's."""
     d, s = spec.derived, spec
-    rows = [LayerRow("input", f"B × {s.image_height} × {s.image_width} × {s.channels}", 0,
-                     "NHWC float32 (torch's port permutes to NCHW in prepare)")]
-    kind = "Unfold without padding" if s.remainder == "drop" else "Zero-pad, then unfold"
+    if s.batching == "fixed":
+        rows = [LayerRow("input", f"B × {s.image_height} × {s.image_width} × {s.channels}", 0,
+                         "NHWC float32 (torch's port permutes to NCHW in prepare)")]
+        kind = f"{'Unfold without padding' if s.remainder == 'drop' else 'Zero-pad, then unfold'} | " \
+               f"{remainder_note(s)}"
+    else:  # the batch arrives patchified (shared/core/batching.py)
+        rows = [LayerRow("input", f"B × {d.num_patches} × {d.patch_features}", 0,
+                         f"a {s.batching} batch of float32 patches, each image's at its own grid of at most "
+                         f"{d.grid_rows} × {d.grid_cols}, with each image's (rows, cols)")]
+        kind = "Patches as given"
     norm = _norm_name(s)
     before = f"{norm} on each patch, then " if s.patch_norm_in else ""
     frames = s.temporal_patch_size
     rows.append(LayerRow(
         "patch_embed", f"B × {d.num_patches} × {s.dim}", _count(s, "patch_embed") + _count(s, "patch_norm"),
-        f"{kind} | {remainder_note(s)}; {before}Linear {d.patch_features * frames}→{s.dim}"
+        f"{kind}; {before}Linear {d.patch_features * frames}→{s.dim}"
         f"{'' if s.patch_bias else ' without bias'} "
         f"on (ph, pw, C)-flattened {s.patch_height}×{s.patch_width} patches (= Conv, kernel = stride)"
         f"{f', each repeated to fill {frames} frames (a Conv3d on a still image)' if frames > 1 else ''}"
