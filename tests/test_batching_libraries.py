@@ -253,6 +253,16 @@ def assert_exports_back(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: 
     assert torch.equal(qwen_call(rebuilt, spec, batch).pooler_output, out.pooler_output)
 
 
+def assert_verify_passes(model: torch.nn.Module) -> None:
+    """`verify --model` of the live tower on the spec read from it: called on each image's patches as
+    its processor gives them (the hf plug-in's `caller_live`), each image's mean merged token held to
+    the reference's (Qwen3-VL's deepstack mergers set aside as inert)."""
+    import portbench
+
+    result = portbench.check(model, trace=False)
+    assert result.passed, result.explanation
+
+
 def merged_tokens(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray) -> np.ndarray:
     """The reference's merged tokens on the valid rows, image after image (the tower's pooler_output)."""
     taps: dict[str, np.ndarray] = {}
@@ -266,6 +276,19 @@ def merged_means(spec: ModelSpec, merged: np.ndarray) -> np.ndarray:
     return np.stack([t.mean(axis=0) for t in np.split(merged, np.cumsum(counts)[:-1])])
 
 
+def qwen2_5_tower() -> torch.nn.Module:
+    """Transformers' Qwen2.5-VL vision tower at qwen2.5-vl-tiny's size, random-initialised, perturbed."""
+    import transformers
+    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
+
+    torch.manual_seed(0)
+    config = transformers.Qwen2_5_VLVisionConfig(
+        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
+        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
+        out_hidden_size=24, hidden_act="silu")
+    return perturbed(qwen.Qwen2_5_VisionTransformerPretrainedModel(config), seed=1)
+
+
 def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     """Transformers' Qwen2_5_VisionTransformerPretrainedModel, read by the converter as qwen2.5-vl-tiny's
     tower: windows of 2 x 2 merge units (4 x 4 patches) in block 0, each whole image in block 1, then
@@ -273,17 +296,10 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     three a sequence give its merged tokens and its last block's tokens (taken back from its window
     order) in the reference, and the merged tokens' means in every port. Pixtral's bands, the windows
     ignored or the patches read row-major instead do not. Its two-frame Conv3d kernel is kept whole,
-    and `convert --to hf` gives the tower back."""
-    import transformers
-    from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
+    `convert --to hf` gives the tower back, and `verify --model` passes it."""
     from transformers.vision_utils import get_vision_window_index
 
-    torch.manual_seed(0)
-    config = transformers.Qwen2_5_VLVisionConfig(
-        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
-        spatial_merge_size=2, temporal_patch_size=2, window_size=16, fullatt_block_indexes=[1],
-        out_hidden_size=24, hidden_act="silu")
-    model = perturbed(qwen.Qwen2_5_VisionTransformerPretrainedModel(config), seed=1)
+    model = qwen2_5_tower()
     spec, tensors, batch, out = qwen_case(model, "qwen2.5-vl-tiny")
     assert not tensor_fields_differ(propose_spec(model).spec.replace(**QWEN_BATCH), spec)  # --from-model's
     thw = torch.tensor([[1, rows, cols] for rows, cols in np.reshape(QWEN_GRIDS, (-1, 2)).tolist()])
@@ -303,6 +319,7 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     means = merged_means(spec, theirs)
     assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
     assert_exports_back(spec, tensors, batch, model, out)
+    assert_verify_passes(model)
 
 
 def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
@@ -311,7 +328,8 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     corners aligned (`linspace(0, n - 1, size)`) and added in merge-block order, RoPE on top, LayerNorm
     blocks, its 2x2 merger. Qwen2.5-VL's nine images give its merged tokens in the reference and their
     means in every port; the table resized antialiased (SigLIP2's) instead does not. `convert --to hf`
-    gives the tower back (without its deepstack mergers, which the config it writes leaves out)."""
+    gives the tower back (without its deepstack mergers, which the config it writes leaves out), and
+    `verify --model` passes it."""
     import transformers
     from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3
 
@@ -330,6 +348,42 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     means = merged_means(spec, theirs)
     assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
     assert_exports_back(spec, tensors, batch, model, out)
+    assert_verify_passes(model)
+
+
+def test_a_port_that_reorders_merge_block_patches_as_row_major_fails_and_the_order_is_named() -> None:
+    """A user's torch port around the Qwen2.5-VL tower that takes the batch's patches for row-major and
+    puts them into merge-block order itself (the raster-order bug of the public Qwen ports, every shape
+    right) fails `verify --model` on the tower's spec, and the verdict names the token order."""
+    import portbench
+
+    tower = qwen2_5_tower()
+    spec = propose_spec(tower).spec
+
+    class RowMajorPort(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tower = tower
+
+        def forward(self, patches: torch.Tensor, valid: torch.Tensor, grids: torch.Tensor) -> torch.Tensor:
+            pixels, shapes, counts = [], [], []
+            for b in range(len(patches)):
+                at = 0
+                for rows, cols in grids[b].tolist():
+                    n, j = rows * cols, torch.arange(rows * cols)
+                    unit, within = j // 4, j % 4  # merge-block slot j <- the row-major patch it reads
+                    row, col = unit // (cols // 2) * 2 + within // 2, unit % (cols // 2) * 2 + within % 2
+                    image = patches[b, at:at + n][row * cols + col].reshape(n, 4, 4, 3).permute(0, 3, 1, 2)
+                    pixels.append(torch.stack([image, image], dim=2).reshape(n, -1))
+                    shapes.append([1, rows, cols])
+                    counts.append(n // 4)
+                    at += n
+            merged = self.tower(torch.cat(pixels), torch.tensor(shapes)).pooler_output
+            return torch.stack([t.mean(dim=0) for t in torch.split(merged, counts)])
+
+    result = portbench.check(RowMajorPort(), spec, trace=False)
+    assert not result.passed
+    assert "with patches read in the other order" in result.explanation, result.explanation
 
 
 def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:

@@ -27,6 +27,7 @@ from shared.core.forward_io import (
     model_inputs,
     native_layout,
     numpy_outputs,
+    output_rows,
     pick_logits,
     token_layout,
 )
@@ -263,4 +264,4 @@ def _eval_forward(model: Any) -> Callable[[Any], Any]:
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     """`forward` on the images in the model's layout (JAX records no gradients) -> the logits."""
     inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]
-    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, len(images))
+    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, output_rows(images))

@@ -33,6 +33,7 @@ from shared.core.forward_io import (
     model_inputs,
     native_layout,
     numpy_outputs,
+    output_rows,
     pick_logits,
     token_layout,
 )
@@ -277,7 +278,7 @@ def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, outp
     inputs = [ops.convert_to_tensor(a) for a in model_inputs(images, layout)]
     with _no_grad():
         result = forward(*inputs)
-    return pick_logits(numpy_outputs(result, ops.convert_to_numpy), output, len(images))
+    return pick_logits(numpy_outputs(result, ops.convert_to_numpy), output, output_rows(images))
 
 
 def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:

@@ -18,7 +18,14 @@ import numpy as np
 from mlx import nn
 from mlx.utils import tree_flatten, tree_unflatten
 
-from shared.core.forward_io import check_assignment, model_inputs, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import (
+    check_assignment,
+    model_inputs,
+    numpy_outputs,
+    output_rows,
+    pick_logits,
+    token_layout,
+)
 from shared.core.layer import Layer
 from shared.errors import InputError
 
@@ -191,7 +198,7 @@ def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, outp
     """`forward` on the images in the model's layout (MLX records no gradients) -> the logits."""
     inputs = [mx.array(a) for a in model_inputs(images, layout)]
     result = numpy_outputs(forward(*inputs), _numpy)
-    return pick_logits(result, output, len(images)) if check else np.zeros(0)
+    return pick_logits(result, output, output_rows(images)) if check else np.zeros(0)
 
 
 def _numpy(array: mx.array) -> np.ndarray:

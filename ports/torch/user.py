@@ -18,7 +18,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from shared.core.forward_io import check_assignment, model_inputs, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import (
+    check_assignment,
+    model_inputs,
+    numpy_outputs,
+    output_rows,
+    pick_logits,
+    token_layout,
+)
 from shared.core.layer import Layer
 from shared.core.probes import activation_form
 from shared.errors import InputError, WeightsError
@@ -260,7 +267,7 @@ def _logits(model: nn.Module, forward: Callable[[Any], Any], images: np.ndarray,
     if calls is not None:
         _check_applied_once(calls.counts)
         _RUN_ONCE.add(model)
-    return pick_logits(numpy_outputs(result, _numpy), output, len(images)) if check else np.zeros(0)
+    return pick_logits(numpy_outputs(result, _numpy), output, output_rows(images)) if check else np.zeros(0)
 
 
 def _numpy(tensor: torch.Tensor) -> np.ndarray:

@@ -21,6 +21,8 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
 - `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
 - `inert_live(model)` and `output_live(model)` (optional): the tensors its forward computes for an
   output never compared, and the output compared where the logits picker would take another;
+  `caller_live(model)` (optional): a module that calls it on a patch batch where its forward takes
+  its library's own arguments;
 - `build_model(spec, ...)` (where the library builds models: the peers `compare.py peers` times).
 
 Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files
@@ -119,6 +121,14 @@ def model_output(model: Any) -> str | None:
     says the logits picker would take another (ViTModel's pooler_output): a plug-in's `output_live`."""
     return next((name for plugin in plugins() if hasattr(plugin, "output_live")
                  if (name := plugin.output_live(model)) is not None), None)
+
+
+def model_caller(model: Any) -> Any | None:
+    """What runs a built model on a naflex or packed batch's (patches, valid, grids) where its forward
+    takes its library's own arguments (a Qwen tower's flat patches and grid_thw), returning a row per
+    image: a plug-in's `caller_live`; None where the model takes the batch as it is."""
+    return next((caller for plugin in plugins() if hasattr(plugin, "caller_live")
+                 if (caller := plugin.caller_live(model)) is not None), None)
 
 
 def plan(fmt: str, spec: ModelSpec) -> Plan:

@@ -19,23 +19,30 @@ import numpy as np
 
 from shared.errors import InputError, WeightsError
 
-PATCHES = "patches"  # the layout of a naflex batch's call: (patches, valid-patch mask, grids)
+PATCHES = "patches"  # the layout of a naflex or packed batch's call: (patches, valid-patch mask, grids)
 
 
 def model_inputs(images: np.ndarray, layout: str) -> tuple[np.ndarray, ...]:
     """The forward's arguments: canonical NHWC images in the model's layout (one argument); or a
     naflex batch (shared/core/batching.py) as Transformers' Siglip2VisionModel takes one, positionally:
     patches (B, max_patches, ph*pw*C) float32, which patches are real (B, max_patches) bool, and each
-    image's (rows, cols) grid (B, 2) int64."""
+    image's (rows, cols) grid (B, 2) int64; a packed batch the same with each sequence's images'
+    grids (B, images, 2), their patches one after another from the sequence's start."""
     if images.dtype.names is None:
         return (native_layout(images, layout),)
     grids = np.asarray(images["grid"], dtype=np.int64)
-    if grids.ndim != 2:
-        raise InputError("a packed batch (several images a sequence) has no call convention for your model "
-                         "yet; expected a naflex batch (one image a sequence)")
     patches = np.ascontiguousarray(images["patches"], dtype=np.float32)
-    valid = np.arange(patches.shape[1])[None] < grids.prod(axis=-1)[:, None]
+    real = grids.prod(axis=-1) if grids.ndim == 2 else grids.prod(axis=-1).sum(axis=-1)  # per sequence
+    valid = np.arange(patches.shape[1])[None] < real[:, None]
     return patches, valid, grids
+
+
+def output_rows(images: np.ndarray) -> int:
+    """The rows a model's output has for `images`: one per image, so a packed batch's sequences
+    times the images each holds (the reference's too)."""
+    if images.dtype.names is not None and np.ndim(images["grid"]) == 3:
+        return int(np.shape(images["grid"])[0] * np.shape(images["grid"])[1])
+    return len(images)
 
 
 def native_layout(images: np.ndarray, layout: str) -> np.ndarray:

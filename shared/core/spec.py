@@ -565,11 +565,16 @@ def _validate_tokens_and_heads(s: ModelSpec) -> None:
         _fail("head_hidden", s.head_hidden, "empty when num_classes is 0 (no head)")
 
 
+def norm_places(s: ModelSpec) -> dict[str, bool]:
+    """Each place but the blocks (NORM_EPS_FIELDS) -> whether a norm stands there."""
+    return {"patch": s.patch_norm_in or s.patch_norm_out, "pre": s.norm_before_blocks, "qk": s.qk_norm,
+            "final": s.final_norm != "none", "merger": s.merge_size > 1, "pool": s.pooling == "map"}
+
+
 def _validate_norm_eps(s: ModelSpec) -> None:
     """Each place's own epsilon: a positive number, and only where a norm stands (null elsewhere, as
     the rotary fields without rope), so a value never sits in a spec without effect."""
-    present = {"patch": s.patch_norm_in or s.patch_norm_out, "pre": s.norm_before_blocks, "qk": s.qk_norm,
-               "final": s.final_norm != "none", "merger": s.merge_size > 1, "pool": s.pooling == "map"}
+    present = norm_places(s)
     for place, name in NORM_EPS_FIELDS.items():
         value = getattr(s, name)
         if value is None:

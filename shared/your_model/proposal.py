@@ -35,11 +35,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from shared.checkpoints import format_module, library_reading, model_inert
+from shared.checkpoints import format_module, library_reading, model_caller, model_inert
 from shared.checkpoints.live import Fact, Reading
 from shared.core.data_record import DataRecord
+from shared.core.forward_io import PATCHES
 from shared.core.inputs import probe_batch
-from shared.core.spec import ModelSpec
+from shared.core.spec import NORM_EPS_FIELDS, ModelSpec, norm_places
 from shared.errors import PortbenchError, SpecError, WeightsError
 from shared.runtime.worker import one_line
 from shared.your_model.binding import by_table
@@ -141,14 +142,17 @@ def _run_once(port: Any, model: Any, spec: ModelSpec, framework: str) -> list[st
     WeightsError); a forward that fails on that image is a note, since the proposal stands without it."""
     if framework != "torch":
         return []
+    caller = model_caller(model) if spec.batching != "fixed" else None  # as `evaluate` calls it
+    what = f"image (NCHW, {spec.image_height}x{spec.image_width})" if spec.batching == "fixed" else \
+        f"{spec.batching} batch (patches, valid mask, grids)"
     try:
-        port.run(model, probe_batch(spec, 1), "NCHW", None)
+        port.run(model if caller is None else caller, probe_batch(spec, 1),
+                 "NCHW" if spec.batching == "fixed" else PATCHES, None)
     except WeightsError:
         raise
     except Exception as exc:  # whatever the user's forward raises
-        return [f"your model did not run on the proposed spec's probe image (NCHW, {spec.image_height}x"
-                f"{spec.image_width}): {one_line(exc)}; a block applied more than once, which only a run "
-                "shows, was not looked for"]
+        return [f"your model did not run on the proposed spec's probe {what}: {one_line(exc)}; a block "
+                "applied more than once, which only a run shows, was not looked for"]
     return []
 
 
@@ -274,6 +278,8 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
                 "max_patches": "batching=fixed", "pack_images": "batching=fixed"}
         towers = ("token_order", "window_size", "full_attention_blocks", "merge_size", "merger_dim")
         out |= dict.fromkeys(towers, "batching=fixed: windows and a merger read a mixed-size batch's grids")
+    out |= {NORM_EPS_FIELDS[place]: f"no norm there ({place})" for place, on in norm_places(spec).items()
+            if not on}
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table
         out |= dict.fromkeys(("pos_grid_height", "pos_grid_width", "pos_resample"),
                              "a built model's table has the image's own patch grid (only that shape binds)")

@@ -122,6 +122,8 @@ def _gelu(spec: ModelSpec, s: Mapping[str, Any], where: str) -> list[Contradicti
     # A head with hidden layers has its own form: a layer whose path names the head is held to it.
     in_head = bool(spec.head_hidden) and "head" in where.lower()
     field, wanted = ("head_activation", spec.head_activation) if in_head else ("activation", spec.activation)
+    if spec.merge_size > 1 and "merger" in where.lower():  # Qwen's merger: exact GELU, whatever the blocks'
+        wanted = "gelu"
     form = s.get("form")
     if not form or form == wanted:
         return []

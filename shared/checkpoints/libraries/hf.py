@@ -536,7 +536,7 @@ def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | Non
              "mlp_dim": cfg["intermediate_size"], "activation": ACTIVATIONS[cfg["hidden_act"]],
              "patch_height": patch, "patch_width": patch, "merge_size": merge,
              "merger_dim": cfg["out_hidden_size"], "rope_theta": float(cfg["rope_parameters.rope_theta"]),
-             "temporal_patch_size": cfg["temporal_patch_size"],
+             "temporal_patch_size": cfg["temporal_patch_size"], "merger_norm_eps": None,  # its code's 1e-6
              **QWEN_FIXED, **QWEN_OWN[model_type]}
     if model_type == "qwen2_5_vl_vision":
         unit = patch * merge  # its window_size is in pixels, whole merge units
@@ -1420,6 +1420,44 @@ def classifier_of(model: Any) -> Classifier | None:
     return found
 
 
+def caller_live(model: Any) -> Any | None:
+    """A Qwen tower's forward takes its processor's arguments: every image's patches one after another,
+    each flattened (C, frame, ph, pw) with the still image repeated over the frames, and each image's
+    (frames 1, rows, cols); its pooler_output is the merged tokens, image after image. The module
+    returned takes a patch batch's (patches, valid, grids) and gives each image's mean merged token
+    (the spec's pooling), a row per image; None for any other model."""
+    if not module_of(model).startswith("transformers.") or type(model).__name__ not in QWEN_CLASSES.values():
+        return None
+    from torch import nn
+
+    cfg = model.config
+    ph = pw = cfg.patch_size
+    frames, merge = cfg.temporal_patch_size, cfg.spatial_merge_size
+
+    class QwenCall(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tower = model
+
+        def forward(self, patches: Any, valid: Any, grids: Any) -> Any:
+            import torch
+
+            grids = grids.reshape(len(patches), -1, 2)  # a naflex batch: one image a sequence
+            shapes = [(b, rows, cols) for b in range(len(grids)) for rows, cols in grids[b].tolist()]
+            pixels, at = [], {b: 0 for b in range(len(grids))}
+            for b, rows, cols in shapes:  # each image's patches, in the batch's order
+                x = patches[b, at[b]:at[b] + rows * cols].reshape(rows * cols, ph, pw, -1)
+                at[b] += rows * cols
+                x = x.permute(0, 3, 1, 2)[:, :, None].expand(-1, -1, frames, -1, -1)  # (C, T, ph, pw)
+                pixels.append(x.reshape(rows * cols, -1))
+            thw = torch.tensor([[1, rows, cols] for _, rows, cols in shapes], device=patches.device)
+            merged = self.tower(torch.cat(pixels), thw).pooler_output
+            counts = [rows * cols // merge**2 for _, rows, cols in shapes]
+            return torch.stack([t.mean(dim=0) for t in torch.split(merged, counts)])
+
+    return QwenCall()
+
+
 def output_live(model: Any) -> str | None:
     """The output of a Transformers class that is compared, where the logits picker would take
     another (ViTModel's pooler_output): `CLASSIFIERS`."""
@@ -1429,7 +1467,11 @@ def output_live(model: Any) -> str | None:
 
 def inert_live(model: Any) -> dict[str, str]:
     """The tensors a Transformers classifier computes for an output its logits never read, each
-    with why (`CLASSIFIERS`): binding sets them aside."""
+    with why (`CLASSIFIERS`), and Qwen3-VL's deepstack mergers: binding sets them aside."""
+    if module_of(model).startswith("transformers.") and type(model).__name__ in QWEN_CLASSES.values():
+        why = (f"{type(model).__name__}: its deepstack mergers' outputs go to the language model; "
+               "pooler_output does not read them")
+        return {n: why for n, _ in model.named_parameters() if n.startswith(DEEPSTACK)}
     found = classifier_of(model)
     if found is None or not found.unread:
         return {}
