@@ -23,12 +23,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from shared import REPO_ROOT
 from shared.runtime.launch import Worker
+from tests.adversarial import Outcome
 
 NICE = 10  # below the in-process tests: the background takes what they leave idle
 Started = TypeVar("Started", Worker, subprocess.Popen)
@@ -124,6 +127,11 @@ def kill(popen: subprocess.Popen) -> None:
 
 
 _RUNNER: list[Runner] = []
+# The environment the session began with: a task's process starts with this, never with os.environ
+# as it is when the task runs, which an in-process test may have changed for a while meanwhile
+# (the `transformers4` fixture puts Transformers 4.x first on PYTHONPATH: a Transformers 5 model
+# run under it crashed its worker).
+ENVIRON = dict(os.environ)
 
 
 def reads_a_task(nodeid: str) -> bool:
@@ -143,6 +151,34 @@ def result(name: str) -> Any:
     if not _RUNNER or name not in _RUNNER[0].done:
         return TASKS[name][1](lambda worker: worker)  # e.g. a module run by path in another way
     return _RUNNER[0].result(name)
+
+
+def compare_py(start: Start, *argv: str | os.PathLike, cwd: str | os.PathLike | None = None,
+               env: dict[str, str] | None = None, timeout: float = 600) -> Outcome:
+    """`compare.py ARGV` as a user runs it, in a process of its own started through `start`: a task
+    for a test that would otherwise wait on a command's framework workers in the pytest process
+    (`run_cli` runs the same `main` in-process). Returns what the command printed and its exit
+    status."""
+    proc = start(subprocess.Popen([sys.executable, str(REPO_ROOT / "compare.py"), *map(str, argv)],
+                                  cwd=cwd or REPO_ROOT, env=env or ENVIRON, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True))
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return Outcome(proc.returncode, stdout, stderr)
+
+
+def transformers4_environ() -> dict[str, str]:
+    """The session's environment (ENVIRON) with Transformers 4.x's side directory first on
+    PYTHONPATH where the installed Transformers is 5 (shared/runtime/process_env.py), for a
+    process that needs its TensorFlow or Flax classes. No side directory fails the test that
+    asked, naming what installs it: CI always has one."""
+    from shared.runtime.process_env import TRANSFORMERS4_NEEDED, transformers4_env
+
+    added = transformers4_env()
+    assert added is not None, f"Transformers' TensorFlow and Flax classes need {TRANSFORMERS4_NEEDED}"
+    env = dict(ENVIRON)
+    if "PYTHONPATH" in added:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (added["PYTHONPATH"], env.get("PYTHONPATH")) if p)
+    return env
 
 
 def stop() -> None:

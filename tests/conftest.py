@@ -56,15 +56,12 @@ ast.parse = _parse_one_at_a_time
 def transformers4(monkeypatch) -> None:
     """Transformers' TensorFlow and Flax ViT classes, which 4.x alone has, in the workers the test
     starts: where the installed Transformers is 5, its side directory first on their PYTHONPATH
-    (shared/runtime/process_env.py; `make` installs it). No side directory fails the test, naming
-    what installs it: CI always has one."""
-    from shared.runtime.process_env import TRANSFORMERS4_NEEDED, transformers4_env
+    (tests/background.py's `transformers4_environ`, which a background task uses too)."""
+    from tests.background import transformers4_environ
 
-    env = transformers4_env()
-    assert env is not None, f"Transformers' TensorFlow and Flax classes need {TRANSFORMERS4_NEEDED}"
-    if "PYTHONPATH" in env:
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (env["PYTHONPATH"],
-                                                                      os.environ.get("PYTHONPATH")) if p))
+    path = transformers4_environ().get("PYTHONPATH")
+    if path:
+        monkeypatch.setenv("PYTHONPATH", path)
 
 
 # ---- the checkout is left as found (tests/checkout_guard.py) ------------------------------------

@@ -13,6 +13,7 @@ nothing written."""
 from __future__ import annotations
 
 import copy
+import tempfile
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ import pytest
 import portbench
 from shared.errors import WeightsError
 from shared.your_model.proposal import propose_spec
-from tests.adversarial import refused, run_cli
+from tests import background
+from tests.adversarial import Outcome, refused
 
 # The tiny ViT every case builds: width 32, two blocks of four heads, 32x32 images of 8x8 patches.
 HF_CONFIG = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
@@ -195,12 +197,17 @@ def shared_block():
 """
 
 
-def test_verify_prints_the_contradiction_and_takes_the_layers(tmp_path: Path) -> None:
+@background.task("lying-eps-verify", "test_bad_input_live_models.py::test_verify_prints_the_contradiction")
+def lying_eps_verify(start: background.Start) -> Outcome:
+    models = Path(tempfile.mkdtemp(prefix="portbench-lying-")) / "models.py"
+    models.write_text(HF_MODELS.format(config=HF_CONFIG))
+    return background.compare_py(start, "verify", "--model", f"{models}:lying_eps")
+
+
+def test_verify_prints_the_contradiction_and_takes_the_layers() -> None:
     """Through the CLI's workers (`spec --from-model` reads it the same way: its writing is
     test_user_spec_inference.py's)."""
-    models = tmp_path / "models.py"
-    models.write_text(HF_MODELS.format(config=HF_CONFIG))
-    verified = run_cli("verify", "--model", f"{models}:lying_eps")
+    verified = background.result("lying-eps-verify")
     assert verified.code == 0, verified.stdout + verified.stderr
     assert f"note: {EPS}" in verified.stdout.splitlines() and "PASS" in verified.stdout
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from shared.core.files import write_output
 from shared.errors import InputError
+from tests import background
 from tests.adversarial import refused, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,19 +103,27 @@ def test_a_file_created_at_the_json_path_during_the_run_is_kept(tmp_path: Path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no CSV, chart or temporary
 
 
-def test_two_time_runs_given_the_same_json_one_wins(tmp_path: Path) -> None:
+@background.task("two-time-runs", "test_bad_input_overwrite.py::test_two_time_runs")
+def two_time_runs(start: background.Start) -> tuple[Path, list[tuple[int, str]]]:
+    """Two `time` runs at once into one folder, in the background (tests/background.py)."""
+    folder = Path(tempfile.mkdtemp(prefix="portbench-two-runs-"))
     command = [sys.executable, str(ROOT / "compare.py"), "time", *FAST, "--frameworks", "torch", "--json",
                "r.json"]
-    procs = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
-    done = [(p.wait(timeout=300), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+    procs = [start(subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)) for _ in range(2)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    return folder, [(p.returncode, err) for p, err in zip(procs, errors, strict=True)]
+
+
+def test_two_time_runs_given_the_same_json_one_wins() -> None:
+    folder, done = background.result("two-time-runs")
     assert sorted(code for code, _ in done) == [0, 2], done
     loser = next(err for code, err in done if code == 2)
     assert "already exists" in loser.strip().splitlines()[-1] and "Traceback" not in loser
     import json
 
-    json.loads((tmp_path / "r.json").read_text())  # whole, the winner's
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.csv", "r.json", "r.png"]  # no temporary
+    json.loads((folder / "r.json").read_text())  # whole, the winner's
+    assert sorted(p.name for p in folder.iterdir()) == ["r.csv", "r.json", "r.png"]  # no temporary
 
 
 # ---- --force replaces what was there before the work, never a file that appeared during it -------

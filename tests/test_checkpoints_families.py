@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from shared.checkpoints.common import parse_given
 from shared.checkpoints.libraries.timm import target
 from shared.core import reference
 from shared.core.weights import init_weights
+from tests import background
 from tests.checkpoints_support import (
     ATOL,
     assert_ports_match,
@@ -552,25 +554,36 @@ for name, model_class, config in json.loads(sys.argv[2]):
 """
 
 
-def test_folders_saved_by_transformers4_convert_and_load_with_the_installed_one(tmp_path: Path,
-                                                                                transformers4: None) -> None:
+@background.task("transformers4-folders", "test_checkpoints_families.py::test_folders_saved_by_transformers4")
+def transformers4_folders(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
+    """The folders saved by Transformers 4.x, in the background (tests/background.py)."""
+    from shared import REPO_ROOT
+
+    folder = Path(tempfile.mkdtemp(prefix="portbench-transformers4-"))
+    env = background.transformers4_environ()
+    env.update(USE_TF="0", USE_FLAX="0",
+               PYTHONPATH=os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO_ROOT)) if p))
+    proc = start(subprocess.Popen([sys.executable, "-c", SAVE_WITH_TRANSFORMERS4, str(folder),
+                                   json.dumps(HF_CASES)], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True))
+    stdout, stderr = proc.communicate(timeout=600)
+    return folder, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+
+
+def test_folders_saved_by_transformers4_convert_and_load_with_the_installed_one() -> None:
     """A 4.x-era folder of each family converts (its names are the tables'), and the installed
     Transformers loads it with an empty report and gives the reference's output on the converted
     tensors."""
     import transformers
 
-    from shared import REPO_ROOT
     from tests.checkpoints_support import nchw
 
-    path = [p for p in (os.environ.get("PYTHONPATH"), str(REPO_ROOT)) if p]  # 4.x's side directory first
-    env = {**os.environ, "USE_TF": "0", "USE_FLAX": "0", "PYTHONPATH": os.pathsep.join(path)}
-    saved = subprocess.run([sys.executable, "-c", SAVE_WITH_TRANSFORMERS4, str(tmp_path),
-                            json.dumps(HF_CASES)], env=env, capture_output=True, text=True, timeout=600)
+    folder, saved = background.result("transformers4-folders")
     assert saved.returncode == 0, saved.stderr[-2000:]
     for name, model_class, _ in HF_CASES:
-        converted = import_checkpoint("hf", tmp_path / name)
+        converted = import_checkpoint("hf", folder / name)
         spec, images = converted.spec, images_for(converted.spec)
-        model, report = getattr(transformers, model_class).from_pretrained(str(tmp_path / name),
+        model, report = getattr(transformers, model_class).from_pretrained(str(folder / name),
                                                                             output_loading_info=True)
         assert not any(report[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), report
         with torch.no_grad():

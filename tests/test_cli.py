@@ -72,7 +72,7 @@ def test_init_logits_and_spec_from_the_weight_file(tmp_path) -> None:
 def cli_verify(start: background.Start) -> tuple[Path, subprocess.CompletedProcess]:
     """verify in three workers, in the background (tests/background.py)."""
     out = Path(tempfile.mkdtemp(prefix="portbench-verify-")) / "verify.json"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {**background.ENVIRON, "TF_CPP_MIN_LOG_LEVEL": "3"}
     argv = ["verify", "--spec", "archive-keras", "--frameworks", "torch,keras,flax", "--json", str(out)]
     proc = start(subprocess.Popen([sys.executable, str(ROOT / "compare.py"), *argv], cwd=ROOT, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

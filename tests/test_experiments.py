@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import struct
 import subprocess
 import sys
@@ -39,7 +38,7 @@ T = bookkeeping.TARGET
 
 def experiment(start: background.Start, out: Path, *argv: str) -> subprocess.CompletedProcess:
     """`python compare.py experiment ARGV --out OUT`, started through the background runner."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env = {**background.ENVIRON, "TF_CPP_MIN_LOG_LEVEL": "3"}
     proc = start(subprocess.Popen([sys.executable, str(ROOT / "compare.py"), "experiment", *argv,
                                    "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True))

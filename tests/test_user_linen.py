@@ -25,8 +25,8 @@ from shared.errors import WeightsError
 from shared.your_model.binding import bind
 from shared.your_model.evaluate import conventions, tap_paths
 from shared.your_model.spec_check import from_layers
-from tests import linen_vit
-from tests.adversarial import run_cli
+from tests import background, linen_vit
+from tests.adversarial import Outcome
 
 # big_vision's conventions: positions without a class row, tanh GELU, linen's LayerNorm epsilon
 SPEC = resolve_spec("quadrant", ["pos_embed_class_row=false", "activation=gelu_tanh", "layer_norm_eps=1e-6"])
@@ -116,9 +116,15 @@ HF = "tests/hf_vit_models.py"
 HF_SPEC = ("--spec", "quadrant", "--set", "depth=1", "--set", "layer_norm_eps=1e-12")
 
 
-def test_transformers_flax_vit_binds_by_structure_in_definition_order(transformers4: None) -> None:
+@background.task("transformers-flax-verify", "test_user_linen.py::test_transformers_flax_vit_binds")
+def transformers_flax_verify(start: background.Start) -> Outcome:
+    return background.compare_py(start, "verify", "--model", f"{HF}:flax_vit", "--framework", "flax",
+                                 *HF_SPEC, env=background.transformers4_environ())
+
+
+def test_transformers_flax_vit_binds_by_structure_in_definition_order() -> None:
     """Its attention calls query, value, key: bound in call order, key and value would swap."""
-    outcome = run_cli("verify", "--model", f"{HF}:flax_vit", "--framework", "flax", *HF_SPEC)
+    outcome = background.result("transformers-flax-verify")
     assert "bound by structure" in outcome.stderr, outcome.stdout + outcome.stderr
     assert "yours (flax) | cpu    | 9,476  |" in outcome.stdout and "| PASS" in outcome.stdout
     # linen's LayerNorm default (use_fast_variance=True) is said, and does not fail it alone

@@ -15,6 +15,7 @@ reference is portbench.check's verdict (shared/core/equivalence.py), tested ther
 from __future__ import annotations
 
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.errors import InputError
 from shared.your_model.proposal import DEFAULT, Proposal, propose_spec
-from tests.adversarial import run_cli
+from tests import background
+from tests.adversarial import Outcome, run_cli
 
 # The tiny model every case builds: one block, width 16, two heads, 32x32 images of 8x8 patches.
 TINY = ModelSpec(image_height=32, image_width=32, patch_height=8, patch_width=8, dim=16, depth=1, heads=2,
@@ -164,19 +166,25 @@ HF_SETS = ["depth=1", "layer_norm_eps=1e-12"]
 HF_SPEC = resolve_spec("quadrant", HF_SETS)
 
 
-def test_a_transformers_tensorflow_vit_is_read_from_its_config_and_passes(tmp_path: Path,
-                                                                          transformers4: None) -> None:
-    """The hf format's infer reads PyTorch's tensor names: for the TF class, the config and the
-    ViT's architecture state every field. Verified with that spec, through the CLI's workers: its
-    NCHW pixel_values in a channels-last framework are found by trying."""
-    path = tmp_path / "hf_models.py"
+@background.task("tf-vit-verify", "test_user_spec_inference.py::test_a_transformers_tensorflow_vit")
+def tf_vit_verify(start: background.Start) -> Outcome:
+    """`verify --model` of Transformers' TF ViT, no --framework, in the background (tests/background.py)."""
+    path = Path(tempfile.mkdtemp(prefix="portbench-tf-vit-")) / "hf_models.py"
     path.write_text("from shared.core.presets import resolve_spec\n"
                     "from tests import hf_vit_models\n\n\n"
                     "def tf_vit():\n"
                     f"    return hf_vit_models.tf_vit(resolve_spec('quadrant', {HF_SETS!r}))\n")
-    # no --framework, and the file imports no framework at its top: the worker, guessed torch, must
-    # still let Transformers load its TF classes (nothing hidden from the user's code)
-    outcome = run_cli("verify", "--model", f"{path}:tf_vit")
+    return background.compare_py(start, "verify", "--model", f"{path}:tf_vit",
+                                 env=background.transformers4_environ())
+
+
+def test_a_transformers_tensorflow_vit_is_read_from_its_config_and_passes() -> None:
+    """The hf format's infer reads PyTorch's tensor names: for the TF class, the config and the
+    ViT's architecture state every field. Verified with that spec, through the CLI's workers: its
+    NCHW pixel_values in a channels-last framework are found by trying. No --framework, and the
+    file imports no framework at its top: the worker, guessed torch, must still let Transformers
+    load its TF classes (nothing hidden from the user's code)."""
+    outcome = background.result("tf-vit-verify")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     read = next(line for line in outcome.stdout.splitlines() if line.startswith("spec read from your model:"))
     assert " from transformers TFViTForImageClassification (" in read and "unread" not in read, read
@@ -220,9 +228,14 @@ def write_models(folder: Path) -> Path:
     return path
 
 
-def test_verify_without_spec_reads_it_from_the_model_says_so_and_passes(tmp_path: Path) -> None:
-    model = f"{write_models(tmp_path)}:timm_avg"
-    outcome = run_cli("verify", "--model", model)
+@background.task("timm-verify-without-spec", "test_user_spec_inference.py::test_verify_without_spec")
+def timm_verify_without_spec(start: background.Start) -> tuple[str, Outcome]:
+    model = f"{write_models(Path(tempfile.mkdtemp(prefix='portbench-timm-')))}:timm_avg"
+    return model, background.compare_py(start, "verify", "--model", model)
+
+
+def test_verify_without_spec_reads_it_from_the_model_says_so_and_passes() -> None:
+    model, outcome = background.result("timm-verify-without-spec")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     first = outcome.stdout.splitlines()[0]
     assert re.match(r"spec read from your model: \d+ fields from timm VisionTransformer \(heads=2, dim=16",
@@ -244,20 +257,28 @@ def test_spec_from_model_prints_each_source_and_writes_the_spec_once(tmp_path: P
     assert again.code == 2 and "already exists" in again.stderr
 
 
-def test_a_timm_quick_gelu_model_with_eps_1e5_passes_on_the_spec_read_from_it(tmp_path: Path) -> None:
+@background.task("timm-quick-gelu", "test_user_spec_inference.py::test_a_timm_quick_gelu")
+def timm_quick_gelu(start: background.Start) -> tuple[Path, Outcome, Outcome | None]:
+    folder = Path(tempfile.mkdtemp(prefix="portbench-timm-"))
+    model, out = f"{write_models(folder)}:timm_quick_gelu", folder / "quick.toml"
+    proposed = background.compare_py(start, "spec", "--from-model", model, "--out", out)
+    if not out.exists():  # the test reports why `spec --from-model` wrote nothing
+        return out, proposed, None
+    verified = background.compare_py(start, "verify", "--model", model, "--spec", out)
+    return out, proposed, verified
+
+
+def test_a_timm_quick_gelu_model_with_eps_1e5_passes_on_the_spec_read_from_it() -> None:
     """timm resolves act_layer='quick_gelu' itself, and the LayerNorms hold eps 1e-5 (not timm's
     1e-6): `spec --from-model` writes what the modules compute, and `verify --model` against that
     file binds the model by the timm table (its worker reads the table from timm's plug-in itself)
     and passes with no contradiction."""
-    model = f"{write_models(tmp_path)}:timm_quick_gelu"
-    out = tmp_path / "quick.toml"
-    proposed = run_cli("spec", "--from-model", model, "--out", out)
+    out, proposed, verified = background.result("timm-quick-gelu")
     assert proposed.code == 0, proposed.stdout + proposed.stderr
     spec = ModelSpec.from_file(out)
     assert (spec.activation, spec.layer_norm_eps, spec.dim, spec.depth, spec.heads, spec.num_classes) == \
         ("quick_gelu", 1e-5, 32, 2, 2, 5)
-    verified = run_cli("verify", "--model", model, "--spec", out)
-    assert verified.code == 0, verified.stdout + verified.stderr
+    assert verified is not None and verified.code == 0, verified.stdout + verified.stderr
     assert "weights: your model's own parameters, bound by timm" in verified.stderr, verified.stderr
     assert "spec check:" not in verified.stdout + verified.stderr and "PASS" in verified.stdout
 
@@ -281,21 +302,26 @@ def dinov2_swiglu():
 """
 
 
-def test_a_transformers_model_is_bound_by_the_names_it_holds_in_verify_and_trace(tmp_path: Path) -> None:
+@background.task("transformers-verify-trace", "test_user_spec_inference.py::test_a_transformers_model_is")
+def transformers_verify_trace(start: background.Start) -> tuple[Outcome, Outcome]:
+    path = Path(tempfile.mkdtemp(prefix="portbench-transformers-")) / "transformers_models.py"
+    path.write_text(TRANSFORMERS_MODELS)
+    return (background.compare_py(start, "verify", "--model", f"{path}:dinov2_swiglu"),
+            background.compare_py(start, "trace", "--model", f"{path}:siglip"))
+
+
+def test_a_transformers_model_is_bound_by_the_names_it_holds_in_verify_and_trace() -> None:
     """Through the CLI's workers, without a spec: Transformers 5 holds a SigLIP tower without
     `vision_model.` and cuts DINOv2's SwiGLU `weights_in` into `gate_proj` and `up_proj`; each is
     read, bound by the hf table in the names the installed library holds it by, and passes."""
     import transformers
 
-    path = tmp_path / "transformers_models.py"
-    path.write_text(TRANSFORMERS_MODELS)
     names = "hf" if int(transformers.__version__.split(".")[0]) < 5 else \
         f"hf in transformers {transformers.__version__}'s names"
-    verified = run_cli("verify", "--model", f"{path}:dinov2_swiglu")
+    verified, traced = background.result("transformers-verify-trace")
     assert verified.code == 0, verified.stdout + verified.stderr
     assert f"weights: your model's own parameters, bound by {names}" in verified.stdout + verified.stderr
     assert "from transformers Dinov2Model" in verified.stdout and "activation=silu" in verified.stdout
-    traced = run_cli("trace", "--model", f"{path}:siglip")
     assert traced.code == 0, traced.stdout + traced.stderr
     assert f"bound by {names}" in traced.stdout + traced.stderr
     assert "yours (torch): all 12 taps within budget" in traced.stdout

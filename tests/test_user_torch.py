@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,8 @@ import pytest
 
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights, load_weights, save_weights
-from tests.adversarial import run_cli
+from tests import background
+from tests.adversarial import Outcome, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = str(ROOT / "examples" / "torch_mha_vit.py")
@@ -31,19 +33,24 @@ def test_verify_binds_the_users_own_parameters_and_passes(tmp_path) -> None:
     assert document["binding"]["rule"] == "structure" and document["entries"][0]["passed"]
 
 
-def test_verify_loads_canonical_weights_into_the_users_model(tmp_path) -> None:
+@background.task("user-torch-weights", "test_user_torch.py::test_verify_loads_canonical_weights")
+def user_torch_weights(start: background.Start) -> tuple[Path, Outcome]:
+    folder = Path(tempfile.mkdtemp(prefix="portbench-user-torch-"))
     spec = get_preset(SPEC)
-    weights = tmp_path / "w.safetensors"
-    save_weights(weights, spec, init_weights(spec, 7))
-    out = tmp_path / "v.json"
-    outcome = run_cli("verify", "--model", GOOD, "--spec", SPEC, "--weights", weights, "--json", out,
-                      "--frameworks", "torch")
+    save_weights(folder / "w.safetensors", spec, init_weights(spec, 7))
+    return folder, background.compare_py(start, "verify", "--model", GOOD, "--spec", SPEC, "--weights",
+                                         folder / "w.safetensors", "--json", folder / "v.json",
+                                         "--frameworks", "torch")
+
+
+def test_verify_loads_canonical_weights_into_the_users_model() -> None:
+    folder, outcome = background.result("user-torch-weights")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
-    entries = json.loads(out.read_text())["entries"]
+    entries = json.loads((folder / "v.json").read_text())["entries"]
     assert [e["framework"] for e in entries] == ["yours (torch)", "torch"]
     assert all(e["passed"] for e in entries)
     assert "pairwise max abs: yours (torch)~torch" in outcome.stdout
-    assert load_weights(weights).tensors["head.out.bias"].shape == (10,)  # the file is untouched
+    assert load_weights(folder / "w.safetensors").tensors["head.out.bias"].shape == (10,)  # untouched
 
 
 def test_the_planted_mistake_fails_verify_naming_the_field_and_diagnose_names_the_setting() -> None:
@@ -60,21 +67,32 @@ def test_diagnose_runs_the_users_model_itself() -> None:
     assert "falls to" in outcome.stdout and "GELU form" in outcome.stdout
 
 
-def test_trace_locates_the_planted_mistake_at_the_first_mlp(tmp_path) -> None:
-    page = tmp_path / "trace.html"
-    outcome = run_cli("trace", "--model", MISTAKE, "--spec", SPEC, "--html", page)
+@background.task("user-torch-trace", "test_user_torch.py::test_trace_locates")
+def user_torch_trace(start: background.Start) -> tuple[Path, Outcome, Outcome]:
+    page = Path(tempfile.mkdtemp(prefix="portbench-user-torch-")) / "trace.html"
+    return (page, background.compare_py(start, "trace", "--model", MISTAKE, "--spec", SPEC, "--html", page),
+            background.compare_py(start, "trace", "--model", GOOD, "--spec", SPEC))
+
+
+def test_trace_locates_the_planted_mistake_at_the_first_mlp() -> None:
+    page, outcome, clean = background.result("user-torch-trace")
     assert outcome.code == 1
     assert "yours (torch): first divergence at block0.mlp" in outcome.stdout
     assert "block0.mlp" in page.read_text()
-    clean = run_cli("trace", "--model", GOOD, "--spec", SPEC)
     assert clean.code == 0 and "within budget" in clean.stdout
 
 
-def test_time_puts_the_users_model_in_the_same_harness_as_one_more_row(tmp_path) -> None:
-    out = tmp_path / "t.json"
-    outcome = run_cli("time", "--model", GOOD, "--spec", SPEC, "--frameworks", "torch", "--modes", "eager",
-                      "--budget", "0.05", "--min-repeats", "2", "--max-repeats", "3", "--eval-batches", "1",
-                      "--processes", "1", "--json", out, "--csv", tmp_path / "t.csv", "--no-chart")
+@background.task("user-torch-time", "test_user_torch.py::test_time_puts")
+def user_torch_time(start: background.Start) -> tuple[Path, Outcome]:
+    out = Path(tempfile.mkdtemp(prefix="portbench-user-torch-")) / "t.json"
+    return out, background.compare_py(
+        start, "time", "--model", GOOD, "--spec", SPEC, "--frameworks", "torch", "--modes", "eager",
+        "--budget", "0.05", "--min-repeats", "2", "--max-repeats", "3", "--eval-batches", "1", "--processes",
+        "1", "--json", out, "--csv", out.with_suffix(".csv"), "--no-chart")
+
+
+def test_time_puts_the_users_model_in_the_same_harness_as_one_more_row() -> None:
+    out, outcome = background.result("user-torch-time")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     rows = {r["framework"]: r for r in json.loads(out.read_text())["runs"]}
     mine = rows["yours (torch)"]
@@ -119,19 +137,24 @@ def build(spec):
 """
 
 
-def test_an_nhw_model_returning_a_dict_gives_its_logits_or_needs_output_to_pick_them(tmp_path) -> None:
-    (tmp_path / "two.py").write_text(DICT_MODEL.replace("{key}", "logits"))
-    outcome = run_cli("verify", "--model", f"{tmp_path / 'two.py'}:build", "--spec", SPEC,
-                      "--input-layout", "NHW")
-    assert outcome.code == 0, outcome.stdout + outcome.stderr  # the dict's `logits`
-    (tmp_path / "other.py").write_text(DICT_MODEL.replace("{key}", "scores"))
-    model = f"{tmp_path / 'other.py'}:build"
-    outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW")
-    assert outcome.code == 2 and "the model returns no logits and 2 arrays" in outcome.error
-    assert "(scores (4, 10), doubled (4, 10)); pick the logits with --output KEY" in outcome.error
-    outcome = run_cli("verify", "--model", model, "--spec", SPEC, "--input-layout", "NHW",
-                      "--output", "scores")
-    assert outcome.code == 0, outcome.stdout + outcome.stderr
+@background.task("user-torch-dict", "test_user_torch.py::test_an_nhw_model_returning_a_dict")
+def user_torch_dict(start: background.Start) -> tuple[Outcome, Outcome, Outcome]:
+    folder = Path(tempfile.mkdtemp(prefix="portbench-user-torch-"))
+    (folder / "two.py").write_text(DICT_MODEL.replace("{key}", "logits"))
+    (folder / "other.py").write_text(DICT_MODEL.replace("{key}", "scores"))
+    nhw = ("--spec", SPEC, "--input-layout", "NHW")
+    return (background.compare_py(start, "verify", "--model", f"{folder / 'two.py'}:build", *nhw),
+            background.compare_py(start, "verify", "--model", f"{folder / 'other.py'}:build", *nhw),
+            background.compare_py(start, "verify", "--model", f"{folder / 'other.py'}:build", *nhw,
+                                  "--output", "scores"))
+
+
+def test_an_nhw_model_returning_a_dict_gives_its_logits_or_needs_output_to_pick_them() -> None:
+    logits, two, picked = background.result("user-torch-dict")
+    assert logits.code == 0, logits.stdout + logits.stderr  # the dict's `logits`
+    assert two.code == 2 and "the model returns no logits and 2 arrays" in two.error
+    assert "(scores (4, 10), doubled (4, 10)); pick the logits with --output KEY" in two.error
+    assert picked.code == 0, picked.stdout + picked.stderr
 
 
 def test_a_model_on_a_missing_cuda_device_is_one_line() -> None:
@@ -261,11 +284,17 @@ HF_SPEC = ("--spec", SPEC, "--set", "depth=1", "--set", "norm=pre", "--set", "fi
            "--set", "layer_norm_eps=1e-12")
 
 
-def test_a_file_that_imports_flax_runs_its_transformers_torch_model_as_torch(tmp_path) -> None:
+@background.task("user-torch-mentions-flax", "test_user_torch.py::test_a_file_that_imports_flax")
+def user_torch_mentions_flax(start: background.Start) -> Outcome:
+    path = Path(tempfile.mkdtemp(prefix="portbench-user-torch-")) / "mine.py"
+    path.write_text(MENTIONS_FLAX)
+    return background.compare_py(start, "verify", "--model", f"{path}:build", *HF_SPEC)
+
+
+def test_a_file_that_imports_flax_runs_its_transformers_torch_model_as_torch() -> None:
     # The guess by imports says flax; nothing is hidden from the file (Transformers still gives it
     # its torch class), and the object says torch. Before: "calling it raised ImportError: " (empty).
-    (tmp_path / "mine.py").write_text(MENTIONS_FLAX)
-    outcome = run_cli("verify", "--model", f"{tmp_path / 'mine.py'}:build", *HF_SPEC)
+    outcome = background.result("user-torch-mentions-flax")
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     note = ("framework: guessed flax (from line 2 of mine.py: 'import flax'), but the factory returned a "
             "transformers.models.vit.modeling_vit.ViTForImageClassification, a torch model: ran it as "
