@@ -172,6 +172,46 @@ def test_export_refuses_what_the_library_cannot_express(tmp_path, capsys) -> Non
         code, err, "cannot export to torchvision VisionTransformer: spec field pooling='flatten'", out)
 
 
+def test_export_for_a_timm_architecture_writes_its_layout_or_names_the_tensor(tmp_path, capsys) -> None:
+    """`--arch`: AIMv2's registry model holds its SwiGLU split (fc1_g, fc1_x), where the plain export
+    writes SwiGLUPacked's one fc1; the file loads strictly into `timm.create_model(arch)` at the
+    spec's size (the weights equal, tests/test_checkpoints_families.py). A name timm does not know,
+    an architecture whose tensors differ, a format without architectures, and --arch with --from
+    are each one line, with nothing written."""
+    import timm
+
+    small = dict(img_size=16, patch_size=4, embed_dim=32, depth=1)
+    source, canonical = tmp_path / "aimv2.pth", tmp_path / "w.safetensors"
+    torch.save(timm.create_model("aimv2_large_patch14_224", pretrained=False, **small).state_dict(), source)
+    config = tmp_path / "config.json"
+    config.write_text('{"architecture": "aimv2_large_patch14_224", "model_args": {"img_size": 16, '
+                      '"patch_size": 4, "embed_dim": 32, "depth": 1}}')
+    code, _, err = run(["convert", "--from", "timm", "--in", str(source), "--config", str(config),
+                        "--out", str(canonical)], capsys)
+    assert code == 0, err
+    out = tmp_path / "aimv2-registry.pth"
+    code, printed, err = run(["convert", "--to", "timm", "--arch", "aimv2_large_patch14_224", "--in",
+                              str(canonical), "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "load with timm.create_model('aimv2_large_patch14_224', pretrained=False, " in printed
+    back = torch.load(out, weights_only=True, map_location="cpu")
+    assert set(back) == set(torch.load(source, weights_only=True, map_location="cpu"))
+    assert back["blocks.0.mlp.fc1_g.weight"].shape == back["blocks.0.mlp.fc1_x.weight"].shape == (88, 32)
+    refused = tmp_path / "refused.pth"
+    for argv, message in (
+        (["--to", "timm", "--arch", "no_such_vit"], "--arch 'no_such_vit': not a timm architecture"),
+        (["--to", "timm", "--arch", "vit_intern300m_patch14_448"],  # its LayerScale, which AIMv2 lacks
+         "--arch vit_intern300m_patch14_448: timm's model holds tensor 'blocks.0.ls1.gamma' as (32,), the "
+         "spec's export as nothing"),
+        (["--to", "hf", "--arch", "aimv2_large_patch14_224"], "the hf format names no architectures"),
+        (["--from", "timm", "--arch", "aimv2_large_patch14_224"], "--arch applies to --to"),
+    ):
+        target = refused.with_suffix(".safetensors") if "--from" in argv else refused
+        code, _, err = run(["convert", *argv, "--in", str(source if "--from" in argv else canonical),
+                            "--out", str(target if argv[1] != "hf" else tmp_path / "hf")], capsys)
+        assert_one_line_error(code, err, message, target if argv[1] != "hf" else tmp_path / "hf")
+
+
 def assert_one_line_error(code: int, err: str, message: str, out: Path) -> None:
     lines = err.strip().splitlines()
     assert code == 2, err

@@ -266,6 +266,18 @@ def test_timm_eva_asks_for_its_rope_and_refuses_what_the_spec_cannot_say() -> No
         model_kwargs(dinov3)  # never a VisionTransformer without its rotation (the peers' builder)
 
 
+def registry_export(arch: str, spec: Any, tensors: dict[str, np.ndarray],
+                    folder: Path) -> dict[str, np.ndarray]:
+    """What `convert --to timm --arch ARCH` writes (its own layout: AIMv2's and DINOv3 S+'s SwiGLU
+    split), read back."""
+    from shared.checkpoints import export_checkpoint
+    from shared.checkpoints.tensor_files import read_tensors
+
+    path = folder / f"{arch}.safetensors"
+    export_checkpoint("timm", spec, tensors, path, arch=arch)
+    return read_tensors(path)
+
+
 # timm's DINOv3 and Perception Encoder models (eva.py) and the Qwen3-ViT encoder, built by their registry
 # names at a tiny size: (id, name, overrides). Their configs are as push_to_hub writes them: the
 # architecture, and in model_args only the caller's arguments; the rest (rotary settings, the blocks'
@@ -294,7 +306,8 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     """From the state dict with the config.json timm's own save_for_hf writes (push_to_hub's) and
     from the live model, the same spec, whose
     reference gives the library's output; random canonical weights load strictly into the class the
-    export names (and DINOv3's and Qwen3-ViT's into the registry's own) and give the reference's
+    export names (and, written with --arch, DINOv3's and Qwen3-ViT's into the registry's own, S+'s
+    SwiGLU split) and give the reference's
     output. DINOv3, PE-spatial (an 'xy' Eva: read as rope_axes='cols_first') and Qwen3-ViT's encoder pass
     verify --model."""
     import timm
@@ -322,12 +335,12 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     # the _qkvb model read has a zero key bias; DINOv3's own (no key bias) is written as its EvaAttention
     written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
     tensors = init_weights(written, seed=5)
-    exported = export_tensors("timm", written, tensors)
-    rebuilt = [construct(*target(written)).eval()]
-    if ("dinov3" in name or name == "qwen3_vit_88m_enc") and spec.mlp != "gated":  # and the registry's own
-        rebuilt.append(timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides).eval())
-    for timm_class in rebuilt:
-        timm_class.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+    rebuilt = [(construct(*target(written)), export_tensors("timm", written, tensors))]
+    if "dinov3" in name or name == "qwen3_vit_88m_enc":  # and the registry's own, as --arch writes it
+        rebuilt.append((timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides),
+                        registry_export(name, written, tensors, tmp_path)))
+    for timm_class, exported in rebuilt:
+        timm_class.eval().load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
         back = np.abs(library_logits(timm_class, images) - reference.forward(written, tensors, images)).max()
         assert back <= ATOL, back
 
@@ -345,8 +358,8 @@ def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: t
                                                              tmp_path: Path) -> None:
     """From the config.json save_for_hf writes, which states neither heads nor eps, the registry's,
     the spec the live model gives, whose reference gives timm's output; random canonical weights load
-    strictly into the class the export names (and InternViT's into the registry's own; AIMv2's split
-    SwiGLU is written packed) and give the reference's output."""
+    strictly into the class the export names and, written with --arch, into the registry's own
+    (AIMv2's SwiGLU split as its fc1_g and fc1_x), and give the reference's output."""
     import timm
     from timm.models import save_for_hf
 
@@ -365,12 +378,10 @@ def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: t
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
     assert propose_spec(model).spec == spec
     tensors = init_weights(spec, seed=5)
-    exported = export_tensors("timm", spec, tensors)
-    rebuilt = [construct(*target(spec)).eval()]
-    if spec.mlp != "gated":
-        rebuilt.append(timm.create_model(name, pretrained=False, **small).eval())
-    for timm_class in rebuilt:
-        timm_class.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
+    registry = timm.create_model(name, pretrained=False, **small)
+    for timm_class, exported in ((construct(*target(spec)), export_tensors("timm", spec, tensors)),
+                                 (registry, registry_export(name, spec, tensors, tmp_path))):
+        timm_class.eval().load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
         back = np.abs(library_logits(timm_class, images) - reference.forward(spec, tensors, images)).max()
         assert back <= ATOL, back
 

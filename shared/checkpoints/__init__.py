@@ -16,7 +16,9 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
   `refuse_unsupported` and `infer` (the spec the tensors and config state, with the library's
   conventions printed as such: `common.Inference`);
 - `check_exportable(fmt, spec)` (what the library cannot build, refused by field), `finish_export`
-  (optional) and `write(fmt, spec, raw, out, force)`; `packed_class(spec)` (optional): the class
+  (optional) and `write(fmt, spec, raw, out, force)`; `write_registry(arch, spec, raw, out, force)`
+  (optional): the file the library's registry architecture `arch` loads, in its own layout
+  (`convert --arch`); `packed_class(spec)` (optional): the class
   that takes a packed batch and computes `spec` whole, windows, merger and frames, where it has one;
 - `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
 - `inert_live(model)` and `output_live(model)` (optional): the tensors its forward computes for an
@@ -204,12 +206,18 @@ def export_tensors(fmt: str, spec: ModelSpec, tensors: Tensors) -> Raw:
 
 
 def export_checkpoint(fmt: str, spec: ModelSpec, tensors: Tensors, out: str | Path,
-                      force: bool = False) -> list[str]:
-    """Write the library's checkpoint (exclusively unless `force`; a folder output is always new);
-    returns notes (what to build to load it)."""
-    raw = export_tensors(fmt, spec, tensors)
+                      force: bool = False, arch: str | None = None) -> list[str]:
+    """Write the library's checkpoint (exclusively unless `force`; a folder output is always new),
+    for the library's registry architecture `arch` where one is named; returns notes (what to
+    build to load it)."""
     module = format_module(fmt)
-    notes = module.write(fmt, spec, raw, Path(out), force)
+    if arch is not None and not hasattr(module, "write_registry"):
+        with_arch = [name for name in FORMATS if hasattr(format_module(name), "write_registry")]
+        raise SpecError(f"--arch {arch!r}: the {fmt} format names no architectures (--arch applies to "
+                        f"--to {', '.join(with_arch) or 'none'})")
+    raw = export_tensors(fmt, spec, tensors)
+    notes = module.write(fmt, spec, raw, Path(out), force) if arch is None else \
+        module.write_registry(arch, spec, raw, Path(out), force)
     if spec.batching != "fixed" and packed_class(module, spec) is None:  # not the library's packing class
         notes.append(f"batching {spec.batching!r}: written as the library's model of one image at a time, "
                      "which computes each image as the padded or packed batch does; call it on images, not "

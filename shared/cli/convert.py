@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     SET.add(parser, note="--from: a field the checkpoint cannot tell, e.g. heads=12")
     parser.add_argument("--out", required=True, metavar="PATH",
                         help="--from: the canonical .safetensors; --to: the checkpoint (hf: a directory)")
+    parser.add_argument("--arch", metavar="NAME",
+                        help="--to timm: the registry architecture the file is for (timm.create_model's "
+                             "name, e.g. aimv2_large_patch14_224): its own layout (a SwiGLU split or "
+                             "packed), every tensor checked against it")
     FORCE.add(parser, "an existing output file", note="a folder output, hf, is never replaced")
     parser.set_defaults(run=run)
 
@@ -54,6 +58,8 @@ def _import(args: argparse.Namespace) -> int:
     from shared.core.weights import save_weights
 
     format_module(args.source_format)  # an unknown format fails before anything is read
+    if args.arch:
+        raise SpecError("--arch applies to --to; --from reads the layout from the checkpoint's tensors")
     out = Path(args.out)
     if out.suffix != ".safetensors":
         raise SpecError(f"--out {args.out!r}: the canonical file is .safetensors")
@@ -78,7 +84,8 @@ def _export(args: argparse.Namespace) -> int:
         if value:
             raise SpecError(f"{flag} applies to --from; --to exports the canonical file's own spec")
     loaded = load_weights(args.input)
-    notes = export_checkpoint(args.target_format, loaded.spec, loaded.tensors, args.out, args.force)
+    notes = export_checkpoint(args.target_format, loaded.spec, loaded.tensors, args.out, args.force,
+                              arch=args.arch)
     for note in notes:
         print(f"note: {note}")
     print(f"wrote {args.out}: spec {loaded.spec.name!r} (hash {loaded.spec.spec_hash}) as a "

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -651,8 +652,9 @@ def check_eva_exportable(s: ModelSpec) -> None:
             f"a width timm's int(dim * mlp_ratio) rebuilds from dim={s.dim}")
 
 
-def eva_kwargs(s: ModelSpec) -> dict[str, Any]:
-    """The `timm.models.eva.Eva(**kwargs)` that computes `s` (a rotary spec)."""
+def eva_kwargs(s: ModelSpec, split: bool = False) -> dict[str, Any]:
+    """The `timm.models.eva.Eva(**kwargs)` that computes `s` (a rotary spec); a gated MLP as
+    GluMlp's one fc1, or with `split` as SwiGLU's fc1_g and fc1_x."""
     kwargs: dict[str, Any] = {
         "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
         "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
@@ -669,6 +671,8 @@ def eva_kwargs(s: ModelSpec) -> dict[str, Any]:
         "ref_feat_shape": tuple(s.rope_ref_grid) or None, "rope_type": spelled(ROPE_TYPES)[s.rope_coords],
         "rope_grid_indexing": "xy" if s.rope_axes == "cols_first" else "ij",
     }
+    if split and s.mlp == "gated":  # Eva builds the split SwiGLU exactly when asked to align its width
+        kwargs["swiglu_align_to"] = 1  # (DINOv3 S+/H+: 8); every width is a multiple of 1
     if s.layer_norm_eps != 1e-6:
         kwargs["norm_layer"] = f"functools.partial(timm.layers.LayerNorm, eps={s.layer_norm_eps!r})"
     return kwargs
@@ -811,17 +815,18 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
             "the same as pos_embed_class_row (timm's table covers every prefix token or none)")
 
 
-def model_kwargs(s: ModelSpec) -> dict[str, Any]:
+def model_kwargs(s: ModelSpec, split: bool = False) -> dict[str, Any]:
     """The `timm.models.vision_transformer.VisionTransformer(**kwargs)` (`timm.models.deit.
     VisionTransformerDistilled` with a distillation token) that computes `s`, layers named as
-    strings that timm resolves (`mlp_layer` and a non-default eps are spelled for the reader).
+    strings that timm resolves (`mlp_layer` and a non-default eps are spelled for the reader); a
+    gated MLP as SwiGLUPacked's one fc1, or with `split` as SwiGLU's fc1_g and fc1_x.
     A rotary spec is timm's Eva's (`eva_kwargs`): refused here, never built without RoPE."""
     require(s.rope == "none", TARGET, "rope", s.rope, "none (timm's rotary ViTs are Eva: eva_kwargs)")
     prefix_rows = s.pos_embed_class_row or (s.registers > 0 and s.pos_embed_register_rows)
     kwargs: dict[str, Any] = {
         "img_size": (s.image_height, s.image_width), "patch_size": (s.patch_height, s.patch_width),
         "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
-        "num_heads": s.heads, "mlp_ratio": (2 if s.mlp == "gated" else 1) * s.mlp_dim / s.dim,
+        "num_heads": s.heads, "mlp_ratio": (2 if s.mlp == "gated" and not split else 1) * s.mlp_dim / s.dim,
         "qkv_bias": s.qkv_bias, "class_token": s.class_token,
         "global_pool": spelled(POOLS)[s.pooling],
         "no_embed_class": s.derived.prefix_tokens > 0 and not prefix_rows,
@@ -834,8 +839,8 @@ def model_kwargs(s: ModelSpec) -> dict[str, Any]:
     eps = s.derived.norm_eps
     if s.patch_norm_out:
         kwargs["embed_norm_layer"] = norm_layer(s, eps["patch"]) or "layernorm"
-    if s.mlp == "gated":
-        kwargs["mlp_layer"] = "timm.layers.SwiGLUPacked"
+    if s.mlp == "gated":  # SwiGLU's hidden width is one half's, SwiGLUPacked's both halves'
+        kwargs["mlp_layer"] = "timm.layers.SwiGLU" if split else "timm.layers.SwiGLUPacked"
     if norm_layer(s, eps["blocks"]):
         kwargs["norm_layer"] = norm_layer(s, eps["blocks"])
     if s.bias_free:  # check_exportable: the attention output's and every MLP linear's
@@ -859,15 +864,16 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return eva_state_dict(raw) if s.rope != "none" else raw
 
 
-def target(s: ModelSpec) -> tuple[str, dict[str, Any]]:
-    """The timm class that computes `s` and its keyword arguments: Eva for a rotary spec."""
+def target(s: ModelSpec, split: bool = False) -> tuple[str, dict[str, Any]]:
+    """The timm class that computes `s` and its keyword arguments: Eva for a rotary spec; `split`:
+    a gated MLP as SwiGLU's two Linears."""
     if s.rope != "none" and s.activation == "gelu_tanh":
         return QWEN3_CLASS, qwen3_kwargs(s)
     if s.rope != "none":
-        return "timm.models.eva.Eva", eva_kwargs(s)
+        return "timm.models.eva.Eva", eva_kwargs(s, split)
     cls = "timm.models.deit.VisionTransformerDistilled" if s.distill_token else \
         "timm.models.vision_transformer.VisionTransformer"
-    return cls, model_kwargs(s)
+    return cls, model_kwargs(s, split)
 
 
 def build_model(s: ModelSpec) -> Any:
@@ -877,9 +883,16 @@ def build_model(s: ModelSpec) -> Any:
 
 
 def construct(cls: str, kwargs: dict[str, Any]) -> Any:
-    """timm's `cls` (a dotted path) built from keyword arguments as `target` spells them, the
-    layers named as strings (`mlp_layer`, `norm_layer`) resolved to timm's own."""
+    """timm's `cls` (a dotted path) built from keyword arguments as `target` spells them."""
     import importlib
+
+    module, _, name = cls.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**resolve_layers(kwargs))
+
+
+def resolve_layers(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`target`'s keyword arguments with the layers named as strings (`mlp_layer`, `norm_layer`)
+    resolved to timm's own."""
     from functools import partial
 
     from timm import layers
@@ -892,13 +905,72 @@ def construct(cls: str, kwargs: dict[str, Any]) -> Any:
         if isinstance(norm, str) and norm.startswith("functools.partial(timm.layers."):
             kind, _, eps = norm.removeprefix("functools.partial(timm.layers.").rstrip(")").partition(", eps=")
             kwargs[key] = partial(getattr(layers, kind), eps=float(eps))  # "...(timm.layers.RmsNorm, eps=..)"
-    module, _, name = cls.rpartition(".")
-    return getattr(importlib.import_module(module), name)(**kwargs)
+    return kwargs
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
     write_output(out, encode_tensors(out, raw), force=force)
     cls, kwargs = target(s)
     return [f"load with {cls}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"]
+
+
+# ---- a registry architecture's own layout (`convert --to timm --arch NAME`) ------------------------
+# The same function is held two ways in timm's registry: a gated MLP is SwiGLUPacked's one fc1 in
+# DINOv2-g and TIPSv2-g, SwiGLU's fc1_g and fc1_x in AIMv2, DINOv3 S+/H+ and EVA-02. A file for
+# `timm.create_model(NAME)` must hold the tensors as that architecture builds them.
+BLOCK_FC1 = re.compile(r"^(blocks\.\d+)\.mlp\.fc1\.")  # the blocks' MLP, not the attention pool's
+
+
+def write_registry(arch: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    """The state dict `timm.create_model(arch, pretrained=False, **kwargs)` loads strictly, where
+    `kwargs` are `target`'s (the spec's arguments over the architecture's own): a gated MLP split as
+    the architecture builds it, and every tensor's name and shape checked against that model built
+    on the meta device (nothing allocated or downloaded) before anything is written."""
+    split = s.mlp == "gated" and any(SPLIT_GATE in name for name in registry_shapes(arch, {}))
+    cls, kwargs = target(s, split)
+    expected = registry_shapes(arch, kwargs, cls)
+    written = split_swiglu(raw) if split else raw
+    for name in sorted(set(expected) | set(written), key=lambda n: (n not in written, n)):
+        have = tuple(written[name].shape) if name in written else None
+        if have != expected.get(name):
+            raise SpecError(f"--arch {arch}: timm's model holds tensor {name!r} as "
+                            f"{expected.get(name) or 'nothing'}, the spec's export as {have or 'nothing'}")
+    write_output(out, encode_tensors(out, written), force=force)
+    return [f"load with timm.create_model({arch!r}, pretrained=False, "
+            f"{', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"]
+
+
+def registry_shapes(arch: str, kwargs: dict[str, Any], cls: str | None = None) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape in `timm.create_model(arch, pretrained=False, **kwargs)` on the meta device;
+    a name timm does not register, or an architecture of another class than `cls` (the one the spec
+    is written as), refused in one line."""
+    import timm
+    import torch
+
+    if not timm.is_model(arch):
+        raise SpecError(f"--arch {arch!r}: not a timm architecture (timm.list_models() names them)")
+    try:
+        with torch.device("meta"):
+            model = timm.create_model(arch, pretrained=False, **resolve_layers(kwargs))
+    except TypeError as exc:  # an argument its class does not take
+        raise SpecError(f"--arch {arch!r}: timm cannot build it with the spec's arguments ({exc}); the "
+                        f"spec is written as {cls}") from None
+    built = f"{type(model).__module__}.{type(model).__name__}"
+    if cls is not None and built != cls:
+        raise SpecError(f"--arch {arch!r}: timm builds it as {built}, the spec is written as {cls}")
+    return {name: tuple(value.shape) for name, value in model.state_dict().items()}
+
+
+def split_swiglu(raw: Raw) -> Raw:
+    """SwiGLUPacked's one fc1 (gate first) as SwiGLU's fc1_g and fc1_x: `normalise`'s packing undone."""
+    out: Raw = {}
+    for key, value in raw.items():
+        block = BLOCK_FC1.match(key)
+        if block is None:
+            out[key] = value
+            continue
+        head, tail = block.group(1), key[block.end():]
+        out[f"{head}{SPLIT_GATE}{tail}"], out[f"{head}{SPLIT_LINEAR}{tail}"] = np.split(value, 2)
+    return out
 
 
 # ==== a live model ==================================================================================
