@@ -207,12 +207,14 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
     """timm's NaFlexVit (SigLIP2's and the NaFlex families' timm home) on images of its table's grid:
     its Linear patch projection and (1, rows, cols, D) table read as VisionTransformer's, the
     reference and every port give its own output, and so does the VisionTransformer its export loads
-    into; the NaFlex map pool with a register and a live NaFlexVit in verify --model are refused in
-    one line."""
+    into. The live NaFlexVit gives that spec and passes verify --model, bound by NaFlexEmbeds' own names
+    (its Linear and (1, rows, cols, D) table); a factorized table, which the spec cannot say, and the
+    NaFlex map pool with a register are refused in one line."""
     import timm
 
-    from shared.checkpoints.libraries.timm import construct, live_tables
+    from shared.checkpoints.libraries.timm import construct
     from shared.errors import SpecError, WeightsError
+    from shared.your_model.proposal import propose_spec
 
     small = dict(embed_dim=32, depth=2, num_heads=4, img_size=16, patch_size=4, pos_embed_grid_size=(4, 4))
     images = np.random.default_rng(3).standard_normal((2, 16, 16, 3)).astype(np.float32)
@@ -228,8 +230,13 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
         exported = export_tensors("timm", converted.spec, converted.tensors)
         rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
         assert np.abs(library_logits(rebuilt, images) - expected).max() <= ATOL
-        with pytest.raises(SpecError, match="your model is a timm NaFlexVit"):
-            live_tables(model, converted.spec)
+        assert propose_spec(model).spec == converted.spec
+        assert assert_verified(model).binding["rule"] == "timm NaFlexVit"
+    factorized = timm.create_model("naflexvit_base_patch16_gap", pretrained=False, **small,
+                                   pos_embed="factorized")
+    with pytest.raises(SpecError, match=r"^your model is a timm NaFlexVit with model.embeds.pos_embed_type = "
+                                        r"'factorized': expected 'learned' or 'none'"):
+        propose_spec(factorized)
     registered = timm.create_model("naflexvit_so150m2_patch16_reg1_map", pretrained=False, **small)
     with pytest.raises(WeightsError, match=r"'attn_pool.latent' with tensor 'reg_token'"):
         import_tensors("timm", state_dict(registered), {"model_args": {"num_heads": 4}}, {})

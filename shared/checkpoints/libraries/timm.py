@@ -980,13 +980,16 @@ def read_live(model: Any) -> Reading | None:
     """timm's VisionTransformer (and DeiT's distilled one): its constructor arguments live on as
     attributes (`global_pool`, `has_class_token`, `no_embed_class`, `patch_embed`, `blocks[i].attn`,
     `norm_pre`, `fc_norm`, `norm`), and `pretrained_cfg` when timm.create_model built it."""
-    if not module_of(model).startswith("timm.") or not hasattr(model, "patch_embed") \
+    naflex = is_naflex(model)
+    if not module_of(model).startswith("timm.") or not (hasattr(model, "patch_embed") or naflex) \
             or not hasattr(model, "blocks"):
         return None
     r = Reading(f"timm {type(model).__name__}", fmt="timm")
-    patch = model.patch_embed
-    size = size_of(getattr(patch, "img_size", None))
-    if size is None:
+    patch = model.embeds if naflex else model.patch_embed
+    size = _naflex_size(r, model) if naflex else size_of(getattr(patch, "img_size", None))
+    if naflex:
+        where = "timm: model.embeds.pos_embed_grid_size x patch_size (its table's grid)"
+    elif size is None:
         cfg_size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
         size = size_of(tuple(cfg_size[1:])) if cfg_size else None
         where = "timm: model.pretrained_cfg['input_size']"
@@ -997,8 +1000,9 @@ def read_live(model: Any) -> Reading | None:
         r.fact("image_width", size[1], where)
     patch_size = size_of(getattr(patch, "patch_size", None))
     if patch_size is not None:
-        r.fact("patch_height", patch_size[0], "timm: model.patch_embed.patch_size")
-        r.fact("patch_width", patch_size[1], "timm: model.patch_embed.patch_size")
+        where = f"timm: model.{'embeds' if naflex else 'patch_embed'}.patch_size"
+        r.fact("patch_height", patch_size[0], where)
+        r.fact("patch_width", patch_size[1], where)
     if hasattr(model, "embed_dim"):
         r.fact("dim", int(model.embed_dim), "timm: model.embed_dim")
     r.fact("depth", len(model.blocks), "timm: len(model.blocks)")
@@ -1038,6 +1042,10 @@ def read_live(model: Any) -> Reading | None:
     rope = getattr(model, "rope", None)
     if rope is None:
         r.fact("rope", "none", "timm: no model.rope (timm's rotary embeddings are its Eva models')")
+    elif naflex:
+        raise SpecError(f"your model is a timm NaFlexVit with rotary embeddings ({type(rope).__name__}), "
+                        "whose settings verify --model does not read yet: its state dict converts with "
+                        "--from timm and a config stating them")
     else:  # an Eva: its constructor's rotary arguments, as a timm config's model_args states them
         r.config = {"model_args": _eva_rope_args(model, rope)}
         if type(model).__name__ == "Qwen3VitEncoder":  # EvaBlocks whose rotary settings are its class's
@@ -1045,20 +1053,58 @@ def read_live(model: Any) -> Reading | None:
     return r
 
 
+# NaFlexVit's own names for what VisionTransformer holds in patch_embed, pos_embed and the tokens
+# (NaFlexEmbeds): its patch projection a Linear on (ph, pw, C) patches or a Conv2d, its table
+# (1, rows, cols, D) over the patches only
+NAFLEX_LIVE_ROWS = """
+patch_embed.kernel                    embeds.proj.weight   {proj}
+patch_embed.bias                      embeds.proj.bias
+patch_norm_out.{w:scale=weight|bias}  embeds.norm.{w}
+pos_embed                             embeds.pos_embed     square_grid
+cls_token                             embeds.cls_token     batch_token
+reg_tokens                            embeds.reg_token     batch
+"""
+
+
 def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
     """A timm model built with the split SwiGLU (AIMv2's `mlp_layer=SwiGLU`) holds its gate and linear
-    half as `fc1_g` and `fc1_x`: the table in those names binds it (`verify --model`). A NaFlexVit's
-    Linear patch projection and grid table are read from its state dict only (normalise_naflex)."""
-    if type(model).__name__ == "NaFlexVit":
-        raise SpecError("your model is a timm NaFlexVit, whose (rows, cols) table verify --model cannot bind "
-                        "yet and whose forward takes patch coordinates, not the (patches, mask, grids) a "
-                        "naflex model is called with; its state dict converts to the same function (convert "
-                        "--from timm, with --set batching=naflex for its NaFlex batches)")
+    half as `fc1_g` and `fc1_x`, and a NaFlexVit its embedding in NaFlexEmbeds' names: the table in
+    those names binds it (`verify --model`)."""
     refuse_qwen3_live(model)
-    if not module_of(model).startswith("timm.") or spec.mlp != "gated" or not callable(
-            getattr(model, "state_dict", None)) or not any(SPLIT_GATE in k for k in model.state_dict()):
+    if not module_of(model).startswith("timm.") or not callable(getattr(model, "state_dict", None)):
         return []
-    return [timm_table("timm (split SwiGLU)", spec, split=True)]
+    split = spec.mlp == "gated" and any(SPLIT_GATE in k for k in model.state_dict())
+    if is_naflex(model):
+        proj = "patch_linear" if getattr(model.embeds, "is_linear", False) else "conv"
+        return [Table(NAFLEX_LIVE_ROWS.replace("{proj}", proj), "timm NaFlexVit",
+                      base=timm_table("timm", spec, split=split))]
+    return [timm_table("timm (split SwiGLU)", spec, split=True)] if split else []
+
+
+def is_naflex(model: Any) -> bool:
+    return module_of(model).startswith("timm.") and type(model).__name__ == "NaFlexVit"
+
+
+def _naflex_size(r: Reading, model: Any) -> tuple[int, int] | None:
+    """A NaFlexVit on images of its table's grid, which it computes as the VisionTransformer its
+    state dict converts to (`normalise_naflex`): the image that grid covers. What NaFlexEmbeds does
+    beyond that spec is refused in one line naming the attribute; its NaFlex batches are the
+    format's (`convert --from timm --set batching=naflex`)."""
+    embeds = model.embeds
+    for attribute, value, expected in (
+            ("embeds.pos_embed_type", getattr(embeds, "pos_embed_type", None), ("learned", "none")),
+            ("embeds.norm_input", type(getattr(embeds, "norm_input", None)).__name__, ("NoneType",)),
+            ("embeds.channels_last", bool(getattr(embeds, "channels_last", True)) or not embeds.is_linear,
+             (True,)),
+            ("pool_include_prefix", bool(getattr(model, "pool_include_prefix", False)), (False,))):
+        if value not in expected:
+            raise SpecError(f"your model is a timm NaFlexVit with model.{attribute} = {value!r}: expected "
+                            f"{' or '.join(map(repr, expected))} (what the spec computes)")
+    grid, patch = size_of(getattr(embeds, "pos_embed_grid_size", None)), size_of(embeds.patch_size)
+    r.config = {"model_args": {"in_chans": int(embeds.in_chans)}}  # normalise_naflex's patch width
+    if grid is None or patch is None:
+        return None
+    return grid[0] * patch[0], grid[1] * patch[1]
 
 
 QWEN3_ENCODER = "Qwen3VitEncoder(global_pool='avg') (its blocks, mean-pooled: the spec's)"
@@ -1103,7 +1149,8 @@ def _live_norms(r: Reading, model: Any) -> None:
         return
     r.fact("layer_norm_eps", eps, "timm: model.blocks[0].norm1.eps")
     attn = getattr(block, "attn", None)
-    places = {"patch": ("model.patch_embed.norm", getattr(model.patch_embed, "norm", None)),
+    patch = "embeds" if is_naflex(model) else "patch_embed"
+    places = {"patch": (f"model.{patch}.norm", getattr(getattr(model, patch), "norm", None)),
               "pre": ("model.norm_pre", getattr(model, "norm_pre", None)),
               "qk": ("model.blocks[0].attn.q_norm", getattr(attn, "q_norm", None)),
               "final": ("model.fc_norm", getattr(model, "fc_norm", None)) if not is_identity(
