@@ -24,7 +24,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.core.forward_io import check_assignment, native_layout, numpy_outputs, pick_logits, token_layout
+from shared.core.forward_io import (
+    check_assignment,
+    model_inputs,
+    native_layout,
+    numpy_outputs,
+    output_rows,
+    pick_logits,
+    token_layout,
+)
 from shared.core.layer import Layer
 from shared.core.probes import activation_form
 from shared.errors import InputError, WeightsError
@@ -206,14 +214,14 @@ def run(obj: Any, images: np.ndarray, layout: str, output: str | None) -> np.nda
 
 def compiled(obj: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
     # eqx.filter_jit with the model an argument (its arrays traced, not baked in as constants)
-    forward = _eqx().filter_jit(lambda model, x: _forward(model)(x))
+    forward = _eqx().filter_jit(lambda model, *x: _forward(model)(*x))
     model = _module(obj)
-    return lambda images: _logits(lambda x: forward(model, x), images, layout, output)
+    return lambda images: _logits(lambda *x: forward(model, *x), images, layout, output)
 
 
-def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    x = native_layout(images, layout)
-    return pick_logits(numpy_outputs(forward(jnp.asarray(x)), np.asarray), output, len(x))
+def _logits(forward: Callable[..., Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
+    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]  # images, or a patch batch's three
+    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, output_rows(images))
 
 
 def capture(obj: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:

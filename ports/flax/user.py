@@ -110,8 +110,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
     flags = linen.inference_flags(model)
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
     # in Python on every call, which a timing would count against the user's model.
-    forward = jax.jit(lambda state, x: nnx.merge(graphdef, state)(x, **flags))
-    return lambda images: _logits(lambda x: forward(state, x), images, layout, output)
+    forward = jax.jit(lambda state, *x: nnx.merge(graphdef, state)(*x, **flags))
+    return lambda images: _logits(lambda *x: forward(state, *x), images, layout, output)
 
 
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
@@ -258,7 +258,7 @@ def _eval_view(model: Any) -> Any:
 def _eval_forward(model: Any) -> Callable[[Any], Any]:
     """The eval view's forward, with the mode keywords its `__call__` takes at inference values."""
     view, flags = _eval_view(model), linen.inference_flags(model)
-    return (lambda x: view(x, **flags)) if flags else view
+    return (lambda *x: view(*x, **flags)) if flags else view
 
 
 def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:

@@ -85,7 +85,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
     # no-grad forward -> the logits array (batch, classes); output picks the element of a tuple,
     # list or dict (an index or key); None means "the one array of shape (batch, classes)", else a
     # tower's final tokens (batch, tokens, dim) when it returns only those (forward_io.pick_logits)
-    return _logits(lambda x: model(x, training=False), images, layout, output)
+    return _logits(lambda *x: model(*x, training=False), images, layout, output)
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
@@ -95,17 +95,17 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
 
         # XLA off on CPU, as the port's default mode and Keras' jit_compile="auto" (one mode only:
         # a user's model is not measured in several)
-        forward = tf.function(lambda x: model(x, training=False), jit_compile=False)
+        forward = tf.function(lambda *x: model(*x, training=False), jit_compile=False)
     elif BACKEND == "jax":
         import jax
 
-        jitted = jax.jit(lambda tv, ntv, x: model.stateless_call(tv, ntv, x, training=False)[0])
-        forward = lambda x: jitted([v.value for v in model.trainable_variables],  # noqa: E731
-                                   [v.value for v in model.non_trainable_variables], x)
+        jitted = jax.jit(lambda tv, ntv, *x: model.stateless_call(tv, ntv, *x, training=False)[0])
+        forward = lambda *x: jitted([v.value for v in model.trainable_variables],  # noqa: E731
+                                    [v.value for v in model.non_trainable_variables], *x)
     else:
         import torch
 
-        forward = torch.compile(lambda x: model(x, training=False))
+        forward = torch.compile(lambda *x: model(*x, training=False))
     return lambda images: _logits(forward, images, layout, output)
 
 

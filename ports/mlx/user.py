@@ -82,7 +82,7 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
     model.eval()
     # inputs=model.state, as the port: the parameters are inputs of the graph, not constants of
     # its first trace.
-    forward = partial(mx.compile, inputs=model.state)(lambda x: model(x))
+    forward = partial(mx.compile, inputs=model.state)(lambda *x: model(*x))
     return lambda images: _logits(forward, images, layout, output)
 
 

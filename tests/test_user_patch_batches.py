@@ -1,0 +1,94 @@
+"""A user's own model of each framework on a naflex and a packed batch: ports/<fw>/user.py calls its
+forward with the (patches, valid, grids) a patch batch is given as (shared/core/forward_io.py),
+positionally, eagerly and under the framework's compiler, and reads a row per image. The model is
+a toy (the valid patches' sum through one matrix, a sequence's row repeated for each image it
+packs), so that the call convention alone is tested; a real tower on these batches is
+tests/test_batching_libraries.py's (torch, and the ports themselves in every framework)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ports import NATIVE, load_port_part
+from shared.core.inputs import probe_batch
+from shared.core.presets import get_preset
+
+PRESETS = ("naflex-tiny", "packed-tiny")
+
+
+def toy(framework: str, weight: np.ndarray) -> Any:
+    """The framework's module whose forward takes (patches, valid, grids)."""
+    if framework == "torch":
+        import torch
+
+        class TorchToy(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.from_numpy(weight))
+
+            def forward(self, patches: Any, valid: Any, grids: Any) -> Any:
+                out = (patches * valid[..., None]).sum(1) @ self.w
+                return out.repeat_interleave(grids.shape[1], dim=0) if grids.ndim == 3 else out
+
+        return TorchToy()
+    if framework == "keras":
+        import keras
+        from keras import ops
+
+        class KerasToy(keras.Model):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w = self.add_weight(shape=weight.shape, initializer=keras.initializers.Constant(weight))
+
+            def call(self, patches: Any, valid: Any, grids: Any, training: bool = False) -> Any:
+                out = ops.matmul(ops.sum(patches * ops.cast(valid, patches.dtype)[..., None], axis=1), self.w)
+                return ops.repeat(out, grids.shape[1], axis=0) if len(grids.shape) == 3 else out
+
+        return KerasToy()
+    if framework == "flax":
+        import jax.numpy as jnp
+        from flax import nnx
+
+        class FlaxToy(nnx.Module):
+            def __init__(self) -> None:
+                self.w = nnx.Param(jnp.asarray(weight))
+
+            def __call__(self, patches: Any, valid: Any, grids: Any) -> Any:
+                out = (patches * valid[..., None]).sum(1) @ self.w[...]
+                return jnp.repeat(out, grids.shape[1], axis=0) if grids.ndim == 3 else out
+
+        return FlaxToy()
+    import mlx.core as mx
+    import mlx.nn
+
+    class MlxToy(mlx.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = mx.array(weight)
+
+        def __call__(self, patches: Any, valid: Any, grids: Any) -> Any:
+            out = (patches * valid[..., None]).sum(axis=1) @ self.w
+            return mx.repeat(out, grids.shape[1], axis=0) if grids.ndim == 3 else out
+
+    return MlxToy()
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("framework", NATIVE)
+def test_a_patch_batch_is_passed_positionally_and_read_a_row_per_image(framework: str, preset: str) -> None:
+    images = probe_batch(get_preset(preset), batch=3)
+    patches, grids = images["patches"].astype(np.float64), np.asarray(images["grid"])
+    weight = np.random.default_rng(0).standard_normal((patches.shape[-1], 5)).astype(np.float32)
+    real = grids.prod(-1) if grids.ndim == 2 else grids.prod(-1).sum(-1)
+    valid = np.arange(patches.shape[1])[None] < real[:, None]
+    expected = (patches * valid[..., None]).sum(1) @ weight
+    if grids.ndim == 3:
+        expected = np.repeat(expected, grids.shape[1], axis=0)
+    user, model = load_port_part(framework, "user"), toy(framework, weight)
+    for forward in (lambda x: user.run(model, x, "NHWC", None), user.compiled(model, "NHWC", None)):
+        got = forward(images)
+        assert got.shape == expected.shape == (len(images) * (grids.shape[1] if grids.ndim == 3 else 1), 5)
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
