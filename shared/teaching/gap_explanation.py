@@ -18,6 +18,7 @@ import numpy as np
 from shared.core.containers import read_npy
 from shared.core.data_record import DataRecord, derived, stored_as
 from shared.core.equivalence import Gap
+from shared.core.forward_io import output_rows
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
 from shared.core.tolerance import logit_atol, max_abs_diff
@@ -87,19 +88,21 @@ class Diagnosis(DataRecord):
         return out
 
 
-def check_user_logits(spec: ModelSpec, logits: np.ndarray, batch: int, source: str) -> np.ndarray:
-    # num_classes, or the pooled width without a classifier; a row per image (packed: pack_images a sequence)
-    expected = (batch * spec.pack_images, spec.derived.outputs)
+def check_user_logits(spec: ModelSpec, logits: np.ndarray, images: np.ndarray, source: str) -> np.ndarray:
+    # num_classes, or the pooled width without a classifier; a row per image (output_rows: a packed
+    # batch's sequences times the images each holds)
+    batch, rows = len(images), output_rows(images)
+    expected = (rows, spec.derived.outputs)
     if not isinstance(logits, np.ndarray) or logits.dtype.kind not in "fc":
         kind = getattr(logits, "dtype", type(logits).__name__)
         raise InputError(f"{source}: logits have dtype {kind}, expected a float array")
     if logits.dtype.kind == "c":
         raise InputError(f"{source}: logits are complex, expected real floats")
     if tuple(logits.shape) != expected:
-        images = f" x {spec.pack_images} packed images" if spec.batching == "packed" else ""
+        packed = f" x {rows // batch} packed images" if rows != batch else ""
         raise InputError(
             f"{source}: logits have shape {tuple(logits.shape)}, expected {expected} "
-            f"(batch {batch}{images} x {spec.derived.outputs} outputs of spec {spec.name!r})"
+            f"(batch {batch}{packed} x {spec.derived.outputs} outputs of spec {spec.name!r})"
         )
     bad = int(logits.size - np.count_nonzero(np.isfinite(logits)))
     if bad:
@@ -135,7 +138,7 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
              source: str = "logits", model_from: str | None = None) -> Diagnosis:
     """Re-run the reference under every alternative (then pairs) against `user_logits`.
     `model_from`: for a user's model run here, the library it comes from ("" when unknown)."""
-    user = check_user_logits(spec, user_logits, images.shape[0], source)
+    user = check_user_logits(spec, user_logits, images, source)
     base = Case(spec, weights, images)
     reference = forward(spec, weights, images)
     # the project's equivalence tolerance (shared/core/tolerance.py), scaled by the logit magnitude
