@@ -207,9 +207,11 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
     """timm's NaFlexVit (SigLIP2's and the NaFlex families' timm home) on images of its table's grid:
     its Linear patch projection and (1, rows, cols, D) table read as VisionTransformer's, the
     reference and every port give its own output, and so does the VisionTransformer its export loads
-    into. The live NaFlexVit gives that spec and passes verify --model, bound by NaFlexEmbeds' own names
-    (its Linear and (1, rows, cols, D) table); a factorized table, which the spec cannot say, and the
-    NaFlex map pool with a register are refused in one line."""
+    into. The live NaFlexVit reads as the naflex spec its state dict converts to (its table resized by
+    NaFlexEmbeds' own mode), is bound by NaFlexEmbeds' own names (its Linear and (1, rows, cols, D)
+    table), and passes verify --model both on NaFlex batches (called with patch coordinates, as its
+    collator calls it) and on images of its table's grid (the fixed spec); a factorized table, which
+    the spec cannot say, and the NaFlex map pool with a register are refused in one line."""
     import timm
 
     from shared.checkpoints.libraries.timm import construct
@@ -230,8 +232,11 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
         exported = export_tensors("timm", converted.spec, converted.tensors)
         rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
         assert np.abs(library_logits(rebuilt, images) - expected).max() <= ATOL
-        assert propose_spec(model).spec == converted.spec
+        config["model_args"]["pos_embed_interp_mode"] = model.embeds.pos_embed_interp_mode
+        naflex = import_tensors("timm", state_dict(model), config, parse_given(None, ["batching=naflex"]))
+        assert propose_spec(model).spec == naflex.spec
         assert assert_verified(model).binding["rule"] == "timm NaFlexVit"
+        assert_verified(model, converted.spec)
     factorized = timm.create_model("naflexvit_base_patch16_gap", pretrained=False, **small,
                                    pos_embed="factorized")
     with pytest.raises(SpecError, match=r"^your model is a timm NaFlexVit with model.embeds.pos_embed_type = "

@@ -44,15 +44,6 @@ Shape = tuple[int, ...]
 ToNative = Callable[[list[np.ndarray]], np.ndarray]  # canonical parts -> one native tensor
 FromNative = Callable[[np.ndarray, list[Shape]], list[np.ndarray]]  # and back, given their shapes
 
-def square_grid(table: np.ndarray) -> np.ndarray:
-    """A (rows, D) position table as (1, side, side, D); a table of rows that form no square refused."""
-    side = math.isqrt(table.shape[0])
-    if side * side != table.shape[0]:
-        raise WeightsError(f"a position table of {table.shape[0]} rows is no square grid: a (1, rows, "
-                           "cols, D) table binds here only when square")
-    return table.reshape(1, side, side, -1)
-
-
 LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     "same": (lambda p: p[0], lambda x, s: [x]),
     # (rows, D) <-> (1, rows, D): a position table with a batch axis
@@ -96,7 +87,7 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     "patch_linear": (lambda p: np.ascontiguousarray(p[0].reshape(-1, p[0].shape[-1]).T),
                      lambda x, s: [np.ascontiguousarray(x.T).reshape(s[0])]),
     # (rows, D) <-> (1, side, side, D): a position table kept as its square grid (timm's NaFlexVit)
-    "square_grid": (lambda p: square_grid(p[0]), lambda x, s: [x.reshape(s[0])]),
+    "square_grid": (lambda p: W.table_to_square_grid(p[0]), lambda x, s: [x.reshape(s[0])]),
 }
 # the layouts that take several parts as well as one
 PACKING = ("heads_linear", "heads_bias", "stacked_linear", "stacked_bias", "heads_dense", "stacked_dense")

@@ -256,6 +256,16 @@ def patch_linear_to_oihw(weight: np.ndarray, patch_height: int, patch_width: int
     return conv_hwio_to_oihw(kernel)
 
 
+def table_to_square_grid(table: np.ndarray) -> np.ndarray:
+    """A (rows, D) position table -> (1, side, side, D) (timm's NaFlexVit); rows that form no square
+    are refused: the grid is not in the table."""
+    side = math.isqrt(table.shape[0])
+    if side * side != table.shape[0]:
+        raise WeightsError(f"a position table of {table.shape[0]} rows is no square grid: a (1, rows, "
+                           "cols, D) table binds here only when square")
+    return table.reshape(1, side, side, -1)
+
+
 def conv_hwio_to_ohwi(kernel: np.ndarray) -> np.ndarray:
     """(ph, pw, C, D) -> MLX Conv2d weight (D, ph, pw, C), for NHWC input; (T, ph, pw, C, D) ->
     Conv3d's (D, T, ph, pw, C). A reshape would be wrong."""

@@ -185,7 +185,10 @@ def _facts(reading: Reading, params: dict[str, Any], layers: list[Any], family: 
     notes += overruled_by_layers(found, layers)
     for name, fact in layer_facts(layers).items():
         found.setdefault(name, fact)
+    batch = found.get("batching", ("fixed",))[0]
     for name, fact in structure_facts(params, layers, family, found).items():
+        if batch != "fixed" and name in ("image_height", "image_width"):
+            continue  # the table's own image is one grid of a naflex or packed batch's many: not its bound
         if name == "bias_free" and fact[0] and not found.get(name, (None,))[0]:
             found[name] = fact  # a bias-free projection no layer holds (CLIP's bare `proj`)
         found.setdefault(name, fact)

@@ -979,30 +979,16 @@ def split_swiglu(raw: Raw) -> Raw:
 def read_live(model: Any) -> Reading | None:
     """timm's VisionTransformer (and DeiT's distilled one): its constructor arguments live on as
     attributes (`global_pool`, `has_class_token`, `no_embed_class`, `patch_embed`, `blocks[i].attn`,
-    `norm_pre`, `fc_norm`, `norm`), and `pretrained_cfg` when timm.create_model built it."""
+    `norm_pre`, `fc_norm`, `norm`), and `pretrained_cfg` when timm.create_model built it; a
+    NaFlexVit's embedding is its NaFlexEmbeds (`embeds`)."""
     naflex = is_naflex(model)
     if not module_of(model).startswith("timm.") or not (hasattr(model, "patch_embed") or naflex) \
             or not hasattr(model, "blocks"):
         return None
     r = Reading(f"timm {type(model).__name__}", fmt="timm")
-    patch = model.embeds if naflex else model.patch_embed
-    size = _naflex_size(r, model) if naflex else size_of(getattr(patch, "img_size", None))
     if naflex:
-        where = "timm: model.embeds.pos_embed_grid_size x patch_size (its table's grid)"
-    elif size is None:
-        cfg_size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
-        size = size_of(tuple(cfg_size[1:])) if cfg_size else None
-        where = "timm: model.pretrained_cfg['input_size']"
-    else:
-        where = "timm: model.patch_embed.img_size"
-    if size is not None:
-        r.fact("image_height", size[0], where)
-        r.fact("image_width", size[1], where)
-    patch_size = size_of(getattr(patch, "patch_size", None))
-    if patch_size is not None:
-        where = f"timm: model.{'embeds' if naflex else 'patch_embed'}.patch_size"
-        r.fact("patch_height", patch_size[0], where)
-        r.fact("patch_width", patch_size[1], where)
+        _naflex_embeds(r, model)
+    _live_patch(r, model, "embeds" if naflex else "patch_embed")
     if hasattr(model, "embed_dim"):
         r.fact("dim", int(model.embed_dim), "timm: model.embed_dim")
     r.fact("depth", len(model.blocks), "timm: len(model.blocks)")
@@ -1085,11 +1071,30 @@ def is_naflex(model: Any) -> bool:
     return module_of(model).startswith("timm.") and type(model).__name__ == "NaFlexVit"
 
 
-def _naflex_size(r: Reading, model: Any) -> tuple[int, int] | None:
-    """A NaFlexVit on images of its table's grid, which it computes as the VisionTransformer its
-    state dict converts to (`normalise_naflex`): the image that grid covers. What NaFlexEmbeds does
-    beyond that spec is refused in one line naming the attribute; its NaFlex batches are the
-    format's (`convert --from timm --set batching=naflex`)."""
+def _live_patch(r: Reading, model: Any, embedding: str) -> None:
+    """The patch and, for a fixed-size model, the image (its patch embedding's img_size, else the
+    pretrained_cfg's input size). A NaFlex batch's images each have their own size: the format's
+    reading bounds them."""
+    patch = getattr(model, embedding)
+    size, where = size_of(getattr(patch, "img_size", None)), f"timm: model.{embedding}.img_size"
+    if size is None and embedding == "patch_embed":
+        cfg_size = (getattr(model, "pretrained_cfg", None) or {}).get("input_size")
+        size = size_of(tuple(cfg_size[1:])) if cfg_size else None
+        where = "timm: model.pretrained_cfg['input_size']"
+    if size is not None:
+        r.fact("image_height", size[0], where)
+        r.fact("image_width", size[1], where)
+    patch_size = size_of(getattr(patch, "patch_size", None))
+    if patch_size is not None:
+        r.fact("patch_height", patch_size[0], f"timm: model.{embedding}.patch_size")
+        r.fact("patch_width", patch_size[1], f"timm: model.{embedding}.patch_size")
+
+
+def _naflex_embeds(r: Reading, model: Any) -> None:
+    """A NaFlexVit reads as a naflex spec: the state dict as the VisionTransformer it converts to
+    (`normalise_naflex`: NaFlexEmbeds' Linear needs its in_chans), its table resized to each image's
+    grid as NaFlexEmbeds' own attributes say (`naflex_resize`). What NaFlexEmbeds does beyond that
+    spec is refused in one line naming the attribute."""
     embeds = model.embeds
     for attribute, value, expected in (
             ("embeds.pos_embed_type", getattr(embeds, "pos_embed_type", None), ("learned", "none")),
@@ -1100,11 +1105,37 @@ def _naflex_size(r: Reading, model: Any) -> tuple[int, int] | None:
         if value not in expected:
             raise SpecError(f"your model is a timm NaFlexVit with model.{attribute} = {value!r}: expected "
                             f"{' or '.join(map(repr, expected))} (what the spec computes)")
-    grid, patch = size_of(getattr(embeds, "pos_embed_grid_size", None)), size_of(embeds.patch_size)
-    r.config = {"model_args": {"in_chans": int(embeds.in_chans)}}  # normalise_naflex's patch width
-    if grid is None or patch is None:
+    resize = {key: getattr(embeds, key) for key in ("pos_embed_interp_mode", *NAFLEX_FIXED)
+              if hasattr(embeds, key)}
+    r.config = {"model_args": {"in_chans": int(embeds.in_chans), **resize}}
+    r.fact("batching", "naflex", "timm: NaFlexVit.forward(patches, patch_coord, patch_valid), each image at "
+           "its own grid (called on images of the table's grid, it computes what batching='fixed' says)")
+
+
+def caller_live(model: Any) -> Any | None:
+    """A NaFlexVit's forward takes NaFlex's dict: the patches, each patch's (row, col) in its image
+    and which are real. The module returned takes a naflex batch's (patches, valid, grids) (each
+    image's patches in raster order from its start, flattened (ph, pw, C) as NaFlexEmbeds' Linear
+    reads them) and gives the model's output for each image; None for any other model."""
+    if not is_naflex(model):
         return None
-    return grid[0] * patch[0], grid[1] * patch[1]
+    from torch import nn
+
+    class NaFlexCall(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.vit = model
+
+        def forward(self, patches: Any, valid: Any, grids: Any) -> Any:
+            import torch
+
+            coords = torch.zeros(*patches.shape[:2], 2, dtype=torch.long, device=patches.device)
+            for b, (rows, cols) in enumerate(grids.reshape(len(patches), 2).tolist()):
+                at = torch.arange(rows * cols, device=patches.device)
+                coords[b, :rows * cols] = torch.stack([at // cols, at % cols], dim=-1)
+            return self.vit({"patches": patches, "patch_coord": coords, "patch_valid": valid.bool()})
+
+    return NaFlexCall()
 
 
 QWEN3_ENCODER = "Qwen3VitEncoder(global_pool='avg') (its blocks, mean-pooled: the spec's)"
