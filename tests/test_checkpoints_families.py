@@ -319,9 +319,8 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     from the live model, the same spec, whose
     reference gives the library's output; random canonical weights load strictly into the class the
     export names (and, written with --arch, DINOv3's and Qwen3-ViT's into the registry's own, S+'s
-    SwiGLU split) and give the reference's
-    output. DINOv3, PE-spatial (an 'xy' Eva: read as rope_axes='cols_first') and Qwen3-ViT's encoder pass
-    verify --model."""
+    SwiGLU split) and give the reference's output. Each live model passes verify --model on the spec
+    read from it (PE-spatial, an 'xy' Eva, read as rope_axes='cols_first')."""
     import timm
     from timm.models import save_for_hf
 
@@ -335,7 +334,11 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     converted = import_tensors("timm", state_dict(model), config, {})
     spec, images = converted.spec, images_for(converted.spec)
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
-    assert propose_spec(model).spec == spec
+    # the _qkvb model's state dict reads as a zero key bias; the live module holds none (k_bias is a
+    # buffer): read without one, it binds by EvaAttention's q_bias and v_bias and passes verify --model
+    written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
+    assert propose_spec(model).spec == written
+    assert_verified(model)
     assert spec.rope_axes == ("cols_first" if "_pe_" in name else "rows_first")
     if name in ("vit_small_patch16_dinov3", "qwen3_vit_88m_enc", "vit_pe_spatial_tiny_patch16_512"):
         read = (spec.rope, spec.rope_coords, spec.registers, spec.pos_embed, spec.qkv_bias, spec.activation)
@@ -343,9 +346,6 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
                         "qwen3_vit_88m_enc": ("axial_half", "index", 0, "learned", True, "gelu_tanh"),
                         "vit_pe_spatial_tiny_patch16_512": ("axial_interleaved", "index", 0, "learned",
                                                             True, "gelu")}[name]
-        assert_verified(model)
-    # the _qkvb model read has a zero key bias; DINOv3's own (no key bias) is written as its EvaAttention
-    written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
     tensors = init_weights(written, seed=5)
     rebuilt = [(construct(*target(written)), export_tensors("timm", written, tensors))]
     if "dinov3" in name or name == "qwen3_vit_88m_enc":  # and the registry's own, as --arch writes it
@@ -369,7 +369,8 @@ VIT_NAMED: list[tuple[str, str, tuple[int, float]]] = [
 def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: tuple[int, float],
                                                              tmp_path: Path) -> None:
     """From the config.json save_for_hf writes, which states neither heads nor eps, the registry's,
-    the spec the live model gives, whose reference gives timm's output; random canonical weights load
+    the spec the live model gives (and passes verify --model on), whose reference gives timm's
+    output; random canonical weights load
     strictly into the class the export names and, written with --arch, into the registry's own
     (AIMv2's SwiGLU split as its fc1_g and fc1_x), and give the reference's output."""
     import timm
@@ -389,6 +390,7 @@ def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: t
     assert (spec.heads, spec.layer_norm_eps) == read
     assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
     assert propose_spec(model).spec == spec
+    assert_verified(model)
     tensors = init_weights(spec, seed=5)
     registry = timm.create_model(name, pretrained=False, **small)
     for timm_class, exported in ((construct(*target(spec)), export_tensors("timm", spec, tensors)),

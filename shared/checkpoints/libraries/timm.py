@@ -1036,6 +1036,10 @@ def read_live(model: Any) -> Reading | None:
         r.config = {"model_args": _eva_rope_args(model, rope)}
         if type(model).__name__ == "Qwen3VitEncoder":  # EvaBlocks whose rotary settings are its class's
             r.config.update(architecture="qwen3_vit (Qwen3VitEncoder)", global_pool=model.global_pool)
+        own = dict(model.blocks[0].attn.named_parameters(recurse=False)) if len(model.blocks) else {}
+        if "q_bias" in own and "k_bias" not in own:  # the module holds no key bias to bind: the keyless table
+            r.fact("bias_free", ("attn.key",), "timm: EvaAttention's k_bias is a zero buffer, no parameter "
+                                               "(a state dict of it converts with that zero key bias)")
     return r
 
 
@@ -1052,14 +1056,23 @@ reg_tokens                            embeds.reg_token     batch
 """
 
 
+# Eva's own spelling of LayerScale (normalise_eva reads a state dict's so)
+EVA_LIVE_ROWS = "blocks.{i}.{n:ls1=gamma_1|ls2=gamma_2}.gamma  blocks.{i}.{n}"
+
+
 def live_tables(model: Any, spec: ModelSpec) -> list[Any]:
     """A timm model built with the split SwiGLU (AIMv2's `mlp_layer=SwiGLU`) holds its gate and linear
-    half as `fc1_g` and `fc1_x`, and a NaFlexVit its embedding in NaFlexEmbeds' names: the table in
-    those names binds it (`verify --model`)."""
+    half as `fc1_g` and `fc1_x`, a NaFlexVit its embedding in NaFlexEmbeds' names, an Eva its
+    LayerScale as gamma_1 and gamma_2 (and EvaAttention's q_bias and v_bias, the format's keyless
+    table): the table in those names binds it (`verify --model`)."""
     refuse_qwen3_live(model)
     if not module_of(model).startswith("timm.") or not callable(getattr(model, "state_dict", None)):
         return []
     split = spec.mlp == "gated" and any(SPLIT_GATE in k for k in model.state_dict())
+    if type(model).__name__ == "Eva":
+        base = timm_table("timm", spec, split=split)
+        return [Table(EVA_LIVE_ROWS, "timm Eva", base=Table(KEYLESS_ROWS, "timm", base=base)
+                      if keyless_attention(spec) else base)]
     if is_naflex(model):
         proj = "patch_linear" if getattr(model.embeds, "is_linear", False) else "conv"
         return [Table(NAFLEX_LIVE_ROWS.replace("{proj}", proj), "timm NaFlexVit",
