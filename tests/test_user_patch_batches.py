@@ -1,9 +1,10 @@
 """A user's own model of each framework on a naflex and a packed batch: ports/<fw>/user.py calls its
 forward with the (patches, valid, grids) a patch batch is given as (shared/core/forward_io.py),
-positionally, eagerly and under the framework's compiler, and reads a row per image. The model is
-a toy (the valid patches' sum through one matrix, a sequence's row repeated for each image it
-packs), so that the call convention alone is tested; a real tower on these batches is
-tests/test_batching_libraries.py's (torch, and the ports themselves in every framework)."""
+positionally, eagerly, under the framework's compiler and when `trace` captures a layer, and reads
+a row per image. The model is a toy (the valid patches' sum through one projection, a sequence's
+row repeated for each image it packs), so that the call convention alone is tested; a real tower
+on these batches is tests/test_batching_libraries.py's (torch, and the ports themselves in every
+framework)."""
 
 from __future__ import annotations
 
@@ -20,17 +21,19 @@ PRESETS = ("naflex-tiny", "packed-tiny")
 
 
 def toy(framework: str, weight: np.ndarray) -> Any:
-    """The framework's module whose forward takes (patches, valid, grids)."""
+    """The framework's module whose forward takes (patches, valid, grids): a bias-free projection
+    `proj` of every patch (the weight (in, out)), summed over the valid ones."""
     if framework == "torch":
         import torch
 
         class TorchToy(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
-                self.w = torch.nn.Parameter(torch.from_numpy(weight))
+                self.proj = torch.nn.Linear(*weight.shape, bias=False)
+                self.proj.weight.data = torch.from_numpy(weight.T.copy())
 
             def forward(self, patches: Any, valid: Any, grids: Any) -> Any:
-                out = (patches * valid[..., None]).sum(1) @ self.w
+                out = (self.proj(patches) * valid[..., None]).sum(1)
                 return out.repeat_interleave(grids.shape[1], dim=0) if grids.ndim == 3 else out
 
         return TorchToy()
@@ -41,10 +44,12 @@ def toy(framework: str, weight: np.ndarray) -> Any:
         class KerasToy(keras.Model):
             def __init__(self) -> None:
                 super().__init__()
-                self.w = self.add_weight(shape=weight.shape, initializer=keras.initializers.Constant(weight))
+                self.proj = keras.layers.Dense(weight.shape[1], use_bias=False, name="proj")
+                self.proj.build((None, None, weight.shape[0]))
+                self.proj.kernel.assign(weight)
 
             def call(self, patches: Any, valid: Any, grids: Any, training: bool = False) -> Any:
-                out = ops.matmul(ops.sum(patches * ops.cast(valid, patches.dtype)[..., None], axis=1), self.w)
+                out = ops.sum(self.proj(patches) * ops.cast(valid, patches.dtype)[..., None], axis=1)
                 return ops.repeat(out, grids.shape[1], axis=0) if len(grids.shape) == 3 else out
 
         return KerasToy()
@@ -54,10 +59,11 @@ def toy(framework: str, weight: np.ndarray) -> Any:
 
         class FlaxToy(nnx.Module):
             def __init__(self) -> None:
-                self.w = nnx.Param(jnp.asarray(weight))
+                self.proj = nnx.Linear(*weight.shape, use_bias=False, rngs=nnx.Rngs(0))
+                self.proj.kernel.set_value(jnp.asarray(weight))
 
             def __call__(self, patches: Any, valid: Any, grids: Any) -> Any:
-                out = (patches * valid[..., None]).sum(1) @ self.w[...]
+                out = (self.proj(patches) * valid[..., None]).sum(1)
                 return jnp.repeat(out, grids.shape[1], axis=0) if grids.ndim == 3 else out
 
         return FlaxToy()
@@ -67,10 +73,11 @@ def toy(framework: str, weight: np.ndarray) -> Any:
     class MlxToy(mlx.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.w = mx.array(weight)
+            self.proj = mlx.nn.Linear(*weight.shape, bias=False)
+            self.proj.weight = mx.array(weight.T)
 
         def __call__(self, patches: Any, valid: Any, grids: Any) -> Any:
-            out = (patches * valid[..., None]).sum(axis=1) @ self.w
+            out = (self.proj(patches) * valid[..., None]).sum(axis=1)
             return mx.repeat(out, grids.shape[1], axis=0) if grids.ndim == 3 else out
 
     return MlxToy()
@@ -92,3 +99,6 @@ def test_a_patch_batch_is_passed_positionally_and_read_a_row_per_image(framework
         got = forward(images)
         assert got.shape == expected.shape == (len(images) * (grids.shape[1] if grids.ndim == 3 else 1), 5)
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    # trace's taps: the projection's output for every patch of every sequence, (B, max_patches, 5)
+    tap = user.capture(model, images, "NHWC", ["proj"])["proj"]
+    np.testing.assert_allclose(tap, patches @ weight, rtol=1e-4, atol=1e-4)

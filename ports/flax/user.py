@@ -25,7 +25,6 @@ from ports.flax import equinox_modules, linen, linen_layers
 from shared.core.forward_io import (
     check_assignment,
     model_inputs,
-    native_layout,
     numpy_outputs,
     output_rows,
     pick_logits,
@@ -127,9 +126,9 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
             raise InputError(f"nnx model {type(model).__name__} has no module {path!r} (its modules: "
                              f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
     # nnx.capture's method_outputs records every module's __call__ output, keyed by its path.
-    x = jnp.asarray(native_layout(images, layout))
+    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]
     _, recorded = nnx.capture(_eval_view(model), nnx.Intermediate,
-                              method_outputs=nnx.Intermediate)(x, **linen.inference_flags(model))
+                              method_outputs=nnx.Intermediate)(*inputs, **linen.inference_flags(model))
     found = {".".join(str(k) for k in key[:-1]): value.get_value()
              for key, value in nnx.to_flat_state(recorded) if key[-1] == "__call__"}
     missing = [p for p in paths if p not in found]

@@ -31,7 +31,6 @@ from keras import ops
 from shared.core.forward_io import (
     check_assignment,
     model_inputs,
-    native_layout,
     numpy_outputs,
     output_rows,
     pick_logits,
@@ -117,15 +116,16 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
         if path not in nodes:
             raise InputError(f"keras model {model.name!r} has no layer {path!r} (its layers: "
                              f"{', '.join(list(nodes)[:8])}{', ...' if len(nodes) > 8 else ''})")
-    x = ops.convert_to_tensor(native_layout(images, layout))
+    inputs = [ops.convert_to_tensor(a) for a in model_inputs(images, layout)]
     targets = [nodes[p] for p in paths]
     outputs = _functional_outputs(model, targets)
     with _no_grad():
         if outputs is not None:  # a functional model: a sub-model returning those outputs
-            values = keras.Model(model.inputs, outputs)(x, training=False)
+            values = keras.Model(model.inputs, outputs)(inputs if len(inputs) > 1 else inputs[0],
+                                                        training=False)
             found = dict(zip(paths, values if len(paths) > 1 else [values], strict=True))
         else:  # anything else: wrap each layer's call for one forward pass
-            found = _wrapped_call(model, x, dict(zip(paths, targets, strict=True)))
+            found = _wrapped_call(model, inputs, dict(zip(paths, targets, strict=True)))
     return {p: token_layout(found[p]) for p in paths}
 
 
@@ -292,7 +292,7 @@ def _functional_outputs(model: Any, targets: list[Any]) -> list[Any] | None:
         return None
 
 
-def _wrapped_call(model: Any, x: Any, targets: dict[str, Any]) -> dict[str, Any]:
+def _wrapped_call(model: Any, inputs: list[Any], targets: dict[str, Any]) -> dict[str, Any]:
     """Run `model` once with each target layer's `call` replaced by one that records its output."""
     found: dict[str, Any] = {}
     try:
@@ -302,7 +302,7 @@ def _wrapped_call(model: Any, x: Any, targets: dict[str, Any]) -> dict[str, Any]
                 found.setdefault(_path, result)  # the first call, when a layer is called twice
                 return result
             object.__setattr__(layer, "call", record)
-        model(x, training=False)
+        model(*inputs, training=False)
     finally:
         for layer in targets.values():
             with contextlib.suppress(AttributeError):
