@@ -316,10 +316,10 @@ EVA_NAMED: list[tuple[str, str, dict[str, Any]]] = [
 def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrides: dict[str, Any],
                                                               tmp_path: Path) -> None:
     """From the state dict with the config.json timm's own save_for_hf writes (push_to_hub's) and
-    from the live model, the same spec, whose
-    reference gives the library's output; random canonical weights load strictly into the class the
-    export names (and, written with --arch, DINOv3's and Qwen3-ViT's into the registry's own, S+'s
-    SwiGLU split) and give the reference's output. Each live model passes verify --model on the spec
+    from the live model, the same spec, whose reference and every port give the library's output;
+    random canonical weights load strictly into the class the export names (and, written with
+    --arch, DINOv3's and Qwen3-ViT's into the registry's own, S+'s SwiGLU split) and give the
+    reference's output. Each live model passes verify --model on the spec
     read from it (PE-spatial, an 'xy' Eva, read as rope_axes='cols_first')."""
     import timm
     from timm.models import save_for_hf
@@ -333,7 +333,7 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
     config = json.loads((tmp_path / "config.json").read_text())
     converted = import_tensors("timm", state_dict(model), config, {})
     spec, images = converted.spec, images_for(converted.spec)
-    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=ports.NATIVE)
     # the _qkvb model's state dict reads as a zero key bias; the live module holds none (k_bias is a
     # buffer): read without one, it binds by EvaAttention's q_bias and v_bias and passes verify --model
     written = spec.replace(bias_free=("attn.key",)) if name.endswith("_qkvb") else spec
@@ -369,8 +369,8 @@ VIT_NAMED: list[tuple[str, str, tuple[int, float]]] = [
 def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: tuple[int, float],
                                                              tmp_path: Path) -> None:
     """From the config.json save_for_hf writes, which states neither heads nor eps, the registry's,
-    the spec the live model gives (and passes verify --model on), whose reference gives timm's
-    output; random canonical weights load
+    the spec the live model gives (and passes verify --model on), whose reference and every port
+    give timm's output; random canonical weights load
     strictly into the class the export names and, written with --arch, into the registry's own
     (AIMv2's SwiGLU split as its fc1_g and fc1_x), and give the reference's output."""
     import timm
@@ -388,7 +388,7 @@ def test_timm_aimv2_intern300m_registry_names_both_directions(name: str, read: t
     converted = import_tensors("timm", state_dict(model), config, {})
     spec, images = converted.spec, images_for(converted.spec)
     assert (spec.heads, spec.layer_norm_eps) == read
-    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=())
+    assert_ports_match(spec, converted.tensors, images, library_logits(model, images), ports=ports.NATIVE)
     assert propose_spec(model).spec == spec
     assert_verified(model)
     tensors = init_weights(spec, seed=5)
