@@ -519,10 +519,10 @@ def tower_output(model: torch.nn.Module, images: np.ndarray, pooling: str) -> np
 @pytest.mark.parametrize(("model_class", "config"), [c[1:] for c in TOWER_CASES],
                          ids=[c[0] for c in TOWER_CASES])
 def test_hf_towers_both_directions(model_class: str, config: dict[str, Any], tmp_path: Path) -> None:
-    """As the families above, from memory and from the saved folder, on the towers' tokens pooled as the
-    spec pools them; the live model's spec read from it, and `verify --model` passes on the object with
-    it, on its final tokens (the towers return no pooled output); exported, loaded with an empty load
-    report."""
+    """As the families above, from memory and from the saved folder, on the towers' tokens pooled as
+    the spec pools them, in the reference and every port; the live model's spec read from it, and
+    `verify --model` passes on the object with it, on its final tokens (the towers return no pooled
+    output); exported, loaded with an empty load report."""
     from shared.core.presets import get_preset
     from shared.your_model.proposal import propose_spec
 
@@ -532,8 +532,8 @@ def test_hf_towers_both_directions(model_class: str, config: dict[str, Any], tmp
     spec, images = converted.spec, images_for(converted.spec)
     if model_class == "Aimv2VisionModel":
         assert spec == get_preset("aimv2-tiny")
-    ported = ports.NATIVE if spec.norm_type == "rms_norm" else ()  # LayerNorm blocks: every preset's
-    assert_ports_match(spec, converted.tensors, images, tower_output(model, images, spec.pooling), ported)
+    expected = tower_output(model, images, spec.pooling)
+    assert_ports_match(spec, converted.tensors, images, expected, ports.NATIVE)
     model.save_pretrained(tmp_path / "saved")
     saved = import_checkpoint("hf", tmp_path / "saved")
     assert saved.spec == spec
