@@ -24,7 +24,7 @@ import portbench
 from shared.errors import WeightsError
 from shared.your_model.proposal import propose_spec
 from tests import background
-from tests.adversarial import Outcome, refused
+from tests.adversarial import Outcome, snapshot
 
 # The tiny ViT every case builds: width 32, two blocks of four heads, 32x32 images of 8x8 patches.
 HF_CONFIG = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
@@ -212,7 +212,18 @@ def test_verify_prints_the_contradiction_and_takes_the_layers() -> None:
     assert f"note: {EPS}" in verified.stdout.splitlines() and "PASS" in verified.stdout
 
 
-def test_verify_refuses_a_shared_block_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
-    (tmp_path / "models.py").write_text(TIMM_MODELS)
-    line = refused(tmp_path, "verify", "--model", "models.py:shared_block", expect="'blocks.0' at 2 paths")
-    assert "cannot be bound to the spec" in line
+@background.task("shared-block-verify", "test_bad_input_live_models.py::test_verify_refuses_a_shared")
+def shared_block_verify(start: background.Start) -> tuple[dict[str, str], Outcome, dict[str, str]]:
+    """The refusal in a folder of its own, with what the folder held before and after."""
+    folder = Path(tempfile.mkdtemp(prefix="portbench-shared-"))
+    (folder / "models.py").write_text(TIMM_MODELS)
+    before = snapshot(folder)
+    outcome = background.compare_py(start, "verify", "--model", "models.py:shared_block", cwd=folder)
+    return before, outcome, snapshot(folder)
+
+
+def test_verify_refuses_a_shared_block_in_one_line_and_writes_nothing() -> None:
+    before, outcome, after = background.result("shared-block-verify")
+    assert outcome.code == 2, outcome.stderr
+    assert "'blocks.0' at 2 paths" in outcome.error and "cannot be bound to the spec" in outcome.error
+    assert after == before, "a file was changed, added or left behind"

@@ -17,6 +17,7 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights, load_weights
 from tests import background
+from tests.adversarial import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,20 +53,29 @@ def test_spec_json_document() -> None:
     assert padded["derived"]["seq_len"] == 32
 
 
-def test_init_logits_and_spec_from_the_weight_file(tmp_path) -> None:
-    weights, out = tmp_path / "w.safetensors", tmp_path / "y.npy"
-    cli("init", "--spec", "quadrant", "--seed", "5", "--out", str(weights))
+@background.task("cli-init-logits", "test_cli.py::test_init_logits_and_spec")
+def cli_init_logits(start: background.Start) -> tuple[Path, list[Outcome]]:
+    """init, then logits in torch and the reference from the file alone, in the background."""
+    folder = Path(tempfile.mkdtemp(prefix="portbench-init-"))
+    weights = folder / "w.safetensors"
+    runs = [("init", "--spec", "quadrant", "--seed", "5", "--out", weights),
+            ("logits", "--weights", weights, "--framework", "torch", "--out", folder / "y.npy"),
+            ("logits", "--weights", weights, "--set", "layer_norm_eps=1e-3", "--framework", "reference",
+             "--out", folder / "r.npy")]
+    return folder, [background.compare_py(start, *argv) for argv in runs]
+
+
+def test_init_logits_and_spec_from_the_weight_file() -> None:
+    folder, (init, logits, other_eps) = background.result("cli-init-logits")
+    for outcome in (init, logits, other_eps):
+        assert outcome.code == 0, outcome.stderr[-2000:]
     spec = get_preset("quadrant")
-    assert load_weights(weights).spec == spec
-    cli("logits", "--weights", str(weights), "--framework", "torch", "--out", str(out))
+    assert load_weights(folder / "w.safetensors").spec == spec
     expected = reference.forward(spec, init_weights(spec, 5), probe_batch(spec))
-    assert np.abs(np.load(out) - expected).max() <= 5e-6
+    assert np.abs(np.load(folder / "y.npy") - expected).max() <= 5e-6
     # Same weights under another epsilon: runs, and says which field changed.
-    ref_out = tmp_path / "r.npy"
-    proc = cli("logits", "--weights", str(weights), "--set", "layer_norm_eps=1e-3",
-               "--framework", "reference", "--out", str(ref_out))
-    assert "layer_norm_eps=0.001 (file: 1e-05)" in proc.stderr
-    assert np.abs(np.load(ref_out) - expected).max() > 1e-4
+    assert "layer_norm_eps=0.001 (file: 1e-05)" in other_eps.stderr
+    assert np.abs(np.load(folder / "r.npy") - expected).max() > 1e-4
 
 
 @background.task("cli-verify", "test_cli.py::test_verify_passes")

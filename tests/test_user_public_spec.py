@@ -8,6 +8,7 @@ tests/test_user_public_forms.py's proof; here the reading itself, and one run en
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from shared.core.presets import get_preset
 from shared.core.spec import ModelSpec
 from shared.errors import SpecError
 from shared.your_model.proposal import UNREAD_NAME, propose_spec
+from tests import background
 from tests import public_style_models as styles
-from tests.adversarial import run_cli
+from tests.adversarial import Outcome
 from tests.test_user_models import load_example
 
 MODELS = str(Path(__file__).resolve().parent / "public_style_models.py")
@@ -136,13 +138,18 @@ def test_blocks_without_their_heads_are_refused_naming_the_set_and_head_dim_foll
         "(--set FIELD=VALUE states one): remainder, norm, rope, pooling")
 
 
-def test_verify_reads_a_public_style_model_and_asks_only_for_its_heads(tmp_path: Path) -> None:
-    out = tmp_path / "dino.toml"
-    refused = run_cli("spec", "--from-model", f"{MODELS}:dino_vit", "--out", out)
+@background.task("public-style-heads", "test_user_public_spec.py::test_verify_reads_a_public_style")
+def public_style_heads(start: background.Start) -> tuple[Path, Outcome, Outcome]:
+    out = Path(tempfile.mkdtemp(prefix="portbench-public-")) / "dino.toml"
+    return (out, background.compare_py(start, "spec", "--from-model", f"{MODELS}:dino_vit", "--out", out),
+            background.compare_py(start, "verify", "--model", f"{MODELS}:dino_vit", "--set", "heads=2"))
+
+
+def test_verify_reads_a_public_style_model_and_asks_only_for_its_heads() -> None:
+    out, refused, verified = background.result("public-style-heads")
     assert refused.code == 2 and not out.exists()
     assert "  dim=16 (shape of patch_embed.weight (16, 3, 8, 8) (OIHW))" in refused.stdout  # shown first
     assert "pass --set heads=N (head_dim follows: 16 / N), or a --spec" in refused.stderr
-    verified = run_cli("verify", "--model", f"{MODELS}:dino_vit", "--set", "heads=2")
     assert verified.code == 0, verified.stdout + verified.stderr
     assert "note: heads=2: head_dim follows (unread; dim 16 / 2 heads = 8)" in verified.stdout
     assert "\nequivalent: max abs gap" in verified.stdout

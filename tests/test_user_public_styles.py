@@ -5,6 +5,7 @@ forward never reads is named and set aside, one it reads and the spec cannot pla
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import torch
 import portbench
 from shared.core.spec import ModelSpec
 from shared.your_model.spec_check import FUNCTION, LAYOUT, TRAIN, Contradiction, from_layers
-from tests.adversarial import run_cli
+from tests import background
+from tests.adversarial import Outcome
 from tests.public_style_models import (
     TINY,
     ClipVisionTower,
@@ -80,13 +82,22 @@ def test_each_contradiction_says_whether_it_can_fail_a_matching_model() -> None:
     assert Contradiction("x", "", 1, 2, "here").line() == "x: your model 1, spec 2 (here)"
 
 
-def test_verify_cli_exits_0_on_clips_style_and_1_when_untransposed(tmp_path) -> None:
-    spec = tmp_path / "clip.json"
-    spec.write_text(clip_spec().to_json())
-    good = run_cli("verify", "--model", f"{MODELS}:clip_tower", "--spec", spec)
+@background.task("public-styles-cli", "test_user_public_styles.py::test_verify_cli_")
+def public_styles_cli(start: background.Start) -> dict[str, Outcome]:
+    """The CLI runs of this module's tests, in the background (tests/background.py): model -> outcome."""
+    folder = Path(tempfile.mkdtemp(prefix="portbench-styles-"))
+    (folder / "clip.json").write_text(clip_spec().to_json())
+    (folder / "dino.json").write_text(dino_spec().to_json())
+    runs = {"clip_tower": "clip.json", "clip_tower_untransposed": "clip.json", "dino_vit": "dino.json"}
+    return {model: background.compare_py(start, "verify", "--model", f"{MODELS}:{model}", "--spec",
+                                         folder / spec) for model, spec in runs.items()}
+
+
+def test_verify_cli_exits_0_on_clips_style_and_1_when_untransposed() -> None:
+    runs = background.result("public-styles-cli")
+    good, bad = runs["clip_tower"], runs["clip_tower_untransposed"]
     assert good.code == 0, good.stdout + good.stderr
     assert "spec check: batch_first:" in good.stdout and "\nequivalent" in good.stdout
-    bad = run_cli("verify", "--model", f"{MODELS}:clip_tower_untransposed", "--spec", spec)
     assert bad.code == 1
     assert "NOT equivalent: batch_first: your model MultiheadAttention batch_first=False" in bad.stdout
 
@@ -120,10 +131,8 @@ def test_a_tensor_the_forward_reads_is_not_set_aside() -> None:
     assert "mask_token" not in result.explanation
 
 
-def test_verify_cli_names_the_tensor_it_sets_aside(tmp_path) -> None:
-    spec = tmp_path / "dino.json"
-    spec.write_text(dino_spec().to_json())
-    outcome = run_cli("verify", "--model", f"{MODELS}:dino_vit", "--spec", spec)
+def test_verify_cli_names_the_tensor_it_sets_aside() -> None:
+    outcome = background.result("public-styles-cli")["dino_vit"]
     assert outcome.code == 0, outcome.stdout + outcome.stderr
     assert "set aside: mask_token (1, 16): the forward never reads it" in outcome.stdout
 
