@@ -317,14 +317,16 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
                                                               tmp_path: Path) -> None:
     """From the state dict with the config.json timm's own save_for_hf writes (push_to_hub's) and
     from the live model, the same spec, whose reference and every port give the library's output;
-    random canonical weights load strictly into the class the export names (and, written with
-    --arch, DINOv3's and Qwen3-ViT's into the registry's own, S+'s SwiGLU split) and give the
-    reference's output. Each live model passes verify --model on the spec
-    read from it (PE-spatial, an 'xy' Eva, read as rope_axes='cols_first')."""
+    random canonical weights load strictly into the class the export names and, written with --arch,
+    into the registry's own (S+'s SwiGLU split), and give the reference's output; a PE spec without
+    its ref_feat_shape is refused for its architecture, which would put its own back. Each live
+    model passes verify --model on the spec read from it (PE-spatial, an 'xy' Eva, read as
+    rope_axes='cols_first')."""
     import timm
     from timm.models import save_for_hf
 
     from shared.checkpoints.libraries.timm import construct
+    from shared.errors import SpecError
     from shared.your_model.proposal import propose_spec
 
     torch.manual_seed(0)
@@ -347,10 +349,12 @@ def test_timm_dinov3_perception_encoder_qwen3_both_directions(name: str, overrid
                         "vit_pe_spatial_tiny_patch16_512": ("axial_interleaved", "index", 0, "learned",
                                                             True, "gelu")}[name]
     tensors = init_weights(written, seed=5)
-    rebuilt = [(construct(*target(written)), export_tensors("timm", written, tensors))]
-    if "dinov3" in name or name == "qwen3_vit_88m_enc":  # and the registry's own, as --arch writes it
-        rebuilt.append((timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides),
-                        registry_export(name, written, tensors, tmp_path)))
+    rebuilt = [(construct(*target(written)), export_tensors("timm", written, tensors)),
+               (timm.create_model(name, pretrained=False, **EVA_SMALL_NAMED, **overrides),  # as --arch
+                registry_export(name, written, tensors, tmp_path))]                       # writes it
+    if written.rope_ref_grid:  # no tensor says it, and create_model drops a None: PE's own would stand
+        with pytest.raises(SpecError, match=r"ref_feat_shape=\[\d+, \d+\] \(create_model drops a None"):
+            registry_export(name, written.replace(rope_ref_grid=()), tensors, tmp_path / "none")
     for timm_class, exported in rebuilt:
         timm_class.eval().load_state_dict({k: torch.from_numpy(v) for k, v in exported.items()}, strict=True)
         back = np.abs(library_logits(timm_class, images) - reference.forward(written, tensors, images)).max()

@@ -925,24 +925,27 @@ def write_registry(arch: str, s: ModelSpec, raw: Raw, out: Path, force: bool = F
     `kwargs` are `target`'s (the spec's arguments over the architecture's own): a gated MLP split as
     the architecture builds it, and every tensor's name and shape checked against that model built
     on the meta device (nothing allocated or downloaded) before anything is written."""
-    split = s.mlp == "gated" and any(SPLIT_GATE in name for name in registry_shapes(arch, {}))
+    split = s.mlp == "gated" and any(SPLIT_GATE in name for name in built_registry(arch, {}).state_dict())
     cls, kwargs = target(s, split)
-    expected = registry_shapes(arch, kwargs, cls)
+    model = built_registry(arch, kwargs, cls)
+    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
     written = split_swiglu(raw) if split else raw
     for name in sorted(set(expected) | set(written), key=lambda n: (n not in written, n)):
         have = tuple(written[name].shape) if name in written else None
         if have != expected.get(name):
             raise SpecError(f"--arch {arch}: timm's model holds tensor {name!r} as "
                             f"{expected.get(name) or 'nothing'}, the spec's export as {have or 'nothing'}")
+    if cls == "timm.models.eva.Eva":
+        check_registry_rotary(arch, model, kwargs)
     write_output(out, encode_tensors(out, written), force=force)
     return [f"load with timm.create_model({arch!r}, pretrained=False, "
             f"{', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"]
 
 
-def registry_shapes(arch: str, kwargs: dict[str, Any], cls: str | None = None) -> dict[str, tuple[int, ...]]:
-    """Each tensor's shape in `timm.create_model(arch, pretrained=False, **kwargs)` on the meta device;
-    a name timm does not register, or an architecture of another class than `cls` (the one the spec
-    is written as), refused in one line."""
+def built_registry(arch: str, kwargs: dict[str, Any], cls: str | None = None) -> Any:
+    """`timm.create_model(arch, pretrained=False, **kwargs)` on the meta device; a name timm does not
+    register, or an architecture of another class than `cls` (the one the spec is written as),
+    refused in one line."""
     import timm
     import torch
 
@@ -957,7 +960,19 @@ def registry_shapes(arch: str, kwargs: dict[str, Any], cls: str | None = None) -
     built = f"{type(model).__module__}.{type(model).__name__}"
     if cls is not None and built != cls:
         raise SpecError(f"--arch {arch!r}: timm builds it as {built}, the spec is written as {cls}")
-    return {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    return model
+
+
+def check_registry_rotary(arch: str, model: Any, kwargs: dict[str, Any]) -> None:
+    """No tensor holds an Eva's rotary settings, and timm's create_model drops a None argument: where
+    the spec has no ref_feat_shape, the architecture's own (Perception Encoder's) would stand. The
+    built model's settings are read back and held to the spec's."""
+    built = _eva_rope_args(model, model.rope)
+    for key in ("rope_type", "rope_rotate_half", "rope_temperature", "ref_feat_shape", "rope_grid_indexing"):
+        want = list(kwargs[key]) if isinstance(kwargs[key], tuple) else kwargs[key]
+        if built[key] != want:
+            raise SpecError(f"--arch {arch}: timm builds it with {key}={built[key]!r} (create_model drops a "
+                            f"None argument: the architecture's own stands), the spec's is {want!r}")
 
 
 def split_swiglu(raw: Raw) -> Raw:
