@@ -171,12 +171,11 @@ def test_a_model_checked_in_the_callers_process_prints_no_phase_line(capfd) -> N
     assert PHASE_PREFIX not in capfd.readouterr().err
 
 
-def test_a_worker_that_times_out_names_its_job_and_its_phase(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(FAULT_ENV, "torch:hang")  # the logits job sleeps before it starts
-    hung = Worker("torch", {"a": LOGITS.job()}, tmp_path / "hang")
+def test_a_worker_that_times_out_names_its_job_and_its_phase(tmp_path: Path) -> None:
+    # the logits job sleeps before it starts (in that worker's environment only: tests/background.py)
+    hung = Worker("torch", {"a": LOGITS.job()}, tmp_path / "hang", env={FAULT_ENV: "torch:hang"})
     _wait_until(hung.process, _in_phase("job:logits"))
     assert hung.result(0).error("a") == "timed out after 0 s in its 'logits' job; worker killed"
-    monkeypatch.delenv(FAULT_ENV)
     # a user's model whose forward never returns: the phase is the forward, not the build
     forever = "MnistViT.forward = lambda self, x: time.sleep(600)"
     (tmp_path / "mine.py").write_text(FACTORY.format(body=forever))

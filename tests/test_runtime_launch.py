@@ -93,10 +93,11 @@ def _alive(pid: int) -> bool:
     return not (status.exists() and status.read_text().split()[2] == "Z")  # a zombie is dead
 
 
-def test_a_crashing_worker_is_one_line_for_every_job(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(FAULT_ENV, "torch:crash")  # SIGSEGV before the framework import
+def test_a_crashing_worker_is_one_line_for_every_job(tmp_path: Path) -> None:
+    # SIGSEGV before the framework import; in this worker's environment only, never this process's,
+    # where a background task's worker started meanwhile would crash too (tests/background.py)
     jobs = {"a": LOGITS.job(), "b": TAPS.job()}
-    result = run_worker("torch", jobs, tmp_path, 120)
+    result = run_worker("torch", jobs, tmp_path, 120, env={FAULT_ENV: "torch:crash"})
     assert result.process.error == "worker killed by signal SIGSEGV"
     assert result.error("a") == result.error("b") == "worker killed by signal SIGSEGV"
 
@@ -127,14 +128,13 @@ def test_one_worker_runs_every_kind_and_a_failing_job_is_one_line(tmp_path: Path
     assert "traceback" not in result.reports["missing"]  # a user's mistake, not a port bug
 
 
-def test_an_injected_failure_keeps_the_partial_report(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv(FAULT_ENV, "torch:error")
+def test_an_injected_failure_keeps_the_partial_report(tmp_path: Path) -> None:
     spec = get_preset("quadrant")
     save_weights(tmp_path / "w.safetensors", spec, init_weights(spec, 0))
     np.save(tmp_path / "x.npy", probe_batch(spec))
     job = LOGITS.job(spec=spec.to_json(), weights=str(tmp_path / "w.safetensors"),
                      input=str(tmp_path / "x.npy"))
-    result = run_worker("torch", {"one": job}, tmp_path, 300)
+    result = run_worker("torch", {"one": job}, tmp_path, 300, env={FAULT_ENV: "torch:error"})
     assert result.error("one") == f"RuntimeError: injected failure after the job ran ({FAULT_ENV})"
     assert result.reports["one"]["param_count"] == spec.derived.params  # measured before the failure
     assert "Traceback" in result.reports["one"]["traceback"]
