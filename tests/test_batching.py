@@ -19,6 +19,7 @@ import ports
 from shared.core import reference
 from shared.core.batching import (
     attention_mask,
+    entry_images,
     grid_batch,
     image_grids,
     merge_index,
@@ -286,6 +287,40 @@ def test_a_fault_in_one_image_is_named_by_trace_and_verdict() -> None:
     logits = ref["logits"].copy()
     logits[2, 3] += 1.0
     assert "(worst at image 2)" in check_logits(SPEC, logits, ref["logits"]).reason
+
+
+@pytest.mark.parametrize("framework", ports.NATIVE)
+def test_qwen3_deepstack_output_is_held_like_the_logits_on_its_valid_tokens(framework: str) -> None:
+    """Qwen3-VL's deepstack merger (block 0's) is an extra output: each port's, collected with the taps
+    as verify collects it, passes the verdict and moves by not one bit when the padding changes. A gap
+    planted in one image's merged tokens fails the verdict and names the output and the image, while
+    the logits still agree; the same gap in the padding is no failure, and a port that gives no such
+    output fails, named."""
+    weights, batch = init_weights(QWEN3, 0), probe_batch(QWEN3, 4)
+    ref: dict[str, np.ndarray] = {}
+    logits = reference.forward(QWEN3, weights, batch, ref)
+    p = port(framework, QWEN3)
+    p.load(weights)
+    got = {name: np.asarray(t) for name, t in p.intermediates(batch).items()}
+    noisy = np.asarray(p.intermediates(padded_with_noise(QWEN3, batch))["deepstack.0"])
+    valid = valid_rows(QWEN3, batch, got["deepstack.0"])
+    assert np.array_equal(noisy[valid], got["deepstack.0"][valid]), framework
+
+    def verdict(outputs: dict[str, np.ndarray]):
+        return check_logits(QWEN3, got["logits"], logits, p.param_count(), outputs=outputs, references=ref,
+                            images=batch)
+
+    assert verdict(got).passed, verdict(got).reason
+    image_of = entry_images(QWEN3, batch, ref["deepstack.0"])[..., 0]
+    planted = {**got, "deepstack.0": got["deepstack.0"].copy()}
+    planted["deepstack.0"][tuple(np.argwhere(image_of == 4)[0])] += 1.0
+    failed = verdict(planted)
+    assert not failed.passed and failed.max_abs_diff <= failed.tolerance  # the logits agree
+    assert "max |deepstack.0 - reference|" in failed.reason and "(worst at image 4)" in failed.reason
+    padding = {**got, "deepstack.0": got["deepstack.0"].copy()}
+    padding["deepstack.0"][tuple(np.argwhere(image_of < 0)[0])] += 1.0
+    assert verdict(padding).passed
+    assert "gave no 'deepstack.0' output" in verdict({}).reason
 
 
 def test_a_fault_in_one_packed_image_is_named_by_its_logits_row() -> None:

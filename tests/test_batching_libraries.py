@@ -239,13 +239,14 @@ def qwen_call(model: torch.nn.Module, spec: ModelSpec, batch: np.ndarray) -> Any
 
 def assert_exports_back(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray,
                         model: torch.nn.Module, out: Any) -> None:
-    """`convert --to hf` writes the tower's own state dict (its deepstack mergers aside) exactly, and
-    the class its config names, built from that config, loads it strictly and gives its merged tokens."""
+    """`convert --to hf` writes the tower's own state dict exactly (Qwen3-VL's deepstack mergers
+    included), and the class its config names, built from that config, loads it strictly and gives
+    its merged tokens."""
     from shared.checkpoints import export_tensors
     from shared.checkpoints.libraries.hf import build_model
 
     raw = export_tensors("hf", spec, tensors)
-    theirs = {k: v for k, v in state_dict(model).items() if not k.startswith("deepstack_merger_list.")}
+    theirs = state_dict(model)
     assert sorted(raw) == sorted(theirs) and all(np.array_equal(raw[k], theirs[k]) for k in raw)
     rebuilt = build_model(spec).eval()
     rebuilt.load_state_dict({k: torch.from_numpy(v) for k, v in raw.items()}, strict=True)
@@ -256,18 +257,20 @@ def assert_exports_back(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: 
 def assert_verify_passes(model: torch.nn.Module) -> None:
     """`verify --model` of the live tower on the spec read from it: called on each image's patches as
     its processor gives them (the hf plug-in's `caller_live`), each image's mean merged token held to
-    the reference's (Qwen3-VL's deepstack mergers set aside as inert)."""
+    the reference's."""
     import portbench
 
     result = portbench.check(model, trace=False)
     assert result.passed, result.explanation
 
 
-def merged_tokens(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray) -> np.ndarray:
-    """The reference's merged tokens on the valid rows, image after image (the tower's pooler_output)."""
+def merged_tokens(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray,
+                  tap: str = "merger") -> np.ndarray:
+    """The reference's merged tokens on the valid rows, image after image (the tower's pooler_output;
+    a deepstack `tap`: one of its deepstack_features)."""
     taps: dict[str, np.ndarray] = {}
     reference.forward(spec, tensors, batch, taps)
-    return taps["merger"][valid_rows(spec, batch, taps["merger"])].reshape(-1, spec.merger_dim)
+    return taps[tap][valid_rows(spec, batch, taps[tap])].reshape(-1, spec.merger_dim)
 
 
 def merged_means(spec: ModelSpec, merged: np.ndarray) -> np.ndarray:
@@ -323,13 +326,13 @@ def test_qwen2_5_vl_tower_on_packed_images_of_their_own_sizes() -> None:
 
 
 def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
-    """Transformers' Qwen3VLVisionModel, read by the converter as qwen3-vl-tiny's tower (its deepstack
-    merger set aside, named): its learned 4 x 4 table resized to each image's grid by bilinear with
-    corners aligned (`linspace(0, n - 1, size)`) and added in merge-block order, RoPE on top, LayerNorm
-    blocks, its 2x2 merger. Qwen2.5-VL's nine images give its merged tokens in the reference and their
-    means in every port; the table resized antialiased (SigLIP2's) instead does not. `convert --to hf`
-    gives the tower back (without its deepstack mergers, which the config it writes leaves out), and
-    `verify --model` passes it."""
+    """Transformers' Qwen3VLVisionModel, read by the converter as qwen3-vl-tiny's tower: its learned
+    4 x 4 table resized to each image's grid by bilinear with corners aligned (`linspace(0, n - 1,
+    size)`) and added in merge-block order, RoPE on top, LayerNorm blocks, its 2x2 merger and the
+    deepstack merger of block 0. Qwen2.5-VL's nine images give its merged tokens and its deepstack
+    features in the reference, and their means and the deepstack features in every port (the extra
+    output the verdict holds); the table resized antialiased (SigLIP2's) instead does not.
+    `convert --to hf` gives the tower back, deepstack mergers included, and `verify --model` passes it."""
     import transformers
     from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3
 
@@ -345,6 +348,14 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     gaps = {name: float(np.abs(merged_tokens(s, tensors, batch) - theirs).max()) for name, s in (
         ("qwen3", spec), ("antialiased table", spec.replace(pos_resample="bilinear_antialias")))}
     assert gaps["qwen3"] <= budget and gaps["antialiased table"] > 100 * budget, gaps
+    deep = out.deepstack_features[0].numpy()  # block 0's deepstack merger, image after image
+    deep_budget = ATOL * max(1.0, float(np.abs(deep).max()))
+    assert np.abs(merged_tokens(spec, tensors, batch, "deepstack.0") - deep).max() <= deep_budget
+    for name in ports.NATIVE:  # the extra output, as verify collects it: with the taps
+        port = ports.create_port(name, spec)
+        port.load(tensors)
+        got = np.asarray(port.intermediates(batch)["deepstack.0"])
+        assert np.abs(got[valid_rows(spec, batch, got)].reshape(deep.shape) - deep).max() <= deep_budget, name
     means = merged_means(spec, theirs)
     assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
     assert_exports_back(spec, tensors, batch, model, out)
@@ -387,9 +398,10 @@ def test_a_port_that_reorders_merge_block_patches_as_row_major_fails_and_the_ord
 
 
 def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
-    """A window that is not whole merge units, and a table that is not a square grid, each named by
-    its config key; a Conv3d kernel of another rank, and a config whose width the layers contradict,
-    by the tensor. Full-attention blocks past the depth exist in no loop: said, not refused."""
+    """A window that is not whole merge units, a table that is not a square grid, and a deepstack
+    merger on a block past the depth, each named by its config key; a Conv3d kernel of another rank,
+    and a config whose width the layers contradict, by the tensor. Full-attention blocks past the
+    depth exist in no loop: said, not refused."""
     import transformers
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as qwen
 
@@ -403,6 +415,10 @@ def test_a_qwen_tower_the_spec_cannot_hold_is_refused_in_one_line() -> None:
               "intermediate_size": 64, "out_hidden_size": 24, "num_position_embeddings": 12}
     with pytest.raises(SpecError, match=r"^config num_position_embeddings = 12: expected a square"):
         import_tensors("hf", {k: v for k, v in raw.items() if "mlp" not in k}, square, QWEN_BATCH)
+    deepstack = {**square, "num_position_embeddings": 16, "deepstack_visual_indexes": [3]}
+    with pytest.raises(SpecError, match=r"^config deepstack_visual_indexes = \[3\]: expected block indices "
+                                        r"below depth 1, each once, in order$"):
+        import_tensors("hf", {k: v for k, v in raw.items() if "mlp" not in k}, deepstack, QWEN_BATCH)
     notes = import_tensors("hf", raw, config.to_dict(), QWEN_BATCH).notes  # its default [7, 15, 23, 31]
     assert "config fullatt_block_indexes [7, 15, 23, 31]: only blocks below depth 1 exist, so [] attend" in \
         " ".join(notes)

@@ -77,6 +77,8 @@ LONG_MODULES |= {f"shared/checkpoints/libraries/{name}.py": "one checkpoint libr
                  for name in ("hf", "keras_hub", "timm")}
 LONG_MODULES |= {f"ports/{fw}/model.py": "one model, read top to bottom as a parallel text"
                  for fw in ("torch", "keras", "flax", "mlx")}
+LONG_MODULES["shared/core/reference.py"] = ("the oracle: the float64 model read top to bottom, as each "
+                                            "port's model.py, which it is compared with block by block")
 LONG_FUNCTIONS: dict[str, str] = {}  # "path::function" -> why
 
 

@@ -83,6 +83,8 @@ FRAMEWORK_NOTES: dict[tuple[str, str], str] = {
                                                "probe; the others have one projection each (Keras' return "
                                                "(B, N, H, hd)); nnx.MultiHeadAttention takes query and "
                                                "key/value inputs and projects them",
+    ("model.py", "Merger.__init__"): "Keras builds a layer at its first call, which a deepstack merger "
+                                     "(called for taps only) never has before its weights are loaded",
     ("model.py", "AttentionPool.<call>"): "Keras' ops.add keeps two bfloat16 branches' sum in bfloat16",
     # port.py: each framework's runtime (devices, threads, precision switches, compilers)
     ("port.py", "<module>.__doc__"): "Keras runs on the active backend; Flax on JAX",

@@ -200,6 +200,12 @@ BAD_SPECS = [
      "a multiple of merge_size^2 = 4 (the padding, too, forms whole merge units)"),
     ({**PACKED, "merge_size": 2, "merger_dim": 8, "pooling": "map"}, "pooling",
      "'mean' when merge_size is 2"),
+    # Qwen3-VL's deepstack mergers: beside a patch merger, on blocks that exist, each once, in order
+    ({"deepstack_blocks": (0,)}, "deepstack_blocks", "() when merge_size is 1 (no patch merger)"),
+    ({**PACKED, "merge_size": 2, "merger_dim": 8, "deepstack_blocks": (1, 0)}, "deepstack_blocks",
+     "block indices from 0 to 1 (depth - 1), each once, in order"),
+    ({**PACKED, "merge_size": 2, "merger_dim": 8, "deepstack_blocks": (2,)}, "deepstack_blocks",
+     "block indices from 0 to 1 (depth - 1)"),
 ]
 
 

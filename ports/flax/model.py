@@ -335,18 +335,22 @@ class AttentionPool(nnx.Module):
 
 class Merger(nnx.Module):
     """Qwen's patch merger: each token normed, each merge unit's tokens side by side (the batch's
-    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU."""
+    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU. A
+    deepstack merger (Qwen3-VL's) norms each unit's concatenated tokens instead (`postshuffle`)."""
 
-    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None) -> None:
+    def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None,
+                 postshuffle: bool = False) -> None:
         self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
-        self.norm = norm_layer(spec, spec.dim, "merger", rngs)
+        self.postshuffle = postshuffle
+        self.norm = norm_layer(spec, self.unit if postshuffle else spec.dim, "merger", rngs)
         self.fc1 = nnx.Linear(self.unit, self.unit, dtype=dtype, rngs=rngs)
         self.act = activation("gelu")
         self.fc2 = nnx.Linear(self.unit, spec.merger_dim, dtype=dtype, rngs=rngs)
 
     def __call__(self, x: jax.Array, merge_index: jax.Array) -> jax.Array:
-        h = jnp.take_along_axis(self.norm(x), merge_index[..., None], axis=1)
-        return self.fc2(self.act(self.fc1(h.reshape(h.shape[0], -1, self.unit))))
+        h = jnp.take_along_axis(x if self.postshuffle else self.norm(x), merge_index[..., None], axis=1)
+        h = h.reshape(h.shape[0], -1, self.unit)
+        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
 
 
 class Head(nnx.Module):
@@ -444,6 +448,8 @@ class VisionTransformer(nnx.Module):
         width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
         self.final_norm = norm_layer(spec, width, "final", rngs) if spec.final_norm != "none" else None
         self.merger = Merger(spec, rngs, dtype) if spec.merge_size > 1 else None
+        self.deepstack = nnx.List([Merger(spec, rngs, dtype, postshuffle=True)
+                                   for _ in spec.deepstack_blocks])
         self.pool = AttentionPool(spec, rngs, dtype) if spec.pooling == "map" else None
         self.head = Head(spec, rngs, dtype)
         self.head_dist = (nnx.Linear(spec.dim, spec.num_classes, dtype=dtype, rngs=rngs)
@@ -497,8 +503,11 @@ class VisionTransformer(nnx.Module):
         x = t["pos_embed"] = self.pos_drop(x)
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
-        for blk in self.blocks:  # a window block attends within each image's windows
+        for i, blk in enumerate(self.blocks):  # a window block attends within each image's windows
             x = blk(x, t, window_mask if blk.windowed else key_mask, rope_rows)
+            if i in s.deepstack_blocks and t is not NO_TAPS:  # Qwen3-VL's extra outputs, when asked for
+                j = s.deepstack_blocks.index(i)
+                t[f"deepstack.{j}"] = self.deepstack[j](x, merge_index)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

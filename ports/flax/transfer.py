@@ -49,6 +49,8 @@ def table(spec: ModelSpec) -> Table:
     final_norm.{w}                                        final_norm.{w}
     merger.norm.{w}                                       merger.norm.{w}
     merger.{fc:fc1|fc2}.{w}                               merger.{fc}.{w}
+    deepstack.{j}.norm.{w}                                deepstack.{j}.norm.{w}
+    deepstack.{j}.{fc:fc1|fc2}.{w}                        deepstack.{j}.{fc}.{w}
     head.hidden.{j}.{w}                                   head.hidden.{j}.{w}
     head.out.{w}                                          head.out.{w}
     head_dist.out.{w}                                     head_dist.{w}

@@ -352,19 +352,28 @@ class AttentionPool(layers.Layer):
 
 class Merger(layers.Layer):
     """Qwen's patch merger: each token normed, each merge unit's tokens side by side (the batch's
-    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU."""
+    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU. A
+    deepstack merger (Qwen3-VL's) norms each unit's concatenated tokens instead (`postshuffle`)."""
 
-    def __init__(self, spec: ModelSpec, compute: str = "float32", **kwargs) -> None:
+    def __init__(self, spec: ModelSpec, compute: str = "float32", postshuffle: bool = False,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
         self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
-        self.norm = norm_layer(spec, spec.dim, "merger", self.dtype_policy)
+        self.postshuffle = postshuffle
+        self.norm = norm_layer(spec, self.unit if postshuffle else spec.dim, "merger", self.dtype_policy)
         self.fc1 = layers.Dense(self.unit, dtype=compute)
         self.act = activation("gelu", compute)
         self.fc2 = layers.Dense(spec.merger_dim, dtype=compute)
+        if postshuffle:  # called only when taps are asked for, not by the port's first call: built here
+            for layer in (self.norm, self.fc1, self.fc2):
+                layer.build((None, None, self.unit))
+            self.built = True
 
     def call(self, x, merge_index):
-        h = ops.take_along_axis(self.norm(x), ops.expand_dims(merge_index, -1), axis=1)
-        return self.fc2(self.act(self.fc1(ops.reshape(h, (ops.shape(h)[0], -1, self.unit)))))
+        h = x if self.postshuffle else self.norm(x)
+        h = ops.take_along_axis(h, ops.expand_dims(merge_index, -1), axis=1)
+        h = ops.reshape(h, (ops.shape(h)[0], -1, self.unit))
+        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
 
 
 class Head(layers.Layer):
@@ -484,6 +493,8 @@ class VisionTransformer(keras.Model):
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = norm_layer(spec, width, "final", stream)
         self.merger = Merger(spec, compute, dtype=stream) if spec.merge_size > 1 else None
+        self.deepstack = [Merger(spec, compute, postshuffle=True, dtype=stream)
+                          for _ in spec.deepstack_blocks]
         self.pool = AttentionPool(spec, compute, dtype=stream) if spec.pooling == "map" else None
         # Without a classifier the head passes the pooled vector on, so it takes the stream's policy:
         # a compute policy would cast the model's output to bfloat16 under mixed precision.
@@ -537,9 +548,12 @@ class VisionTransformer(keras.Model):
         x = t["pos_embed"] = self.pos_drop(x, training=training)
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
-        for blk in self.blocks:  # a window block attends within each image's windows
+        for i, blk in enumerate(self.blocks):  # a window block attends within each image's windows
             mask = window_mask if blk.windowed else key_mask
             x = blk(x, training=training, taps=taps, key_mask=mask, rope_rows=rope_rows)
+            if i in s.deepstack_blocks and t is not NO_TAPS:  # Qwen3-VL's extra outputs, when asked for
+                j = s.deepstack_blocks.index(i)
+                t[f"deepstack.{j}"] = self.deepstack[j](x, merge_index)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

@@ -46,6 +46,8 @@ def table(spec: ModelSpec) -> Table:
     final_norm.{w:scale={gamma}|bias=beta}                  final_norm.{w}
     merger.norm.{w:scale={gamma}|bias=beta}                 merger.norm.{w}
     merger.{fc:fc1|fc2}.{w}                               merger.{fc}.{w}
+    deepstack.{j}.norm.{w:scale={gamma}|bias=beta}          deepstack.{j}.norm.{w}
+    deepstack.{j}.{fc:fc1|fc2}.{w}                        deepstack.{j}.{fc}.{w}
     pool.probe                                            pool.probe
     pool.attn.{p:query|key|value}.{w}                     pool.attn.mha.{p}_dense.{w}
     pool.attn.out.kernel                                  pool.attn.mha.output_dense.kernel

@@ -325,19 +325,22 @@ class AttentionPool(nn.Module):
 
 class Merger(nn.Module):
     """Qwen's patch merger: each token normed, each merge unit's tokens side by side (the batch's
-    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU."""
+    merge index, shared/core/batching.py's merge_index), then fc2(GELU(fc1 x)) with exact GELU. A
+    deepstack merger (Qwen3-VL's) norms each unit's concatenated tokens instead (`postshuffle`)."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, postshuffle: bool = False) -> None:
         super().__init__()
         self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
-        self.norm = norm_layer(spec, spec.dim, "merger")
+        self.postshuffle = postshuffle
+        self.norm = norm_layer(spec, self.unit if postshuffle else spec.dim, "merger")
         self.fc1 = nn.Linear(self.unit, self.unit)
         self.act = activation("gelu")
         self.fc2 = nn.Linear(self.unit, spec.merger_dim)
 
     def __call__(self, x: mx.array, merge_index: mx.array) -> mx.array:
-        h = mx.take_along_axis(self.norm(x), merge_index[..., None], axis=1)
-        return self.fc2(self.act(self.fc1(h.reshape(h.shape[0], -1, self.unit))))
+        h = mx.take_along_axis(x if self.postshuffle else self.norm(x), merge_index[..., None], axis=1)
+        h = h.reshape(h.shape[0], -1, self.unit)
+        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
 
 
 class Head(nn.Module):
@@ -454,6 +457,7 @@ class VisionTransformer(nn.Module):
             width = d.pooled_dim if spec.final_norm == "pooled" else spec.dim
             self.final_norm = norm_layer(spec, width, "final")
         self.merger = Merger(spec) if spec.merge_size > 1 else None
+        self.deepstack = [Merger(spec, postshuffle=True) for _ in spec.deepstack_blocks]
         self.pool = AttentionPool(spec) if spec.pooling == "map" else None
         self.head = Head(spec)
         self.head_dist = nn.Linear(spec.dim, spec.num_classes) if spec.distill_token else None
@@ -506,8 +510,11 @@ class VisionTransformer(nn.Module):
         x = t["pos_embed"] = self.pos_drop(x)
         if self.norm_pre is not None:  # CLIP's ln_pre
             x = t["norm_pre"] = self.norm_pre(x)
-        for blk in self.blocks:  # a window block attends within each image's windows
+        for i, blk in enumerate(self.blocks):  # a window block attends within each image's windows
             x = blk(x, t, window_mask if blk.windowed else key_mask, rope_rows)
+            if i in s.deepstack_blocks and t is not NO_TAPS:  # Qwen3-VL's extra outputs, when asked for
+                j = s.deepstack_blocks.index(i)
+                t[f"deepstack.{j}"] = self.deepstack[j](x, merge_index)
         if s.final_norm == "tokens":
             x = t["final_norm"] = self.final_norm(x)
         tokens = x

@@ -47,6 +47,9 @@ def table(spec: ModelSpec) -> Table:
     merger.norm.{w:scale=weight|bias}            merger.norm.{w}
     merger.{fc:fc1|fc2}.kernel                   merger.{fc}.weight             linear
     merger.{fc:fc1|fc2}.bias                     merger.{fc}.bias
+    deepstack.{j}.norm.{w:scale=weight|bias}     deepstack.{j}.norm.{w}
+    deepstack.{j}.{fc:fc1|fc2}.kernel            deepstack.{j}.{fc}.weight      linear
+    deepstack.{j}.{fc:fc1|fc2}.bias              deepstack.{j}.{fc}.bias
     pool.probe                                   pool.probe
     pool.attn.{p:query|key|value}.kernel         pool.attn.mha.{p}_proj.weight  heads_linear
     pool.attn.{p:query|key|value}.bias           pool.attn.mha.{p}_proj.bias    heads_bias

@@ -54,6 +54,9 @@ def table(spec: ModelSpec) -> Table:
     merger.norm.{w:scale=weight|bias}  merger.norm.{w}
     merger.{fc:fc1|fc2}.kernel        merger.{fc}.weight            linear
     merger.{fc:fc1|fc2}.bias          merger.{fc}.bias
+    deepstack.{j}.norm.{w:scale=weight|bias}  deepstack.{j}.norm.{w}
+    deepstack.{j}.{fc:fc1|fc2}.kernel  deepstack.{j}.{fc}.weight    linear
+    deepstack.{j}.{fc:fc1|fc2}.bias    deepstack.{j}.{fc}.bias
     head.hidden.{j}.kernel            head.hidden.{j}.weight        linear
     head.hidden.{j}.bias              head.hidden.{j}.bias
     head.out.kernel                   head.out.weight               linear

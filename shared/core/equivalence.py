@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
 
+from shared.core.batching import entry_images, valid_rows
 from shared.core.data_record import Bound, DataRecord, derived, stored_as, transient
 from shared.core.precision import FLOAT32, Precision, expected_tap_dtype
 from shared.core.spec import ModelSpec
@@ -157,7 +158,9 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
                  emulated_gap: float | None = None, *, tap_dtypes: dict[str, str] | None = None,
                  framework: str = "", device: str | None = None,
                  versions: dict[str, str] | None = None, first_nonfinite: str | None = None,
-                 what: str = "logits") -> PortVerdict:
+                 what: str = "logits", outputs: dict[str, np.ndarray] | None = None,
+                 references: dict[str, np.ndarray] | None = None,
+                 images: np.ndarray | None = None) -> PortVerdict:
     """THE verdict on a port: its logits vs the float64 reference for the same weights and
     images at a precision rung, its own parameter count (when given) vs the spec's, and every
     named tensor's dtype (`tap_dtypes`, when the worker read them) vs the rung's contract. Below
@@ -165,6 +168,9 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     the same case), and the gap must reach the floor: a gap of float32's order means the rung did
     not run. `first_nonfinite` (the worker's `equivalence.first_nonfinite`) names where non-finite
     logits began. `what` names the output in the reason (a user's tower returns its "tokens").
+    A spec's extra outputs (`derived.extra_outputs`: Qwen3-VL's deepstack mergers) are held too when
+    `outputs` are given, the port's to the reference's `references` on the batch `images`
+    (`check_outputs`); the timing gate gives none, as the timed forward returns the logits alone.
     The first failure found is the reason."""
     tolerance = logit_atol(spec, reference, precision, emulated_gap)
     floor = rung_floor(spec, reference, precision, emulated_gap)
@@ -173,12 +179,14 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     reason = comparison.reason
     if reason and first_nonfinite:
         reason = f"{reason}; the first non-finite tensor is {first_nonfinite!r}"
-    elif reason is None and err is not None and err < floor:
+    elif reason is None and outputs is not None:
+        reason = check_outputs(spec, outputs, references or {}, images, precision)
+    if reason is None and err is not None and err < floor:
         reason = (f"max |{what} - reference| {err:.3g} is below {precision.rung}'s floor {floor:.2g}: "
                   f"the port did not compute at {precision.rung}")
-    elif reason is None and param_count is not None and param_count != expected:
+    if reason is None and param_count is not None and param_count != expected:
         reason = f"{param_count:,} parameters, spec says {expected:,}"
-    elif reason is None:
+    if reason is None:
         reason = contract_breach(tap_dtypes or {}, precision, spec)
     return PortVerdict(
         framework=framework, spec=spec.name, spec_hash=spec.spec_hash, rung=precision.rung,
@@ -188,6 +196,24 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
         images=int(np.shape(reference)[0]) if np.ndim(reference) else None, param_count=param_count,
         expected_params=expected, device=device, versions=dict(versions or {}),
         dtypes=dict(tap_dtypes or {}), logits=np.asarray(logits))
+
+
+def check_outputs(spec: ModelSpec, outputs: dict[str, np.ndarray], references: dict[str, np.ndarray],
+                  images: np.ndarray | None, precision: Precision = FLOAT32) -> str | None:
+    """Each of the spec's extra outputs against the reference's, within its own budget
+    (`tap_budget`: its magnitude sets it, as for any tensor the port computes), on the valid tokens
+    of a patch batch; the first failure, naming the output (and its worst image), or None."""
+    for name in spec.derived.extra_outputs:
+        if name not in outputs:
+            listed = ", ".join(spec.derived.extra_outputs)
+            return f"the port gave no {name!r} output (the spec's extra outputs: {listed})"
+        ref = np.asarray(references[name], dtype=np.float64)
+        comparison = compare_tensor(outputs[name], ref, tap_budget(spec, ref, precision), name,
+                                    valid=valid_rows(spec, images, ref), by_image=spec.batching != "fixed",
+                                    image_of=entry_images(spec, images, ref))
+        if comparison.reason:
+            return comparison.reason
+    return None
 
 
 def not_run(spec: ModelSpec, framework: str, precision: Precision, reason: str,

@@ -311,15 +311,16 @@ PRESETS: dict[str, Preset] = {
                           pos_grid_height=4, pos_grid_width=4, pos_resample="big_vision_zoom",
                           activation="gelu_tanh", rope="axial_half", final_norm="none",
                           token_order="merge_block", merge_size=2, merger_dim=24, pooling="mean",
-                          temporal_patch_size=2),
+                          temporal_patch_size=2, deepstack_blocks=(0,)),
         "Qwen3-VL's vision tower at a tiny size, as Transformers' Qwen3VLVisionModel builds it: "
         "qwen2.5-vl-tiny's packing, merge-block order and 2x2 merger, with a learned 4 x 4 position table"
         " (num_position_embeddings 16) resized to each image's grid by bilinear with corners aligned and "
         "added in merge-block order, 2-D RoPE on top (half pairs, shared bands, theta 1e4), LayerNorm eps"
         " 1e-6 everywhere (the merger's too), a patch projection with bias, a tanh-GELU MLP 64 with "
-        "biases, no windows and no final norm. Its deepstack mergers (extra outputs of chosen blocks) are"
-        " not modelled; its two-frame Conv3d sees each image repeated to fill both frames. This "
-        "project's head: each image's merged tokens averaged, a Linear 24 -> 10.",
+        "biases, no windows and no final norm; a deepstack merger on block 0's tokens (its norm after "
+        "each unit's 4 tokens are side by side, 128 -> 128 -> 24), whose merged tokens are an extra output"
+        " (deepstack.0) compared like the logits; its two-frame Conv3d sees each image repeated to fill "
+        "both frames. This project's head: each image's merged tokens averaged, a Linear 24 -> 10.",
     ),
     "vit-pytorch-tiny": Preset(
         _ZOO_TINY.replace(name="vit-pytorch-tiny", patch_norm_in=True, patch_norm_out=True),

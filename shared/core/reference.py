@@ -189,21 +189,11 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
 
     mask = pooled = rows = windows = merges = None
     if spec.batching != "fixed":  # each image already patchified at its own grid, padded or packed
-        x = r.param(np.asarray(images["patches"], dtype=np.float64))
         mask, pooled = attention_mask(spec, images), pool_mask(spec, images)
         windows = window_mask(spec, images)  # None without window attention
         merges = merge_index(spec, images)  # None without a patch merger
         rows = token_rows(spec, images) if spec.rope != "none" else None
-    else:
-        x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
-    if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
-        x = norm("patch_norm_in", x, "patch")
-    x = np.tile(x, spec.temporal_patch_size)  # a still image repeated to fill the frames: (T, ph, pw, C)
-    kernel = w["patch_embed.kernel"].reshape(-1, spec.dim)
-    x = r.param(dense(x, kernel, w.get("patch_embed.bias"), r))  # the conv, then cast to the stream
-    if spec.patch_norm_out:
-        x = norm("patch_norm_out", x, "patch")
-    taps["patch_embed"] = x
+    x = taps["patch_embed"] = embed_patches(spec, w, images, r)
     prefix = [w[name][None] for name in ("cls_token", "dist_token") if name in w]
     if spec.registers:
         prefix.append(w["reg_tokens"])
@@ -221,6 +211,9 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     for i in range(spec.depth):  # window blocks attend within each image's windows (Qwen2.5-VL's)
         windowed = windows is not None and i not in spec.full_attention_blocks
         x = block(spec, w, i, x, taps, r, windows if windowed else mask, rows)
+        if i in spec.deepstack_blocks:  # Qwen3-VL's extra outputs, from this block's tokens
+            name = f"deepstack.{spec.deepstack_blocks.index(i)}"
+            taps[name] = merge(spec, w, x, merges, r, name)
     if spec.final_norm == "tokens":
         x = taps["final_norm"] = norm("final_norm", x, "final")
     tokens = x
@@ -243,16 +236,39 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     return logits
 
 
-def merge(spec: ModelSpec, w: Tensors, x: np.ndarray, index: np.ndarray, r: Rounding = EXACT) -> np.ndarray:
+def embed_patches(spec: ModelSpec, w: Tensors, images: np.ndarray, r: Rounding = EXACT) -> np.ndarray:
+    """The patch tokens (B, patches, D): the images cut into patches (a patch batch's already are),
+    each repeated over the frames of a temporal patch, projected by the patch kernel (a conv with
+    kernel = stride, as a matmul), with vit-pytorch's norms before and after where the spec has them."""
+    if spec.batching != "fixed":  # each image already patchified at its own grid, padded or packed
+        x = r.param(np.asarray(images["patches"], dtype=np.float64))
+    else:
+        x = patchify(spec, r.param(np.asarray(images, dtype=np.float64)))
+    if spec.patch_norm_in:  # vit-pytorch: LayerNorm over each flattened (ph, pw, C) patch
+        x = r.param(normalize(spec, w, "patch_norm_in", x, "patch"))
+    x = np.tile(x, spec.temporal_patch_size)  # a still image repeated to fill the frames: (T, ph, pw, C)
+    kernel = w["patch_embed.kernel"].reshape(-1, spec.dim)
+    x = r.param(dense(x, kernel, w.get("patch_embed.bias"), r))  # the conv, then cast to the stream
+    if spec.patch_norm_out:
+        x = r.param(normalize(spec, w, "patch_norm_out", x, "patch"))
+    return x
+
+
+def merge(spec: ModelSpec, w: Tensors, x: np.ndarray, index: np.ndarray, r: Rounding = EXACT,
+          name: str = "merger") -> np.ndarray:
     """Qwen's patch merger: each token normed (the spec's norm, the merger's epsilon), the tokens
     gathered by the batch's merge index (shared/core/batching.py's merge_index) so that each merge
     unit's merge_size^2 patches are consecutive, concatenated (B, tokens / m^2, m^2 * D), then
-    fc2(GELU(fc1 x)) with exact GELU (Qwen2-VL, Qwen2.5-VL and Qwen3-VL's nn.GELU())."""
-    h = r.param(normalize(spec, w, "merger.norm", x, "merger"))
+    fc2(GELU(fc1 x)) with exact GELU (Qwen2-VL, Qwen2.5-VL and Qwen3-VL's nn.GELU()). A deepstack
+    merger (`name` deepstack.J) norms each concatenated unit instead (Qwen3-VL's postshuffle norm)."""
+    deepstack = name != "merger"
+    h = x if deepstack else r.param(normalize(spec, w, "merger.norm", x, "merger"))
     h = np.take_along_axis(h, index[..., None], axis=1)
     h = h.reshape(h.shape[0], -1, spec.dim * spec.merge_size**2)
-    hidden = r.compute(activation(dense(h, w["merger.fc1.kernel"], w["merger.fc1.bias"], r), "gelu"))
-    return r.param(dense(hidden, w["merger.fc2.kernel"], w["merger.fc2.bias"], r))
+    if deepstack:
+        h = r.param(normalize(spec, w, f"{name}.norm", h, "merger"))
+    hidden = r.compute(activation(dense(h, w[f"{name}.fc1.kernel"], w[f"{name}.fc1.bias"], r), "gelu"))
+    return r.param(dense(hidden, w[f"{name}.fc2.kernel"], w[f"{name}.fc2.bias"], r))
 
 
 def token_tap(spec: ModelSpec) -> str:

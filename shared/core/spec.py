@@ -139,6 +139,7 @@ class ModelSpec(Record):
         "norm_type", *NORM_EPS_FIELDS.values(), "bias_free", "kv_heads", "rope_bands",
         "batching", "max_patches", "pack_images", "window_size", "full_attention_blocks",
         "token_order", "merge_size", "merger_dim", "rope_axes", "temporal_patch_size",
+        "deepstack_blocks",
     })
 
     # Input and patching.
@@ -219,6 +220,11 @@ class ModelSpec(Record):
     # merger_dim; the merged tokens are what is pooled. 1: no merger.
     merge_size: int = 1
     merger_dim: int = 0
+    # Qwen3-VL's deepstack: after each listed block its tokens go through a merger of their own, the
+    # norm after each unit's tokens are concatenated (width dim * merge_size^2), fc2(GELU(fc1 x)) to
+    # merger_dim; each one's merged tokens are an extra output, `deepstack.J` for the J-th listed block,
+    # compared like the logits. They feed nothing else.
+    deepstack_blocks: tuple[int, ...] = ()
     # Readout.
     final_norm: FinalNorm = "tokens"  # none | tokens (LN on every token) | pooled (timm's fc_norm)
     pooling: Pooling = "cls"
@@ -283,6 +289,7 @@ class Derived:
     pos_rows_unused: int
     pooled_dim: int  # width of the vector entering the head
     outputs: int  # width of the model's output: num_classes, or pooled_dim without a classifier
+    extra_outputs: tuple[str, ...]  # the taps that are outputs too (deepstack.J), compared like the logits
     tensor_shapes: dict[str, tuple[int, ...]]
     param_groups: dict[str, int]
     params: int
@@ -332,6 +339,7 @@ class Derived:
             pos_rows_unused=pos_total - pos_used,
             pooled_dim=pooled,
             outputs=s.num_classes or pooled,
+            extra_outputs=tuple(f"deepstack.{j}" for j in range(len(s.deepstack_blocks))),
             tensor_shapes=shapes,
             param_groups=groups,
             params=sum(groups.values()),
@@ -527,7 +535,7 @@ def _validate_merger(s: ModelSpec) -> None:
     if not is_integer(s.merger_dim) or not 0 <= s.merger_dim <= FIELD_BOUNDS["dim"]:
         _fail("merger_dim", s.merger_dim, f"an integer from 0 to {FIELD_BOUNDS['dim']:,}")
     if m == 1:
-        for name, wanted in (("merger_dim", 0), ("token_order", "raster")):
+        for name, wanted in (("merger_dim", 0), ("token_order", "raster"), ("deepstack_blocks", ())):
             if (value := getattr(s, name)) != wanted:
                 _fail(name, value, f"{wanted!r} when merge_size is 1 (no patch merger)")
         return
@@ -545,6 +553,16 @@ def _validate_merger(s: ModelSpec) -> None:
               "1 with class, distillation or register tokens (no library merges a prefix token)")
     if s.pooling != "mean":
         _fail("pooling", s.pooling, f"'mean' when merge_size is {m} (each image's merged tokens averaged)")
+    _validate_deepstack(s)
+
+
+def _validate_deepstack(s: ModelSpec) -> None:
+    """Qwen3-VL's deepstack mergers: block indices, each once, in order, beside a patch merger."""
+    blocks = s.deepstack_blocks
+    if not isinstance(blocks, tuple) or any(not is_integer(i) or not 0 <= i < s.depth for i in blocks) \
+            or list(blocks) != sorted(set(blocks)):
+        _fail("deepstack_blocks", blocks,
+              f"block indices from 0 to {s.depth - 1} (depth - 1), each once, in order")
 
 
 def _validate_tokens_and_heads(s: ModelSpec) -> None:
@@ -736,9 +754,9 @@ def canonical_shapes(
     if s.final_norm != "none":
         out |= _norm(s, "final_norm", pooled if s.final_norm == "pooled" else d)
     if s.merge_size > 1:  # Qwen's patch merger: a norm on each token, then fc1 and fc2 over merge units
-        unit = d * s.merge_size**2
-        out |= _norm(s, "merger.norm", d) | _linear("merger.fc1", unit, unit, True)
-        out |= _linear("merger.fc2", unit, s.merger_dim, True)
+        out |= _merger(s, "merger", d)
+    for j in range(len(s.deepstack_blocks)):  # Qwen3-VL's: the norm on each unit's concatenated tokens
+        out |= _merger(s, f"deepstack.{j}", d * s.merge_size**2)
     if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
         out["pool.probe"] = (d,)
         out |= _attention(s, "pool.attn.", s.pool_qkv_bias, (), s.heads)  # the pool's k/v: every head
@@ -766,6 +784,14 @@ def _norm(s: ModelSpec, prefix: str, width: int) -> dict[str, tuple[int, ...]]:
     if s.norm_type == "rms_norm":
         return {prefix + ".scale": (width,)}
     return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
+
+
+def _merger(s: ModelSpec, name: str, norm_width: int) -> dict[str, tuple[int, ...]]:
+    """A patch merger's tensors: its norm (on each token, or on each unit's concatenated tokens),
+    then fc1 and fc2 over merge units."""
+    unit = s.dim * s.merge_size**2
+    return (_norm(s, f"{name}.norm", norm_width) | _linear(f"{name}.fc1", unit, unit, True)
+            | _linear(f"{name}.fc2", unit, s.merger_dim, True))
 
 
 def _attention(s: ModelSpec, p: str, bias: bool, bias_free: tuple[str, ...],

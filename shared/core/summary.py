@@ -100,6 +100,11 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
         window = f"; within each image's {s.window_size} × {s.window_size}-patch windows" if windowed else ""
         rows.append(LayerRow(f"blocks.{i}", f"B × {d.seq_len} × {s.dim}", _count(s, f"blocks.{i}."),
                              _block_note(s) + window))
+        if i in s.deepstack_blocks:  # Qwen3-VL's extra outputs, from this block's tokens
+            name = f"deepstack.{s.deepstack_blocks.index(i)}"
+            rows.append(LayerRow(name, f"B × {d.num_patches // s.merge_size**2} × {s.merger_dim}",
+                                 _count(s, name + "."), f"blocks.{i}'s tokens merged as the merger does, "
+                                 f"{norm} on each unit's concatenated tokens: an extra output"))
     if s.final_norm == "tokens":
         rows.append(LayerRow("final_norm", f"B × {d.seq_len} × {s.dim}", _count(s, "final_norm"),
                              f"{norm} on every token, eps {d.norm_eps['final']:g}"))

@@ -51,13 +51,17 @@ def low_precision_logits(port: PortInterface, images: np.ndarray) -> np.ndarray:
 
 
 def logits(framework: str, job: dict[str, Any], out: Output) -> None:
-    """{"spec", "weights", "input": .npy, "device", "precision", "dtypes"} -> arrays["logits"]; the
+    """{"spec", "weights", "input": .npy, "device", "precision", "dtypes"} -> arrays["logits"] (and
+    each of the spec's extra outputs, by name); the
     report gives the port's own parameter count, device, versions and, below float32 (unless
     "dtypes" is false), the dtype of every named tensor."""
     port = _loaded_port(framework, job)
     images = np.load(job["input"], allow_pickle=False)
     print_phase("port-forward")
     out.arrays["logits"] = low_precision_logits(port, images)
+    if port.spec.derived.extra_outputs:  # Qwen3-VL's deepstack outputs: computed with the taps
+        taps = port.intermediates(images)
+        out.arrays.update({name: np.asarray(taps[name]) for name in port.spec.derived.extra_outputs})
     if not np.all(np.isfinite(out.arrays["logits"])):  # name where it went wrong, not only that it did
         out.report["first_nonfinite"] = first_nonfinite(port.intermediates(images))
     if job.get("dtypes", True):  # on the same batch: a new shape would make JAX compile every eager op again

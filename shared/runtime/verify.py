@@ -36,6 +36,7 @@ class VerifyCase:
     note: str | None = None
     precision: Precision = FLOAT32
     reference: np.ndarray | None = field(default=None, repr=False)  # filled by verify()
+    reference_outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # its extra outputs
     emulated_gap: float | None = None  # below float32: filled by verify() (fill_reference)
     read_dtypes: bool = True  # below float32: read every tensor's dtype (one more forward, with taps)
 
@@ -58,8 +59,8 @@ def start_logits(framework: str, cases: list[VerifyCase], workdir: Path, device:
 
 
 def collect_logits(worker: Worker, timeout: float) -> list[dict[str, Any]]:
-    """One report per case, with its logits or a one-line "error" (and whether the framework or
-    the rung is merely unavailable here)."""
+    """One report per case, with its logits and extra outputs or a one-line "error" (and whether the
+    framework or the rung is merely unavailable here)."""
     result = worker.result(timeout)
     reports = []
     for name in worker.jobs:
@@ -68,20 +69,26 @@ def collect_logits(worker: Worker, timeout: float) -> list[dict[str, Any]]:
             kind = (result.reports.get(name) or {}).get("error_kind")
             reports.append({"error": error, "unavailable": kind == "FrameworkUnavailable"})
         else:
-            reports.append({**result.reports[name], "logits": result.arrays[name]["logits"]})
+            arrays = result.arrays[name]
+            reports.append({**result.reports[name], "logits": arrays["logits"],
+                            "outputs": {k: v for k, v in arrays.items() if k != "logits"}})
     return reports
 
 
 def fill_reference(cases: list[VerifyCase]) -> None:
-    """Each case's float64 reference logits (one pass per weights and batch) and, below float32,
-    its emulated rounding gap (one rung-emulating pass per case), unless already filled."""
-    known: dict[tuple[int, int], np.ndarray] = {}
+    """Each case's float64 reference logits and extra outputs (one pass per weights and batch) and,
+    below float32, its emulated rounding gap (one rung-emulating pass per case), unless already
+    filled."""
+    known: dict[tuple[int, int], tuple[np.ndarray, dict[str, np.ndarray]]] = {}
     for c in cases:
         key = (id(c.tensors), id(c.images))
-        if c.reference is None:
+        if c.reference is None or len(c.reference_outputs) < len(c.spec.derived.extra_outputs):
             if key not in known:
-                known[key] = reference.forward(c.spec, c.tensors, c.images)
-            c.reference = known[key]
+                taps: dict[str, np.ndarray] = {}
+                logits = reference.forward(c.spec, c.tensors, c.images, taps)
+                known[key] = logits, {name: taps[name] for name in c.spec.derived.extra_outputs}
+            c.reference = known[key][0] if c.reference is None else c.reference
+            c.reference_outputs = known[key][1]
         if c.emulated_gap is None:
             c.emulated_gap = emulated_gap(c.spec, c.tensors, c.images, c.precision, c.reference)
 
@@ -93,7 +100,8 @@ def verdict_for(case: VerifyCase, framework: str, report: dict[str, Any], ref: n
     return check_logits(case.spec, report["logits"], ref, report["param_count"], case.precision,
                         case.emulated_gap, tap_dtypes=report.get("tap_dtypes"), framework=framework,
                         device=report["device"], versions=report["versions"],
-                        first_nonfinite=report.get("first_nonfinite"))
+                        first_nonfinite=report.get("first_nonfinite"), outputs=report.get("outputs"),
+                        references=case.reference_outputs, images=case.images)
 
 
 def pairwise_gaps(case: VerifyCase, verdicts: list[PortVerdict], ref: np.ndarray) -> list[dict[str, Any]]:

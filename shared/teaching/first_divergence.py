@@ -48,8 +48,12 @@ def tap_order(spec: ModelSpec) -> list[str]:
             names += [b + "norm1", b + "attn_probs", b + "attn", b + "norm2", b + "mlp", b + "out"]
         else:
             names += [b + "attn_probs", b + "attn", b + "norm1", b + "mlp", b + "norm2", b + "out"]
+        if i in spec.deepstack_blocks:  # Qwen3-VL's extra outputs, from this block's tokens
+            names.append(f"deepstack.{spec.deepstack_blocks.index(i)}")
     if spec.final_norm == "tokens":
         names.append("final_norm")
+    if spec.merge_size > 1:
+        names.append("merger")
     if spec.pooling == "map":
         names.append("pool.attn_probs")
     return [*names, "pooled", "logits"]
@@ -125,7 +129,8 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
     gap = None if emulated is None else max_abs_diff(emulated[readout], reference[readout])
     what = "logits" if readout == "logits" else "tokens"
     verdict = check_logits(spec, port_taps[readout], reference[readout], param_count, precision, gap,
-                           tap_dtypes=tap_dtypes, framework=framework, what=what) \
+                           tap_dtypes=tap_dtypes, framework=framework, what=what, outputs=port_taps,
+                           references=reference, images=images) \
         if readout in port_taps else not_run(spec, framework, precision, f"the port gave no {what} tap")
     rows: list[TapRow] = []
     for name in tap_order(spec):

@@ -279,8 +279,11 @@ def no_effect(spec: ModelSpec) -> dict[str, str]:
         out |= {"batching": "your model is fed whole images of the spec's size (a mixed-size batch: a "
                             "--spec with batching)",
                 "max_patches": "batching=fixed", "pack_images": "batching=fixed"}
-        towers = ("token_order", "window_size", "full_attention_blocks", "merge_size", "merger_dim")
+        towers = ("token_order", "window_size", "full_attention_blocks", "merge_size", "merger_dim",
+                  "deepstack_blocks")
         out |= dict.fromkeys(towers, "batching=fixed: windows and a merger read a mixed-size batch's grids")
+    elif spec.merge_size == 1:
+        out["deepstack_blocks"] = "no patch merger (a deepstack merger is one more)"
     out |= {NORM_EPS_FIELDS[place]: f"no norm there ({place})" for place, on in norm_places(spec).items()
             if not on}
     if spec.pos_grid_height is None and spec.pos_grid_width is None:  # a built model's own table

@@ -178,7 +178,7 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("fullatt_block_indexes", tuple[int, ...], ("full_attention_blocks",), positive=False,
         at_most=1 << 10),
     Key("num_position_embeddings", int, ("pos_grid_height", "pos_grid_width"), at_most=1 << 20),
-    Key("deepstack_visual_indexes", tuple[int, ...], (), positive=False, at_most=1 << 10),
+    Key("deepstack_visual_indexes", tuple[int, ...], ("deepstack_blocks",), positive=False, at_most=1 << 10),
 )}
 MODEL_TYPE = Key("model_type", str)
 COMMON_DEFAULTS: dict[str, Any] = {
@@ -416,7 +416,8 @@ QWEN_FIXED = {"class_token": False, "pos_embed_class_row": False, "layer_norm_ep
               "distill_token": False, "layer_scale": False, "qk_norm": False, "remainder": "drop",
               "kv_heads": None}
 QWEN_OWN = {
-    "qwen2_5_vl_vision": {"norm_type": "rms_norm", "mlp": "gated", "patch_bias": False, "pos_embed": "none"},
+    "qwen2_5_vl_vision": {"norm_type": "rms_norm", "mlp": "gated", "patch_bias": False, "pos_embed": "none",
+                          "deepstack_blocks": ()},
     "qwen3_vl_vision": {"norm_type": "layer_norm", "mlp": "standard", "patch_bias": True,
                         "pos_embed": "learned", "pos_resample": "big_vision_zoom", "window_size": 0,
                         "full_attention_blocks": ()},
@@ -435,6 +436,9 @@ blocks.{i}.mlp.{fc:{mlp}}.bias           blocks.{i}.mlp.{fc}.bias
 merger.norm.{w:scale=weight|bias}        merger.{merger_norm}.{w}
 merger.{fc:{merger}}.kernel              merger.{fc}.weight          linear
 merger.{fc:{merger}}.bias                merger.{fc}.bias
+deepstack.{j}.norm.{w:scale=weight|bias}  deepstack_merger_list.{j}.norm.{w}
+deepstack.{j}.{fc:{merger}}.kernel       deepstack_merger_list.{j}.{fc}.weight  linear
+deepstack.{j}.{fc:{merger}}.bias         deepstack_merger_list.{j}.{fc}.bias
 """
 QWEN_STYLE = {  # Qwen2.5-VL's Qwen2_5_VLMLP and PatchMerger (an nn.Sequential), Qwen3-VL's linear_fc*
     "qwen2_5_vl_vision": dict(mlp="gate=gate_proj|fc1=up_proj|fc2=down_proj", merger_norm="ln_q",
@@ -442,12 +446,12 @@ QWEN_STYLE = {  # Qwen2.5-VL's Qwen2_5_VLMLP and PatchMerger (an nn.Sequential),
     "qwen3_vl_vision": dict(mlp="fc1=linear_fc1|fc2=linear_fc2", merger_norm="norm",
                             merger="fc1=linear_fc1|fc2=linear_fc2"),
 }
-DEEPSTACK = "deepstack_merger_list."  # Qwen3-VL's extra mergers: the language model's inputs, not the tower's
 # the spec fields a Qwen tower's config.json states (the others are its class's code)
 QWEN_CONFIG_FIELDS = frozenset({"dim", "channels", "depth", "heads", "head_dim", "mlp_dim", "activation",
                                 "patch_height", "patch_width", "merge_size", "merger_dim", "rope_theta",
                                 "temporal_patch_size",
-                                "window_size", "full_attention_blocks", "pos_grid_height", "pos_grid_width"})
+                                "window_size", "full_attention_blocks", "pos_grid_height", "pos_grid_width",
+                                "deepstack_blocks"})
 
 
 def qwen_type_for(s: ModelSpec) -> str | None:
@@ -491,8 +495,8 @@ def check_qwen_exportable(model_type: str, s: ModelSpec) -> None:
 
 
 def qwen_config(model_type: str, s: ModelSpec) -> dict[str, Any]:
-    """The config.json that rebuilds `s` as the Qwen tower's class (no deepstack mergers: extra
-    outputs the spec does not hold)."""
+    """The config.json that rebuilds `s` as the Qwen tower's class (Qwen3-VL's with its deepstack
+    mergers)."""
     out = {"architectures": [QWEN_CLASSES[model_type]], "model_type": model_type, "depth": s.depth,
            "hidden_size": s.dim, "hidden_act": HF_ACT[s.activation], "intermediate_size": s.mlp_dim,
            "num_heads": s.heads, "in_channels": s.channels, "patch_size": s.patch_height,
@@ -503,13 +507,18 @@ def qwen_config(model_type: str, s: ModelSpec) -> dict[str, Any]:
         return out | {"window_size": s.window_size * s.patch_height,
                       "fullatt_block_indexes": list(s.full_attention_blocks)}
     return out | {"num_position_embeddings": s.pos_grid_height * s.pos_grid_width,
-                  "deepstack_visual_indexes": []}
+                  "deepstack_visual_indexes": list(s.deepstack_blocks)}
 
 
-def normalise_qwen(raw: Raw, source: str, config: dict[str, Any]) -> Raw:
-    """Qwen3-VL's deepstack mergers set aside (`infer_qwen` says so). Its Conv3d kernel (D, C, frames,
-    ph, pw) is kept as it is: the spec's temporal_patch_size holds the frames."""
-    return {k: v for k, v in raw.items() if not k.startswith(DEEPSTACK)}
+def deepstack_blocks(indexes: tuple[int, ...], depth: int) -> tuple[int, ...]:
+    """Qwen3-VL's deepstack_visual_indexes as the spec's deepstack_blocks: its J-th merger reads block
+    indexes[J] and its outputs come in block order, so the spec's order is the config's only when
+    the blocks are listed once each, in order, and each exists (a merger of a block its loop never
+    meets would be a tensor that computes nothing)."""
+    if list(indexes) != sorted(set(indexes)) or any(i >= depth for i in indexes):
+        raise SpecError(f"config deepstack_visual_indexes = {list(indexes)}: expected block indices below "
+                        f"depth {depth}, each once, in order")
+    return tuple(indexes)
 
 
 def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | None,
@@ -558,10 +567,7 @@ def infer_qwen(fmt: str, model_type: str, raw: Raw, config: dict[str, Any] | Non
                             f"expected a square ({name} reads its table as a square grid)")
         facts |= {"pos_grid_height": grid, "pos_grid_width": grid}
         bounds, why = grid, f"its {grid}x{grid} position table's grid"
-        if cfg["deepstack_visual_indexes"]:
-            inf.notes.append(f"{DEEPSTACK}* not converted: the deepstack mergers of blocks "
-                             f"{list(cfg['deepstack_visual_indexes'])} are extra outputs the language model "
-                             "reads; the tower's merged output does not depend on them")
+        facts["deepstack_blocks"] = deepstack_blocks(cfg["deepstack_visual_indexes"], depth)
     for field_name, value in facts.items():
         inf.fact(field_name, value, "config.json" if field_name in QWEN_CONFIG_FIELDS else f"{name}'s code")
     batching = given.get("batching", "packed")
@@ -951,8 +957,8 @@ def normalise(raw: Raw, source: str, config: dict[str, Any] | None = None) -> Ra
     Transformers 5, renamed back by the installed library's own rules; `config` names the class, and
     without one the names are taken as they are)."""
     out = dict(raw)
-    if config is not None and config_model_type(config) in QWEN_CLASSES:
-        return normalise_qwen(out, source, config)
+    if config is not None and config_model_type(config) in QWEN_CLASSES:  # read by their own names
+        return out
     if config is not None:
         out = in_old_names(out, source, config_model_type(config))
         if config_model_type(config) == "siglip2_vision_model":
@@ -1467,11 +1473,7 @@ def output_live(model: Any) -> str | None:
 
 def inert_live(model: Any) -> dict[str, str]:
     """The tensors a Transformers classifier computes for an output its logits never read, each
-    with why (`CLASSIFIERS`), and Qwen3-VL's deepstack mergers: binding sets them aside."""
-    if module_of(model).startswith("transformers.") and type(model).__name__ in QWEN_CLASSES.values():
-        why = (f"{type(model).__name__}: its deepstack mergers' outputs go to the language model; "
-               "pooler_output does not read them")
-        return {n: why for n, _ in model.named_parameters() if n.startswith(DEEPSTACK)}
+    with why (`CLASSIFIERS`): binding sets them aside."""
     found = classifier_of(model)
     if found is None or not found.unread:
         return {}
