@@ -1,10 +1,11 @@
 """A user's own model of each framework on a naflex and a packed batch: ports/<fw>/user.py calls its
 forward with the (patches, valid, grids) a patch batch is given as (shared/core/forward_io.py),
 positionally, eagerly, under the framework's compiler and when `trace` captures a layer, and reads
-a row per image. The model is a toy (the valid patches' sum through one projection, a sequence's
-row repeated for each image it packs), so that the call convention alone is tested; a real tower
-on these batches is tests/test_batching_libraries.py's (torch, and the ports themselves in every
-framework)."""
+a row per image. Flax's two other forms too: a linen (module, variables) pair, and an equinox
+module, which takes one sequence under jax.vmap (a packed sequence's rows per image flattened).
+The model is a toy (the valid patches' sum through one projection, a sequence's row repeated for
+each image it packs), so that the call convention alone is tested; a real tower on these batches
+is tests/test_batching_libraries.py's (torch, and the ports themselves in every framework)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 
 PRESETS = ("naflex-tiny", "packed-tiny")
+# ports/flax/user.py's other two forms of a Flax model: a linen (module, variables) pair, and an
+# equinox module, which takes one example (one sequence) and is run under jax.vmap
+FORMS = (*NATIVE, "linen", "equinox")
 
 
 def toy(framework: str, weight: np.ndarray) -> Any:
@@ -67,6 +71,40 @@ def toy(framework: str, weight: np.ndarray) -> Any:
                 return jnp.repeat(out, grids.shape[1], axis=0) if grids.ndim == 3 else out
 
         return FlaxToy()
+    if framework == "linen":
+        import jax.numpy as jnp
+        from flax import linen
+
+        class LinenToy(linen.Module):
+            @linen.compact
+            def __call__(self, patches: Any, valid: Any, grids: Any) -> Any:
+                projected = linen.Dense(weight.shape[1], use_bias=False, name="proj")(patches)
+                out = (projected * valid[..., None]).sum(1)
+                return jnp.repeat(out, grids.shape[1], axis=0) if grids.ndim == 3 else out
+
+        return LinenToy(), {"params": {"proj": {"kernel": jnp.asarray(weight)}}}
+    if framework == "equinox":
+        import equinox as eqx
+        import jax
+        import jax.numpy as jnp
+
+        class Projection(eqx.Module):  # over a sequence's patches: trace records it outside any vmap
+            weight: jax.Array
+
+            def __call__(self, x: Any) -> Any:
+                return x @ self.weight
+
+        class EquinoxToy(eqx.Module):
+            proj: Projection
+
+            def __init__(self) -> None:
+                self.proj = Projection(jnp.asarray(weight))
+
+            def __call__(self, patches: Any, valid: Any, grids: Any) -> Any:  # one sequence
+                out = (self.proj(patches) * valid[:, None]).sum(0)
+                return jnp.repeat(out[None], grids.shape[0], axis=0) if grids.ndim == 2 else out
+
+        return EquinoxToy()
     import mlx.core as mx
     import mlx.nn
 
@@ -84,7 +122,7 @@ def toy(framework: str, weight: np.ndarray) -> Any:
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("framework", NATIVE)
+@pytest.mark.parametrize("framework", FORMS)
 def test_a_patch_batch_is_passed_positionally_and_read_a_row_per_image(framework: str, preset: str) -> None:
     images = probe_batch(get_preset(preset), batch=3)
     patches, grids = images["patches"].astype(np.float64), np.asarray(images["grid"])
@@ -94,7 +132,8 @@ def test_a_patch_batch_is_passed_positionally_and_read_a_row_per_image(framework
     expected = (patches * valid[..., None]).sum(1) @ weight
     if grids.ndim == 3:
         expected = np.repeat(expected, grids.shape[1], axis=0)
-    user, model = load_port_part(framework, "user"), toy(framework, weight)
+    user = load_port_part("flax" if framework in ("linen", "equinox") else framework, "user")
+    model = toy(framework, weight)
     for forward in (lambda x: user.run(model, x, "NHWC", None), user.compiled(model, "NHWC", None)):
         got = forward(images)
         assert got.shape == expected.shape == (len(images) * (grids.shape[1] if grids.ndim == 3 else 1), 5)

@@ -27,7 +27,6 @@ import numpy as np
 from shared.core.forward_io import (
     check_assignment,
     model_inputs,
-    native_layout,
     numpy_outputs,
     output_rows,
     pick_logits,
@@ -221,7 +220,13 @@ def compiled(obj: Any, layout: str, output: str | None) -> Callable[[np.ndarray]
 
 def _logits(forward: Callable[..., Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
     inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]  # images, or a patch batch's three
-    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, output_rows(images))
+    result = numpy_outputs(forward(*inputs), np.asarray)
+    sequences = len(images)
+    if output_rows(images) != sequences:  # a packed sequence's rows, one per image: (B, images, ...) vmapped
+        per_sequence = output_rows(images) // sequences
+        result = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]) if np.ndim(a) >= 2 and a.shape[:2] == (
+            sequences, per_sequence) else a, result)
+    return pick_logits(result, output, output_rows(images))
 
 
 def capture(obj: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
@@ -247,9 +252,10 @@ def capture(obj: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict
         model = eqx.tree_at(lambda m, p=path: _at(m, p), model,
                             replace_fn=lambda inner, p=path: recorder(p, inner))
     found: dict[str, list[Any]] = {p: [] for p in paths}
-    for example in jnp.asarray(native_layout(images, layout)):
+    inputs = model_inputs(images, layout)  # images, or a patch batch's three arrays
+    for i in range(len(images)):
         now.clear()
-        model(example)
+        model(*(jnp.asarray(a[i]) for a in inputs))
         for path, value in now.items():
             found[path].append(np.asarray(value))
     return {p: token_layout(np.stack(v), len(images), channels_first=True) for p, v in found.items() if v}

@@ -36,7 +36,6 @@ from flax.nnx import bridge, variablelib
 from shared.core.forward_io import (
     check_assignment,
     model_inputs,
-    native_layout,
     numpy_outputs,
     output_rows,
     pick_logits,
@@ -73,9 +72,10 @@ class Linen:
                 visit(variables, [] if collection == "params" else [str(collection)])
         return out
 
-    def apply(self, variables: Any, x: Any) -> Any:
-        """The module's forward on `x` in inference mode (`INFERENCE`'s keywords it names)."""
-        return self.module.apply(variables, x, **inference_flags(self.module))
+    def apply(self, variables: Any, *x: Any) -> Any:
+        """The module's forward on `x` (the images, or a patch batch's three arrays) in inference mode
+        (`INFERENCE`'s keywords it names)."""
+        return self.module.apply(variables, *x, **inference_flags(self.module))
 
     def variables(self) -> dict[str, Any]:
         """The variables as `module.apply` takes them (arrays, whatever holds them)."""
@@ -191,7 +191,7 @@ def _logits(forward: Callable[..., Any], images: np.ndarray, layout: str, output
 
 
 def capture(linen: Linen, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
-    x = jnp.asarray(native_layout(images, layout))
+    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]  # images, or a patch batch's three
     found: dict[str, Any] = {}
 
     def record(call: Callable[..., Any], args: Any, kwargs: Any, context: Any) -> Any:
@@ -201,7 +201,7 @@ def capture(linen: Linen, images: np.ndarray, layout: str, paths: list[str]) -> 
         return result
 
     with nn.intercept_methods(record):
-        linen.apply(linen.variables(), x)
+        linen.apply(linen.variables(), *inputs)
     missing = [p for p in paths if p not in found]
     if missing:
         called = list(found)
