@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -97,3 +98,20 @@ def assert_same_tensors(a: Tensors, b: Tensors) -> None:
     for name in a:
         assert a[name].shape == b[name].shape, name
         assert np.array_equal(a[name], b[name]), name
+
+
+def live_trace(model: torch.nn.Module, spec: ModelSpec | None = None) -> Any:
+    """`trace --model` of a library's object in this process: every tap its layers give (through its
+    library's caller, for a patch batch) against the reference's on the probe batch, a `PortTrace`
+    (no `spec`: the one read from the model)."""
+    from shared.core.inputs import probe_batch
+    from shared.runtime.job_kinds import Output
+    from shared.teaching.user_check import user_trace
+    from shared.your_model.evaluate import evaluate
+    from shared.your_model.proposal import propose_spec
+    from shared.your_model.run import user_job, user_run
+
+    spec = spec or propose_spec(model).spec
+    images, out = probe_batch(spec), Output()
+    evaluate(model.eval(), spec, user_job(spec, taps=True), images, out)
+    return user_trace(user_run(spec, out.report, out.arrays), images)

@@ -25,8 +25,9 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.spec import ModelSpec, tensor_fields_differ
 from shared.errors import SpecError, WeightsError
+from shared.teaching.first_divergence import report_lines
 from shared.your_model.proposal import propose_spec
-from tests.checkpoints_support import ATOL, assert_ports_match, perturbed, state_dict
+from tests.checkpoints_support import ATOL, assert_ports_match, live_trace, perturbed, state_dict
 
 GRIDS = np.array([[4, 5], [2, 7], [6, 2], [3, 1]], np.int32)  # the table is 4 x 4
 MAX_PATCHES = 20
@@ -257,11 +258,21 @@ def assert_exports_back(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: 
 def assert_verify_passes(model: torch.nn.Module) -> None:
     """`verify --model` of the live tower on the spec read from it: called on each image's patches as
     its processor gives them (the hf plug-in's `caller_live`), each image's mean merged token held to
-    the reference's."""
+    the reference's. `trace --model` compares its layers' outputs too, every image's tokens laid out
+    where the batch has them (Qwen2.5-VL's blocks' taken back from its window order): none diverges;
+    with the blocks' epsilon the spec's 1e5 times, the first norm does, and the image is named."""
     import portbench
 
     result = portbench.check(model, trace=False)
     assert result.passed, result.explanation
+    trace = live_trace(model)
+    compared = [row.name for row in trace.rows if row.error is not None]
+    assert {"patch_embed", "block0.norm1", "block0.attn", "block1.mlp"} <= set(compared), compared
+    assert trace.passed, report_lines([trace])
+    spec = propose_spec(model).spec
+    wrong = live_trace(model, spec.replace(layer_norm_eps=spec.layer_norm_eps * 1e5))
+    assert wrong.first_divergence.name == "block0.norm1"
+    assert "worst at image" in wrong.first_divergence.note
 
 
 def merged_tokens(spec: ModelSpec, tensors: dict[str, np.ndarray], batch: np.ndarray,
@@ -332,7 +343,8 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     deepstack merger of block 0. Qwen2.5-VL's nine images give its merged tokens and its deepstack
     features in the reference, and their means and the deepstack features in every port (the extra
     output the verdict holds); the table resized antialiased (SigLIP2's) instead does not.
-    `convert --to hf` gives the tower back, deepstack mergers included, and `verify --model` passes it."""
+    `convert --to hf` gives the tower back, deepstack mergers included, and `verify --model` passes it;
+    with its deepstack merger's GELU in the tanh form, it fails naming that output."""
     import transformers
     from transformers.models.qwen3_vl import modeling_qwen3_vl as qwen3
 
@@ -360,6 +372,11 @@ def test_qwen3_vl_tower_on_packed_images_of_their_own_sizes() -> None:
     assert_ports_match(spec, tensors, batch, means, ports.NATIVE, ATOL * max(1.0, float(np.abs(means).max())))
     assert_exports_back(spec, tensors, batch, model, out)
     assert_verify_passes(model)
+    import portbench
+
+    model.deepstack_merger_list[0].act_fn = torch.nn.GELU(approximate="tanh")  # its merger alone is wrong
+    result = portbench.check(model, spec=propose_spec(model).spec, trace=False)
+    assert not result.passed and "max |deepstack.0 - reference|" in result.explanation, result.explanation
 
 
 def test_a_port_that_reorders_merge_block_patches_as_row_major_fails_and_the_order_is_named() -> None:

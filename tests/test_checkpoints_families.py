@@ -32,6 +32,7 @@ from tests.checkpoints_support import (
     assert_same_tensors,
     images_for,
     library_logits,
+    live_trace,
     load_exported_hf,
     perturbed,
     state_dict,
@@ -210,7 +211,8 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
     into. The live NaFlexVit reads as the naflex spec its state dict converts to (its table resized by
     NaFlexEmbeds' own mode), is bound by NaFlexEmbeds' own names (its Linear and (1, rows, cols, D)
     table), and passes verify --model both on NaFlex batches (called with patch coordinates, as its
-    collator calls it) and on images of its table's grid (the fixed spec); a factorized table, which
+    collator calls it; trace --model holds its layers' tokens too) and on images of its table's grid
+    (the fixed spec); a factorized table, which
     the spec cannot say, and the NaFlex map pool with a register are refused in one line."""
     import timm
 
@@ -236,6 +238,9 @@ def test_timm_naflexvit_at_its_tables_grid_reads_as_vision_transformer() -> None
         naflex = import_tensors("timm", state_dict(model), config, parse_given(None, ["batching=naflex"]))
         assert propose_spec(model).spec == naflex.spec
         assert assert_verified(model).binding["rule"] == "timm NaFlexVit"
+        trace = live_trace(model)  # its layers' tokens, through the collator's call, are the batch's
+        assert trace.passed and {"patch_embed", "block0.attn", "block1.mlp"} <= {
+            row.name for row in trace.rows if row.error is not None}, [(r.name, r.note) for r in trace.rows]
         assert_verified(model, converted.spec)
     factorized = timm.create_model("naflexvit_base_patch16_gap", pretrained=False, **small,
                                    pos_embed="factorized")

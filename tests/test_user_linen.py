@@ -23,8 +23,9 @@ from shared.core.tolerance import logit_atol, max_abs_diff
 from shared.core.weights import init_weights
 from shared.errors import WeightsError
 from shared.your_model.binding import bind
-from shared.your_model.evaluate import conventions, tap_paths
+from shared.your_model.evaluate import conventions
 from shared.your_model.spec_check import from_layers
+from shared.your_model.taps import tap_paths
 from tests import background, linen_vit
 from tests.adversarial import Outcome
 

@@ -109,7 +109,9 @@ def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> di
 
     def hook(path: str) -> Callable[..., None]:
         def record(module: nn.Module, args: Any, result: Any) -> None:
-            found.setdefault(path, result[0] if isinstance(result, tuple) else result)
+            value = result[0] if isinstance(result, tuple) else result
+            if path not in found:  # a copy: the forward may add to it in place (timm's NaFlexEmbeds)
+                found[path] = value.detach().clone() if isinstance(value, torch.Tensor) else value
         return record
 
     handles = [modules[p].register_forward_hook(hook(p)) for p in paths]

@@ -24,7 +24,9 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
 - `inert_live(model)` and `output_live(model)` (optional): the tensors its forward computes for an
   output never compared, and the output compared where the logits picker would take another;
   `caller_live(model)` (optional): a module that calls it on a patch batch where its forward takes
-  its library's own arguments;
+  its library's own arguments, holding it as its `model` attribute (the model's layers are the
+  caller's behind "model.", where `trace` captures them) and laying a captured layer's output out
+  as the batch's tokens with `batch_tokens(path, value)` after a call;
 - `build_model(spec, ...)` (where the library builds models: the peers `compare.py peers` times).
 
 Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files

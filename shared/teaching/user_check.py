@@ -106,7 +106,9 @@ def _entry(run: UserRun, images: np.ndarray) -> tuple[PortVerdict, np.ndarray]:
     logits = forward(run.spec, run.tensors, images, taps)
     ref = logits if run.readout == "logits" else taps[run.readout]  # a tower's tokens: the spec's
     entry = check_logits(run.spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
-                         device="cpu", what="logits" if run.readout == "logits" else "tokens")
+                         device="cpu", what="logits" if run.readout == "logits" else "tokens",
+                         outputs=run.taps if run.spec.derived.extra_outputs else None, references=taps,
+                         images=images)
     return entry, logits
 
 
@@ -157,4 +159,4 @@ def user_trace(run: UserRun, images: np.ndarray) -> PortTrace:
 
     reference = reference_taps(run.spec, run.tensors, images)
     return compare_taps(run.spec, reference, {**run.taps, run.readout: run.logits}, run.label,
-                        readout=run.readout)
+                        readout=run.readout, images=images)

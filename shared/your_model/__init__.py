@@ -5,7 +5,8 @@ model portbench did not write, where our ports stand.
   started (`run_user`, `propose_user_spec`) and its report in canonical terms (`UserRun`).
 - `jobs`: the worker's job kinds, `user` and `propose`: what the parent imports to name a job.
 - `evaluate`: the `user` job's work in the worker: the model bound, run, its taps captured (and
-  `UserPort`, the model behind the timing harness's port interface).
+  `UserPort`, the model behind the timing harness's port interface); `taps`: which layer gives each
+  tap, and their outputs as the reference's tokens (through a library's caller too).
 - `framework`: which framework a model object is, and its `ports/<fw>/user.py` (`user_port`).
 - `guard`: the user's code imported and called in the worker, whatever it does a one-line error.
 - `binding`: a model's parameters bound to the canonical tensors (by a naming convention: the

@@ -3,7 +3,7 @@ jobs.py, and `portbench.check` in the caller's process): its parameters, read by
 `ports/<fw>/user.py` (framework.py), bound to the canonical tensors (by the port's own
 table and every checkpoint library's, which this process reads from the plug-ins itself,
 shared/checkpoints/libraries/; else by structure), canonical weights loaded into it or its own
-returned, its forward on the probe batch and the canonical taps captured (`evaluate`); timing it
+returned, its forward on the probe batch and the canonical taps captured (`evaluate`, taps.py); timing it
 is the timing harness's, through `UserPort`.
 
 The launcher is told the phase: `user-bind`, `user-forward`, `user-taps` (after guard.py's
@@ -18,7 +18,7 @@ import numpy as np
 
 import ports
 from shared.checkpoints import FORMATS, format_module, model_caller, model_inert, model_output, model_tables
-from shared.core.forward_io import PATCHES, output_rows, tokens_of
+from shared.core.forward_io import PATCHES, output_rows
 from shared.core.inputs import probe_batch
 from shared.core.layer import Layer
 from shared.core.mapping import Table
@@ -28,6 +28,7 @@ from shared.core.weights import init_weights, load_weights
 from shared.errors import InputError, PortbenchError, WeightsError
 from shared.runtime.job_kinds import Output
 from shared.runtime.worker import one_line, print_phase
+from shared.your_model import taps
 from shared.your_model.binding import Binding, bind
 from shared.your_model.framework import model_class, user_port, with_variables
 from shared.your_model.guard import build, user_code
@@ -194,12 +195,13 @@ def evaluate(model: Any, spec: ModelSpec, job: dict[str, Any], images: np.ndarra
         out.report["canonical_weights"] = True
         logits = _run(module, runner, images, layout, job)
     out.arrays["logits"] = logits
-    if job.get("taps") and caller is None:  # a library's call: its output alone is compared
+    if job.get("taps") or spec.derived.extra_outputs:  # the extra outputs (deepstack.J) are held by verify
         print_phase("user-taps")
-        paths = tap_paths(binding, found, spec)
-        got = module.capture(model, images, layout, list(paths.values()))
-        out.arrays.update({f"tap/{tap}": _tokens(got[p], spec, len(images))
-                           for tap, p in paths.items() if p in got})
+        paths = taps.tap_paths(binding, found, spec)
+        if not job.get("taps"):
+            paths = {tap: path for tap, path in paths.items() if tap in spec.derived.extra_outputs}
+        captured = taps.captured(module, model, caller, spec, images, layout, paths)
+        out.arrays.update({f"tap/{tap}": value for tap, value in captured.items()})
 
 
 def _run(module: Any, model: Any, images: np.ndarray, layout: str, job: dict[str, Any]) -> np.ndarray:
@@ -211,35 +213,6 @@ def _run(module: Any, model: Any, images: np.ndarray, layout: str, job: dict[str
             raise
         except Exception as exc:  # whatever the user's forward raises is one line
             raise InputError(f"your model's forward raised {one_line(exc)}") from None
-
-
-def tap_paths(binding: Binding, found: list[Any], spec: ModelSpec) -> dict[str, str]:
-    """Canonical tap -> the user's layer whose output it is, through the binding."""
-    native = binding.canonical_of()
-    owner = {}
-    for layer in found:
-        for p in layer.params:
-            owner.setdefault(p, layer.path)
-    taps = {"patch_embed": "patch_embed.kernel"}
-    for i in range(spec.depth):
-        b = f"blocks.{i}"
-        taps |= {f"block{i}.norm1": f"{b}.norm1.scale", f"block{i}.attn": f"{b}.attn.out.kernel",
-                 f"block{i}.norm2": f"{b}.norm2.scale", f"block{i}.mlp": f"{b}.mlp.fc2.kernel"}
-    if spec.final_norm == "tokens":
-        taps["final_norm"] = "final_norm.scale"
-    paths = {tap: owner.get(native.get(tensor, ""), "") for tap, tensor in taps.items()}
-    return {tap: path for tap, path in paths.items() if path}
-
-
-def _tokens(value: np.ndarray, spec: ModelSpec, batch: int) -> np.ndarray:
-    """A patch embedding's (B, D, h, w) or (B, h, w, D) output as tokens (B, h*w, D); a batch packed
-    into one sequence (PixtralVisionModel's, as its output is: `forward_io.tokens_of`) split per image."""
-    if value.ndim == 4:
-        channels_first = value.shape[1] == spec.dim and value.shape[-1] != spec.dim
-        value = value.reshape(*value.shape[:2], -1).transpose(0, 2, 1) if channels_first else \
-            value.reshape(value.shape[0], -1, value.shape[-1])
-    split = tokens_of(value, batch)  # None: not (batch, ...) tokens, as a vector tap
-    return np.ascontiguousarray(value if split is None else split)
 
 
 class UserPort:

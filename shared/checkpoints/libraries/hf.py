@@ -1431,7 +1431,9 @@ def caller_live(model: Any) -> Any | None:
     each flattened (C, frame, ph, pw) with the still image repeated over the frames, and each image's
     (frames 1, rows, cols); its pooler_output is the merged tokens, image after image. The module
     returned takes a patch batch's (patches, valid, grids) and gives each image's mean merged token
-    (the spec's pooling), a row per image; None for any other model."""
+    (the spec's pooling), a row per image; None for any other model. Its blocks' tokens are one
+    sequence of every image's (Qwen2.5-VL's in window order): `batch_tokens` lays them out as the
+    batch's, each image's patches where the batch has them."""
     if not module_of(model).startswith("transformers.") or type(model).__name__ not in QWEN_CLASSES.values():
         return None
     from torch import nn
@@ -1443,7 +1445,9 @@ def caller_live(model: Any) -> Any | None:
     class QwenCall(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.tower = model
+            self.model = model
+            self.valid: Any = None  # the last call's valid patches, (B, max_patches)
+            self.window_order: Any = None  # Qwen2.5-VL's: the merge units' order in its blocks
 
         def forward(self, patches: Any, valid: Any, grids: Any) -> Any:
             import torch
@@ -1457,9 +1461,29 @@ def caller_live(model: Any) -> Any | None:
                 x = x.permute(0, 3, 1, 2)[:, :, None].expand(-1, -1, frames, -1, -1)  # (C, T, ph, pw)
                 pixels.append(x.reshape(rows * cols, -1))
             thw = torch.tensor([[1, rows, cols] for _, rows, cols in shapes], device=patches.device)
-            merged = self.tower(torch.cat(pixels), thw).pooler_output
+            self.valid = valid.cpu().numpy().astype(bool)
+            if type(self.model).__name__ == QWEN_CLASSES["qwen2_5_vl_vision"]:  # its blocks' order
+                from transformers.vision_utils import get_vision_window_index
+
+                order, _ = get_vision_window_index(thw, spatial_merge_size=merge, window_size=cfg.window_size,
+                                                   patch_size=ph)
+                self.window_order = order.cpu().numpy()
+            merged = self.model(torch.cat(pixels), thw).pooler_output
             counts = [rows * cols // merge**2 for _, rows, cols in shapes]
             return torch.stack([t.mean(dim=0) for t in torch.split(merged, counts)])
+
+        def batch_tokens(self, path: str, value: Any) -> Any:
+            tokens = np.asarray(value)  # every image's, one sequence (its Conv3d's (N, D, 1, 1, 1))
+            tokens = tokens.reshape(len(tokens), -1)
+            valid = self.valid  # each patch's row, or a merger's: each merge unit's (its first patch's)
+            merged = len(tokens) * merge**2 == valid.sum()
+            valid = valid[:, ::merge**2] if merged else valid
+            if self.window_order is not None and path.startswith(("blocks.", "merger.")):  # window order
+                units = tokens.reshape(len(self.window_order), -1, tokens.shape[-1])
+                tokens = units[np.argsort(self.window_order)].reshape(tokens.shape)
+            out = np.zeros((*valid.shape, tokens.shape[-1]), tokens.dtype)
+            out[valid] = tokens
+            return out
 
     return QwenCall()
 

@@ -1152,7 +1152,10 @@ def caller_live(model: Any) -> Any | None:
     class NaFlexCall(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.vit = model
+            self.model = model
+
+        def batch_tokens(self, path: str, value: Any) -> Any:
+            return value  # its tokens are the batch's: the prefix, then each image's patches padded
 
         def forward(self, patches: Any, valid: Any, grids: Any) -> Any:
             import torch
@@ -1161,7 +1164,7 @@ def caller_live(model: Any) -> Any | None:
             for b, (rows, cols) in enumerate(grids.reshape(len(patches), 2).tolist()):
                 at = torch.arange(rows * cols, device=patches.device)
                 coords[b, :rows * cols] = torch.stack([at // cols, at % cols], dim=-1)
-            return self.vit({"patches": patches, "patch_coord": coords, "patch_valid": valid.bool()})
+            return self.model({"patches": patches, "patch_coord": coords, "patch_valid": valid.bool()})
 
     return NaFlexCall()
 
