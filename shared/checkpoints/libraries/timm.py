@@ -698,7 +698,8 @@ UNSUPPORTED = (  # key fragment -> the timm option it comes from, which the spec
     (".in_proj.", "ParallelScalingBlock (parallel blocks)"),
     ("relative_position", "relative position bias"),
     ("rope", "Eva rope_type='mixed' (learned rotary frequencies)"),
-    ("merger.", "Qwen3-ViT patch merger (norm, 2x2 pixel-unshuffle, MLP to the LLM width; issue 37)"),
+    ("merger.", "Qwen3-ViT patch merger (norm, 2x2 pixel-unshuffle, MLP to the LLM width, on a whole image's "
+                "grid: the spec's merger reads a naflex or packed batch)"),
     ("attn_pool.pos_embed", "AttentionPoolLatent(pos_embed='abs')"),
     ("attn_pool.q_norm", "AttentionPoolLatent(qk_norm=True)"),
 )
@@ -1185,8 +1186,8 @@ def refuse_qwen3_live(model: Any) -> None:
                         f"as {QWEN3_ENCODER}")
     if getattr(model, "merger", None) is not None:
         raise SpecError("your model is a timm Qwen3VitEncoder with model.merger, Qwen3-ViT's patch merger "
-                        "(2x2 pixel-unshuffle, MLP to the LLM width), which the spec cannot express yet "
-                        f"(issue 37); verify it built as {QWEN3_ENCODER}")
+                        "(2x2 pixel-unshuffle, MLP to the LLM width) on a whole image's grid, where the "
+                        f"spec's merger reads a naflex or packed batch; verify it built as {QWEN3_ENCODER}")
 
 
 # timm's norm layers by class name -> the spec's norm_type (LayerNorm2d and the like never stand in a ViT)
