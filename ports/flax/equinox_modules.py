@@ -26,10 +26,9 @@ import numpy as np
 
 from shared.core.forward_io import (
     check_assignment,
+    forward_logits,
     model_inputs,
-    numpy_outputs,
     output_rows,
-    pick_logits,
     token_layout,
 )
 from shared.core.layer import Layer
@@ -215,18 +214,19 @@ def compiled(obj: Any, layout: str, output: str | None) -> Callable[[np.ndarray]
     # eqx.filter_jit with the model an argument (its arrays traced, not baked in as constants)
     forward = _eqx().filter_jit(lambda model, *x: _forward(model)(*x))
     model = _module(obj)
-    return lambda images: _logits(lambda *x: forward(model, *x), images, layout, output)
+    return lambda images: forward_logits(_per_image(lambda *x: forward(model, *x), images), images, layout,
+                                         output, jnp.asarray, np.asarray)
 
 
-def _logits(forward: Callable[..., Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]  # images, or a patch batch's three
-    result = numpy_outputs(forward(*inputs), np.asarray)
-    sequences = len(images)
-    if output_rows(images) != sequences:  # a packed sequence's rows, one per image: (B, images, ...) vmapped
-        per_sequence = output_rows(images) // sequences
-        result = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]) if np.ndim(a) >= 2 and a.shape[:2] == (
-            sequences, per_sequence) else a, result)
-    return pick_logits(result, output, output_rows(images))
+def _per_image(forward: Callable[..., Any], images: np.ndarray) -> Callable[..., Any]:
+    """`forward` with a row per image: the model takes one sequence, so a packed sequence's rows, one
+    per image it holds, come out of jax.vmap as (sequences, images, ...), flattened here."""
+    sequences, rows = len(images), output_rows(images)
+    if rows == sequences:
+        return forward
+    shape = (sequences, rows // sequences)
+    return lambda *x: jax.tree.map(
+        lambda a: a.reshape(-1, *a.shape[2:]) if np.ndim(a) >= 2 and a.shape[:2] == shape else a, forward(*x))
 
 
 def capture(obj: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:

@@ -35,10 +35,8 @@ from flax.nnx import bridge, variablelib
 
 from shared.core.forward_io import (
     check_assignment,
+    forward_logits,
     model_inputs,
-    numpy_outputs,
-    output_rows,
-    pick_logits,
     token_layout,
 )
 from shared.errors import InputError, WeightsError
@@ -175,19 +173,16 @@ def assign(linen: Linen, values: dict[str, np.ndarray]) -> None:
 
 # ---- the forward ----------------------------------------------------------------------------------
 def run(linen: Linen, images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    return _logits(lambda *x: linen.apply(linen.variables(), *x), images, layout, output)
+    return forward_logits(lambda *x: linen.apply(linen.variables(), *x), images, layout, output,
+                          jnp.asarray, np.asarray)
 
 
 def compiled(linen: Linen, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
     # jax.jit of apply with the variables an argument (not baked into the program as constants)
     forward = jax.jit(lambda variables, *x: linen.apply(variables, *x))
     variables = linen.variables()
-    return lambda images: _logits(lambda *x: forward(variables, *x), images, layout, output)
-
-
-def _logits(forward: Callable[..., Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]  # images, or a patch batch's three
-    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, output_rows(images))
+    return lambda images: forward_logits(lambda *x: forward(variables, *x), images, layout, output,
+                                         jnp.asarray, np.asarray)
 
 
 def capture(linen: Linen, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:

@@ -24,10 +24,8 @@ from flax import nnx
 from ports.flax import equinox_modules, linen, linen_layers
 from shared.core.forward_io import (
     check_assignment,
+    forward_logits,
     model_inputs,
-    numpy_outputs,
-    output_rows,
-    pick_logits,
     token_layout,
 )
 from shared.core.layer import Layer
@@ -96,7 +94,7 @@ def run(model: Any, images: np.ndarray, layout: str, output: str | None) -> np.n
         return linen.run(held, images, layout, output)
     if equinox_modules.owns(model):
         return equinox_modules.run(model, images, layout, output)
-    return _logits(_eval_forward(model), images, layout, output)
+    return forward_logits(_eval_forward(model), images, layout, output, jnp.asarray, np.asarray)
 
 
 def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarray], np.ndarray]:
@@ -110,7 +108,8 @@ def compiled(model: Any, layout: str, output: str | None) -> Callable[[np.ndarra
     # jax.jit on the split (graph, state) pair, as the port: nnx.jit would redo the split and merge
     # in Python on every call, which a timing would count against the user's model.
     forward = jax.jit(lambda state, *x: nnx.merge(graphdef, state)(*x, **flags))
-    return lambda images: _logits(lambda *x: forward(state, *x), images, layout, output)
+    return lambda images: forward_logits(lambda *x: forward(state, *x), images, layout, output,
+                                         jnp.asarray, np.asarray)
 
 
 def capture(model: Any, images: np.ndarray, layout: str, paths: list[str]) -> dict[str, np.ndarray]:
@@ -258,9 +257,3 @@ def _eval_forward(model: Any) -> Callable[[Any], Any]:
     """The eval view's forward, with the mode keywords its `__call__` takes at inference values."""
     view, flags = _eval_view(model), linen.inference_flags(model)
     return (lambda *x: view(*x, **flags)) if flags else view
-
-
-def _logits(forward: Callable[[Any], Any], images: np.ndarray, layout: str, output: str | None) -> np.ndarray:
-    """`forward` on the images in the model's layout (JAX records no gradients) -> the logits."""
-    inputs = [jnp.asarray(a) for a in model_inputs(images, layout)]
-    return pick_logits(numpy_outputs(forward(*inputs), np.asarray), output, output_rows(images))

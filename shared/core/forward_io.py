@@ -86,6 +86,16 @@ def _fields(result: Any) -> dict[str, Any] | None:
     return None
 
 
+def forward_logits(forward: Callable[..., Any], images: np.ndarray, layout: str, output: str | None,
+                   to_input: Callable[[np.ndarray], Any],
+                   to_numpy: Callable[[Any], np.ndarray]) -> np.ndarray:
+    """`forward` on the model's inputs for `images` (`model_inputs`, each made the framework's own
+    by `to_input`) -> its logits, a row per image (`pick_logits` over its results, each array read
+    by `to_numpy`)."""
+    result = forward(*[to_input(a) for a in model_inputs(images, layout)])
+    return pick_logits(numpy_outputs(result, to_numpy), output, output_rows(images))
+
+
 def pick_logits(result: Any, output: str | None, batch: int) -> np.ndarray:
     """The logits among a forward's NumPy results (`numpy_outputs`): the element `output` names (an
     index or key; "a.b" one level down), else a dict's `logits` (a dataclass's, ModelOutput's), or
