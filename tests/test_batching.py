@@ -29,12 +29,14 @@ from shared.core.batching import (
     valid_rows,
     window_mask,
 )
-from shared.core.equivalence import check_logits, compare_tensor
+from shared.core.equivalence import check_logits, check_outputs, compare_tensor, tap_budget
 from shared.core.inputs import probe_batch
+from shared.core.precision import Precision
 from shared.core.presets import get_preset
 from shared.core.tolerance import logit_atol
 from shared.core.weights import init_weights
 from shared.errors import InputError, SpecError
+from shared.runtime.verify import VerifyCase, fill_reference
 from shared.teaching.first_divergence import PortTrace, compare_taps, report_lines
 from shared.training.data import load_dataset
 from tests.ports_cache import port
@@ -321,6 +323,27 @@ def test_qwen3_deepstack_output_is_held_like_the_logits_on_its_valid_tokens(fram
     padding["deepstack.0"][tuple(np.argwhere(image_of < 0)[0])] += 1.0
     assert verdict(padding).passed
     assert "gave no 'deepstack.0' output" in verdict({}).reason
+
+
+def test_a_deepstack_output_below_float32_is_bounded_by_its_own_emulated_rounding_gap() -> None:
+    """At bfloat16 the extra output's budget is the rung's multiple of its own emulated gap, from
+    the one rung-emulating pass that bounds the logits (verify's fill_reference; without it the
+    verdict could not be made: an internal error once): the emulating reference's own output
+    passes, and one image's tokens moved by ten budgets fail, named."""
+    case = VerifyCase(QWEN3, init_weights(QWEN3, 0), probe_batch(QWEN3, 2), precision=Precision("bfloat16"))
+    fill_reference([case])
+    emulated = case.emulated_outputs["deepstack.0"]
+    assert case.emulated_gap > 0 and np.abs(emulated - case.reference_outputs["deepstack.0"]).max() > 0
+
+    def reason(output: np.ndarray) -> str | None:
+        return check_outputs(QWEN3, {"deepstack.0": output}, case.reference_outputs, case.images,
+                             case.precision, case.emulated_outputs)
+
+    assert reason(emulated) is None
+    budget = tap_budget(QWEN3, case.reference_outputs["deepstack.0"], case.precision, emulated)
+    moved = emulated.copy()
+    moved[0, 0] += 10 * budget  # sequence 0's first merged token: its image 0
+    assert "max |deepstack.0 - reference|" in reason(moved) and "(worst at image 0)" in reason(moved)
 
 
 def test_a_fault_in_one_packed_image_is_named_by_its_logits_row() -> None:

@@ -159,8 +159,8 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
                  framework: str = "", device: str | None = None,
                  versions: dict[str, str] | None = None, first_nonfinite: str | None = None,
                  what: str = "logits", outputs: dict[str, np.ndarray] | None = None,
-                 references: dict[str, np.ndarray] | None = None,
-                 images: np.ndarray | None = None) -> PortVerdict:
+                 references: dict[str, np.ndarray] | None = None, images: np.ndarray | None = None,
+                 emulated_outputs: dict[str, np.ndarray] | None = None) -> PortVerdict:
     """THE verdict on a port: its logits vs the float64 reference for the same weights and
     images at a precision rung, its own parameter count (when given) vs the spec's, and every
     named tensor's dtype (`tap_dtypes`, when the worker read them) vs the rung's contract. Below
@@ -170,7 +170,8 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     logits began. `what` names the output in the reason (a user's tower returns its "tokens").
     A spec's extra outputs (`derived.extra_outputs`: Qwen3-VL's deepstack mergers) are held too when
     `outputs` are given, the port's to the reference's `references` on the batch `images`
-    (`check_outputs`); the timing gate gives none, as the timed forward returns the logits alone.
+    (`check_outputs`; below float32 their budgets scale with the rung-emulating reference's
+    `emulated_outputs`); the timing gate gives none, as the timed forward returns the logits alone.
     The first failure found is the reason."""
     tolerance = logit_atol(spec, reference, precision, emulated_gap)
     floor = rung_floor(spec, reference, precision, emulated_gap)
@@ -180,7 +181,7 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
     if reason and first_nonfinite:
         reason = f"{reason}; the first non-finite tensor is {first_nonfinite!r}"
     elif reason is None and outputs is not None:
-        reason = check_outputs(spec, outputs, references or {}, images, precision)
+        reason = check_outputs(spec, outputs, references or {}, images, precision, emulated_outputs)
     if reason is None and err is not None and err < floor:
         reason = (f"max |{what} - reference| {err:.3g} is below {precision.rung}'s floor {floor:.2g}: "
                   f"the port did not compute at {precision.rung}")
@@ -199,16 +200,19 @@ def check_logits(spec: ModelSpec, logits: np.ndarray, reference: np.ndarray,
 
 
 def check_outputs(spec: ModelSpec, outputs: dict[str, np.ndarray], references: dict[str, np.ndarray],
-                  images: np.ndarray | None, precision: Precision = FLOAT32) -> str | None:
+                  images: np.ndarray | None, precision: Precision = FLOAT32,
+                  emulated: dict[str, np.ndarray] | None = None) -> str | None:
     """Each of the spec's extra outputs against the reference's, within its own budget
-    (`tap_budget`: its magnitude sets it, as for any tensor the port computes), on the valid tokens
-    of a patch batch; the first failure, naming the output (and its worst image), or None."""
+    (`tap_budget`: its magnitude sets it, as for any tensor the port computes; below float32, the
+    rung's multiple of its `emulated` output's gap), on the valid tokens of a patch batch; the
+    first failure, naming the output (and its worst image), or None."""
     for name in spec.derived.extra_outputs:
         if name not in outputs:
             listed = ", ".join(spec.derived.extra_outputs)
             return f"the port gave no {name!r} output (the spec's extra outputs: {listed})"
         ref = np.asarray(references[name], dtype=np.float64)
-        comparison = compare_tensor(outputs[name], ref, tap_budget(spec, ref, precision), name,
+        budget = tap_budget(spec, ref, precision, None if emulated is None else emulated[name])
+        comparison = compare_tensor(outputs[name], ref, budget, name,
                                     valid=valid_rows(spec, images, ref), by_image=spec.batching != "fixed",
                                     image_of=entry_images(spec, images, ref))
         if comparison.reason:

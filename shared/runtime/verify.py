@@ -19,7 +19,7 @@ from ports import installed, rung_refusal
 from shared.core import reference
 from shared.core.equivalence import PortVerdict, check_logits, check_pair, not_run
 from shared.core.precision import FLOAT32, Precision
-from shared.core.rounding import emulated_gap
+from shared.core.rounding import emulated_forward, emulated_gap
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.jobs import LOGITS
@@ -38,6 +38,7 @@ class VerifyCase:
     reference: np.ndarray | None = field(default=None, repr=False)  # filled by verify()
     reference_outputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # its extra outputs
     emulated_gap: float | None = None  # below float32: filled by verify() (fill_reference)
+    emulated_outputs: dict[str, np.ndarray] | None = field(default=None, repr=False)  # and its extra outputs'
     read_dtypes: bool = True  # below float32: read every tensor's dtype (one more forward, with taps)
 
 
@@ -89,7 +90,12 @@ def fill_reference(cases: list[VerifyCase]) -> None:
                 known[key] = logits, {name: taps[name] for name in c.spec.derived.extra_outputs}
             c.reference = known[key][0] if c.reference is None else c.reference
             c.reference_outputs = known[key][1]
-        if c.emulated_gap is None:
+        if c.emulated_gap is None and c.spec.derived.extra_outputs and (c.precision.low or c.precision.tf32):
+            taps = {}  # the rung-emulating pass gives the extra outputs' rounding scale too
+            emulated = emulated_forward(c.spec, c.tensors, c.images, c.precision, taps)
+            c.emulated_gap = float(np.max(np.abs(emulated - c.reference)))
+            c.emulated_outputs = {name: taps[name] for name in c.spec.derived.extra_outputs}
+        elif c.emulated_gap is None:
             c.emulated_gap = emulated_gap(c.spec, c.tensors, c.images, c.precision, c.reference)
 
 
@@ -101,7 +107,8 @@ def verdict_for(case: VerifyCase, framework: str, report: dict[str, Any], ref: n
                         case.emulated_gap, tap_dtypes=report.get("tap_dtypes"), framework=framework,
                         device=report["device"], versions=report["versions"],
                         first_nonfinite=report.get("first_nonfinite"), outputs=report.get("outputs"),
-                        references=case.reference_outputs, images=case.images)
+                        references=case.reference_outputs, images=case.images,
+                        emulated_outputs=case.emulated_outputs)
 
 
 def pairwise_gaps(case: VerifyCase, verdicts: list[PortVerdict], ref: np.ndarray) -> list[dict[str, Any]]:

@@ -130,7 +130,7 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
     what = "logits" if readout == "logits" else "tokens"
     verdict = check_logits(spec, port_taps[readout], reference[readout], param_count, precision, gap,
                            tap_dtypes=tap_dtypes, framework=framework, what=what, outputs=port_taps,
-                           references=reference, images=images) \
+                           references=reference, images=images, emulated_outputs=emulated) \
         if readout in port_taps else not_run(spec, framework, precision, f"the port gave no {what} tap")
     rows: list[TapRow] = []
     for name in tap_order(spec):
