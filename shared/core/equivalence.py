@@ -210,14 +210,22 @@ def check_outputs(spec: ModelSpec, outputs: dict[str, np.ndarray], references: d
         if name not in outputs:
             listed = ", ".join(spec.derived.extra_outputs)
             return f"the port gave no {name!r} output (the spec's extra outputs: {listed})"
-        ref = np.asarray(references[name], dtype=np.float64)
-        budget = tap_budget(spec, ref, precision, None if emulated is None else emulated[name])
-        comparison = compare_tensor(outputs[name], ref, budget, name,
-                                    valid=valid_rows(spec, images, ref), by_image=spec.batching != "fixed",
-                                    image_of=entry_images(spec, images, ref))
+        comparison = compare_tap(spec, name, outputs[name], references[name], images, precision,
+                                 None if emulated is None else emulated[name])
         if comparison.reason:
             return comparison.reason
     return None
+
+
+def compare_tap(spec: ModelSpec, name: str, got: np.ndarray, reference: np.ndarray, images: np.ndarray | None,
+                precision: Precision = FLOAT32, emulated: np.ndarray | None = None) -> Comparison:
+    """A named tensor of the forward (a tap, an extra output) against the reference's, within its
+    budget (`tap_budget`), on the valid tokens of a patch batch `images` (batching.py's
+    `valid_rows`), a failure naming the image of the largest gap (`entry_images` for a packed one)."""
+    reference = np.asarray(reference, dtype=np.float64)
+    return compare_tensor(got, reference, tap_budget(spec, reference, precision, emulated), name,
+                          valid=valid_rows(spec, images, reference), by_image=spec.batching != "fixed",
+                          image_of=entry_images(spec, images, reference))
 
 
 def not_run(spec: ModelSpec, framework: str, precision: Precision, reason: str,

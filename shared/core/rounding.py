@@ -64,10 +64,12 @@ def emulated_forward(spec: ModelSpec, weights: Tensors, images: np.ndarray, prec
 
 
 def emulated_gap(spec: ModelSpec, weights: Tensors, images: np.ndarray, precision: Precision,
-                 reference_logits: np.ndarray | None = None) -> float | None:
+                 reference_logits: np.ndarray | None = None,
+                 taps: dict[str, np.ndarray] | None = None) -> float | None:
     """max |emulated logits - float64 logits|: the scale of this rung's rounding error on this
-    case; None at float32 (nothing to emulate)."""
+    case; None at float32 (nothing to emulate). `taps`, if given, receives the emulating pass's
+    named tensors (an extra output's own rounding scale)."""
     if not precision.low and not precision.tf32:
         return None
     exact = reference.forward(spec, weights, images) if reference_logits is None else reference_logits
-    return float(np.max(np.abs(emulated_forward(spec, weights, images, precision) - exact)))
+    return float(np.max(np.abs(emulated_forward(spec, weights, images, precision, taps) - exact)))

@@ -19,7 +19,7 @@ from ports import installed, rung_refusal
 from shared.core import reference
 from shared.core.equivalence import PortVerdict, check_logits, check_pair, not_run
 from shared.core.precision import FLOAT32, Precision
-from shared.core.rounding import emulated_forward, emulated_gap
+from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.jobs import LOGITS
@@ -90,13 +90,11 @@ def fill_reference(cases: list[VerifyCase]) -> None:
                 known[key] = logits, {name: taps[name] for name in c.spec.derived.extra_outputs}
             c.reference = known[key][0] if c.reference is None else c.reference
             c.reference_outputs = known[key][1]
-        if c.emulated_gap is None and c.spec.derived.extra_outputs and (c.precision.low or c.precision.tf32):
-            taps = {}  # the rung-emulating pass gives the extra outputs' rounding scale too
-            emulated = emulated_forward(c.spec, c.tensors, c.images, c.precision, taps)
-            c.emulated_gap = float(np.max(np.abs(emulated - c.reference)))
-            c.emulated_outputs = {name: taps[name] for name in c.spec.derived.extra_outputs}
-        elif c.emulated_gap is None:
-            c.emulated_gap = emulated_gap(c.spec, c.tensors, c.images, c.precision, c.reference)
+        if c.emulated_gap is None:  # the rung-emulating pass gives the extra outputs' rounding scale too
+            emulated: dict[str, np.ndarray] = {}
+            c.emulated_gap = emulated_gap(c.spec, c.tensors, c.images, c.precision, c.reference, emulated)
+            c.emulated_outputs = {name: emulated[name] for name in c.spec.derived.extra_outputs} \
+                if emulated else None
 
 
 def verdict_for(case: VerifyCase, framework: str, report: dict[str, Any], ref: np.ndarray) -> PortVerdict:

@@ -20,9 +20,8 @@ from typing import Annotated, Any, ClassVar
 
 import numpy as np
 
-from shared.core.batching import entry_images, valid_rows
 from shared.core.data_record import Bound, DataRecord, derived, stored_as
-from shared.core.equivalence import PortVerdict, check_logits, compare_tensor, not_run, tap_budget
+from shared.core.equivalence import PortVerdict, check_logits, compare_tap, not_run, tap_budget
 from shared.core.precision import FLOAT32, Precision
 from shared.core.reference import forward
 from shared.core.rounding import emulated_forward
@@ -140,8 +139,8 @@ def compare_taps(spec: ModelSpec, reference: dict[str, np.ndarray], port_taps: d
         if name not in port_taps:
             rows.append(TapRow(name, magnitude, None, budget, note="missing in this port"))
             continue
-        tap = compare_tensor(port_taps[name], ref, budget, what=name, valid=valid_rows(spec, images, ref),
-                             by_image=spec.batching != "fixed", image_of=entry_images(spec, images, ref))
+        tap = compare_tap(spec, name, port_taps[name], ref, images, precision,
+                          None if emulated is None else emulated[name])
         error = tap.max_abs_diff if tap.max_abs_diff is not None else float("inf")
         note = "" if tap.passed or tap.max_abs_diff is not None else str(tap.reason)
         if not tap.passed and tap.max_abs_diff is not None and tap.worst_image is not None:
