@@ -64,11 +64,22 @@ def transformers4(monkeypatch) -> None:
         monkeypatch.setenv("PYTHONPATH", path)
 
 
-# ---- the checkout is left as found (tests/checkout_guard.py) ------------------------------------
+# ---- the checkout is left as found (tests/checkout_guard.py), and no temporary file outlives the run --
+SCRATCH: list[str] = []  # this process's root for every tempfile the tests and their tasks make
+
+
 def pytest_sessionstart(session) -> None:
+    """The checkout recorded; `tempfile` pointed at one folder of this run, removed when it ends
+    (pytest_unconfigure): the tests' and background tasks' mkdtemp folders, each one run's weight
+    files and results (hundreds of MB for the large presets), and those of a CLI run killed at the
+    session's end would otherwise stay in /tmp."""
+    import tempfile
+
     from tests import checkout_guard
 
     checkout_guard.record()
+    SCRATCH.append(tempfile.mkdtemp(prefix="portbench-tests-"))
+    tempfile.tempdir = os.environ["TMPDIR"] = SCRATCH[0]  # TMPDIR: the CLI runs and workers it starts too
 
 
 # ---- the fast tier (`make check`, `pytest -m fast`) --------------------------------------------
@@ -126,4 +137,10 @@ def pytest_unconfigure(config) -> None:
     import sys
 
     if "tests.background" in sys.modules:
-        sys.modules["tests.background"].stop()
+        sys.modules["tests.background"].stop()  # its processes first: they may write into the scratch
+    if SCRATCH:
+        import shutil
+        import tempfile
+
+        tempfile.tempdir = None
+        shutil.rmtree(SCRATCH.pop(), ignore_errors=True)
