@@ -8,8 +8,7 @@ from typing import Any
 
 from shared.cli._common import print_note
 from shared.core.equivalence import PortVerdict
-from shared.core.summary import format_table
-from shared.core.terminal import wrap, wrapped
+from shared.core.terminal import format_table, wrap, wrapped
 from shared.runtime.verify import VerifyCase
 
 

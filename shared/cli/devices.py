@@ -15,7 +15,7 @@ from typing import Any
 
 from shared.cli._common import add_json_arg, check_json, installed_ports, write_json
 from shared.cli._options import FRAMEWORKS, TIMEOUT
-from shared.core.summary import format_table
+from shared.core.terminal import format_table
 from shared.runtime.devices import DEVICE_CLASSES
 
 ORDER = 45

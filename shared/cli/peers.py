@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
 def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str, Any]],
                 found: list[dict[str, Any]]) -> str:
-    from shared.core.summary import format_table
+    from shared.core.terminal import format_table
     from shared.measure.output import fmt_seconds
     from shared.measure.roofline import above_roof
     from shared.measure.rounds import contended_rounds, gemm_warning

@@ -11,7 +11,8 @@ import json
 from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT
 from shared.core.files import check_output, write_output
 from shared.core.presets import PRESETS, resolve_spec
-from shared.core.summary import format_table, layer_table
+from shared.core.summary import layer_table
+from shared.core.terminal import format_table
 from shared.errors import InputError, SpecError
 
 ORDER = 10

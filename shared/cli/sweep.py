@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def points_table(rows: list[dict[str, Any]]) -> str:
-    from shared.core.summary import format_table
+    from shared.core.terminal import format_table
     from shared.measure.guard import metric_value
     from shared.measure.output import fmt_bytes, peak_memory, phase_cell
 

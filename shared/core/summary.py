@@ -7,7 +7,6 @@ import math
 from dataclasses import dataclass
 
 from shared.core.spec import ModelSpec
-from shared.core.terminal import printable
 
 _WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
 
@@ -184,15 +183,3 @@ def _head_rows(s: ModelSpec) -> list[LayerRow]:
                              f"Linear {s.dim}→{s.num_classes} on token 1; logits = mean of both heads"))
     return rows
 
-
-def format_table(headers: list[str], rows: list[list[str]]) -> str:
-    """Aligned columns; every cell printable (shared/core/terminal.py: a name from a user's
-    file or model cannot move the terminal or split a row)."""
-    headers = [printable(h) for h in headers]
-    rows = [[printable(c) for c in r] for r in rows]
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
-    line = " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    out = [line, "-+-".join("-" * w for w in widths)]
-    out += [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(out)

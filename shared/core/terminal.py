@@ -71,3 +71,16 @@ def wrap(text: str, width: int = WIDTH, paths: bool = False) -> list[str]:
 
 def wrapped(text: str, width: int = WIDTH, paths: bool = False) -> str:
     return "\n".join(wrap(text, width, paths=paths))
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    """Aligned columns; every cell `printable` (a name from a user's file or model cannot move
+    the terminal or split a row)."""
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in r] for r in rows]
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    out = [line, "-+-".join("-" * w for w in widths)]
+    out += [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(out)

@@ -131,7 +131,7 @@ class UserRun:
         return [f"set aside: {name} {why}" for name, why in self.binding.get("inert", {}).items()]
 
     def binding_lines(self) -> list[str]:
-        from shared.core.summary import format_table
+        from shared.core.terminal import format_table
 
         rows = [[link["native"], link["canonical"], link["layout"], link["why"]]
                 for link in self.binding["links"]]
