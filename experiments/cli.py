@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS
+from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS, non_empty
 
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
@@ -22,7 +22,7 @@ FRAMEWORKS_RUN = ("torch", "keras", "flax", "mlx")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", help=HELP)
     p.add_argument("name", choices=NAMES)
-    p.add_argument("--out", default="runs/exp", help="folder for JSON, PNG and checkpoints")
+    p.add_argument("--out", type=non_empty, default="runs/exp", help="folder for JSON, PNG and checkpoints")
     EPOCHS.add(p, "per experiment")
     SEEDS.add(p, "0,1,2; plateau 0,1,2,3,4")
     FRAMEWORKS.add(p, note=f"default: {','.join(FRAMEWORKS_RUN)}; plateau --sweep: torch")
@@ -30,9 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     RECIPE.add(p)
     RSET.add(p)
     g = p.add_argument_group("plateau")
-    g.add_argument("--shapes", default="16/2,24/3,32/4", help="WIDTH/HEADS list (head width = W/H)")
+    g.add_argument("--shapes", type=non_empty, default="16/2,24/3,32/4",
+                   help="WIDTH/HEADS list (head width = W/H)")
     g.add_argument("--steps", type=int, default=600, help="updates per run (default 600)")
-    g.add_argument("--data", default="quadrant", help="quadrant[:noise=N,contrast=C] (default 0.1, 1)")
+    g.add_argument("--data", type=non_empty, default="quadrant",
+                   help="quadrant[:noise=N,contrast=C] (default 0.1, 1)")
     g.add_argument("--band", type=float, default=0.05, help="half-width of the band around ln(2)/2")
     g.add_argument("--window", type=int, default=16, help="updates in the loss's trailing mean")
     g.add_argument("--sweep", action="store_true", help="vary one setting at a time (torch)")

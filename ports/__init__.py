@@ -122,6 +122,9 @@ def parse_frameworks(text: str | None, default: Sequence[str] = NATIVE, offered:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise InputError(f"--frameworks is empty; expected some of: {', '.join(choices)}")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # it would run, and be shown, twice
+        raise InputError(f"--frameworks {text!r} names {twice!r} twice; name each once")
     for n in names:
         if n not in PORTS and n != "reference":
             raise FrameworkUnavailable(unknown_framework(n))

@@ -26,6 +26,7 @@ BAD = [
     ("--threads", "0", "argument --threads: 0 is not a whole number >= 1"),
     ("--device", "tpu", "argument --device: invalid choice: 'tpu'"),
     ("--timeout", "-5", "argument --timeout: -5 is not a number > 0"),
+    ("--weights", "", "argument --weights: '' is empty; expected a value"),  # not read as left out
 ]
 
 
@@ -84,7 +85,7 @@ def test_every_shared_option_is_its_table_row_in_every_command() -> None:
             where = f"{name} {action.option_strings}"
             assert row is not None, f"{where}: not the flags of a row"
             assert action.dest == row.dest, where
-            assert action.type is row.type, where
+            assert action.type is (None if row.action == "store_true" else row.type), where
             assert action.metavar == row.metavar, where
             assert action.choices == row.choices, where
             assert type(action) is parser._registry_get("action", row.action), where
@@ -177,6 +178,46 @@ def test_the_python_api_refuses_bad_options_in_one_line(tmp_path, model: str, op
         portbench.check(given, "quadrant", **options)
     assert expect in str(info.value) and "\n" not in str(info.value)
     assert child_pids() == before
+
+
+def test_every_option_that_takes_a_value_checks_it_as_it_is_parsed() -> None:
+    """An option without a type took any text, the empty one too: `--weights "$UNSET"` verified
+    seeded weights and passed, `--json ""` wrote nothing and said nothing. Every option that takes
+    a value has a type (a number's, or `non_empty`) or choices, in every command."""
+    loose = [f"{name} {a.option_strings or a.dest}" for name, parser in parsers().items()
+             for a in parser._actions if a.nargs != 0 and a.type is None and a.choices is None
+             and not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))]
+    assert loose == []
+
+
+MODEL = f"{Path(__file__).resolve().parents[1] / 'examples' / 'torch_mha_vit.py'}:build"
+USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["verify", "--spec", "mnist-vit-small", "--model", MODEL, "--framework", "bogus"],
+     f"--framework 'bogus': {USER_ENTRIES}"),  # was an internal error (KeyError)
+    (["time", "--spec", "mnist-vit-small", "--model", MODEL, "--framework", "onnx"],
+     f"--framework 'onnx': {USER_ENTRIES}"),  # onnx has no reader of a user's model
+    (["spec", "--from-model", MODEL, "--framework", "reference"], f"--framework 'reference': {USER_ENTRIES}"),
+    (["verify", "--spec", "quadrant", "--framework", "torch"],
+     "--framework says how to run your own model: it needs --model"),  # was ignored
+    (["trace", "--spec", "quadrant", "--input-layout", "NCHW"],
+     "--input-layout says how to run your own model"),
+    (["lessons", "--no-measure", "--width", "1000000000"],
+     "argument --width: 1000000000 is not a width of 80 to 1000 columns"),  # was killed, out of memory
+    (["diagnose", "--spec", "quadrant", "--logits", "l.npy", "--tolerance", "-1"],
+     "argument --tolerance: -1 is not a number > 0"),  # was a verdict against a negative bound
+    (["diagnose", "--spec", "quadrant", "--logits", "l.npy", "--tolerance", "inf"], "is not a number > 0"),
+    (["verify", "--spec", "quadrant", "--frameworks", "torch,torch"],
+     "--frameworks 'torch,torch' names 'torch' twice"),  # ran, and was shown, twice
+    (["time", "--factorial", "quadrant", "quadrant"], "both name one spec"),
+    (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],
+     "--factorial needs at least two frameworks that run here; got torch"),  # said so after the run
+])
+def test_a_value_no_run_can_use_is_refused_before_it_starts(tmp_path: Path, argv: list[str],
+                                                           expect: str) -> None:
+    refused(tmp_path, *argv, expect=expect)
 
 
 def test_train_refuses_a_port_without_a_trainer(tmp_path: Path) -> None:

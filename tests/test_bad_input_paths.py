@@ -88,6 +88,11 @@ def test_a_user_index_html_is_kept_and_the_main_jobs_own_is_replaced(tmp_path: P
     (["main", "--frameworks", "torch", "--json", "index.html"], "--json and the main job's page both name"),
     (["train", *Q, "--framework", "torch", "--json", "t.png"], "--json and --png both name 't.png'"),
     (["report", "r1.json", "--json", "m.json", "--html", "m.json"], "--json and --html both name"),
+    (["trace", *Q, "--frameworks", "torch", "--json", "x.json", "--html", "x.json"],
+     "--json and --html both name 'x.json'"),  # was refused only after the whole trace
+    (["lessons", "--no-measure", "--json", "x.html", "--html", "x.html"], "--json and --html both name"),
+    (["logits", *Q, "--framework", "reference", "--out", "y.json"], "--out 'y.json': expected a .npy file"),
+    (["init", *Q, "--out", "w.npy"], "--out 'w.npy': expected a .safetensors file"),
 ])
 def test_an_unsafe_or_colliding_output_is_refused_before_any_work(tmp_path: Path, argv: list[str],
                                                                  expect: str) -> None:
@@ -96,8 +101,24 @@ def test_an_unsafe_or_colliding_output_is_refused_before_any_work(tmp_path: Path
     assert not (tmp_path / "newdir").exists()
 
 
-def _special(tmp_path: Path, kind: str) -> Path:
-    target = tmp_path / "out.npy"
+@pytest.mark.parametrize("argv, given", [
+    (["logits", *Q, "--framework", "torch", "--weights", "w.safetensors", "--out", "w.safetensors"],
+     "--weights"),
+    (["logits", *Q, "--framework", "reference", "--input", "x.npy", "--out", "x.npy"], "--input"),
+    (["diagnose", *Q, "--logits", "x.npy", "--json", "x.npy"], "--logits"),
+    (["convert", "--from", "timm", "--in", "m.safetensors", "--out", "m.safetensors"], "--in"),
+])
+def test_an_output_never_replaces_the_runs_own_input(tmp_path: Path, argv: list[str], given: str) -> None:
+    """With --force, `logits --weights w --out w` replaced the checkpoint with its logits: the
+    output naming a file the run reads is refused before the run, and that file is kept."""
+    for name in ("w.safetensors", "x.npy", "m.safetensors"):
+        (tmp_path / name).write_bytes(b"the user's file")
+    line = refused(tmp_path, *argv, "--force", expect=f"the {given} file this run reads")
+    assert "an output never replaces the run's own input" in line
+
+
+def _special(tmp_path: Path, kind: str, name: str) -> Path:
+    target = tmp_path / name
     if kind == "fifo":
         os.mkfifo(target)
     elif kind == "symlink to stdout":
@@ -114,7 +135,7 @@ def _special(tmp_path: Path, kind: str) -> Path:
 @pytest.mark.parametrize("kind", ["fifo", "symlink to stdout", "symlink to a file", "directory"])
 @pytest.mark.parametrize("command", ["logits", "init"])
 def test_force_replaces_only_a_regular_file(tmp_path: Path, kind: str, command: str) -> None:
-    target = _special(tmp_path, kind)
+    target = _special(tmp_path, kind, "out.safetensors" if command == "init" else "out.npy")
     argv = {"logits": ["logits", *Q, "--framework", "reference", "--out", target.name],
             "init": ["init", *Q, "--out", target.name]}[command]
     before_kind = os.lstat(target).st_mode

@@ -127,6 +127,11 @@ def test_cli_source_mode(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, "compare.py", "audit", "--source", "nope.py"], cwd=ROOT,
                              capture_output=True, text=True, timeout=120, check=False)
     assert missing.returncode == 2 and "source file 'nope.py' does not exist" in missing.stderr
+    from tests.adversarial import refused
+
+    (tmp_path / "broken.py").write_text("def f(:\n")  # was reported as a finding, exit 1
+    refused(tmp_path, "audit", "--source", "broken.py",
+            expect="--source broken.py: not Python source (line 1: invalid syntax)")
 
 
 def test_the_bare_audit_builds_the_parallel_texts_only(monkeypatch, tmp_path) -> None:

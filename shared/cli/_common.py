@@ -30,10 +30,11 @@ from shared.cli._options import (
 )
 from shared.core.files import check_output, write_output
 from shared.core.inputs import load_images, probe_batch
+from shared.core.paths import check_distinct
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
 from shared.core.weights import Tensors, init_weights, load_weights, read_weight_file
-from shared.errors import SpecError
+from shared.errors import InputError, SpecError
 
 
 def add_spec_args(parser: argparse.ArgumentParser, weights: bool = True, model: bool = False) -> None:
@@ -100,10 +101,17 @@ def add_json_arg(parser: argparse.ArgumentParser, what: str,
     FORCE.add(parser, replaced)
 
 
-def check_json(args: argparse.Namespace) -> None:
-    """Refuse an existing or unwritable --json file before the work, not after it."""
-    if getattr(args, "json", None):
-        check_output(args.json, args.force)
+READ_OPTIONS = ("weights", "input", "logits", "map")  # the options naming a file a command reads
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before the work and not after it, a --json or --html file that exists (without
+    --force) or cannot be written, the two naming one file, or either naming a file the run reads."""
+    outputs = {f"--{name}": getattr(args, name, None) for name in ("json", "html")}
+    check_distinct(outputs, {f"--{name}": getattr(args, name, None) for name in READ_OPTIONS})
+    for path in outputs.values():
+        if path:
+            check_output(path, args.force)
 
 
 def write_json(path: str, payload: Any, force: bool = False) -> None:
@@ -114,6 +122,18 @@ def add_user_model_args(parser: argparse.ArgumentParser) -> None:
     """`--model FILE.py:NAME` and what says how to run it (verify, trace, diagnose, time)."""
     for option in (MODEL, MODEL_FRAMEWORK, INPUT_LAYOUT, OUTPUT, MAP, SHOW_BINDING):
         option.add(parser)
+
+
+def check_model_options(args: argparse.Namespace) -> None:
+    """The options that say how to run a user's model, refused without --model: they would be
+    ignored, and the ports run instead of the model the user meant."""
+    if getattr(args, "model", None):
+        return
+    given = [o.flags[0] for o in (MODEL_FRAMEWORK, INPUT_LAYOUT, OUTPUT, MAP, SHOW_BINDING)
+             if getattr(args, o.dest, None)]
+    if given:
+        raise InputError(f"{given[0]} says how to run your own model: it needs --model FILE.py:NAME "
+                         "(the ports are chosen with --frameworks)")
 
 
 def user_spec(args: argparse.Namespace) -> ModelSpec:

@@ -19,13 +19,13 @@ from typing import Any
 DEVICES = ("auto", "cpu", "cuda", "metal")
 
 
-def _number(kind: type, minimum: float, what: str) -> Callable[[str], float]:
+def _number(kind: type, minimum: float, what: str, maximum: float = float("inf")) -> Callable[[str], float]:
     def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-        if not minimum <= value < float("inf"):  # NaN fails every comparison
+        if not minimum <= value < float("inf") or value > maximum:  # NaN fails every comparison
             raise argparse.ArgumentTypeError(f"{text} is not {what}")
         return value
 
@@ -33,10 +33,22 @@ def _number(kind: type, minimum: float, what: str) -> Callable[[str], float]:
     return parse
 
 
+def non_empty(text: str) -> str:
+    """A name, path or document as given; an empty one is refused, never read as the option left
+    out (`--weights "$UNSET"` would otherwise verify seeded weights and pass)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is empty; expected a value")
+    return text
+
+
+non_empty.__name__ = "value"  # argparse names the type in its messages
+
+
 positive_int = _number(int, 1, "a whole number >= 1")
 non_negative_int = _number(int, 0, "a whole number >= 0")
 positive_float = _number(float, 1e-9, "a number > 0")
 non_negative_float = _number(float, 0.0, "a number >= 0")
+columns = _number(int, 80, "a width of 80 to 1000 columns", maximum=1000)  # what a page of text can hold
 
 
 SAME: Any = object()  # `Option.add`'s default: the row's own (a command passes one only where it differs)
@@ -51,7 +63,7 @@ class Option:
     help: str
     slot: str = ""  # the help's `{slot}` where the command says nothing of its own
     note: str = ""  # the note where the command gives none (a command's `note=""` drops it)
-    type: Callable[[str], Any] | None = None
+    type: Callable[[str], Any] | None = non_empty  # every value is a number or a non-empty text
     metavar: str | None = None
     action: str = "store"  # or "append", "store_true"
     default: Any = None

@@ -7,7 +7,7 @@ import argparse
 
 from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
-from shared.cli._options import FRAMEWORKS, SET, SPEC
+from shared.cli._options import FRAMEWORKS, SET, SPEC, non_empty
 from shared.core.budget import check_fits
 from shared.core.presets import resolve_spec
 
@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     SPEC.add(p, note="the base of the probe builds; default: archive-torch")
     SET.add(p)
     FRAMEWORKS.add(p, note="default: every installed parallel text (torch, keras, flax, mlx)")
-    p.add_argument("--source", nargs="+", metavar="FILE", help="audit these Python files instead")
+    p.add_argument("--source", type=non_empty, nargs="+", metavar="FILE",
+                   help="audit these Python files instead")
     p.set_defaults(run=run)
 
 

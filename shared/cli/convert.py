@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shared.cli._options import FORCE, SET, SPEC
+from shared.cli._options import FORCE, SET, SPEC, non_empty
 from shared.errors import SpecError
 
 ORDER = 60
@@ -22,18 +22,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=f"Convert between the canonical file and other checkpoint formats. Formats: {formats}.",
     )
     direction = parser.add_mutually_exclusive_group(required=True)
-    direction.add_argument("--from", dest="source_format", metavar="FORMAT",
+    direction.add_argument("--from", type=non_empty, dest="source_format", metavar="FORMAT",
                            help="import a checkpoint in FORMAT into a canonical .safetensors file")
-    direction.add_argument("--to", dest="target_format", metavar="FORMAT",
+    direction.add_argument("--to", type=non_empty, dest="target_format", metavar="FORMAT",
                            help="export a canonical file to FORMAT")
-    parser.add_argument("--in", dest="input", required=True, metavar="PATH",
+    parser.add_argument("--in", type=non_empty, dest="input", required=True, metavar="PATH",
                         help="the checkpoint (a file; hf: a save_pretrained directory or a weights file)")
-    parser.add_argument("--config", metavar="PATH", help="hf config.json, or a timm config.json (--from)")
+    parser.add_argument("--config", type=non_empty, metavar="PATH",
+                        help="hf config.json, or a timm config.json (--from)")
     SPEC.add(parser, note="--from: the fields the checkpoint does not state; every field it fixes must agree")
     SET.add(parser, note="--from: a field the checkpoint cannot tell, e.g. heads=12")
-    parser.add_argument("--out", required=True, metavar="PATH",
+    parser.add_argument("--out", type=non_empty, required=True, metavar="PATH",
                         help="--from: the canonical .safetensors; --to: the checkpoint (hf: a directory)")
-    parser.add_argument("--arch", metavar="NAME",
+    parser.add_argument("--arch", type=non_empty, metavar="NAME",
                         help="--to timm: the registry architecture the file is for (timm.create_model's "
                              "name, e.g. aimv2_large_patch14_224): its own layout (a SwiGLU split or "
                              "packed), every tensor checked against it")
@@ -43,9 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from shared.checkpoints import FORMATS
-    from shared.core.paths import check_output
+    from shared.core.paths import check_distinct, check_output
 
     target = FORMATS.get(args.target_format or "")
+    check_distinct({"--out": args.out}, {"--in": args.input, "--config": args.config})
     check_output(args.out, args.force, folder=target is not None and target.writes_folder)
     if args.source_format is not None:
         return _import(args)
@@ -54,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     from shared.checkpoints import format_module, import_checkpoint
+    from shared.core.paths import check_suffix
     from shared.core.presets import resolve_spec
     from shared.core.weights import save_weights
 
@@ -61,8 +64,7 @@ def _import(args: argparse.Namespace) -> int:
     if args.arch:
         raise SpecError("--arch applies to --to; --from reads the layout from the checkpoint's tensors")
     out = Path(args.out)
-    if out.suffix != ".safetensors":
-        raise SpecError(f"--out {args.out!r}: the canonical file is .safetensors")
+    check_suffix("--out", out, (".safetensors",), "the canonical weights")
     base = resolve_spec(args.spec) if args.spec else None
     converted = import_checkpoint(args.source_format, args.input, args.config, base, args.set)
     spec = converted.spec

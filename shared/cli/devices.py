@@ -13,7 +13,7 @@ import sys
 import tempfile
 from typing import Any
 
-from shared.cli._common import add_json_arg, check_json, installed_ports, write_json
+from shared.cli._common import add_json_arg, check_outputs, installed_ports, write_json
 from shared.cli._options import FRAMEWORKS, TIMEOUT
 from shared.core.terminal import format_table
 from shared.runtime.devices import DEVICE_CLASSES
@@ -52,7 +52,7 @@ def launch_probe(framework: str, timeout: float) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace) -> int:
     from ports import installed, parse_frameworks
 
-    check_json(args)  # before the probes, not after
+    check_outputs(args)  # before the probes, not after
     available = installed()
     rows: list[dict[str, Any]] = []
     for framework in parse_frameworks(args.frameworks, installed_ports()):

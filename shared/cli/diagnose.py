@@ -9,11 +9,13 @@ import re
 from shared.cli._common import (
     add_json_arg,
     add_model_args,
-    check_json,
+    check_model_options,
+    check_outputs,
     load_model,
     load_user_model,
     write_json,
 )
+from shared.cli._options import non_empty, positive_float
 from shared.core.presets import resolve_spec
 from shared.errors import InputError, WeightsError
 
@@ -28,9 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "torch defaults and classic layout slips), alone and in pairs, and report which "
                     "one reproduces your logits. Exit 0: no gap or explained; 1: unexplained.")
     add_model_args(p)
-    p.add_argument("--logits", help=".npy logits of your port, shape (batch, num_classes); or --model "
+    p.add_argument("--logits", type=non_empty,
+                   help=".npy logits of your port, shape (batch, num_classes); or --model "
                    "to run your model itself")
-    p.add_argument("--tolerance", type=float, help="gap below which a setting explains it "
+    p.add_argument("--tolerance", type=positive_float, help="gap below which a setting explains it "
                    "(default: the project's logit tolerance, shared/core/tolerance.py)")
     p.add_argument("--no-pairs", action="store_true", help="try settings alone only")
     add_json_arg(p, "the result")
@@ -38,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_json(args)
+    check_model_options(args)
+    check_outputs(args)
     if bool(args.logits) == bool(args.model):
         raise InputError("diagnose needs exactly one of --logits FILE.npy or --model FILE.py:NAME")
     from shared.teaching.gap_explanation import diagnose, load_user_logits

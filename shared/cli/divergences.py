@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._common import add_json_arg, check_json, write_json
+from shared.cli._common import add_json_arg, check_outputs, write_json
+from shared.cli._options import non_empty
 from shared.errors import SpecError
 
 ORDER = 60
@@ -17,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "divergences", help=HELP,
         description="Each entry: what differs, the installed frameworks' defaults, the pin, and "
                     "the logit (or update/loss) gap with and without the pin.")
-    p.add_argument("name", nargs="?", help="one entry (default: all); `--list` shows the names")
+    p.add_argument("name", type=non_empty, nargs="?",
+                   help="one entry (default: all); `--list` shows the names")
     p.add_argument("--list", action="store_true", help="list entry names and exit")
     p.add_argument("--no-demo", action="store_true", help="skip the demonstrations (defaults only)")
     add_json_arg(p, "one object per entry")
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_json(args)
+    check_outputs(args)
     from shared.teaching.divergences import CATALOGUE, entry
 
     if args.list:

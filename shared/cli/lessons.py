@@ -9,9 +9,9 @@ import argparse
 import shutil
 from typing import TYPE_CHECKING
 
-from shared.cli._common import add_json_arg, check_json, write_json
-from shared.cli._options import HTML
-from shared.core.files import check_output, write_output
+from shared.cli._common import add_json_arg, check_outputs, write_json
+from shared.cli._options import HTML, columns, non_empty
+from shared.core.files import write_output
 from shared.errors import SpecError
 
 if TYPE_CHECKING:  # the teaching tool is imported when a lesson runs, never by --help or a refusal
@@ -27,23 +27,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Each lesson extracts the relevant code from ports/torch, ports/keras, "
                     "ports/flax and ports/mlx (with ast, when run: it cannot drift from the ports), "
                     "and shows the catalogue's measured gap and the spec field that pins it.")
-    p.add_argument("name", nargs="?", help="one lesson (default: all); `--list` shows the names")
+    p.add_argument("name", type=non_empty, nargs="?",
+                   help="one lesson (default: all); `--list` shows the names")
     p.add_argument("--list", action="store_true", help="list the lessons and exit")
     p.add_argument("--no-measure", action="store_true", help="skip the gap measurements")
     p.add_argument("--rungs", action="store_true", help="only the table of which forward divergences "
                    "an equivalence test still catches at each precision rung (NAME: that entry's rows)")
     p.add_argument("--markdown", action="store_true", help="with --rungs: the table in Markdown, as "
                    "docs/teaching.md shows it")
-    p.add_argument("--width", type=int, help="output width (default: the terminal's, at least 150)")
+    p.add_argument("--width", type=columns, help="output width (default: the terminal's, at least 150)")
     add_json_arg(p, "one object per lesson", "existing --json/--html files")
     HTML.add(p, "the code side by side with highlighting, the measured gaps and the rosetta table")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    check_json(args)
-    if args.html:
-        check_output(args.html, args.force)
+    check_outputs(args)
     from shared.teaching import detectability
     from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
 

@@ -11,11 +11,12 @@ import numpy as np
 
 from ports import PORTS, create_port
 from shared.cli._common import add_spec_args, print_note, resolve_model, save_npy
-from shared.cli._options import DEVICE, FORCE, INPUT, add_precision
+from shared.cli._options import DEVICE, FORCE, INPUT, add_precision, non_empty
 from shared.core import reference
 from shared.core.equivalence import first_nonfinite, nonfinite_message
 from shared.core.files import check_output
 from shared.core.inputs import load_images, probe_batch
+from shared.core.paths import check_distinct, check_suffix
 from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, InputError
 
@@ -26,11 +27,12 @@ HELP = "logits of one port (or the reference) on canonical inputs"
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("logits", help=HELP)
     add_spec_args(parser)
-    parser.add_argument("--framework", required=True, help=f"one of: reference, {', '.join(PORTS)}")
+    parser.add_argument("--framework", type=non_empty, required=True,
+                        help=f"one of: reference, {', '.join(PORTS)}")
     INPUT.add(parser)
     DEVICE.add(parser)
     add_precision(parser)
-    parser.add_argument("--out", required=True, help="output .npy path")
+    parser.add_argument("--out", type=non_empty, required=True, help="output .npy path")
     FORCE.add(parser, "an existing --out file")
     parser.set_defaults(run=run)
 
@@ -44,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if args.framework == "reference" and precision.rung != "float32":
         raise FrameworkUnavailable(f"the reference computes in float64 only, not at {precision.rung}; "
                                    "drop --dtype/--precision/--allow-tf32 for it")
+    check_distinct({"--out": args.out}, {"--weights": args.weights, "--input": args.input})
     check_output(args.out, args.force)
+    check_suffix("--out", args.out, (".npy",), "the logits")
     model = resolve_model(args)
     print_note(model.note)
     images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)

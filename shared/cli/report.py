@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from shared.cli._options import ALLOW_MIXED, CHART, CSV, FORCE, HTML, JSON, RANK_BY
+from shared.cli._options import ALLOW_MIXED, CHART, CSV, FORCE, HTML, JSON, RANK_BY, non_empty
 from shared.core.terminal import printable
 from shared.errors import InputError, PortbenchError
 
@@ -21,7 +21,7 @@ HELP = "merge timing result files into one table and chart"
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("report", help=HELP,
                             description=__doc__)
-    parser.add_argument("files", nargs="+", metavar="RESULTS.json")
+    parser.add_argument("files", type=non_empty, nargs="+", metavar="RESULTS.json")
     JSON.add(parser, "the merged results")
     CSV.add(parser)
     CHART.add(parser)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT
+from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT, non_empty
 from shared.core.files import check_output, write_output
+from shared.core.paths import check_suffix
 from shared.core.presets import PRESETS, resolve_spec
 from shared.core.summary import layer_table
 from shared.core.terminal import format_table
@@ -21,15 +22,16 @@ HELP = "show a spec, its derived quantities and layer table; or read one from yo
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("spec", help=HELP)
-    parser.add_argument("name", nargs="?", help="preset name, spec file or JSON document "
+    parser.add_argument("name", type=non_empty, nargs="?", help="preset name, spec file or JSON document "
                         f"(presets: {', '.join(PRESETS)})")
     SET.add(parser)
     parser.add_argument("--json", action="store_true", help='print {"spec": ..., "derived": ...}')
-    parser.add_argument("--from-model", metavar="FILE.py:NAME",
+    parser.add_argument("--from-model", type=non_empty, metavar="FILE.py:NAME",
                         help="read the spec from your model (NAME: a class or function called with no "
                              "arguments); each field is printed with its source")
     MODEL_FRAMEWORK.add(parser, note="with --from-model")
-    parser.add_argument("--out", metavar="FILE.toml|FILE.json", help="with --from-model: write the spec here")
+    parser.add_argument("--out", type=non_empty, metavar="FILE.toml|FILE.json",
+                        help="with --from-model: write the spec here")
     FORCE.add(parser, "an existing --out file")
     TIMEOUT.add(parser, default=300.0)
     parser.set_defaults(run=run)
@@ -76,8 +78,7 @@ def run_from_model(args: argparse.Namespace) -> int:
         raise InputError("spec --from-model reads the spec from your model: drop the spec name / --json")
     out = Path(args.out) if args.out else None
     if out is not None:
-        if out.suffix.lower() not in (".toml", ".json"):
-            raise InputError(f"--out {str(out)!r}: expected a .toml or .json spec file")
+        check_suffix("--out", out, (".toml", ".json"), "the spec")
         check_output(out, args.force)  # before the worker, not after
     proposal = propose_user_spec(args.from_model, args.framework, args.timeout)
     try:  # refused (blocks read without their heads): every field is still shown, nothing written

@@ -34,11 +34,12 @@ from shared.cli._options import (
     THREADS,
     TIMEOUT,
     add_precision,
+    non_empty,
 )
 from shared.cli._outputs import output_paths, write_outputs
 from shared.core.precision import from_args
 from shared.core.terminal import wrapped
-from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
+from shared.errors import FrameworkUnavailable, InputError, PortbenchError, SpecError
 
 ORDER = 40
 HELP = "time every port fairly, phase by phase"
@@ -78,7 +79,7 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     RANK_BY.add(parser)
     parser.add_argument("--wide", action="store_true",
                         help="every column (default: a table that fits 100 columns)")
-    parser.add_argument("--mode", dest="force_modes", action="append", default=[],
+    parser.add_argument("--mode", type=non_empty, dest="force_modes", action="append", default=[],
                         metavar="[FRAMEWORK=]NAME",
                         help="run this port mode instead of measuring which is fastest (repeatable; "
                              "a bare NAME: every port that offers it; docs/timing.md, 'Modes')")
@@ -91,7 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     SPEC.add(parser, note="default: with --model, the spec read from your model; else archive-torch")
     SET.add(parser)
-    parser.add_argument("--factorial", nargs=2, metavar=("SPEC_A", "SPEC_B"),
+    parser.add_argument("--factorial", type=non_empty, nargs=2, metavar=("SPEC_A", "SPEC_B"),
                         help="run both specs with every framework and split the time gap into a "
                              "spec effect and a framework effect")
     add_timing_arguments(parser)
@@ -228,13 +229,18 @@ def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: d
 
 def run(args: argparse.Namespace) -> int:
     from ports import parse_frameworks, rung_refusal
+    from shared.cli._common import check_model_options
     from shared.core.presets import resolve_spec
 
+    check_model_options(args)
     parse_frameworks(args.frameworks, ())  # an unknown name is refused before any tool is imported
     if args.factorial:
         if args.spec or args.set:
             raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
         specs = [resolve_spec(s) for s in args.factorial]
+        if specs[0].spec_hash == specs[1].spec_hash:
+            raise SpecError(f"--factorial {args.factorial[0]} {args.factorial[1]}: both name one spec "
+                            f"({specs[0].spec_hash}); the split needs two different specs")
     elif getattr(args, "model", None) and not args.spec:  # the spec read from the user's model
         from shared.cli._common import spec_from_model
 
@@ -246,6 +252,9 @@ def run(args: argparse.Namespace) -> int:
                                             lambda n: rung_refusal(n, configs[0].precision, args.device))
     if missing and not frameworks and not configs[0].user:  # as `verify` refuses it, before any worker
         raise FrameworkUnavailable(f"no framework could run here: {missing[0]['reason']}")
+    if args.factorial and len(frameworks) < 2:  # the framework effect is a difference between two
+        raise InputError(f"--factorial needs at least two frameworks that run here; got "
+                         f"{', '.join(frameworks) or 'none'}")
     from shared.measure import output, schema
     from shared.measure.environment import host_record, utc_now
     from shared.measure.guard import ranking_record

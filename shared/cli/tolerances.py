@@ -16,13 +16,16 @@ import argparse
 import datetime
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from ports import NATIVE, parse_frameworks
-from shared.cli._common import installed_ports, write_json
-from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT
+from shared.cli._common import installed_ports
+from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, non_empty
 from shared.cli.time import parse_list
-from shared.core.files import check_output, read_text, write_output
+from shared.core.documents import unique_keys
+from shared.core.files import Outputs, check_output, read_text
+from shared.core.paths import check_distinct
 from shared.core.precision import LOW_RUNGS, RUNGS
 from shared.core.presets import PRESETS
 from shared.core.tolerance import FLOOR_FRACTION, MARGIN
@@ -30,21 +33,20 @@ from shared.errors import InputError
 
 ORDER = 45
 HELP = "measure every rung of the precision ladder against float64"
-SCHEMA = "portbench.tolerances/2"
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("tolerances", help=HELP)
-    parser.add_argument("--presets", help="comma-separated (default: every preset)")
+    parser.add_argument("--presets", type=non_empty, help="comma-separated (default: every preset)")
     FRAMEWORKS.add(parser, note="default: every installed native port")
-    parser.add_argument("--rungs", help=f"comma-separated, of {','.join(RUNGS)} "
+    parser.add_argument("--rungs", type=non_empty, help=f"comma-separated, of {','.join(RUNGS)} "
                                         f"(default: {','.join(LOW_RUNGS)}; tf32 needs --device cuda)")
     DEVICE.add(parser)
     TIMEOUT.add(parser, default=3600.0)
-    parser.add_argument("--from", dest="sources", action="append", metavar="JSON",
+    parser.add_argument("--from", type=non_empty, dest="sources", action="append", metavar="JSON",
                         help="measure nothing: read a --json file of an earlier run (once per path)")
-    parser.add_argument("--markdown", help="write the measurements as a Markdown page here")
+    parser.add_argument("--markdown", type=non_empty, help="write the measurements as a Markdown page here")
     JSON.add(parser, "every measurement")
     FORCE.add(parser)
     parser.set_defaults(run=run)
@@ -63,20 +65,37 @@ def arithmetic_path() -> str:
 
 
 def _load(path: str) -> tuple[str, list[Any], list[dict[str, Any]]]:
-    from shared.runtime.ladder import Measured
+    """(the path's label, its entries, its pairs) of a `--json` file, read through its record
+    (shared/runtime/ladder.LadderFile): a field of the wrong type or value is one line naming it."""
+    from shared.core.data_record import read_value, required, stored_fields
+    from shared.core.record import field_types
+    from shared.runtime.ladder import SCHEMA, LadderFile
 
+    where, foreign = f"--from {path!r}", f"--from {path!r}: not a `compare.py tolerances --json` file"
+    text = read_text(path, "--from file")
     try:
-        document = json.loads(read_text(path, "--from file"))
-        if document.get("schema") != SCHEMA:
-            raise InputError(f"--from {path!r}: schema {document.get('schema')!r}, expected {SCHEMA!r} "
-                             "(written by `compare.py tolerances --json`)")
-        entries = [Measured.from_dict(e, f"--from {path!r}: entries[{i}]", InputError)
-                   for i, e in enumerate(document["entries"])]
-        return str(document["path"]), entries, list(document["pairwise"])
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"--from {path!r}: not a `compare.py tolerances --json` file ({exc})") from None
+        document = json.loads(text, object_pairs_hook=unique_keys(where, InputError))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{foreign} (not JSON: {exc.msg} at line {exc.lineno})") from None
+    except (RecursionError, ValueError):  # nesting beyond the recursion limit, a 5000-digit integer
+        raise InputError(f"{foreign} (nested too deeply or an integer too long to read)") from None
+    if not isinstance(document, dict):
+        raise InputError(f"{foreign} (a JSON {type(document).__name__}, expected an object)")
+    if document.get("schema") != SCHEMA:
+        raise InputError(f"{where}: schema {document.get('schema')!r:.60}, expected {SCHEMA!r} "
+                         "(written by `compare.py tolerances --json`)")
+    stored, types = stored_fields(LadderFile), field_types(LadderFile)
+    known = [key for _, key in stored]
+    lacking = [key for f, key in stored if required(f) and key not in document]
+    unknown = sorted(str(key) for key in document if key not in known)
+    if lacking or unknown:
+        raise InputError(f"{foreign} (it lacks the field {lacking[0]!r})" if lacking else
+                         f"{foreign} (it has the unknown field {unknown[0]!r:.40}; expected some of: "
+                         f"{', '.join(known)})")
+    # each field named as `--from 'FILE': entries[0].rung`, as a results file's are (schema.validate)
+    ladder = LadderFile(**{f.name: read_value(types[f.name], document[key], f"{where}: {key}", InputError)
+                           for f, key in stored})
+    return ladder.path, ladder.entries, [p.to_dict() for p in ladder.pairwise]
 
 
 def _print(label: str, measured: list[Any]) -> None:
@@ -93,19 +112,37 @@ def _print(label: str, measured: list[Any]) -> None:
         print(f"  {rung!r}: ({low:.2f}, {high:.2f})")
 
 
-def run(args: argparse.Namespace) -> int:
-    from shared.runtime.ladder import markdown, measure
-
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Before any work: each output its own file, none of them a `--from` file, each writable;
+    `--json` only for a run that measures (with `--from` there is nothing new to keep)."""
+    if args.sources and args.json:
+        raise InputError(f"--json {args.json!r} keeps a measured run, and with --from nothing is "
+                         "measured: drop --json (or --from)")
+    check_distinct({"--markdown": args.markdown, "--json": args.json})
     for path in (args.markdown, args.json):
         if path:
+            if any(Path(path).resolve() == Path(f).resolve() for f in args.sources or ()):
+                raise InputError(f"output {path!r} is one of the --from files; choose another name")
             check_output(path, args.force)
+
+
+def run(args: argparse.Namespace) -> int:
+    from shared.runtime.ladder import SCHEMA, LadderFile, markdown, measure
+
+    _check_outputs(args)
     today = datetime.date.today().isoformat()
+    outputs: dict[str, bytes] = {}
     if args.sources:
-        paths = {}
-        for source in args.sources:
+        paths, read_from = {}, {}
+        for source in args.sources:  # every file read and checked before anything is printed
             label, measured, pairs = _load(source)
-            _print(label, measured)
+            if label in read_from:  # one would silently replace the other on the page
+                raise InputError(f"--from {source!r} measured the path {label!r:.80} as {read_from[label]!r} "
+                                 "did: give one file per arithmetic path")
+            read_from[label] = source
             paths[label] = (measured, pairs)
+        for label, (measured, _) in paths.items():
+            _print(label, measured)
     else:
         presets = list(parse_list(args.presets or ",".join(PRESETS), tuple(PRESETS), "preset"))
         rungs = parse_list(args.rungs or ",".join(LOW_RUNGS), RUNGS, "rung")
@@ -117,7 +154,12 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             document = {"schema": SCHEMA, "date": today, "path": label,
                         "entries": [m.to_dict() for m in measured], "pairwise": pairs}
-            write_json(args.json, document, args.force)
+            LadderFile.from_dict(document, "tolerances being written", InputError)  # as --from reads it
+            outputs[args.json] = (json.dumps(document, indent=2) + "\n").encode()
     if args.markdown:
-        write_output(args.markdown, markdown(paths, today).encode(), force=args.force)
+        outputs[args.markdown] = markdown(paths, today).encode()
+    with Outputs(args.force) as staged:  # every output, or none
+        for path, data in outputs.items():
+            staged.add(path, data)
+        staged.publish()
     return 0

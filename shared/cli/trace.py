@@ -9,14 +9,15 @@ from ports import parse_frameworks
 from shared.cli._common import (
     add_json_arg,
     add_model_args,
-    check_json,
+    check_model_options,
+    check_outputs,
     installed_ports,
     load_model,
     load_user_model,
     write_json,
 )
 from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
-from shared.core.files import check_output, write_output
+from shared.core.files import write_output
 from shared.core.precision import from_args
 
 ORDER = 61
@@ -40,10 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_json(args)
+    check_model_options(args)
+    check_outputs(args)
     precision = from_args(args)
-    if args.html:
-        check_output(args.html, args.force)
     # the frameworks are read before the tracing tool is imported or any model is run: a refused
     # name costs nothing; 'reference' (always traced) is dropped, and with --model none is a default
     offered = () if args.model else installed_ports()

@@ -12,7 +12,19 @@ from typing import Any
 
 import numpy as np
 
-from shared.cli._options import EPOCHS, FORCE, JSON, RECIPE, RSET, SEEDS, SET, SPEC, THREADS, add_precision
+from shared.cli._options import (
+    EPOCHS,
+    FORCE,
+    JSON,
+    RECIPE,
+    RSET,
+    SEEDS,
+    SET,
+    SPEC,
+    THREADS,
+    add_precision,
+    non_empty,
+)
 from shared.core.budget import check_fits, check_work
 from shared.core.files import Outputs
 from shared.core.paths import check_distinct, check_output, inside, output_path
@@ -35,13 +47,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     SET.add(p)
     RECIPE.add(p)
     RSET.add(p)
-    p.add_argument("--framework", default="torch", help="torch | keras | flax | mlx (default torch)")
+    p.add_argument("--framework", type=non_empty, default="torch",
+                   help="torch | keras | flax | mlx (default torch)")
     SEEDS.add(p, "0", default="0")
-    p.add_argument("--data", help="quadrant | digits | mnist:PATH.npz (default per preset)")
+    p.add_argument("--data", type=non_empty, help="quadrant | digits | mnist:PATH.npz (default per preset)")
     EPOCHS.add(p)
     JSON.add(p)
-    p.add_argument("--png", help="curves PNG path (default: beside --json)")
-    p.add_argument("--checkpoints", help="checkpoint folder (default runs/<spec>-<framework>)")
+    p.add_argument("--png", type=non_empty, help="curves PNG path (default: beside --json)")
+    p.add_argument("--checkpoints", type=non_empty,
+                   help="checkpoint folder (default runs/<spec>-<framework>)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints' last epoch")
     FORCE.add(p, "existing --json/--png files and start over existing checkpoints")
     THREADS.add(p)

@@ -12,7 +12,8 @@ from shared.cli._common import (
     add_json_arg,
     add_spec_args,
     add_user_model_args,
-    check_json,
+    check_model_options,
+    check_outputs,
     installed_ports,
     resolve_model,
     user_options,
@@ -73,6 +74,8 @@ def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeo
 
 
 def run(args: argparse.Namespace) -> int:
+    check_model_options(args)
+    check_outputs(args)
     if args.model:
         return run_user_model(args)
     frameworks = parse_frameworks(args.frameworks, installed_ports(), reference=True)
@@ -98,7 +101,6 @@ def run_user_model(args: argparse.Namespace) -> int:
     --frameworks); spec contradictions first; on a gap, diagnose's finding."""
     from shared.teaching.user_check import check_user
 
-    check_json(args)
     spec = user_spec(args)
     frameworks = [f for f in parse_frameworks(args.frameworks, (), reference=True)
                   if f != "reference"]  # only if named

@@ -133,8 +133,18 @@ def _name_key(path: Path) -> str:
     return os.path.join(os.path.realpath(parent), path.name)
 
 
-def check_distinct(outputs: dict[str, str | Path | None]) -> None:
-    """Refuse, before any work, two outputs of one run that name the same file (--json == --csv)."""
+def check_suffix(option: str, path: str | Path, suffixes: tuple[str, ...], what: str) -> None:
+    """Refuse an output named with another suffix than what it holds (`--out logits.json` would be
+    .npy bytes under a JSON name)."""
+    if Path(path).suffix.lower() not in suffixes:
+        raise InputError(f"{option} {str(path)!r}: expected a {' or '.join(suffixes)} file ({what})")
+
+
+def check_distinct(outputs: dict[str, str | Path | None],
+                   inputs: dict[str, str | Path | None] | None = None) -> None:
+    """Refuse, before any work, two outputs of one run that name the same file (--json == --csv),
+    and an output that names a file the run reads (--out == --weights: --force would replace the
+    run's own input with its result)."""
     seen: dict[str, str] = {}
     for option, path in outputs.items():
         if path is None:
@@ -144,6 +154,11 @@ def check_distinct(outputs: dict[str, str | Path | None]) -> None:
             raise InputError(f"{seen[key]} and {option} both name {str(path)!r}: one output of a run "
                              "would replace another; give each its own file")
         seen[key] = option
+    for option, path in (inputs or {}).items():
+        key = None if path is None else os.path.normcase(os.path.realpath(path))
+        if key in seen:
+            raise InputError(f"{seen[key]} names {str(path)!r}, the {option} file this run reads: an output "
+                             "never replaces the run's own input; give it another name")
 
 
 def existing_kind(path: Path) -> str | None:

@@ -97,11 +97,14 @@ def _matches(name: str, suffixes: tuple[str, ...]) -> bool:
 
 
 def audit_source(text: str, filename: str = "<source>") -> list[Finding]:
-    """Calls in `text` that leave a divergent framework default in place."""
+    """Calls in `text` that leave a divergent framework default in place; a file that is not
+    Python is refused in one line (it is the input that is wrong, not a default it uses)."""
     try:
         tree = ast.parse(text, filename=filename)
-    except SyntaxError as exc:
-        return [Finding(f"{filename}:{exc.lineno}", "source", f"cannot be parsed: {exc.msg}")]
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte in the text
+        where = f"line {exc.lineno}: " if getattr(exc, "lineno", None) else ""
+        why = getattr(exc, "msg", exc)
+        raise InputError(f"--source {filename}: not Python source ({where}{why})") from None
     findings: list[Finding] = []
     called: set[int] = set()
     for node in ast.walk(tree):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shared import REPO_ROOT
 from shared.core.files import open_user_file, read_text
 from shared.core.reference import token_tap
 from shared.core.spec import ModelSpec
@@ -56,7 +57,20 @@ def check_model_argument(text: str) -> str:
 def worker_framework(reference: str, framework: str | None) -> str:
     """The registry entry the worker starts as (its environment, e.g. KERAS_BACKEND): --framework,
     else the guess (`framework_guess`)."""
-    return framework or framework_guess(reference)[0]
+    return user_entry(framework) if framework else framework_guess(reference)[0]
+
+
+def user_entry(framework: str) -> str:
+    """`--framework` for a user's model: a registry entry whose port reads a model of its own
+    (ports/<port>/user.py), refused in one line before any worker starts."""
+    from ports import PORTS
+
+    entries = [name for name, entry in PORTS.items()
+               if (REPO_ROOT / entry.module.replace(".", "/") / "user.py").is_file()]
+    if framework not in entries:
+        raise InputError(f"--framework {framework!r}: expected one of {', '.join(entries)} (the frameworks "
+                         "a model of your own runs in)")
+    return framework
 
 
 def framework_guess(reference: str) -> tuple[str, str]:
@@ -147,7 +161,7 @@ def run_user(reference: str, spec: ModelSpec, images: np.ndarray, *, framework: 
     loaded = load_weights(weights, spec) if weights else None
     job = {**user_job(spec, framework=framework, layout=layout, output=output, weights=weights,
                       rules=rules, taps=taps), "model": reference}
-    entry, guess = (framework, "") if framework else framework_guess(reference)
+    entry, guess = (user_entry(framework), "") if framework else framework_guess(reference)
     note = None
     with tempfile.TemporaryDirectory(prefix="portbench-user-") as tmp:
         np.save(Path(tmp) / "x.npy", images)
