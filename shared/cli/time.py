@@ -35,6 +35,8 @@ from shared.cli._options import (
     TIMEOUT,
     add_precision,
     non_empty,
+    non_negative_int,
+    positive_int,
 )
 from shared.cli._outputs import output_paths, write_outputs
 from shared.core.precision import from_args
@@ -57,11 +59,13 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     DEVICE.add(parser, default="auto")
     MODES.add(parser, default=",".join(MODES_TIMED))
     BUDGET.add(parser, default=budget)
-    parser.add_argument("--min-repeats", type=int, default=5, help="repeats per phase, at least (default 5)")
-    parser.add_argument("--max-repeats", type=int, default=max_repeats,
+    parser.add_argument("--min-repeats", type=positive_int, default=5,
+                        help="repeats per phase, at least (default 5)")
+    parser.add_argument("--max-repeats", type=positive_int, default=max_repeats,
                         help=f"repeats per phase, at most (default {max_repeats})")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed calls before repeats (default 2)")
-    parser.add_argument("--eval-batches", type=int, default=eval_batches,
+    parser.add_argument("--warmup", type=non_negative_int, default=2,
+                        help="untimed calls before repeats (default 2)")
+    parser.add_argument("--eval-batches", type=positive_int, default=eval_batches,
                         help=f"batches per evaluation pass (default {eval_batches})")
     PROCESSES.add(parser, "fresh workers per framework; a row is ranked only where every round puts it in "
                   "the same place and no round was contended; two are the fewest that can disagree",
@@ -141,11 +145,6 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     if args.rank_by not in RANK_METRICS:
         raise PortbenchError(f"unknown ranking metric {args.rank_by!r}; expected one of: "
                              f"{', '.join(RANK_METRICS)}")
-    for name in ("min_repeats", "max_repeats", "eval_batches", "processes"):
-        if getattr(args, name) < 1:
-            raise PortbenchError(f"--{name.replace('_', '-')} is {getattr(args, name)}, expected >= 1")
-    if args.warmup < 0 or args.budget < 0 or args.timeout <= 0:
-        raise PortbenchError("--warmup and --budget must be >= 0 and --timeout > 0")
     from shared.core.budget import check_fits, check_work
 
     for name in ("min_repeats", "max_repeats", "warmup", "eval_batches", "processes", "budget"):
