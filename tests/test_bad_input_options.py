@@ -27,6 +27,7 @@ BAD = [
     ("--device", "tpu", "argument --device: invalid choice: 'tpu'"),
     ("--timeout", "-5", "argument --timeout: -5 is not a number > 0"),
     ("--weights", "", "argument --weights: '' is empty; expected a value"),  # not read as left out
+    ("--warmup", "-1", "argument --warmup: -1 is not a whole number >= 0"),  # named no value
 ]
 
 
