@@ -213,6 +213,8 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
     (["verify", "--spec", "quadrant", "--frameworks", "torch,torch"],
      "--frameworks 'torch,torch' names 'torch' twice"),  # ran, and was shown, twice
     (["time", "--factorial", "quadrant", "quadrant"], "both name one spec"),
+    (["train", "--spec", "quadrant", "--rset", "max_epochs=3", "--epochs", "1"],
+     "--epochs and --rset max_epochs both set the epochs"),  # --epochs silently won
     (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],
      "--factorial needs at least two frameworks that run here; got torch"),  # said so after the run
 ])
