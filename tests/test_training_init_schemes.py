@@ -92,5 +92,6 @@ def test_quadrant_noise_and_contrast() -> None:
     assert abs(float(data.train.images.std()) - 0.66) < 0.05  # sqrt(0.5^2 + 1/4 * 3/4)
     with pytest.raises(InputError, match="option 'blur=1' is not noise=N or contrast=C"):
         load_dataset("quadrant:blur=1", spec, 0.2, 0)
-    with pytest.raises(InputError, match="noise = '-1', expected a number >= 0"):
-        load_dataset("quadrant:noise=-1", spec, 0.2, 0)
+    for bad in ("-1", "1e308"):  # 1e308 overflowed into NaN images, named as the input's fault
+        with pytest.raises(InputError, match=f"noise = '{bad}', expected a number from 0 to 1000"):
+            load_dataset(f"quadrant:noise={bad}", spec, 0.2, 0)

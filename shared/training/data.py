@@ -23,6 +23,7 @@ from shared.core.spec import ModelSpec
 from shared.errors import InputError
 
 QUADRANT_NOISE = 0.1  # background noise std
+QUADRANT_LIMIT = 1e3  # the largest noise or contrast: images are about [0, 1], and float32 holds 1e3 squared
 QUADRANT_CONTRAST = 1.0  # what the bright quadrant adds
 
 
@@ -86,8 +87,9 @@ def quadrant_options(name: str) -> dict[str, float]:
             value = float(raw)
         except ValueError:
             value = float("nan")
-        if not np.isfinite(value) or value < 0:
-            raise InputError(f"--data {name!r}: {key.strip()} = {raw!r}, expected a number >= 0")
+        if not 0 <= value <= QUADRANT_LIMIT:  # NaN fails; 1e308 overflowed into NaN images
+            raise InputError(f"--data {name!r}: {key.strip()} = {raw!r}, expected a number from 0 to "
+                             f"{QUADRANT_LIMIT:g}")
         options[key.strip()] = value
     return options
 
