@@ -1,8 +1,10 @@
-"""Class 3 of issue 33, configs that lie: a Transformers or timm config.json whose value has the
+"""Class 3 of issue 33, configs that lie: a Transformers, timm or keras-hub config whose value has the
 wrong type (a string, null, NaN where a number goes, 0 where a boolean goes), is zero or out of
 bounds (a zero patch, zero heads) or would have been coerced (`ref_feat_shape: "14"` read as the
-grid [1, 4], an image size of 8.9 read as 8); a tensor whose rank contradicts its role (a 1-D
-position table, a 3-D patch kernel); and a Transformers config that names custom code (`auto_map`).
+grid [1, 4], an image size of 8.9 read as 8) or contradicts the tensors or itself (timm's
+`model_args.depth` against the blocks, `model_args.global_pool` against `global_pool`); a tensor whose
+rank contradicts its role (a 1-D position table, a 3-D patch kernel); and a Transformers config that
+names custom code (`auto_map`).
 
 Each is `convert --from ...` ending in one `error:` line naming the checkpoint's own key (or
 tensor) and value, exit 2, no traceback, and no output written. The checkpoints are tiny ones
@@ -40,22 +42,32 @@ SPECS = {  # base -> (format, the spec it is exported from)
     "big_vision": ("big_vision", dict(TINY, class_token=False, pos_embed_class_row=False, pooling="mean",
                                       activation="gelu_tanh")),
     "torchvision": ("torchvision", TINY),
+    "timm-vit": ("timm", TINY),
+    "keras_hub": ("keras_hub", TINY),  # ViTImageClassifier: task.json around its backbone's config
+    "keras_hub-backbone": ("keras_hub", dict(TINY, num_classes=0)),  # ViTBackbone: config.json
+    "keras_hub-dinov2": ("keras_hub", dict(TINY, layer_scale=True, num_classes=0, registers=2,
+                                           pos_embed_register_rows=False)),
+    "keras_hub-clip": ("keras_hub", dict(TINY, num_classes=0, norm_before_blocks=True, patch_bias=False,
+                                         activation="quick_gelu", layer_norm_eps=1e-5)),
 }
 WEIGHTS = {"hf": "model.safetensors", "timm": "m.safetensors", "big_vision": "m.npz",
            "torchvision": "m.safetensors"}
+FOLDERS = ("hf", "keras_hub")  # formats whose checkpoint is a folder their exporter writes
 
 
 def _write(folder: Path, fmt: str, spec: ModelSpec) -> None:
-    """The checkpoint as the library saves it: an hf save_pretrained folder; a timm state dict with
-    the config.json push_to_hub writes (`model_args`: the kwargs that build it); a big_vision tree."""
-    if fmt == "hf":
+    """The checkpoint as the library saves it: an hf save_pretrained folder; a keras-hub
+    save_to_preset folder; a timm state dict with the config.json push_to_hub writes (`model_args`:
+    the kwargs that build it); a big_vision tree."""
+    if fmt in FOLDERS:
         export_checkpoint(fmt, spec, init_weights(spec), folder)
         return
     folder.mkdir()
     export_checkpoint(fmt, spec, init_weights(spec), folder / WEIGHTS[fmt])
     if fmt == "timm":
         kwargs = target(spec)[1]
-        config = {"architecture": "eva_tiny", "num_classes": spec.num_classes,
+        arch = "eva_tiny" if spec.rope != "none" else "vit_tiny"
+        config = {"architecture": arch, "num_classes": spec.num_classes,
                   "global_pool": kwargs["global_pool"], "model_args": kwargs,
                   "pretrained_cfg": {"input_size": [spec.channels, spec.image_height, spec.image_width]}}
         (folder / "config.json").write_text(json.dumps(config))
@@ -71,7 +83,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _argv(base: str) -> list[str]:
     fmt = SPECS[base][0]
-    source = ["--in", "."] if fmt == "hf" else ["--in", WEIGHTS[fmt]]
+    source = ["--in", "."] if fmt in FOLDERS else ["--in", WEIGHTS[fmt]]
     extra = {"timm": ["--config", "config.json"], "torchvision": ["--set", "heads=2"]}.get(fmt, [])
     return ["convert", "--from", fmt, *source, *extra, "--out", "w.safetensors"]
 
@@ -82,14 +94,20 @@ def _copy(bases: Path, base: str, tmp_path: Path) -> Path:
     return folder
 
 
+def _config_file(base: str) -> str:
+    """The config the reader reads: a keras-hub preset's task.json when it has a task."""
+    return "task.json" if base == "keras_hub" else "config.json"
+
+
 DELETED = object()
-READ_WITHOUT = {"pretrained_cfg.input_size": "model_args.img_size"}  # a key timm reads only without another
+READ_WITHOUT = {"pretrained_cfg.input_size": "model_args.img_size",  # a key timm reads only without another
+                "global_pool": "model_args.global_pool"}
 
 
-def _set(folder: Path, key: str, value: Any) -> None:
+def _set(folder: Path, key: str, value: Any, file: str = "config.json") -> None:
     """The config with `key` (dotted for a nested one) set to `value` (or removed: `DELETED`),
     written as JSON (NaN as Python's json writes it, which JSON readers, portbench's included, accept)."""
-    config = json.loads((folder / "config.json").read_text())
+    config = json.loads((folder / file).read_text())
     *parents, last = key.split(".")
     node = config
     for part in parents:
@@ -98,7 +116,7 @@ def _set(folder: Path, key: str, value: Any) -> None:
         del node[last]
     else:
         node[last] = value
-    (folder / "config.json").write_text(json.dumps(config))
+    (folder / file).write_text(json.dumps(config))
 
 
 @pytest.mark.parametrize("base", SPECS)
@@ -151,6 +169,52 @@ CONFIG_CASES = [  # (base, key, value, what the line says after "config KEY = VA
     ("timm-eva", "model_args.attn_pool_num_heads", 0,
      f"expected an integer or null, each number from 1 to 1,024 {sets('heads')}"),
     ("timm-eva", "architecture", ["qwen3_vit_88m_enc"], "expected text"),  # Qwen3-ViT's is known by it
+    # timm's VisionTransformer: each model_args key the reader reads is typed, and one the tensors state
+    # too is held to them; push_to_hub's global_pool is the pool of model_args' model
+    ("timm-vit", "global_pool", "x", "expected one of token | avg | map"),
+    ("timm-vit", "model_args.global_pool", "avg",
+     "contradicts config global_pool = 'token' (timm builds model_args' pool"),
+    ("timm-vit", "global_pool", "map", "the checkpoint has no tensor 'attn_pool.latent'"),
+    ("timm-vit", "model_args.depth", 5, "the tensors say depth = 1 (1 'blocks.*' blocks)"),
+    ("timm-vit", "model_args.depth", "1", f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("timm-vit", "model_args.embed_dim", 16, "the tensors say dim = 8 (tensor 'patch_embed.proj.weight'"),
+    ("timm-vit", "model_args.in_chans", 1, "the tensors say channels = 3"),
+    ("timm-vit", "model_args.patch_size", [2, 2], "the tensors say patch_height = 4, patch_width = 4"),
+    ("timm-vit", "model_args.mlp_ratio", "x", f"{NUMBER} {sets('mlp_dim')}"),
+    ("timm-vit", "model_args.mlp_ratio", 3.0, "the tensors say mlp_dim = 16"),
+    ("timm-vit", "model_args.qkv_bias", "x", f"{BOOLEAN} {sets('qkv_bias')}"),
+    ("timm-vit", "model_args.qkv_bias", False, "the tensors say qkv_bias = True"),
+    ("timm-vit", "model_args.class_token", False, "the tensors say class_token = True (presence of tensor"),
+    ("timm-vit", "model_args.reg_tokens", 2, "the tensors say registers = 0"),
+    ("timm-vit", "num_classes", 1000, "the tensors say num_classes = 2 (tensor 'head.weight')"),
+    ("timm-vit", "model_args.num_classes", True, f"{INTEGER} 0 to"),
+    # keras-hub: a preset's get_config() keys, by their paths in config.json or task.json
+    ("keras_hub-backbone", "config.num_layers", "x", f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("keras_hub-backbone", "config.num_layers", None, f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("keras_hub-backbone", "config.num_layers", [], f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("keras_hub-backbone", "config.num_layers", {}, f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("keras_hub-backbone", "config.num_layers", 2.5, f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("keras_hub-backbone", "config.num_heads", 0, f"{INTEGER} 1 to 1,024 {sets('heads')}"),
+    ("keras_hub-backbone", "config.num_heads", "2", f"{INTEGER} 1 to 1,024 {sets('heads')}"),
+    ("keras_hub-backbone", "config.hidden_dim", "x", f"{INTEGER} 1 to 65,536 {sets('dim')}"),
+    ("keras_hub-backbone", "config.mlp_dim", None, f"{INTEGER} 1 to 1,048,576 {sets('mlp_dim')}"),
+    ("keras_hub-backbone", "config.image_shape", [8, "8", 3], "expected a list of 3 integers"),
+    ("keras_hub-backbone", "config.patch_size", [4.5, 4], SIZE),
+    ("keras_hub-backbone", "config.layer_norm_epsilon", True, f"{NUMBER} {sets('layer_norm_eps')}"),
+    ("keras_hub-backbone", "config.layer_norm_epsilon", "x", f"{NUMBER} {sets('layer_norm_eps')}"),
+    ("keras_hub-backbone", "config.use_mha_bias", "false", f"{BOOLEAN} {sets('qkv_bias')}"),
+    ("keras_hub-backbone", "config.use_class_token", 1, f"{BOOLEAN} {sets('class_token')}"),
+    ("keras_hub", "config.backbone.config.num_layers", "x", f"{INTEGER} 1 to 1,024 {sets('depth')}"),
+    ("keras_hub", "config.backbone.config.num_heads", 0, f"{INTEGER} 1 to 1,024 {sets('heads')}"),
+    ("keras_hub", "config.pooling", [], f"expected one of token | gap {sets('pooling')}"),
+    ("keras_hub", "config.num_classes", "2", f"{INTEGER} 1 to"),
+    ("keras_hub", "config.num_classes", 5, "the checkpoint has 2, the columns of tensor 'predictions/kernel"),
+    ("keras_hub", "config.intermediate_dim", "x", "expected an integer or null"),
+    ("keras_hub-dinov2", "config.num_register_tokens", "2", f"{INTEGER} 0 to 1,024 {sets('registers')}"),
+    ("keras_hub-dinov2", "config.use_swiglu_ffn", "false", f"{BOOLEAN} {sets('mlp')}"),
+    ("keras_hub-dinov2", "config.intermediate_dim", 16.5, f"{INTEGER} 1 to 1,048,576 {sets('mlp_dim')}"),
+    ("keras_hub-clip", "config.intermediate_activation", None, f"expected text {sets('activation')}"),
+    ("keras_hub-clip", "config.patch_size", "4", SIZE),
 ]
 
 
@@ -161,7 +225,7 @@ def test_a_config_value_of_the_wrong_type_or_bounds_is_named_by_its_own_key(
     folder = _copy(bases, base, tmp_path)
     if key in READ_WITHOUT:
         _set(folder, READ_WITHOUT[key], DELETED)
-    _set(folder, key, value)
+    _set(folder, key, value, _config_file(base))
     line = refused(folder, *_argv(base), expect=expect)
     shown = "nan" if isinstance(value, float) and value != value else repr(value)
     assert line.startswith(f"error: config {key} = {shown}"), line

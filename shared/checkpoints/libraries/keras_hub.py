@@ -14,7 +14,9 @@ model.weights.h5, and task.json + task.weights.h5 for a task such as ViTImageCla
 
 The config's class picks the family (`FAMILIES`: ViT, DeiT, DINOv2, the SigLIP and CLIP image
 towers); a field the config omits takes the class's keyword default, and each default applied
-is printed.
+is printed. Each key a family reads is held to its row (`BACKBONE_KEYS`, `TASK_KEYS`) under its path
+in the file (`config.num_layers`; `config.backbone.config.num_layers` in task.json) before it is used,
+and a task's `num_classes` to its head's columns.
 
 Names are Keras' variable paths, `<layer path>/<variable name>` (`v.path`: what a Keras model
 names its variables in memory, so one table binds a preset and a live keras-hub object, as
@@ -107,9 +109,9 @@ import io
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -121,7 +123,7 @@ from shared.checkpoints.common import (
     require_plain_blocks,
     swiglu_width,
 )
-from shared.checkpoints.decoding import SIZE, Key, pair
+from shared.checkpoints.decoding import SIZE, Key, decode_config, pair
 from shared.checkpoints.live import Reading, module_of
 from shared.checkpoints.tensor_files import read_config
 from shared.core.files import write_folder
@@ -162,6 +164,8 @@ class Family:
     inert: tuple[str, ...] = ()  # saved, but no part of the function (keras-hub rebuilds or ignores them)
     extras: Callable[[ModelSpec, Raw], Raw] = field(default=lambda s, raw: {})  # inert ones export writes
     features: tuple[str, ...] = ()  # the spec's later features (common.LATER_FEATURES) it builds
+    keys: tuple[str, ...] = ()  # the backbone's get_config() keys it reads (BACKBONE_KEYS)
+    task_keys: tuple[str, ...] = ()  # the task's (TASK_KEYS)
 
 
 # ---- what the families share ---------------------------------------------------------------
@@ -172,13 +176,48 @@ NORM = ("gamma", "beta")
 DENSE = ("kernel", "bias")
 
 
-PATCH_SIZE = Key("patch_size", SIZE, ("patch_height", "patch_width"))  # one side, or [height, width]
+# Every get_config() key a family reads, its type as the JSON holds it and the spec fields it sets
+# (decoding.py's `Key`): held to it under its path in the file read (`config.num_layers` in
+# config.json, `config.backbone.config.num_layers` in task.json), before anything uses it.
+IMAGE_SHAPE = tuple[int, int, int]  # [height, width, channels]
+BACKBONE_KEYS: dict[str, Key] = {key.name: key for key in (
+    Key("image_shape", IMAGE_SHAPE, ("image_height", "image_width", "channels")),
+    Key("patch_size", SIZE, ("patch_height", "patch_width")),  # one side, or [height, width]
+    Key("num_layers", int, ("depth",)),
+    Key("num_heads", int, ("heads",)),
+    Key("hidden_dim", int, ("dim",)),
+    Key("mlp_dim", int, ("mlp_dim",)),  # ViT's
+    Key("intermediate_dim", int, ("mlp_dim",)),  # DeiT's, DINOv2's and the towers'
+    Key("layer_norm_epsilon", float, ("layer_norm_eps",)),
+    Key("use_mha_bias", bool, ("qkv_bias",)),
+    Key("use_mlp_bias", bool, ("bias_free",)),
+    Key("use_class_token", bool, ("class_token",)),
+    Key("use_patch_bias", bool, ("patch_bias",)),
+    Key("num_register_tokens", int, ("registers",), positive=False),  # DINOv2's
+    Key("use_mask_token", bool),
+    Key("use_swiglu_ffn", bool, ("mlp",)),
+    Key("position_embedding_shape", IMAGE_SHAPE, ("image_height", "image_width", "channels")),
+    Key("intermediate_activation", str, ("activation",)),  # the towers'
+    Key("intermediate_output_index", int | None, positive=False, at_most=1 << 10),  # CLIP's
+)}
+TASK_KEYS: dict[str, Key] = {key.name: key for key in (  # ViTImageClassifier's and DeiTImageClassifier's
+    Key("num_classes", int, ("num_classes",)),
+    Key("pooling", Literal["token", "gap"], ("pooling",)),
+    Key("activation", str | None),
+    Key("intermediate_dim", int | None, ("head_hidden",)),
+)}
+
+
+def decoded(config: dict[str, Any], path: str, names: tuple[str, ...],
+            table: dict[str, Key]) -> dict[str, Any]:
+    """The keys `names` of the object at `path` in the file read ('config.', 'config.backbone.config.'),
+    each held to its row in `table` under its whole path; an absent one is left out."""
+    values = decode_config(config, [replace(table[name], name=path + name) for name in names])
+    return {name.removeprefix(path): value for name, value in values.items()}
 
 
 def size_pair(value: Any) -> tuple[int, int]:
-    """A config's `patch_size` as (height, width), held to its key first: 8.9 is not a size of 8."""
-    if not PATCH_SIZE.holds(value):
-        raise PATCH_SIZE.refuse(value)
+    """A decoded `patch_size` as (height, width)."""
     return pair(value)
 
 
@@ -488,10 +527,15 @@ DEIT_GROUPS = {
 
 VIT = Family("ViTBackbone", "ViTImageClassifier", vit_rows, infer_vit, check_vit, vit_configs,
              layer_groups("transformer_block_", "encoder_layers/vi_t_encoder_block", 1, VIT_GROUPS),
-             lambda cfg: VIT_VARIABLES, task_layers=("predictions",))
+             lambda cfg: VIT_VARIABLES, task_layers=("predictions",),
+             keys=(*VIT_REQUIRED, "layer_norm_epsilon", "use_mha_bias", "use_mlp_bias", "use_class_token",
+                   "use_patch_bias"),
+             task_keys=("num_classes", "pooling", "activation", "intermediate_dim"))
 DEIT = Family("DeiTBackbone", "DeiTImageClassifier", deit_rows, infer_deit, check_deit, deit_configs,
               layer_groups("transformer_block_", "encoder_layers/dei_t_encoder_block", 1, DEIT_GROUPS),
-              lambda cfg: DEIT_VARIABLES, task_layers=("predictions",), features=("registers",))
+              lambda cfg: DEIT_VARIABLES, task_layers=("predictions",), features=("registers",),
+              keys=(*DEIT_REQUIRED, "layer_norm_epsilon", "use_mha_bias"),
+              task_keys=("num_classes", "pooling", "activation"))
 
 
 # ==== DINOv2 =========================================================================================
@@ -611,7 +655,8 @@ DINOV2_GROUPS = {
 }
 DINOV2 = Family("DINOV2Backbone", None, dinov2_rows, dinov2_infer, dinov2_check, dinov2_configs,
                 layer_groups("layers_", "layers/dinov2_layer", 0, DINOV2_GROUPS), dinov2_variables,
-                inert=DINOV2_INERT, extras=dinov2_extras, features=("registers", "layer_scale"))
+                inert=DINOV2_INERT, extras=dinov2_extras, features=("registers", "layer_scale"),
+                keys=(*DINOV2_REQUIRED, *DINOV2_DEFAULTS))
 
 
 # ==== SigLIP and CLIP ================================================================================
@@ -628,6 +673,12 @@ def tower_facts(inf: Inference, raw: Raw, cfg: dict[str, Any], kernel: str, bloc
         inf.fact(name, value, config_evidence(None))
     for name, value in PLAIN_FACTS.items():
         inf.fact(name, value, f"keras-hub {cls}'s architecture")
+
+
+def grid_cells(cfg: dict[str, Any]) -> int:
+    """The patches of the config's image (its position table's patch rows)."""
+    (ph, pw) = size_pair(cfg["patch_size"])
+    return (cfg["image_shape"][0] // ph) * (cfg["image_shape"][1] // pw)
 
 
 def check_tower(target: str, s: ModelSpec, eps: float) -> None:
@@ -683,7 +734,7 @@ def siglip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[
                         f"(expected {SIGLIP_EPS:g})")
     tower_facts(inf, raw, cfg, "embedding/patch_embedding/kernel", "encoder_block_{i}/layer_norm1/gamma",
                 "SigLIP")
-    rows = (int(cfg["image_shape"][0]) // int(cfg["patch_size"])) ** 2
+    rows = grid_cells(cfg)
     check_position_ids(raw, "embedding/position_ids", rows)
     facts = {"activation": activation, "layer_norm_eps": SIGLIP_EPS,
              "class_token": False, "pos_embed_class_row": False, "pooling": "map", "pool_qkv_bias": True,
@@ -748,7 +799,7 @@ def clip_infer(inf: Inference, raw: Raw, backbone: dict[str, Any], task: dict[st
                         "the spec's output is the pooled embedding alone (expected null)")
     tower_facts(inf, raw, cfg, "embedding/patch_embedding/kernel", "encoder_block_{i}/layer_norm_1/gamma",
                 "CLIP")
-    rows = (int(cfg["image_shape"][0]) // int(cfg["patch_size"])) ** 2 + 1
+    rows = grid_cells(cfg) + 1
     check_position_ids(raw, "embedding/position_ids", rows)
     facts = {"activation": activation, "layer_norm_eps": CLIP_EPS, "class_token": True,
              "pos_embed_class_row": True, "pooling": "cls", "patch_bias": False, "norm_before_blocks": True}
@@ -785,12 +836,14 @@ SIGLIP = Family("SigLIPVisionEncoder", None, lambda s: SIGLIP_ROWS, siglip_infer
                 siglip_configs,
                 layer_groups("encoder_block_", "layers/sig_lip_encoder_layer", 0, SIGLIP_GROUPS),
                 lambda cfg: SIGLIP_VARIABLES, inert=("embedding/position_ids",),
-                extras=lambda s, raw: position_ids("embedding/position_ids", s))
+                extras=lambda s, raw: position_ids("embedding/position_ids", s),
+                keys=(*TOWER_REQUIRED, "intermediate_activation", "layer_norm_epsilon", "image_shape"))
 CLIP = Family("CLIPVisionEncoder", None, lambda s: CLIP_ROWS, clip_infer, clip_check, clip_configs,
               layer_groups("encoder_block_", "layers/clip_encoder_layer", 0, CLIP_GROUPS),
               lambda cfg: CLIP_VARIABLES, inert=("embedding/position_ids",),
               extras=lambda s, raw: position_ids("embedding/position_ids", s),
-              features=("norm_before_blocks",))
+              features=("norm_before_blocks",),
+              keys=(*TOWER_REQUIRED, "intermediate_activation", "intermediate_output_index", "image_shape"))
 
 
 # ==== presets ========================================================================================
@@ -905,13 +958,14 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 
 def split_config(config: dict[str, Any] | None) -> tuple[Family, dict[str, Any], dict[str, Any] | None]:
     """A config.json (a backbone) or task.json (a task holding its backbone) -> the family, the
-    backbone's config and the task's (None for a backbone alone)."""
+    backbone's config and the task's (None for a backbone alone): the keys the family reads, each
+    decoded (`BACKBONE_KEYS`, `TASK_KEYS`)."""
     if not isinstance(config, dict) or not isinstance(config.get("config"), dict):
         raise SpecError("keras_hub config: expected a Keras serialised object ({'class_name': ..., "
                         "'config': {...}}), as save_to_preset writes config.json and task.json")
-    outer_config, inner, task = config, config["config"], None
+    outer_config, inner, task, path = config, config["config"], None, "config."
     if isinstance(inner.get("backbone"), dict):
-        task, inner = inner, inner["backbone"].get("config")
+        task, inner, path = inner, inner["backbone"].get("config"), "config.backbone.config."
         config = task["backbone"]
     name = config.get("class_name")
     family = FAMILIES.get(str(name))
@@ -922,13 +976,20 @@ def split_config(config: dict[str, Any] | None) -> tuple[Family, dict[str, Any],
         raise SpecError(f"keras_hub config class_name = {outer!r}: keras-hub {KERAS_HUB_VERSION} has no task "
                         f"around {name} that portbench converts (expected "
                         f"{family.task or 'its ' + str(name) + ' config.json'})")
-    return family, inner, task
+    backbone = decoded(outer_config, path, family.keys, BACKBONE_KEYS)
+    return family, backbone, None if task is None else decoded(outer_config, "config.", family.task_keys,
+                                                                TASK_KEYS)
 
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     family, backbone, task = split_config(config)
     inf = Inference(fmt)
     family.infer(inf, raw, backbone, task)
+    classes = inf.facts["num_classes"][0]
+    if task is not None and task.get("num_classes", classes) != classes:
+        head = f"{classes}, the columns of tensor 'predictions/kernel'" if classes else \
+            "no head: there is no tensor 'predictions/kernel'"
+        raise SpecError(f"config config.num_classes = {task['num_classes']}: the checkpoint has {head}")
     for name in LATER_FEATURES:  # what the family cannot build, stated as the export checks it
         if name not in family.features and name not in inf.facts:
             absent = 0 if name == "registers" else False

@@ -16,7 +16,9 @@ Not in a state dict, so asked for unless a timm config.json (`--config`) states 
 count (`num_heads`). Conventions applied without asking, each printed as a note: LayerNorm eps
 1e-6, exact GELU and, with a class token, timm's default pooling `global_pool='token'` (the class
 token; `--set pooling=mean` for 'avg'). The image size is read from the position
-table when its rows form a square grid; otherwise it is asked for.
+table when its rows form a square grid; otherwise it is asked for. A config key that states what the
+tensors state too (`STATED_KEYS`: `model_args.depth`, `embed_dim`, ...) must agree with them, and
+push_to_hub's `global_pool` (informational: timm builds `model_args.global_pool`) with model_args'.
 
 ## Eva
 
@@ -63,7 +65,7 @@ from shared.checkpoints.common import (
     square_grid,
     width_per_head,
 )
-from shared.checkpoints.decoding import Key, decode_config, pair, tensor_shape
+from shared.checkpoints.decoding import SIZE, Key, decode_config, pair, tensor_shape
 from shared.checkpoints.live import Reading, is_identity, module_of, size_of
 from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
 from shared.core.files import write_output
@@ -86,13 +88,14 @@ WRITES_FOLDER = False
 POOLS = {"token": "cls", "avg": "mean", "map": "map"}
 ACT_LAYERS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu",
               "swish": "silu"}  # timm's get_act_layer names -> the spec's
+GLOBAL_POOLS = ("token", "avg", "map", "avgmax", "max", "merge", "")  # timm's (Qwen3-ViT's 'merge')
 # The keys of a timm config.json (push_to_hub's; `pretrained_cfg` as timm writes it) that state what
-# a state dict does not; the rest are left to the tensors. Eva's own: EVA_KEYS below.
+# a state dict does not. Eva's own: EVA_KEYS below; those the tensors state too: STATED_KEYS.
 TIMM_KEYS = (
     Key("model_args.num_heads", int, ("heads",)),
     Key("model_args.act_layer", Literal[tuple(ACT_LAYERS)], ("activation",)),
-    Key("global_pool", str, ("pooling",)),
-    Key("model_args.global_pool", str, ("pooling",)),
+    Key("global_pool", Literal[GLOBAL_POOLS], ("pooling",)),  # push_to_hub's record of the model's
+    Key("model_args.global_pool", Literal[GLOBAL_POOLS], ("pooling",)),  # what timm builds
     Key("model_args.img_size", int | tuple[int, int], ("image_height", "image_width")),
     Key("pretrained_cfg.input_size", tuple[int, int, int], ("image_height", "image_width")),  # (C, H, W)
     Key("architecture", str),
@@ -101,6 +104,22 @@ TIMM_KEYS = (
     *(Key(f"model_args.{name}", bool, ("pos_resample",)) for name in (
         "pos_embed_antialias", "pos_embed_align_corners", "pos_embed_ar_preserving",
         "pos_embed_use_grid_sample")),
+)
+# The keys of a timm config that state what the tensors state too (VisionTransformer's and Eva's
+# arguments, push_to_hub's num_classes): each held to its row, then to the tensors' fact.
+STATED_KEYS = (
+    Key("model_args.embed_dim", int, ("dim",)),
+    Key("model_args.depth", int, ("depth",)),
+    Key("model_args.in_chans", int, ("channels",)),
+    Key("model_args.patch_size", SIZE, ("patch_height", "patch_width")),
+    Key("num_classes", int, ("num_classes",), positive=False),
+    Key("model_args.num_classes", int, ("num_classes",), positive=False),
+    Key("model_args.qkv_bias", bool, ("qkv_bias",)),
+    Key("model_args.class_token", bool, ("class_token",)),
+    Key("model_args.reg_tokens", int, ("registers",), positive=False),  # VisionTransformer's
+    Key("model_args.num_reg_tokens", int, ("registers",), positive=False),  # Eva's
+    Key("model_args.qk_norm", bool, ("qk_norm",)),
+    Key("model_args.mlp_ratio", float, ("mlp_dim",)),  # a plain Mlp's width is int(embed_dim * mlp_ratio)
 )
 
 
@@ -111,9 +130,9 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
     values = decode_config(config, TIMM_KEYS)
     out = {short: values[key] for short, key in (("num_heads", "model_args.num_heads"),
                                                  ("act_layer", "model_args.act_layer")) if key in values}
-    pool = values.get("global_pool", values.get("model_args.global_pool"))
+    pool = _global_pool(values)
     if pool is not None:
-        out["global_pool"] = pool
+        out["global_pool"], out["global_pool_key"] = pool
     out |= {key.rpartition(".")[2]: values[key] for key in values
             if key == "architecture" or key.startswith("model_args.pos_embed_")}
     if "model_args.img_size" in values:
@@ -121,6 +140,39 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
     elif "pretrained_cfg.input_size" in values:  # (channels, height, width)
         out["img_size"] = tuple(values["pretrained_cfg.input_size"][1:])
     return out
+
+
+def _global_pool(values: dict[str, Any]) -> tuple[str, str] | None:
+    """(pool, the key that states it): timm builds `model_args.global_pool` (its loader leaves the
+    top-level `global_pool` out: push_to_hub writes it for information, from the model it saved, so the
+    two agree); one contradicting the other is refused naming both."""
+    built, recorded = values.get("model_args.global_pool"), values.get("global_pool")
+    if built is not None and recorded is not None and built != recorded:
+        raise SpecError(f"config model_args.global_pool = {shown(built)}: contradicts config global_pool = "
+                        f"{shown(recorded)} (timm builds model_args' pool; push_to_hub records the pool of "
+                        "the model it saved, so the two agree)")
+    if built is not None:
+        return built, "model_args.global_pool"
+    return None if recorded is None else (recorded, "global_pool")
+
+
+def _hold_stated(inf: Inference, config: dict[str, Any] | None) -> None:
+    """A config key that states what the tensors state (`STATED_KEYS`) must agree with them: one that
+    does not is refused naming the key, its value and the tensors' fact."""
+    values = decode_config(config, STATED_KEYS)
+    for key in STATED_KEYS:
+        if key.name not in values:
+            continue
+        value = values[key.name]
+        facts = tuple(inf.facts[name][0] for name in key.sets)
+        stated = pair(value) if key.sets == ("patch_height", "patch_width") else (value,)
+        if key.name.endswith(".mlp_ratio"):  # a gated MLP's width depends on its mlp_layer too: not checked
+            stated = (int(inf.facts["dim"][0] * value),) if inf.facts["mlp"][0] == "standard" else facts
+        if stated != facts:
+            said = ", ".join(f"{name} = {fact!r}" for name, fact in zip(key.sets, facts, strict=True))
+            made = f" (timm builds int(embed_dim * mlp_ratio) = {stated[0]})" if "mlp_dim" in key.sets else ""
+            raise SpecError(f"config {key.name} = {shown(value)}: the tensors say {said} "
+                            f"({inf.facts[key.sets[0]][1]}){made}")
 
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
@@ -152,6 +204,7 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
     _infer_tokens_and_head(inf, raw)
     _infer_mlp(inf, raw, cfg)
     _infer_norms_and_biases(inf, raw)
+    _hold_stated(inf, config)
     arch = decode_config(config, QWEN3_KEYS[:1]).get("architecture")
     eps = registry_model(arch)[1] if isinstance(arch, str) else None
     if eps is not None:  # norm_layer=partial(LayerNorm or RmsNorm, eps=..) in the registry's model_args
@@ -241,6 +294,13 @@ def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given:
 def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw, eva: bool = False) -> None:
     """VisionTransformer's map pool reads the patch tokens (pool_include_prefix=False); Eva's reads
     every token, as the spec's does (Perception Encoder's core models pool over their class token)."""
+    pool, key = cfg.get("global_pool"), cfg.get("global_pool_key")
+    if pool is not None and (pool == "map") != ("attn_pool.latent" in raw):
+        has = "no tensor 'attn_pool.latent'" if pool == "map" else \
+            "tensor 'attn_pool.latent' (global_pool='map')"
+        raise SpecError(f"config {key} = {shown(pool)}: the checkpoint has {has}")
+    if pool == "token" and "cls_token" not in raw:
+        raise SpecError(f"config {key} = 'token': the checkpoint has no tensor 'cls_token' for it to read")
     if "attn_pool.latent" in raw:
         prefix = [k for k in ("cls_token", "dist_token", "reg_token") if k in raw]
         if prefix and not eva:
@@ -249,13 +309,14 @@ def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw, eva: bool = Fa
         inf.fact("pooling", "map", "tensor 'attn_pool.latent' (global_pool='map')")
         inf.fact("pool_qkv_bias", "attn_pool.q.bias" in raw, "presence of tensor 'attn_pool.q.bias'")
     elif "cls_token" not in raw:
+        if pool not in (None, "avg") and not str(cfg.get("architecture", "")).startswith("qwen3_vit"):
+            raise SpecError(f"config {key} = {shown(pool)}: with no class token the spec expresses 'avg'")
         inf.fact("pooling", "mean", "no 'cls_token' (timm then needs global_pool='avg')")
-    elif "global_pool" in cfg:
-        pool = cfg["global_pool"]
+    elif pool is not None:
         if pool not in ("token", "avg"):
-            raise SpecError(f"config global_pool = {shown(pool)}: with a class token the spec expresses "
+            raise SpecError(f"config {key} = {shown(pool)}: with a class token the spec expresses "
                             "'token' and 'avg'")
-        inf.fact("pooling", POOLS[pool], f"config global_pool = {pool!r}")
+        inf.fact("pooling", POOLS[pool], f"config {key} = {pool!r}")
     else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
         inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
 
