@@ -212,6 +212,10 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
     (["diagnose", "--spec", "quadrant", "--logits", "l.npy", "--tolerance", "inf"], "is not a number > 0"),
     (["verify", "--spec", "quadrant", "--frameworks", "torch,torch"],
      "--frameworks 'torch,torch' names 'torch' twice"),  # ran, and was shown, twice
+    (["verify", "--spec", "quadrant", "--frameworks", "reference"],
+     "--frameworks reference: the reference alone has nothing to compare with"),  # an empty table
+    (["trace", "--spec", "quadrant", "--frameworks", "reference"],
+     "--frameworks reference: the reference alone has nothing to compare with"),  # checked nothing, exit 0
     (["time", "--factorial", "quadrant", "quadrant"], "both name one spec"),
     (["train", "--spec", "quadrant", "--rset", "max_epochs=3", "--epochs", "1"],
      "--epochs and --rset max_epochs both set the epochs"),  # --epochs silently won

@@ -15,7 +15,7 @@ COMMANDS = [
     ["init", *Q, "--out", "{out}/w.safetensors"],
     ["logits", *Q, "--framework", "reference", "--out", "{out}/y.npy"],
     ["convert", "--to", "hf", "--in", "w.safetensors", "--out", "{out}/hf"],
-    ["trace", *Q, "--frameworks", "reference", "--json", "{out}/t.json"],
+    ["trace", *Q, "--frameworks", "torch", "--json", "{out}/t.json"],
 ]
 
 

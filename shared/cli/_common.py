@@ -102,6 +102,9 @@ def add_json_arg(parser: argparse.ArgumentParser, what: str,
 
 
 READ_OPTIONS = ("weights", "input", "logits", "map")  # the options naming a file a command reads
+# verify and trace without --model: the float64 reference against nothing
+REFERENCE_ALONE = ("--frameworks reference: the reference alone has nothing to compare with; name a port "
+                   "too (or --model: your model against it)")
 
 
 def check_outputs(args: argparse.Namespace) -> None:

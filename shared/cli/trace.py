@@ -7,6 +7,7 @@ import argparse
 
 from ports import parse_frameworks
 from shared.cli._common import (
+    REFERENCE_ALONE,
     add_json_arg,
     add_model_args,
     check_model_options,
@@ -19,6 +20,7 @@ from shared.cli._common import (
 from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
 from shared.core.files import write_output
 from shared.core.precision import from_args
+from shared.errors import InputError
 
 ORDER = 61
 HELP = "locate the first intermediate tensor where a port diverges"
@@ -48,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
     # name costs nothing; 'reference' (always traced) is dropped, and with --model none is a default
     offered = () if args.model else installed_ports()
     frameworks = [f for f in parse_frameworks(args.frameworks, offered, reference=True) if f != "reference"]
+    if not frameworks and not args.model:
+        raise InputError(REFERENCE_ALONE)
     from shared.teaching.first_divergence import report_lines, trace
 
     if args.model:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ports import installed, parse_frameworks
 from shared.cli._common import (
+    REFERENCE_ALONE,
     add_json_arg,
     add_spec_args,
     add_user_model_args,
@@ -28,7 +29,7 @@ from shared.core.inputs import probe_batch
 from shared.core.precision import from_args
 from shared.core.presets import PRESETS, get_preset
 from shared.core.weights import init_weights
-from shared.errors import FrameworkUnavailable
+from shared.errors import FrameworkUnavailable, InputError
 from shared.runtime.verify import VerifyCase, verify
 
 ORDER = 40
@@ -79,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         return run_user_model(args)
     frameworks = parse_frameworks(args.frameworks, installed_ports(), reference=True)
+    if frameworks == ["reference"]:
+        raise InputError(REFERENCE_ALONE)
     if args.frameworks:
         for name in frameworks:
             reason = installed().get(name)  # None for the reference, which is always here
