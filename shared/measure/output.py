@@ -190,7 +190,7 @@ def mode_line(rows: list[dict[str, Any]]) -> list[str]:
         notes += [f"{label(row)}: {note}" for note in choice.get("notes") or []]
         if len(choice.get("offered") or []) < 2 or not choice.get("chosen"):
             continue
-        timed = [f"{c.get('mode')} {fmt_seconds(c['median'])}" if c.get("status") == "ok" else
+        timed = [f"{c.get('mode')} {fmt_seconds(c.get('median'))}" if c.get("status") == "ok" else
                  f"{c.get('mode')} FAILED ({str(c.get('reason') or 'no reason')[:60]})"
                  for c in choice.get("candidates") or []]
         parts.append(f"{label(row)} {choice['chosen']} ({choice.get('source')}"

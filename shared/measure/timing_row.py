@@ -47,6 +47,12 @@ NonNegative = Annotated[float, Bound(low=0)] | None  # a time, a rate, a share, 
 Count = Annotated[int, Bound(low=0)] | None
 Positive = Annotated[int, Bound(low=1)] | None
 Flag = bool | None
+# A value its writer states or leaves out, never null: a statistic of a timed phase (every one
+# shared/measure/stats.summarise returns is a number), which an n/a phase leaves out. The default
+# LEFT_OUT (None in memory) stands for "left out"; a null in the file is refused as a string would be.
+Stated = Annotated[float, Bound(low=0)]
+StatedCount = Annotated[int, Bound(low=1)]
+LEFT_OUT: Any = None
 
 
 class Part(DataRecord):
@@ -66,25 +72,28 @@ class Phase(Part):
     note: Text = None
     cache: Text = None
     samples: list[NonNegative] | None = None
-    n: Positive = None
-    median: NonNegative = None
-    q1: NonNegative = None
-    q3: NonNegative = None
-    iqr: NonNegative = None
-    min: NonNegative = None
-    mean: NonNegative = None
-    cpu_util: NonNegative = None
+    n: StatedCount = LEFT_OUT  # left out: one measurement
+    median: Stated = LEFT_OUT
+    q1: Stated = LEFT_OUT
+    q3: Stated = LEFT_OUT
+    iqr: Stated = LEFT_OUT
+    min: Stated = LEFT_OUT
+    mean: Stated = LEFT_OUT
+    cpu_util: NonNegative = None  # null: not measured (a clock that did not advance)
     foreign_cpu: NonNegative = None
     process_medians: list[NonNegative] | None = None
     first_step_seconds: NonNegative = None
 
     def validate(self) -> None:
-        """An `ok` phase has a median between its quartiles (a missing quartile: the median)."""
+        """An `ok` phase states its median, between its quartiles (a missing quartile: the
+        median), and its IQR when it has more than one sample (what the tables print beside it)."""
         if self.status != "ok":
             return
         median = self.median
         if median is None:
-            self.refuse(".median is None, expected a non-negative number")
+            self.refuse(" lacks the field 'median', which an ok phase states")
+        if self.iqr is None and (self.n or 1) > 1:
+            self.refuse(f" lacks the field 'iqr', which an ok phase of n {self.n} > 1 states")
         q1 = median if self.q1 is None else self.q1
         q3 = median if self.q3 is None else self.q3
         slack = 1e-9 * max(abs(q3), abs(q1), median)  # interpolated quartiles: rounding, nothing more
@@ -137,7 +146,7 @@ class Gemm(Part):
     status: Text = None
     gflops: NonNegative = None
     reason: Text = None
-    dtype: Text = None
+    dtype: str = "float32"  # left out by a file from before the precision ladder; never null
     mode: Text = None
     shapes: list[dict[str, Any]] | None = None
     foreign_cpu: NonNegative = None
@@ -149,8 +158,8 @@ class Gemm(Part):
 class RoofPhase(Part):
     KIND: ClassVar[str] = "roofline phase"
 
-    gflops: NonNegative = None
-    fraction: NonNegative = None
+    gflops: Annotated[float, Bound(low=0)]  # roofline.achieved states it for every phase it lists
+    fraction: NonNegative = None  # null: the GEMM rate was n/a
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,9 +221,9 @@ class Round(Part):
 class SweepPoint(Part):
     KIND: ClassVar[str] = "sweep_point"
 
-    batch: Positive = None
-    tokens: Count = None
-    image: list[Count] | None = None
+    batch: Annotated[int, Bound(low=1)]  # shared/measure/sweep.run_sweep states all three
+    tokens: Annotated[int, Bound(low=1)]
+    image: list[Annotated[int, Bound(low=1)]] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

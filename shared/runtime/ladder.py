@@ -9,16 +9,18 @@ Gaps are also shown normalised by max(1, max |float64 logit|), so presets can be
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 
-from shared.core.data_record import DataRecord, derived
+from ports import NATIVE
+from shared.core.data_record import Bound, DataRecord, derived
 from shared.core.equivalence import Gap, PortVerdict
 from shared.core.inputs import probe_batch
-from shared.core.precision import LOW_RUNGS, Precision
-from shared.core.presets import get_preset
+from shared.core.precision import LOW_RUNGS, RUNGS, Precision
+from shared.core.presets import PRESETS, get_preset
 from shared.core.tolerance import (
     FLOOR_FRACTION,
     LARGE_MODEL_PARAMS,
@@ -32,6 +34,15 @@ from shared.core.weights import init_weights
 from shared.runtime.verify import VerifyCase, verify
 
 SMALL_BATCH, LARGE_BATCH = 8, 2  # ViT-S/B-sized presets at batch 2: a reference pass is seconds
+SCHEMA = "portbench.tolerances/2"  # a `compare.py tolerances --json` file: `LadderFile`
+Rung = Literal[RUNGS]
+Port = Literal[NATIVE]  # the ladder measures the native ports only
+
+
+def check_preset(record: DataRecord, name: str) -> None:
+    """A record's `spec` names a preset (`tolerances --presets` measures nothing else)."""
+    if name not in PRESETS:
+        record.refuse(f".spec is {name!r:.40}, expected a preset name (compare.py tolerances --presets)")
 
 
 @dataclass(frozen=True)
@@ -42,17 +53,59 @@ class Measured(DataRecord):
     KIND: ClassVar[str] = "ladder entry"
 
     spec: str
-    size: str
-    rung: str
-    framework: str
+    size: Literal["small", "large"]  # shared/core/tolerance.size_class
+    rung: Rung
+    framework: Port
     gap: Gap | None  # normalised |port - float64|; None when unavailable or not comparable
-    status: str  # as the verdict states it (PortVerdict.status)
+    status: Literal["PASS", "FAIL", "UNAVAILABLE"]  # as the verdict states it (PortVerdict.status)
     reason: str | None = None
     emulated: Gap | None = None  # normalised |emulated - float64| on the same case
-    ratio: float | None = derived()  # gap / emulated gap: what a low rung's bound is a multiple of
+    # gap / emulated gap: what a low rung's bound is a multiple of
+    ratio: Annotated[float, Bound(low=0)] | None = derived()
 
     def derived_values(self) -> dict[str, Any]:
         return {"ratio": None if self.gap is None or not self.emulated else self.gap / self.emulated}
+
+    def validate(self) -> None:
+        """A preset's entry, whose ratio is a number (a gap of 1e308 over a small emulated gap
+        would be an infinite one: no port's logits are that far off)."""
+        check_preset(self, self.spec)
+        if self.ratio is not None and not math.isfinite(self.ratio):
+            self.refuse(f".gap is {self.gap!r}, expected a gap whose ratio to the emulated gap "
+                        f"{self.emulated!r} is finite")
+
+
+@dataclass(frozen=True)
+class Pair(DataRecord):
+    """Two ports at one rung on one preset (shared/runtime/verify.pairwise_gaps), with `gap`, their
+    largest difference normalised as the entries' gaps are; NaN where it could not be computed."""
+
+    KIND: ClassVar[str] = "ladder pair"
+
+    spec: str
+    rung: Rung
+    a: Port
+    b: Port
+    max_abs_diff: Annotated[float, Bound(low=0, nan=True)]
+    passed: bool
+    gap: Annotated[float, Bound(low=0, nan=True)]
+
+    def validate(self) -> None:
+        check_preset(self, self.spec)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LadderFile(DataRecord):
+    """A `compare.py tolerances --json` file: one arithmetic path's run, checked field by field
+    before it is written and when `--from` reads it back."""
+
+    KIND: ClassVar[str] = "tolerances file"
+
+    schema: Literal[SCHEMA]
+    date: str
+    path: str  # the arithmetic path's label (`compare.py tolerances`, arithmetic_path)
+    entries: list[Measured]
+    pairwise: list[Pair]
 
 
 def ladder_cases(presets: list[str], rungs: tuple[str, ...] = LOW_RUNGS) -> list[VerifyCase]:
@@ -147,9 +200,10 @@ def _entries_table(label: str, measured: list[Measured], pairs: list[dict[str, A
         ratio = "-" if m.ratio is None else f"{m.ratio:.2f}"
         status = m.status if m.status != "UNAVAILABLE" else f"unavailable: {m.reason}"
         lines.append(f"| {m.spec} | {m.rung} | {m.framework} | {gap} | {emulated} | {ratio} | {status} |")
-    worst: dict[str, float] = {}
+    worst: dict[str, float] = {}  # NaN (a pair whose gap could not be computed) stays NaN: shown "nan"
     for p in pairs:
-        worst[p["rung"]] = max(worst.get(p["rung"], 0.0), p["gap"])
+        known, gap = worst.get(p["rung"], 0.0), p["gap"]
+        worst[p["rung"]] = known if math.isnan(known) else gap if math.isnan(gap) else max(known, gap)
     return [*lines, "", f"Pairwise (two ports at one rung), {label}:", "",
             "| rung | largest gap between two ports |", "|---|---|",
             *(f"| {r} | {g:.2e} |" for r, g in worst.items())]
