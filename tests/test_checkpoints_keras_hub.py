@@ -79,8 +79,9 @@ def dinov2(**options: Any) -> Any:
 
     model = perturbed(keras_hub.models.DINOV2Backbone(
         patch_size=4, num_layers=1, hidden_dim=32, num_heads=4, intermediate_dim=48, image_shape=(16, 16, 3),
-        position_embedding_shape=(16, 16, 3), **options))
-    table = model.get_layer("embeddings")  # the copy it computes with, as loading rebuilds it
+        position_embedding_shape=(16, 16), **options))  # two numbers, as keras-hub's converter writes it
+    prefix = f"{options['name']}_" if "name" in options else ""  # a named backbone's layers carry it
+    table = model.get_layer(f"{prefix}embeddings")  # the copy it computes with, as loading rebuilds it
     table.interpolated_position_embeddings.assign(table.position_embeddings.numpy())
     return model
 
@@ -118,7 +119,9 @@ FAMILY_CASES = {
         lambda: dinov2(num_register_tokens=2, use_swiglu_ffn=True, use_mask_token=False),
         dict(layer_scale=True, registers=2, pos_embed_register_rows=False, mlp="gated", mlp_dim=32,
              activation="silu")),
-    "dinov2-mask-token": (dinov2, dict(layer_scale=True, registers=0, mlp="standard", mlp_dim=48)),
+    # named: its weights file prefixes every layer's path with the name, which the reader strips
+    "dinov2-mask-token-named": (lambda: dinov2(name="my_dino"),
+                                dict(layer_scale=True, registers=0, mlp="standard", mlp_dim=48)),
     "siglip": (siglip, dict(pooling="map", class_token=False, activation="gelu_tanh", num_classes=0)),
     "clip": (clip, dict(norm_before_blocks=True, activation="quick_gelu", patch_bias=False,
                         layer_norm_eps=1e-5, depth=2)),

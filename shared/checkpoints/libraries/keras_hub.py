@@ -196,9 +196,11 @@ BACKBONE_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("num_register_tokens", int, ("registers",), positive=False),  # DINOv2's
     Key("use_mask_token", bool),
     Key("use_swiglu_ffn", bool, ("mlp",)),
-    Key("position_embedding_shape", IMAGE_SHAPE, ("image_height", "image_width", "channels")),
+    # (height, width), as keras-hub's DINOv2 converter writes it, or image_shape's three: it reads two
+    Key("position_embedding_shape", tuple[int, int] | IMAGE_SHAPE, ("image_height", "image_width")),
     Key("intermediate_activation", str, ("activation",)),  # the towers'
     Key("intermediate_output_index", int | None, positive=False, at_most=1 << 10),  # CLIP's
+    Key("name", str),  # a named backbone's weights file prefixes its layers' paths with it
 )}
 TASK_KEYS: dict[str, Key] = {key.name: key for key in (  # ViTImageClassifier's and DeiTImageClassifier's
     Key("num_classes", int, ("num_classes",)),
@@ -976,7 +978,7 @@ def split_config(config: dict[str, Any] | None) -> tuple[Family, dict[str, Any],
         raise SpecError(f"keras_hub config class_name = {outer!r}: keras-hub {KERAS_HUB_VERSION} has no task "
                         f"around {name} that portbench converts (expected "
                         f"{family.task or 'its ' + str(name) + ' config.json'})")
-    backbone = decoded(outer_config, path, family.keys, BACKBONE_KEYS)
+    backbone = decoded(outer_config, path, (*family.keys, "name"), BACKBONE_KEYS)
     return family, backbone, None if task is None else decoded(outer_config, "config.", family.task_keys,
                                                                 TASK_KEYS)
 
