@@ -216,6 +216,8 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
      "--frameworks reference: the reference alone has nothing to compare with"),  # an empty table
     (["trace", "--spec", "quadrant", "--frameworks", "reference"],
      "--frameworks reference: the reference alone has nothing to compare with"),  # checked nothing, exit 0
+    (["tolerances", "--presets", "quadrant", "--frameworks", "keras-jax", "--rungs", "bfloat16-pure"],
+     "framework 'keras-jax' is not one this command runs; expected some of: torch, keras, flax, mlx"),
     (["time", "--factorial", "quadrant", "quadrant"], "both name one spec"),
     (["train", "--spec", "quadrant", "--rset", "max_epochs=3", "--epochs", "1"],
      "--epochs and --rset max_epochs both set the epochs"),  # --epochs silently won

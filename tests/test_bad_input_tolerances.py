@@ -129,7 +129,8 @@ def test_two_outputs_naming_one_file_are_refused_before_any_work(tmp_path: Path,
 def test_an_input_named_as_an_output_is_refused_even_with_force(tmp_path: Path) -> None:
     name = write(tmp_path, ladder_doc())
     assert refused(tmp_path, "tolerances", "--from", name, "--markdown", name, "--force") == (
-        "error: output 't.json' is one of the --from files; choose another name")
+        "error: --markdown names 't.json', the --from file this run reads: an output never replaces the "
+        "run's own input; give it another name")
 
 
 def test_json_with_from_is_refused_not_ignored(tmp_path: Path) -> None:

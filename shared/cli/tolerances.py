@@ -16,7 +16,6 @@ import argparse
 import datetime
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 from ports import NATIVE, parse_frameworks
@@ -118,11 +117,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.sources and args.json:
         raise InputError(f"--json {args.json!r} keeps a measured run, and with --from nothing is "
                          "measured: drop --json (or --from)")
-    check_distinct({"--markdown": args.markdown, "--json": args.json})
-    for path in (args.markdown, args.json):
+    outputs = {"--markdown": args.markdown, "--json": args.json}
+    check_distinct(outputs)
+    for source in args.sources or ():
+        check_distinct(outputs, {"--from": source})
+    for path in outputs.values():
         if path:
-            if any(Path(path).resolve() == Path(f).resolve() for f in args.sources or ()):
-                raise InputError(f"output {path!r} is one of the --from files; choose another name")
             check_output(path, args.force)
 
 
@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         presets = list(parse_list(args.presets or ",".join(PRESETS), tuple(PRESETS), "preset"))
         rungs = parse_list(args.rungs or ",".join(LOW_RUNGS), RUNGS, "rung")
-        frameworks = parse_frameworks(args.frameworks, tuple(n for n in NATIVE if n in installed_ports()))
+        frameworks = parse_frameworks(args.frameworks, tuple(n for n in NATIVE if n in installed_ports()),
+                                      offered=NATIVE)  # the ladder measures the parallel texts
         label = arithmetic_path()
         measured, pairs = measure(presets, frameworks, rungs, args.timeout, args.device)
         _print(label, measured)
