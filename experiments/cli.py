@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS, non_empty
+from shared.errors import InputError
 
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
@@ -49,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.paths import make_folders, output_path
 
     check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
+    if any(item.partition("=")[0].strip() == "max_epochs" for item in args.rset):  # each passes --epochs
+        raise InputError("--rset max_epochs: an experiment sets its epochs with --epochs (default: each "
+                         "experiment's own)")
     plateau_sweep = args.name == "plateau" and args.sweep
     default = ("torch",) if plateau_sweep else FRAMEWORKS_RUN
     frameworks = parse_frameworks(args.frameworks, default, offered=FRAMEWORKS_RUN)  # before --out is made
