@@ -27,6 +27,8 @@ BAD = [
     ("--device", "tpu", "argument --device: invalid choice: 'tpu'"),
     ("--timeout", "-5", "argument --timeout: -5 is not a number > 0"),
     ("--weights", "", "argument --weights: '' is empty; expected a value"),  # not read as left out
+    ("--set", "", "argument --set: '' is empty; expected FIELD=VALUE"),  # a list's own words
+    ("--device", "", "argument --device: invalid choice: ''"),  # a row with choices names them
     ("--warmup", "-1", "argument --warmup: -1 is not a whole number >= 0"),  # named no value
 ]
 

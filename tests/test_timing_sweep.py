@@ -40,7 +40,7 @@ def test_slope_fit_with_one_image_size_has_no_token_slope() -> None:
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--batch", ""], "argument --batch: '' is empty; expected a value"),
+    (["--batch", ""], "argument --batch: '' is empty; expected comma-separated whole numbers, e.g. 1,8,64"),
     (["--batch", "1,x,8"], "--batch has 'x'"),
     (["--batch", "1,8", "--image", "32,-4"], "--image has '-4'"),
     (["--batch", "1,1"], "--batch repeats a value"),

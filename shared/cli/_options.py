@@ -33,15 +33,20 @@ def _number(kind: type, minimum: float, what: str, maximum: float = float("inf")
     return parse
 
 
-def non_empty(text: str) -> str:
-    """A name, path or document as given; an empty one is refused, never read as the option left
-    out (`--weights "$UNSET"` would otherwise verify seeded weights and pass)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is empty; expected a value")
-    return text
+def given(expected: str) -> Callable[[str], str]:
+    """A name, path, list or document as given; an empty one is refused naming what `expected`
+    says, never read as the option left out (`--weights "$UNSET"` would otherwise verify seeded
+    weights and pass)."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{text!r} is empty; expected {expected}")
+        return text
+
+    parse.__name__ = "value"  # argparse names the type in its messages
+    return parse
 
 
-non_empty.__name__ = "value"  # argparse names the type in its messages
+non_empty = given("a value")
 
 
 positive_int = _number(int, 1, "a whole number >= 1")
@@ -63,7 +68,9 @@ class Option:
     help: str
     slot: str = ""  # the help's `{slot}` where the command says nothing of its own
     note: str = ""  # the note where the command gives none (a command's `note=""` drops it)
-    type: Callable[[str], Any] | None = non_empty  # every value is a number or a non-empty text
+    # every value is a number or a non-empty text; a row with choices has none (argparse's "invalid
+    # choice ... (choose from ...)" names them), and a list's or a pair's says what its parser reads
+    type: Callable[[str], Any] | None = non_empty
     metavar: str | None = None
     action: str = "store"  # or "append", "store_true"
     default: Any = None
@@ -95,40 +102,44 @@ class Option:
 
 # ---- the spec, its weights and its inputs ------------------------------------------------------------
 SPEC = Option(("--spec",), "preset name, spec file (.json/.toml) or JSON document",
+              type=given("a preset name, a spec file or a JSON document"),
               note="default: archive-torch")  # shared/core/presets.py DEFAULT_PRESET
-SET = Option(("--set",), "change one spec field, repeatable", action="append", metavar="FIELD=VALUE")
+SET = Option(("--set",), "change one spec field, repeatable", action="append", metavar="FIELD=VALUE",
+             type=given("FIELD=VALUE"))
 WEIGHTS = Option(("--weights",), "canonical .safetensors file (default: seeded init)")
 SEED = Option(("--seed",), "init seed{slot} (default {default})", slot=" when no --weights",
               type=non_negative_int, default=0)
 INPUT = Option(("--input",), "NHWC float32 .npy images (default: the spec's seeded probe batch)")
 
 # ---- which frameworks, where, how ---------------------------------------------------------------------
-FRAMEWORKS = Option(("--frameworks",), "comma-separated registry names, or 'all' for every installed one")
+FRAMEWORKS = Option(("--frameworks",), "comma-separated registry names, or 'all' for every installed one",
+                    type=given("comma-separated framework names, or 'all'"))
 # the note of the commands that run the reference beside the ports, and a user's --model
 WITH_REFERENCE = "default: every installed one; with --model, none; 'reference': the float64 reference alone"
 BATCH = Option(("--batch",), "{slot} (default {default})", slot="images per batch", type=positive_int)
 THREADS = Option(("--threads",), "CPU threads for the framework, applied before import and pinned with CPU "
                  "affinity (default {default})", type=positive_int, default=1)
 DEVICE = Option(("--device",), "auto|cpu|cuda|metal (default {default}; only auto falls back, and says what "
-                "it chose)", default="cpu", choices=DEVICES)
+                "it chose)", default="cpu", choices=DEVICES, type=None)
 TIMEOUT = Option(("--timeout",), "seconds before one framework's worker is killed (default {default:g})",
                  type=positive_float)
 DTYPE = Option(("--dtype",), "the dtype the ports compute in (default {default})", default="float32",
-               choices=("float32", "bfloat16", "float16"))
+               choices=("float32", "bfloat16", "float16"), type=None)
 PRECISION = Option(("--precision",), "pure: parameters and activations in --dtype; mixed: float32 "
                    "parameters, matmuls in --dtype, LayerNorm/softmax/residual in float32 (default pure)",
-                   choices=("pure", "mixed"))
+                   choices=("pure", "mixed"), type=None)
 ALLOW_TF32 = Option(("--allow-tf32",), "let float32 matmuls use TF32 tensor cores (CUDA only; off by "
                     "default)", action="store_true")
 
 # ---- timing ---------------------------------------------------------------------------------------------
-MODES = Option(("--modes",), "which of {default} to time (comma-separated; default all)")
+MODES = Option(("--modes",), "which of {default} to time (comma-separated; default all)",
+               type=given("comma-separated mode names"))
 BUDGET = Option(("--budget",), "seconds of repeats per phase after warm-up (default {default})",
                 type=non_negative_float)
 PROCESSES = Option(("--processes",), "rounds, interleaved (a b c, a b c): {slot} (default {default})",
                    type=positive_int)
 COMPILE_CACHE = Option(("--compile-cache",), "cold: a fresh torch.compile cache per worker; warm: reuse one "
-                       "(default {default})", choices=("cold", "warm"))
+                       "(default {default})", choices=("cold", "warm"), type=None)
 RANK_BY = Option(("--rank-by",), "phase to rank by (default '{default}': each port's best forward mode)",
                  default="forward")
 ALLOW_MIXED = Option(("--allow-mixed",), "rank even when frameworks ran on different device classes",
@@ -145,11 +156,12 @@ FORCE = Option(("--force",), "replace {slot}", slot="existing output files", act
 
 # ---- your own model (verify, trace, diagnose, time; spec --from-model) -----------------------------------
 MODEL = Option(("--model",), "your own torch / Keras / Flax model: NAME is a class or function called with "
-               "no arguments or with the spec", metavar="FILE.py:NAME")
+               "no arguments or with the spec", metavar="FILE.py:NAME",
+               type=given("FILE.py:NAME or package.module:NAME"))
 MODEL_FRAMEWORK = Option(("--framework",), "your model's framework, when the object is ambiguous: "
                          "keras-torch, say, since Keras on torch is also a torch.nn.Module")
 INPUT_LAYOUT = Option(("--input-layout",), "what your model's forward takes (default: torch NCHW, Keras / "
-                      "Flax NHWC)", choices=("NHWC", "NCHW", "NHW"))
+                      "Flax NHWC)", choices=("NHWC", "NCHW", "NHW"), type=None)
 OUTPUT = Option(("--output",), "the element of a tuple, list or dict forward result that holds the logits "
                 "(default: the one (batch, classes) array, else a tower's one array of final tokens)",
                 metavar="INDEX|KEY")
@@ -160,8 +172,10 @@ SHOW_BINDING = Option(("--show-binding",), "print your parameter -> canonical te
 
 # ---- training (train, experiment) ----------------------------------------------------------------------
 RECIPE = Option(("--recipe",), "recipe name (archive, mnist, quick), file or JSON (default: the preset's)")
-RSET = Option(("--rset",), "change one recipe field, repeatable", action="append", metavar="FIELD=VALUE")
-SEEDS = Option(("--seeds",), "comma-separated seeds (default {slot})")
+RSET = Option(("--rset",), "change one recipe field, repeatable", action="append", metavar="FIELD=VALUE",
+              type=given("FIELD=VALUE"))
+SEEDS = Option(("--seeds",), "comma-separated seeds (default {slot})",
+               type=given("comma-separated integers such as 0,1,2"))
 EPOCHS = Option(("--epochs",), "epochs per run (a shortcut for --rset max_epochs=N; default: {slot})",
                 slot="the recipe's", type=positive_int)
 

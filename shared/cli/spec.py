@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT, non_empty
+from shared.cli._options import FORCE, MODEL_FRAMEWORK, SET, TIMEOUT, given, non_empty
 from shared.core.files import check_output, write_output
 from shared.core.paths import check_suffix
 from shared.core.presets import PRESETS, resolve_spec
@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"(presets: {', '.join(PRESETS)})")
     SET.add(parser)
     parser.add_argument("--json", action="store_true", help='print {"spec": ..., "derived": ...}')
-    parser.add_argument("--from-model", type=non_empty, metavar="FILE.py:NAME",
+    parser.add_argument("--from-model", type=given("FILE.py:NAME or package.module:NAME"),
+                        metavar="FILE.py:NAME",
                         help="read the spec from your model (NAME: a class or function called with no "
                              "arguments); each field is printed with its source")
     MODEL_FRAMEWORK.add(parser, note="with --from-model")

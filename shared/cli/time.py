@@ -34,6 +34,7 @@ from shared.cli._options import (
     THREADS,
     TIMEOUT,
     add_precision,
+    given,
     non_empty,
     non_negative_int,
     positive_int,
@@ -83,7 +84,8 @@ def add_timing_arguments(parser: argparse.ArgumentParser, default_set: str = "ev
     RANK_BY.add(parser)
     parser.add_argument("--wide", action="store_true",
                         help="every column (default: a table that fits 100 columns)")
-    parser.add_argument("--mode", type=non_empty, dest="force_modes", action="append", default=[],
+    parser.add_argument("--mode", type=given("NAME or FRAMEWORK=NAME"),
+                        dest="force_modes", action="append", default=[],
                         metavar="[FRAMEWORK=]NAME",
                         help="run this port mode instead of measuring which is fastest (repeatable; "
                              "a bare NAME: every port that offers it; docs/timing.md, 'Modes')")
