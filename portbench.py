@@ -127,9 +127,11 @@ def _check_arguments(model: Any, spec: ModelSpec, options: dict[str, Any]) -> No
     from shared.your_model.rules import read_rules
 
     if isinstance(model, str):
-        from shared.your_model.run import check_model_argument
+        from shared.your_model.run import check_model_argument, user_entry
 
         check_model_argument(model)
+        if options.get("framework"):
+            user_entry(options["framework"])
     else:
         from shared.your_model.framework import user_port
 

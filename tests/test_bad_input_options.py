@@ -233,6 +233,16 @@ def test_a_value_no_run_can_use_is_refused_before_it_starts(tmp_path: Path, argv
     refused(tmp_path, *argv, expect=expect)
 
 
+def test_the_python_api_refuses_a_framework_no_model_runs_in() -> None:
+    """portbench.check on a FILE.py:NAME model returned a failed Result for framework='nope' (the
+    model's verdict), where an argument's mistake raises."""
+    import portbench
+    from shared.errors import InputError
+
+    with pytest.raises(InputError, match=f"--framework 'nope': {USER_ENTRIES}"):
+        portbench.check(MODEL, "mnist-vit-small", framework="nope")
+
+
 def test_train_refuses_a_port_without_a_trainer(tmp_path: Path) -> None:
     """keras-jax shares the Keras port's module but not its trainer (a tf.function step): it was
     an internal error importing `ports.keras-jax.train`; now one line naming the ports that train."""
