@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shared import REPO_ROOT
 from shared.core.files import open_user_file, read_text
 from shared.core.reference import token_tap
 from shared.core.spec import ModelSpec
@@ -62,11 +61,11 @@ def worker_framework(reference: str, framework: str | None) -> str:
 
 def user_entry(framework: str) -> str:
     """`--framework` for a user's model: a registry entry whose port reads a model of its own
-    (ports/<port>/user.py), refused in one line before any worker starts."""
+    (`framework.USER_FRAMEWORKS`), refused in one line before any worker starts."""
     from ports import PORTS
+    from shared.your_model.framework import USER_FRAMEWORKS, port_name
 
-    entries = [name for name, entry in PORTS.items()
-               if (REPO_ROOT / entry.module.replace(".", "/") / "user.py").is_file()]
+    entries = [name for name in PORTS if port_name(name) in USER_FRAMEWORKS]
     if framework not in entries:
         raise InputError(f"--framework {framework!r}: expected one of {', '.join(entries)} (the frameworks "
                          "a model of your own runs in)")
