@@ -107,11 +107,12 @@ def test_an_unsafe_or_colliding_output_is_refused_before_any_work(tmp_path: Path
     (["logits", *Q, "--framework", "reference", "--input", "x.npy", "--out", "x.npy"], "--input"),
     (["diagnose", *Q, "--logits", "x.npy", "--json", "x.npy"], "--logits"),
     (["convert", "--from", "timm", "--in", "m.safetensors", "--out", "m.safetensors"], "--in"),
+    (["verify", "--spec", "s.json", "--frameworks", "torch", "--json", "s.json"], "--spec"),
 ])
 def test_an_output_never_replaces_the_runs_own_input(tmp_path: Path, argv: list[str], given: str) -> None:
     """With --force, `logits --weights w --out w` replaced the checkpoint with its logits: the
     output naming a file the run reads is refused before the run, and that file is kept."""
-    for name in ("w.safetensors", "x.npy", "m.safetensors"):
+    for name in ("w.safetensors", "x.npy", "m.safetensors", "s.json"):
         (tmp_path / name).write_bytes(b"the user's file")
     line = refused(tmp_path, *argv, "--force", expect=f"the {given} file this run reads")
     assert "an output never replaces the run's own input" in line

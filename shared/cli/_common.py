@@ -111,7 +111,11 @@ def check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before the work and not after it, a --json or --html file that exists (without
     --force) or cannot be written, the two naming one file, or either naming a file the run reads."""
     outputs = {f"--{name}": getattr(args, name, None) for name in ("json", "html")}
-    check_distinct(outputs, {f"--{name}": getattr(args, name, None) for name in READ_OPTIONS})
+    inputs = {f"--{name}": getattr(args, name, None) for name in READ_OPTIONS}
+    spec, model = getattr(args, "spec", None), getattr(args, "model", None)
+    inputs["--spec"] = spec if spec and Path(spec).is_file() else None  # a file, not a preset's name
+    inputs["--model"] = model.rpartition(":")[0] if model and ".py:" in model else None
+    check_distinct(outputs, inputs)
     for path in outputs.values():
         if path:
             check_output(path, args.force)

@@ -115,7 +115,8 @@ INPUT = Option(("--input",), "NHWC float32 .npy images (default: the spec's seed
 FRAMEWORKS = Option(("--frameworks",), "comma-separated registry names, or 'all' for every installed one",
                     type=given("comma-separated framework names, or 'all'"))
 # the note of the commands that run the reference beside the ports, and a user's --model
-WITH_REFERENCE = "default: every installed one; with --model, none; 'reference': the float64 reference alone"
+WITH_REFERENCE = ("default: every installed one; with --model, none: your model against the float64 "
+                  "reference alone, as 'reference' says")
 BATCH = Option(("--batch",), "{slot} (default {default})", slot="images per batch", type=positive_int)
 THREADS = Option(("--threads",), "CPU threads for the framework, applied before import and pinned with CPU "
                  "affinity (default {default})", type=positive_int, default=1)

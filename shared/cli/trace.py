@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ports import parse_frameworks
+from ports import NOTHING_INSTALLED, parse_frameworks
 from shared.cli._common import (
     REFERENCE_ALONE,
     add_json_arg,
@@ -20,7 +20,7 @@ from shared.cli._common import (
 from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
 from shared.core.files import write_output
 from shared.core.precision import from_args
-from shared.errors import InputError
+from shared.errors import FrameworkUnavailable, InputError
 
 ORDER = 61
 HELP = "locate the first intermediate tensor where a port diverges"
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     offered = () if args.model else installed_ports()
     frameworks = [f for f in parse_frameworks(args.frameworks, offered, reference=True) if f != "reference"]
     if not frameworks and not args.model:
-        raise InputError(REFERENCE_ALONE)
+        raise InputError(REFERENCE_ALONE) if args.frameworks else FrameworkUnavailable(NOTHING_INSTALLED)
     from shared.teaching.first_divergence import report_lines, trace
 
     if args.model:
