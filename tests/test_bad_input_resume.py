@@ -92,6 +92,10 @@ UNIT_DAMAGE = {
                           "field 'controller.epoch' is a string"),
     "negative count": (lambda f: _edit_state(f, lambda s: s["result"].update(steps=-3)),
                        "field 'result.steps' is -3, expected >= 0"),
+    "negative learning rate": (lambda f: _edit_state(f, lambda s: s["controller"].update(lr=-1.0)),
+                               "field 'controller.lr' is -1.0, expected a finite number > 0"),  # trained on
+    "rate above the recipe's": (lambda f: _edit_state(f, lambda s: s["controller"].update(lr=1e3)),
+                                "field 'controller.lr' is 1000.0, expected at most the recipe's"),
     "unknown controller field": (lambda f: _edit_state(f, lambda s: s["controller"].update(port=1)),
                                  "unknown field 'controller.port'"),
     "deep nesting": (lambda f: _state(f).write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),

@@ -8,6 +8,7 @@ Nothing here loads a tensor; `shared.training.checkpoint` does, from a unit prov
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import struct
@@ -69,6 +70,12 @@ def read_state(path: Path) -> dict[str, Any]:
     if "precision" in state and not isinstance(state["precision"], str):
         raise CheckpointError(f"{where}: field 'precision' is {_kind(state['precision'])}, expected a string")
     check_fields(state["controller"], CONTROLLER, where, "controller.")
+    lr, top = state["controller"]["lr"], state["recipe"].get("learning_rate")
+    if not 0 < lr < math.inf:  # NaN fails too: a resumed run would descend, or ascend, from it
+        raise CheckpointError(f"{where}: field 'controller.lr' is {lr!r}, expected a finite number > 0")
+    if _is(top, NUMBER) and lr > top * (1 + 1e-9):  # plateau cuts only lower the recipe's rate
+        raise CheckpointError(f"{where}: field 'controller.lr' is {lr!r}, expected at most the recipe's "
+                              f"learning_rate {top!r}")
     check_fields(state["result"], RESULT, where, "result.")
     for key, curve in state["result"]["curves"].items():
         if not isinstance(curve, list) or not all(_is(v, NUMBER) for v in curve):
