@@ -107,6 +107,8 @@ def bad_timm_file(tmp_path: Path, change: str) -> Path:
         tensors["blocks.0.mlp.fc2.bias"] = torch.zeros(5)
     elif change == "pickle":
         tensors = {"model": tensors, "extra": NotATensor()}
+    elif change == "int-key":  # torch.save keeps it; timm's normalise crashed on it
+        tensors[5] = torch.zeros(3)
     elif change == "scale_mlp_norm":  # a LayerNorm inside the MLP: the spec has no field for it
         tensors = timm_model(scale_mlp_norm=True).state_dict()
     path = tmp_path / f"{change}.pth"
@@ -119,6 +121,7 @@ BAD_TIMM = [
     ("missing", [], "1 missing (blocks.1.mlp.fc2.bias)"),
     ("misshapen", [], "tensor 'blocks.0.mlp.fc2.bias' has shape (5,), the spec expects (16,)"),
     ("pickle", [], "is not a plain state dict: torch.load(weights_only=True) refused it"),
+    ("int-key", [], "entry 5 has a key of type int, expected a tensor name (a string)"),
     ("scale_mlp_norm", [], "tensor 'blocks.0.mlp.norm.weight' comes from timm's scale_mlp_norm=True"),
     ("fine", [*TIMM_SET, "--set", "heads=3"],
      "heads = 3 does not divide the width 16 of tensor 'patch_embed.proj.weight'"),

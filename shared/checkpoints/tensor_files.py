@@ -92,6 +92,9 @@ def _state_dict_of(path: Path, obj: Any) -> Raw:
                            "state dict (a mapping of names to tensors)")
     out: Raw = {}
     for name, value in obj.items():
+        if not isinstance(name, str):  # torch.save keeps any key; every reader matches names
+            raise WeightsError(f"checkpoint {str(path)!r}: entry {name!r} has a key of type "
+                               f"{type(name).__name__}, expected a tensor name (a string)")
         if not isinstance(value, torch.Tensor):
             raise WeightsError(f"checkpoint {str(path)!r}: entry {name!r} is a "
                                f"{type(value).__name__}, expected a tensor (not a plain state dict)")
