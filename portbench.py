@@ -27,6 +27,7 @@ first divergent tensor, default True), `frameworks` (our ports to run beside you
 from __future__ import annotations
 
 import numbers
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,9 @@ class Result:
 def _spec(spec: ModelSpec | str) -> ModelSpec:
     from shared.core.presets import resolve_spec
 
+    if not isinstance(spec, (ModelSpec, str)):
+        raise InputError(f"portbench.check: spec is {spec!r:.40}, expected a ModelSpec, a preset name, a "
+                         "spec file or a JSON document")
     return spec if isinstance(spec, ModelSpec) else resolve_spec(spec, [])
 
 
@@ -72,13 +76,39 @@ def _proposed(model: Any, framework: str | None) -> tuple[ModelSpec, tuple[str, 
 OPTIONS = ("framework", "layout", "output", "weights", "rules", "batch", "trace", "frameworks")
 
 
+# each option's types, and what its message says it expects (None: the option left at its default)
+OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "framework": ((str,), "a framework name"), "layout": ((str,), "one of NHWC, NCHW, NHW"),
+    "output": ((str, int), "an index or a key"), "weights": ((str, os.PathLike), "a file path"),
+    "rules": ((str, os.PathLike), "a file path"), "trace": ((bool,), "True or False"),
+    "frameworks": ((list, tuple), "a list of framework names"),
+}
+
+
 def _batch(options: dict[str, Any]) -> int:
-    """The options, checked as `compare.py` checks its flags: an unknown name or a batch that is
-    not a positive integer is one InputError line, not a bare ValueError or TypeError."""
+    """The options, checked as `compare.py` checks its flags: an unknown name, a value of another
+    type, or a batch that is not a positive integer is one InputError line, not a bare ValueError
+    or TypeError from deep inside (a weights=5 read as a file descriptor)."""
+    from ports import parse_frameworks
+    from shared.cli._options import INPUT_LAYOUT
+
     unknown = sorted(set(options) - set(OPTIONS))
     if unknown:
         raise InputError(f"portbench.check: unknown option {unknown[0]!r}; expected some of: "
                          f"{', '.join(OPTIONS)}")
+    for name, (kinds, what) in OPTION_TYPES.items():
+        value = options.get(name)
+        if value is None:
+            continue
+        # bool is an int: True is no index
+        wrong = not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)
+        if wrong or (name == "layout" and value not in (INPUT_LAYOUT.choices or ())):
+            raise InputError(f"portbench.check: {name} is {value!r:.40}, expected {what}")
+    if options.get("frameworks") is not None:
+        if not all(isinstance(n, str) for n in options["frameworks"]):
+            raise InputError(f"portbench.check: frameworks is {options['frameworks']!r:.40}, expected a list "
+                             "of framework names")
+        parse_frameworks(",".join(options["frameworks"]) or None, ())  # an unknown name: its one line
     batch = options.pop("batch", 4)
     if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1:
         raise InputError(f"portbench.check: batch is {batch!r:.40}, expected a positive integer (the probe "

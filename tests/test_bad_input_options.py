@@ -165,6 +165,10 @@ def test_the_one_framework_parser() -> None:
     ({"batch": "4"}, "batch is '4', expected a positive integer"),
     ({"batch": True}, "batch is True, expected a positive integer"),
     ({"batchsize": 4}, "portbench.check: unknown option 'batchsize'; expected some of: framework, layout"),
+    ({"weights": 5}, "portbench.check: weights is 5, expected a file path"),  # read as a file descriptor
+    ({"trace": "no"}, "portbench.check: trace is 'no', expected True or False"),  # was true
+    ({"layout": "XYZ"}, "portbench.check: layout is 'XYZ', expected one of NHWC, NCHW, NHW"),  # a Result
+    ({"frameworks": "torch"}, "portbench.check: frameworks is 'torch', expected a list of framework names"),
 ])
 @pytest.mark.parametrize("model", ["mine.py:build", "an object"])
 def test_the_python_api_refuses_bad_options_in_one_line(tmp_path, model: str, options: dict,
@@ -241,6 +245,15 @@ def test_the_python_api_refuses_a_framework_no_model_runs_in() -> None:
 
     with pytest.raises(InputError, match=f"--framework 'nope': {USER_ENTRIES}"):
         portbench.check(MODEL, "mnist-vit-small", framework="nope")
+
+
+def test_the_python_api_refuses_a_spec_of_another_type() -> None:
+    """check(model, 5) was an AttributeError ('int' object has no attribute 'strip')."""
+    import portbench
+    from shared.errors import InputError
+
+    with pytest.raises(InputError, match=r"portbench\.check: spec is 5, expected a ModelSpec, a preset name"):
+        portbench.check(object(), 5)
 
 
 def test_train_refuses_a_port_without_a_trainer(tmp_path: Path) -> None:
