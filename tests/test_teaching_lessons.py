@@ -160,3 +160,19 @@ def test_cli_lesson_json(tmp_path: Path) -> None:
     check = subprocess.run([sys.executable, "compare.py", "rosetta", "--check"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120, check=False)
     assert check.returncode == 0 and "up to date" in check.stdout
+
+
+@pytest.mark.parametrize("kind", ["not utf-8", "a folder"])
+def test_rosetta_check_names_a_page_it_cannot_read(tmp_path: Path, monkeypatch, kind: str) -> None:
+    """--check of a page that is not UTF-8 was an internal UnicodeDecodeError; of a folder, 'stale'."""
+    from shared.teaching import rosetta
+    from tests.adversarial import run_cli
+
+    page = tmp_path / "rosetta.md"
+    if kind == "not utf-8":
+        page.write_bytes(b"\xff\xfe")
+    else:
+        page.mkdir()
+    monkeypatch.setattr(rosetta, "ROSETTA", page)
+    outcome = run_cli("rosetta", "--check", cwd=tmp_path)
+    assert outcome.code == 2 and outcome.error.startswith(f"error: --check: the page {str(page)!r}"), outcome

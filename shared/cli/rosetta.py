@@ -4,8 +4,9 @@ torch, Keras, Flax and MLX code that implements it (shared/teaching/rosetta.py).
 from __future__ import annotations
 
 import argparse
+import os
 
-from shared.core.files import write_output
+from shared.core.files import read_text, write_output
 
 ORDER = 65
 HELP = "docs/rosetta.md: spec fields -> torch / Keras / Flax / MLX code"
@@ -33,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {ROSETTA.relative_to(ROOT)}")
         return 0
     if args.check:
-        current = ROSETTA.read_text() if ROSETTA.is_file() else ""
+        # missing: stale; anything but a UTF-8 regular file (a folder, a FIFO): one line naming it
+        current = read_text(ROSETTA, "--check: the page") if os.path.lexists(ROSETTA) else ""
         if current != text:
             print(f"{ROSETTA.relative_to(ROOT)} is stale: run `python compare.py rosetta --write`")
             return 1
