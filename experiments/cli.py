@@ -18,6 +18,7 @@ from shared.errors import InputError
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
 NAMES = ("pos-embed", "narrow", "sqrt-dk", "attention-map", "dead-rows", "plateau")
 FRAMEWORKS_RUN = ("torch", "keras", "flax", "mlx")
+PLATEAU = {"shapes": "16/2,24/3,32/4", "steps": 600, "data": "quadrant", "band": 0.05, "window": 16}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,14 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
     RECIPE.add(p)
     RSET.add(p)
-    g = p.add_argument_group("plateau")
-    g.add_argument("--shapes", type=non_empty, default="16/2,24/3,32/4",
-                   help="WIDTH/HEADS list (head width = W/H)")
-    g.add_argument("--steps", type=int, default=600, help="updates per run (default 600)")
-    g.add_argument("--data", type=non_empty, default="quadrant",
-                   help="quadrant[:noise=N,contrast=C] (default 0.1, 1)")
-    g.add_argument("--band", type=float, default=0.05, help="half-width of the band around ln(2)/2")
-    g.add_argument("--window", type=int, default=16, help="updates in the loss's trailing mean")
+    g = p.add_argument_group("plateau")  # none given means its default (PLATEAU): refused for another
+    g.add_argument("--shapes", type=non_empty,
+                   help="WIDTH/HEADS list (head width = W/H; default 16/2,24/3,32/4)")
+    g.add_argument("--steps", type=int, help="updates per run (default 600)")
+    g.add_argument("--data", type=non_empty, help="quadrant[:noise=N,contrast=C] (default quadrant: 0.1, 1)")
+    g.add_argument("--band", type=float, help="half-width of the band around ln(2)/2 (default 0.05)")
+    g.add_argument("--window", type=int, help="updates in the loss's trailing mean (default 16)")
     g.add_argument("--sweep", action="store_true", help="vary one setting at a time (torch)")
     FORCE.add(g, "existing plateau files in --out")
     p.set_defaults(run=run)
@@ -49,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
+    given = [f"--{name}" for name in (*PLATEAU, "sweep", "force") if getattr(args, name) not in (None, False)]
+    if given and args.name != "plateau":  # it would be ignored, and the run look like its answer
+        raise InputError(f"{given[0]} applies to the plateau experiment only, not {args.name}")
+    for name, default in PLATEAU.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
     if any(item.partition("=")[0].strip() == "max_epochs" for item in args.rset):  # each passes --epochs
         raise InputError("--rset max_epochs: an experiment sets its epochs with --epochs (default: each "
