@@ -167,3 +167,10 @@ def test_a_staging_folder_of_a_dead_writer_is_removed_and_a_live_ones_kept(folde
     checkpoint.tidy(seed)
     assert not (seed / f".staging-{dead.pid}-abc").exists()
     assert (seed / f".staging-{os.getpid()}-abc").exists() and (seed / "epoch-000001").is_dir()
+
+
+def test_a_resume_to_fewer_epochs_than_the_unit_has_is_refused(tmp_path: Path) -> None:
+    """It resumed and wrote a result of 2 epochs under a recipe of max_epochs 1, exit 0."""
+    assert run_cli(*TRAIN, "--epochs", "2", cwd=tmp_path).code == 0
+    refused(tmp_path, *TRAIN, "--epochs", "1", "--resume",
+            expect="has trained 2 epochs, more than max_epochs 1: resume with --epochs 2 or more")

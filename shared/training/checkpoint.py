@@ -218,6 +218,10 @@ def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
         changed = [k for k, v in recipe.to_dict().items() if saved_fields[k] != v and k != "max_epochs"]
         raise CheckpointError(f"checkpoint {str(unit)!r} was written with another recipe (field "
                               f"{changed[0]!r} differs); resume needs the same recipe (max_epochs may grow)")
+    done = int(state["controller"]["epoch"])  # the epochs the unit has trained
+    if done > recipe.max_epochs:  # a result of more epochs than its recipe says would be written
+        raise CheckpointError(f"checkpoint {str(unit)!r} has trained {done} epochs, more than max_epochs "
+                              f"{recipe.max_epochs}: resume with --epochs {done} or more")
     files = [load_weights(unit / name, spec) for name in MOMENTS]
     epochs = {f.metadata.get("epoch") for f in files}
     if len(epochs) != 1 or str(state["controller"]["epoch"]) not in epochs:
