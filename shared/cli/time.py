@@ -42,7 +42,7 @@ from shared.cli._options import (
 from shared.cli._outputs import output_paths, write_outputs
 from shared.core.precision import from_args
 from shared.core.terminal import wrapped
-from shared.errors import FrameworkUnavailable, InputError, PortbenchError, SpecError
+from shared.errors import FrameworkUnavailable, PortbenchError, SpecError
 
 ORDER = 40
 HELP = "time every port fairly, phase by phase"
@@ -239,9 +239,6 @@ def run(args: argparse.Namespace) -> int:
         if args.spec or args.set:
             raise SpecError("--factorial names both specs; do not combine it with --spec/--set")
         specs = [resolve_spec(s) for s in args.factorial]
-        if specs[0].spec_hash == specs[1].spec_hash:
-            raise SpecError(f"--factorial {args.factorial[0]} {args.factorial[1]}: both name one spec "
-                            f"({specs[0].spec_hash}); the split needs two different specs")
     elif getattr(args, "model", None) and not args.spec:  # the spec read from the user's model
         from shared.cli._common import spec_from_model
 
@@ -253,9 +250,10 @@ def run(args: argparse.Namespace) -> int:
                                             lambda n: rung_refusal(n, configs[0].precision, args.device))
     if missing and not frameworks and not configs[0].user:  # as `verify` refuses it, before any worker
         raise FrameworkUnavailable(f"no framework could run here: {missing[0]['reason']}")
-    if args.factorial and len(frameworks) < 2:  # the framework effect is a difference between two
-        raise InputError(f"--factorial needs at least two frameworks that run here; got "
-                         f"{', '.join(frameworks) or 'none'}")
+    if args.factorial:
+        from shared.measure.factorial import check_design
+
+        check_design(args.factorial, specs, frameworks)
     from shared.measure import output, schema
     from shared.measure.environment import host_record, utc_now
     from shared.measure.guard import ranking_record

@@ -17,7 +17,19 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from shared.errors import InputError, SpecError
 from shared.measure.guard import metric_value
+
+
+def check_design(names: list[str], specs: list[Any], frameworks: list[str]) -> None:
+    """The 2 x 2 design, before anything is timed: two different specs (`names` as given), and at
+    least two frameworks that run here (the framework effect is a difference between two)."""
+    if specs[0].spec_hash == specs[1].spec_hash:
+        raise SpecError(f"--factorial {names[0]} {names[1]}: both name one spec ({specs[0].spec_hash}); "
+                        "the split needs two different specs")
+    if len(frameworks) < 2:
+        raise InputError(f"--factorial needs at least two frameworks that run here; got "
+                         f"{', '.join(frameworks) or 'none'}")
 
 
 def decompose(t_af: float, t_ag: float, t_bf: float, t_bg: float) -> dict[str, float]:
