@@ -4,6 +4,7 @@ archive-final's 42-row table no input ever reads (`dead-rows`)."""
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +44,9 @@ def dead_rows(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int
 
     jobs = {name: GRAD.job(spec=get_preset(name).replace(dropout_head=0.0).to_json())
             for name in ("archive-final", "archive-final-repaired")}
-    workers = {fw: start_training_jobs(fw, jobs) for fw in frameworks}
-    results = {fw: collect(worker) for fw, worker in workers.items()}
+    with tempfile.TemporaryDirectory(prefix="dead-rows-") as work:  # the workers' job files, then gone
+        workers = {fw: start_training_jobs(fw, jobs, Path(work) / fw) for fw in frameworks}
+        results = {fw: collect(worker) for fw, worker in workers.items()}
     for name in jobs:
         spec = get_preset(name)
         print(f"{name}: position table {spec.derived.pos_rows_total} rows, {spec.derived.pos_rows_used} used")

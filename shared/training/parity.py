@@ -175,10 +175,12 @@ STEPS, LOOP, DIVERGE = JobKind("steps", steps), JobKind("loop", loop), JobKind("
 GRAD = JobKind("grad", gradients)
 
 
-def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any] | Job]) -> Worker:
-    """Start one worker for `framework` on `jobs` (name -> a Job, or a `steps` job's fields);
-    `collect` waits for it and reads its results."""
-    folder = Path(tempfile.mkdtemp(prefix=f"parity-{framework}-"))
+def start_training_jobs(framework: str, jobs: dict[str, dict[str, Any] | Job],
+                        folder: Path | None = None) -> Worker:
+    """Start one worker for `framework` on `jobs` (name -> a Job, or a `steps` job's fields), its
+    job files in `folder` (by default a new temporary one, the caller's to remove); `collect`
+    waits for it and reads its results."""
+    folder = folder or Path(tempfile.mkdtemp(prefix=f"parity-{framework}-"))
     typed = {name: job if isinstance(job, Job) else STEPS.job(**job) for name, job in jobs.items()}
     return Worker(framework, typed, folder)
 
