@@ -37,3 +37,12 @@ def test_verify_shows_unavailable_rows_and_exits_2_when_none_could_run(tmp_path:
     assert outcome.code == 2
     assert "UNAVAILABLE: framework 'torch' cannot use device 'cuda'" in outcome.stdout
     assert outcome.error.startswith("error: no framework could run here")
+
+
+@pytest.mark.parametrize("device", ["auto", "cuda", "metal"])
+def test_peers_refuses_any_device_but_the_cpu(tmp_path: Path, device: str) -> None:
+    """The public implementations are built on the CPU and every peers worker is shown no GPU, so
+    a port on any other device (auto's choice included) would be compared with CPU peers: refused
+    before any worker starts, where it once timed the peers and then failed the port."""
+    refused(tmp_path, "peers", "--spec", "quadrant", "--device", device,
+            expect=f"--device {device!r}: peers times every implementation on the CPU")

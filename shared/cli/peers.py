@@ -8,7 +8,8 @@ the public implementation a user would pick instead, in one run (shared/measure/
                  TFViT in a tf.function
 
 Every implementation is random-initialised on the model the spec describes (nothing is
-downloaded), in its own fresh, pinned worker, on the same images, batch and threads. Prints each
+downloaded), in its own fresh, pinned worker, on the same images, batch and threads, on the CPU
+(no worker is shown a GPU). Prints each
 one's median ± IQR/2, its analytic GFLOP/s (the ports: and its share of their framework's fp32
 GEMM rate), and port / peer ratios with the range the quartiles allow. The sequence runs in
 several interleaved rounds (--processes, default 3) and a ratio is printed only where no round of
@@ -57,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     MODES.add(parser, default="eager,compiled")
     BATCH.add(parser, default=8)
     THREADS.add(parser, default=2)
-    DEVICE.add(parser)
+    DEVICE.add(parser, note="peers: cpu only, where every implementation runs")
     parser.add_argument("--repeats", type=positive_int, default=5,
                         help="timed calls per process, at least (default 5; a fast forward repeats for "
                              "0.25 s, so other processes' CPU use over it can be measured)")
@@ -75,9 +76,13 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output
     from shared.core.presets import resolve_spec
-    from shared.errors import FrameworkUnavailable, SpecError
+    from shared.errors import FrameworkUnavailable, InputError, SpecError
 
     # every argument checked before the timing tool is imported: a refused one imports no tool
+    if args.device != "cpu":  # the peers run on the CPU (peer_timing.CPU_ONLY): a port elsewhere is no peer
+        raise InputError(f"--device {args.device!r}: peers times every implementation on the CPU, where the "
+                         "public implementations are built, so a port on another device would be compared "
+                         "with them; expected cpu")
     spec = resolve_spec(args.spec or "vit-b16", args.set)
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)

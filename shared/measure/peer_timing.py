@@ -128,6 +128,11 @@ def plan(frameworks: list[str], modes: tuple[str, ...],
     return impls, missing, refused
 
 
+# Every implementation runs on the CPU, the port included: a peer is built where its library puts a
+# new model, and TensorFlow and JAX put one on any GPU they can see, so no worker is shown one.
+CPU_ONLY = {"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu"}
+
+
 def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], rounds: int, timeout: float,
               progress: Callable[[str], None]) -> dict[str, dict[str, Any]]:
     """impl name -> its report (rounds pooled), every implementation in its own worker, the whole
@@ -142,7 +147,7 @@ def run_peers(spec: ModelSpec, impls: list[Impl], job: dict[str, Any], rounds: i
                 progress(f"[{k}/{len(impls)}] {impl.name}: fresh worker process"
                          + (f" (round {rep + 1}/{rounds})" if rounds > 1 else ""))
                 folder = os.path.join(workdir, impl.name.replace(":", "_"))
-                env = {**compile_cache_env(folder, "warm"), **impl.env}
+                env = {**compile_cache_env(folder, "warm"), **CPU_ONLY, **impl.env}
                 jobs = {"peer": PEERS.job(**job, impl=impl.name, spec=spec.to_dict())}
                 done = run_worker(impl.entry, jobs, folder, timeout, threads=job["threads"], pin=True,
                                   progress=progress, env=env)
