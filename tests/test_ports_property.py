@@ -46,7 +46,7 @@ def small_specs(draw: st.DrawFn) -> ModelSpec:
         registers=registers, mlp=draw(st.sampled_from(["standard", "gated"])), qk_norm=draw(st.booleans()),
         layer_scale=draw(st.booleans()), norm_before_blocks=draw(st.booleans()),
         patch_norm_in=draw(st.booleans()), patch_norm_out=draw(st.booleans()),
-        pool_qkv_bias=draw(st.booleans()), name="hypothesis",
+        pool_qkv_bias=pooling != "map" or draw(st.booleans()), name="hypothesis",
         distill_token=class_token and pooling == "cls" and num_classes > 0 and not head_hidden
         and draw(st.booleans()),
     )

@@ -11,6 +11,7 @@ import pytest
 from shared.core.positions import sequence_positions
 from shared.core.presets import PRESETS, get_preset, resolve_spec
 from shared.core.spec import ModelSpec
+from shared.core.spec_overrides import follow_notes
 from shared.core.summary import layer_table
 from shared.errors import SpecError
 
@@ -96,6 +97,16 @@ def test_overrides_parse_types() -> None:
     assert spec.head_hidden == (16, 8) and spec.pos_rows == 10 and spec.dim == 64
 
 
+def test_the_map_pools_biases_follow_a_set_that_leaves_the_map_pool() -> None:
+    """`--set pooling=mean` on a map pool without biases: pool_qkv_bias follows to its default (it
+    has no effect without a map pool, where false is refused), and the note says so."""
+    unbiased = get_preset("siglip-tiny").replace(pool_qkv_bias=False)
+    assert unbiased.with_overrides(["pooling=mean"]).pool_qkv_bias is True
+    assert follow_notes(unbiased, ["pooling=mean"]) == [
+        "pooling=mean: pool_qkv_bias follows (false -> true: no map pool's query, key and value; --set "
+        "pool_qkv_bias=... states it)"]
+
+
 # quadrant as a packed batch of two images a sequence (no prefix token, no table): what windows and a
 # merger need around them
 PACKED = {"batching": "packed", "pack_images": 2, "max_patches": 8, "pos_embed": "none",
@@ -137,6 +148,8 @@ BAD_SPECS = [
     ({"qk_norm_eps": 1e-5}, "qk_norm_eps", "null: the spec has no qk norm"),
     ({"patch_norm_eps": 1e-5}, "patch_norm_eps", "null: the spec has no patch norm"),
     ({"pool_norm_eps": 1e-5}, "pool_norm_eps", "null: the spec has no pool norm"),
+    # the map pool's biases, false only where there is a map pool: elsewhere it changed the hash alone
+    ({"pool_qkv_bias": False}, "pool_qkv_bias", "true (its default) when pooling is 'cls': only the map"),
     # issue 36: the projections without a bias
     ({"bias_free": ("attn.k",)}, "bias_free", "a list of projections from: attn.query"),
     ({"bias_free": ("mlp.fc1", "attn.out")}, "bias_free", "each name once, in the order"),

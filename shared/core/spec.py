@@ -426,6 +426,9 @@ def validate_spec(s: ModelSpec) -> None:
     if s.pooling == "cls" and not s.class_token:
         _fail("pooling", s.pooling, "mean, mean_all, flatten or map when class_token is false "
               "(no class token)")
+    if s.pool_qkv_bias is not True and s.pooling != "map":  # no effect there: it would change the hash alone
+        _fail("pool_qkv_bias", s.pool_qkv_bias, f"true (its default) when pooling is {s.pooling!r}: only the "
+              "map pool has query, key and value biases")
     _validate_tokens_and_heads(s)
     if s.kv_heads is not None and (not is_integer(s.kv_heads) or s.kv_heads < 1 or s.heads % s.kv_heads):
         _fail("kv_heads", s.kv_heads, f"a positive divisor of heads = {s.heads}, or null")

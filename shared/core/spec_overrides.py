@@ -39,6 +39,8 @@ FOLLOWS = (
     Follow("final_norm", ("none",), "final_norm_eps", (), None, "no final norm"),
     Follow("pooling", ("cls", "mean", "mean_all", "flatten"), "pool_norm_eps", (), None,
            "no map pool's norm"),
+    Follow("pooling", ("cls", "mean", "mean_all", "flatten"), "pool_qkv_bias", (False,), True,
+           "no map pool's query, key and value"),
     Follow("qk_norm", (False,), "qk_norm_eps", (), None, "no query and key norms"),
     Follow("norm_before_blocks", (False,), "pre_norm_eps", (), None, "no norm before the blocks"),
 )
