@@ -12,7 +12,9 @@
     tool module in a string (the way a table of "module:function" strings used to reach up);
 (e) no import circle in `shared/` and `ports/`, at module level or inside functions;
 (f) modules stay under ~300 lines and functions under ~60 statements, with the few current
-    exceptions listed below, each with its reason.
+    exceptions listed below, each with its reason;
+(g) every repository file a product file names (a path with a suffix, in a docstring, comment or
+    page) exists.
 Each rule is a function of source text, and a planted violation of each is shown to fail.
 """
 
@@ -415,3 +417,36 @@ def test_the_newcomer_path_states_its_own_length() -> None:
     stated = int(re.search(r"\(([\d,]+) lines together\)", section).group(1).replace(",", ""))
     counted = sum(len((ROOT / f).read_text().splitlines()) for f in files)
     assert stated == counted, f"docs/architecture.md says {stated:,} lines; the six files have {counted:,}"
+
+
+# A repository path as a product file names it: a top-level folder, then a file with a suffix. What a
+# run writes (results/, runs/) is output, not a file of the repository.
+NAMED_PATH = re.compile(r"(?<![\w./-])((?:shared|ports|tests|docs|tools|experiments|examples|benchmarks|"
+                        r"constraints|\.ci)/[\w./-]*\.(?:py|md|txt|toml|json|html|sh|cfg))(?![\w/-])")
+
+
+def named_paths(text: str) -> set[str]:
+    return {m[1] for m in NAMED_PATH.finditer(text) if "{" not in m[1]}
+
+
+PRODUCT_TEXTS = ("README.md", "Makefile", "pyproject.toml", "compare.py", "portbench.py", "shared", "ports",
+                 "tests", "docs", "tools", "experiments", "examples", "benchmarks", ".ci")
+GONE = "shared/checkpoints/" + "config_keys.py"  # split, so this file does not name it itself
+
+
+def test_every_file_a_product_file_names_exists() -> None:
+    """No product file points a reader at a file the repository does not have: a docstring once
+    sent readers to GONE, removed when the config keys became each plug-in's Key rows."""
+    found = [p for name in PRODUCT_TEXTS for p in ([ROOT / name] if (ROOT / name).is_file() else
+                                                   (ROOT / name).rglob("*"))]
+    texts = [p for p in found if p.is_file() and p.suffix in (".py", ".md", ".sh", ".toml", "")
+             and "__pycache__" not in p.parts]
+    missing = sorted({f"{p.relative_to(ROOT)}: {named}" for p in texts
+                      for named in named_paths(p.read_text(encoding="utf-8", errors="replace"))
+                      if not (ROOT / named).exists()})
+    assert not missing, "\n".join(missing)
+
+
+def test_a_planted_pointer_to_a_missing_file_fails() -> None:
+    planted = f"the keys each reader reads ({GONE}); see docs/spec.md and results/x.json"
+    assert named_paths(planted) == {GONE, "docs/spec.md"} and not (ROOT / GONE).exists()

@@ -56,7 +56,7 @@ def test_report_refuses_another_schema_version(tmp_path: Path) -> None:
     line = error_line(compare("report", str(old)))
     assert "schema_version 0" in line and "old.json" in line
     assert "does not exist" in error_line(compare("report", str(tmp_path / "missing.json")))
-    assert "is not JSON" in error_line(compare("report", __file__))
+    assert "is malformed JSON" in error_line(compare("report", __file__))
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a CUDA device")

@@ -22,7 +22,7 @@ class Reading:
 
     library: str  # how the output names it: "timm VisionTransformer", "keras-hub ViTImageClassifier"
     facts: dict[str, Fact] = field(default_factory=dict)
-    fmt: str | None = None  # the checkpoint format (shared/checkpoints/FORMATS) of its state dict
+    fmt: str | None = None  # the checkpoint format (`shared.checkpoints.FORMATS`) of its state dict
     config: dict[str, Any] | None = None  # what that format's `infer` reads beside the tensors
     notes: list[str] = field(default_factory=list)
     # field -> its key in `config`, for fields the layers compute (shared/your_model/proposal_layers.py)

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from shared.core.containers import check_torch_archive, read_npz, safetensors_header
-from shared.core.documents import decode_json, read_text
-from shared.core.files import open_user_file
+from shared.core.documents import decode_json
+from shared.core.files import open_user_file, read_text
 from shared.core.memory import check_bytes_fit
-from shared.errors import WeightsError, first_line
+from shared.errors import SpecError, WeightsError, first_line
 
 Raw = dict[str, np.ndarray]  # a library's tensors by its own names
 
@@ -119,7 +119,7 @@ def read_config(path: str | Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
     where = f"config {str(path)!r}"
-    return decode_json(read_text(Path(path), where), where)
+    return decode_json(read_text(path, where, SpecError), where)
 
 
 # ---- writing -----------------------------------------------------------------------------

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.check:
         # missing: stale; anything but a UTF-8 regular file (a folder, a FIFO): one line naming it
-        current = read_text(ROSETTA, "--check: the page") if os.path.lexists(ROSETTA) else ""
+        page = f"--check: the page {str(ROSETTA)!r}"
+        current = read_text(ROSETTA, page) if os.path.lexists(ROSETTA) else ""
         if current != text:
             print(f"{ROSETTA.relative_to(ROOT)} is stale: run `python compare.py rosetta --write`")
             return 1

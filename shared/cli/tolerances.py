@@ -22,7 +22,7 @@ from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
 from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, given, non_empty
 from shared.cli.time import parse_list
-from shared.core.documents import unique_keys
+from shared.core.documents import decode_json
 from shared.core.files import Outputs, check_output, read_text
 from shared.core.paths import check_distinct
 from shared.core.precision import LOW_RUNGS, RUNGS
@@ -73,15 +73,7 @@ def _load(path: str) -> tuple[str, list[Any], list[dict[str, Any]]]:
     from shared.runtime.ladder import SCHEMA, LadderFile
 
     where, foreign = f"--from {path!r}", f"--from {path!r}: not a `compare.py tolerances --json` file"
-    text = read_text(path, "--from file")
-    try:
-        document = json.loads(text, object_pairs_hook=unique_keys(where, InputError))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{foreign} (not JSON: {exc.msg} at line {exc.lineno})") from None
-    except (RecursionError, ValueError):  # nesting beyond the recursion limit, a 5000-digit integer
-        raise InputError(f"{foreign} (nested too deeply or an integer too long to read)") from None
-    if not isinstance(document, dict):
-        raise InputError(f"{foreign} (a JSON {type(document).__name__}, expected an object)")
+    document = decode_json(read_text(path, f"--from file {path!r}"), where, InputError)
     if document.get("schema") != SCHEMA:
         raise InputError(f"{where}: schema {document.get('schema')!r:.60}, expected {SCHEMA!r} "
                          "(written by `compare.py tolerances --json`)")

@@ -1,19 +1,19 @@
 """Decoding what a user hands over, for every command: spec and recipe files and documents,
 checkpoint configs.
 
-Each problem is one `SpecError` line that names the file (or the document) and what is wrong,
-never a traceback: a file that cannot be read or is not UTF-8, a syntax error, JSON or TOML
-nested deeper than Python's recursion limit, an integer longer than Python's int-string
-conversion limit (4300 digits by default), and a top-level JSON value that is not an object.
+Each problem is one line (a `SpecError` unless the caller names another error) that names the
+file (or the document) and what is wrong, never a traceback: a syntax error, JSON or TOML nested
+deeper than Python's recursion limit, an integer longer than Python's int-string conversion limit
+(4300 digits by default), and a top-level JSON value that is not an object. The file itself is read
+by shared/core/files.py's `read_text`, the one reader of a user's text.
 
 A value read from a decoded document is then held to its declared type as it is (`value_fits`,
 `type_text`): a record's types (shared/core/record.py), for a record's fields and for the config
-keys each checkpoint reader reads (shared/checkpoints/config_keys.py).
+keys each checkpoint plug-in reads (its `Key` rows, shared/checkpoints/decoding.py).
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import math
 import os
@@ -25,7 +25,7 @@ from pathlib import Path
 from types import NoneType, UnionType
 from typing import Any, Literal, get_args, get_origin
 
-from shared.core.files import open_user_file, read_user_bytes
+from shared.core.files import open_user_file
 from shared.errors import PortbenchError, SpecError
 
 JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
@@ -37,29 +37,18 @@ def check_regular(path: Path, where: str) -> None:
     open_user_file(path, where, SpecError).close()
 
 
-def read_text(path: Path, where: str) -> str:
-    """A file's text as UTF-8 (a leading byte-order mark is skipped)."""
-    blob = read_user_bytes(path, where, SpecError)  # a regular file only: a FIFO never hangs
-    skip = len(codecs.BOM_UTF8) if blob.startswith(codecs.BOM_UTF8) else 0
+def decode_json(text: str, where: str, error: type[PortbenchError] = SpecError) -> dict[str, Any]:
+    """A JSON object, or one `error` line saying why the text is not one: every JSON document a
+    user hands over is decoded here (a spec, a checkpoint's config, a results or tolerances file)."""
     try:
-        return blob[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        at = skip + exc.start
-        raise SpecError(f"{where} is not UTF-8 text: byte 0x{blob[at]:02x} at offset {at} "
-                        f"({exc.reason})") from None
-
-
-def decode_json(text: str, where: str) -> dict[str, Any]:
-    """A JSON object, or one line saying why the text is not one."""
-    try:
-        data = json.loads(text, object_pairs_hook=unique_keys(where, SpecError))
+        data = json.loads(text, object_pairs_hook=unique_keys(where, error))
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{where} is malformed JSON: {exc.msg} at line {exc.lineno}") from None
+        raise error(f"{where} is malformed JSON: {exc.msg} at line {exc.lineno}") from None
     except (RecursionError, ValueError) as exc:
-        raise SpecError(f"{where} {_beyond_limits(exc)}") from None
+        raise error(f"{where} {_beyond_limits(exc)}") from None
     if not isinstance(data, dict):
         kind = JSON_TYPE_NAMES.get(type(data), type(data).__name__)
-        raise SpecError(f"{where} holds a JSON {kind}, expected an object of fields")
+        raise error(f"{where} holds a JSON {kind}, expected an object of fields")
     return data
 
 

@@ -16,6 +16,7 @@ the next time the same target is written. Reads decode with one-line errors that
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import shutil
@@ -224,15 +225,17 @@ def _take_back(path: Path, backup: Path | None) -> None:
         pass
 
 
-def read_text(path: str | Path, what: str) -> str:
-    """A user's text file as UTF-8, or a one-line InputError naming it and the problem."""
-    where = f"{what} {str(path)!r}"
-    data = read_user_bytes(path, where)
+def read_text(path: str | Path, where: str, error: type[PortbenchError] = InputError) -> str:
+    """A user's text file as UTF-8 (a leading byte-order mark skipped), or one `error` line naming
+    it (`where`: "results file 'r.json'") and the problem: every text file portbench reads."""
+    blob = read_user_bytes(path, where, error)  # a regular file only: a FIFO or /dev/zero never hangs
+    skip = len(codecs.BOM_UTF8) if blob.startswith(codecs.BOM_UTF8) else 0
     try:
-        return data.decode("utf-8")
+        return blob[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{where} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
-                         f"offset {exc.start})") from None
+        at = skip + exc.start
+        raise error(f"{where} is not UTF-8 text: byte 0x{blob[at]:02x} at offset {at} "
+                    f"({exc.reason})") from None
 
 
 # ---- reading a user's file: the one checked opener -----------------------------------------

@@ -35,10 +35,10 @@ from shared.core.documents import (
     decode_json,
     decode_toml,
     names_a_path,
-    read_text,
     type_text,
     value_fits,
 )
+from shared.core.files import read_text
 from shared.core.terminal import has_control
 from shared.errors import SpecError
 
@@ -110,7 +110,7 @@ class Record:
         suffix = path.suffix.lower()
         if suffix not in FILE_SUFFIXES:
             raise SpecError(f"{where} is neither .json nor .toml (its suffix is {suffix or 'empty'!r})")
-        text = read_text(path, where)
+        text = read_text(path, where, SpecError)
         return cls.from_toml(text, where) if suffix == ".toml" else cls.from_json(text, where)
 
     @classmethod

@@ -67,7 +67,7 @@ def read_cache(path: Path, notes: list[str]) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        doc = json.loads(read_text(path, "mode cache"))
+        doc = json.loads(read_text(path, f"mode cache {str(path)!r}"))
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or \
                 not isinstance(doc.get("entries"), dict):
             raise ValueError(f"not a format-{CACHE_FORMAT} mode cache")

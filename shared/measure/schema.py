@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.core.data_record import read_value, refuse_value, required, stored_fields
-from shared.core.documents import unique_keys
+from shared.core.documents import decode_json
 from shared.core.files import read_text
 from shared.core.record import field_types
 from shared.measure.results_types import Results, SchemaError
@@ -75,16 +75,8 @@ def validate(doc: Any, source: str) -> dict[str, Any]:
 
 def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    text = read_text(path, "results file")  # a regular file only: a FIFO or /dev/zero never hangs
-    try:
-        doc = json.loads(text, object_pairs_hook=unique_keys(f"results file {str(path)!r}", SchemaError))
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"results file {str(path)!r} is not JSON ({exc.msg} at line "
-                          f"{exc.lineno})") from None
-    except (RecursionError, ValueError):  # nesting beyond the recursion limit, a 5000-digit integer
-        raise SchemaError(f"results file {str(path)!r} is nested too deeply or holds an integer too long "
-                          "to read") from None
-    return validate(doc, f"results file {str(path)!r}")
+    where = f"results file {str(path)!r}"
+    return validate(decode_json(read_text(path, where, SchemaError), where, SchemaError), where)
 
 
 def dumps(doc: dict[str, Any]) -> str:

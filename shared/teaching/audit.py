@@ -146,7 +146,7 @@ def audit_file(path: str | Path) -> list[Finding]:
     """A user's source file, read as every user file is (a directory or FIFO is named, not read)."""
     from shared.core.files import read_text
 
-    return audit_source(read_text(path, "source file"), str(path))
+    return audit_source(read_text(path, f"source file {str(path)!r}"), str(path))
 
 
 # ---- built-model audit ----------------------------------------------------------------------

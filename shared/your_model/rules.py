@@ -4,13 +4,12 @@ parent before any worker starts, as the rename rows `binding.bind` takes (table 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from shared.core import mapping
-from shared.core.documents import decode_toml, read_text
+from shared.core.documents import decode_toml
+from shared.core.files import read_text
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
-from shared.errors import WeightsError
+from shared.errors import SpecError, WeightsError
 
 
 def read_rules(path: str, spec: ModelSpec | None = None) -> str:
@@ -21,7 +20,7 @@ def read_rules(path: str, spec: ModelSpec | None = None) -> str:
     canonical pattern that names none of its tensors (a row that silently bound nothing would
     leave the binding to the conventions, and the verdict would not be about the user's rows)."""
     where = f"map file {path!r}"
-    data = decode_toml(read_text(Path(path), where), where)
+    data = decode_toml(read_text(path, where, SpecError), where)
     rows = data.get("map")
     if not isinstance(rows, dict) or not rows:
         raise WeightsError(f"{where}: expected a [map] table of \"your-name\" = \"canonical-name\" rows")

@@ -80,7 +80,7 @@ def framework_guess(reference: str) -> tuple[str, str]:
     where = reference.rpartition(":")[0]
     if not where.endswith(".py"):
         return "torch", "a module reference: torch unless told"
-    text = read_text(where, "--model file")
+    text = read_text(where, f"--model file {where!r}")
     for name, pattern in GUESS:
         found = pattern.search(text)
         if found:
