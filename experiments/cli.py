@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS, non_empty
+from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS, listed, non_empty
 from shared.errors import InputError
 
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     RECIPE.add(p)
     RSET.add(p)
     g = p.add_argument_group("plateau")  # none given means its default (PLATEAU): refused for another
-    g.add_argument("--shapes", type=non_empty,
+    g.add_argument("--shapes", type=listed("WIDTH/HEADS pairs such as 16/2,24/3"),
                    help="WIDTH/HEADS list (head width = W/H; default 16/2,24/3,32/4)")
     g.add_argument("--steps", type=int, help="updates per run (default 600)")
     g.add_argument("--data", type=non_empty, help="quadrant[:noise=N,contrast=C] (default quadrant: 0.1, 1)")
@@ -54,7 +54,15 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{given[0]} applies to the plateau experiment only, not {args.name}")
     for name, default in PLATEAU.items():
         setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
-    check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})  # first
+    for name, value in (("--steps", args.steps), ("--window", args.window)):  # before --out is made
+        if value < 1:
+            raise InputError(f"{name} {value}: expected an integer >= 1")
+    if not 0 < args.band < 1:
+        raise InputError(f"--band {args.band}: expected a number in (0, 1)")
+    check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})
+    if args.window > args.steps:  # the loss's trailing mean would never hold a window: no verdict at all
+        raise InputError(f"--window {args.window}: expected at most --steps = {args.steps} (the loss's "
+                         "trailing mean is over that many updates)")
     if any(item.partition("=")[0].strip() == "max_epochs" for item in args.rset):  # each passes --epochs
         raise InputError("--rset max_epochs: an experiment sets its epochs with --epochs (default: each "
                          "experiment's own)")

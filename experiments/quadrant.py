@@ -41,11 +41,6 @@ def plateau_dwell(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
     if args.data != "quadrant" and not args.data.startswith("quadrant:"):
         raise InputError(f"--data {args.data!r}: the plateau experiment needs quadrant[:noise=N,contrast=C]")
     quadrant_options(args.data)
-    for name, value, low in (("--steps", args.steps, 1), ("--window", args.window, 1)):
-        if value < low:
-            raise InputError(f"{name} {value}: expected an integer >= {low}")
-    if not 0 < args.band < 1:
-        raise InputError(f"--band {args.band}: expected a number in (0, 1)")
     settings = Settings(parse_shapes(args.shapes), parse_seeds(args.seeds), frameworks,
                         resolve_recipe(args.recipe or "quick", args.rset), args.data, args.steps,
                         args.band, args.window)

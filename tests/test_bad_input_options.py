@@ -197,6 +197,25 @@ def test_every_option_that_takes_a_value_checks_it_as_it_is_parsed() -> None:
     assert loose == []
 
 
+
+def test_every_list_option_refuses_an_empty_item() -> None:
+    """`--seeds 0,,1`, `--frameworks torch,` and `sweep --batch 1,,8` were read as shorter lists.
+    Every option whose value is a comma-separated list has the one list type (`listed`), in every
+    command; a list of nothing is each command's own refusal (test above)."""
+    from shared.cli._options import listed
+
+    lists = {(name, a.option_strings[0]): a.type for name, parser in parsers().items()
+             for a in parser._actions
+             if a.option_strings and ("comma-separated" in (a.help or "") or a.dest == "shapes")}
+    assert {option for _, option in lists} >= {"--frameworks", "--modes", "--seeds", "--batch", "--image",
+                                                "--presets", "--rungs", "--shapes"}
+    for (name, option), parse in lists.items():
+        assert getattr(parse, "__qualname__", "").startswith(listed.__name__), (name, option)
+        with pytest.raises(argparse.ArgumentTypeError, match="has an empty item; expected "):
+            parse("1,,2")
+        assert parse("1, 2") == "1, 2" and parse(" , ") == " , "
+
+
 MODEL = f"{Path(__file__).resolve().parents[1] / 'examples' / 'torch_mha_vit.py'}:build"
 USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
 
@@ -231,6 +250,8 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
      "--data applies to the plateau experiment only, not narrow"),  # trained on quadrant, exit 0
     (["experiment", "narrow", "--rset", "max_epochs=1"],
      "--rset max_epochs: an experiment sets its epochs with --epochs"),  # its own --epochs silently won
+    (["experiment", "plateau", "--steps", "8", "--window", "16", "--out", "exp"],
+     "--window 16: expected at most --steps = 8"),  # a trailing mean that never fills: no verdict
     (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],
      "--factorial needs at least two frameworks that run here; got torch"),  # said so after the run
 ])

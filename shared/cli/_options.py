@@ -49,6 +49,22 @@ def given(expected: str) -> Callable[[str], str]:
 non_empty = given("a value")
 
 
+def listed(expected: str) -> Callable[[str], str]:
+    """A comma-separated list as given, with no empty item among the others: `0,,1` or a trailing
+    comma is refused naming what `expected` says, never read as a shorter list. Every list option
+    has this type; a list of nothing (`" , "`) is left to the command, which names its choices."""
+    whole = given(expected)
+
+    def parse(text: str) -> str:
+        items = [item.strip() for item in whole(text).split(",")]
+        if any(items) and not all(items):
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item; expected {expected}")
+        return text
+
+    parse.__name__ = "value"  # argparse names the type in its messages
+    return parse
+
+
 positive_int = _number(int, 1, "a whole number >= 1")
 non_negative_int = _number(int, 0, "a whole number >= 0")
 positive_float = _number(float, 1e-9, "a number > 0")
@@ -113,7 +129,7 @@ INPUT = Option(("--input",), "NHWC float32 .npy images (default: the spec's seed
 
 # ---- which frameworks, where, how ---------------------------------------------------------------------
 FRAMEWORKS = Option(("--frameworks",), "comma-separated registry names, or 'all' for every installed one",
-                    type=given("comma-separated framework names, or 'all'"))
+                    type=listed("comma-separated framework names, or 'all'"))
 # the note of the commands that run the reference beside the ports, and a user's --model
 WITH_REFERENCE = ("default: every installed one; with --model, none: your model against the float64 "
                   "reference alone, as 'reference' says")
@@ -134,7 +150,7 @@ ALLOW_TF32 = Option(("--allow-tf32",), "let float32 matmuls use TF32 tensor core
 
 # ---- timing ---------------------------------------------------------------------------------------------
 MODES = Option(("--modes",), "which of {default} to time (comma-separated; default all)",
-               type=given("comma-separated mode names"))
+               type=listed("comma-separated mode names"))
 BUDGET = Option(("--budget",), "seconds of repeats per phase after warm-up (default {default})",
                 type=non_negative_float)
 PROCESSES = Option(("--processes",), "rounds, interleaved (a b c, a b c): {slot} (default {default})",
@@ -176,7 +192,7 @@ RECIPE = Option(("--recipe",), "recipe name (archive, mnist, quick), file or JSO
 RSET = Option(("--rset",), "change one recipe field, repeatable", action="append", metavar="FIELD=VALUE",
               type=given("FIELD=VALUE"))
 SEEDS = Option(("--seeds",), "comma-separated seeds (default {slot})",
-               type=given("comma-separated integers such as 0,1,2"))
+               type=listed("comma-separated integers such as 0,1,2"))
 EPOCHS = Option(("--epochs",), "epochs per run (a shortcut for --rset max_epochs=N; default: {slot})",
                 slot="the recipe's", type=positive_int)
 

@@ -32,7 +32,7 @@ from shared.cli._options import (
     SPEC,
     THREADS,
     TIMEOUT,
-    given,
+    listed,
 )
 
 ORDER = 42
@@ -44,10 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     SPEC.add(parser)
     SET.add(parser)
-    parser.add_argument("--batch", type=given("comma-separated whole numbers, e.g. 1,8,64"),
+    parser.add_argument("--batch", type=listed("comma-separated whole numbers, e.g. 1,8,64"),
                         dest="batches", required=True,
                         help="comma-separated batch sizes, e.g. 1,8,64")
-    parser.add_argument("--image", type=given("comma-separated sizes, e.g. 32,64"), dest="images",
+    parser.add_argument("--image", type=listed("comma-separated sizes, e.g. 32,64"), dest="images",
                         help="comma-separated square image sizes in pixels, "
                                                        "e.g. 32,64,128 (default: the spec's)")
     FRAMEWORKS.add(parser, note="default: every installed one")

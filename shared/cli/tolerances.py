@@ -20,7 +20,7 @@ from typing import Any
 
 from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
-from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, given, non_empty
+from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, listed, non_empty
 from shared.cli.time import parse_list
 from shared.core.documents import decode_json
 from shared.core.files import Outputs, check_output, read_text
@@ -37,10 +37,10 @@ ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("tolerances", help=HELP)
-    parser.add_argument("--presets", type=given("comma-separated preset names"),
+    parser.add_argument("--presets", type=listed("comma-separated preset names"),
                         help="comma-separated (default: every preset)")
     FRAMEWORKS.add(parser, note="default: every installed native port")
-    parser.add_argument("--rungs", type=given("comma-separated rungs"),
+    parser.add_argument("--rungs", type=listed("comma-separated rungs"),
                         help=f"comma-separated, of {','.join(RUNGS)} "
                                         f"(default: {','.join(LOW_RUNGS)}; tf32 needs --device cuda)")
     DEVICE.add(parser)

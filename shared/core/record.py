@@ -239,7 +239,8 @@ def _parse(kind: str, name: str, text: str, declared: Any) -> Any:
         fail(kind, name, text, choices_text(declared))
     if get_origin(declared) is tuple:
         item = get_args(declared)[0]
-        parts = [part for part in word.strip("[]()").split(",") if part.strip()]
+        inner = word.strip("[]()")  # an empty list is (); an empty item (`16,,8`) is refused, not skipped
+        parts = inner.split(",") if inner.strip() else []
         try:
             return tuple(_parse(kind, name, part, item) for part in parts)
         except SpecError:
