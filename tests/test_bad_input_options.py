@@ -250,6 +250,10 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
      "--data applies to the plateau experiment only, not narrow"),  # trained on quadrant, exit 0
     (["experiment", "narrow", "--rset", "max_epochs=1"],
      "--rset max_epochs: an experiment sets its epochs with --epochs"),  # its own --epochs silently won
+    (["verify", "--spec", "quadrant", "--weights", "w.safetensors", "--seed", "3"],
+     "--seed 3 seeds the weights made when no --weights is given"),  # the file's weights ran, 'seeded'
+    (["trace", "--model", MODEL, "--seed", "3"],
+     "--seed 3 seeds portbench's initial weights, and your --model"),
     (["experiment", "plateau", "--steps", "8", "--window", "16", "--out", "exp"],
      "--window 16: expected at most --steps = 8"),  # a trailing mean that never fills: no verdict
     (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],

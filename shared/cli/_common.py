@@ -73,7 +73,22 @@ def resolve_model(args: argparse.Namespace) -> Model:
         loaded = load_weights(weights, spec)
         return Model(loaded.spec, loaded.tensors, loaded.note())
     spec = resolve_spec(args.spec, args.set)
-    return Model(spec, init_weights(spec, getattr(args, "seed", 0)))
+    return Model(spec, init_weights(spec, init_seed(args)))
+
+
+def init_seed(args: argparse.Namespace) -> int:
+    """`--seed` (0 when not given), refused where it would seed nothing and the run would look
+    seeded: beside --weights, which gives the weights, and beside --model, whose own parameters run."""
+    seed = getattr(args, "seed", None)
+    if seed is None:
+        return 0
+    if getattr(args, "weights", None):
+        raise InputError(f"--seed {seed} seeds the weights made when no --weights is given, and --weights "
+                         "gives them here: drop --seed")
+    if getattr(args, "model", None):
+        raise InputError(f"--seed {seed} seeds portbench's initial weights, and your --model runs with its "
+                         "own parameters (or --weights): drop --seed")
+    return seed
 
 
 def installed_ports() -> tuple[str, ...]:
@@ -134,6 +149,7 @@ def add_user_model_args(parser: argparse.ArgumentParser) -> None:
 def check_model_options(args: argparse.Namespace) -> None:
     """The options that say how to run a user's model, refused without --model: they would be
     ignored, and the ports run instead of the model the user meant."""
+    init_seed(args)  # beside --model too
     if getattr(args, "model", None):
         return
     given = [o.flags[0] for o in (MODEL_FRAMEWORK, INPUT_LAYOUT, OUTPUT, MAP, SHOW_BINDING)
@@ -204,7 +220,7 @@ def load_model(args: argparse.Namespace) -> tuple[ModelSpec, Tensors, np.ndarray
     model = resolve_model(args)
     notes = [model.note] if model.note else []
     if not getattr(args, "weights", None):
-        notes.append(f"weights: canonical init_weights(spec, seed={args.seed})")
+        notes.append(f"weights: canonical init_weights(spec, seed={init_seed(args)})")
     images = load_images(args.input, model.spec) if args.input else probe_batch(model.spec)
     return model.spec, model.tensors, images, notes
 

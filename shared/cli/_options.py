@@ -123,8 +123,8 @@ SPEC = Option(("--spec",), "preset name, spec file (.json/.toml) or JSON documen
 SET = Option(("--set",), "change one spec field, repeatable", action="append", metavar="FIELD=VALUE",
              type=given("FIELD=VALUE"))
 WEIGHTS = Option(("--weights",), "canonical .safetensors file (default: seeded init)")
-SEED = Option(("--seed",), "init seed{slot} (default {default})", slot=" when no --weights",
-              type=non_negative_int, default=0)
+# None when not given (`_common.init_seed` reads it as 0), so a --seed that seeds nothing is refused
+SEED = Option(("--seed",), "init seed{slot} (default 0)", slot=" when no --weights", type=non_negative_int)
 INPUT = Option(("--input",), "NHWC float32 .npy images (default: the spec's seeded probe batch)")
 
 # ---- which frameworks, where, how ---------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._common import add_spec_args
+from shared.cli._common import add_spec_args, init_seed
 from shared.cli._options import FORCE, SEED, non_empty
 from shared.core.budget import check_weights_file
 from shared.core.files import check_output
@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.out, args.force)  # before the work; the write checks again, atomically
     check_suffix("--out", args.out, (".safetensors",), "the canonical weights")
     check_weights_file(spec)  # before a tensor is made
-    save_weights(args.out, spec, init_weights(spec, args.seed), extra_metadata={"seed": str(args.seed)},
+    seed = init_seed(args)
+    save_weights(args.out, spec, init_weights(spec, seed), extra_metadata={"seed": str(seed)},
                  force=args.force)
     print(f"wrote {args.out}: spec {spec.name!r} ({spec.spec_hash}), {spec.derived.params:,} parameters, "
-          f"seed {args.seed}")
+          f"seed {seed}")
     return 0

@@ -15,6 +15,7 @@ from shared.cli._common import (
     add_user_model_args,
     check_model_options,
     check_outputs,
+    init_seed,
     installed_ports,
     resolve_model,
     user_options,
@@ -90,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     precision = from_args(args)
     if args.all_presets:
         specs = [get_preset(name) for name in PRESETS]
-        cases = [VerifyCase(s, init_weights(s, args.seed), probe_batch(s, args.batch), precision=precision)
+        seed = init_seed(args)
+        cases = [VerifyCase(s, init_weights(s, seed), probe_batch(s, args.batch), precision=precision)
                  for s in specs]
     else:
         model = resolve_model(args)
