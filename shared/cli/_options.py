@@ -188,7 +188,8 @@ SHOW_BINDING = Option(("--show-binding",), "print your parameter -> canonical te
                       action="store_true")
 
 # ---- training (train, experiment) ----------------------------------------------------------------------
-RECIPE = Option(("--recipe",), "recipe name (archive, mnist, quick), file or JSON (default: the preset's)")
+RECIPE = Option(("--recipe",), "recipe name (archive, mnist, quick), or a file or JSON whose missing fields "
+                "are the archive recipe's (default: the preset's recipe; --rset changes one field of it)")
 RSET = Option(("--rset",), "change one recipe field, repeatable", action="append", metavar="FIELD=VALUE",
               type=given("FIELD=VALUE"))
 SEEDS = Option(("--seeds",), "comma-separated seeds (default {slot})",
