@@ -101,8 +101,8 @@ def test_tolerances_from_files_writes_the_page(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "expect"), [
     ('{"schema": "portbench.tolerances/1", "entries": []}', "expected 'portbench.tolerances/2'"),
     ('{"schema": "portbench.tolerances/2", "path": "x"}', "not a `compare.py tolerances --json` file"),
-    ("[1, 2]", "not a `compare.py tolerances --json` file"),
-    ("{", "not a `compare.py tolerances --json` file"),
+    ("[1, 2]", "holds a JSON array, expected an object of fields"),  # decoded as every JSON document is
+    ("{", "is malformed JSON: Expecting property name"),
 ])
 def test_tolerances_refuses_a_file_it_did_not_write(tmp_path: Path, text: str, expect: str) -> None:
     (tmp_path / "bad.json").write_text(text)  # refused: one line, exit 2, nothing written
