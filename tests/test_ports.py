@@ -82,7 +82,8 @@ ROUND_TRIP_SPECS = {
     "archive-keras": get_preset("archive-keras"),
     # no qkv bias (a separate output bias in Keras and Flax), sincos positions, pooled final norm
     "no-qkv-bias": get_preset("quadrant").replace(
-        qkv_bias=False, pos_embed="sincos", final_norm="pooled", pooling="mean", head_hidden=(8,)),
+        qkv_bias=False, pos_embed="sincos", pos_embed_class_row=False, final_norm="pooled", pooling="mean",
+        head_hidden=(8,)),
     # RMSNorm (a scale alone) at every place a norm stands: patch norms, pre-norm, qk-norm, map pool
     "rms-norm": get_preset("siglip-tiny").replace(
         norm_type="rms_norm", patch_norm_in=True, patch_norm_out=True, norm_before_blocks=True,

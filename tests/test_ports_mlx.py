@@ -29,7 +29,8 @@ ROUND_TRIP_SPECS = {
     # no qkv bias (a separate output bias here too), sincos positions (not a parameter), pooled
     # final norm, a hidden head layer, padding and post-norm
     "no-qkv-bias": get_preset("quadrant").replace(
-        qkv_bias=False, pos_embed="sincos", final_norm="pooled", pooling="mean", head_hidden=(8,),
+        qkv_bias=False, pos_embed="sincos", pos_embed_class_row=False, final_norm="pooled", pooling="mean",
+        head_hidden=(8,),
         image_height=9, remainder="pad", norm="post", head_dim=5),
 }
 

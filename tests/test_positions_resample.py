@@ -211,7 +211,8 @@ BAD_RESAMPLING = [
     ({"pos_grid_height": 2048, "pos_grid_width": 1024}, "pos_grid_width", "a table grid of at most"),
     ({"pos_rows": 40}, "pos_rows", "null when pos_resample is set"),
     ({"pos_embed": "sincos", "dim": 4, "head_dim": 4, "pos_grid_height": None, "pos_grid_width": None,
-      "pos_embed_register_rows": False}, "pos_resample", "'none' when pos_embed is 'sincos'"),
+      "pos_embed_register_rows": False, "pos_embed_class_row": False}, "pos_resample",
+     "'none' when pos_embed is 'sincos'"),
     ({"pos_embed": "none", "pos_embed_class_row": False, "pos_embed_register_rows": False},
      "pos_grid_height", "null when pos_embed is 'none'"),
 ]

@@ -25,13 +25,12 @@ def sincos_2d(rows: int, cols: int, dim: int) -> np.ndarray:
 
 
 def fixed_table(spec: ModelSpec) -> np.ndarray | None:
-    """The non-trainable table a `sincos` spec adds (rows = pos_rows_used), else None.
-    With a class row, the class token's row is zero (it carries no grid position)."""
+    """The non-trainable table a `sincos` spec adds, a row per patch (a prefix token carries no grid
+    position and has no row: `sequence_positions` gives it zeros), else None."""
     if spec.pos_embed != "sincos":
         return None
     d = spec.derived
-    table = sincos_2d(d.grid_rows, d.grid_cols, spec.dim)
-    return np.concatenate([np.zeros((positioned_prefix(spec), spec.dim)), table])
+    return sincos_2d(d.grid_rows, d.grid_cols, spec.dim)
 
 
 def sequence_positions(spec: ModelSpec, learned: np.ndarray | None = None) -> np.ndarray | None:

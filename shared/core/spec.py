@@ -39,8 +39,9 @@ Conventions fixed by this module (not fields, because no port may choose otherwi
   own image (Pixtral's); with
   `window_size` the blocks not in `full_attention_blocks` attend within each image's windows only
   (Qwen2.5-VL's), a mask over the image's own grid whatever order a port tiles it in;
-- `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), with a zero
-  row for the class token when `pos_embed_class_row` is true;
+- `sincos` positions are big_vision's fixed 2-D sine-cosine table (temperature 10000), for the
+  patches only: the prefix tokens get no position (`pos_embed_class_row` is true with a learned
+  table only, since a zero row and no row are one function);
 - a learned table may hold another patch grid than the image's (`pos_grid_height` x
   `pos_grid_width`, a checkpoint trained at another resolution): the canonical weights keep that
   source table as the checkpoint has it, and `pos_resample` names the library convention that
@@ -436,7 +437,10 @@ def validate_spec(s: ModelSpec) -> None:
     _validate_batching(s, rows, cols)
     _validate_windows(s)
     _validate_merger(s)
-    if s.pos_embed_class_row and not s.class_token and s.pos_embed != "none":
+    if s.pos_embed_class_row and s.pos_embed != "learned":  # no row, or a zero one: one function, two hashes
+        _fail("pos_embed_class_row", True, f"false when pos_embed is {s.pos_embed!r} (only a learned table "
+              "has a row for the class token)")
+    if s.pos_embed_class_row and not s.class_token:
         _fail("pos_embed_class_row", True, "false when class_token is false (no class row)")
     if s.pos_embed == "sincos" and s.dim % 4:
         _fail("dim", s.dim, "a multiple of 4 for sincos position embeddings")

@@ -35,6 +35,8 @@ FOLLOWS = (
     Follow("registers", (0,), "pos_embed_register_rows", (True,), False, "no registers to position"),
     Follow("pos_embed", ("sincos", "none"), "pos_embed_register_rows", (True,), False,
            "only a learned table positions the registers"),
+    Follow("pos_embed", ("sincos", "none"), "pos_embed_class_row", (True,), False,
+           "only a learned table has a row for the class token"),
     Follow("pos_embed", ("sincos", "none"), "pos_rows", (), None, "only a learned table has rows"),
     Follow("final_norm", ("none",), "final_norm_eps", (), None, "no final norm"),
     Follow("pooling", ("cls", "mean", "mean_all", "flatten"), "pool_norm_eps", (), None,

@@ -24,8 +24,8 @@ MIXED = Precision("bfloat16", "mixed")
 
 def stream_spec(preset: str = "quadrant") -> ModelSpec:
     """`preset` with nothing float32 to promote the stream: no position table, no class token."""
-    return get_preset(preset).replace(name=f"{preset}-nopos", pos_embed="none", class_token=False,
-                                      pooling="mean")
+    return get_preset(preset).replace(name=f"{preset}-nopos", pos_embed="none", pos_embed_class_row=False,
+                                      class_token=False, pooling="mean")
 
 
 def relative_rms(a: np.ndarray, b: np.ndarray) -> float:

@@ -235,6 +235,9 @@ def dependent_defaults(found: dict[str, Fact]) -> dict[str, Fact]:
     if found.get("class_token", (True,))[0] is False:
         out["pos_embed_class_row"] = (False, "follows class_token=False (no class row)")
         out["pooling"] = ("mean", "follows class_token=False (no class token to read out)")
+    if found.get("pos_embed", ("learned",))[0] != "learned":
+        out["pos_embed_class_row"] = (False, f"follows pos_embed={found['pos_embed'][0]!r} (only a learned "
+                                      "table has a class row)")
     if found.get("pooling", ("",))[0] == "mean" and "final_norm" not in found:
         out["final_norm"] = ("pooled", "follows pooling=mean (timm's fc_norm)")
     if "patch_height" in found and "temporal_patch_size" not in found:  # a Conv3d's kernel states its own
