@@ -70,6 +70,10 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                               "framework's layout beside its inverse",
     "shared/your_model/proposal_structure.py": "what a model's layers state, whole: the patch projection, "
                                                "blocks, norms and head read from the same units",
+    "shared/core/record.py": "a record and the reading of each field by its declared type are one concern: "
+                             "from_dict, --set and the instance check all go through the typed values "
+                             "below the class, and what writes a record back (to_dict, TOML, the hash) "
+                             "beside them",
 }
 # each port's model.py: the spec's whole model read top to bottom, one parallel text per port (as
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file

@@ -142,6 +142,34 @@ def test_foreign_and_tampered_metadata(tmp_path, saved, spec) -> None:
         load_weights(tampered)
 
 
+# Specs the version before 3a6faf8 and b3a1033 wrote, with the spec_hash it stored (computed then):
+# a field a later rule holds to its leader, at a value that has no effect there.
+WRITTEN_BEFORE = [
+    ({"pos_embed": "sincos"}, "5f1b538bcef5c2bc", "pos_embed_class_row", False,
+     "pos_embed_class_row=true read as false (pos_embed=sincos: only a learned table has a row"),
+    ({"pooling": "mean", "pool_qkv_bias": False}, "6c587d62e3c234be", "pool_qkv_bias", True,
+     "pool_qkv_bias=false read as true (pooling=mean: no map pool's query, key and value"),
+]
+
+
+@pytest.mark.parametrize("fields, written_hash, settled, value, note", WRITTEN_BEFORE)
+def test_a_file_written_before_a_rule_still_reads_with_the_field_settled(
+        tmp_path, spec, fields, written_hash, settled, value, note) -> None:
+    """Such a file was refused (\"stored spec is invalid\"), with or without --spec, once the rule
+    came: its weights compute the same function, so it reads, the field settled and said so."""
+    stored = {**spec.to_dict(), **fields}
+    assert W.ModelSpec.stored_hash(stored) == written_hash  # the hash the old writer stored
+    now = W.ModelSpec.from_dict({**stored, settled: value})
+    path = tmp_path / "old.safetensors"
+    metadata = {"format": W.FORMAT_NAME, "format_version": W.FORMAT_VERSION, "spec": json.dumps(stored),
+                "spec_hash": written_hash}
+    save_file(init_weights(now, 0), str(path), metadata=metadata)
+    loaded = load_weights(path)
+    assert loaded.spec == now and getattr(loaded.spec, settled) is value
+    assert note in (loaded.note() or "")
+    assert load_weights(path, now).spec == now  # and under the spec it computes
+
+
 def test_failed_save_leaves_existing_file_untouched(saved, spec) -> None:
     before = saved.read_bytes()
     broken = init_weights(spec, 0)

@@ -160,8 +160,14 @@ class Record:
     def stable_hash(self, omit: Collection[str] = ()) -> str:
         """sha256 (16 hex digits) of the sorted, compact JSON of every compared field (less those
         in `omit`): the same over field order, formatting and free text (compare=False fields)."""
-        compared = {f.name for f in fields(self) if f.compare and f.name not in omit}
-        body = {key: value for key, value in self.to_dict().items() if key in compared}
+        return self.dict_hash(self.to_dict(), omit)
+
+    @classmethod
+    def dict_hash(cls, data: Mapping[str, Any], omit: Collection[str] = ()) -> str:
+        """`stable_hash` of a record as `to_dict` writes it, valid today or not: a stored one is
+        checked against the hash it was written with."""
+        compared = {f.name for f in fields(cls) if f.compare and f.name not in omit}
+        body = {key: value for key, value in data.items() if key in compared}
         blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

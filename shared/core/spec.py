@@ -57,9 +57,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cache, cached_property, partial
 from typing import Any, ClassVar, Literal, get_args
 
 from shared.core.record import Record, fail
@@ -253,8 +253,16 @@ class ModelSpec(Record):
     @property
     def spec_hash(self) -> str:
         """Stored in every weight file: the same over field order, formatting and the name."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.name in self.ADDED_FIELDS}
-        return self.stable_hash(omit={k for k, v in defaults.items() if getattr(self, k) == v})
+        return self.stored_hash(self.to_dict())
+
+    @classmethod
+    def stored_hash(cls, data: Mapping[str, Any]) -> str:
+        """The spec hash of a spec as `to_dict` writes it, valid today or not: a weight file's stored
+        spec written before a rule settled one of its fields (spec_overrides.settle) is checked
+        against the hash it was written with. An added field at its default is left out."""
+        defaults = _default_dict()
+        at_default = {k for k in cls.ADDED_FIELDS if data.get(k, defaults[k]) == defaults[k]}
+        return cls.dict_hash(data, omit=at_default)
 
     # ---- derived quantities (the one source of truth for every port) ----------------------
     @cached_property
@@ -350,6 +358,12 @@ class Derived:
         out = dataclasses.asdict(self)
         out["tensor_shapes"] = {k: list(v) for k, v in self.tensor_shapes.items()}
         return out
+
+
+@cache
+def _default_dict() -> dict[str, Any]:
+    """Every field's default as `to_dict` writes it (a list where the field holds a tuple)."""
+    return ModelSpec().to_dict()
 
 
 def tensor_fields_differ(a: ModelSpec, b: ModelSpec) -> list[str]:

@@ -5,7 +5,8 @@ class-token spec gives mean pooling and a position table without a class row, wh
 would otherwise get a one-line refusal for a field they never set. An explicit `--set` of the
 follower always wins (it is then validated as written), and a follower whose current value can
 stand beside the change is kept. `ModelSpec.with_overrides` applies `FOLLOWS`; `follow_notes` says
-what followed, one line each."""
+what followed, one line each; `settle` reads a weight file written before a rule whose follower
+has no effect there."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class Follow:
     stale: tuple[Any, ...]
     value: Any
     why: str
+    # The stale value has no effect beside the leader's (one function, another hash): a stored spec
+    # written before the rule is read with it settled (`settle`), never refused.
+    inert: bool = False
 
 
 FOLLOWS = (
@@ -36,13 +40,13 @@ FOLLOWS = (
     Follow("pos_embed", ("sincos", "none"), "pos_embed_register_rows", (True,), False,
            "only a learned table positions the registers"),
     Follow("pos_embed", ("sincos", "none"), "pos_embed_class_row", (True,), False,
-           "only a learned table has a row for the class token"),
+           "only a learned table has a row for the class token", inert=True),
     Follow("pos_embed", ("sincos", "none"), "pos_rows", (), None, "only a learned table has rows"),
     Follow("final_norm", ("none",), "final_norm_eps", (), None, "no final norm"),
     Follow("pooling", ("cls", "mean", "mean_all", "flatten"), "pool_norm_eps", (), None,
            "no map pool's norm"),
     Follow("pooling", ("cls", "mean", "mean_all", "flatten"), "pool_qkv_bias", (False,), True,
-           "no map pool's query, key and value"),
+           "no map pool's query, key and value", inert=True),
     Follow("qk_norm", (False,), "qk_norm_eps", (), None, "no query and key norms"),
     Follow("norm_before_blocks", (False,), "pre_norm_eps", (), None, "no norm before the blocks"),
 )
@@ -72,6 +76,20 @@ def followers(current: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[st
         state[row.follower] = row.value
         out[row.follower] = (row.value, note)
     return out
+
+
+def settle(stored: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A stored spec (a weight file's, as `to_dict` wrote it) with each field a later rule holds to
+    its leader, where its value there has no effect (`inert` rows), settled to the value that rule
+    wants, and one note for each: the file computes the same function and still reads."""
+    out, notes = dict(stored), []
+    for row in FOLLOWS:
+        if row.inert and row.leader in out and row.follower in out and out[row.leader] in row.when \
+                and _stale(row, out[row.follower]):
+            notes.append(f"{row.follower}={_shown(out[row.follower])} read as {_shown(row.value)} "
+                         f"({row.leader}={_shown(out[row.leader])}: {row.why}; the same function)")
+            out[row.follower] = row.value
+    return out, notes
 
 
 def follow_notes(spec: Any, assignments: list[str]) -> list[str]:

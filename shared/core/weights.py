@@ -39,6 +39,7 @@ from shared.core.budget import check_fits
 from shared.core.containers import safetensors_header
 from shared.core.files import write_output
 from shared.core.spec import ModelSpec, tensor_fields_differ
+from shared.core.spec_overrides import settle
 from shared.errors import WeightsError, first_line
 
 FORMAT_NAME = "portbench-canonical"
@@ -155,14 +156,16 @@ class LoadedWeights:
     metadata: dict[str, str] = field(default_factory=dict)
 
     def note(self) -> str | None:
-        """One line for the user when the weights run under a different (compatible) spec."""
-        if not self.differing_fields:
-            return None
-        changes = ", ".join(
-            f"{f}={getattr(self.spec, f)!r} (file: {getattr(self.file_spec, f)!r})"
-            for f in self.differing_fields
-        )
-        return f"note: running the file's weights with changed settings: {changes}"
+        """One line for the user when the weights run under a different (compatible) spec, or when
+        the file's stored spec was written before a rule that settled one of its fields."""
+        lines = [f"note: the file's stored spec: {line}" for line in settled_notes(self.metadata)]
+        if self.differing_fields:
+            changes = ", ".join(
+                f"{f}={getattr(self.spec, f)!r} (file: {getattr(self.file_spec, f)!r})"
+                for f in self.differing_fields
+            )
+            lines.append(f"note: running the file's weights with changed settings: {changes}")
+        return "\n".join(lines) or None
 
 
 def read_weight_file(path: str | Path,
@@ -204,15 +207,23 @@ def _stored_spec(where: str, metadata: dict[str, str]) -> ModelSpec:
             f"this version of portbench reads {FORMAT_VERSION!r}"
         )
     try:
-        file_spec = ModelSpec.from_json(metadata.get("spec", ""))
+        stored = json.loads(metadata.get("spec", ""))
+        file_spec = ModelSpec.from_dict(settle(stored)[0])  # a file written before a rule still reads
+        written_hash = ModelSpec.stored_hash(stored)  # the hash it was written with
     except Exception as exc:  # a SpecError, or garbage in the metadata
         raise WeightsError(f"{where}: stored spec is invalid ({exc})") from None
-    if metadata.get("spec_hash") != file_spec.spec_hash:
+    if metadata.get("spec_hash") != written_hash:
         raise WeightsError(
             f"{where}: spec_hash {metadata.get('spec_hash')!r} does not match "
-            f"its stored spec ({file_spec.spec_hash!r}); the metadata was edited or corrupted"
+            f"its stored spec ({written_hash!r}); the metadata was edited or corrupted"
         )
     return file_spec
+
+
+def settled_notes(metadata: dict[str, str]) -> list[str]:
+    """What reading a file's stored spec settled (spec_overrides.settle), one line each."""
+    stored = json.loads(metadata.get("spec", "{}"))
+    return settle(stored)[1] if isinstance(stored, dict) else []
 
 
 def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeights:
