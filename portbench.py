@@ -105,7 +105,7 @@ def _batch(options: dict[str, Any]) -> int:
         if wrong or (name == "layout" and value not in (INPUT_LAYOUT.choices or ())):
             raise InputError(f"portbench.check: {name} is {value!r:.40}, expected {what}")
     if options.get("frameworks") is not None:
-        if not all(isinstance(n, str) for n in options["frameworks"]):
+        if not all(isinstance(n, str) and n.strip() and "," not in n for n in options["frameworks"]):
             raise InputError(f"portbench.check: frameworks is {options['frameworks']!r:.40}, expected a list "
                              "of framework names")
         parse_frameworks(",".join(options["frameworks"]) or None, ())  # an unknown name: its one line

@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from experiments import attention, positions, quadrant
     from ports import parse_frameworks
+    from shared.cli.train import parse_seeds
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.band < 1:
         raise InputError(f"--band {args.band}: expected a number in (0, 1)")
     check_options({"--steps": args.steps, "--window": args.window, "--epochs": args.epochs})
-    if args.window > args.steps:  # the loss's trailing mean would never hold a window: no verdict at all
+    if args.window > args.steps:  # the trailing mean would never span a whole window, as its report says
         raise InputError(f"--window {args.window}: expected at most --steps = {args.steps} (the loss's "
                          "trailing mean is over that many updates)")
     if any(item.partition("=")[0].strip() == "max_epochs" for item in args.rset):  # each passes --epochs
@@ -69,8 +70,14 @@ def run(args: argparse.Namespace) -> int:
     plateau_sweep = args.name == "plateau" and args.sweep
     default = ("torch",) if plateau_sweep else FRAMEWORKS_RUN
     frameworks = parse_frameworks(args.frameworks, default, offered=FRAMEWORKS_RUN)  # before --out is made
-    make_folders(out := output_path(args.out, folder=True))
     args.seeds = args.seeds or ("0,1,2,3,4" if args.name == "plateau" else "0,1,2")
+    parse_seeds(args.seeds)  # and every other option: a refused run leaves no --out behind
+    if args.name == "plateau":
+        from experiments.plateau.experiment import parse_shapes
+
+        quadrant.check_plateau_data(args.data)
+        parse_shapes(args.shapes)
+    make_folders(out := output_path(args.out, folder=True))
     return {"pos-embed": positions.pos_embed, "narrow": quadrant.narrow, "sqrt-dk": attention.sqrt_dk,
             "attention-map": attention.attention_map, "dead-rows": positions.dead_rows,
             "plateau": quadrant.plateau_dwell}[args.name](args, out, frameworks)

@@ -31,16 +31,22 @@ def narrow(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
 
 
 # ---- the quadrant plateau: dwell at ln(2)/2 per width / heads, seeds and ports ---------------------
+def check_plateau_data(name: str) -> None:
+    """--data for the plateau: the quadrant generator, with its options read."""
+    from shared.training.data import quadrant_options
+
+    if name != "quadrant" and not name.startswith("quadrant:"):
+        raise InputError(f"--data {name!r}: the plateau experiment needs quadrant[:noise=N,contrast=C]")
+    quadrant_options(name)
+
+
 def plateau_dwell(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     from experiments.plateau.experiment import Settings, parse_shapes, run_experiment
     from experiments.plateau.report import check_outputs, summary_lines, write_outputs
     from shared.cli.train import parse_seeds
     from shared.core.train_spec import resolve_recipe
-    from shared.training.data import quadrant_options
 
-    if args.data != "quadrant" and not args.data.startswith("quadrant:"):
-        raise InputError(f"--data {args.data!r}: the plateau experiment needs quadrant[:noise=N,contrast=C]")
-    quadrant_options(args.data)
+    check_plateau_data(args.data)
     settings = Settings(parse_shapes(args.shapes), parse_seeds(args.seeds), frameworks,
                         resolve_recipe(args.recipe or "quick", args.rset), args.data, args.steps,
                         args.band, args.window)

@@ -119,9 +119,12 @@ def parse_frameworks(text: str | None, default: Sequence[str] = NATIVE, offered:
         if not names:
             raise FrameworkUnavailable(NOTHING_INSTALLED)
         return names
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    items = [n.strip() for n in text.split(",")]
+    names = [n for n in items if n]
     if not names:
         raise InputError(f"--frameworks is empty; expected some of: {', '.join(choices)}")
+    if len(names) != len(items):  # `torch,,keras`: never read as a shorter list
+        raise InputError(f"--frameworks {text!r} has an empty item; expected comma-separated framework names")
     twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
     if twice is not None:  # it would run, and be shown, twice
         raise InputError(f"--frameworks {text!r} names {twice!r} twice; name each once")

@@ -144,7 +144,7 @@ def test_a_command_that_does_not_run_the_reference_alone_refuses_it(tmp_path: Pa
 
 def test_the_one_framework_parser() -> None:
     from ports import NATIVE, PORTS, installed, parse_frameworks
-    from shared.errors import FrameworkUnavailable
+    from shared.errors import FrameworkUnavailable, InputError
 
     here = [name for name, why in installed().items() if why is None]
     assert parse_frameworks(None, ("torch",)) == ["torch"]  # not given: the command's default
@@ -156,6 +156,8 @@ def test_the_one_framework_parser() -> None:
         parse_frameworks("torch,mlx", offered=("torch", "keras", "flax"))
     assert str(info.value) == ("framework 'mlx' is not one this command runs; expected some of: "
                                "torch, keras, flax")
+    with pytest.raises(InputError, match="'torch,,flax' has an empty item"):  # never a shorter list
+        parse_frameworks("torch,,flax")
 
 
 @pytest.mark.parametrize("options, expect", [
@@ -169,6 +171,9 @@ def test_the_one_framework_parser() -> None:
     ({"trace": "no"}, "portbench.check: trace is 'no', expected True or False"),  # was true
     ({"layout": "XYZ"}, "portbench.check: layout is 'XYZ', expected one of NHWC, NCHW, NHW"),  # a Result
     ({"frameworks": "torch"}, "portbench.check: frameworks is 'torch', expected a list of framework names"),
+    # an empty name or a comma in one ran torch, then raised a bare KeyError
+    ({"frameworks": ["torch", ""]}, "frameworks is ['torch', ''], expected a list of framework names"),
+    ({"frameworks": ["torch,"]}, "frameworks is ['torch,'], expected a list of framework names"),
 ])
 @pytest.mark.parametrize("model", ["mine.py:build", "an object"])
 def test_the_python_api_refuses_bad_options_in_one_line(tmp_path, model: str, options: dict,
@@ -252,8 +257,14 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
      "--rset max_epochs: an experiment sets its epochs with --epochs"),  # its own --epochs silently won
     (["verify", "--spec", "quadrant", "--weights", "w.safetensors", "--seed", "3"],
      "--seed 3 seeds the weights made when no --weights is given"),  # the file's weights ran, 'seeded'
+    (["logits", "--weights", "w.safetensors", "--seed", "3", "--framework", "reference", "--out", "y.npy"],
+     "--seed 3 seeds the weights made when no --weights is given"),  # wrote the file's logits, exit 0
     (["trace", "--model", MODEL, "--seed", "3"],
      "--seed 3 seeds portbench's initial weights, and your --model"),
+    # each refused before --out is made: a refused experiment left an empty folder behind
+    (["experiment", "plateau", "--data", "foo", "--out", "exp"], "--data 'foo': the plateau experiment"),
+    (["experiment", "plateau", "--shapes", "16/x", "--out", "exp"], "--shapes '16/x': expected WIDTH/HEADS"),
+    (["experiment", "narrow", "--seeds", "a,b", "--out", "exp"], "--seeds 'a,b': expected comma-separated"),
     (["experiment", "plateau", "--steps", "8", "--window", "16", "--out", "exp"],
      "--window 16: expected at most --steps = 8"),  # a trailing mean that never fills: no verdict
     (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],

@@ -95,6 +95,11 @@ def test_overrides_parse_types() -> None:
     spec = get_preset("quadrant").with_overrides(
         ["class_token=true", "head_hidden=16,8", "pos_rows=10", "dim=64"])
     assert spec.head_hidden == (16, 8) and spec.pos_rows == 10 and spec.dim == 64
+    # Python's one-element tuple reads; an empty item among others is refused, never skipped
+    assert get_preset("quadrant").with_overrides(["head_hidden=(16,)"]).head_hidden == (16,)
+    for text in ("16,,8", "16,", "(16,,)"):
+        with pytest.raises(SpecError, match="expected a comma-separated list of integers"):
+            get_preset("quadrant").with_overrides([f"head_hidden={text}"])
 
 
 def test_the_map_pools_biases_follow_a_set_that_leaves_the_map_pool() -> None:

@@ -65,6 +65,7 @@ def resolve_model(args: argparse.Namespace) -> Model:
     file's own spec; with both, the file must fit the spec's tensors, and fields that differ
     without changing a tensor are reported in one line."""
     weights = getattr(args, "weights", None)
+    seed = init_seed(args)  # refused beside --weights, before the file is read
     if weights:
         if args.spec:
             spec = resolve_spec(args.spec, args.set)
@@ -73,7 +74,7 @@ def resolve_model(args: argparse.Namespace) -> Model:
         loaded = load_weights(weights, spec)
         return Model(loaded.spec, loaded.tensors, loaded.note())
     spec = resolve_spec(args.spec, args.set)
-    return Model(spec, init_weights(spec, init_seed(args)))
+    return Model(spec, init_weights(spec, seed))
 
 
 def init_seed(args: argparse.Namespace) -> int:

@@ -227,7 +227,7 @@ def _take_back(path: Path, backup: Path | None) -> None:
 
 def read_text(path: str | Path, where: str, error: type[PortbenchError] = InputError) -> str:
     """A user's text file as UTF-8 (a leading byte-order mark skipped), or one `error` line naming
-    it (`where`: "results file 'r.json'") and the problem: every text file portbench reads."""
+    it (`where`: "results file 'r.json'") and the problem: the reader of a user's text file."""
     blob = read_user_bytes(path, where, error)  # a regular file only: a FIFO or /dev/zero never hangs
     skip = len(codecs.BOM_UTF8) if blob.startswith(codecs.BOM_UTF8) else 0
     try:

@@ -245,7 +245,9 @@ def _parse(kind: str, name: str, text: str, declared: Any) -> Any:
         fail(kind, name, text, choices_text(declared))
     if get_origin(declared) is tuple:
         item = get_args(declared)[0]
-        inner = word.strip("[]()")  # an empty list is (); an empty item (`16,,8`) is refused, not skipped
+        inner = word.strip("[]()")  # an empty list is (); an empty item (`16,,8`) is refused, not skipped,
+        if word.startswith(("(", "[")):  # but a bracketed list may end with one comma, as Python's `(16,)`
+            inner = inner.rstrip().removesuffix(",")
         parts = inner.split(",") if inner.strip() else []
         try:
             return tuple(_parse(kind, name, part, item) for part in parts)
