@@ -39,10 +39,17 @@ def test_verify_shows_unavailable_rows_and_exits_2_when_none_could_run(tmp_path:
     assert outcome.error.startswith("error: no framework could run here")
 
 
-@pytest.mark.parametrize("device", ["auto", "cuda", "metal"])
+@pytest.mark.parametrize("device", ["cuda", "metal"])
 def test_peers_refuses_any_device_but_the_cpu(tmp_path: Path, device: str) -> None:
     """The public implementations are built on the CPU and every peers worker is shown no GPU, so
-    a port on any other device (auto's choice included) would be compared with CPU peers: refused
-    before any worker starts, where it once timed the peers and then failed the port."""
+    a port on any other device would be compared with CPU peers: refused before any worker starts,
+    where it once timed the peers and then failed the port (auto chooses the CPU, and says so)."""
     refused(tmp_path, "peers", "--spec", "quadrant", "--device", device,
             expect=f"--device {device!r}: peers times every implementation on the CPU")
+
+
+def test_peers_with_auto_chooses_the_cpu_and_says_so(tmp_path: Path) -> None:
+    """Stopped at the spec no peer builds, after the device is chosen: no worker starts."""
+    outcome = run_cli("peers", "--spec", "archive-torch", "--device", "auto", cwd=tmp_path)
+    assert outcome.code == 2 and "is a model no peer can build" in outcome.error, outcome
+    assert "device auto: peers runs every implementation on the cpu" in outcome.stderr

@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     MODES.add(parser, default="eager,compiled")
     BATCH.add(parser, default=8)
     THREADS.add(parser, default=2)
-    DEVICE.add(parser, note="peers: cpu only, where every implementation runs")
+    DEVICE.add(parser, note="peers: cpu, where every implementation runs; auto chooses it")
     parser.add_argument("--repeats", type=positive_int, default=5,
                         help="timed calls per process, at least (default 5; a fast forward repeats for "
                              "0.25 s, so other processes' CPU use over it can be measured)")
@@ -79,10 +79,13 @@ def run(args: argparse.Namespace) -> int:
     from shared.errors import FrameworkUnavailable, InputError, SpecError
 
     # every argument checked before the timing tool is imported: a refused one imports no tool
-    if args.device != "cpu":  # the peers run on the CPU (peer_timing.CPU_ONLY): a port elsewhere is no peer
+    if args.device not in ("cpu", "auto"):  # the peers run on the CPU (peer_timing.CPU_ONLY): a port
         raise InputError(f"--device {args.device!r}: peers times every implementation on the CPU, where the "
                          "public implementations are built, so a port on another device would be compared "
-                         "with them; expected cpu")
+                         "with them; expected cpu (or auto)")
+    if args.device == "auto":  # only auto chooses, and says what it chose
+        print("device auto: peers runs every implementation on the cpu", file=sys.stderr)
+        args.device = "cpu"
     spec = resolve_spec(args.spec or "vit-b16", args.set)
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
