@@ -4,18 +4,32 @@ falls back, and says what it chose. This CPU-only machine has no CUDA and no Met
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.adversarial import refused, run_cli
+from tests import background
+from tests.adversarial import Outcome, refused, run_cli
+
+ABSENT = [(framework, device) for framework in ("torch", "keras", "flax") for device in ("cuda", "metal")]
 
 
-@pytest.mark.parametrize("framework", ["torch", "keras", "flax"])
-@pytest.mark.parametrize("device", ["cuda", "metal"])
-def test_logits_refuses_an_absent_device(tmp_path: Path, framework: str, device: str) -> None:
-    refused(tmp_path, "logits", "--spec", "quadrant", "--framework", framework, "--device", device,
-            "--out", "y.npy", expect=f"framework {framework!r} cannot use device {device!r}")
+@background.task("absent-devices", "test_bad_input_devices.py::test_logits_refuses_an_absent_device")
+def absent_devices(start: background.Start) -> tuple[Path, dict[tuple[str, str], Outcome]]:
+    """Each refusal is a framework's import in a process of its own: waited for in the background."""
+    folder = Path(tempfile.mkdtemp(prefix="portbench-devices-"))
+    runs = {(fw, device): ("logits", "--spec", "quadrant", "--framework", fw, "--device", device, "--out",
+                           folder / f"{fw}-{device}.npy") for fw, device in ABSENT}
+    return folder, {key: background.compare_py(start, *argv) for key, argv in runs.items()}
+
+
+@pytest.mark.parametrize("framework, device", ABSENT)
+def test_logits_refuses_an_absent_device(framework: str, device: str) -> None:
+    folder, outcomes = background.result("absent-devices")
+    outcome = outcomes[framework, device]
+    assert outcome.code == 2 and f"framework {framework!r} cannot use device {device!r}" in outcome.error
+    assert not (folder / f"{framework}-{device}.npy").exists()
 
 
 def test_the_reference_runs_on_the_cpu_only(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The CLI loads only the command it runs (shared/cli/__init__.py): `compare.py --help` reads
 each command's line from its module's source without importing it, and a refused argument of any
 command imports no framework and no tool module. Checked in fresh processes, where `sys.modules`
-is the whole truth."""
+is the whole truth: all of them started at once in the background (tests/background.py), since
+each is only a Python start-up to wait for."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import compare
 from shared.cli import command_index
+from tests import background
 
 ROOT = Path(compare.__file__).resolve().parent
 FRAMEWORKS = ("torch", "tensorflow", "keras", "jax", "flax", "mlx", "onnxruntime")
@@ -32,12 +34,12 @@ print(json.dumps({{"code": code, "out": out.getvalue(), "error": err.getvalue(),
 """
 
 
-def probe(*argvs: list[str]) -> list[dict]:
+def probe(start: background.Start, *argvs: list[str]) -> list[dict]:
     """Run compare.main on each argv in a fresh process of its own (all at once) and report what
     each imported."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    runs = [subprocess.Popen([sys.executable, "-c", PROBE, *argv], cwd=ROOT, env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for argv in argvs]
+    runs = [start(subprocess.Popen([sys.executable, "-c", PROBE, *argv], cwd=ROOT, env=env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)) for argv in argvs]
     out = []
     for run in runs:
         stdout, stderr = run.communicate(timeout=300)
@@ -46,8 +48,35 @@ def probe(*argvs: list[str]) -> list[dict]:
     return out
 
 
+def refused_names() -> list[str]:
+    return [c.name for c in command_index()] + ["experiment"]
+
+
+def taking_frameworks() -> list[str]:
+    """The commands that take --frameworks, read from their parsers."""
+    taking = []
+    for command in command_index():
+        parser = compare.build_parser({command.name})
+        sub = next(a for a in parser._actions if a.dest == "command")
+        if any("--frameworks" in a.option_strings for a in sub.choices[command.name]._actions):
+            taking.append(command.name)
+    return taking
+
+
+@background.task("cli-probes", "test_cli_loading.py::")
+def cli_probes(start: background.Start) -> dict[str, list[dict]]:
+    """Every probe of this module's tests, by test: --help, --version, a refused argument of each
+    command, an unknown framework in each command that takes --frameworks."""
+    needs = {"sweep": ["--batch", "1"]}  # a command's required options, given
+    unknown = [[name, *needs.get(name, []), "--frameworks", "nope"] for name in taking_frameworks()]
+    groups = {"help": [["--help"]], "version": [["--version"]],
+              "refused": [[name, "--no-such-option"] for name in refused_names()], "unknown": unknown}
+    seen = iter(probe(start, *(argv for argvs in groups.values() for argv in argvs)))
+    return {group: [next(seen) for _ in argvs] for group, argvs in groups.items()}
+
+
 def test_help_imports_a_handful_of_modules_and_no_framework() -> None:
-    (seen,) = probe(["--help"])
+    (seen,) = background.result("cli-probes")["help"]
     assert seen["code"] == 0 and seen["frameworks"] == []
     assert len(seen["modules"]) <= 15, seen["modules"]
     assert not [m for m in seen["modules"] if m.startswith(("shared.cli.", "experiments.")) and
@@ -55,8 +84,7 @@ def test_help_imports_a_handful_of_modules_and_no_framework() -> None:
 
 
 def test_a_refused_argument_of_any_command_imports_no_framework_and_no_tool() -> None:
-    names = [c.name for c in command_index()] + ["experiment"]
-    for name, seen in zip(names, probe(*[[name, "--no-such-option"] for name in names]), strict=True):
+    for name, seen in zip(refused_names(), background.result("cli-probes")["refused"], strict=True):
         assert seen["code"] == 2, (name, seen["error"])
         assert seen["error"].startswith("error: compare.py") and seen["error"].count("\n") == 1, seen["error"]
         assert seen["frameworks"] == [], (name, seen["frameworks"])
@@ -84,7 +112,7 @@ def test_version_names_portbench_and_every_framework_without_importing_one() -> 
 
     from ports import PORTS
 
-    (seen,) = probe(["--version"])
+    (seen,) = background.result("cli-probes")["version"]
     assert seen["code"] == 0 and seen["frameworks"] == []
     lines = seen["out"].splitlines()
     assert lines[0].startswith(f"portbench {metadata.version('portbench')} (Python ")
@@ -99,16 +127,9 @@ def test_version_names_portbench_and_every_framework_without_importing_one() -> 
 def test_an_unknown_framework_is_refused_before_any_tool_or_framework_is_imported() -> None:
     """Every command that takes `--frameworks` reads the list (ports.parse_frameworks) before it
     imports a tool module: the refusal costs no tool's import and no framework's."""
-    taking = []
-    for command in command_index():
-        parser = compare.build_parser({command.name})
-        sub = next(a for a in parser._actions if a.dest == "command")
-        if any("--frameworks" in a.option_strings for a in sub.choices[command.name]._actions):
-            taking.append(command.name)
+    taking = taking_frameworks()
     assert {"main", "time", "verify", "peers", "sweep"} <= set(taking)
-    needs = {"sweep": ["--batch", "1"]}  # a command's required options, given
-    argvs = [[name, *needs.get(name, []), "--frameworks", "nope"] for name in taking]
-    for name, seen in zip(taking, probe(*argvs), strict=True):
+    for name, seen in zip(taking, background.result("cli-probes")["unknown"], strict=True):
         assert seen["code"] == 2 and "unknown framework 'nope'" in seen["error"], (name, seen["error"])
         assert seen["frameworks"] == [], (name, seen["frameworks"])
         assert [m for m in seen["modules"] if m.startswith(TOOLS)] == [], (name, seen["modules"])
