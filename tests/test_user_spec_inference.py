@@ -26,7 +26,7 @@ from shared.checkpoints.libraries import hf as hf_plugin
 from shared.checkpoints.libraries import timm as timm_plugin
 from shared.core.presets import resolve_spec
 from shared.core.spec import ModelSpec
-from shared.errors import InputError
+from shared.errors import InputError, SpecError
 from shared.your_model.proposal import DEFAULT, Proposal, propose_spec
 from tests import background
 from tests.adversarial import Outcome, run_cli
@@ -208,6 +208,18 @@ def test_a_model_no_library_built_keeps_unread_fields_at_the_default_and_names_t
     assert proposal.library is None
     assert "dim" in proposal.unread and proposal.sources["dim"] == DEFAULT
     assert proposal.spec.dim == ModelSpec().dim
+
+
+def test_a_model_with_no_attention_and_no_mlp_is_not_read_as_a_vit() -> None:
+    """A Linear on the flattened image reads as a patch projection and one block, but nothing in
+    it is attention or an MLP: the refusal said to pass --set heads=N, as if heads were all that
+    was missing; it now says the model does not read as a ViT-style classifier."""
+    from torch import nn
+
+    proposal = propose_spec(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)))
+    with pytest.raises(SpecError, match="no attention and no MLP were read in the 1 block"):
+        proposal.stated()
+    assert proposal.stated(["heads=2"]).heads == 2  # a --set states the model: the user's to check
 
 
 def write_models(folder: Path) -> Path:

@@ -87,7 +87,13 @@ class Proposal(DataRecord):
         Linears hold every head alike, and no layer states how many) are refused in one line naming
         the `--set`: a default there would be a guess."""
         given = self.spec.parse_assignments(overrides)
-        if "heads" in self.unread and "heads" not in given and self.sources.get("depth", DEFAULT) != DEFAULT:
+        blocks_read = self.sources.get("depth", DEFAULT) != DEFAULT
+        if blocks_read and {"heads", "qkv_bias", "mlp_dim"} <= set(self.unread) and not given:
+            raise SpecError(f"no attention and no MLP were read in the {self.spec.depth} block(s) of width "
+                            f"{self.spec.dim} found in your model: it does not read as a ViT-style patch "
+                            "classifier (a patch projection, attention blocks, a head); pass a --spec that "
+                            "states the model")
+        if "heads" in self.unread and "heads" not in given and blocks_read:
             raise SpecError(f"the number of attention heads is not read from your model ({self.spec.depth} "
                             f"blocks of width {self.spec.dim} read, but no attention layer states its heads: "
                             "q, k, v Linears hold every head alike); pass --set heads=N (head_dim follows: "
