@@ -70,6 +70,10 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                               "framework's layout beside its inverse",
     "shared/your_model/proposal_structure.py": "what a model's layers state, whole: the patch projection, "
                                                "blocks, norms and head read from the same units",
+    "shared/your_model/proposal.py": "the spec read from a model, whole: its sources in their order "
+                                     "(a library's configuration, the state dict, the layers, the "
+                                     "structure, conventions, dependent defaults) and the record that "
+                                     "carries each field's source and refuses what was not read",
     "shared/core/record.py": "a record and the reading of each field by its declared type are one concern: "
                              "from_dict, --set and the instance check all go through the typed values "
                              "below the class, and what writes a record back (to_dict, TOML, the hash) "

@@ -24,7 +24,8 @@ parameter on the spec it gives (a big_vision-style linen ViT), else from its lay
 (`proposal_search.py`). Flax's fast LayerNorm variance, which no field states, is a note.
 
 A field nothing reads keeps the spec default and is reported unread (source `default`), never
-guessed; `Proposal.stated` refuses blocks read without their heads, naming `--set heads=N`. For
+guessed; `Proposal.stated` refuses blocks read without their heads, naming `--set heads=N`, and
+blocks with no attention and no MLP, which no ViT-style classifier has. For
 `--model FILE.py:NAME` it runs in the worker (the `propose` job kind, jobs.py: the
 user's file is imported there only), which `run.propose_user_spec` starts.
 """
