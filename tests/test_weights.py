@@ -140,6 +140,11 @@ def test_foreign_and_tampered_metadata(tmp_path, saved, spec) -> None:
     _rewrite(tampered, tensors, metadata)
     with pytest.raises(WeightsError, match=r"spec_hash .* does not match"):
         load_weights(tampered)
+    # JSON lets the last of two keys win silently: the stored spec is decoded as every document is
+    metadata["spec"] = '{"dim": 8, ' + json.dumps(edited)[1:]
+    _rewrite(tampered, tensors, metadata)
+    with pytest.raises(WeightsError, match="the stored spec gives the key 'dim' twice"):
+        load_weights(tampered)
 
 
 # Specs the version before 3a6faf8 and b3a1033 wrote, with the spec_hash it stored (computed then):

@@ -37,6 +37,7 @@ import numpy as np
 
 from shared.core.budget import check_fits
 from shared.core.containers import safetensors_header
+from shared.core.documents import decode_json
 from shared.core.files import write_output
 from shared.core.spec import ModelSpec, tensor_fields_differ
 from shared.core.spec_overrides import settle
@@ -207,7 +208,7 @@ def _stored_spec(where: str, metadata: dict[str, str]) -> ModelSpec:
             f"this version of portbench reads {FORMAT_VERSION!r}"
         )
     try:
-        stored = json.loads(metadata.get("spec", ""))
+        stored = decode_json(metadata.get("spec", ""), "the stored spec")  # a key given twice is refused
         file_spec = ModelSpec.from_dict(settle(stored)[0])  # a file written before a rule still reads
         written_hash = ModelSpec.stored_hash(stored)  # the hash it was written with
     except Exception as exc:  # a SpecError, or garbage in the metadata
