@@ -223,8 +223,7 @@ def _stored_spec(where: str, metadata: dict[str, str]) -> ModelSpec:
 
 def settled_notes(metadata: dict[str, str]) -> list[str]:
     """What reading a file's stored spec settled (spec_overrides.settle), one line each."""
-    stored = json.loads(metadata.get("spec", "{}"))
-    return settle(stored)[1] if isinstance(stored, dict) else []
+    return settle(decode_json(metadata.get("spec", "{}"), "the stored spec"))[1]  # read by _stored_spec first
 
 
 def load_weights(path: str | Path, spec: ModelSpec | None = None) -> LoadedWeights:
