@@ -90,17 +90,18 @@ class Record:
         return cls.from_dict(cls._unwrap(decode_json(text, where or f"{cls.KIND} document")))
 
     def to_toml(self) -> str:
-        lines = [f"{key} = {toml_value(value)}" for key, value in self.to_dict().items()
-                 if value is not None]  # TOML has no null: an absent optional field reads as None
+        """TOML has no null: a None field is left out where its default is None, and written as
+        the word "none" (which every optional field reads as None) where it is not."""
+        defaults = {f.name: f.default for f in fields(self)}
+        lines = [f"{key} = {toml_value('none' if value is None else value)}"
+                 for key, value in self.to_dict().items()
+                 if value is not None or defaults[key] is not None]
         return "\n".join(lines) + "\n"
 
     @classmethod
     def from_toml(cls, text: str, where: str | None = None) -> Self:
-        data = cls._unwrap(decode_toml(text, where or f"{cls.KIND} document"))
-        for name, declared in field_types(cls).items():
-            if unwrap_optional(declared)[1]:
-                data.setdefault(name, None)  # not the dataclass default: `to_toml` leaves None out
-        return cls.from_dict(data)
+        """A field left out takes its default, as in a JSON document."""
+        return cls.from_dict(cls._unwrap(decode_toml(text, where or f"{cls.KIND} document")))
 
     @classmethod
     def from_file(cls, path: str | Path) -> Self:
