@@ -171,3 +171,15 @@ def test_a_converted_hf_folder_is_new_and_never_replaced(tmp_path: Path) -> None
     assert outcome.code == 0, outcome.stderr
     assert sorted(p.name for p in (tmp_path / "hf2").iterdir()) == ["config.json", "model.safetensors"]
     assert {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("hf2/")} == before
+
+
+def test_a_spec_given_as_a_json_document_is_not_asked_about_as_a_file(tmp_path: Path) -> None:
+    """`--spec "$(compare.py spec NAME --json)"` is longer than a file name may be: asking whether
+    it names a file raised "File name too long" in place of the output check's own refusal."""
+    from shared.core.presets import get_preset
+
+    (tmp_path / "r.json").write_text("{}")
+    document = json.dumps({"spec": get_preset("archive-torch").to_dict()}, indent=2)
+    assert len(document) > os.pathconf(tmp_path, "PC_NAME_MAX")
+    refused(tmp_path, "verify", "--spec", document, "--frameworks", "torch", "--json", "r.json",
+            expect="output 'r.json' already exists")

@@ -28,6 +28,7 @@ from shared.cli._options import (
     SPEC,
     WEIGHTS,
 )
+from shared.core.documents import names_a_path
 from shared.core.files import check_output, write_output
 from shared.core.inputs import load_images, probe_batch
 from shared.core.paths import check_distinct
@@ -129,7 +130,8 @@ def check_outputs(args: argparse.Namespace) -> None:
     outputs = {f"--{name}": getattr(args, name, None) for name in ("json", "html")}
     inputs = {f"--{name}": getattr(args, name, None) for name in READ_OPTIONS}
     spec, model = getattr(args, "spec", None), getattr(args, "model", None)
-    inputs["--spec"] = spec if spec and Path(spec).is_file() else None  # a file, not a preset's name
+    # a file, not a preset's name or a JSON document (too long a name for is_file to ask about)
+    inputs["--spec"] = spec if spec and names_a_path(spec) and Path(spec).is_file() else None
     inputs["--model"] = model.rpartition(":")[0] if model and ".py:" in model else None
     check_distinct(outputs, inputs)
     for path in outputs.values():
