@@ -101,11 +101,31 @@ UNIT_DAMAGE = {
     "deep nesting": (lambda f: _state(f).write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
     "state not json": (lambda f: _state(f).write_bytes(b"\x00garbage"), "state.json"),
     "state removed": (lambda f: _state(f).unlink(), "has no state.json"),
-    "weights truncated": (lambda f: _truncate(f / "ck" / "seed0" / "epoch-000001" / "adam_v.safetensors"),
-                          "truncated"),
+    "weights truncated": (lambda f: _truncate(_moment(f)), "truncated or damaged"),
     "weights from another epoch": (lambda f: _edit_state(f, lambda s: s["controller"].update(epoch=7)),
                                    "is from epoch '1', state.json from epoch '7'"),
+    # The first was an internal error (IndexError); the second read as complete.
+    "weights with empty offsets": (lambda f: _edit_header(f, lambda h: next(iter(h.values())).update(
+        data_offsets=[])), "expected lists of non-negative integers"),
+    "weights with bytes no tensor owns": (lambda f: _append(f, b"\0" * 8), "but its tensors end at byte"),
 }
+
+
+def _moment(folder: Path) -> Path:
+    return folder / "ck" / "seed0" / "epoch-000001" / "adam_v.safetensors"
+
+
+def _edit_header(folder: Path, change) -> None:
+    blob = _moment(folder).read_bytes()
+    length = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + length])
+    change({k: v for k, v in header.items() if k != "__metadata__"})
+    text = json.dumps(header).encode()
+    _moment(folder).write_bytes(len(text).to_bytes(8, "little") + text + blob[8 + length:])
+
+
+def _append(folder: Path, extra: bytes) -> None:
+    _moment(folder).write_bytes(_moment(folder).read_bytes() + extra)
 
 
 def _truncate(path: Path) -> None:
@@ -118,6 +138,13 @@ def test_a_unit_that_cannot_be_proven_complete_is_refused_and_kept(folder: Path,
     damage(folder)
     line = refused(folder, *TRAIN, "--epochs", "2", "--resume", expect=expect)
     assert "holds no unit that can be proven complete" in line and "nothing was changed" in line
+
+
+def test_a_recipe_rate_past_float_range_is_refused_in_one_line(folder: Path) -> None:
+    """The proof compared the resumed rate with the recipe's times (1 + 1e-9): an OverflowError,
+    reported as a portbench bug, for a rate no float holds."""
+    _edit_state(folder, lambda s: s["recipe"].update(learning_rate=10**400))
+    refused(folder, *TRAIN, "--epochs", "2", "--resume", expect="expected a number within float range")
 
 
 @pytest.mark.parametrize(("change", "expect"), [

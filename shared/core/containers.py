@@ -150,7 +150,12 @@ def safetensors_header(path: str | Path, where: str,
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise error(f"{where} is not a readable safetensors file (__metadata__ is not an object of strings)")
     data_size = size - 8 - length
-    return {name: _declared(name, entry, data_size, where, error) for name, entry in header.items()}, metadata
+    declared = {name: _declared(name, entry, data_size, where, error) for name, entry in header.items()}
+    end = max((entry["data_offsets"][1] for entry in header.values()), default=0)
+    if end != data_size:  # as the safetensors library refuses it: bytes no tensor owns
+        raise error(f"{where} holds {data_size:,} bytes of data, but its tensors end at byte {end:,}: "
+                    "it is damaged, or not one safetensors file")
+    return declared, metadata
 
 
 def _declared(name: str, entry: Any, data_size: int, where: str, error: Error) -> Declared:
@@ -167,7 +172,8 @@ def _declared(name: str, entry: Any, data_size: int, where: str, error: Error) -
     declared = Declared(dtype, tuple(shape))
     if offsets[1] - offsets[0] != declared.nbytes or offsets[1] > data_size:
         raise error(f"{at} declares {dtype} {tuple(shape)} ({declared.nbytes:,} bytes) at bytes "
-                    f"{offsets[0]:,}..{offsets[1]:,}, but the file holds {data_size:,} bytes of data")
+                    f"{offsets[0]:,}..{offsets[1]:,}, but the file holds {data_size:,} bytes of data: it is "
+                    "truncated or damaged")
     return declared
 
 

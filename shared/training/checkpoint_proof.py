@@ -1,5 +1,5 @@
 """What makes a checkpoint unit provably complete, read without trusting it: its four files are
-regular files; `state.json` decodes (bounded size and nesting) to the fields and types a resume
+regular files; `state.json` decodes (within the memory left, bounded nesting) to the fields and types a resume
 needs; and each safetensors file's header is readable, names the same epoch as `state.json`,
 and the file is exactly as long as its header says (so a truncated file is never "complete").
 Nothing here loads a tensor; `shared.training.checkpoint` does, from a unit proven here.
@@ -7,21 +7,19 @@ Nothing here loads a tensor; `shared.training.checkpoint` does, from a unit prov
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
-import struct
 from pathlib import Path
 from typing import Any
 
+from shared.core.containers import safetensors_header
 from shared.core.documents import decode_json
-from shared.errors import PortbenchError, SpecError
+from shared.core.files import read_text
+from shared.errors import PortbenchError
 
 MOMENTS = ("weights.safetensors", "adam_m.safetensors", "adam_v.safetensors")
 STATE = "state.json"
-MAX_STATE_BYTES = 64 * 2**20  # a state.json holds curves of at most a few thousand epochs
-MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own limit
 NUMBER = (int, float)
 # Every field a resume reads, and the types it must have (bool is not a count).
 CONTROLLER = {"epoch": int, "lr": NUMBER, "plateau_best": (*NUMBER, type(None)), "plateau_bad": int,
@@ -56,15 +54,7 @@ def prove(unit: Path) -> dict[str, Any]:
 
 def read_state(path: Path) -> dict[str, Any]:
     where = f"checkpoint {str(path)!r}"
-    try:
-        if path.stat().st_size > MAX_STATE_BYTES:
-            raise CheckpointError(f"{where} is larger than {MAX_STATE_BYTES // 2**20} MiB")
-        text = path.read_bytes().decode("utf-8")
-        state = decode_json(text, where)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{where} is unreadable ({exc})") from None
-    except SpecError as exc:
-        raise CheckpointError(str(exc)) from None
+    state = decode_json(read_text(path, where, CheckpointError), where, CheckpointError)
     check_fields(state, {"recipe": dict, "spec_hash": str, "updates": int, "controller": dict,
                          "result": dict}, where, "")
     if "precision" in state and not isinstance(state["precision"], str):
@@ -73,7 +63,7 @@ def read_state(path: Path) -> dict[str, Any]:
     lr, top = state["controller"]["lr"], state["recipe"].get("learning_rate")
     if not 0 < lr < math.inf:  # NaN fails too: a resumed run would descend, or ascend, from it
         raise CheckpointError(f"{where}: field 'controller.lr' is {lr!r}, expected a finite number > 0")
-    if _is(top, NUMBER) and lr > top * (1 + 1e-9):  # plateau cuts only lower the recipe's rate
+    if _is(top, NUMBER) and lr / (1 + 1e-9) > top:  # plateau cuts only lower the recipe's rate
         raise CheckpointError(f"{where}: field 'controller.lr' is {lr!r}, expected at most the recipe's "
                               f"learning_rate {top!r}")
     check_fields(state["result"], RESULT, where, "result.")
@@ -119,29 +109,7 @@ def _expected(kind: Any) -> str:
 
 
 def header_epoch(path: Path) -> str | None:
-    """The epoch a unit's safetensors file names in its metadata, after checking that the file
-    is exactly as long as its header says."""
-    where = f"checkpoint file {str(path)!r}"
-    try:
-        with open(path, "rb") as handle:
-            prefix = handle.read(8)
-            if len(prefix) != 8:
-                raise CheckpointError(f"{where} is truncated (no header)")
-            (length,) = struct.unpack("<Q", prefix)
-            if length > MAX_HEADER_BYTES:
-                raise CheckpointError(f"{where} has a header of {length} bytes; not a safetensors file")
-            header = json.loads(handle.read(length))
-            size = os.fstat(handle.fileno()).st_size
-    except OSError as exc:
-        raise CheckpointError(f"{where} is unreadable ({exc.strerror})") from None
-    except (ValueError, RecursionError):
-        raise CheckpointError(f"{where} has an unreadable header") from None
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{where} has an unreadable header")
-    ends = [v.get("data_offsets", [0, 0])[1] for k, v in header.items()
-            if k != "__metadata__" and isinstance(v, dict) and isinstance(v.get("data_offsets"), list)]
-    expected = 8 + length + max((e for e in ends if isinstance(e, int)), default=0)
-    if size != expected:
-        raise CheckpointError(f"{where} is {size} bytes, its header says {expected}: truncated or damaged")
-    metadata = header.get("__metadata__")
-    return metadata.get("epoch") if isinstance(metadata, dict) else None
+    """The epoch a unit's safetensors file names in its metadata, after checking (as every
+    safetensors file is) that the file is exactly as long as its header says."""
+    _, metadata = safetensors_header(path, f"checkpoint file {str(path)!r}", CheckpointError)
+    return metadata.get("epoch")
