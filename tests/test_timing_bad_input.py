@@ -18,6 +18,7 @@ from tests.timing_helpers import FAST, compare, error_line
     (["--frameworks", "torch,mxnet"], "unknown framework 'mxnet'"),
     (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     (["--modes", "eager,turbo"], "unknown mode 'turbo'; expected one of: eager, compiled, train"),
+    (["--modes", "eager, eager"], "--modes 'eager, eager' names 'eager' twice"),  # was timed twice
     (["--batch", "0"], "argument --batch: 0 is not a whole number >= 1"),
     (["--rank-by", "speed"], "unknown ranking metric 'speed'"),
 ])
@@ -25,6 +26,15 @@ def test_unknown_values_are_one_line_errors(args: list[str], expected: str, tmp_
     result = compare("time", *FAST, "--frameworks", "torch", *args, "--json", str(tmp_path / "r.json"))
     assert expected in error_line(result)
     assert not (tmp_path / "r.json").exists()
+
+
+def test_a_sweep_refuses_train_however_the_modes_are_spaced(tmp_path: Path) -> None:
+    """`--modes "eager, train"` passed the sweep's check (it split without stripping) and the sweep
+    then timed training, which its fit does not model."""
+    result = compare("sweep", "--spec", "quadrant", "--batch", "1,2", "--frameworks", "torch",
+                     "--modes", "eager, train", "--json", str(tmp_path / "s.json"))
+    assert "unknown mode 'train'; expected one of: eager, compiled" in error_line(result)
+    assert not (tmp_path / "s.json").exists()
 
 
 def test_unwritable_output_is_refused_before_timing(tmp_path: Path) -> None:

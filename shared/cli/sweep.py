@@ -68,16 +68,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ports import parse_frameworks
-    from shared.cli.time import build_config, choose_frameworks, output_paths, progress
+    from shared.cli.time import build_config, choose_frameworks, output_paths, parse_list, progress
     from shared.core.presets import resolve_spec
 
     parse_frameworks(args.frameworks, ())  # an unknown name is refused before any tool is imported
     from shared.measure import sweep
 
-    if "train" in args.modes.split(","):
-        from shared.errors import InputError
-
-        raise InputError("--modes for a sweep is eager and/or compiled (it fits forward times)")
+    parse_list(args.modes, ("eager", "compiled"), "mode")  # it fits forward times: no train
     batches = sweep.parse_values(args.batches, "--batch")
     images = sweep.parse_values(args.images, "--image") if args.images else None
     spec = resolve_spec(args.spec, args.set)

@@ -116,6 +116,9 @@ def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...
             raise PortbenchError(f"unknown {what} {item!r}; expected one of: {', '.join(allowed)}")
     if not items:
         raise PortbenchError(f"--{what}s is empty; expected some of: {', '.join(allowed)}")
+    twice = next((item for i, item in enumerate(items) if item in items[:i]), None)
+    if twice is not None:  # it would be measured, and listed, twice
+        raise PortbenchError(f"--{what}s {text!r} names {twice!r} twice; name each once")
     return items
 
 
