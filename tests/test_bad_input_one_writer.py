@@ -89,7 +89,8 @@ def test_a_lock_written_on_another_host_is_refused(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("content", [b"my notes on this run", b"{}", b"\xff\xfe"])
+@pytest.mark.parametrize("content", [b"my notes on this run", b"{}", b"\xff\xfe",
+                                     pytest.param(b"[" * 4000, id="nested-too-deep")])  # was a crash
 def test_a_file_named_lock_that_is_not_a_record_is_kept(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / LOCK).write_bytes(content)

@@ -63,7 +63,8 @@ def test_a_written_choice_is_read_back_and_a_mode_no_longer_offered_is_not_reuse
 
 
 @pytest.mark.parametrize("text", ["{not json", '["a list"]', '{"format": 99, "entries": {}}',
-                                  '{"format": 1, "entries": []}', "\udcff"])
+                                  '{"format": 1, "entries": []}', "\udcff",
+                                  pytest.param("[" * 100_000, id="nested-too-deep")])  # was a crash
 def test_a_corrupt_cache_is_ignored_with_a_note(tmp_path: Path, text: str) -> None:
     path, notes = tmp_path / "modes.json", []
     path.write_bytes(text.encode("utf-8", "surrogateescape"))

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.core.documents import decode_json
 from shared.core.files import read_text, write_output
 from shared.errors import PortbenchError, first_line
 from shared.measure import backends, gate
@@ -67,12 +68,11 @@ def read_cache(path: Path, notes: list[str]) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        doc = json.loads(read_text(path, f"mode cache {str(path)!r}"))
-        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or \
-                not isinstance(doc.get("entries"), dict):
+        doc = decode_json(read_text(path, where := f"mode cache {str(path)!r}"), where, PortbenchError)
+        if doc.get("format") != CACHE_FORMAT or not isinstance(doc.get("entries"), dict):
             raise ValueError(f"not a format-{CACHE_FORMAT} mode cache")
         return doc["entries"]
-    except (PortbenchError, OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+    except (PortbenchError, OSError, ValueError) as exc:
         notes.append(f"mode cache {path} ignored ({' '.join(str(exc).split())[:120]}): modes measured again")
         return {}
 

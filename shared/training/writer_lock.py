@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from shared.core.documents import decode_json
 from shared.core.paths import make_folders, remove_empty, writer_alive
 from shared.errors import InputError
 
@@ -133,10 +134,8 @@ def _read(fd: int) -> dict[str, Any] | None:
     """The owner record in `LOCK`; None when there is none (an empty file: new, or its owner is
     writing it or died before it did; or a file that is not a lock of ours)."""
     try:
-        record = json.loads(os.pread(fd, RECORD_BYTES, 0).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(record, dict):
+        record = decode_json(os.pread(fd, RECORD_BYTES, 0).decode("utf-8"), f"lock {LOCK!r}", InputError)
+    except (UnicodeDecodeError, InputError):  # nesting too deep included: RecursionError was a crash
         return None
     return record if isinstance(record.get("pid"), int) and isinstance(record.get("host"), str) else None
 
