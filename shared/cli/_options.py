@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.errors import PortbenchError
+
 DEVICES = ("auto", "cpu", "cuda", "metal")
 
 
@@ -64,6 +66,20 @@ def listed(expected: str) -> Callable[[str], str]:
     parse.__name__ = "value"  # argparse names the type in its messages
     return parse
 
+
+def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The names a `--{what}s` list gives (time's modes, tolerances' presets and rungs), read at run
+    time, when the command knows what it offers: an unknown, a repeated or no name is refused."""
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    for item in items:
+        if item not in allowed:
+            raise PortbenchError(f"unknown {what} {item!r}; expected one of: {', '.join(allowed)}")
+    if not items:
+        raise PortbenchError(f"--{what}s is empty; expected some of: {', '.join(allowed)}")
+    twice = next((item for i, item in enumerate(items) if item in items[:i]), None)
+    if twice is not None:  # it would be measured, and listed, twice
+        raise PortbenchError(f"--{what}s {text!r} names {twice!r} twice; name each once")
+    return items
 
 positive_int = _number(int, 1, "a whole number >= 1")
 non_negative_int = _number(int, 0, "a whole number >= 0")

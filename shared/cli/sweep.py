@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ports import parse_frameworks
-    from shared.cli.time import build_config, choose_frameworks, output_paths, parse_list, progress
+    from shared.cli._options import parse_list
+    from shared.cli.time import build_config, choose_frameworks, output_paths, progress
     from shared.core.presets import resolve_spec
 
     parse_frameworks(args.frameworks, ())  # an unknown name is refused before any tool is imported

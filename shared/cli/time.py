@@ -37,6 +37,7 @@ from shared.cli._options import (
     given,
     non_empty,
     non_negative_int,
+    parse_list,
     positive_int,
 )
 from shared.cli._outputs import output_paths, write_outputs
@@ -109,19 +110,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---- argument checking (before anything is timed) ----------------------------------------------
-def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
-    items = tuple(x.strip() for x in text.split(",") if x.strip())
-    for item in items:
-        if item not in allowed:
-            raise PortbenchError(f"unknown {what} {item!r}; expected one of: {', '.join(allowed)}")
-    if not items:
-        raise PortbenchError(f"--{what}s is empty; expected some of: {', '.join(allowed)}")
-    twice = next((item for i, item in enumerate(items) if item in items[:i]), None)
-    if twice is not None:  # it would be measured, and listed, twice
-        raise PortbenchError(f"--{what}s {text!r} names {twice!r} twice; name each once")
-    return items
-
-
 def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
                       refusal: Callable[[str], str | None] | None = None,
                       ) -> tuple[list[str], list[dict[str, Any]]]:

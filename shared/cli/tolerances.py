@@ -20,8 +20,7 @@ from typing import Any
 
 from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
-from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, listed, non_empty
-from shared.cli.time import parse_list
+from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, listed, non_empty, parse_list
 from shared.core.documents import decode_json
 from shared.core.files import Outputs, check_output, read_text
 from shared.core.paths import check_distinct
