@@ -25,8 +25,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ports_cache import case
-
 import ports
 from shared.core.inputs import probe_batch
 from shared.core.precision import LOW_RUNGS, Precision
@@ -35,6 +33,7 @@ from shared.core.weights import init_weights
 from shared.runtime.verify import VerifyCase, collect_logits, fill_reference, start_logits
 from shared.teaching.precision_demos import stream_spec
 from tests import background
+from tests.ports_cache import case
 
 PRESET_KEYS = ["archive-torch", "archive-keras", "archive-final", "mnist-vit-small", "quadrant", "digits",
                "no-positions", "dinov2-reg-tiny", "siglip-tiny"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from adversarial import refused
 
+from tests.adversarial import refused
 from tests.refusals import refused_promptly
 
 CASES = [

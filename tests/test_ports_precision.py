@@ -14,8 +14,6 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from ladder_support import PRESET_KEYS, result
-from ports_cache import case
 
 import ports
 from shared.core.equivalence import check_logits
@@ -32,6 +30,8 @@ from shared.core.tolerance import (
 )
 from shared.errors import FrameworkUnavailable, SpecError
 from shared.runtime.verify import VerifyCase, verdict_for
+from tests.ladder_support import PRESET_KEYS, result
+from tests.ports_cache import case
 
 FRAMEWORKS = ports.NATIVE
 

@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from adversarial import refused, run_cli
-from ports_cache import case
 
 from shared.core.equivalence import check_logits
 from shared.core.precision import FLOAT32, LOW_RUNGS, Precision
@@ -29,6 +27,8 @@ from shared.core.tolerance import (
 from shared.core.weights import init_weights
 from shared.measure import gate
 from shared.runtime.ladder import Measured, markdown, ratio_summary
+from tests.adversarial import refused, run_cli
+from tests.ports_cache import case
 
 
 def test_a_low_rung_bound_is_its_multiple_of_the_emulated_gap() -> None:
