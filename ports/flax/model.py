@@ -340,7 +340,7 @@ class Merger(nnx.Module):
 
     def __init__(self, spec: ModelSpec, rngs: nnx.Rngs, dtype: jnp.dtype | None = None,
                  postshuffle: bool = False) -> None:
-        self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
+        self.unit = spec.derived.merge_unit  # a merge unit's tokens, concatenated
         self.postshuffle = postshuffle
         self.norm = norm_layer(spec, self.unit if postshuffle else spec.dim, "merger", rngs)
         self.fc1 = nnx.Linear(self.unit, self.unit, dtype=dtype, rngs=rngs)

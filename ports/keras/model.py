@@ -358,7 +358,7 @@ class Merger(layers.Layer):
     def __init__(self, spec: ModelSpec, compute: str = "float32", postshuffle: bool = False,
                  **kwargs) -> None:
         super().__init__(**kwargs)
-        self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
+        self.unit = spec.derived.merge_unit  # a merge unit's tokens, concatenated
         self.postshuffle = postshuffle
         self.norm = norm_layer(spec, self.unit if postshuffle else spec.dim, "merger", self.dtype_policy)
         self.fc1 = layers.Dense(self.unit, dtype=compute)

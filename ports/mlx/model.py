@@ -330,7 +330,7 @@ class Merger(nn.Module):
 
     def __init__(self, spec: ModelSpec, postshuffle: bool = False) -> None:
         super().__init__()
-        self.unit = spec.dim * spec.merge_size**2  # a merge unit's tokens, concatenated
+        self.unit = spec.derived.merge_unit  # a merge unit's tokens, concatenated
         self.postshuffle = postshuffle
         self.norm = norm_layer(spec, self.unit if postshuffle else spec.dim, "merger")
         self.fc1 = nn.Linear(self.unit, self.unit)

@@ -243,7 +243,7 @@ def valid_rows(spec: ModelSpec, batch: np.ndarray | None, tensor: np.ndarray) ->
     mask = token_mask(spec, batch)
     if tensor.shape[1] == spec.derived.num_patches and tensor.shape[1] != mask.shape[1]:
         mask = mask[:, spec.derived.prefix_tokens:]
-    if spec.merge_size > 1 and tensor.shape[1] == spec.derived.num_patches // spec.merge_size**2:
+    if spec.merge_size > 1 and tensor.shape[1] == spec.derived.merged_tokens:
         mask = merged_segments(spec, batch) >= 0  # the merger's output: merged tokens
     if tensor.shape[:2] != mask.shape:
         return None
@@ -259,7 +259,7 @@ def entry_images(spec: ModelSpec, batch: np.ndarray | None, tensor: np.ndarray) 
     if batch is None or spec.batching != "packed" or np.ndim(tensor) < 3 or len(tensor) != len(batch):
         return None
     seg, k, shape = segments(spec, batch), spec.pack_images, np.shape(tensor)
-    if spec.merge_size > 1 and len(shape) >= 3 and shape[1] == seg.shape[1] // spec.merge_size**2:
+    if spec.merge_size > 1 and len(shape) >= 3 and shape[1] == spec.derived.merged_tokens:
         seg = merged_segments(spec, batch)  # the merger's output: merged tokens
     first = k * np.arange(len(batch))[:, None]  # each sequence's first image's number
     if shape[1] == seg.shape[1]:  # (B, tokens, ...): packed specs have no prefix tokens

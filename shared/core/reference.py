@@ -264,7 +264,7 @@ def merge(spec: ModelSpec, w: Tensors, x: np.ndarray, index: np.ndarray, r: Roun
     deepstack = name != "merger"
     h = x if deepstack else r.param(normalize(spec, w, "merger.norm", x, "merger"))
     h = np.take_along_axis(h, index[..., None], axis=1)
-    h = h.reshape(h.shape[0], -1, spec.dim * spec.merge_size**2)
+    h = h.reshape(h.shape[0], -1, spec.derived.merge_unit)
     if deepstack:
         h = r.param(normalize(spec, w, f"{name}.norm", h, "merger"))
     hidden = r.compute(activation(dense(h, w[f"{name}.fc1.kernel"], w[f"{name}.fc1.bias"], r), "gelu"))

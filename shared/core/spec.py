@@ -296,6 +296,8 @@ class Derived:
     pos_rows_used: int  # rows of the stored table used: its prefix rows and whole source grid
     pos_rows_total: int
     pos_rows_unused: int
+    merge_unit: int  # dim * merge_size^2: a merge unit's tokens side by side, the merger's input width
+    merged_tokens: int  # num_patches // merge_size^2: the tokens out of the merger (num_patches without one)
     pooled_dim: int  # width of the vector entering the head
     outputs: int  # width of the model's output: num_classes, or pooled_dim without a classifier
     extra_outputs: tuple[str, ...]  # the taps that are outputs too (deepstack.J), compared like the logits
@@ -317,7 +319,9 @@ class Derived:
             pos_used = pos_grid_rows * pos_grid_cols + positioned_prefix(s)
         pos_total = s.pos_rows if s.pos_rows is not None else pos_used
         pooled = seq_len * s.dim if s.pooling == "flatten" else s.merger_dim if s.merge_size > 1 else s.dim
-        shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled)
+        merge_unit = s.dim * s.merge_size**2
+        shapes = canonical_shapes(s, num_patches=num_patches, pos_total=pos_total, pooled=pooled,
+                                  merge_unit=merge_unit)
         groups: dict[str, int] = {}
         for name, shape in shapes.items():
             group = param_group(name)
@@ -346,6 +350,8 @@ class Derived:
             pos_rows_used=pos_used,
             pos_rows_total=pos_total,
             pos_rows_unused=pos_total - pos_used,
+            merge_unit=merge_unit,
+            merged_tokens=num_patches // s.merge_size**2,
             pooled_dim=pooled,
             outputs=s.num_classes or pooled,
             extra_outputs=tuple(f"deepstack.{j}" for j in range(len(s.deepstack_blocks))),
@@ -731,7 +737,7 @@ def positioned_prefix(s: ModelSpec) -> int:
 
 
 def canonical_shapes(
-    s: ModelSpec, *, num_patches: int, pos_total: int, pooled: int
+    s: ModelSpec, *, num_patches: int, pos_total: int, pooled: int, merge_unit: int
 ) -> dict[str, tuple[int, ...]]:
     """Canonical tensor names and shapes, in a fixed order. Layouts (documented in weights.py):
     dense kernels (in, out); patch kernel (ph, pw, C, D) = HWIO; q/k/v kernels (D, H, hd) and
@@ -775,9 +781,9 @@ def canonical_shapes(
     if s.final_norm != "none":
         out |= _norm(s, "final_norm", pooled if s.final_norm == "pooled" else d)
     if s.merge_size > 1:  # Qwen's patch merger: a norm on each token, then fc1 and fc2 over merge units
-        out |= _merger(s, "merger", d)
+        out |= _merger(s, "merger", d, merge_unit)
     for j in range(len(s.deepstack_blocks)):  # Qwen3-VL's: the norm on each unit's concatenated tokens
-        out |= _merger(s, f"deepstack.{j}", d * s.merge_size**2)
+        out |= _merger(s, f"deepstack.{j}", merge_unit, merge_unit)
     if s.pooling == "map":  # after the final norm: big_vision and timm pool the normed tokens
         out["pool.probe"] = (d,)
         out |= _attention(s, "pool.attn.", s.pool_qkv_bias, (), s.heads)  # the pool's k/v: every head
@@ -807,10 +813,9 @@ def _norm(s: ModelSpec, prefix: str, width: int) -> dict[str, tuple[int, ...]]:
     return {prefix + ".scale": (width,), prefix + ".bias": (width,)}
 
 
-def _merger(s: ModelSpec, name: str, norm_width: int) -> dict[str, tuple[int, ...]]:
+def _merger(s: ModelSpec, name: str, norm_width: int, unit: int) -> dict[str, tuple[int, ...]]:
     """A patch merger's tensors: its norm (on each token, or on each unit's concatenated tokens),
-    then fc1 and fc2 over merge units."""
-    unit = s.dim * s.merge_size**2
+    then fc1 and fc2 over merge units (`unit` wide)."""
     return (_norm(s, f"{name}.norm", norm_width) | _linear(f"{name}.fc1", unit, unit, True)
             | _linear(f"{name}.fc2", unit, s.merger_dim, True))
 

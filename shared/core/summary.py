@@ -101,19 +101,19 @@ def layer_table(spec: ModelSpec) -> list[LayerRow]:
                              _block_note(s) + window))
         if i in s.deepstack_blocks:  # Qwen3-VL's extra outputs, from this block's tokens
             name = f"deepstack.{s.deepstack_blocks.index(i)}"
-            rows.append(LayerRow(name, f"B × {d.num_patches // s.merge_size**2} × {s.merger_dim}",
+            rows.append(LayerRow(name, f"B × {d.merged_tokens} × {s.merger_dim}",
                                  _count(s, name + "."), f"blocks.{i}'s tokens merged as the merger does, "
                                  f"{norm} on each unit's concatenated tokens: an extra output"))
     if s.final_norm == "tokens":
         rows.append(LayerRow("final_norm", f"B × {d.seq_len} × {s.dim}", _count(s, "final_norm"),
                              f"{norm} on every token, eps {d.norm_eps['final']:g}"))
     if s.merge_size > 1:
-        m, unit = s.merge_size, s.dim * s.merge_size**2
-        rows.append(LayerRow("merger", f"B × {d.num_patches // m**2} × {s.merger_dim}", _count(s, "merger."),
+        m, unit = s.merge_size, d.merge_unit
+        rows.append(LayerRow("merger", f"B × {d.merged_tokens} × {s.merger_dim}", _count(s, "merger."),
                              f"{norm} on each token (eps {d.norm_eps['merger']:g}), each image's {m} × {m} "
                              f"neighbourhoods side by side ({s.token_order} order in), then MLP "
                              f"{unit}→{unit}→{s.merger_dim} with GELU (exact): Qwen's patch merger"))
-    merged = f"the {d.num_patches // s.merge_size**2} merged tokens" if s.merge_size > 1 else ""
+    merged = f"the {d.merged_tokens} merged tokens" if s.merge_size > 1 else ""
     pool = {
         "cls": "class token (token 0)",
         "mean": f"mean of {merged or f'the {d.num_patches} patch tokens'}",
