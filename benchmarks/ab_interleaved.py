@@ -24,67 +24,58 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from shared.runtime.process_env import pin_cpus, thread_env
+from shared.runtime.process_env import pin_cpus, thread_env, transformers4_env
 
 Variants = list[tuple[str, Callable[[], Any]]]
 
 
-def port_and_input(name: str, spec: Any, batch: int) -> tuple[Any, Any]:
+def port_and_input(name: str, spec: Any, batch: int) -> tuple[Any, Any, Any]:
+    """(the port with seed-0 weights, its prepared input, the NHWC images it was prepared from)."""
     from ports import create_port
     from shared.core.inputs import probe_batch
     from shared.core.weights import init_weights
 
     port = create_port(name, spec, device="cpu")
     port.load(init_weights(spec, seed=0))
-    return port, port.prepare(probe_batch(spec, batch=batch))
+    images = probe_batch(spec, batch=batch)
+    return port, port.prepare(images), images
 
 
-def torch_variants(spec: Any, batch: int) -> Variants:
-    import timm
-    import torch
+def peer(family: str, spec: Any, images: Any, mode: str, threads: int) -> Callable[[], Any]:
+    """`compare.py peers`' own peer of `spec`: built by its checkpoint library's plug-in and run
+    as `peers` runs it (ports/public_models.py), so the variants time the model the port computes."""
+    from ports.public_models import BUILDERS
+    from shared.measure.peer_timing import peer_model
 
-    port, x = port_and_input("torch", spec, batch)
-    timm_model = timm.create_model("vit_base_patch16_224", pretrained=False).eval()
+    call, _ = BUILDERS[family](spec, images, mode, threads, peer_model(family, spec))
+    return call
 
-    def no_grad(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def call() -> Any:
-            with torch.no_grad():
-                return fn()
-        return call
 
+def torch_variants(spec: Any, batch: int, threads: int) -> Variants:
+    port, x, images = port_and_input("torch", spec, batch)  # its forward runs without gradients
     return [("port eager", lambda: port.forward(x)),
-            ("timm eager", no_grad(lambda: timm_model(x)))]
+            ("timm eager", peer("timm", spec, images, "eager", threads))]
 
 
-def keras_variants(spec: Any, batch: int) -> Variants:
-    import keras_hub
+def keras_variants(spec: Any, batch: int, threads: int) -> Variants:
     import tensorflow as tf
 
-    from ports.public_models import hf_tf_vit
-
-    port, x = port_and_input("keras", spec, batch)
+    port, x, images = port_and_input("keras", spec, batch)
     graph = tf.function(lambda t: port.model(t, training=False), jit_compile=False)
     xla = tf.function(lambda t: port.model(t, training=False), jit_compile=True)
-    backbone = keras_hub.models.ViTBackbone(image_shape=(224, 224, 3), patch_size=16, num_layers=12,
-                                            num_heads=12, hidden_dim=768, mlp_dim=3072)
-    hub = keras_hub.models.ViTImageClassifier(backbone=backbone, num_classes=1000)
-    hub_graph = tf.function(lambda t: hub(t, training=False), jit_compile=False)
-    hf_graph, _ = hf_tf_vit(spec, port.to_numpy(x), "graph", 0)
     return [("port tf.function (graph)", lambda: graph(x).numpy()),
             ("port tf.function (XLA)", lambda: xla(x).numpy()),
             ("port eager", lambda: port.to_numpy(port.forward(x))),
-            ("keras-hub predict_on_batch", lambda: hub.predict_on_batch(x)),
-            ("keras-hub tf.function(jit_compile=False)", lambda: hub_graph(x).numpy()),
-            ("Transformers TFViT tf.function", hf_graph)]
+            ("keras-hub predict_on_batch", peer("keras-hub", spec, images, "predict", threads)),
+            ("keras-hub tf.function(jit_compile=False)", peer("keras-hub", spec, images, "graph", threads)),
+            ("Transformers TFViT tf.function", peer("hf-tf", spec, images, "graph", threads))]
 
 
-def flax_variants(spec: Any, batch: int) -> Variants:
+def flax_variants(spec: Any, batch: int, threads: int) -> Variants:
     import jax
-    import numpy as np
     from flax import nnx
-    from transformers import FlaxViTModel, ViTConfig
 
-    port, x = port_and_input("flax", spec, batch)
+    port, x, images = port_and_input("flax", spec, batch)
     highest = port.compiled_forward()  # the port pins 'highest' matmul precision
     graphdef, state = nnx.split(port.model)
 
@@ -93,12 +84,9 @@ def flax_variants(spec: Any, batch: int) -> Variants:
         with jax.default_matmul_precision("default"):
             return nnx.merge(graphdef, state)(t)
 
-    hf = FlaxViTModel(ViTConfig(), seed=0)
-    pixels = np.transpose(np.asarray(x), (0, 3, 1, 2))
-    hf_jit = jax.jit(lambda params, t: hf(t, params=params).pooler_output)
     return [("port jax.jit ['highest' precision]", lambda: highest(x).block_until_ready()),
             ("port jax.jit, 'default' precision", lambda: default_precision(state, x).block_until_ready()),
-            ("HF FlaxViTModel jax.jit", lambda: hf_jit(hf.params, pixels).block_until_ready())]
+            ("Transformers FlaxViT jax.jit", peer("hf-flax", spec, images, "jit", threads))]
 
 
 def main() -> int:
@@ -115,11 +103,19 @@ def main() -> int:
     if args.framework == "keras":
         os.environ["KERAS_BACKEND"] = "tensorflow"
         os.environ.update(USE_TORCH="0", USE_FLAX="0")  # Transformers: TF only (torch after TF crashes)
+    if args.framework in ("keras", "flax"):  # their Transformers peer is a 4.x class (TF, Flax)
+        side = transformers4_env()  # {}: 4.x is installed; None: neither, and the peer says so
+        sys.path[:0] = [side["PYTHONPATH"]] if side else []
     from shared.core.presets import get_preset
+    from shared.errors import PortbenchError
 
     spec = get_preset("vit-b16")
-    variants = {"torch": torch_variants, "keras": keras_variants, "flax": flax_variants}[args.framework](
-        spec, args.batch)
+    try:
+        variants = {"torch": torch_variants, "keras": keras_variants, "flax": flax_variants}[args.framework](
+            spec, args.batch, args.threads)
+    except PortbenchError as exc:  # a peer that cannot be built here
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for _, call in variants:  # first call (compile) and one warm-up each, untimed
         call()
         call()

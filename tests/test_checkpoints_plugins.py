@@ -22,7 +22,8 @@ pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = [path for path in [*(ROOT / "shared").rglob("*.py"), *(ROOT / "ports").rglob("*.py"),
-                             ROOT / "compare.py"] if LIBRARIES not in path.parents]
+                             *(ROOT / "experiments").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py"),
+                             ROOT / "compare.py", ROOT / "portbench.py"] if LIBRARIES not in path.parents]
 # Words a library table holds that are also other code's own words, each for the reason given.
 SHARED_WORDS = {
     "layer_norm": "Keras' and Flax's LayerNorm layer name, which the structure binder reads",
