@@ -20,6 +20,9 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
   (optional): the file the library's registry architecture `arch` loads, in its own layout
   (`convert --arch`); `packed_class(spec)` (optional): the class
   that takes a packed batch and computes `spec` whole, windows, merger and frames, where it has one;
+- `LAYER_TERMS` (optional, a literal): fragments of the library's layer names, what it calls each
+  layer and the spec setting its place alone cannot say (`layer_terms`), which name a user's layer
+  that fits no tensor;
 - `read_live(model)`: what a model of this library in memory states (`live.Reading`), or None;
 - `inert_live(model)` and `output_live(model)` (optional): the tensors its forward computes for an
   output never compared, and the output compared where the logits picker would take another;
@@ -38,6 +41,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -80,6 +84,16 @@ def formats_in(folder: Path) -> dict[str, Format]:
 
 
 FORMATS: dict[str, Format] = formats_in(LIBRARIES)
+Term = tuple[str, str, str]  # a fragment of a layer's name, what its library calls it, the spec setting
+
+
+@cache
+def layer_terms() -> tuple[Term, ...]:
+    """Every plug-in's `LAYER_TERMS` (optional), in format order, read from its source as `FORMATS` is:
+    how each library names its layers, for naming a user's layer that fits no tensor."""
+    modules = dict.fromkeys(f.module for f in FORMATS.values())
+    declared = (module_literals(LIBRARIES / f"{module}.py", ("LAYER_TERMS",)) for module in modules)
+    return tuple(term for found in declared for term in found.get("LAYER_TERMS", ()))  # type: ignore[attr-defined]
 
 
 def format_module(name: str) -> ModuleType:

@@ -36,9 +36,9 @@ from shared.your_model.structure_blocks import BODY, INDEXED, block_groups, emit
 from shared.your_model.structure_parts import (
     BIAS,
     FRAMEWORK_LAYOUTS,
-    LIBRARY_TERMS,
     Builder,
     Unit,
+    library_terms,
 )
 
 # the conv kernel's axes per layout: (out, in, height, width) positions, counted so that they hold for
@@ -241,7 +241,7 @@ def _norms(patch: Unit, before: list[Unit], after: list[Unit], known: dict[str, 
         out["final_norm"] = ("none", "no LayerNorm after the blocks" if pool is None else
                              f"no LayerNorm {place} (the one after it is the pool's)")
         return
-    named = next((f for fragment, _, f in LIBRARY_TERMS if f and fragment in post[0].path.lower()), "")
+    named = next((f for fragment, _, f in library_terms() if f and fragment in post[0].path.lower()), "")
     if named:
         out["final_norm"] = (named.split("=")[1], f"LayerNorm {post[0].label}, {place}: its name says it")
     else:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.checkpoints import Term, layer_terms
 from shared.core.mapping import Link
 from shared.core.spec import ModelSpec
 from shared.errors import WeightsError
@@ -142,19 +143,17 @@ class Builder:
 
 
 # ---- a layer that fits nothing: what it is, and the spec field that would express it ----------------
-# name fragments of the libraries' own layers -> what the library calls it
-LIBRARY_TERMS = (  # (fragment, the library's term, the spec field when the place alone cannot say)
-    ("norm_pre", "timm's pre_norm=True", ""), ("ln_pre", "CLIP's ln_pre", ""),
-    ("pre_layrnorm", "CLIP's pre_layrnorm", ""),
-    ("fc_norm", "timm's fc_norm, on the pooled vector", "final_norm=pooled"),
-    ("post_layernorm", "CLIP's post_layernorm, on the pooled vector", "final_norm=pooled"),
-    ("patch_embed.norm", "timm's embed_norm_layer", ""), ("ls1", "timm's LayerScale", ""),
-    ("ls2", "timm's LayerScale", ""), ("layer_scale", "DINOv2's LayerScale", ""),
-    ("q_norm", "timm's qk_norm=True", ""), ("k_norm", "timm's qk_norm=True", ""),
-    ("reg_token", "timm's reg_tokens", ""), ("register", "DINOv2's registers", ""),
-    ("dist_token", "DeiT's distillation token", ""), ("head_dist", "DeiT's distillation head", ""),
-    ("attn_pool", "timm's global_pool='map'", ""), ("map_head", "big_vision's MAPHead", ""),
-)
+# Libraries without a checkpoint plug-in name their layers too (OpenAI's CLIP and open_clip: ln_pre);
+# those with one declare theirs in it (shared.checkpoints.layer_terms).
+UNPLUGGED_TERMS = (("ln_pre", "CLIP's ln_pre", ""),)
+
+
+def library_terms() -> tuple[Term, ...]:
+    """(fragment of a layer's name, the library's term, the spec field when the place alone cannot
+    say), every library's."""
+    return (*layer_terms(), *UNPLUGGED_TERMS)
+
+
 # A hint: (the field setting it names, `field=value` with what it means, the spec overrides it makes).
 Hint = tuple[str, dict[str, Any]]
 
@@ -187,7 +186,7 @@ class MisfitError(WeightsError):
 def misfit(spec: ModelSpec, unit: Unit, place: str, torch_like: bool) -> MisfitError:
     """The layer that fits no canonical tensor of `spec`: what it is in its library's terms when
     its name says, and the spec settings that might express it, or that none does."""
-    term, named = next(((t, f) for fragment, t, f in LIBRARY_TERMS if fragment in unit.path.lower()),
+    term, named = next(((t, f) for fragment, t, f in library_terms() if fragment in unit.path.lower()),
                        (None, ""))
     what, hints, otherwise = _guess(spec, unit, place, torch_like)
     if named and spec.final_norm == "none":

@@ -55,6 +55,10 @@ FORMATS = {
 }
 WRITES_FOLDER = False
 
+# Fragments of this library's layer names -> what it calls the layer, and the spec setting its place
+# alone cannot say: how `verify --model` names a user's layer that fits no tensor (checkpoints.layer_terms).
+LAYER_TERMS = (("map_head", "big_vision's MAPHead", ""),)
+
 DIALECTS = {
     "big_vision": {"ln1": "LayerNorm_0", "attn": "MultiHeadDotProductAttention_0", "ln2": "LayerNorm_1",
                    "mlp": "MlpBlock_0", "pos": "pos_embedding"},

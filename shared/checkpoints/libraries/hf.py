@@ -130,6 +130,14 @@ FORMATS = {
 }
 WRITES_FOLDER = True
 
+# Fragments of this library's layer names -> what it calls the layer, and the spec setting its place
+# alone cannot say: how `verify --model` names a user's layer that fits no tensor (checkpoints.layer_terms).
+LAYER_TERMS = (
+    ("pre_layrnorm", "CLIP's pre_layrnorm", ""),
+    ("post_layernorm", "CLIP's post_layernorm, on the pooled vector", "final_norm=pooled"),
+    ("layer_scale", "DINOv2's LayerScale", ""), ("register", "DINOv2's registers", ""),
+)
+
 # ==== config.json, read as its classes read it =======================================================
 ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                "gelu_fast": "gelu_tanh",  # these three compute the tanh approximation

@@ -84,6 +84,18 @@ FORMATS = {
 }
 WRITES_FOLDER = False
 
+# Fragments of this library's layer names -> what it calls the layer, and the spec setting its place
+# alone cannot say: how `verify --model` names a user's layer that fits no tensor (checkpoints.layer_terms).
+LAYER_TERMS = (
+    ("norm_pre", "timm's pre_norm=True", ""),
+    ("fc_norm", "timm's fc_norm, on the pooled vector", "final_norm=pooled"),
+    ("patch_embed.norm", "timm's embed_norm_layer", ""), ("ls1", "timm's LayerScale", ""),
+    ("ls2", "timm's LayerScale", ""), ("q_norm", "timm's qk_norm=True", ""),
+    ("k_norm", "timm's qk_norm=True", ""), ("reg_token", "timm's reg_tokens", ""),
+    ("dist_token", "DeiT's distillation token", ""), ("head_dist", "DeiT's distillation head", ""),
+    ("attn_pool", "timm's global_pool='map'", ""),
+)
+
 # ==== reading ========================================================================================
 POOLS = {"token": "cls", "avg": "mean", "map": "map"}
 ACT_LAYERS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu", "silu": "silu",
