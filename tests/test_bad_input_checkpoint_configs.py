@@ -338,3 +338,20 @@ def test_only_transformers_pixtral_writes_alternating_rotary_bands(tmp_path: Pat
         if fmt == "hf":
             assert line.startswith("cannot export to Hugging Face PixtralVisionModel: spec field class_token")
         assert not out.exists()
+
+
+def test_a_registry_architecture_that_is_not_the_checkpoints_lends_it_no_heads(bases: Path,
+                                                                               tmp_path: Path) -> None:
+    """push_to_hub's config names the architecture and keeps only the caller's overrides: the heads
+    it leaves out are the registry model's. A config naming vit_tiny_patch16_224 (192 wide, 12 blocks,
+    3 heads) beside a state dict of another width lent it 3 heads, and the conversion passed with
+    a gap of 7.9e-3 to timm's logits; the registry model's width and depth are now held to the
+    tensors first."""
+    folder = _copy(bases, "timm-vit", tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["architecture"] = "vit_tiny_patch16_224"
+    for key in ("embed_dim", "depth", "num_heads"):
+        del config["model_args"][key]
+    (folder / "config.json").write_text(json.dumps(config))
+    refused(folder, *_argv("timm-vit"), expect="config architecture = 'vit_tiny_patch16_224' builds "
+            "embed_dim 192 and depth 12; the tensors hold 8 and 1: its heads are not this checkpoint's")

@@ -189,8 +189,6 @@ def _hold_stated(inf: Inference, config: dict[str, Any] | None) -> None:
 
 def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, Any]) -> Inference:
     inf = Inference(fmt)
-    config = with_registry_args(config)  # an architecture's own heads (an Eva's rotary settings)
-    cfg = _config_values(config)
     conv = tensor_shape(inf, raw, "patch_embed.proj.weight", "out, in, height, width")
     dim, channels, ph, pw = conv
     where = f"tensor 'patch_embed.proj.weight' {conv}"
@@ -198,6 +196,8 @@ def infer(fmt: str, raw: Raw, config: dict[str, Any] | None, given: dict[str, An
         inf.fact(name, value, where)
     depth = sum(1 for k in raw if k.startswith("blocks.") and k.endswith(".norm1.weight"))
     inf.fact("depth", depth, f"{depth} 'blocks.*' blocks")
+    config = with_registry_args(config, dim, depth)  # an architecture's own heads (an Eva's rotary settings)
+    cfg = _config_values(config)
     inf.fact("qkv_bias", "blocks.0.attn.qkv.bias" in raw, "presence of tensor 'blocks.0.attn.qkv.bias'")
     final = "pooled" if "fc_norm.weight" in raw else "tokens" if "norm.weight" in raw else "none"
     inf.fact("final_norm", final, "presence of tensor 'norm.weight' / 'fc_norm.weight'")
@@ -496,24 +496,31 @@ def normalise_eva(raw: Raw, source: str) -> Raw:
     return out
 
 
-def with_registry_args(config: dict[str, Any] | None) -> dict[str, Any] | None:
+def with_registry_args(config: dict[str, Any] | None, dim: int, depth: int) -> dict[str, Any] | None:
     """push_to_hub's config.json keeps only the caller's overrides in `model_args` beside the
     architecture's registry name: the heads it leaves out (and an Eva architecture's rotary settings)
     are the registry's own, read from the model built on the meta device (no weights, nothing
-    downloaded) as a live one is; the config's own model_args win."""
+    downloaded) as a live one is; the config's own model_args win. Only an architecture that builds
+    the tensors' width and depth (with those overrides) lends them: another's heads are not these."""
     arch = decode_config(config, QWEN3_KEYS[:1]).get("architecture")
     stated = (config or {}).get("model_args", {})
-    args = registry_model(arch)[0] if isinstance(arch, str) else {}
+    args = dict(registry_model(arch)[0]) if isinstance(arch, str) else {}
     if not args or not isinstance(stated, dict):
         return config
+    built = {key: stated.get(key, args.pop(key)) for key in ("embed_dim", "depth")}
+    if (built["embed_dim"], built["depth"]) != (dim, depth):
+        raise SpecError(f"config architecture = {arch!r} builds embed_dim {built['embed_dim']!r} and depth "
+                        f"{built['depth']!r}; the tensors hold {dim} and {depth}: its heads are not this "
+                        "checkpoint's (state its model_args embed_dim, depth and num_heads, or name the "
+                        "architecture it was built as)")
     return {**(config or {}), "model_args": {**args, **stated}}
 
 
 @functools.lru_cache(maxsize=8)
 def registry_model(arch: str) -> tuple[dict[str, Any], float | None]:
-    """An Eva or VisionTransformer architecture's heads (an Eva's with its rotary model_args) and its
-    blocks' norm epsilon (a callable in its model_args, which no config.json holds: AIMv2's RmsNorm
-    1e-5, CLIP's 1e-5), read from timm's registry; ({}, None) for another."""
+    """An Eva or VisionTransformer architecture's width, depth and heads (an Eva's with its rotary
+    model_args) and its blocks' norm epsilon (a callable in its model_args, which no config.json
+    holds: AIMv2's RmsNorm 1e-5, CLIP's 1e-5), read from timm's registry; ({}, None) for another."""
     try:
         import timm
         import torch
@@ -530,6 +537,7 @@ def registry_model(arch: str) -> tuple[dict[str, Any], float | None]:
     attn = getattr(model.blocks[0], "attn", None) if len(model.blocks) else None
     args = _eva_rope_args(model, rope) if rope is not None else {"use_rot_pos_emb": False} if eva else \
         {"num_heads": int(attn.num_heads)} if hasattr(attn, "num_heads") else {}
+    args = {"embed_dim": int(model.embed_dim), "depth": len(model.blocks), **args} if args else {}
     eps = getattr(getattr(model.blocks[0], "norm1", None), "eps", None) if len(model.blocks) else None
     return args, None if eps is None else float(eps)
 
