@@ -62,6 +62,10 @@ TIMM_CASES: list[tuple[str, dict[str, Any], list[str]]] = [
           norm_layer="functools.partial(timm.layers.LayerNorm, eps=1e-05)"),
      ["heads=4", "activation=quick_gelu", "layer_norm_eps=1e-5"]),
     ("deit-distilled", dict(SMALL, distilled=True, num_classes=4), ["heads=4"]),
+    # pool_include_prefix=True: avg is the mean of every token (mean_all), map reads the class token too
+    ("avg-every-token-registers", dict(SMALL, reg_tokens=2, global_pool="avg", pool_include_prefix=True,
+                                       num_classes=3), []),
+    ("map-every-token-cls", dict(SMALL, global_pool="map", pool_include_prefix=True, num_classes=3), []),
     ("patchnorm-avg-fcnorm",
      dict(SMALL, class_token=False, embed_norm_layer="layernorm", global_pool="avg", fc_norm=True,
           num_classes=3), ["heads=4"]),

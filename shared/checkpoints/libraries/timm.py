@@ -108,6 +108,7 @@ TIMM_KEYS = (
     Key("model_args.act_layer", Literal[tuple(ACT_LAYERS)], ("activation",)),
     Key("global_pool", Literal[GLOBAL_POOLS], ("pooling",)),  # push_to_hub's record of the model's
     Key("model_args.global_pool", Literal[GLOBAL_POOLS], ("pooling",)),  # what timm builds
+    Key("model_args.pool_include_prefix", bool, ("pooling",)),  # avg and map over the prefix tokens too
     Key("model_args.img_size", int | tuple[int, int], ("image_height", "image_width")),
     Key("pretrained_cfg.input_size", tuple[int, int, int], ("image_height", "image_width")),  # (C, H, W)
     Key("architecture", str),
@@ -145,8 +146,8 @@ def _config_values(config: dict[str, Any] | None) -> dict[str, Any]:
     pool = _global_pool(values)
     if pool is not None:
         out["global_pool"], out["global_pool_key"] = pool
-    out |= {key.rpartition(".")[2]: values[key] for key in values
-            if key == "architecture" or key.startswith("model_args.pos_embed_")}
+    out |= {key.rpartition(".")[2]: values[key] for key in values if key.startswith("model_args.pos_embed_")
+            or key in ("architecture", "model_args.pool_include_prefix")}
     if "model_args.img_size" in values:
         out["img_size"] = pair(values["model_args.img_size"])
     elif "pretrained_cfg.input_size" in values:  # (channels, height, width)
@@ -304,9 +305,14 @@ def _infer_heads(fmt: str, inf: Inference, cfg: dict[str, Any], dim: int, given:
 
 
 def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw, eva: bool = False) -> None:
-    """VisionTransformer's map pool reads the patch tokens (pool_include_prefix=False); Eva's reads
-    every token, as the spec's does (Perception Encoder's core models pool over their class token)."""
+    """VisionTransformer's avg and map pools read the patch tokens, unless pool_include_prefix=True
+    (then every token: the spec's mean_all, and its map); Eva's map pool reads every token, as the
+    spec's does (Perception Encoder's core models pool over their class token)."""
     pool, key = cfg.get("global_pool"), cfg.get("global_pool_key")
+    prefix = [k for k in ("cls_token", "dist_token", "reg_token") if k in raw]
+    include = bool(cfg.get("pool_include_prefix")) and bool(prefix)  # without prefix tokens: the same pool
+    mean = ("mean_all", "config model_args.pool_include_prefix = True: the mean of every token") if include \
+        else ("mean", None)
     if pool is not None and (pool == "map") != ("attn_pool.latent" in raw):
         has = "no tensor 'attn_pool.latent'" if pool == "map" else \
             "tensor 'attn_pool.latent' (global_pool='map')"
@@ -314,21 +320,22 @@ def _infer_pooling(inf: Inference, cfg: dict[str, Any], raw: Raw, eva: bool = Fa
     if pool == "token" and "cls_token" not in raw:
         raise SpecError(f"config {key} = 'token': the checkpoint has no tensor 'cls_token' for it to read")
     if "attn_pool.latent" in raw:
-        prefix = [k for k in ("cls_token", "dist_token", "reg_token") if k in raw]
-        if prefix and not eva:
+        if prefix and not eva and not include:
             raise WeightsError(f"{inf.fmt} checkpoint: tensor 'attn_pool.latent' with tensor {prefix[0]!r}: "
-                               "timm's map pool reads the patch tokens only, the spec's every token")
+                               "timm's map pool reads the patch tokens only (pool_include_prefix=False), the "
+                               "spec's every token")
         inf.fact("pooling", "map", "tensor 'attn_pool.latent' (global_pool='map')")
         inf.fact("pool_qkv_bias", "attn_pool.q.bias" in raw, "presence of tensor 'attn_pool.q.bias'")
     elif "cls_token" not in raw:
         if pool not in (None, "avg") and not str(cfg.get("architecture", "")).startswith("qwen3_vit"):
             raise SpecError(f"config {key} = {shown(pool)}: with no class token the spec expresses 'avg'")
-        inf.fact("pooling", "mean", "no 'cls_token' (timm then needs global_pool='avg')")
+        inf.fact("pooling", mean[0], mean[1] or "no 'cls_token' (timm then needs global_pool='avg')")
     elif pool is not None:
         if pool not in ("token", "avg"):
             raise SpecError(f"config {key} = {shown(pool)}: with a class token the spec expresses "
                             "'token' and 'avg'")
-        inf.fact("pooling", POOLS[pool], f"config {key} = {pool!r}")
+        inf.fact("pooling", mean[0] if pool == "avg" else POOLS[pool],
+                 mean[1] if pool == "avg" and include else f"config {key} = {pool!r}")
     else:  # not in a state dict: timm's own default applies, with a note (--set pooling=mean for 'avg')
         inf.convention("pooling", "cls", "timm's default global_pool='token'; --set pooling=mean for 'avg'")
 
@@ -867,11 +874,11 @@ def refuse_unsupported(fmt: str, source: str, raw: Raw) -> None:
 
 def check_exportable(fmt: str, s: ModelSpec) -> None:
     require(s.pos_embed in ("learned", "none"), TARGET, "pos_embed", s.pos_embed, "learned or none")
-    require(s.pooling in POOLS.values(), TARGET, "pooling", s.pooling,
-            ", ".join(f"{value} ({name})" for name, value in POOLS.items()))
-    require(s.pooling != "map" or not s.derived.prefix_tokens or s.rope != "none", TARGET, "pooling",
-            s.pooling, "no class, distillation or register tokens with map (VisionTransformer's map pool "
-            "reads the patches only; Eva's, a rotary spec's, every token)")
+    require(s.pooling in (*POOLS.values(), "mean_all"), TARGET, "pooling", s.pooling,
+            ", ".join(f"{value} ({name})" for name, value in POOLS.items()) + " or mean_all (avg with "
+            "pool_include_prefix=True)")
+    require(s.pooling != "mean_all" or s.rope == "none", TARGET, "pooling", s.pooling,
+            "cls, mean or map with rope (timm's Eva has no pool_include_prefix)")
     # a rotary spec is exported as timm's Eva; RmsNorm is its norm_layer, the patch norm its own
     # embed_norm_layer (an epsilon of its own), proj_bias=False every non-q/k/v projection's bias
     require_plain_blocks(TARGET, s, rope=True, bias_free=True, rms_norm=True, own_eps=("patch",),
@@ -910,7 +917,7 @@ def model_kwargs(s: ModelSpec, split: bool = False) -> dict[str, Any]:
         "in_chans": s.channels, "num_classes": s.num_classes, "embed_dim": s.dim, "depth": s.depth,
         "num_heads": s.heads, "mlp_ratio": (2 if s.mlp == "gated" and not split else 1) * s.mlp_dim / s.dim,
         "qkv_bias": s.qkv_bias, "class_token": s.class_token,
-        "global_pool": spelled(POOLS)[s.pooling],
+        "global_pool": "avg" if s.pooling == "mean_all" else spelled(POOLS)[s.pooling],
         "no_embed_class": s.derived.prefix_tokens > 0 and not prefix_rows,
         "pos_embed": "learn" if s.pos_embed == "learned" else "none",
         "fc_norm": s.final_norm == "pooled", "final_norm": s.final_norm != "none",
@@ -918,6 +925,8 @@ def model_kwargs(s: ModelSpec, split: bool = False) -> dict[str, Any]:
         "pre_norm": s.norm_before_blocks,
         "qk_norm": s.qk_norm, "init_values": 1.0 if s.layer_scale else None,
     }
+    if s.derived.prefix_tokens and s.pooling in ("mean_all", "map"):  # pooled over every token, as the spec
+        kwargs["pool_include_prefix"] = True
     eps = s.derived.norm_eps
     if s.patch_norm_out:
         kwargs["embed_norm_layer"] = norm_layer(s, eps["patch"]) or "layernorm"
@@ -1100,7 +1109,10 @@ def read_live(model: Any) -> Reading | None:
     if hasattr(model, "num_reg_tokens"):
         r.fact("registers", int(model.num_reg_tokens), "timm: model.num_reg_tokens")
     pool = getattr(model, "global_pool", None)
-    if pool in POOLS:
+    every = bool(getattr(model, "pool_include_prefix", False) and getattr(model, "num_prefix_tokens", 0))
+    if pool == "avg" and every:  # the mean of every token, the prefix tokens included
+        r.fact("pooling", "mean_all", "timm: model.global_pool = 'avg', model.pool_include_prefix = True")
+    elif pool in POOLS:
         r.fact("pooling", POOLS[pool], f"timm: model.global_pool = {pool!r}")
     elif pool is not None:
         r.notes.append(f"timm: model.global_pool = {pool!r} has no spec pooling (expected token, avg or map)")
