@@ -23,7 +23,8 @@ COMMANDS = {
 BAD = [
     ("--batch", "-1", "argument --batch: -1 is not a whole number >= 1"),
     ("--batch", "eight", "argument --batch: 'eight' is not a whole number >= 1"),
-    ("--threads", "0", "argument --threads: 0 is not a whole number >= 1"),
+    ("--threads", "0", "argument --threads: 0 is not a whole number from 1 to 1,024"),
+    ("--threads", "100000", "argument --threads: 100000 is not a whole number from 1 to 1,024"),  # SIGSEGV
     ("--device", "tpu", "argument --device: invalid choice: 'tpu'"),
     ("--timeout", "-5", "argument --timeout: -5 is not a number > 0"),
     ("--weights", "", "argument --weights: '' is empty; expected a value"),  # not read as left out

@@ -86,6 +86,9 @@ non_negative_int = _number(int, 0, "a whole number >= 0")
 positive_float = _number(float, 1e-9, "a number > 0")
 non_negative_float = _number(float, 0.0, "a number >= 0")
 columns = _number(int, 80, "a width of 80 to 1000 columns", maximum=1000)  # what a page of text can hold
+# More threads than any machine has CPUs: oversubscription is allowed (and noted in the row), but
+# --threads 100000 made torch's thread pool crash the worker with SIGSEGV.
+thread_count = _number(int, 1, "a whole number from 1 to 1,024", maximum=1024)
 
 
 SAME: Any = object()  # `Option.add`'s default: the row's own (a command passes one only where it differs)
@@ -151,7 +154,7 @@ WITH_REFERENCE = ("default: every installed one; with --model, none: your model 
                   "reference alone, as 'reference' says")
 BATCH = Option(("--batch",), "{slot} (default {default})", slot="images per batch", type=positive_int)
 THREADS = Option(("--threads",), "CPU threads for the framework, applied before import and pinned with CPU "
-                 "affinity (default {default})", type=positive_int, default=1)
+                 "affinity (default {default})", type=thread_count, default=1)
 DEVICE = Option(("--device",), "auto|cpu|cuda|metal (default {default}; only auto falls back, and says what "
                 "it chose)", default="cpu", choices=DEVICES, type=None)
 TIMEOUT = Option(("--timeout",), "seconds before one framework's worker is killed (default {default:g})",
