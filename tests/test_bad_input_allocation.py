@@ -79,7 +79,7 @@ def test_a_million_image_input_batch_is_refused_before_the_reference(tmp_path: P
 
 def test_a_million_image_timing_batch_is_refused(tmp_path: Path, four_gib) -> None:
     refused(tmp_path, "time", "--spec", "quadrant", "--frameworks", "torch", "--batch", "1000000",
-            "--json", "r.json", expect="a timing run's batches at batch 3000000")
+            "--json", "r.json", expect="a timing run's batches (3 evaluation batches of --batch 1,000,000)")
 
 
 @pytest.mark.parametrize("argv", [

@@ -142,7 +142,9 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
 
     for name in ("min_repeats", "max_repeats", "warmup", "eval_batches", "processes", "budget"):
         check_work(f"--{name.replace('_', '-')}", getattr(args, name))
-    check_fits(spec, args.batch * max(1, args.eval_batches), "a timing run's batches")
+    passes = max(1, args.eval_batches)  # the evaluation pass holds its batches at once
+    check_fits(spec, args.batch * passes, "a timing run's batches",
+               f"{passes} evaluation batches of --batch {args.batch:,}" if passes > 1 else None)
     if args.max_repeats < args.min_repeats:
         raise PortbenchError(f"--max-repeats {args.max_repeats} is below --min-repeats {args.min_repeats}")
     budget = Budget(warmup=args.warmup, min_repeats=args.min_repeats, max_repeats=args.max_repeats,

@@ -50,12 +50,13 @@ def estimate(s: ModelSpec, batch: int) -> Estimate:
     return Estimate(params=params, weight_bytes=params * (4 + 8), activation_bytes=8 * batch * per_image)
 
 
-def check_fits(s: ModelSpec, batch: int, what: str) -> Estimate:
-    """The estimate, or a one-line SpecError stating it and the memory available."""
+def check_fits(s: ModelSpec, batch: int, what: str, batches: str | None = None) -> Estimate:
+    """The estimate, or a one-line SpecError stating it and the memory available (`batches`: how
+    the images are given, where `batch` counts several batches of the command's --batch)."""
     found = estimate(s, batch)
     available = available_bytes()
     if available is not None and found.total_bytes > USABLE_FRACTION * available:
-        at_batch = f" at batch {batch}" if batch > 1 else ""
+        at_batch = f" ({batches})" if batches else f" at batch {batch}" if batch > 1 else ""
         raise SpecError(
             f"spec {s.name!r} needs about {gib(found.total_bytes)} for {what}{at_batch} "
             f"({s.derived.seq_len:,} tokens an image, {found.params:,} parameters: "
