@@ -167,6 +167,13 @@ def test_process_replicates_pool_samples_and_keep_per_process_medians() -> None:
     assert forward["n"] == 6 and forward["process_medians"] == [0.01, 0.03]
     assert row["phases"]["import"]["n"] == 2 and row["phases"]["import"]["median"] == 3.0
     assert row["phases"]["compile"]["status"] == "n/a"
+    # a phase no round measured contention for stays null (it read 0.0: "quiet"); a cold round
+    # pooled with a warm one is called mixed (it was labelled with the first round's "cold")
+    assert row["phases"]["import"]["foreign_cpu"] is None
+    first["phases"]["import"] |= {"cache": "cold", "foreign_cpu": 0.3}
+    second["phases"]["import"] |= {"cache": "warm"}
+    pooled = combine([first, second])["phases"]["import"]
+    assert (pooled["foreign_cpu"], pooled["cache"]) == (0.3, "mixed") and "cold then a warm" in pooled["note"]
     second["status"], second["reason"] = "timeout", "killed"
     failed = combine([first, second])
     assert failed["status"] == "timeout" and failed["reason"] == "1 of 2 processes: killed"

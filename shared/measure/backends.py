@@ -53,7 +53,7 @@ def device_name(module: PortModule, device_class: str) -> str:
 
 
 def compile_note(backend: str | None, cache: str = "cold") -> str:
-    inductor = ("torch.compile (inductor), cold cache: a fresh TORCHINDUCTOR_CACHE_DIR per run"
+    inductor = ("torch.compile (inductor), cold cache: every graph compiled in this run"
                 if cache == "cold" else
                 "torch.compile (inductor), warm cache: compiled graphs reused from an earlier run")
     return {

@@ -230,10 +230,15 @@ def combine(rows: list[dict[str, Any]]) -> dict[str, Any]:
             phases[name] = first
             continue
         samples = [x for p in parts for x in p["samples"]]
+        foreign = [p["foreign_cpu"] for p in parts if p.get("foreign_cpu") is not None]
         phases[name] = {**first, "samples": samples, **summarise(samples),
                         "process_medians": [p["median"] for p in parts],
                         "cpu_util": _median([p.get("cpu_util") for p in parts]),
-                        "foreign_cpu": max((p.get("foreign_cpu") or 0.0) for p in parts)}
+                        "foreign_cpu": max(foreign) if foreign else None}  # null: no round measured it
+        caches = [p.get("cache") for p in parts]
+        if len(set(caches)) > 1:  # a first round that filled the warm cache: the pool is neither
+            phases[name] |= {"cache": "mixed", "note": f"rounds compiled with a {' then a '.join(caches)} "
+                             "cache: their times are pooled, so the median is neither a cold nor a warm one"}
     out["phases"] = phases
     if out.get("roofline"):  # the pooled medians, against the fastest uncontended round's GEMM rate
         record = out["roofline"]
