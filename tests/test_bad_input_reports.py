@@ -59,6 +59,16 @@ def test_a_copy_of_a_run_is_refused(tmp_path: Path) -> None:
     refused(tmp_path, "report", "a.json", "b.json", expect="'b.json' repeats the torch run")
 
 
+def test_a_run_in_a_merged_file_is_refused_beside_its_own_file(tmp_path: Path) -> None:
+    """report --json writes a file of its own `created` time holding the runs it merged: merged
+    again beside a source, the same run was ranked against itself."""
+    write(tmp_path, "a.json", results_doc())
+    outcome = run_cli("report", "a.json", "--json", "m.json", cwd=tmp_path)
+    assert outcome.code == 0, outcome.stderr
+    refused(tmp_path, "report", "m.json", "a.json", expect="'a.json' repeats the torch run already read from "
+            "'m.json'")
+
+
 def test_an_oversubscribed_run_is_warned_about_beside_its_row(tmp_path: Path) -> None:
     note = "999 threads requested but only 2 CPUs usable: oversubscribed"
     write(tmp_path, "r.json", results_doc(threads=999, note=note))

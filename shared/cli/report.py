@@ -46,8 +46,11 @@ def merge(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
                         "environment": doc["environment"], "conditions": doc["conditions"],
                         "sweep": doc.get("sweep")})
         for row in doc["runs"]:  # a run given twice would be ranked against itself
-            key = json.dumps([doc["created"], doc["environment"].get("hostname"), row["framework"],
-                              row["conditions"], row["phases"]], sort_keys=True, default=str)
+            # known by the row alone (its host, conditions and raw samples): a results file that
+            # report --json wrote has a `created` of its own, and holds the runs it merged
+            host = row.get("host") or doc["environment"]
+            key = json.dumps([host.get("hostname"), row["framework"], row["conditions"], row["phases"]],
+                             sort_keys=True, default=str)
             if key in seen_runs:
                 raise InputError(f"results file {path!r} repeats the {row['framework']} run already "
                                  f"read from {seen_runs[key]!r}; give each run once")
