@@ -108,6 +108,27 @@ def test_guard_allow_mixed_only_relaxes_the_device() -> None:
         guard.rank(rows, allow_mixed=True)
 
 
+def test_an_eval_pass_or_compile_ranking_holds_the_phases_own_condition() -> None:
+    """eval_pass was ranked across 1 and 3 batches a pass, compile across a cold and a warm cache:
+    those differences live in the phase, not the row's conditions."""
+    rows = [make_row("torch", 0.01), make_row("flax", 0.02)]
+    for row, batches, cache in zip(rows, (1, 3), ("warm", "cold"), strict=True):
+        row["phases"]["eval_pass"] = {**row["phases"]["forward_eager"], "batches": batches}
+        row["phases"]["compile"] = {**row["phases"]["forward_eager"], "cache": cache}
+    assert [r["framework"] for _, r, _, _ in guard.rank(rows)] == ["torch", "flax"]  # forward: ranked
+    refused = guard.IncomparableRunsError
+    with pytest.raises(refused, match=r"by eval_pass: its batches differs \(torch=1, flax=3\)"):
+        guard.rank(rows, metric="eval_pass")
+    with pytest.raises(refused, match=r"by compile: its cache differs \(torch=warm, flax=cold"):
+        guard.rank(rows, metric="compile")
+    from shared.report.pages import timing_parts  # the HTML page ranks by the command's metric too
+
+    assert "its batches differs" in "".join(timing_parts(rows, "eval_pass"))
+    assert "differs" not in "".join(timing_parts(rows))  # it ranked by forward whatever --rank-by said
+    rows[1]["phases"]["eval_pass"]["batches"] = 1
+    assert [r["framework"] for _, r, _, _ in guard.rank(rows, metric="eval_pass")] == ["torch", "flax"]
+
+
 def test_invalid_and_crashed_rows_are_never_ranked() -> None:
     rows = [make_row("torch", 0.03), make_row("flax", 0.01), make_row("keras", 0.02)]
     rows[1]["status"] = "invalid"

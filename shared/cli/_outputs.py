@@ -79,8 +79,8 @@ def check_main_page(path: Path, force: bool, creatable: bool = False) -> None:
                              "or --force to replace it")
 
 
-def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None],
-                  title: str, force: bool = False) -> None:
+def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None], title: str,
+                  force: bool = False, metric: str = "forward", allow_mixed: bool = False) -> None:
     """Every output of the run staged first (a full disk fails before anything is published),
     then published together, each exclusively unless --force: all of them or none."""
     from shared.core.files import Outputs
@@ -94,7 +94,7 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
             written.append(outputs.add(paths["chart"], exports.chart_png(rows, title)))
         for name in ("html", "main_page"):
             if paths.get(name) is not None:
-                page = run_page(doc, rows, paths, title)
+                page = run_page(doc, rows, paths, title, metric, allow_mixed)
                 if name == "main_page":  # marked as its own; replaced each run
                     check_main_page(paths[name], force)  # type: ignore[arg-type]  # again: made meanwhile?
                     page = page.replace("<head>", f"<head>{MAIN_PAGE_MARK}", 1)
@@ -106,10 +106,10 @@ def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[s
 
 
 def run_page(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None],
-             title: str) -> str:
+             title: str, metric: str, allow_mixed: bool) -> str:
     from shared.report.pages import results_page
 
     json_path = Path(paths["json"])  # type: ignore[arg-type]
     source = {"file": str(json_path), "source": json_path.stem, "created": doc["created"],
               "environment": doc["environment"], "conditions": doc["conditions"]}
-    return results_page(rows, [source], f"portbench: {title}")
+    return results_page(rows, [source], f"portbench: {title}", metric, allow_mixed)

@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
         if args.html:
             from shared.report.pages import results_page
 
-            page = results_page(rows, sources, f"portbench timing: {', '.join(s['source'] for s in sources)}")
+            page = results_page(rows, sources, f"portbench timing: {', '.join(s['source'] for s in sources)}",
+                                args.rank_by, args.allow_mixed)
             written.append(staged.add(args.html, page.encode()))
         staged.publish()
     if written:

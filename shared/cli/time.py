@@ -287,6 +287,6 @@ def run(args: argparse.Namespace) -> int:
             for k in ("batch", "dtype", "precision", "threads", "device_request")}}
     doc = schema.new_results(host, conditions, all_rows, utc_now(), ["compare.py", *sys.argv[1:]], extra)
     write_outputs(doc, all_rows, paths, f"{stem}: batch {configs[0].batch}, {configs[0].threads} thread(s)",
-                  args.force)
+                  args.force, args.rank_by, args.allow_mixed)
     bad = [r for r in all_rows if r["status"] in ("invalid", "crashed", "timeout")]
     return 1 if bad else 0

@@ -17,6 +17,9 @@ DEVICE_FIELDS = ("device_class", "device_name")  # the ones --allow-mixed lets d
 FORWARD = "forward"  # the best (lowest-median) of the eager and compiled forward phases
 RANK_METRICS = (FORWARD, "forward_eager", "forward_compiled", "train_step", "eval_pass", "prepare",
                 "compile", "import", "build_load", "first_call_eager")
+# What a phase was measured under beyond the row's conditions, held equal when it is the one ranked:
+# the batches an evaluation pass runs, and whether a compile found its cache cold or warm.
+PHASE_CONDITIONS = {"eval_pass": "batches", "compile": "cache"}
 
 
 class IncomparableRunsError(PortbenchError):
@@ -74,6 +77,12 @@ def rank(rows: list[dict[str, Any]], metric: str = FORWARD,
         raise PortbenchError(f"unknown ranking metric {metric!r}; expected one of: {', '.join(RANK_METRICS)}")
     valid = [r for r in rows if metric_value(r, metric) is not None]
     check_comparable(valid, allow_mixed)
+    if metric in PHASE_CONDITIONS:
+        field = PHASE_CONDITIONS[metric]
+        values = list(dict.fromkeys((label(r), r["phases"][metric].get(field)) for r in valid))
+        if len({value for _, value in values}) > 1:
+            shown = ", ".join(f"{who}={value}" for who, value in values)
+            raise IncomparableRunsError(f"not ranking these runs by {metric}: its {field} differs ({shown})")
     scored = sorted(((metric_value(r, metric), r) for r in valid), key=lambda item: item[0][0])
     return [(i + 1, r, value, phase) for i, ((value, phase), r) in enumerate(scored)]
 

@@ -194,6 +194,7 @@ def timed_phases(port: PortInterface, images: np.ndarray, prepared: Any,
     mode = "compiled" if compiled is not None else "eager"
     timer.repeated("eval_pass", eval_pass, pass_budget,
                    note=f"{len(eval_batches)} batches of {batch}, {mode} forward, per pass")
+    timer.phases["eval_pass"]["batches"] = len(eval_batches)  # held equal before eval_pass is ranked
 
 
 def train_phase(framework: str, port: PortInterface, images: np.ndarray, config: dict[str, Any],

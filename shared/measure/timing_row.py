@@ -83,6 +83,7 @@ class Phase(Part):
     foreign_cpu: NonNegative = None
     process_medians: list[NonNegative] | None = None
     first_step_seconds: NonNegative = None
+    batches: Count = None  # eval_pass: the batches one pass evaluates (--eval-batches)
 
     def validate(self) -> None:
         """An `ok` phase states its median, between its quartiles (a missing quartile: the

@@ -15,14 +15,16 @@ TIMED = ("prepare", "forward_eager", "forward_compiled", "train_step", "eval_pas
 SINGLE = ("import", "build_load", "first_call_eager", "compile")
 
 
-def results_page(rows: list[dict[str, Any]], sources: list[dict[str, Any]], title: str) -> str:
-    """Every run's rows: verification, timing with spread, charts, conditions, warnings beside
-    the rows they concern, and what was refused as not comparable and why."""
+def results_page(rows: list[dict[str, Any]], sources: list[dict[str, Any]], title: str,
+                 metric: str = FORWARD, allow_mixed: bool = False) -> str:
+    """Every run's rows: verification, timing with spread (ranked by `metric`, as the command's
+    table ranked them), charts, conditions, warnings beside the rows they concern, and what was
+    refused as not comparable and why."""
     if len(sources) <= 1:  # one run: a row's source file says nothing, so rows are named by port
         rows = [{k: v for k, v in row.items() if k != "source"} for row in rows]
     parts = [
         html.section("Verification: each port against the float64 reference", verification_table(rows)),
-        html.section("Timing", *timing_parts(rows)),
+        html.section("Timing", *timing_parts(rows, metric, allow_mixed)),
         html.section("Charts", *charts(rows)),
         *roofline(rows),
         *scaling(rows, sources),
@@ -45,11 +47,11 @@ def verification_table(rows: list[dict[str, Any]]) -> str:
                       numeric=[False, False, True, True, False], sort_values=raw)
 
 
-def timing_parts(rows: list[dict[str, Any]]) -> list[str]:
+def timing_parts(rows: list[dict[str, Any]], metric: str = FORWARD, allow_mixed: bool = False) -> list[str]:
     ranks: dict[int, int] = {}
-    out: list[str] = []
-    try:
-        for decided in decided_ranks(rows, FORWARD):  # the text table's rule (shared/measure/rounds.py)
+    out: list[str] = [] if metric == FORWARD else [html.note(f"ranked by {metric}", "muted")]
+    try:  # the text table's rule (shared/measure/rounds.py)
+        for decided in decided_ranks(rows, metric, allow_mixed):
             if decided["rank"] is None:
                 out.append(html.note(f"{label(decided['row'])}: not comparable: {decided['why']}", "refused"))
             else:
