@@ -182,6 +182,7 @@ CONFIG_CASES = [  # (base, key, value, what the line says after "config KEY = VA
     ("timm-vit", "model_args.patch_size", [2, 2], "the tensors say patch_height = 4, patch_width = 4"),
     ("timm-vit", "model_args.mlp_ratio", "x", f"{NUMBER} {sets('mlp_dim')}"),
     ("timm-vit", "model_args.mlp_ratio", 3.0, "the tensors say mlp_dim = 16"),
+    ("timm-vit", "model_args.mlp_ratio", 1e308, "(timm builds int(embed_dim * mlp_ratio) = inf)"),  # a crash
     ("timm-vit", "model_args.qkv_bias", "x", f"{BOOLEAN} {sets('qkv_bias')}"),
     ("timm-vit", "model_args.qkv_bias", False, "the tensors say qkv_bias = True"),
     ("timm-vit", "model_args.class_token", False, "the tensors say class_token = True (presence of tensor"),

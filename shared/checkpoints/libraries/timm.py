@@ -180,7 +180,9 @@ def _hold_stated(inf: Inference, config: dict[str, Any] | None) -> None:
         facts = tuple(inf.facts[name][0] for name in key.sets)
         stated = pair(value) if key.sets == ("patch_height", "patch_width") else (value,)
         if key.name.endswith(".mlp_ratio"):  # a gated MLP's width depends on its mlp_layer too: not checked
-            stated = (int(inf.facts["dim"][0] * value),) if inf.facts["mlp"][0] == "standard" else facts
+            width = inf.facts["dim"][0] * value  # int() of an infinite width would raise: it is named
+            stated = (int(width) if math.isfinite(width) else width,) if inf.facts["mlp"][0] == "standard" \
+                else facts
         if stated != facts:
             said = ", ".join(f"{name} = {fact!r}" for name, fact in zip(key.sets, facts, strict=True))
             made = f" (timm builds int(embed_dim * mlp_ratio) = {stated[0]})" if "mlp_dim" in key.sets else ""
