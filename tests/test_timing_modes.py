@@ -275,3 +275,32 @@ def test_an_attention_mode_reaches_the_pool_as_well_as_the_blocks(framework: str
     port.set_mode("explicit")
     layers = [*port.model.blocks, port.model.pool]
     assert [layer.attn.attention_path for layer in layers] == ["explicit"] * len(layers)
+
+
+def test_peers_gate_the_port_they_time_however_its_mode_was_chosen(tmp_path: Path, monkeypatch) -> None:
+    """peers gated the port only while measuring its modes: a choice read from the cache (or forced,
+    or the default after every candidate failed) timed a port that computes another function against
+    its peers. The forward choose_for hands back is gated whatever chose it."""
+    import ports
+    from shared.core.inputs import probe_batch
+    from shared.core.presets import get_preset
+    from shared.core.weights import init_weights
+    from shared.measure import gate
+
+    monkeypatch.setattr(modes, "cache_path", lambda: tmp_path / "modes.json")
+    spec = get_preset("quadrant")
+    reference = str(tmp_path / "reference.npz")
+    gate.write_reference(reference, spec, 4, 1234, 0)
+    module = ports.load_port_module("torch")
+    for shift, passes in ((0.0, True), (1e-3, False)):
+        weights = init_weights(spec, seed=0)
+        weights["head.out.bias"] = weights["head.out.bias"] + shift  # the tamper fault's 1e-3
+        port = module.Port(spec)
+        port.load(weights)
+        prepared = port.prepare(probe_batch(spec, batch=4, seed=1234))
+        if passes:  # measured, gated, and cached for this machine and spec shape
+            choice, forward = modes.choose_for("torch", module, port, prepared, "eager", 4, 1, reference)
+            assert choice["source"] == "measured" and forward(prepared) is not None
+            continue  # the tampered port below finds that choice in the cache
+        with pytest.raises(PortbenchError, match=r"the torch port's \w+ forward failed the equivalence gate"):
+            modes.choose_for("torch", module, port, prepared, "eager", 4, 1, reference)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -194,11 +195,13 @@ def choose(framework: str, module: PortModule, port: PortInterface, prepared: An
 
 
 def choose_for(framework: str, module: PortModule, port: PortInterface, prepared: Any, forward: str,
-               batch: int, threads: int, reference_npz: str) -> dict[str, Any]:
+               batch: int, threads: int, reference_npz: str) -> tuple[dict[str, Any], Callable[[Any], Any]]:
     """`choose` for a port that another command times (`peers`): the same row fields the timing
     worker keys its cache by, so both commands share one choice per machine and spec shape, and
     the same gate on each candidate (the parent's reference for the same weights and images).
-    Returns the record `choose` made."""
+    Returns the record `choose` made and the forward to time, gated here whatever chose its mode
+    (a cached or forced choice, or the default after every candidate failed, was not): a port that
+    computes another function is never timed against a peer."""
     device = port.device_class
     row: dict[str, Any] = {
         "framework": framework, "param_count": port.param_count(), "notes": [],
@@ -209,7 +212,13 @@ def choose_for(framework: str, module: PortModule, port: PortInterface, prepared
     config = {"modes": [forward], "mode_options": {}, "reference_npz": reference_npz,
               "precision": port.precision.to_dict()}
     choose(framework, module, port, prepared, config, row)
-    return row["mode_choice"]
+    call = port.compiled_forward() if forward == "compiled" else (lambda p: port.forward(p, train=False))
+    logits = np.asarray(port.to_numpy(call(prepared)))[:gate.gate_rows(port.spec)]
+    verdict = gate.judge(row, port.spec, logits, config)
+    if not verdict.passed:
+        raise PortbenchError(f"the {framework} port's {row['mode_choice'].get('chosen') or forward} forward "
+                             f"failed the equivalence gate ({verdict.reason}): not timed against its peers")
+    return row["mode_choice"], call
 
 
 def first_compile(row: dict[str, Any], seconds: float) -> float:

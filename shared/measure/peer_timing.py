@@ -302,9 +302,8 @@ def _port_call(impl: str, spec: ModelSpec, images: Any,
     prepared = port.prepare(images)
     port.sync(prepared)
     # The port runs the mode `time` chose for this machine and spec shape (measured now if none was)
-    choice = modes.choose_for(name, module, port, prepared, mode, images.shape[0], int(job["threads"]),
-                              job["reference_npz"])
-    forward = port.compiled_forward() if mode == "compiled" else (lambda x: port.forward(x, train=False))
+    choice, forward = modes.choose_for(name, module, port, prepared, mode, images.shape[0],
+                                       int(job["threads"]), job["reference_npz"])
     # A tf.function says whether XLA compiles it (read back, not assumed: the choice is the port's).
     xla = getattr(forward, "_jit_compile", "unknown")
     facts: dict[str, Any] = {"params": port.param_count(), "mode": mode, "mode_choice": choice}
