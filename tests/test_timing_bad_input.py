@@ -1,19 +1,22 @@
 """Bad input to `compare.py time` / `report`: one line naming the problem, exit 2, and no earlier
-results file overwritten."""
+results file overwritten. Each refusal is a `compare.py` process of its own, as a user meets it:
+they run together in the background (tests/background.py), and each test reads its outcome."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from shared.measure import schema
-from tests.timing_helpers import FAST, compare, error_line
+from tests import background
+from tests.timing_helpers import FAST, error_line
 
-
-@pytest.mark.parametrize("args, expected", [
+UNKNOWN_VALUES = [
     (["--spec", "no-such-spec"], "--spec 'no-such-spec' is neither a preset"),
     (["--frameworks", "torch,mxnet"], "unknown framework 'mxnet'"),
     (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
@@ -21,58 +24,85 @@ from tests.timing_helpers import FAST, compare, error_line
     (["--modes", "eager, eager"], "--modes 'eager, eager' names 'eager' twice"),  # was timed twice
     (["--batch", "0"], "argument --batch: 0 is not a whole number >= 1"),
     (["--rank-by", "speed"], "unknown ranking metric 'speed'"),
-])
-def test_unknown_values_are_one_line_errors(args: list[str], expected: str, tmp_path: Path) -> None:
-    result = compare("time", *FAST, "--frameworks", "torch", *args, "--json", str(tmp_path / "r.json"))
-    assert expected in error_line(result)
-    assert not (tmp_path / "r.json").exists()
+]
+EARLIER = "{\"earlier\": true}"
+NO_CUDA = shutil.which("nvidia-smi") is None
 
 
-def test_a_sweep_refuses_train_however_the_modes_are_spaced(tmp_path: Path) -> None:
+def _commands(folder: Path) -> dict[str, list[str]]:
+    """Each refusal's command line, its files made in `folder` first."""
+    (folder / "a-file").write_text("")
+    (folder / "r.json").write_text(EARLIER)
+    (folder / "merged.csv").write_text("earlier")
+    old = schema.new_results({}, {}, [], "2026-01-01T00:00:00Z", ["compare.py"])
+    (folder / "old.json").write_text(json.dumps({**old, "schema_version": 0}))
+    time = ["time", *FAST, "--frameworks", "torch"]
+    commands = {f"unknown-{i}": [*time, *args, "--json", f"unknown-{i}.json"]
+                for i, (args, _) in enumerate(UNKNOWN_VALUES)}
+    commands |= {
+        "sweep-train": ["sweep", "--spec", "quadrant", "--batch", "1,2", "--frameworks", "torch",
+                        "--modes", "eager, train", "--json", "s.json"],
+        "unwritable": [*time, "--json", str(Path("a-file") / "sub" / "r.json")],
+        "existing-time": [*time, "--json", "r.json"],
+        "existing-report": ["report", "r.json", "--csv", "merged.csv"],
+        "old-schema": ["report", "old.json"],
+        "missing": ["report", "missing.json"],
+        "not-json": ["report", __file__],
+    }
+    if NO_CUDA:
+        commands["cuda"] = [*time, "--device", "cuda", "--json", "cuda.json"]
+    return commands
+
+
+@background.task("timing-refusals", "test_timing_bad_input.py::")
+def timing_refusals(start: background.Start) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+    folder = Path(tempfile.mkdtemp(prefix="portbench-timing-refusals-"))
+    outcomes = {}
+    for name, argv in _commands(folder).items():
+        outcome = background.compare_py(start, *argv, cwd=folder)
+        outcomes[name] = subprocess.CompletedProcess(argv, outcome.code, outcome.stdout, outcome.stderr)
+    return folder, outcomes
+
+
+@pytest.mark.parametrize("case", range(len(UNKNOWN_VALUES)), ids=[e for _, e in UNKNOWN_VALUES])
+def test_unknown_values_are_one_line_errors(case: int) -> None:
+    folder, outcomes = background.result("timing-refusals")
+    assert UNKNOWN_VALUES[case][1] in error_line(outcomes[f"unknown-{case}"])
+    assert not (folder / f"unknown-{case}.json").exists()
+
+
+def test_a_sweep_refuses_train_however_the_modes_are_spaced() -> None:
     """`--modes "eager, train"` passed the sweep's check (it split without stripping) and the sweep
     then timed training, which its fit does not model."""
-    result = compare("sweep", "--spec", "quadrant", "--batch", "1,2", "--frameworks", "torch",
-                     "--modes", "eager, train", "--json", str(tmp_path / "s.json"))
-    assert "unknown mode 'train'; expected one of: eager, compiled" in error_line(result)
-    assert not (tmp_path / "s.json").exists()
+    folder, outcomes = background.result("timing-refusals")
+    assert "unknown mode 'train'; expected one of: eager, compiled" in error_line(outcomes["sweep-train"])
+    assert not (folder / "s.json").exists()
 
 
-def test_unwritable_output_is_refused_before_timing(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    result = compare("time", *FAST, "--frameworks", "torch", "--json", str(blocker / "sub" / "r.json"))
-    line = error_line(result)
+def test_unwritable_output_is_refused_before_timing() -> None:
+    line = error_line(background.result("timing-refusals")[1]["unwritable"])
     assert "cannot be created" in line and "a-file" in line
 
 
-def test_existing_results_are_not_overwritten_without_force(tmp_path: Path) -> None:
-    existing = tmp_path / "r.json"
-    existing.write_text("{\"earlier\": true}")
-    result = compare("time", *FAST, "--frameworks", "torch", "--json", str(existing))
-    assert "already exists; pass --force" in error_line(result)
-    assert existing.read_text() == "{\"earlier\": true}"
-    report_out = tmp_path / "merged.csv"
-    report_out.write_text("earlier")
-    result = compare("report", str(existing), "--csv", str(report_out))
-    assert "already exists" in error_line(result)
-    assert report_out.read_text() == "earlier"
+def test_existing_results_are_not_overwritten_without_force() -> None:
+    folder, outcomes = background.result("timing-refusals")
+    assert "already exists; pass --force" in error_line(outcomes["existing-time"])
+    assert (folder / "r.json").read_text() == EARLIER
+    assert "already exists" in error_line(outcomes["existing-report"])
+    assert (folder / "merged.csv").read_text() == "earlier"
 
 
-def test_report_refuses_another_schema_version(tmp_path: Path) -> None:
-    doc = schema.new_results({}, {}, [], "2026-01-01T00:00:00Z", ["compare.py"])
-    doc["schema_version"] = 0
-    old = tmp_path / "old.json"
-    old.write_text(json.dumps(doc))
-    line = error_line(compare("report", str(old)))
+def test_report_refuses_another_schema_version() -> None:
+    outcomes = background.result("timing-refusals")[1]
+    line = error_line(outcomes["old-schema"])
     assert "schema_version 0" in line and "old.json" in line
-    assert "does not exist" in error_line(compare("report", str(tmp_path / "missing.json")))
-    assert "is malformed JSON" in error_line(compare("report", __file__))
+    assert "does not exist" in error_line(outcomes["missing"])
+    assert "is malformed JSON" in error_line(outcomes["not-json"])
 
 
-@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a CUDA device")
-def test_a_device_that_is_not_present(tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
-    result = compare("time", *FAST, "--frameworks", "torch", "--device", "cuda", "--json", str(out))
-    line = error_line(result, after_progress=True)
+@pytest.mark.skipif(not NO_CUDA, reason="this machine has a CUDA device")
+def test_a_device_that_is_not_present() -> None:
+    folder, outcomes = background.result("timing-refusals")
+    line = error_line(outcomes["cuda"], after_progress=True)
     assert line == "error: device 'cuda' is not present for framework 'torch' (available: cpu)"
-    assert not out.exists()
+    assert not (folder / "cuda.json").exists()
