@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -132,11 +133,33 @@ BAD_COMMANDS = [
 ]
 
 
-@pytest.mark.parametrize(("args", "fragments"), BAD_COMMANDS)
-def test_bad_input_is_one_line_and_overwrites_nothing(tmp_path, args, fragments) -> None:
-    np.save(tmp_path / "bad.npy", np.zeros((2, 9, 9, 1), np.float32))
-    cli("init", "--spec", "quadrant", "--out", str(tmp_path / "q.safetensors"))
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    proc = cli(*[a.format(tmp=tmp_path) for a in args], check=False)
-    assert_one_line_error(proc, *fragments)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+@background.task("bad-commands", "test_cli.py::test_bad_input_is_one_line")
+def bad_commands(start: background.Start) -> list[tuple[dict[str, str], dict[str, str], Outcome]]:
+    """Each bad command, a process of its own, in a folder of its own holding a weights file and a
+    misshapen input: (the folder's files before, after, what the command printed)."""
+    from tests.adversarial import snapshot
+
+    env = {**background.ENVIRON, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    root = Path(tempfile.mkdtemp(prefix="portbench-bad-commands-"))
+    template = root / "template"
+    template.mkdir()
+    np.save(template / "bad.npy", np.zeros((2, 9, 9, 1), np.float32))
+    made = background.compare_py(start, "init", "--spec", "quadrant", "--out", template / "q.safetensors",
+                                 env=env)
+    if made.code != 0:
+        raise AssertionError(f"init failed: {made.stderr[-2000:]}")
+    found = []
+    for case, (args, _) in enumerate(BAD_COMMANDS):
+        folder = shutil.copytree(template, root / str(case))
+        before = snapshot(folder)
+        outcome = background.compare_py(start, *[a.format(tmp=folder) for a in args], env=env)
+        found.append((before, snapshot(folder), outcome))
+    return found
+
+
+@pytest.mark.parametrize("case", range(len(BAD_COMMANDS)), ids=[" ".join(a[:2]) for a, _ in BAD_COMMANDS])
+def test_bad_input_is_one_line_and_overwrites_nothing(case: int) -> None:
+    before, after, outcome = background.result("bad-commands")[case]
+    assert_one_line_error(subprocess.CompletedProcess([], outcome.code, outcome.stdout, outcome.stderr),
+                          *BAD_COMMANDS[case][1])
+    assert after == before
