@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from shared.teaching.lessons import LESSONS, LessonView, build_view, lesson, lib
 from shared.teaching.library_source import LibrarySelect
 from shared.teaching.port_source import SPEC_FIELDS, field_excerpts
 from shared.teaching.rosetta import rosetta_markdown
+from tests import background
+from tests.adversarial import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,19 +148,23 @@ def test_rosetta_maps_every_spec_field() -> None:
     assert "eps=spec.derived.norm_eps[place]" in section and "epsilon=spec.derived.norm_eps[place]" in section
 
 
-def test_cli_lesson_json(tmp_path: Path) -> None:
-    out = tmp_path / "lessons.json"
-    proc = subprocess.run([sys.executable, "compare.py", "lessons", "pos_table_rows", "--json", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
+@background.task("lessons-cli", "test_teaching_lessons.py::test_cli_lesson_json")
+def lessons_cli(start: background.Start) -> tuple[Path, Outcome, Outcome]:
+    """`lessons NAME --json` and `rosetta --check`, each a process of its own, in the background."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-lessons-")) / "lessons.json"
+    lesson_run = background.compare_py(start, "lessons", "pos_table_rows", "--json", out)
+    return out, lesson_run, background.compare_py(start, "rosetta", "--check")
+
+
+def test_cli_lesson_json() -> None:
+    out, proc, check = background.result("lessons-cli")
+    assert proc.code == 0, proc.stderr
     assert "measured gap without the pin: 0.0563" in proc.stdout
     payload = json.loads(out.read_text())
     assert [p["name"] for p in payload] == ["pos_table_rows"]
     assert set(payload[0]["code"]) == {"torch", "keras", "flax", "mlx"} and payload[0]["gap"] > 0.01
     assert LessonView.from_dict(payload[0]).to_dict() == payload[0]  # the record reads back what it wrote
-    check = subprocess.run([sys.executable, "compare.py", "rosetta", "--check"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120, check=False)
-    assert check.returncode == 0 and "up to date" in check.stdout
+    assert check.code == 0 and "up to date" in check.stdout
 
 
 @pytest.mark.parametrize("kind", ["not utf-8", "a folder"])
