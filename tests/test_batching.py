@@ -8,10 +8,6 @@ bilinear, as SigLIP2's)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -39,6 +35,8 @@ from shared.errors import InputError, SpecError
 from shared.runtime.verify import VerifyCase, fill_reference
 from shared.teaching.first_divergence import PortTrace, compare_taps, report_lines
 from shared.training.data import load_dataset
+from tests import background
+from tests.adversarial import Outcome
 from tests.ports_cache import port
 
 SPEC = get_preset("naflex-tiny")
@@ -365,13 +363,16 @@ def test_a_fault_in_one_packed_image_is_named_by_its_logits_row() -> None:
     assert planted("block1.out", (1, 12, 0)).first_divergence is None  # token 12 is padding
 
 
+@background.task("packed-trace", "test_batching.py::test_cli_trace_runs_a_packed_batch_in_a_worker")
+def packed_trace(start: background.Start) -> Outcome:
+    return background.compare_py(start, "trace", "--spec", "packed-tiny", "--frameworks", "torch")
+
+
 def test_cli_trace_runs_a_packed_batch_in_a_worker() -> None:
     """`compare.py trace` end to end: the structured patch batch reaches a torch worker through its
     .npy file, every tap is within budget, and the batch is counted in images."""
-    command = [sys.executable, "compare.py", "trace", "--spec", "packed-tiny", "--frameworks", "torch"]
-    proc = subprocess.run(command, cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
+    proc = background.result("packed-trace")
+    assert proc.code == 0, proc.stderr
     assert "spec 'packed-tiny': 12 images in 4 sequences at float32" in proc.stdout
     assert "torch: all 17 taps within budget" in proc.stdout
 

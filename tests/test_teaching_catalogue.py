@@ -5,8 +5,7 @@ documented values the fast paths use still match them."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,8 @@ import pytest
 from shared.teaching.divergences import CATALOGUE, RMS_EPSILON_SOURCES, entry
 from shared.teaching.framework_defaults import FRAMEWORKS, layer_norm_eps_defaults, rms_norm_eps_defaults
 from shared.teaching.variants import EPSILON_SOURCES, all_variants
+from tests import background
+from tests.adversarial import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,22 +127,25 @@ def test_variants_and_entries_refer_to_each_other() -> None:
         assert v.key in entry(v.entry).variants, (v.key, v.entry)
 
 
-def test_cli_lists_and_writes_json(tmp_path: Path) -> None:
+@background.task("divergences-cli", "test_teaching_catalogue.py::test_cli_lists_and_writes_json")
+def divergences_cli(start: background.Start) -> tuple[Path, Outcome, Outcome, Outcome]:
+    """The three compare.py runs below, each a process of its own, in the background."""
+    out = Path(tempfile.mkdtemp(prefix="portbench-divergences-")) / "cat.json"
+    return (out, background.compare_py(start, "divergences", "pos_table_rows", "--json", out),
+            background.compare_py(start, "divergences", "--list"),
+            background.compare_py(start, "divergences", "nope"))
+
+
+def test_cli_lists_and_writes_json() -> None:
     """Through compare.py, on the one entry that imports no framework (a subprocess importing
     every framework costs ~20 s; the defaults themselves are tested in-process above)."""
-    out = tmp_path / "cat.json"
-    proc = subprocess.run([sys.executable, "compare.py", "divergences", "pos_table_rows", "--json",
-                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
+    out, proc, listed, bad = background.result("divergences-cli")
+    assert proc.code == 0, proc.stderr
     assert "pinned by: ModelSpec.pos_rows" in proc.stdout and "measured gap: 0.0563" in proc.stdout
     payload = json.loads(out.read_text())
     assert payload[0]["key"] == "pos_table_rows" and payload[0]["gap"] > 1e-2
-    listed = subprocess.run([sys.executable, "compare.py", "divergences", "--list"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, check=False)
     assert listed.stdout.count("\n") == len(CATALOGUE)
-    bad = subprocess.run([sys.executable, "compare.py", "divergences", "nope"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120, check=False)
-    assert bad.returncode == 2 and "divergence 'nope' is unknown" in bad.stderr
+    assert bad.code == 2 and "divergence 'nope' is unknown" in bad.stderr
 
 
 def test_every_port_reads_every_entry_in_catalogue_order() -> None:

@@ -4,8 +4,7 @@ planted in one block is located at the tensor where it enters."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.weights import init_weights
 from shared.teaching.first_divergence import PortTrace, compare_taps, reference_taps, report_lines, tap_order
+from tests import background
+from tests.adversarial import Outcome
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,12 +93,16 @@ def test_dropped_layer_scale_is_named_at_block_0s_attention_branch() -> None:
     assert trace.first_divergence is not None and trace.first_divergence.name == "block0.attn"
 
 
-def test_cli_trace_reports_each_port(tmp_path: Path) -> None:
-    out = tmp_path / "trace.json"
-    proc = subprocess.run([sys.executable, "compare.py", "trace", "--spec", "quadrant", "--frameworks",
-                           "torch", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
+@background.task("quadrant-trace", "test_teaching_trace.py::test_cli_trace_reports_each_port")
+def quadrant_trace(start: background.Start) -> tuple[Path, Outcome]:
+    out = Path(tempfile.mkdtemp(prefix="portbench-trace-")) / "trace.json"
+    return out, background.compare_py(start, "trace", "--spec", "quadrant", "--frameworks", "torch",
+                                      "--json", out)
+
+
+def test_cli_trace_reports_each_port() -> None:
+    out, proc = background.result("quadrant-trace")
+    assert proc.code == 0, proc.stderr
     assert "torch: all 17 taps within budget" in proc.stdout
     report = json.loads(out.read_text())
     assert report[0]["framework"] == "torch" and report[0]["first_divergence"] is None
