@@ -130,7 +130,10 @@ _RUNNER: list[Runner] = []
 # The environment the session began with: a task's process starts with this, never with os.environ
 # as it is when the task runs, which an in-process test may have changed for a while meanwhile
 # (the `transformers4` fixture puts Transformers 4.x first on PYTHONPATH: a Transformers 5 model
-# run under it crashed its worker).
+# run under it crashed its worker). It is always passed as `env=`, never inherited: a child that
+# inherits execs with the parent's C `environ`, which a test setting a variable in the main thread
+# may be reallocating at that instant (an exec once failed with EFAULT, "Bad address").
+# tests/test_runtime_launch.py holds that every process a task starts is given it.
 ENVIRON = dict(os.environ)
 
 

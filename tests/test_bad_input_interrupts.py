@@ -118,7 +118,8 @@ def test_an_interrupt_inside_a_staging_step_leaves_no_staging_folder(
 def run_train(folder: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(ROOT / "compare.py"), "train", "--spec", "quadrant",
                              "--framework", "torch", "--epochs", "10", "--quiet", "--checkpoints",
-                             str(folder), *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             str(folder), *extra], env=background.ENVIRON, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 @background.task("signals-then-resume", "test_bad_input_interrupts.py::test_signals_at_several")

@@ -109,8 +109,8 @@ def two_time_runs(start: background.Start) -> tuple[Path, list[tuple[int, str]]]
     folder = Path(tempfile.mkdtemp(prefix="portbench-two-runs-"))
     command = [sys.executable, str(ROOT / "compare.py"), "time", *FAST, "--frameworks", "torch", "--json",
                "r.json"]
-    procs = [start(subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True)) for _ in range(2)]
+    procs = [start(subprocess.Popen(command, cwd=folder, env=background.ENVIRON, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)) for _ in range(2)]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     return folder, [(p.returncode, err) for p, err in zip(procs, errors, strict=True)]
 

@@ -135,7 +135,8 @@ def lessons_rungs(start: background.Start) -> tuple[Path, tuple[int, str, str], 
     runs = []
     for argv in (["gelu", "--rungs", "--no-measure", "--json", str(out)], ["cross_entropy", "--rungs"]):
         proc = start(subprocess.Popen([sys.executable, "compare.py", "lessons", *argv], cwd=ROOT,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                      env=background.ENVIRON, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
         stdout, stderr = proc.communicate(timeout=300)
         runs.append((proc.returncode, stdout, stderr))
     return out, runs[0], runs[1]

@@ -50,7 +50,8 @@ def peers_under_load(start: background.Start) -> tuple[Path, subprocess.Complete
     core = sorted(os.sched_getaffinity(0))[0]
     # Two loops: with the rest of the suite also on the machine, one loop alone was once left a
     # twentieth of the core during one worker's span
-    spinners = [start(subprocess.Popen([sys.executable, "-c", SPIN, str(core), str(SPIN_LIMIT_S)]))
+    spinners = [start(subprocess.Popen([sys.executable, "-c", SPIN, str(core), str(SPIN_LIMIT_S)],
+                                       env=background.ENVIRON))
                 for _ in range(2)]
     try:
         return out, finish(start(start_compare(*PEERS_ON_QUADRANT, "--processes", "1", "--json", str(out))))

@@ -149,7 +149,7 @@ def training_at_rungs(start: background.Start) -> dict:
     procs = {name: start(subprocess.Popen(
         [sys.executable, str(ROOT / "compare.py"), "train", "--spec", "quadrant", "--epochs", "1",
          "--dtype", "bfloat16", "--precision", "mixed", "--quiet", *argv],
-        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        cwd=folder, env=background.ENVIRON, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         for name, argv in cli.items()}
     out: dict = {"runs": {}, "refused": {}, "workers": workers, "cli": {}, "folder": folder}
     for fw, worker in workers.items():
