@@ -80,7 +80,7 @@ def check_main_page(path: Path, force: bool, creatable: bool = False) -> None:
 
 
 def write_outputs(doc: dict[str, Any], rows: list[dict[str, Any]], paths: dict[str, Path | None], title: str,
-                  force: bool = False, metric: str = "forward", allow_mixed: bool = False) -> None:
+                  force: bool, metric: str, allow_mixed: bool) -> None:
     """Every output of the run staged first (a full disk fails before anything is published),
     then published together, each exclusively unless --force: all of them or none."""
     from shared.core.files import Outputs
