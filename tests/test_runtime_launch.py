@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,6 +83,18 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     while time.time() < deadline and _alive(grandchild):
         time.sleep(0.1)
     assert not _alive(grandchild), "the compiler-like grandchild outlived the timeout"
+
+
+def test_what_a_process_leaves_in_its_temporary_folder_goes_with_it(tmp_path: Path) -> None:
+    """A framework leaves files for `atexit` to delete (TensorFlow's autograph), and a worker ends
+    with `os._exit`, which skips it: the process's own TMPDIR is removed when it ends."""
+    record = tmp_path / "left.txt"
+    code = ("import os, tempfile; f = tempfile.NamedTemporaryFile(suffix='.py', delete=False); "
+            f"open({str(record)!r}, 'w').write(f.name); os._exit(0)")
+    done = launch(["-c", code], None, 60)
+    assert done.returncode == 0
+    left = Path(record.read_text())
+    assert left.parent.parent == Path(tempfile.gettempdir()) and not left.parent.exists()
 
 
 def _alive(pid: int) -> bool:

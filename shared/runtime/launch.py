@@ -9,7 +9,11 @@ SIGKILL of portbench leaves no worker running), and:
   the user is, not portbench's checkout. Python starts with `-P`, so that directory is not on
   sys.path: a `shared/` or `torch/` there cannot stand in for portbench's packages or a framework
   (they are found through PYTHONPATH);
-- its own session, so a timeout kills the process and everything it started (compilers).
+- its own session, so a timeout kills the process and everything it started (compilers);
+- its own temporary folder (TMPDIR), removed when it ends: a worker leaves through `os._exit`,
+  which skips the `atexit` handlers that would delete what a framework wrote there (TensorFlow's
+  autograph leaves a .py file per traced function: eight for one Keras `time` run). Compile
+  caches that should outlive a process are placed by the caller (shared/measure/runner.py).
 When the process ends, whatever is left in its group (a child a user's model started) is killed
 before the process is reaped; an interrupt (Ctrl-C, or SIGTERM, which compare.py turns into
 one) kills the group too. A worker whose answer (its report) is written but which is still
@@ -25,9 +29,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -123,15 +129,20 @@ class Process:
         self.phase: tuple[str, float] | None = None  # (name, when it started)
         self.last_progress: tuple[str, float] | None = None  # (its text, when it came)
         self.started = time.perf_counter()
+        self.scratch = tempfile.mkdtemp(prefix="portbench-process-")  # its TMPDIR, removed in `finish`
         saved = os.sched_getaffinity(0) if pin and hasattr(os, "sched_getaffinity") else None
         try:
             if pin and threads is not None:
                 pin_cpus(threads)  # the child inherits this thread's affinity at fork
             # cwd: this process's, the user's; -P: that directory is not put on sys.path
             self.popen = subprocess.Popen(
-                [sys.executable, "-P", *argv], env=framework_env(framework, threads, env),
+                [sys.executable, "-P", *argv],
+                env=framework_env(framework, threads, {"TMPDIR": self.scratch, **(env or {})}),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True)
+        except BaseException:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            raise
         finally:
             if saved is not None:
                 os.sched_setaffinity(0, saved)
@@ -190,6 +201,7 @@ class Process:
         finally:  # also on Ctrl-C / SIGTERM: nothing of the worker's is left running
             running = not self._exited()
             self.kill()
+            shutil.rmtree(self.scratch, ignore_errors=True)
         self.reader.join(timeout=5)
         lingered = running and answered_at is not None
         timed_out = running and not lingered
