@@ -361,14 +361,20 @@ def test_rounds_that_disagree_on_one_side_of_1_print_their_range_never_a_median(
 def test_a_rank_is_kept_only_where_every_round_agrees_and_contended_rows_get_none() -> None:
     from shared.measure.rounds import rank_decisions
 
-    decided = rank_decisions([("a", "a", [1.0, 2.0], [0.0, 0.0]), ("b", "b", [1.5, 1.5], [0.0, 0.0]),
-                              ("c", "c", [3.0, 3.0], [0.0, 0.1]), ("d", "d", [0.5, 0.5], [0.0, 0.6])])
+    decided = rank_decisions([("a", "a", [1.0, 2.0], [0.0, 0.0], 1.5),
+                              ("b", "b", [1.5, 1.5], [0.0, 0.0], 1.5),
+                              ("c", "c", [3.0, 3.0], [0.0, 0.1], 3.0),
+                              ("d", "d", [0.5, 0.5], [0.0, 0.6], 0.5)])
     assert decided["d"] == (None, "contended: d round 2 (0.60 CPUs)")
     assert decided["c"] == (3, None)  # third of the calm rows in both rounds
     assert decided["a"] == (None, "rank differs between rounds (round 1: 1, round 2: 2)")
     assert decided["b"] == (None, "rank differs between rounds (round 1: 2, round 2: 1)")
-    assert rank_decisions([("x", "x", [1.0], [None]), ("y", "y", [2.0], [0.15])]) == {"x": (1, None),
-                                                                                     "y": (2, None)}
+    assert rank_decisions([("x", "x", [1.0], [None], 1.0), ("y", "y", [2.0], [0.15], 2.0)]) == {
+        "x": (1, None), "y": (2, None)}
+    # Merged files of 2 rounds and 1: ranked on the pooled medians the table shows (x 1.2 before
+    # y 1.5), not on the mean of x's rounds (2.0), which would put the row listed first second.
+    assert rank_decisions([("x", "x", [1.0, 3.0], [0.0, 0.0], 1.2), ("y", "y", [1.5], [0.0], 1.5)]) == {
+        "x": (1, None), "y": (2, None)}
 
 
 def test_the_gemm_ceiling_is_the_fastest_calm_round_and_a_contended_one_is_flagged() -> None:

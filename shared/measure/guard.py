@@ -107,7 +107,7 @@ def decided_ranks(rows: list[dict[str, Any]], metric: str = FORWARD,
     for _, row, _, phase in ranked:
         record = row["phases"][phase]
         entries.append((id(row), label(row), record.get("process_medians") or [record["median"]],
-                        worker_foreign(row)))
+                        worker_foreign(row), record["median"]))
     decided = rounds.rank_decisions(entries)
     return [{"row": row, "phase": phase, "rank": decided[id(row)][0], "why": decided[id(row)][1]}
             for _, row, _, phase in ranked]

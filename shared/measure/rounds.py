@@ -82,22 +82,23 @@ def one_side_text(decision: dict[str, Any]) -> str | None:
             f"rounds disagree by {decision['spread']:.0%}")
 
 
-def rank_decisions(entries: Sequence[tuple[Hashable, str, Sequence[float], Sequence[float | None]]],
+def rank_decisions(entries: Sequence[tuple[Hashable, str, Sequence[float], Sequence[float | None], float]],
                    ) -> dict[Hashable, tuple[int | None, str | None]]:
     """key -> (rank, None) or (None, why). Each entry: (key, label, the ranked phase's median in
-    each round, the worker's foreign CPU in each round). Contended rows are left out; the rest are
-    ordered in every round, and a row keeps its position only where it is the same in all."""
+    each round, the worker's foreign CPU in each round, its pooled median). Contended rows are left
+    out; the rest are ordered in every round, and a row keeps its position only where it is the
+    same in all."""
     out: dict[Hashable, tuple[int | None, str | None]] = {}
     calm = []
-    for key, name, medians, foreign in entries:
+    for key, name, medians, foreign, pooled in entries:
         busy = contended_rounds(name, [{"round": k, "foreign_cpu": f} for k, f in enumerate(foreign, 1)])
         if busy:
             out[key] = (None, "contended: " + ", ".join(busy))
         else:
-            calm.append((key, list(medians)))
-    counts = {len(medians) for _, medians in calm}
-    if len(counts) > 1:  # e.g. merged files with different rounds: only the pooled order is known
-        calm = [(key, [sum(m) / len(m)]) for key, m in calm]
+            calm.append((key, list(medians), pooled))
+    counts = {len(medians) for _, medians, _ in calm}
+    # e.g. merged files with different rounds: only the pooled order is known, the one shown
+    calm = [(key, [pooled] if len(counts) > 1 else medians) for key, medians, pooled in calm]
     rounds = len(calm[0][1]) if calm else 0
     positions: dict[Hashable, list[int]] = {key: [] for key, _ in calm}
     for k in range(rounds):
