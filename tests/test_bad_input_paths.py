@@ -108,14 +108,30 @@ def test_an_unsafe_or_colliding_output_is_refused_before_any_work(tmp_path: Path
     (["diagnose", *Q, "--logits", "x.npy", "--json", "x.npy"], "--logits"),
     (["convert", "--from", "timm", "--in", "m.safetensors", "--out", "m.safetensors"], "--in"),
     (["verify", "--spec", "s.json", "--frameworks", "torch", "--json", "s.json"], "--spec"),
+    # the timing commands and train checked their outputs against each other only, and replaced
+    # the spec (or recipe) they read with their results under --force
+    (["time", "--spec", "s.json", "--frameworks", "torch", "--json", "s.json"], "--spec"),
+    (["time", "--factorial", "archive-torch", "s.json", "--frameworks", "torch,flax", "--csv", "s.json"],
+     "--factorial SPEC_B"),
+    (["main", "--spec", "s.json", "--frameworks", "torch", "--chart", "s.json"], "--spec"),
+    (["sweep", "--spec", "s.json", "--frameworks", "torch", "--batch", "1,2", "--json", "s.json"], "--spec"),
+    (["peers", "--spec", "s.json", "--json", "s.json"], "--spec"),
+    (["train", *Q, "--recipe", "r.json", "--checkpoints", "ck", "--png", "r.json"], "--recipe"),
 ])
 def test_an_output_never_replaces_the_runs_own_input(tmp_path: Path, argv: list[str], given: str) -> None:
     """With --force, `logits --weights w --out w` replaced the checkpoint with its logits: the
     output naming a file the run reads is refused before the run, and that file is kept."""
-    for name in ("w.safetensors", "x.npy", "m.safetensors", "s.json"):
+    from shared.core.presets import get_preset
+    from shared.core.train_spec import get_recipe
+
+    for name in ("w.safetensors", "x.npy", "m.safetensors"):
         (tmp_path / name).write_bytes(b"the user's file")
+    (tmp_path / "s.json").write_text(get_preset("quadrant").replace(name="mine").to_json())
+    (tmp_path / "r.json").write_text(get_recipe("quick").to_json())
+    before = snapshot(tmp_path)
     line = refused(tmp_path, *argv, "--force", expect=f"the {given} file this run reads")
     assert "an output never replaces the run's own input" in line
+    assert snapshot(tmp_path) == before
 
 
 def _special(tmp_path: Path, kind: str, name: str) -> Path:

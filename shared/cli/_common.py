@@ -124,16 +124,29 @@ REFERENCE_ALONE = ("--frameworks reference: the reference alone has nothing to c
                    "too (or --model: your model against it)")
 
 
+def read_files(args: argparse.Namespace) -> dict[str, str | None]:
+    """The files a command reads, by the option naming each: no output of the run may name one
+    (`check_distinct`), --force or not."""
+    def a_file(text: str | None) -> str | None:  # not a preset's, recipe's or dataset's name, nor a
+        # JSON document (too long a name for is_file to ask about)
+        return text if text and names_a_path(text) and Path(text).is_file() else None
+
+    inputs = {f"--{name}": getattr(args, name, None) for name in READ_OPTIONS}
+    model = getattr(args, "model", None)
+    inputs["--model"] = model.rpartition(":")[0] if model and ".py:" in model else None
+    for name in ("spec", "recipe"):
+        inputs[f"--{name}"] = a_file(getattr(args, name, None))
+    inputs["--data"] = a_file((getattr(args, "data", None) or "").removeprefix("mnist:"))
+    for which, spec in zip(("SPEC_A", "SPEC_B"), getattr(args, "factorial", None) or (), strict=False):
+        inputs[f"--factorial {which}"] = a_file(spec)
+    return inputs
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before the work and not after it, a --json or --html file that exists (without
     --force) or cannot be written, the two naming one file, or either naming a file the run reads."""
     outputs = {f"--{name}": getattr(args, name, None) for name in ("json", "html")}
-    inputs = {f"--{name}": getattr(args, name, None) for name in READ_OPTIONS}
-    spec, model = getattr(args, "spec", None), getattr(args, "model", None)
-    # a file, not a preset's name or a JSON document (too long a name for is_file to ask about)
-    inputs["--spec"] = spec if spec and names_a_path(spec) and Path(spec).is_file() else None
-    inputs["--model"] = model.rpartition(":")[0] if model and ".py:" in model else None
-    check_distinct(outputs, inputs)
+    check_distinct(outputs, read_files(args))
     for path in outputs.values():
         if path:
             check_output(path, args.force)

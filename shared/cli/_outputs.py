@@ -22,6 +22,7 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
     (shared/core/paths.py; a default name built from spec names stays in results/), not
     existing without --force, in a folder that exists or can be made (it is made when the
     outputs are written), not a file another output of this run names."""
+    from shared.cli._common import read_files
     from shared.core.paths import check_distinct, check_output, inside, output_path
     from shared.measure.environment import utc_now
 
@@ -44,7 +45,7 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
         if path is not None:
             (check_main_page if name == "main_page" else check_output)(path, args.force, creatable=True)
     check_distinct({f"--{name}" if name != "main_page" else "the main job's page": path
-                    for name, path in paths.items()})
+                    for name, path in paths.items()}, read_files(args))
     return paths
 
 

@@ -72,10 +72,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ports import parse_frameworks
+    from shared.cli._common import read_files
     from shared.cli._options import parse_list
     from shared.cli.time import progress
     from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output
+    from shared.core.paths import check_distinct
     from shared.core.presets import resolve_spec
     from shared.errors import FrameworkUnavailable, InputError, SpecError
 
@@ -93,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     check_work("--processes", args.processes)
     frameworks = parse_frameworks(args.frameworks, PORTED, offered=PORTED)
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
+    check_distinct({"--json": args.json}, read_files(args))
     if args.json:
         check_output(args.json, args.force)
     from shared.measure import peer_timing

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.cli._common import read_files
 from shared.cli._options import (
     EPOCHS,
     FORCE,
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     for path in (args.json, png):  # refused now, not after the training
         if path:
             check_output(path, args.force)
-    check_distinct({"--json": args.json, "--png": png})
+    check_distinct({"--json": args.json, "--png": png}, read_files(args))
     owner = owner_record(recipe=recipe.name, spec=spec.name, framework=args.framework, seeds=args.seeds)
     # One folder, one writer: what it holds is judged, and written, under its lock.
     with hold(folder, owner, note=lambda line: print(wrapped(line), file=sys.stderr)):
