@@ -22,6 +22,30 @@ SPEC = get_preset("quadrant")
 REF = np.random.default_rng(0).standard_normal((4, SPEC.num_classes))
 
 
+
+def test_a_towers_tokens_on_a_patch_batch_are_judged_on_the_valid_tokens_only() -> None:
+    """`verify --model` on a tower that returns its tokens (`--output last_hidden_state`): what a
+    model leaves in the padding rows is no image's, so a correct SigLIP2 tower whose padding rows
+    differ from the reference's passed on its pooled output and failed (2.02) on its tokens."""
+    from shared.core.batching import token_mask
+    from shared.core.inputs import probe_batch
+    from shared.core.reference import forward
+    from shared.core.weights import init_weights
+
+    spec = get_preset("naflex-tiny")
+    images = probe_batch(spec, 4)
+    taps: dict[str, np.ndarray] = {}
+    forward(spec, init_weights(spec, 0), images, taps)
+    reference = taps["final_norm"]
+    padding = ~token_mask(spec, images)
+    assert padding.any()
+    tokens = reference.copy()
+    tokens[padding] += 3.0  # what a library leaves in its padding rows
+    assert check_logits(spec, tokens, reference, what="tokens", images=images).passed
+    tokens[~padding] += 1e-3  # a real gap in the valid tokens still fails, naming its image
+    verdict = check_logits(spec, tokens, reference, what="tokens", images=images)
+    assert not verdict.passed and verdict.reason.startswith("max |tokens - reference| 0.001 > tolerance")
+
 def test_within_tolerance_passes_with_its_numbers() -> None:
     tol = logit_atol(SPEC, REF)
     verdict = check_logits(SPEC, (REF + 0.5 * tol).astype(np.float32), REF, SPEC.derived.params)
