@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from shared.core.batching import image_grids, probe_grid_batch
 from shared.core.positions import sequence_positions
 from shared.core.presets import PRESETS, get_preset, resolve_spec
 from shared.core.spec import ModelSpec
@@ -220,6 +221,14 @@ BAD_SPECS = [
     ({**PACKED, "merge_size": 2}, "merger_dim", "a positive width when merge_size is 2"),
     ({**PACKED, "merge_size": 2, "merger_dim": 8, "max_patches": 6}, "max_patches",
      "a multiple of merge_size^2 = 4 (the padding, too, forms whole merge units)"),
+    # the smallest image a batch holds is one merge unit: max_patches holds one per packed image, and
+    # the patch grid one in each direction (else batching.probe_grids finds no grid to build)
+    ({**PACKED, "merge_size": 2, "merger_dim": 8, "max_patches": 4}, "max_patches",
+     "at least pack_images * merge_size^2 = 8 (one merge unit for each of the 2 images of a sequence)"),
+    ({**PACKED, "merge_size": 2, "merger_dim": 8, "image_height": 4, "max_patches": 4}, "merge_size",
+     "at most 1, the shorter side of the 1 x 2 patch grid of image_height x image_width"),
+    ({**PACKED, "batching": "naflex", "pack_images": 1, "merge_size": 2, "merger_dim": 8, "image_height": 4,
+      "image_width": 16, "max_patches": 4}, "merge_size", "at most 1, the shorter side of the 1 x 4 patch"),
     ({**PACKED, "merge_size": 2, "merger_dim": 8, "pooling": "map"}, "pooling",
      "'mean' when merge_size is 2"),
     # Qwen3-VL's deepstack mergers: beside a patch merger, on blocks that exist, each once, in order
@@ -329,6 +338,20 @@ def test_invalid_specs_name_field_value_and_expectation(changes, field, expected
         ModelSpec.from_dict({**base, **changes})
     message = str(info.value)
     assert f"'{field}'" in message and expected in message and "\n" not in message
+
+
+@pytest.mark.parametrize("changes", [
+    {"max_patches": 12},  # pack_images = 3 images of one 2 x 2 merge unit each
+    {"batching": "naflex", "pack_images": 1, "max_patches": 4, "image_height": 8},  # a 2 x 8 grid
+    {"max_patches": 12, "image_height": 8, "image_width": 8},  # three 2 x 2 grids, each the whole image
+])
+def test_the_smallest_merger_batches_still_build(changes: dict[str, object]) -> None:
+    """At the least max_patches and patch grid the merger allows, the probe batch builds: one merge
+    unit for every image (the bounds refused one below in BAD_SPECS)."""
+    spec = get_preset("qwen2.5-vl-tiny").replace(**changes)
+    grids = image_grids(spec, probe_grid_batch(spec, 2, np.random.default_rng(0)))
+    assert grids.shape == (2, spec.pack_images, 2) and grids.min() == spec.merge_size
+    assert (grids.prod(axis=-1).sum(axis=1) <= spec.max_patches).all()
 
 
 def test_unknown_field_and_malformed_documents() -> None:

@@ -456,7 +456,7 @@ def validate_spec(s: ModelSpec) -> None:
     _validate_rope(s)
     _validate_batching(s, rows, cols)
     _validate_windows(s)
-    _validate_merger(s)
+    _validate_merger(s, rows, cols)
     if s.pos_embed_class_row and s.pos_embed != "learned":  # no row, or a zero one: one function, two hashes
         _fail("pos_embed_class_row", True, f"false when pos_embed is {s.pos_embed!r} (only a learned table "
               "has a row for the class token)")
@@ -550,11 +550,11 @@ def _validate_windows(s: ModelSpec) -> None:
               "0 with class, distillation or register tokens (no library puts a prefix token in a window)")
 
 
-def _validate_merger(s: ModelSpec) -> None:
+def _validate_merger(s: ModelSpec, rows: int, cols: int) -> None:
     """Qwen's patch merger: a unit side over a naflex or packed batch whose padded length holds whole
-    units (each image's grid is checked with the batch: its rows and cols multiples of the side), an
-    output width, and only what reads its merged tokens as they are (their mean, no prefix token);
-    the merge-block token order only with a merger."""
+    units, one an image at least, and whose patch grid holds one (each image's grid is checked with
+    the batch: rows and cols multiples of the side), an output width, and only what reads its merged
+    tokens as they are (their mean, no prefix token); the merge-block token order only with a merger."""
     m = s.merge_size
     if not is_integer(m) or not 1 <= m <= MAX_MERGE:
         _fail("merge_size", m,
@@ -575,6 +575,14 @@ def _validate_merger(s: ModelSpec) -> None:
     if s.max_patches is not None and s.max_patches % (m * m):
         _fail("max_patches", s.max_patches, f"a multiple of merge_size^2 = {m * m} (the padding, too, forms "
               "whole merge units)")
+    # The smallest image batching.probe_grids builds is one unit. Not `s.derived` (merged_tokens): it
+    # builds every tensor shape, from fields checked only further down, on a spec not yet valid.
+    if min(rows, cols) < m:
+        _fail("merge_size", m, f"at most {min(rows, cols)}, the shorter side of the {rows} x {cols} patch "
+              "grid of image_height x image_width (every image holds one merge unit at least)")
+    if s.max_patches < s.pack_images * m * m:  # an int: batching 'fixed' is refused above
+        _fail("max_patches", s.max_patches, f"at least pack_images * merge_size^2 = {s.pack_images * m * m} "
+              f"(one merge unit for each of the {s.pack_images} images of a sequence)")
     if s.class_token or s.distill_token or s.registers:
         _fail("merge_size", m,
               "1 with class, distillation or register tokens (no library merges a prefix token)")
