@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.onnx import symbolic_helper
 
 from ports.torch.model import VisionTransformer
 from shared.core.spec import ModelSpec
@@ -23,6 +25,24 @@ OPSET = 17  # LayerNormalization is a single op from opset 17
 INPUT = "images"
 LOGITS = "logits"
 PREFIX = "model."  # the wrapper's attribute name, in front of every parameter name
+
+
+@symbolic_helper.parse_args("v", "is", "v", "f")
+def _rms_norm(g: Any, x: Any, normalized_shape: list[int], weight: Any, eps: float) -> Any:
+    """aten::rms_norm as x / sqrt(mean(x^2) + eps) * weight over the normalised trailing axes.
+    Written as Pow/ReduceMean/Add/Sqrt/Div/Mul, the pattern ONNX Runtime's optimiser fuses into
+    its own RMSNorm kernel, so the compiled session runs that kernel and the eager one the parts.
+    `eps` is always given: the torch port passes every norm its spec epsilon (ports/torch/model.py)."""
+    square = g.op("Pow", x, g.op("Constant", value_t=torch.tensor(2.0)))
+    mean = g.op("ReduceMean", square, axes_i=list(range(-len(normalized_shape), 0)), keepdims_i=1)
+    rms = g.op("Sqrt", g.op("Add", mean, g.op("Constant", value_t=torch.tensor(eps, dtype=torch.float32))))
+    normed = g.op("Div", x, rms)
+    return normed if symbolic_helper._is_none(weight) else g.op("Mul", normed, weight)
+
+
+# Process-wide, for exports at opset OPSET and later: it only fills a gap (the exporter has no
+# rms_norm symbolic at any opset), so no other export's graph changes.
+torch.onnx.register_custom_op_symbolic("aten::rms_norm", _rms_norm, OPSET)
 
 
 class _Outputs(nn.Module):
