@@ -7,13 +7,16 @@ as the head width grows: `sqrt-dk` prints the statistics per width, scaled and u
 from __future__ import annotations
 
 import argparse
+import io
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from experiments.training_runs import train_json
+from experiments.training_runs import check_runs, train_json
+from shared.core.files import Outputs, check_output, write_output
 from shared.errors import InputError
 from shared.runtime.jobs import TAPS
 from shared.runtime.launch import run_worker
@@ -36,6 +39,7 @@ def attention_statistics(dim: int, scaled: bool, keys: int = 16, queries: int = 
 # ---- why attention divides by sqrt(d_k) ------------------------------------------------------------
 def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     dims, keys = (1, 4, 512), 16
+    figure = check_output(out / "sqrt-dk.png", args.force)  # refused now, before the tables
     print(f"random standard-normal queries and {keys} keys; uniform attention has max weight "
           f"{1 / keys:.4f} and entropy ln {keys} = {math.log(keys):.4f}")
     print(f"{'d_k':>5} {'scaling':<12} {'max weight':>10} {'entropy':>8}")
@@ -61,7 +65,9 @@ def sqrt_dk(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
         ax.legend()
     axes[1].axhline(math.log(keys), color="grey", linestyle="--")
     fig.suptitle("Without the scaling, score variance grows as d_k: softmax saturates to one key")
-    return saved(fig, out / "sqrt-dk.png")
+    write_output(figure, png_bytes(fig), force=args.force)
+    print(f"wrote {figure}")
+    return 0
 
 
 # ---- class-token attention of the last block, in each framework -------------------------------
@@ -70,18 +76,25 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
     from shared.training.checkpoint import latest_unit
     from shared.training.data import digits
     spec = get_preset("digits")
+    check_runs(out, ["pos-torch-learned"], args)  # every file of the run, before it trains
+    # The images the maps are drawn over, and the maps: published together once the ports have run.
+    images_path, figure = (check_output(out / name, args.force)
+                           for name in ("attention-map-images.npy", "attention-map.png"))
     train_json(out, "pos-torch-learned", ["--spec", "digits", "--framework", "torch", "--seeds",
-                                          args.seeds, "--epochs", str(args.epochs or 15)], args.reuse)
+                                          args.seeds, "--epochs", str(args.epochs or 15)],
+               args.reuse, args.force)
     unit = latest_unit(out / "ck" / "pos-torch-learned" / f"seed{args.seeds.split(',')[0]}")
     if unit is None:
         raise InputError("the digits run left no checkpoint to read the attention map from")
     weights = unit / "weights.safetensors"
     _, test, _ = digits()
     images, labels = test.images[:4], test.labels[:4]
-    images_file = (out / "attention-map-images.npy").resolve()
-    np.save(images_file, images)
-    job = TAPS.job(weights=str(weights.resolve()), input=str(images_file))
-    results = {fw: run_worker(fw, {"taps": job}, out / "workers", 600) for fw in frameworks}
+    # The workers' input and job files are theirs alone: in a folder of this run's own, then gone.
+    with tempfile.TemporaryDirectory(prefix="attention-map-") as work:
+        images_file = Path(work) / "images.npy"
+        np.save(images_file, images)
+        job = TAPS.job(weights=str(weights.resolve()), input=str(images_file))
+        results = {fw: run_worker(fw, {"taps": job}, Path(work) / "workers", 600) for fw in frameworks}
     last = f"block{spec.depth - 1}.attn_probs"
     maps, grid = {}, spec.derived.grid_rows
     for fw, result in results.items():
@@ -115,15 +128,23 @@ def attention_map(args: argparse.Namespace, out: Path, frameworks: list[str]) ->
             ax.set_yticks([])
             ax.set_title(f"{fw}: digit {labels[c]}", fontsize=9)
     fig.suptitle("class-token attention, last block (head mean); trained in torch")
-    return saved(fig, out / "attention-map.png")
+    buffer = io.BytesIO()
+    np.save(buffer, images)
+    with Outputs(args.force) as outputs:  # both, or neither
+        outputs.add(images_path, buffer.getvalue())
+        outputs.add(figure, png_bytes(fig))
+        outputs.publish()
+    for path in (images_path, figure):
+        print(f"wrote {path}")
+    return 0
 
 
-def saved(fig: Any, path: Path) -> int:
-    """Write a figure as the experiments do (PNG, 100 dpi), close it, say where; exit status 0."""
+def png_bytes(fig: Any) -> bytes:
+    """A figure as the experiments draw it (PNG, 100 dpi), closed: the bytes an output publishes."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    print(f"wrote {path}")
-    return 0
+    return buffer.getvalue()

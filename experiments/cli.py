@@ -29,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     SEEDS.add(p, "0,1,2; plateau 0,1,2,3,4")
     FRAMEWORKS.add(p, note=f"default: {','.join(FRAMEWORKS_RUN)}; plateau --sweep: torch")
     p.add_argument("--reuse", action="store_true", help="reuse result JSONs already in --out")
+    FORCE.add(p, "the files in --out that this experiment writes, and start its training runs' "
+                 "checkpoints over")
     RECIPE.add(p)
     RSET.add(p)
     g = p.add_argument_group("plateau")  # none given means its default (PLATEAU): refused for another
@@ -39,7 +41,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--band", type=float, help="half-width of the band around ln(2)/2 (default 0.05)")
     g.add_argument("--window", type=int, help="updates in the loss's trailing mean (default 16)")
     g.add_argument("--sweep", action="store_true", help="vary one setting at a time (torch)")
-    FORCE.add(g, "existing plateau files in --out")
     p.set_defaults(run=run)
 
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
-    given = [f"--{name}" for name in (*PLATEAU, "sweep", "force") if getattr(args, name) not in (None, False)]
+    given = [f"--{name}" for name in (*PLATEAU, "sweep") if getattr(args, name) not in (None, False)]
     if given and args.name != "plateau":  # it would be ignored, and the run look like its answer
         raise InputError(f"{given[0]} applies to the plateau experiment only, not {args.name}")
     for name, default in PLATEAU.items():

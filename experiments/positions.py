@@ -9,22 +9,22 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.training_runs import recipe_args, train_json
+from experiments.training_runs import check_runs, recipe_args, train_json
 
 
 # ---- position embeddings on/off on digits ------------------------------------------------------
 def pos_embed(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     epochs = str(args.epochs or 15)
+    runs = [(fw, pos) for fw in frameworks for pos in ("learned", "none")]
+    check_runs(out, [f"pos-{fw}-{pos}" for fw, pos in runs], args)  # every run's files, before the first
     rows = []
-    for fw in frameworks:
-        for pos in ("learned", "none"):
-            extra = ([] if pos == "learned"
-                     else ["--set", "pos_embed=none", "--set", "pos_embed_class_row=false"])
-            doc = train_json(out, f"pos-{fw}-{pos}", ["--spec", "digits", *extra, "--framework", fw,
-                                                     "--seeds", args.seeds, "--epochs", epochs,
-                                                     *recipe_args(args)], args.reuse)
-            accs = [s["final_accuracy"] for s in doc["seeds"]]
-            rows.append((fw, pos, accs))
+    for fw, pos in runs:
+        extra = [] if pos == "learned" else ["--set", "pos_embed=none", "--set", "pos_embed_class_row=false"]
+        doc = train_json(out, f"pos-{fw}-{pos}", ["--spec", "digits", *extra, "--framework", fw,
+                                                 "--seeds", args.seeds, "--epochs", epochs,
+                                                 *recipe_args(args)], args.reuse, args.force)
+        accs = [s["final_accuracy"] for s in doc["seeds"]]
+        rows.append((fw, pos, accs))
     print(f"\ndigits, {epochs} epochs, recipe quick, test accuracy of the last epoch per seed:")
     print(f"{'framework':<9} {'positions':<9} {'mean':>7} {'min':>7} {'max':>7}  per seed")
     for fw, pos, accs in rows:

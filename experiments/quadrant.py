@@ -9,7 +9,7 @@ import argparse
 import math
 from pathlib import Path
 
-from experiments.training_runs import recipe_args, train_json
+from experiments.training_runs import check_runs, recipe_args, train_json
 from shared.errors import InputError
 
 
@@ -17,13 +17,15 @@ from shared.errors import InputError
 def narrow(args: argparse.Namespace, out: Path, frameworks: list[str]) -> int:
     epochs = str(args.epochs or 10)
     fw = frameworks[0]
+    tags = {spec: f"narrow-{spec}" + ("-" + args.recipe if args.recipe else "")
+            for spec in ("quadrant", "quadrant-narrow")}
+    check_runs(out, list(tags.values()), args)  # both runs' files, before the first trains
     print(f"ln(2)/2 = {math.log(2) / 2:.4f}: the loss when half the examples sit at ln 2 (two "
           "quadrants confused) and the rest at 0")
     print(f"{'spec':<16} {'seed':>4} {'final loss':>10} {'final acc':>9}  (test set, last epoch, {fw})")
-    for spec in ("quadrant", "quadrant-narrow"):
-        tag = f"narrow-{spec}" + ("-" + args.recipe if args.recipe else "")
+    for spec, tag in tags.items():
         doc = train_json(out, tag, ["--spec", spec, "--framework", fw, "--seeds", args.seeds,
-                                    "--epochs", epochs, *recipe_args(args)], args.reuse)
+                                    "--epochs", epochs, *recipe_args(args)], args.reuse, args.force)
         for s in doc["seeds"]:
             flag = "  <- near ln(2)/2" if abs(s["final_loss"] - math.log(2) / 2) < 0.05 else ""
             print(f"{spec:<16} {s['seed']:>4} {s['final_loss']:10.4f} {s['final_accuracy']:9.4f}{flag}")

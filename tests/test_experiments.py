@@ -30,7 +30,7 @@ from shared.core.train_spec import get_recipe
 from shared.errors import InputError
 from shared.training.data import quadrant_name
 from tests import background
-from tests.adversarial import run_cli
+from tests.adversarial import refused, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 T = bookkeeping.TARGET
@@ -173,6 +173,37 @@ def test_sqrt_dk_prints_the_table_and_writes_the_figure(tmp_path: Path) -> None:
         expected = attention_statistics(int(d), scaling != "none")
         assert (float(max_weight), float(entropy)) == pytest.approx(expected, abs=5e-5)  # printed to 4 places
     assert png_size(tmp_path / "sqrt-dk.png") == (900, 350)
+
+
+@pytest.mark.parametrize(("argv", "kept"), [
+    (["sqrt-dk"], "sqrt-dk.png"),
+    # the second run's JSON: refused before the first run trains, not after it
+    (["narrow", "--frameworks", "torch", "--seeds", "0"], "narrow-quadrant-narrow.json"),
+    # the figure, with the training run's JSON there to --reuse: refused before any worker starts
+    (["attention-map", "--frameworks", "torch", "--seeds", "0", "--reuse"], "attention-map.png"),
+])
+def test_an_existing_output_is_kept_and_refused_before_any_work(tmp_path: Path, argv: list[str],
+                                                                 kept: str) -> None:
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / kept).write_text("mine\n")
+    (tmp_path / "exp" / "pos-torch-learned.json").write_text("{}")  # attention-map --reuse: no training
+    refused(tmp_path, "experiment", *argv, "--out", "exp",
+            expect=f"error: output 'exp/{kept}' already exists; pass --force to replace it")
+
+
+def test_an_existing_checkpoint_is_refused_before_any_run(tmp_path: Path) -> None:
+    (tmp_path / "exp" / "ck" / "narrow-quadrant" / "seed0").mkdir(parents=True)
+    (tmp_path / "exp" / "ck" / "narrow-quadrant" / "seed0" / "LATEST").write_text("epoch1\n")
+    refused(tmp_path, "experiment", "narrow", "--frameworks", "torch", "--seeds", "0", "--out", "exp",
+            expect="error: exp/ck/narrow-quadrant already holds a checkpoint for seed 0; pass --force")
+
+
+def test_force_replaces_the_experiments_own_file(tmp_path: Path) -> None:
+    (tmp_path / "sqrt-dk.png").write_text("mine\n")
+    outcome = run_cli("experiment", "sqrt-dk", "--out", tmp_path, "--force")
+    assert outcome.code == 0, outcome.stderr
+    assert png_size(tmp_path / "sqrt-dk.png") == (900, 350)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sqrt-dk.png"]  # no temporary left
 
 
 def test_attention_statistics_at_width_one_do_not_depend_on_the_scaling() -> None:
