@@ -18,7 +18,7 @@ from shared.core.inputs import check_images
 from shared.core.positions import image_positions, sequence_positions
 from shared.core.rotary import RotaryTables, rotary_tables, tables_for_tokens, token_rows
 from shared.core.spec import ModelSpec
-from shared.core.taps import Taps
+from shared.core.taps import NO_TAPS, Taps
 from shared.core.weights import Tensors
 
 
@@ -180,7 +180,7 @@ def forward(spec: ModelSpec, weights: Tensors, images: np.ndarray,
     patch batch, shared/core/batching.py; packed: B * pack_images rows, one per image); fills `taps`
     (a Taps or a dict) if given. `rounding` says where to round to a rung's dtypes (EXACT: nowhere)."""
     check_images(spec, images)
-    taps = {} if taps is None else taps
+    taps = NO_TAPS if taps is None else taps  # none asked for: no block's tensors kept alive
     r = rounding
     w = {name: r.param(np.asarray(t, dtype=np.float64)) for name, t in weights.items()}  # held as stored
 

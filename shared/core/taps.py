@@ -6,6 +6,7 @@ arguments while it maps over them, so a dict passed down would be filled in a co
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -28,3 +29,17 @@ class NoTaps(Taps):
 
 
 NO_TAPS = NoTaps()
+
+
+class NamedTaps(Taps):
+    """Records only `names`: a caller that needs a few tensors of a forward pass (a tower's tokens,
+    Qwen3-VL's extra outputs) keeps no others alive. A whole float64 pass's taps hold every block's
+    attention map: 48 GB for Pixtral's encoder at one image."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        super().__init__()
+        self.names = frozenset(names)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name in self.names:
+            self.tensors[name] = value

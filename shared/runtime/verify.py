@@ -21,6 +21,7 @@ from shared.core.equivalence import PortVerdict, check_logits, check_pair, not_r
 from shared.core.precision import FLOAT32, Precision
 from shared.core.rounding import emulated_gap
 from shared.core.spec import ModelSpec
+from shared.core.taps import NamedTaps
 from shared.core.weights import Tensors, save_weights
 from shared.runtime.jobs import LOGITS
 from shared.runtime.launch import Worker
@@ -85,7 +86,7 @@ def fill_reference(cases: list[VerifyCase]) -> None:
         key = (id(c.tensors), id(c.images))
         if c.reference is None or len(c.reference_outputs) < len(c.spec.derived.extra_outputs):
             if key not in known:
-                taps: dict[str, np.ndarray] = {}
+                taps = NamedTaps(c.spec.derived.extra_outputs)
                 logits = reference.forward(c.spec, c.tensors, c.images, taps)
                 known[key] = logits, {name: taps[name] for name in c.spec.derived.extra_outputs}
             c.reference = known[key][0] if c.reference is None else c.reference

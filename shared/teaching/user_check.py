@@ -15,6 +15,7 @@ import numpy as np
 from shared.core.equivalence import PortVerdict, check_logits
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
+from shared.core.taps import NamedTaps
 from shared.runtime.verify import VerifyCase, pairwise_gaps, verify
 from shared.your_model.run import UserRun, run_user
 from shared.your_model.spec_check import TRAIN
@@ -102,13 +103,13 @@ def judge(run: UserRun, images: np.ndarray, *, frameworks: list[str] | None = No
 
 def _entry(run: UserRun, images: np.ndarray) -> tuple[PortVerdict, np.ndarray]:
     """The user's row against the reference under the run's spec, and the reference's logits."""
-    taps: dict[str, np.ndarray] = {}
+    taps = NamedTaps([run.readout, *run.spec.derived.extra_outputs])
     logits = forward(run.spec, run.tensors, images, taps)
     ref = logits if run.readout == "logits" else taps[run.readout]  # a tower's tokens: the spec's
     entry = check_logits(run.spec, run.logits, ref, int(run.report["param_count"]), framework=run.label,
                          device="cpu", what="logits" if run.readout == "logits" else "tokens",
-                         outputs=run.taps if run.spec.derived.extra_outputs else None, references=taps,
-                         images=images)
+                         outputs=run.taps if run.spec.derived.extra_outputs else None,
+                         references=taps.tensors, images=images)
     return entry, logits
 
 
