@@ -112,6 +112,8 @@ REFUSED_FIELDS = [
     ((*EAGER,), [0.002], "phases.forward_eager is [0.002], expected an object"),
     ((*ROW, "memory"), [], "runs[0].memory is [], expected an object"),
     ((*ROW, "notes"), "contended", "runs[0].notes is 'contended', expected a list"),
+    # the machine of a row merged by report --json, which report reads (internal error before)
+    ((*ROW, "host"), "vm", "runs[0].host is 'vm', expected an object or null"),
     (("environment", "git_dirty"), "no", "'environment'.git_dirty is 'no', expected a boolean"),
     (("created",), 20261201, "'created' is 20261201, expected a string"),
     (("command",), "compare.py time", "'command' is 'compare.py time', expected a list"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from shared.errors import InputError
-from shared.measure.timing_row import Count, Flag, NonNegative, Part, Positive, Text, TimingRow
+from shared.measure.timing_row import Count, Environment, NonNegative, Part, Positive, Text, TimingRow
 
 
 class SchemaError(InputError):
@@ -41,17 +41,6 @@ class Ranking(Part):
     contended_above: NonNegative = None
     rows: list[RankedRow] | None = None
     incomparable: Text = None  # the guard's line when no row could be ranked
-
-
-@dataclass(frozen=True, kw_only=True)
-class Environment(Part):
-    KIND: ClassVar[str] = "environment"
-
-    hostname: Text = None
-    cpu_model: Text = None
-    git_revision: Text = None
-    git_dirty: Flag = None
-    cpu_count: Count = None
 
 
 @dataclass(frozen=True, kw_only=True)

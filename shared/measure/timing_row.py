@@ -228,6 +228,20 @@ class SweepPoint(Part):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Environment(Part):
+    """The host a run measured on: a results file's `environment`, and a row's `host` where
+    `report --json` merged runs of several files."""
+
+    KIND: ClassVar[str] = "environment"
+
+    hostname: Text = None
+    cpu_model: Text = None
+    git_revision: Text = None
+    git_dirty: Flag = None
+    cpu_count: Count = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class TimingRow(Part):
     """One framework's row of `runs` (docs/results-schema.md, "A row"), as a reader sees it. The
     worker fills its row in place as a dict (a failure part-way keeps what was measured) and the
@@ -240,6 +254,7 @@ class TimingRow(Part):
     status: RowStatus
     reason: Text = None
     source: Text = None
+    host: Environment | None = None  # report --json: the machine of the file the row came from
     backend: Text = None
     conditions: Conditions
     phases: dict[PhaseName, Phase]
