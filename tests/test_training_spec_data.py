@@ -71,6 +71,10 @@ def test_recipe_arguments_fail_in_one_line(tmp_path) -> None:
         ("archive", ["plateau_threshold_mode=relative"],
          "recipe field 'plateau_threshold_mode' = 'relative': expected one of rel | abs"),
         ("archive", ["shuffle=sometimes"], "recipe field 'shuffle' = 'sometimes': expected true or false"),
+        # torch's AdamW raised an internal error converting the first step, lr / (1 - beta1), to float32
+        ("archive", ["learning_rate=1e38"],
+         "recipe field 'learning_rate' = 1e+38: expected at most 3.4e+37 (Adam's first step, "
+         "learning_rate / (1 - beta1), must be a float32)"),
         ("adamw", [], "--recipe 'adamw' is neither a recipe (archive, mnist, quick) nor a recipe file"),
         (str(latin1), [], f"recipe file {str(latin1)!r} is not UTF-8 text: byte 0xe9 at offset 13"),
     ]:

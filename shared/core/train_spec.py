@@ -134,6 +134,7 @@ def resolve_recipe(value: str | None, overrides: list[str] | None = None) -> Tra
 
 # ---- validation -----------------------------------------------------------------------------
 _fail = partial(fail, TrainSpec.KIND)
+FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max
 
 
 def _validate(r: TrainSpec) -> None:
@@ -167,6 +168,11 @@ def _validate(r: TrainSpec) -> None:
     for name, accepted, expected in rules:
         if not accepted(getattr(r, name)):
             _fail(name, getattr(r, name), expected)
+    # Adam's first step, learning_rate / (1 - beta1), is a float32 in the optimizers (torch converts
+    # it, and raised an internal error at 1e38); a rate below that diverges as a loss that is nan.
+    if r.learning_rate / (1 - r.beta1) > FLOAT32_MAX:
+        _fail("learning_rate", r.learning_rate, f"at most {FLOAT32_MAX * (1 - r.beta1):.3g} (Adam's first "
+              "step, learning_rate / (1 - beta1), must be a float32)")
     uses_val = any(m.startswith("val_") for m in (r.plateau_metric, r.early_stop_metric))
     if uses_val and r.validation_fraction == 0:
         _fail("validation_fraction", 0, "> 0 when a val_ metric is monitored")
