@@ -270,6 +270,15 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
      "--window 16: expected at most --steps = 8"),  # a trailing mean that never fills: no verdict
     (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],
      "--factorial needs at least two frameworks that run here; got torch"),  # said so after the run
+    # an option the chosen mode does not read: each ran and exited 0, writing nothing it named
+    (["lessons", "--list", "--json", "l.json"], "--json is not read with --list"),
+    (["lessons", "--list", "bogus"], "NAME is not read with --list"),
+    (["lessons", "--rungs", "--html", "r.html"], "--html is not read with --rungs"),
+    (["lessons", "gelu", "--markdown"], "--markdown is not read without --rungs"),
+    (["divergences", "--list", "--json", "d.json"], "--json is not read with --list"),
+    (["tolerances", "--from", "t.json", "--presets", "vit-b16"], "--presets is not read with --from"),
+    (["audit", "--source", "f.py", "--set", "depth=3"], "--set is not read with --source"),
+    (["time", "--spec", "quadrant", "--no-chart", "--chart", "c.png"], "--chart is not read with --no-chart"),
 ])
 def test_a_value_no_run_can_use_is_refused_before_it_starts(tmp_path: Path, argv: list[str],
                                                            expect: str) -> None:

@@ -4,6 +4,7 @@ step and two writers started together cannot both succeed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -199,3 +200,24 @@ def test_force_replaces_the_file_that_was_there_when_the_run_started(tmp_path: P
     outcome = run_cli("report", "in.json", "--json", "o.json", "--force", cwd=tmp_path)
     assert outcome.code == 0, outcome.stderr
     assert '"runs"' in (tmp_path / "o.json").read_text()
+
+
+def test_a_commands_json_and_page_are_published_together(tmp_path: Path) -> None:
+    """trace and lessons wrote --json, then --html: a page file made meanwhile refused the second
+    and left the first published, half the run's outputs."""
+    import argparse
+
+    from shared.cli._common import write_json_and_page
+    from shared.errors import PortbenchError
+
+    page = tmp_path / "t.html"
+    page.write_text("made during the run")
+    args = argparse.Namespace(json=str(tmp_path / "t.json"), html=str(page), force=False)
+    with pytest.raises(PortbenchError, match="already exists"):
+        write_json_and_page(args, [{"tap": 1}], lambda: "<html></html>")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.html"]
+    assert page.read_text() == "made during the run"
+    page.unlink()
+    write_json_and_page(args, [{"tap": 1}], lambda: "<html></html>")
+    assert json.loads((tmp_path / "t.json").read_text()) == [{"tap": 1}]
+    assert page.read_text() == "<html></html>"

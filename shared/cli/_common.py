@@ -7,6 +7,7 @@ import argparse
 import io
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from shared.cli._options import (
     WEIGHTS,
 )
 from shared.core.documents import names_a_path
-from shared.core.files import check_output, write_output
+from shared.core.files import Outputs, check_output, write_output
 from shared.core.inputs import load_images, probe_batch
 from shared.core.paths import check_distinct
 from shared.core.presets import resolve_spec
@@ -154,6 +155,17 @@ def check_outputs(args: argparse.Namespace) -> None:
 
 def write_json(path: str, payload: Any, force: bool = False) -> None:
     write_output(Path(path), (json.dumps(payload, indent=2) + "\n").encode(), force=force)
+
+
+def write_json_and_page(args: argparse.Namespace, payload: Any, page: Callable[[], str]) -> None:
+    """A command's --json (`payload`) and --html (`page()`, built only when asked for) published
+    together: both, or neither (a page refused or failing never leaves the JSON behind)."""
+    with Outputs(args.force) as outputs:
+        if args.json:
+            outputs.add(args.json, (json.dumps(payload, indent=2) + "\n").encode())
+        if args.html:
+            outputs.add(args.html, page().encode())
+        outputs.publish()
 
 
 def add_user_model_args(parser: argparse.ArgumentParser) -> None:

@@ -81,6 +81,17 @@ def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...
         raise PortbenchError(f"--{what}s {text!r} names {twice!r} twice; name each once")
     return items
 
+
+def refuse_unread(args: argparse.Namespace, names: tuple[str, ...], where: str) -> None:
+    """Refuse, in one line, an option given `where` the command does not read it (`names`: argparse
+    destinations; `name`, a positional, is shown as NAME): a run that ignored it would look like
+    its answer."""
+    for name in names:
+        if getattr(args, name, None) not in (None, False, [], ()):
+            shown = "NAME" if name == "name" else "--" + name.replace("_", "-")
+            raise PortbenchError(f"{shown} is not read {where}: drop it")
+
+
 positive_int = _number(int, 1, "a whole number >= 1")
 non_negative_int = _number(int, 0, "a whole number >= 0")
 positive_float = _number(float, 1e-9, "a number > 0")

@@ -23,9 +23,12 @@ def output_paths(args: argparse.Namespace, stem: str, kind: str = "time") -> dic
     existing without --force, in a folder that exists or can be made (it is made when the
     outputs are written), not a file another output of this run names."""
     from shared.cli._common import read_files
+    from shared.cli._options import refuse_unread
     from shared.core.paths import check_distinct, check_output, inside, output_path
     from shared.measure.environment import utc_now
 
+    if args.no_chart:
+        refuse_unread(args, ("chart",), "with --no-chart")
     if args.json:
         json_path = output_path(args.json)
     else:

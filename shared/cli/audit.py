@@ -7,7 +7,7 @@ import argparse
 
 from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
-from shared.cli._options import FRAMEWORKS, SET, SPEC, non_empty
+from shared.cli._options import FRAMEWORKS, SET, SPEC, non_empty, refuse_unread
 from shared.core.budget import check_fits
 from shared.core.presets import resolve_spec
 
@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.source:
+        refuse_unread(args, ("spec", "set", "frameworks"), "with --source, which reads your files only")
         from shared.teaching.audit import audit_file
 
         findings = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from shared.cli._common import add_json_arg, check_outputs, write_json
-from shared.cli._options import non_empty
+from shared.cli._options import non_empty, refuse_unread
 from shared.errors import SpecError
 
 ORDER = 60
@@ -27,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list:
+        refuse_unread(args, ("name", "json", "no_demo"), "with --list, which prints the entries' names")
     check_outputs(args)
     from shared.teaching.divergences import CATALOGUE, entry
 

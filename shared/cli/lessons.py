@@ -9,9 +9,8 @@ import argparse
 import shutil
 from typing import TYPE_CHECKING
 
-from shared.cli._common import add_json_arg, check_outputs, write_json
-from shared.cli._options import HTML, columns, non_empty
-from shared.core.files import write_output
+from shared.cli._common import add_json_arg, check_outputs, write_json, write_json_and_page
+from shared.cli._options import HTML, columns, non_empty, refuse_unread
 from shared.errors import SpecError
 
 if TYPE_CHECKING:  # the teaching tool is imported when a lesson runs, never by --help or a refusal
@@ -42,6 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list:
+        refuse_unread(args, ("name", "json", "html", "rungs", "markdown", "no_measure", "width"),
+                      "with --list, which prints the lessons' names")
+    if args.rungs:
+        refuse_unread(args, ("html", "width"), "with --rungs, whose table --json keeps")
+    else:
+        refuse_unread(args, ("markdown",), "without --rungs (it prints the rungs table in Markdown)")
     check_outputs(args)
     from shared.teaching import detectability
     from shared.teaching.lessons import LESSONS, build_view, lesson, library_columns, side_by_side
@@ -81,13 +87,13 @@ def run(args: argparse.Namespace) -> int:
         payload.append(view.to_dict())
     if not args.name and not args.no_measure:
         print_rungs(detectability.rows())
-    if args.json:
-        write_json(args.json, payload, args.force)
-    if args.html:
+    def page() -> str:
         from shared.report.pages import lessons_page
         from shared.teaching.rosetta import rosetta_markdown
 
-        write_output(args.html, lessons_page(payload, rosetta_markdown()).encode(), force=args.force)
+        return lessons_page(payload, rosetta_markdown())
+
+    write_json_and_page(args, payload, page)
     return 0
 
 

@@ -20,7 +20,17 @@ from typing import Any
 
 from ports import NATIVE, parse_frameworks
 from shared.cli._common import installed_ports
-from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, listed, non_empty, parse_list
+from shared.cli._options import (
+    DEVICE,
+    FORCE,
+    FRAMEWORKS,
+    JSON,
+    TIMEOUT,
+    listed,
+    non_empty,
+    parse_list,
+    refuse_unread,
+)
 from shared.core.documents import decode_json
 from shared.core.files import Outputs, check_output, read_text
 from shared.core.paths import check_distinct
@@ -110,6 +120,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.sources and args.json:
         raise InputError(f"--json {args.json!r} keeps a measured run, and with --from nothing is "
                          "measured: drop --json (or --from)")
+    if args.sources:  # the table is the files' own: what chooses a measurement would change nothing
+        refuse_unread(args, ("presets", "rungs", "frameworks"), "with --from, which reports "
+                      "the files' own measurements")
     outputs = {"--markdown": args.markdown, "--json": args.json}
     check_distinct(outputs)
     for source in args.sources or ():

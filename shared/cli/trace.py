@@ -15,10 +15,9 @@ from shared.cli._common import (
     installed_ports,
     load_model,
     load_user_model,
-    write_json,
+    write_json_and_page,
 )
 from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
-from shared.core.files import write_output
 from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, InputError
 
@@ -71,12 +70,11 @@ def run(args: argparse.Namespace) -> int:
           "budgets = tolerance x max(1, |reference tensor|)")
     for line in report_lines(traces, args.verbose):
         print(line)
-    if args.json:
-        write_json(args.json, [t.to_dict() for t in traces], args.force)
-    if args.html:
+    def page() -> str:
         from shared.report.pages import trace_page
 
-        page = trace_page(spec.name, [t.to_dict() for t in traces], notes)
-        write_output(args.html, page.encode(), force=args.force)
+        return trace_page(spec.name, [t.to_dict() for t in traces], notes)
+
+    write_json_and_page(args, [t.to_dict() for t in traces], page)
     bad = not all(t.passed for t in traces)  # a tap over budget, or verify's verdict failed
     return 1 if bad else 0
