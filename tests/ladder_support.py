@@ -11,7 +11,8 @@ and a dropped remainder (archive-torch), padding, mean pooling and head width 4x
 (mnist-vit-small), the toy task (quadrant), a class token on 2x2 patches (digits), a stream
 without positions, and the newer families' casts: LayerScale, registers and the gated MLP
 (dinov2-reg-tiny), the attention pool and a tower without a classifier, whose output stays in the
-stream dtype (siglip-tiny). The widest case is archive-final (width 128, 1.1M parameters). The
+stream dtype (siglip-tiny), and Qwen's patch merger and deepstack mergers, whose merged tokens are
+the new stream (qwen3-vl-tiny: every port once left them in the compute dtype at the mixed rungs). The widest case is archive-final (width 128, 1.1M parameters). The
 presets left out run the same code at another size (quadrant-narrow, mnist-vit,
 archive-final-repaired, and the pre-norm ViTs vit-ti16, vit-s16, vit-b16 — together over a minute
 of the ladder's CPU, most of it Keras' and Flax's per-case compilation and MLX's reference BLAS):
@@ -36,7 +37,7 @@ from tests import background
 from tests.ports_cache import case
 
 PRESET_KEYS = ["archive-torch", "archive-keras", "archive-final", "mnist-vit-small", "quadrant", "digits",
-               "no-positions", "dinov2-reg-tiny", "siglip-tiny"]
+               "no-positions", "dinov2-reg-tiny", "siglip-tiny", "qwen3-vl-tiny"]
 TIMEOUT_S = 900.0
 Ladder = tuple[list[tuple[str, VerifyCase]], dict[str, list[dict[str, Any]]]]
 

@@ -350,7 +350,8 @@ class Merger(nnx.Module):
     def __call__(self, x: jax.Array, merge_index: jax.Array) -> jax.Array:
         h = jnp.take_along_axis(x if self.postshuffle else self.norm(x), merge_index[..., None], axis=1)
         h = h.reshape(h.shape[0], -1, self.unit)
-        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        x = self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        return x.astype(self.fc2.kernel[...].dtype)  # the new stream: the parameter dtype
 
 
 class Head(nnx.Module):

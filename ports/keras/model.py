@@ -373,7 +373,8 @@ class Merger(layers.Layer):
         h = x if self.postshuffle else self.norm(x)
         h = ops.take_along_axis(h, ops.expand_dims(merge_index, -1), axis=1)
         h = ops.reshape(h, (ops.shape(h)[0], -1, self.unit))
-        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        x = self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        return ops.cast(x, self.compute_dtype)  # the new stream: the parameter dtype
 
 
 class Head(layers.Layer):

@@ -340,7 +340,8 @@ class Merger(nn.Module):
     def __call__(self, x: mx.array, merge_index: mx.array) -> mx.array:
         h = mx.take_along_axis(x if self.postshuffle else self.norm(x), merge_index[..., None], axis=1)
         h = h.reshape(h.shape[0], -1, self.unit)
-        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        x = self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        return x.astype(self.fc2.weight.dtype)  # the new stream: the parameter dtype
 
 
 class Head(nn.Module):

@@ -322,7 +322,8 @@ class Merger(nn.Module):
     def forward(self, x: torch.Tensor, merge_index: torch.Tensor) -> torch.Tensor:
         h = torch.take_along_dim(x if self.postshuffle else self.norm(x), merge_index[..., None], dim=1)
         h = h.reshape(h.shape[0], -1, self.unit)
-        return self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        x = self.fc2(self.act(self.fc1(self.norm(h) if self.postshuffle else h)))
+        return x.to(self.fc2.weight.dtype)  # the new stream: the parameter dtype
 
 
 class Head(nn.Module):
