@@ -12,7 +12,8 @@ and a dropped remainder (archive-torch), padding, mean pooling and head width 4x
 without positions, and the newer families' casts: LayerScale, registers and the gated MLP
 (dinov2-reg-tiny), the attention pool and a tower without a classifier, whose output stays in the
 stream dtype (siglip-tiny), and Qwen's patch merger and deepstack mergers, whose merged tokens are
-the new stream (qwen3-vl-tiny: every port once left them in the compute dtype at the mixed rungs). The widest case is archive-final (width 128, 1.1M parameters). The
+the new stream (qwen3-vl-tiny: every port once left them in the compute dtype at the mixed
+rungs). The widest case is archive-final (width 128, 1.1M parameters). The
 presets left out run the same code at another size (quadrant-narrow, mnist-vit,
 archive-final-repaired, and the pre-norm ViTs vit-ti16, vit-s16, vit-b16 — together over a minute
 of the ladder's CPU, most of it Keras' and Flax's per-case compilation and MLX's reference BLAS):
