@@ -113,3 +113,45 @@ def test_work_beyond_its_bound_is_refused_at_once(tmp_path: Path, argv: list[str
     refused(tmp_path, *argv, expect=expect)
     assert time.perf_counter() - started < 10
     assert not (tmp_path / "exp").exists() and not (tmp_path / "runs").exists()
+
+
+
+def test_all_presets_verifies_in_groups_that_fit_and_refuses_what_it_would_ignore(tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    """`verify --all-presets` made every preset's weights at once (2.2 billion parameters) and was
+    killed for memory with no line; it ignored --spec, --set and --weights."""
+    from shared.cli import verify
+    from shared.core.presets import PRESETS
+
+    refused(tmp_path, "verify", "--all-presets", "--set", "depth=3", expect="drop --set")
+    monkeypatch.setattr(verify, "available_bytes", lambda: 2**31)  # 2 GiB: room for 1.6
+    groups = verify.fitting_groups(list(PRESETS), 1)
+    assert len(groups) > 1 and [name for group in groups for name in group] == list(PRESETS)
+    for group in groups:
+        size = verify.group_bytes([budget.estimate(get_preset(name), 1) for name in group])
+        assert len(group) == 1 or size <= verify.USABLE_FRACTION * 2**31, group
+
+
+def test_the_reference_keeps_no_blocks_tensors_that_nobody_asked_for() -> None:
+    """Without taps asked for, the float64 reference recorded every block's tensors anyway (each
+    block's attention map among them): Pixtral's encoder at one image needed 48 GB, not the
+    estimate's 14. Only what a caller names is kept (NamedTaps)."""
+    import tracemalloc
+
+    from shared.core import reference
+    from shared.core.inputs import probe_batch
+    from shared.core.taps import NamedTaps
+    from shared.core.weights import init_weights
+
+    spec = get_preset("quadrant").replace(image_height=64, image_width=64, depth=8)  # 257 tokens
+    weights, images = init_weights(spec, 0), probe_batch(spec, 2)
+    peaks = {}
+    for name, taps in (("all", {}), ("none", None), ("named", NamedTaps(["logits", "block3.out"]))):
+        tracemalloc.start()
+        reference.forward(spec, weights, images, taps)
+        peaks[name] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    one_map = 8 * 2 * spec.heads * spec.derived.seq_len ** 2
+    assert peaks["all"] > 8 * one_map  # every block's map, and more
+    assert peaks["none"] < 5 * one_map and peaks["named"] < 5 * one_map, peaks
+    assert set(taps.tensors) == {"logits", "block3.out"}

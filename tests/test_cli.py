@@ -110,7 +110,7 @@ def test_verify_fails_and_exits_nonzero_when_a_port_disagrees(capsys) -> None:
     spec = get_preset("quadrant")
     tensors, images = init_weights(spec, 0), probe_batch(spec)
     case = VerifyCase(spec, tensors, images, reference=reference.forward(spec, tensors, images) + 1e-4)
-    status = verify_cli.run_cases([case], ["torch"], "cpu", 300.0, None)
+    status = verify_cli.run_cases([[case]], ["torch"], "cpu", 300.0, None)  # one group of one case
     out = capsys.readouterr().out
     assert status == 1 and "FAIL" in out and "1 failed" in out
 

@@ -5,6 +5,8 @@ is shared/core/equivalence.py's). Exit status 1 when any port fails."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from ports import installed, parse_frameworks
@@ -24,10 +26,12 @@ from shared.cli._common import (
 )
 from shared.cli._options import BATCH, DEVICE, FRAMEWORKS, TIMEOUT, WITH_REFERENCE, add_precision
 from shared.cli._verdicts import print_verdicts, tally
+from shared.core.budget import Estimate, check_fits
 from shared.core.equivalence import PortVerdict
 from shared.core.files import check_output
 from shared.core.inputs import probe_batch
-from shared.core.precision import from_args
+from shared.core.memory import USABLE_FRACTION, available_bytes
+from shared.core.precision import Precision, from_args
 from shared.core.presets import PRESETS, get_preset
 from shared.core.weights import init_weights
 from shared.errors import FrameworkUnavailable, InputError
@@ -59,11 +63,22 @@ def write_verdicts(path: str, verdicts: list[PortVerdict], pairwise: list[dict[s
                       **extra}, force)
 
 
-def run_cases(cases: list[VerifyCase], frameworks: list[str], device: str, timeout: float,
+def run_cases(groups: Iterable[list[VerifyCase]], frameworks: list[str], device: str, timeout: float,
               json_path: str | None, force: bool = False) -> int:
+    """Verify each group of cases in turn (one group but for --all-presets), then print and write
+    every verdict."""
     if json_path:
         check_output(json_path, force)  # before minutes of work, not after
-    verdicts, pairwise = verify(cases, frameworks, device, timeout)
+    cases: list[VerifyCase] = []
+    verdicts: list[PortVerdict] = []
+    pairwise: list[dict[str, Any]] = []
+    for group in groups:
+        found, gaps = verify(group, frameworks, device, timeout)
+        verdicts += found
+        pairwise += gaps
+        # the table reads a case's spec, images and note: its weights go before the next group's
+        cases += [replace(case, tensors={}, reference=None, reference_outputs={}, emulated_outputs=None)
+                  for case in group]
     print_verdicts(cases, verdicts, pairwise)
     if json_path:
         write_verdicts(json_path, verdicts, pairwise, force)
@@ -90,15 +105,46 @@ def run(args: argparse.Namespace) -> int:
                 raise FrameworkUnavailable(reason)
     precision = from_args(args)
     if args.all_presets:
-        specs = [get_preset(name) for name in PRESETS]
-        seed = init_seed(args)
-        cases = [VerifyCase(s, init_weights(s, seed), probe_batch(s, args.batch), precision=precision)
-                 for s in specs]
+        groups = preset_groups(args, precision)
     else:
         model = resolve_model(args)
-        cases = [VerifyCase(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note,
-                            precision)]
-    return run_cases(cases, frameworks, args.device, args.timeout, args.json, args.force)
+        groups = iter([[VerifyCase(model.spec, model.tensors, probe_batch(model.spec, args.batch), model.note,
+                                   precision)]])
+    return run_cases(groups, frameworks, args.device, args.timeout, args.json, args.force)
+
+
+def preset_groups(args: argparse.Namespace, precision: Precision) -> Iterator[list[VerifyCase]]:
+    """--all-presets: every preset at its canonical weights, a group at a time (`fitting_groups`),
+    each group's weights made only when its turn comes."""
+    given = [option for option, value in (("--spec", args.spec), ("--set", args.set),
+                                          ("--weights", args.weights)) if value]
+    if given:
+        raise InputError(f"--all-presets verifies every preset at canonical weights: drop {', '.join(given)}")
+    seed = init_seed(args)
+    for group in fitting_groups(list(PRESETS), args.batch):
+        yield [VerifyCase(s, init_weights(s, seed), probe_batch(s, args.batch), precision=precision)
+               for s in map(get_preset, group)]
+
+
+def fitting_groups(names: list[str], batch: int) -> list[list[str]]:
+    """The presets `names` in order, in groups that fit the memory available (all 41 at once are 2.2
+    billion parameters): a group's weights are held together, the reference's activations one case
+    at a time (`budget.estimate`). One that cannot fit alone is refused."""
+    sizes = {name: check_fits(get_preset(name), batch, "verify") for name in names}
+    available = available_bytes()
+    room = USABLE_FRACTION * available if available is not None else float("inf")
+    groups: list[list[str]] = []
+    for name in names:
+        if groups and group_bytes([sizes[n] for n in [*groups[-1], name]]) <= room:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+    return groups
+
+
+def group_bytes(sizes: list[Estimate]) -> int:
+    """What verifying these cases together holds at most: every case's weights, one's activations."""
+    return sum(e.weight_bytes for e in sizes) + max(e.activation_bytes for e in sizes)
 
 
 def run_user_model(args: argparse.Namespace) -> int:

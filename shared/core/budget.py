@@ -5,7 +5,8 @@ one line in microseconds instead of dying in NumPy or growing without bound.
 The spec's field bounds (spec.py) keep `spec.derived` cheap to compute. The estimate covers
 what the parent process itself allocates: the canonical float32 weights,
 their float64 copy in the reference, and the reference's largest live activations for a batch
-(the token matrix a few times over, the MLP hidden layer, and the attention matrix of one block).
+(the token matrix a few times over, the MLP hidden layer, and the attention matrix of one block,
+four times: the scores, shifted, exponentiated and normalised are live at once in its softmax).
 A port's framework adds its own overhead on top; this is a lower bound that is never too small by
 orders of magnitude, which is what a refusal needs.
 
@@ -46,7 +47,7 @@ def estimate(s: ModelSpec, batch: int) -> Estimate:
     tokens, params = s.derived.seq_len, s.derived.params  # cheap: field bounds cap the block count
     wide = max(s.dim, s.heads * s.head_dim, s.mlp_dim)
     pixels = s.image_height * s.image_width * s.channels
-    per_image = 4 * tokens * wide + 2 * s.heads * tokens * tokens + pixels
+    per_image = 4 * tokens * wide + 4 * s.heads * tokens * tokens + pixels
     return Estimate(params=params, weight_bytes=params * (4 + 8), activation_bytes=8 * batch * per_image)
 
 
