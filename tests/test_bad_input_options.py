@@ -279,6 +279,9 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
     (["tolerances", "--from", "t.json", "--presets", "vit-b16"], "--presets is not read with --from"),
     (["audit", "--source", "f.py", "--set", "depth=3"], "--set is not read with --source"),
     (["time", "--spec", "quadrant", "--no-chart", "--chart", "c.png"], "--chart is not read with --no-chart"),
+    (["time", "--spec", "quadrant", "--mode", "=explicit"], "--mode '=explicit': expected NAME or"),
+    (["time", "--spec", "quadrant", "--mode", "torch=fused", "--mode", "torch=explicit"],
+     "--mode 'torch=fused' and --mode 'torch=explicit' both choose torch's mode: give one"),  # first won
 ])
 def test_a_value_no_run_can_use_is_refused_before_it_starts(tmp_path: Path, argv: list[str],
                                                            expect: str) -> None:

@@ -163,11 +163,17 @@ def mode_requests(items: list[str]) -> list[str]:
     offers the mode is decided in its worker (shared/measure/modes.py), where its modes are known."""
     from ports import PORTS
 
+    chosen: dict[str, str] = {}  # a framework (or a bare name) -> the --mode that chose it
     for item in items:
-        framework, _, name = item.rpartition("=")
-        if not name or (framework and framework not in PORTS) or "=" in framework:
+        framework, equals, name = item.rpartition("=")
+        if not name or (equals and framework not in PORTS) or "=" in framework:  # `=NAME`: no framework
             raise PortbenchError(f"--mode {item!r}: expected NAME or FRAMEWORK=NAME with FRAMEWORK one of "
                                  f"{', '.join(PORTS)}")
+        key = framework or item
+        if key in chosen:  # the first would win, silently
+            what = f"{framework}'s mode" if framework else "that mode"
+            raise PortbenchError(f"--mode {chosen[key]!r} and --mode {item!r} both choose {what}: give one")
+        chosen[key] = item
     return list(items)
 
 
