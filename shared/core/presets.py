@@ -241,7 +241,9 @@ PRESETS: dict[str, Preset] = {
         _ZOO_TINY.replace(name="internvit-tiny", norm_type="rms_norm", layer_scale=True, qk_norm=True,
                           final_norm_eps=1e-5),
         "InternViT-6B's block at a tiny size (its config's norm_type 'rms_norm'): RMSNorm (a scale, no "
-        "bias, no mean subtracted) for every norm, qk-norm, LayerScale on both branches, eps 1e-6. "
+        "bias, no mean subtracted) for every norm, LayerScale on both branches, eps 1e-6; qk-norm per "
+        "head, as timm's qk_norm (InternViT-6B's own normalises q and k across all heads at once, which "
+        "no spec field states: Transformers' use_qk_norm is refused in one line for that reason). "
         "This project's choice: the final norm's epsilon 1e-5, to exercise a place's own epsilon. "
         "Otherwise as the other tiny presets.",
     ),
