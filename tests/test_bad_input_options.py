@@ -252,6 +252,8 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
     (["time", "--factorial", "quadrant", "quadrant"], "both name one spec"),
     (["train", "--spec", "quadrant", "--rset", "max_epochs=3", "--epochs", "1"],
      "--epochs and --rset max_epochs both set the epochs"),  # --epochs silently won
+    (["train", "--spec", "quadrant", "--rset", "seed=5"],
+     "--rset seed: the seeds a run trains are --seeds"),  # trained seed 0, recorded the recipe's 5
     (["experiment", "narrow", "--data", "mnist:x.npz"],
      "--data applies to the plateau experiment only, not narrow"),  # trained on quadrant, exit 0
     (["experiment", "narrow", "--rset", "max_epochs=1"],

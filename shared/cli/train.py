@@ -84,6 +84,9 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, str]:
     default_recipe, default_data = DEFAULTS.get(spec.name, ("archive", None))
     if args.epochs is not None and any(r.partition("=")[0].strip() == "max_epochs" for r in args.rset):
         raise InputError("--epochs and --rset max_epochs both set the epochs; give one")
+    if any(r.partition("=")[0].strip() == "seed" for r in args.rset):  # trained seed 0, recorded 5
+        raise InputError("--rset seed: the seeds a run trains are --seeds (each replaces the recipe's "
+                         "seed); give them there")
     overrides = list(args.rset) + ([f"max_epochs={args.epochs}"] if args.epochs is not None else [])
     recipe = resolve_recipe(args.recipe or default_recipe, overrides)
     data = args.data or default_data
