@@ -47,7 +47,10 @@ key is absent), what its architecture fixes, and the config.json that rebuilds i
   the table is kept and resampled by the class's own method (`DINOV2_RESAMPLE`: they differ).
 - `SiglipVisionModel`: no class token, positions over the patches, final norm on every token
   (`post_layernorm`), then the MAP head (`head.probe`, `head.attention` an nn.MultiheadAttention
-  with in_proj packed q, k, v, `head.layernorm`, `head.mlp`). Output: `pooler_output`.
+  with in_proj packed q, k, v, `head.layernorm`, `head.mlp`). Output: `pooler_output`. Built with
+  `vision_use_head=False` (SigLIP's or SigLIP2's) it has no head and returns its tokens, as AIMv2's
+  tower does: the spec's pooling is then a printed convention (`HEAD_KEYS`), and a spec without an
+  attention pool exports so.
 - `CLIPVisionModel`: `class_embedding`, a patch projection without bias (`patch_bias` false),
   `pre_layrnorm` before the blocks, `post_layernorm` on the pooled class token. Output:
   `pooler_output` (the projection to the joint space lives in CLIPModel, not here).
@@ -166,6 +169,7 @@ HF_KEYS: dict[str, Key] = {key.name: key for key in (
     Key("head_dim", int, ("head_dim",)),  # Pixtral's rotary reads it; its attention takes hidden / heads
     Key("rope_parameters.rope_theta", float, ("rope_theta",)),  # Pixtral
     Key("num_patches", int, ("image_height", "image_width")),  # SigLIP2: the table's rows, a square grid
+    Key("vision_use_head", bool, ("pooling",)),  # SigLIP's and SigLIP2's: the MAP head, or the tokens
     # AIMv2's (Aimv2VisionConfig) and InternVL's (InternVLVisionConfig)
     Key("rms_norm_eps", float, ("layer_norm_eps",)),
     Key("use_head", bool, ("pooling",)),
@@ -713,7 +717,7 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
     "siglip_vision_model": Architecture(
         "SiglipVisionModel", *TOWER,
         {**COMMON_DEFAULTS, "patch_size": 16, "intermediate_size": 3072, "hidden_act": "gelu_pytorch_tanh",
-         "layer_norm_eps": 1e-6},
+         "layer_norm_eps": 1e-6, "vision_use_head": True},
         {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "pooling": "map",
          "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True,
          "patch_bias": True},
@@ -726,7 +730,7 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
         "Siglip2VisionModel", *TOWER,
         {**{k: v for k, v in COMMON_DEFAULTS.items() if k != "image_size"}, "patch_size": 16,
          "num_patches": 256, "intermediate_size": 3072, "hidden_act": "gelu_pytorch_tanh",
-         "layer_norm_eps": 1e-6},
+         "layer_norm_eps": 1e-6, "vision_use_head": True},
         {"class_token": False, "pos_embed": "learned", "pos_embed_class_row": False, "pooling": "map",
          "pool_qkv_bias": True, "final_norm": "tokens", "num_classes": 0, "qkv_bias": True,
          "patch_bias": True},
@@ -773,6 +777,29 @@ ARCHITECTURES: dict[str, Architecture] = {  # config model_type -> the class
          "final_norm": "none", "num_classes": 0, "patch_bias": False}, PIXTRAL_STYLE),
 }
 TOWERS = ("aimv2_vision_model", "internvl_vision", "pixtral")
+# The config key that keeps a class's attention-pool head (SigLIP's and SigLIP2's, true by default).
+# Without the head the class returns its tokens (last_hidden_state, after post_layernorm; pooler_output
+# None), as AIMv2's use_head=False tower does: its pooling is then no fact of the architecture but a
+# convention printed as one (the towers' too, `tower_facts`), and a spec without an attention pool
+# exports as that class with the key false.
+HEAD_KEYS = {"siglip_vision_model": "vision_use_head", "siglip2_vision_model": "vision_use_head"}
+HEADLESS_POOLING = ("mean", "the mean of {}'s tokens ({}=False returns them all, after post_layernorm, "
+                            "and no pooler_output), as SiglipForImageClassification pools them; "
+                            "--set pooling=.. otherwise")
+
+
+def has_head(model_type: str, cfg: dict[str, Any]) -> bool:
+    """Whether the class builds its attention-pool head (`HEAD_KEYS`; a class without the key: always)."""
+    key = HEAD_KEYS.get(model_type)
+    return key is None or bool(cfg[key])
+
+
+def architecture_fixed(model_type: str, head: bool) -> dict[str, Any]:
+    """The spec fields the class fixes: without its head, not the pooling (a convention then)."""
+    fixed = ARCHITECTURES[model_type].fixed
+    return fixed if head else {name: value for name, value in fixed.items() if name != "pooling"}
+
+
 # What each DINOv2 class's `interpolate_pos_encoding` computes (Transformers 4.57), called in every
 # forward whose image is not the table's (no flag): the float32 cast around it is no step for float32
 # weights, and neither passes the original DINOv2's +0.1 scale factor (`dinov2_legacy`), only a size.
@@ -855,6 +882,8 @@ def config_for_model(model_type: str, s: ModelSpec, act: str) -> dict[str, Any]:
         out["intermediate_size"] = s.mlp_dim
     if model_type == "dinov3_vit":
         out |= dinov3_config(s)
+    if model_type in HEAD_KEYS and s.pooling != "map":  # the default (true) stays unwritten, as before
+        out[HEAD_KEYS[model_type]] = False
     if model_type in TOWERS:
         out |= tower_config(model_type, s)
         if model_type == "aimv2_vision_model":
@@ -929,13 +958,17 @@ def infer_architecture(fmt: str, model_type: str, raw: Raw, cfg: dict[str, Any],
         if h != w and model_type == "internvl_vision":
             raise SpecError(f"config image_size = {cfg['image_size']!r}: InternVLVisionModel interpolates "
                             "its position table for a non-square image; only square ones convert")
+    head = has_head(model_type, cfg)
+    if not head:  # its tokens returned: the pooling a convention, as the towers' above
+        value, why = HEADLESS_POOLING
+        inf.convention("pooling", value, why.format(arch.model_class, HEAD_KEYS[model_type]))
     facts |= {"norm": "pre", "pos_rows": None, "head_hidden": (), "remainder": "drop"}
     eps = cfg.get("layer_norm_eps", cfg.get("rms_norm_eps"))
     if eps is not None:
         facts["layer_norm_eps"] = float(eps)
     for name, value in facts.items():
         inf.fact(name, value, "config.json")
-    for name, value in arch.fixed.items():
+    for name, value in architecture_fixed(model_type, head).items():
         inf.fact(name, value, f"{arch.model_class}'s architecture")
     return inf
 
@@ -1064,6 +1097,8 @@ def model_type_for(s: ModelSpec) -> str:
         return "internvl_vision"  # DINOv2's final norm is a LayerNorm on every token
     if s.layer_scale:
         return "dinov2_with_registers" if s.registers else "dinov2"
+    if not s.class_token and not s.num_classes:  # no class token, no classifier: SigLIP's headless tower
+        return "siglip_vision_model"  # (ViTForImageClassification needs both)
     return "vit"
 
 
@@ -1088,8 +1123,13 @@ def check_exportable(fmt: str, s: ModelSpec) -> None:
     require_plain_blocks(target, s, rope=model_type in ("dinov3_vit", "pixtral"),
                          bias_free=model_type in ("dinov3_vit", "aimv2_vision_model", "pixtral"),
                          rms_norm=model_type in TOWERS, alternating=model_type == "pixtral")
-    for name, value in arch.fixed.items():
+    head = s.pooling == "map"
+    for name, value in architecture_fixed(model_type, head or model_type not in HEAD_KEYS).items():
         require(getattr(s, name) == value, target, name, getattr(s, name), repr(value))
+    if model_type in HEAD_KEYS and not head:
+        require(s.pooling == "mean", target, "pooling", s.pooling,
+                f"map (its attention-pool head) or mean (the tokens {HEAD_KEYS[model_type]}=False returns, "
+                "averaged)")
     for name in ("qk_norm", "patch_norm_in", "patch_norm_out"):
         aimv2_own = (name, model_type) == ("patch_norm_out", "aimv2_vision_model")  # its embeddings.rms_norm
         require(not getattr(s, name) or aimv2_own, target, name, getattr(s, name), "false")
