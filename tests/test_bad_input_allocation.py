@@ -123,7 +123,8 @@ def test_all_presets_verifies_in_groups_that_fit_and_refuses_what_it_would_ignor
     from shared.cli import verify
     from shared.core.presets import PRESETS
 
-    refused(tmp_path, "verify", "--all-presets", "--set", "depth=3", expect="drop --set")
+    refused(tmp_path, "verify", "--all-presets", "--set", "depth=3",
+            expect="--set is not read with --all-presets")
     monkeypatch.setattr(verify, "available_bytes", lambda: 2**31)  # 2 GiB: room for 1.6
     groups = verify.fitting_groups(list(PRESETS), 1)
     assert len(groups) > 1 and [name for group in groups for name in group] == list(PRESETS)

@@ -24,7 +24,15 @@ from shared.cli._common import (
     user_spec,
     write_json,
 )
-from shared.cli._options import BATCH, DEVICE, FRAMEWORKS, TIMEOUT, WITH_REFERENCE, add_precision
+from shared.cli._options import (
+    BATCH,
+    DEVICE,
+    FRAMEWORKS,
+    TIMEOUT,
+    WITH_REFERENCE,
+    add_precision,
+    refuse_unread,
+)
 from shared.cli._verdicts import print_verdicts, tally
 from shared.core.budget import Estimate, check_fits
 from shared.core.equivalence import PortVerdict
@@ -116,10 +124,8 @@ def run(args: argparse.Namespace) -> int:
 def preset_groups(args: argparse.Namespace, precision: Precision) -> Iterator[list[VerifyCase]]:
     """--all-presets: every preset at its canonical weights, a group at a time (`fitting_groups`),
     each group's weights made only when its turn comes."""
-    given = [option for option, value in (("--spec", args.spec), ("--set", args.set),
-                                          ("--weights", args.weights)) if value]
-    if given:
-        raise InputError(f"--all-presets verifies every preset at canonical weights: drop {', '.join(given)}")
+    refuse_unread(args, ("spec", "set", "weights"), "with --all-presets, which verifies every preset at "
+                  "its canonical weights")
     seed = init_seed(args)
     for group in fitting_groups(list(PRESETS), args.batch):
         yield [VerifyCase(s, init_weights(s, seed), probe_batch(s, args.batch), precision=precision)
