@@ -244,3 +244,40 @@ def test_timm_config_json_states_what_the_state_dict_cannot(tmp_path, capsys) ->
                         "--out", str(tmp_path / "d.safetensors")], capsys)
     assert_one_line_error(code, err, "tensor 'pos_embed' (12 rows) does not fit image 16x32",
                           tmp_path / "d.safetensors")
+
+
+# A spec each file-writing library exports (torchvision and vit_jax need a class row, big_vision none;
+# big_vision and vit_jax flax's tanh GELU): so an --out refusal below is the suffix's, never the spec's.
+EXPORTABLE = ["--spec", "quadrant", "--set", "channels=3", "--set", "layer_norm_eps=1e-6"]
+JAX = ["--set", "activation=gelu_tanh"]
+TORCH_TYPES = "a .safetensors or .pt or .pth or .bin or .ckpt"
+
+
+@pytest.mark.parametrize(("argv", "spec", "expected"), [
+    # timm's load_checkpoint hands an .npz / .npy to load_pretrained as a big_vision tree
+    (["--to", "timm"], [], f"{TORCH_TYPES} file (a timm checkpoint"),
+    (["--to", "timm", "--arch", "vit_tiny_patch16_224"], [], f"{TORCH_TYPES} file (a timm checkpoint"),
+    (["--to", "torchvision"], [], f"{TORCH_TYPES} file (a torchvision checkpoint"),
+    (["--to", "big_vision"], [*JAX, "--set", "pos_embed_class_row=false"], "a .npz file (a big_vision "),
+    (["--to", "vit_jax"], JAX, "a .npz file (a vit_jax checkpoint"),
+], ids=["timm", "timm-arch", "torchvision", "big_vision", "vit_jax"])
+def test_export_refuses_a_file_type_its_library_does_not_load(argv: list[str], spec: list[str], expected: str,
+                                                              tmp_path: Path, capsys) -> None:
+    """`--out` names a file type the library's own loader reads, or the export is one line naming
+    the option, the value and the types expected, with nothing written: a timm state dict in an .npz
+    is a file timm itself reads as a big_vision tree, a big_vision tree in a torch file one np.load
+    never opens. The types each library does load are written as before."""
+    canonical = tmp_path / "w.safetensors"
+    assert run(["init", *EXPORTABLE, *spec, "--out", str(canonical)], capsys)[0] == 0
+    wrong = {"timm": ["x.npz", "x.npy"], "torchvision": ["x.npz"], "big_vision": ["x.safetensors", "x.pth"],
+             "vit_jax": ["x.pth", "x.safetensors"]}[argv[1]]
+    for name in wrong:
+        out = tmp_path / name
+        code, _, err = run(["convert", *argv, "--in", str(canonical), "--out", str(out)], capsys)
+        assert_one_line_error(code, err, f"--out {str(out)!r}: expected {expected}", out)
+    if "--arch" in argv:  # the registry's own model and layout: its writing is tested above
+        return
+    for name in {"timm": ["x.bin"], "torchvision": ["x.safetensors", "x.pth"], "big_vision": ["x.NPZ"],
+                 "vit_jax": ["x.npz"]}[argv[1]]:
+        code, _, err = run(["convert", *argv, "--in", str(canonical), "--out", str(tmp_path / name)], capsys)
+        assert code == 0 and (tmp_path / name).is_file(), err

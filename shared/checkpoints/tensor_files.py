@@ -14,6 +14,7 @@ from shared.core.containers import check_torch_archive, read_npz, safetensors_he
 from shared.core.documents import decode_json
 from shared.core.files import open_user_file, read_text
 from shared.core.memory import check_bytes_fit
+from shared.core.paths import check_suffix
 from shared.errors import SpecError, WeightsError, first_line
 
 Raw = dict[str, np.ndarray]  # a library's tensors by its own names
@@ -123,6 +124,13 @@ def read_config(path: str | Path | None) -> dict[str, Any] | None:
 
 
 # ---- writing -----------------------------------------------------------------------------
+def check_written_type(fmt: str, out: str | Path, suffixes: tuple[str, ...]) -> None:
+    """Refuse, before a plug-in encodes anything, an `--out` whose file type its library does not
+    load (`suffixes`: the plug-in's own list): `encode_tensors` writes any type it names, and a timm
+    state dict in an `.npz` is a file timm reads as big_vision's tree, i.e. one it cannot load."""
+    check_suffix("--out", out, suffixes, f"a {fmt} checkpoint: the file types its library loads")
+
+
 def encode_tensors(path: str | Path, raw: Raw, metadata: dict[str, str] | None = None) -> bytes:
     """Bytes of a state dict in the file type `path` names: safetensors, a torch file of plain
     tensors (what the library's own `load_state_dict` reads) or an `.npz` tree."""

@@ -79,12 +79,15 @@ def _import(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from shared.checkpoints import export_checkpoint, format_module
+    from shared.checkpoints.tensor_files import check_written_type
     from shared.core.weights import load_weights
 
-    format_module(args.target_format)
+    plugin = format_module(args.target_format)
     for flag, value in (("--spec", args.spec), ("--set", args.set), ("--config", args.config)):
         if value:
             raise SpecError(f"{flag} applies to --from; --to exports the canonical file's own spec")
+    if getattr(plugin, "OUT_SUFFIXES", None):  # a file its library loads (a folder writer has none)
+        check_written_type(args.target_format, args.out, plugin.OUT_SUFFIXES)  # before the file is read
     loaded = load_weights(args.input)
     notes = export_checkpoint(args.target_format, loaded.spec, loaded.tensors, args.out, args.force,
                               arch=args.arch)

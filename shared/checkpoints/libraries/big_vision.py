@@ -40,7 +40,7 @@ from shared.checkpoints.common import (
     square_grid,
 )
 from shared.checkpoints.decoding import tensor_shape
-from shared.checkpoints.tensor_files import encode_tensors, read_tensors
+from shared.checkpoints.tensor_files import check_written_type, encode_tensors, read_tensors
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
@@ -54,6 +54,10 @@ FORMATS = {
     "vit_jax": ("google-research/vision_transformer (vit_jax) parameter tree as .npz"),
 }
 WRITES_FOLDER = False
+# The file type `convert --to big_vision / vit_jax` writes: both load a parameter tree with np.load
+# (big_vision's `load_checkpoint_np`, vit_jax's `checkpoint.load`); a torch or safetensors file
+# holding the tree's names is one neither reads.
+OUT_SUFFIXES = (".npz",)
 
 # Fragments of this library's layer names -> what it calls the layer, and the spec setting its place
 # alone cannot say: how `verify --model` names a user's layer that fits no tensor (checkpoints.layer_terms).
@@ -229,6 +233,7 @@ def table(fmt: str, s: ModelSpec) -> Table:
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    check_written_type(fmt, out, OUT_SUFFIXES)
     write_output(out, encode_tensors(out, raw), force=force)
     pool = "map" if s.pooling == "map" else "tok" if s.class_token else "gap"
     if fmt == "big_vision":

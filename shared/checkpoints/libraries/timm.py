@@ -67,7 +67,13 @@ from shared.checkpoints.common import (
 )
 from shared.checkpoints.decoding import SIZE, Key, decode_config, pair, tensor_shape
 from shared.checkpoints.live import Reading, is_identity, module_of, size_of
-from shared.checkpoints.tensor_files import encode_tensors, read_config, read_tensors
+from shared.checkpoints.tensor_files import (
+    TORCH_SUFFIXES,
+    check_written_type,
+    encode_tensors,
+    read_config,
+    read_tensors,
+)
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.record import shown
@@ -83,6 +89,10 @@ FORMATS = {
     "timm": ("timm VisionTransformer state dict (.pth/.pt/.bin/.safetensors; optional timm config.json)"),
 }
 WRITES_FOLDER = False
+# The file types `convert --to timm` writes: what timm's `load_checkpoint` reads as a state dict
+# (safetensors by its suffix, anything else through torch.load), never `.npz` / `.npy`, which it
+# hands to `load_pretrained` as a big_vision tree.
+OUT_SUFFIXES = (".safetensors", *TORCH_SUFFIXES)
 
 # Fragments of this library's layer names -> what it calls the layer, and the spec setting its place
 # alone cannot say: how `verify --model` names a user's layer that fits no tensor (checkpoints.layer_terms).
@@ -1001,6 +1011,7 @@ def resolve_layers(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    check_written_type(fmt, out, OUT_SUFFIXES)
     write_output(out, encode_tensors(out, raw), force=force)
     cls, kwargs = target(s)
     return [f"load with {cls}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"]
@@ -1018,6 +1029,7 @@ def write_registry(arch: str, s: ModelSpec, raw: Raw, out: Path, force: bool = F
     `kwargs` are `target`'s (the spec's arguments over the architecture's own): a gated MLP split as
     the architecture builds it, and every tensor's name and shape checked against that model built
     on the meta device (nothing allocated or downloaded) before anything is written."""
+    check_written_type("timm", out, OUT_SUFFIXES)  # before the registry is asked: a wrong --out is cheap
     split = s.mlp == "gated" and any(SPLIT_GATE in name for name in built_registry(arch, {}).state_dict())
     cls, kwargs = target(s, split)
     model = built_registry(arch, kwargs, cls)

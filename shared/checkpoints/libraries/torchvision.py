@@ -24,7 +24,7 @@ from shared.checkpoints.common import (
 )
 from shared.checkpoints.decoding import tensor_shape
 from shared.checkpoints.live import Reading, module_of
-from shared.checkpoints.tensor_files import encode_tensors, read_tensors
+from shared.checkpoints.tensor_files import TORCH_SUFFIXES, check_written_type, encode_tensors, read_tensors
 from shared.core.files import write_output
 from shared.core.mapping import Table
 from shared.core.spec import ModelSpec
@@ -37,6 +37,10 @@ FORMATS = {
     "torchvision": ("torchvision.models.VisionTransformer state dict (.pth/.pt/.safetensors)"),
 }
 WRITES_FOLDER = False
+# The file types `convert --to torchvision` writes: torchvision publishes its weights as torch files
+# (`torch.hub.load_state_dict_from_url` -> torch.load) and a user may load a safetensors state dict
+# into the same model; an `.npz` is no torchvision file at all.
+OUT_SUFFIXES = (".safetensors", *TORCH_SUFFIXES)
 
 TARGET = "torchvision VisionTransformer"
 
@@ -129,6 +133,7 @@ def table(fmt: str, s: ModelSpec) -> Table:
 
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
+    check_written_type(fmt, out, OUT_SUFFIXES)
     write_output(out, encode_tensors(out, raw), force=force)
     return [f"load with torchvision.models.VisionTransformer(image_size={s.image_height}, "
             f"patch_size={s.patch_height}, num_layers={s.depth}, num_heads={s.heads}, "
