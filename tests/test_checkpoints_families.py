@@ -746,3 +746,49 @@ def test_siglip2_at_its_tables_size_both_from_memory_and_folder(tmp_path: Path) 
     assert np.abs(library_logits(rebuilt, images) - siglip2_output(model, images)).max() <= ATOL
     with pytest.raises(SpecError, match=r"config num_patches = 12: expected a square number"):
         import_tensors("hf", state_dict(model), {**model.config.to_dict(), "num_patches": 12}, {})
+
+
+# Qwen's towers at their tiny presets' sizes with one frame (temporal_patch_size=1): the class keeps its
+# Conv3d's frame axis, (D, C, 1, ph, pw), where the canonical kernel of one frame has none (ph, pw, C, D)
+QWEN_ONE_FRAME = {
+    "qwen2.5-vl-tiny": ("Qwen2_5_VLVisionConfig", "Qwen2_5_VisionTransformerPretrainedModel",
+                        dict(window_size=16, fullatt_block_indexes=[1], hidden_act="silu")),
+    "qwen3-vl-tiny": ("Qwen3VLVisionConfig", "Qwen3VLVisionModel",
+                      dict(num_position_embeddings=16, deepstack_visual_indexes=[0])),
+}
+
+
+@pytest.mark.parametrize("preset", list(QWEN_ONE_FRAME))
+def test_a_qwen_tower_of_one_frame_converts_both_ways(preset: str, tmp_path: Path) -> None:
+    """A Qwen tower of one frame, from memory and from its save_pretrained folder, is its preset's spec
+    with temporal_patch_size 1 (the kernel's unit frame axis dropped); `convert --to hf` puts the axis
+    back, so `from_pretrained` loads it strictly and gives the tower's own merged tokens."""
+    import transformers
+
+    from shared.core.presets import get_preset
+    from shared.core.spec import tensor_fields_differ
+
+    config_name, class_name, own = QWEN_ONE_FRAME[preset]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_name)(
+        depth=2, hidden_size=32, num_heads=4, intermediate_size=64, patch_size=4, in_channels=3,
+        spatial_merge_size=2, temporal_patch_size=1, out_hidden_size=24, **own)
+    model = perturbed(getattr(transformers, class_name)(config), seed=1)
+    batch = {"max_patches": 64, "pack_images": 3, "image_height": 32, "image_width": 32}  # the presets'
+    converted = import_tensors("hf", state_dict(model), model.config.to_dict(), batch)
+    spec = converted.spec
+    wanted = get_preset(preset).replace(temporal_patch_size=1, num_classes=0, name=spec.name)
+    assert not tensor_fields_differ(spec, wanted)
+    assert converted.tensors["patch_embed.kernel"].shape == (4, 4, 3, 32)
+    model.save_pretrained(tmp_path / "saved")
+    saved = import_checkpoint("hf", tmp_path / "saved", overrides=[f"{k}={v}" for k, v in batch.items()])
+    assert saved.spec == spec
+    assert_same_tensors(saved.tensors, converted.tensors)
+    raw = export_tensors("hf", spec, converted.tensors)
+    theirs = state_dict(model)
+    assert sorted(raw) == sorted(theirs) and all(np.array_equal(raw[k], theirs[k]) for k in raw)
+    rebuilt = load_exported_hf(spec, converted.tensors, tmp_path / "exported")
+    pixels = torch.randn(4 * 4 + 2 * 6, 3 * 4 * 4, generator=torch.Generator().manual_seed(2))
+    thw = torch.tensor([[1, 4, 4], [1, 2, 6]])  # a still image per row: one frame each
+    with torch.no_grad():
+        assert torch.equal(rebuilt(pixels, thw).pooler_output, model(pixels, thw).pooler_output)

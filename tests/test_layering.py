@@ -83,6 +83,8 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
 # lucidrains' one-file ViT); a split would put half of every port-to-port diff in another file
 # a checkpoint library's plug-in: its keys, conventions, names, reading, writing and a live model's
 # reading, whole; adding a library is adding one file
+LONG_MODULES["shared/core/mapping.py"] = ("the one mapping format whole: its layouts (each a library's "
+                                          "tensor form beside its inverse) and the Table that applies them")
 LONG_MODULES |= {f"shared/checkpoints/libraries/{name}.py": "one checkpoint library, whole"
                  for name in ("hf", "keras_hub", "timm")}
 LONG_MODULES |= {f"ports/{fw}/model.py": "one model, read top to bottom as a parallel text"

@@ -54,6 +54,10 @@ LAYOUTS: dict[str, tuple[ToNative, FromNative]] = {
     "linear": (lambda p: W.dense_to_out_in(p[0]), lambda x, s: [W.dense_from_out_in(x)]),
     # HWIO <-> torch Conv2d OIHW
     "conv": (lambda p: W.conv_hwio_to_oihw(p[0]), lambda x, s: [W.conv_oihw_to_hwio(x)]),
+    # [T]HWIO <-> a Conv3d's (D, C, T, ph, pw), whose frame axis stays at T = 1 (Qwen's patch
+    # projection), where the canonical kernel of one frame has none
+    "conv3d": (lambda p: W.conv_hwio_to_oihw(p[0] if p[0].ndim == 5 else p[0][None]),
+               lambda x, s: [W.conv_oihw_to_hwio(x).reshape(s[0])]),
     # HWIO <-> MLX Conv2d OHWI
     "conv_ohwi": (lambda p: W.conv_hwio_to_ohwi(p[0]), lambda x, s: [W.conv_ohwi_to_hwio(x)]),
     # (D,) <-> (D, 1, 1): a conv bias broadcast over (C, H, W) (equinox's Conv2d)

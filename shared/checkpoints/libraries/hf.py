@@ -435,7 +435,7 @@ QWEN_OWN = {
                         "full_attention_blocks": ()},
 }
 QWEN_ROWS = """
-patch_embed.kernel                       patch_embed.proj.weight     conv
+patch_embed.kernel                       patch_embed.proj.weight     conv3d
 patch_embed.bias                         patch_embed.proj.bias
 pos_embed                                pos_embed.weight
 blocks.{i}.{n:norm1|norm2}.{w:scale=weight|bias}  blocks.{i}.{n}.{w}
