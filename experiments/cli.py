@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import argparse
 
-from shared.cli._options import EPOCHS, FORCE, FRAMEWORKS, RECIPE, RSET, SEEDS, listed, non_empty
+from shared.cli._options import (
+    EPOCHS,
+    FORCE,
+    FRAMEWORKS,
+    RECIPE,
+    RSET,
+    SEEDS,
+    listed,
+    non_empty,
+    refuse_unread,
+)
 from shared.errors import InputError
 
 HELP = "the archive's experiments, by NAME (experiment --help lists them)"
@@ -51,9 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path
 
-    given = [f"--{name}" for name in (*PLATEAU, "sweep") if getattr(args, name) not in (None, False)]
-    if given and args.name != "plateau":  # it would be ignored, and the run look like its answer
-        raise InputError(f"{given[0]} applies to the plateau experiment only, not {args.name}")
+    if args.name != "plateau":  # it would be ignored, and the run look like its answer
+        refuse_unread(args, (*PLATEAU, "sweep"), f"by the {args.name} experiment (only plateau reads it)")
     for name, default in PLATEAU.items():
         setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     for name, value in (("--steps", args.steps), ("--window", args.window)):  # before --out is made

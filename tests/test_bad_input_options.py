@@ -255,7 +255,7 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
     (["train", "--spec", "quadrant", "--rset", "seed=5"],
      "--rset seed: the seeds a run trains are --seeds"),  # trained seed 0, recorded the recipe's 5
     (["experiment", "narrow", "--data", "mnist:x.npz"],
-     "--data applies to the plateau experiment only, not narrow"),  # trained on quadrant, exit 0
+     "--data is not read by the narrow experiment (only plateau reads it)"),  # trained on quadrant, exit 0
     (["experiment", "narrow", "--rset", "max_epochs=1"],
      "--rset max_epochs: an experiment sets its epochs with --epochs"),  # its own --epochs silently won
     (["verify", "--spec", "quadrant", "--weights", "w.safetensors", "--seed", "3"],

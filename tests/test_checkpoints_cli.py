@@ -207,7 +207,7 @@ def test_export_for_a_timm_architecture_writes_its_layout_or_names_the_tensor(tm
          "--arch vit_intern300m_patch14_448: timm's model holds tensor 'blocks.0.ls1.gamma' as (32,), the "
          "spec's export as nothing"),
         (["--to", "hf", "--arch", "aimv2_large_patch14_224"], "the hf format names no architectures"),
-        (["--from", "timm", "--arch", "aimv2_large_patch14_224"], "--arch applies to --to"),
+        (["--from", "timm", "--arch", "aimv2_large_patch14_224"], "--arch is not read with --from"),
     ):
         target = refused.with_suffix(".safetensors") if "--from" in argv else refused
         code, _, err = run(["convert", *argv, "--in", str(source if "--from" in argv else canonical),

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from shared.cli._options import FORCE, SET, SPEC, non_empty
-from shared.errors import SpecError
+from shared.cli._options import FORCE, SET, SPEC, non_empty, refuse_unread
 
 ORDER = 60
 HELP = "convert third-party ViT checkpoints to and from the canonical file"
@@ -61,8 +60,7 @@ def _import(args: argparse.Namespace) -> int:
     from shared.core.weights import save_weights
 
     format_module(args.source_format)  # an unknown format fails before anything is read
-    if args.arch:
-        raise SpecError("--arch applies to --to; --from reads the layout from the checkpoint's tensors")
+    refuse_unread(args, ("arch",), "with --from, which reads the layout from the checkpoint's tensors")
     out = Path(args.out)
     check_suffix("--out", out, (".safetensors",), "the canonical weights")
     base = resolve_spec(args.spec) if args.spec else None
@@ -83,9 +81,7 @@ def _export(args: argparse.Namespace) -> int:
     from shared.core.weights import load_weights
 
     plugin = format_module(args.target_format)
-    for flag, value in (("--spec", args.spec), ("--set", args.set), ("--config", args.config)):
-        if value:
-            raise SpecError(f"{flag} applies to --from; --to exports the canonical file's own spec")
+    refuse_unread(args, ("spec", "set", "config"), "with --to, which exports the canonical file's own spec")
     if getattr(plugin, "OUT_SUFFIXES", None):  # a file its library loads (a folder writer has none)
         check_written_type(args.target_format, args.out, plugin.OUT_SUFFIXES)  # before the file is read
     loaded = load_weights(args.input)
