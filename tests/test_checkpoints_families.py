@@ -614,7 +614,7 @@ def transformers4_folders(start: background.Start) -> tuple[Path, subprocess.Com
     env.update(USE_TF="0", USE_FLAX="0",
                PYTHONPATH=os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(REPO_ROOT)) if p))
     proc = start(subprocess.Popen([sys.executable, "-c", SAVE_WITH_TRANSFORMERS4, str(folder),
-                                   json.dumps(HF_CASES)], env=env, stdout=subprocess.PIPE,
+                                   json.dumps(HF_CASES)], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True))
     stdout, stderr = proc.communicate(timeout=600)
     return folder, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)

@@ -179,7 +179,7 @@ def test_a_job_file_round_trips_and_a_malformed_job_is_one_line(tmp_path: Path) 
 
 def unset_environments(source: str) -> list[int]:
     """The lines of `source` where a process is started for a background task (`start(Popen(...))`)
-    without `env=`."""
+    without `env=` or without `cwd=`."""
     import ast
 
     found = []
@@ -187,7 +187,7 @@ def unset_environments(source: str) -> list[int]:
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "start" and node.args:
             inner = node.args[0]
             if isinstance(inner, ast.Call) and getattr(inner.func, "attr", None) == "Popen" and \
-                    not any(k.arg == "env" for k in inner.keywords):
+                    not {"env", "cwd"} <= {k.arg for k in inner.keywords}:
                 found.append(node.lineno)
     return found
 
@@ -195,8 +195,11 @@ def unset_environments(source: str) -> list[int]:
 def test_every_process_a_background_task_starts_is_given_its_environment() -> None:
     """A child that inherits its environment execs with the parent's C environ, which an in-process
     test may be changing in the main thread at that instant: a task's first `train` once failed to
-    start with EFAULT ("Bad address"). tests/background.py's ENVIRON is passed instead."""
+    start with EFAULT ("Bad address"). tests/background.py's ENVIRON is passed instead. Its working
+    directory likewise: an in-process CLI test chdirs for a moment (tests/adversarial.py run_cli),
+    and a task's `python -c` started then imported a `ports.py` a test had left there."""
     assert unset_environments("start(subprocess.Popen(['x'], stdout=1))") == [1]  # the check sees one
+    assert unset_environments("start(subprocess.Popen(['x'], env=e))") == [1]  # and one without cwd
     found = {path.name: lines for path in sorted((REPO_ROOT / "tests").glob("*.py"))
              if (lines := unset_environments(path.read_text()))}
     assert found == {}

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import compare
+from shared import REPO_ROOT
 from shared.checkpoints.libraries import timm as timm_format
 from shared.core.presets import get_preset
 from shared.measure import peer_timing, rounds
@@ -51,7 +52,7 @@ def peers_under_load(start: background.Start) -> tuple[Path, subprocess.Complete
     # Two loops: with the rest of the suite also on the machine, one loop alone was once left a
     # twentieth of the core during one worker's span
     spinners = [start(subprocess.Popen([sys.executable, "-c", SPIN, str(core), str(SPIN_LIMIT_S)],
-                                       env=background.ENVIRON))
+                                       cwd=REPO_ROOT, env=background.ENVIRON))
                 for _ in range(2)]
     try:
         return out, finish(start(start_compare(*PEERS_ON_QUADRANT, "--processes", "1", "--json", str(out))))
