@@ -67,6 +67,7 @@ class Runner:
         self.current: list[subprocess.Popen] = []  # the processes started, so `stop` can kill them
         self.stopped = False
         self.began = time.monotonic()
+        self.in_process_end = 0.0  # when the last test reading no task ended (mark_in_process_end)
         self.spans: dict[str, tuple[float, float]] = {}  # task -> (start, end), s since the session began
         self.threads = [threading.Thread(target=self._lane, daemon=True) for _ in range(self.LANES)]
         for thread in self.threads:
@@ -189,9 +190,20 @@ def stop() -> None:
         runner.stop()
 
 
+def mark_in_process_end() -> None:
+    """Called as each test that reads no task ends (conftest.py): the last call is when the
+    in-process tests were done and the tests that read the background began."""
+    if _RUNNER:
+        _RUNNER[0].in_process_end = time.monotonic() - _RUNNER[0].began
+
+
 def summary() -> list[str]:
-    """When each task ran, in seconds since the session began (for the session's last lines)."""
+    """When each task ran, in seconds since the background began (for the session's last lines),
+    and when the in-process tests ended: which of the two the run waited on."""
     if not _RUNNER:
         return []
     spans = sorted(_RUNNER[0].spans.items(), key=lambda item: item[1])
-    return [f"background {name}: {a:.0f}-{b:.0f} s" for name, (a, b) in spans]
+    ended = time.monotonic() - _RUNNER[0].began
+    return [*(f"background {name}: {a:.0f}-{b:.0f} s" for name, (a, b) in spans),
+            f"in-process tests: 0-{_RUNNER[0].in_process_end:.0f} s; the tests reading the background "
+            f"then until {ended:.0f} s"]

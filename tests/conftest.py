@@ -126,6 +126,15 @@ def pytest_collection_finish(session) -> None:
     background.start([item.nodeid for item in session.items])
 
 
+def pytest_runtest_logfinish(nodeid: str, location) -> None:
+    """When the last test that reads no background task ended: the summary sets it beside the
+    background's spans, so it shows which of the two a run's wall time waited on."""
+    from tests import background, checkout_guard
+
+    if not background.reads_a_task(nodeid) and checkout_guard.MODULE not in nodeid:
+        background.mark_in_process_end()
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     from tests import background
 
