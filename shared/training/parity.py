@@ -46,10 +46,10 @@ def _store(out: Output, results: dict[str, Tensors]) -> None:
 
 
 def steps(framework: str, job: dict[str, Any], out: Output) -> None:
-    """Stores {"grad": canonical gradients at the start, "<step>": parameters after that many
-    updates, "loss<step>": {"loss": that step's loss, "scale": the loss scale after it, "updates":
-    the optimizer updates taken (fewer where float16 loss scaling skipped a step)}}, at the job's
-    precision rung."""
+    """Stores {"grad": canonical gradients at the start, "grad_loss": {"loss": their loss},
+    "<step>": parameters after that many updates, "loss<step>": {"loss": that step's loss, "scale":
+    the loss scale after it, "updates": the optimizer updates taken (fewer where float16 loss
+    scaling skipped a step)}}, at the job's precision rung."""
     import importlib
 
     from ports import create_port, load_port_module
@@ -73,7 +73,8 @@ def steps(framework: str, job: dict[str, Any], out: Output) -> None:
         data = job_batches(spec, job["batch_seed"], job["batch"], steps)
         results: dict[str, Tensors] = {}
         if job.get("gradients", True):  # eager gradients cost ~20 s in Flax on a busy CPU
-            _, results["grad"] = port.loss_and_gradients(*data[0])
+            loss, results["grad"] = port.loss_and_gradients(*data[0])
+            results["grad_loss"] = {"loss": np.array([loss])}
         trainer = module.Trainer(port, recipe)
         trainer.set_learning_rate(recipe.learning_rate)
         for k, (x, y) in enumerate(data, start=1):
