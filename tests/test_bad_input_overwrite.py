@@ -89,13 +89,13 @@ FAST = ["--spec", "quadrant", "--modes", "eager", "--budget", "0.02", "--min-rep
 
 
 def test_a_file_created_at_the_json_path_during_the_run_is_kept(tmp_path: Path, monkeypatch) -> None:
+    """Without --force. The timing itself is canned (`canned_rows`): what is checked is the
+    publishing, after it; `test_two_time_runs_given_the_same_json_one_wins` runs real ones."""
     from shared.cli import time as time_cli
-
-    real = time_cli.time_spec
 
     def user_writes_meanwhile(*args, **kwargs):
         (tmp_path / "r.json").write_text("the user's own file, made during the run")
-        return real(*args, **kwargs)
+        return canned_rows(*args, **kwargs)
 
     monkeypatch.setattr(time_cli, "time_spec", user_writes_meanwhile)
     outcome = run_cli("time", *FAST, "--frameworks", "torch", "--json", "r.json", cwd=tmp_path)
