@@ -70,7 +70,8 @@ def cli_probes(start: background.Start) -> dict[str, list[dict]]:
     needs = {"sweep": ["--batch", "1"]}  # a command's required options, given
     unknown = [[name, *needs.get(name, []), "--frameworks", "nope"] for name in taking_frameworks()]
     groups = {"help": [["--help"]], "version": [["--version"]],
-              "refused": [[name, "--no-such-option"] for name in refused_names()], "unknown": unknown}
+              "refused": [[name, "--no-such-option"] for name in refused_names()], "unknown": unknown,
+              "no-rungs": [["lessons", "cross_entropy", "--rungs"]]}
     seen = iter(probe(start, *(argv for argvs in groups.values() for argv in argvs)))
     return {group: [next(seen) for _ in argvs] for group, argvs in groups.items()}
 
@@ -133,3 +134,12 @@ def test_an_unknown_framework_is_refused_before_any_tool_or_framework_is_importe
         assert seen["code"] == 2 and "unknown framework 'nope'" in seen["error"], (name, seen["error"])
         assert seen["frameworks"] == [], (name, seen["frameworks"])
         assert [m for m in seen["modules"] if m.startswith(TOOLS)] == [], (name, seen["modules"])
+
+
+def test_a_lesson_with_no_rungs_is_refused_before_any_is_measured() -> None:
+    """`lessons NAME --rungs` checks NAME against the forward divergences first: it once measured
+    every entry's variants and ran every demonstration (torch and MLX imported), then refused."""
+    (seen,) = background.result("cli-probes")["no-rungs"]
+    assert seen["code"] == 2 and seen["error"].count("\n") == 1, seen["error"]
+    assert "'cross_entropy' is not a forward divergence; expected one of: head_width," in seen["error"]
+    assert seen["frameworks"] == [], seen["frameworks"]

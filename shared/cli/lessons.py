@@ -110,13 +110,10 @@ def print_rungs(measured: tuple[list[Row], list[str]]) -> None:
 def run_rungs(args: argparse.Namespace) -> int:
     from shared.teaching import detectability
 
-    table, same = detectability.rows(run_demos=not args.no_measure)
-    if args.name:
-        table = [r for r in table if r.entry == args.name]
-        if not table:
-            raise SpecError(f"{args.name!r} is not a forward divergence; expected one of: "
-                            f"{', '.join(dict.fromkeys(r.entry for r in detectability.rows(False)[0]))}")
-        same = []
+    if args.name and args.name not in detectability.forward_entries():  # before measuring anything
+        raise SpecError(f"{args.name!r} is not a forward divergence; expected one of: "
+                        f"{', '.join(detectability.forward_entries())}")
+    table, same = detectability.rows(run_demos=not args.no_measure, only=args.name)
     if args.markdown:
         print("\n".join(detectability.markdown_table(table)))
     else:

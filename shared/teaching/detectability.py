@@ -123,13 +123,19 @@ def _demo_row(e: Entry, run_demos: bool) -> Row:
     return Row(e.key, None, label, demo.gap if demo else None, dict.fromkeys(RUNG_COLUMNS, NOT_MODELLED))
 
 
-def rows(run_demos: bool = True) -> tuple[list[Row], list[str]]:
-    """One row per forward variant (in catalogue order) and per variant-less forward entry; and
-    the variants left out because they compute the pinned function on every case tried."""
+def forward_entries() -> list[str]:
+    """The catalogue's forward divergences, the entries this table has a row for."""
+    return [e.key for e in CATALOGUE if e.kind == "forward"]
+
+
+def rows(run_demos: bool = True, only: str | None = None) -> tuple[list[Row], list[str]]:
+    """One row per forward variant (in catalogue order) and per variant-less forward entry, or
+    only entry `only`'s; and the variants left out because they compute the pinned function on
+    every case tried."""
     out: list[Row] = []
     same: list[str] = []
     for e in CATALOGUE:
-        if e.kind != "forward":
+        if e.kind != "forward" or only not in (None, e.key):
             continue
         if not e.variants:
             out.append(_demo_row(e, run_demos))
