@@ -9,6 +9,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("USE_TF", "0")
 os.environ.setdefault("USE_FLAX", "0")
+# torch.compile's C++ compiles in the process that asked, not in a pool of compile workers, each of
+# which imports torch: on CI's two cores the pool cost ~7 s of CPU per process that compiles
+# (measured on tests/test_user_patch_batches.py: 34 s of CPU with the pool, 27 s without), and the
+# generated code is the same. The workers the tests start inherit it.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 # Import torch's compiler stack before TensorFlow: once TensorFlow is loaded, importing triton
 # (which torch.compile and torch.optim import lazily) crashes the process. The tests load all
