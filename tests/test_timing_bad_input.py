@@ -24,6 +24,7 @@ UNKNOWN_VALUES = [
     (["--modes", "eager, eager"], "--modes 'eager, eager' names 'eager' twice"),  # was timed twice
     (["--batch", "0"], "argument --batch: 0 is not a whole number >= 1"),
     (["--rank-by", "speed"], "unknown ranking metric 'speed'"),
+    (["--min-repeats", "2"], "--min-repeats 2: at least 3 (a median of fewer timed calls"),
 ]
 EARLIER = "{\"earlier\": true}"
 NO_CUDA = shutil.which("nvidia-smi") is None

@@ -135,6 +135,11 @@ def test_a_spec_the_peers_cannot_build_is_refused() -> None:
     assert all("batching='packed' (peers run NHWC images of one size)" in line for line in refused)
 
 
+def test_fewer_timed_calls_than_a_median_needs_are_refused() -> None:
+    line = error_line(run_compare("peers", "--spec", "quadrant", "--repeats", "2"))
+    assert "--repeats 2: at least 3 (a median of fewer timed calls cannot set an outlier aside)" in line
+
+
 def test_timm_and_transformers_build_the_newer_families_and_towers_or_say_why_not() -> None:
     """timm's and Transformers' PyTorch peers are the classes their exporters write for the spec (the
     families and the towers: Transformers' Aimv2VisionModel for aimv2-tiny), each with the spec's

@@ -87,7 +87,7 @@ def user_torch_time(start: background.Start) -> tuple[Path, Outcome]:
     out = Path(tempfile.mkdtemp(prefix="portbench-user-torch-")) / "t.json"
     return out, background.compare_py(
         start, "time", "--model", GOOD, "--spec", SPEC, "--frameworks", "torch", "--modes", "eager",
-        "--budget", "0.05", "--min-repeats", "2", "--max-repeats", "3", "--eval-batches", "1", "--processes",
+        "--budget", "0.05", "--min-repeats", "3", "--max-repeats", "3", "--eval-batches", "1", "--processes",
         "1", "--json", out, "--csv", out.with_suffix(".csv"), "--no-chart")
 
 

@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
     check_work("--processes", args.processes)
+    from shared.measure.stats import check_repeats
+
+    check_repeats("--repeats", args.repeats)
     frameworks = parse_frameworks(args.frameworks, PORTED, offered=PORTED)
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     check_distinct({"--json": args.json}, read_files(args))

@@ -132,7 +132,7 @@ def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
 def build_config(args: argparse.Namespace, spec: Any) -> Any:
     from shared.measure.guard import RANK_METRICS
     from shared.measure.runner import RunConfig
-    from shared.measure.stats import Budget
+    from shared.measure.stats import Budget, check_repeats
 
     modes = parse_list(args.modes, MODES_TIMED, "mode")
     if args.rank_by not in RANK_METRICS:
@@ -145,6 +145,7 @@ def build_config(args: argparse.Namespace, spec: Any) -> Any:
     passes = max(1, args.eval_batches)  # the evaluation pass holds its batches at once
     check_fits(spec, args.batch * passes, "a timing run's batches",
                f"{passes} evaluation batches of --batch {args.batch:,}" if passes > 1 else None)
+    check_repeats("--min-repeats", args.min_repeats)
     if args.max_repeats < args.min_repeats:
         raise PortbenchError(f"--max-repeats {args.max_repeats} is below --min-repeats {args.min_repeats}")
     budget = Budget(warmup=args.warmup, min_repeats=args.min_repeats, max_repeats=args.max_repeats,

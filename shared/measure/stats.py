@@ -10,16 +10,28 @@ from typing import Any
 
 import numpy as np
 
+from shared.errors import SpecError
+
+MIN_MEDIAN_CALLS = 3  # a median of fewer timed calls cannot set an outlier aside
+
 
 @dataclass(frozen=True)
 class Budget:
-    """How long to measure one phase. `min_repeats` always run (a median of fewer than 3 calls
-    hides outliers); after that, stop when `seconds` have passed or `max_repeats` is reached."""
+    """How long to measure one phase. `min_repeats` always run (a user's at least
+    MIN_MEDIAN_CALLS, `check_repeats`); after that, stop when `seconds` have passed or `max_repeats`
+    is reached."""
 
     warmup: int = 2  # torch.compile(reduce-overhead) and lazy initialisers need two calls
     min_repeats: int = 5
     max_repeats: int = 50
     seconds: float = 2.0
+
+
+def check_repeats(option: str, value: int) -> None:
+    """A one-line SpecError when a command is asked for fewer timed calls than a median needs."""
+    if value < MIN_MEDIAN_CALLS:
+        raise SpecError(f"{option} {value}: at least {MIN_MEDIAN_CALLS} (a median of fewer timed calls "
+                        "cannot set an outlier aside)")
 
 
 def summarise(samples: list[float]) -> dict[str, Any]:
