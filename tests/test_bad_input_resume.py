@@ -147,6 +147,22 @@ def test_a_recipe_rate_past_float_range_is_refused_in_one_line(folder: Path) -> 
     refused(folder, *TRAIN, "--epochs", "2", "--resume", expect="expected a number within float range")
 
 
+def test_a_resume_in_another_framework_or_on_other_data_is_refused(folder: Path) -> None:
+    """A unit records the framework and the dataset it was trained in: a run continued in another
+    was reported as one run of the new framework (its curves half torch's)."""
+    unit = str(Path("ck") / "seed0" / "epoch-000001")
+    assert json.loads(_state(folder).read_text())["framework"] == "torch"
+    resumed = [*TRAIN[:4], "mlx", *TRAIN[5:], "--epochs", "2", "--resume"]
+    refused(folder, *resumed, expect=f"checkpoint {unit!r} was trained with framework 'torch', not 'mlx'; "
+            "resume with the same --framework or use another --checkpoints folder")
+    _edit_state(folder, lambda s: s.update(data="digits"))
+    refused(folder, *TRAIN, "--epochs", "2", "--resume",
+            expect="was trained with data 'digits', not 'quadrant'; resume with the same --data")
+    _edit_state(folder, lambda s: s.update(data=3))
+    refused(folder, *TRAIN, "--epochs", "2", "--resume",
+            expect="field 'data' is the number 3, expected a string")
+
+
 @pytest.mark.parametrize(("change", "expect"), [
     (lambda r: r["curves"].update(lr=[]), "result.curves.lr has 0 points, expected one per epoch (1)"),
     (lambda r: r["curves"].update(grad_norm=[1.0]), "result.curves has unknown key(s) ['grad_norm']"),

@@ -110,8 +110,9 @@ def resume_point(folder: Path, log: Callable[[str], None] | None = None) -> Path
 
 
 def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, controller: Controller,
-         result: dict[str, Any]) -> Path:
-    """Write one epoch's unit, make it the one `LATEST` names, then remove the units it supersedes."""
+         result: dict[str, Any], data: str) -> Path:
+    """Write one epoch's unit, make it the one `LATEST` names, then remove the units it supersedes.
+    `data`: the dataset's name, which a resume must train on again."""
     created = make_folders(output_path(folder, folder=True))
     first, second, updates = trainer.export_state()
     meta = {"epoch": str(controller.epoch), "updates": str(updates)}
@@ -123,7 +124,8 @@ def save(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, control
             # a message names the file as the unit will hold it, not the staging folder
             save_weights(staging / name, spec, tensors, extra_metadata=meta, shown_as=unit / name)
         state = {"recipe": recipe.to_dict(), "spec_hash": spec.spec_hash, "updates": updates,
-                 "precision": rung_of(trainer), "controller": controller.state(), "result": result}
+                 "precision": rung_of(trainer), "framework": trainer.port.framework, "data": data,
+                 "controller": controller.state(), "result": result}
         write_output(staging / STATE, json.dumps(state, indent=1).encode(), shown_as=unit / STATE)
         if unit.exists():  # a run started over (--force) reaches an epoch the previous one saved
             aside = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-old-", dir=folder))
@@ -193,9 +195,11 @@ def tidy(folder: Path, own: bool = False) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
+def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, data: str,
             log: Callable[[str], None] | None = None) -> tuple[Controller, dict]:
-    """Load the last complete unit into `trainer`; (controller, the saved result as a dict)."""
+    """Load the last complete unit into `trainer`; (controller, the saved result as a dict). The
+    unit must be of this spec, rung, framework, dataset `data` and recipe (max_epochs may grow):
+    a run continued otherwise would be reported as one run of this one's settings."""
     tidy(folder)  # what a killed save may have left
     unit = resume_point(folder, log)
     if unit is None:
@@ -209,6 +213,12 @@ def restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
     if saved != current:
         raise CheckpointError(f"checkpoint {str(unit)!r} was trained at {saved}, not {current}; resume "
                               "at the same rung (--dtype/--precision) or use another --checkpoints folder")
+    for key, current in (("framework", trainer.port.framework), ("data", data)):
+        saved = state.get(key, current)  # units written before it was recorded: taken as this run's
+        if saved != current:
+            raise CheckpointError(f"checkpoint {str(unit)!r} was trained with {key} {saved!r}, not "
+                                  f"{current!r}; resume with the same --{key} or use another --checkpoints "
+                                  "folder")
     try:
         saved_recipe = TrainSpec.from_dict(state["recipe"])
     except PortbenchError as exc:

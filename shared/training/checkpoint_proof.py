@@ -57,8 +57,9 @@ def read_state(path: Path) -> dict[str, Any]:
     state = decode_json(read_text(path, where, CheckpointError), where, CheckpointError)
     check_fields(state, {"recipe": dict, "spec_hash": str, "updates": int, "controller": dict,
                          "result": dict}, where, "")
-    if "precision" in state and not isinstance(state["precision"], str):
-        raise CheckpointError(f"{where}: field 'precision' is {_kind(state['precision'])}, expected a string")
+    for key in ("precision", "framework", "data"):  # absent from older units
+        if key in state and not isinstance(state[key], str):
+            raise CheckpointError(f"{where}: field {key!r} is {_kind(state[key])}, expected a string")
     check_fields(state["controller"], CONTROLLER, where, "controller.")
     lr, top = state["controller"]["lr"], state["recipe"].get("learning_rate")
     if not 0 < lr < math.inf:  # NaN fails too: a resumed run would descend, or ascend, from it

@@ -117,7 +117,7 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
         trainer_hook(trainer)
     controller, result = Controller(recipe), SeedResult(seed)
     if checkpoint_dir is not None and resume and checkpoint.resume_point(checkpoint_dir, log) is not None:
-        controller, result = _restore(checkpoint_dir, spec, recipe, trainer, log)
+        controller, result = _restore(checkpoint_dir, spec, recipe, trainer, data.name, log)
         log(f"[{framework} seed {seed}] resumed at epoch {controller.epoch} (step {result.steps})")
     # The run's progress, grown as it goes; `recorded` states it as a SeedResult (each checkpoint's, the
     # one returned), whose epochs are the schedule's.
@@ -171,7 +171,8 @@ def train_seed(framework: str, spec: ModelSpec, recipe: TrainSpec, data: Dataset
             + (f"  ({decision.reason})" if decision.reason else ""))
         if checkpoint_dir is not None:
             t3 = time.perf_counter()
-            checkpoint.save(checkpoint_dir, spec, recipe, trainer, controller, recorded().to_dict())
+            checkpoint.save(checkpoint_dir, spec, recipe, trainer, controller, recorded().to_dict(),
+                            data.name)
             wall["checkpoint"] += time.perf_counter() - t3
     return recorded(), trainer
 
@@ -201,9 +202,9 @@ def stderr_progress(line: str) -> None:
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
-def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any,
+def _restore(folder: Path, spec: ModelSpec, recipe: TrainSpec, trainer: Any, data: str,
              log: Callable[[str], None] | None = None) -> tuple[Controller, SeedResult]:
-    controller, saved = checkpoint.restore(folder, spec, recipe, trainer, log)
+    controller, saved = checkpoint.restore(folder, spec, recipe, trainer, data, log)
     result = SeedResult.from_dict(saved, f"checkpoint {str(folder)!r}: result", checkpoint.CheckpointError)
     if controller.stopped and result.stopped_because.startswith("max_epochs"):
         controller.stopped = controller.epoch >= recipe.max_epochs
