@@ -16,7 +16,7 @@ from shared.core.inputs import probe_batch
 from shared.core.presets import get_preset
 from shared.core.reference import forward
 from shared.core.weights import init_weights, save_weights
-from shared.errors import InputError
+from shared.errors import InputError, SpecError
 from shared.teaching.gap_explanation import Diagnosis, diagnose
 from shared.teaching.variants import Case, variant
 
@@ -128,6 +128,15 @@ def test_random_logits_are_unexplained(quadrant: Case) -> None:
     result = diagnose(quadrant.spec, quadrant.weights, quadrant.images, user)
     assert result.verdict == "unexplained" and not result.explained
     assert result.lines()[0].startswith("unexplained: gap")
+
+
+def test_a_tolerance_as_large_as_the_logits_is_refused(quadrant: Case) -> None:
+    """At the logits' own scale every logit of the right size "matched": --tolerance 1e308 called
+    random logits a match."""
+    user = np.random.default_rng(3).standard_normal((4, quadrant.spec.num_classes)).astype(np.float32)
+    with pytest.raises(SpecError, match=r"--tolerance 1e\+308: expected below 2.37, the reference logits"):
+        diagnose(quadrant.spec, quadrant.weights, quadrant.images, user, tolerance=1e308)
+    assert diagnose(quadrant.spec, quadrant.weights, quadrant.images, user, tolerance=0.5).verdict != "match"
 
 
 @pytest.mark.parametrize(("logits", "fragment"), [

@@ -21,9 +21,9 @@ from shared.core.equivalence import Gap
 from shared.core.forward_io import output_rows
 from shared.core.reference import forward
 from shared.core.spec import ModelSpec
-from shared.core.tolerance import logit_atol, max_abs_diff
+from shared.core.tolerance import logit_atol, logit_scale, max_abs_diff
 from shared.core.weights import Tensors
-from shared.errors import InputError
+from shared.errors import InputError, SpecError
 from shared.teaching.variants import Case, Variant, applicable, applicable_pairs
 
 # Float64 reference runs that differ by less than this compute the same function (round-off).
@@ -143,6 +143,9 @@ def diagnose(spec: ModelSpec, weights: Tensors, images: np.ndarray, user_logits:
     reference = forward(spec, weights, images)
     # the project's equivalence tolerance (shared/core/tolerance.py), scaled by the logit magnitude
     tol = logit_atol(spec, reference) if tolerance is None else tolerance
+    if tol >= logit_scale(reference):  # every logit of the right size would "match"
+        raise SpecError(f"--tolerance {tol:g}: expected below {logit_scale(reference):.3g}, the reference "
+                        "logits' scale max(1, max |logit|); a gap that large is no match")
     baseline = max_abs_diff(reference, user)
     if baseline <= tol:
         return Diagnosis(spec.name, baseline, tol)
