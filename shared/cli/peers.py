@@ -93,10 +93,10 @@ def run(args: argparse.Namespace) -> int:
     check_fits(spec, args.batch, "a peers run")
     check_work("--repeats", args.repeats)
     check_work("--processes", args.processes)
+    frameworks = parse_frameworks(args.frameworks, PORTED, offered=PORTED)
     from shared.measure.stats import check_repeats
 
     check_repeats("--repeats", args.repeats)
-    frameworks = parse_frameworks(args.frameworks, PORTED, offered=PORTED)
     modes = parse_list(args.modes, ("eager", "compiled"), "mode")
     check_distinct({"--json": args.json}, read_files(args))
     if args.json:
