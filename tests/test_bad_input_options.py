@@ -279,6 +279,8 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
     (["lessons", "gelu", "--markdown"], "--markdown is not read without --rungs"),
     (["divergences", "--list", "--json", "d.json"], "--json is not read with --list"),
     (["tolerances", "--from", "t.json", "--presets", "vit-b16"], "--presets is not read with --from"),
+    (["tolerances", "--from", "t.json", "--device", "cuda"], "--device is not read with --from"),
+    (["tolerances", "--from", "t.json", "--timeout", "60"], "--timeout is not read with --from"),
     (["audit", "--source", "f.py", "--set", "depth=3"], "--set is not read with --source"),
     (["time", "--spec", "quadrant", "--no-chart", "--chart", "c.png"], "--chart is not read with --no-chart"),
     (["time", "--spec", "quadrant", "--mode", "=explicit"], "--mode '=explicit': expected NAME or"),

@@ -127,11 +127,14 @@ class Option:
         return self.flags[0].removeprefix("--").replace("-", "_")
 
     def add(self, parser: argparse._ActionsContainer, slot: str | None = None, *, note: str | None = None,
-            default: Any = SAME) -> argparse.Action:
+            default: Any = SAME, shown: Any = SAME) -> argparse.Action:
         """Declare this option on a command's parser (or one of its groups), with the command's
-        own default, `{slot}` words and note where it differs."""
+        own default, `{slot}` words and note where it differs. `shown`: the default the help
+        names, where the parser's is None so that the command can tell the option was given
+        (`refuse_unread`) and applies `shown` itself."""
         value = self.default if default is SAME else default
-        text = self.help.format(slot=self.slot if slot is None else slot, default=value)
+        named = value if shown is SAME else shown
+        text = self.help.format(slot=self.slot if slot is None else slot, default=named)
         note = self.note if note is None else note
         if note:
             text = f"{text} ({note})"

@@ -42,6 +42,7 @@ from shared.errors import InputError
 ORDER = 45
 HELP = "measure every rung of the precision ladder against float64"
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
+DEFAULT_DEVICE, DEFAULT_TIMEOUT_S = "cpu", 3600.0  # a measuring run's
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--rungs", type=listed("comma-separated rungs"),
                         help=f"comma-separated, of {','.join(RUNGS)} "
                                         f"(default: {','.join(LOW_RUNGS)}; tf32 needs --device cuda)")
-    DEVICE.add(parser)
-    TIMEOUT.add(parser, default=3600.0)
+    DEVICE.add(parser, default=None, shown=DEFAULT_DEVICE)  # None: with --from, given is refused
+    TIMEOUT.add(parser, default=None, shown=DEFAULT_TIMEOUT_S)
     parser.add_argument("--from", type=non_empty, dest="sources", action="append", metavar="JSON",
                         help="measure nothing: read a --json file of an earlier run (once per path)")
     parser.add_argument("--markdown", type=non_empty, help="write the measurements as a Markdown page here")
@@ -121,8 +122,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise InputError(f"--json {args.json!r} keeps a measured run, and with --from nothing is "
                          "measured: drop --json (or --from)")
     if args.sources:  # the table is the files' own: what chooses a measurement would change nothing
-        refuse_unread(args, ("presets", "rungs", "frameworks"), "with --from, which reports "
-                      "the files' own measurements")
+        refuse_unread(args, ("presets", "rungs", "frameworks", "device", "timeout"),
+                      "with --from, which reports the files' own measurements")
     outputs = {"--markdown": args.markdown, "--json": args.json}
     check_distinct(outputs)
     for source in args.sources or ():
@@ -155,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
         frameworks = parse_frameworks(args.frameworks, tuple(n for n in NATIVE if n in installed_ports()),
                                       offered=NATIVE)  # the ladder measures the parallel texts
         label = arithmetic_path()
-        measured, pairs = measure(presets, frameworks, rungs, args.timeout, args.device)
+        measured, pairs = measure(presets, frameworks, rungs, args.timeout or DEFAULT_TIMEOUT_S,
+                                  args.device or DEFAULT_DEVICE)
         _print(label, measured)
         paths = {label: (measured, pairs)}
         if args.json:
