@@ -315,4 +315,4 @@ def test_a_checkpoint_resumes_only_at_the_rung_it_was_trained_at(tmp_path: Path)
     state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "precision": "bfloat16-mixed"}))
     trainer = SimpleNamespace(port=SimpleNamespace(precision=FLOAT32))
     with pytest.raises(CheckpointError, match="was trained at bfloat16-mixed, not float32"):
-        restore(tmp_path, spec, recipe.replace(seed=0), trainer)
+        restore(tmp_path, spec, recipe.replace(seed=0), trainer, data.name)
