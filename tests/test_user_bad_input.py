@@ -1,13 +1,16 @@
 """Bad `--model` input: each is one `error:` line naming the problem, exit 2, no traceback, and
-every file in the folder byte-identical afterwards (tests/adversarial.py's `refused`)."""
+every file in the folder byte-identical afterwards (tests/adversarial.py's `refused`; the models
+that fail only once run are `compare.py` processes in the background, checked the same way)."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.adversarial import refused
+from tests import background
+from tests.adversarial import Outcome, refused, snapshot
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SPEC = ("--spec", "mnist-vit-small")
@@ -52,11 +55,38 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# The model is built, bound and run before it is refused: seconds of a torch worker each, which the
+# pytest process would spend waiting, so these run as `compare.py` processes in the background.
+RUN_CASES = ("forward_raises", "wrong_shape", "nan_logits", "unbindable")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in RUN_CASES])
 def test_a_bad_model_is_refused_in_one_line(tmp_path, case: str) -> None:
     text, expect = CASES[case]
     (tmp_path / "mine.py").write_text(text)
     refused(tmp_path, "verify", "--model", "mine.py:build", *SPEC, expect=expect)
+
+
+@background.task("bad-models-run", "test_user_bad_input.py::test_a_model_that_fails_when_run")
+def bad_models_run(start: background.Start) -> dict[str, tuple[Outcome, dict[str, str], dict[str, str]]]:
+    """Each RUN_CASES model's `verify --model` in a folder of its own: (outcome, the folder's files
+    before, after)."""
+    runs = {}
+    for case in RUN_CASES:
+        folder = Path(tempfile.mkdtemp(prefix=f"portbench-bad-model-{case}-"))
+        (folder / "mine.py").write_text(CASES[case][0])
+        before = snapshot(folder)
+        outcome = background.compare_py(start, "verify", "--model", "mine.py:build", *SPEC, cwd=folder)
+        runs[case] = (outcome, before, snapshot(folder))
+    return runs
+
+
+@pytest.mark.parametrize("case", RUN_CASES)
+def test_a_model_that_fails_when_run_is_refused_in_one_line(case: str) -> None:
+    outcome, before, after = background.result("bad-models-run")[case]
+    assert outcome.code == 2, (outcome.code, outcome.stderr)
+    assert CASES[case][1] in outcome.error, outcome.error
+    assert after == before, "a file was changed, added or left behind"
 
 
 def test_a_missing_file_and_a_malformed_reference_are_refused_before_any_worker(tmp_path) -> None:
