@@ -42,7 +42,7 @@ from shared.errors import InputError
 ORDER = 45
 HELP = "measure every rung of the precision ladder against float64"
 ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")
-DEFAULT_DEVICE, DEFAULT_TIMEOUT_S = "cpu", 3600.0  # a measuring run's
+DEFAULT_TIMEOUT_S = 3600.0  # a measuring run's: every preset at every rung in one worker per framework
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--rungs", type=listed("comma-separated rungs"),
                         help=f"comma-separated, of {','.join(RUNGS)} "
                                         f"(default: {','.join(LOW_RUNGS)}; tf32 needs --device cuda)")
-    DEVICE.add(parser, default=None, shown=DEFAULT_DEVICE)  # None: with --from, given is refused
+    DEVICE.add(parser, default=None, shown=DEVICE.default)  # None: with --from, given is refused
     TIMEOUT.add(parser, default=None, shown=DEFAULT_TIMEOUT_S)
     parser.add_argument("--from", type=non_empty, dest="sources", action="append", metavar="JSON",
                         help="measure nothing: read a --json file of an earlier run (once per path)")
@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                                       offered=NATIVE)  # the ladder measures the parallel texts
         label = arithmetic_path()
         measured, pairs = measure(presets, frameworks, rungs, args.timeout or DEFAULT_TIMEOUT_S,
-                                  args.device or DEFAULT_DEVICE)
+                                  args.device or DEVICE.default)
         _print(label, measured)
         paths = {label: (measured, pairs)}
         if args.json:
