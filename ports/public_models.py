@@ -1,6 +1,6 @@
-"""The public implementations a user would pick instead of a port, for `compare.py peers`: timm's
-VisionTransformer, Transformers' ViTForImageClassification in PyTorch, TensorFlow and Flax (those two
-4.x's only), and keras-hub's ViTImageClassifier, timed in their own worker process. Each function sets its
+"""The public implementations a user would pick instead of a port, for `compare.py peers`: the timm,
+Transformers and keras-hub classes that compute the spec (Transformers' TensorFlow and Flax classes:
+4.x's ViTForImageClassification only), timed in their own worker process. Each function sets its
 framework's threads, builds the model with `make` (the library's plug-in's constructor, bound to
 the spec by shared/measure/peer_timing.py: random-initialised, nothing downloaded) and returns a
 synchronised forward call on the run's canonical NHWC images, and facts about it (parameter count,
@@ -104,14 +104,17 @@ def hf_tf_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
 
 def keras_hub_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
                   make: Callable[[], Any]) -> Built:
-    """keras-hub ViTImageClassifier on Keras 3 (TensorFlow backend): `predict_on_batch`, what a
-    user calls (Keras' jit_compile="auto"), or `graph`, a tf.function like the Keras port's."""
+    """The keras-hub class that computes the spec (ViTImageClassifier, or the family's own: the
+    keras_hub exporter's choice) on Keras 3 (TensorFlow backend): `predict_on_batch`, what a user
+    calls (Keras' jit_compile="auto"), or `graph`, a tf.function like the Keras port's."""
     import tensorflow as tf
 
     _tf_threads(threads)
     model = make()
     x = tf.constant(images)
-    facts = {"params": int(model.count_params()), "mode": mode}
+    # its trainable variables: count_params also counts an integer table (SigLIP's position_ids)
+    count = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+    facts = {"params": count, "mode": mode}
     if mode == "graph":
         forward = tf.function(lambda t: model(t, training=False), jit_compile=False)
         return (lambda: forward(x).numpy()), facts

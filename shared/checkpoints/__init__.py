@@ -30,7 +30,8 @@ library's keys (tests/test_checkpoints_plugins.py holds that). Its interface:
   its library's own arguments, holding it as its `model` attribute (the model's layers are the
   caller's behind "model.", where `trace` captures them) and laying a captured layer's output out
   as the batch's tokens with `batch_tokens(path, value)` after a call;
-- `build_model(spec, ...)` (where the library builds models: the peers `compare.py peers` times).
+- `build_model(spec, ...)` and `check_buildable(spec, ...)` (where the library builds models:
+  the peers `compare.py peers` times, and what it refuses to build, by field).
 
 Mapping code is NumPy only: torch is imported inside functions, only to read or write torch files
 (`torch.load(weights_only=True)`), and h5py only to read or write keras-hub's `.weights.h5`.

@@ -1,6 +1,7 @@
 """Each port against the public implementation a user would pick instead (`compare.py peers`): timm eager and
-compiled, Transformers' ViT in PyTorch / TensorFlow / Flax (4.x's), keras-hub's ViT, each random-initialised
-(nothing downloaded) on the model the spec describes (ports/public_models.py builds them), on the same
+compiled, Transformers' class in PyTorch (its ViT in TensorFlow / Flax, 4.x's), keras-hub's class, each
+random-initialised (nothing downloaded) on the model the spec describes (each library's plug-in builds it and
+says what it cannot build; ports/public_models.py times it), on the same
 seeded images, batch, threads and CPU pinning. Every implementation runs in its own fresh worker (the
 `peers` job kind), each port next to its peers, and the whole sequence runs in several rounds (a b c a b c),
 so a burst of load cannot land on one implementation only. Ratios are port / peer medians, with the range
@@ -16,7 +17,7 @@ import importlib.util
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -62,46 +63,26 @@ PLAN: dict[str, list[Impl]] = {
 
 
 def refusal(family: str, spec: ModelSpec) -> str | None:
-    """Why one peer family cannot build `spec` (None: it can). timm and Transformers' PyTorch classes
-    build what their exporters accept (the newer families and the towers too: the class that
-    computes the spec); Transformers' TF and Flax ViTs and keras-hub's are standard ViTs only."""
+    """Why one peer family cannot build `spec` (None: it can): its library's plug-in says
+    (`check_buildable`, with the options `build_model` gets: timm's, Transformers' PyTorch class
+    and keras-hub's are the classes their exporters write; Transformers' TF and Flax classes are
+    its ViT's only)."""
     if spec.batching != "fixed":  # every peer runner times an NHWC batch: a patch batch is the ports' only
         return f"batching={spec.batching!r} (peers run NHWC images of one size)"
-    if family in ("timm", "hf-torch"):
-        fmt = family.removesuffix("-torch")
-        try:
-            format_module(fmt).check_exportable(fmt, spec)
-        except SpecError as exc:
-            return str(exc).removeprefix("cannot export to ")
-        if family == "hf-torch":
-            return None
-        if spec.rope != "none":  # exported as timm's Eva; the peer runner builds VisionTransformer
-            return f"rope={spec.rope!r} (the timm peer builds VisionTransformer, which has no RoPE)"
-        if spec.heads * spec.head_dim != spec.dim:
-            return f"heads*head_dim={spec.heads * spec.head_dim} (timm's Attention needs dim={spec.dim})"
-        return None
-    wanted = {"class_token": True, "pooling": "cls", "pos_embed": "learned", "pos_embed_class_row": True,
-              "norm": "pre", "final_norm": "tokens", "head_hidden": (), "activation": "gelu",
-              "qkv_bias": True}
-    defaults = {f.name: f.default for f in fields(ModelSpec) if f.name in ModelSpec.ADDED_FIELDS}
-    wrong = [f"{k}={getattr(spec, k)!r} (peers need {v!r})" for k, v in (wanted | defaults).items()
-             if getattr(spec, k) != v]
-    if spec.heads * spec.head_dim != spec.dim:
-        wrong.append(f"heads*head_dim={spec.heads * spec.head_dim} (peers need dim={spec.dim})")
-    if spec.image_height != spec.image_width or spec.patch_height != spec.patch_width:
-        wrong.append("non-square image or patch (Transformers' ViT takes one size)")
-    seq_len = spec.derived.seq_len
-    if spec.image_height % spec.patch_height or (spec.pos_rows or seq_len) != seq_len:
-        wrong.append("image not a whole number of patches, or an explicit pos_rows")
-    return "not a standard ViT: " + "; ".join(wrong) if wrong else None
+    fmt, options = PEER_MODELS[family]
+    try:
+        format_module(fmt).check_buildable(spec, **options)
+    except SpecError as exc:
+        return str(exc).removeprefix("cannot export to ")
+    return None
 
 
 def check_expressible(spec: ModelSpec) -> None:
     """Refuse, naming every field, a spec that no peer can build."""
-    why = {family: refusal(family, spec) for family in ("timm", "standard")}
+    why = {family: refusal(family, spec) for family in PEER_MODELS}
     if all(why.values()):
-        raise SpecError(f"spec {spec.name!r} is a model no peer can build: timm: {why['timm']}; "
-                        f"Transformers and keras-hub: {why['standard']}")
+        raise SpecError(f"spec {spec.name!r} is a model no peer can build: "
+                        + "; ".join(f"{family}: {reason}" for family, reason in why.items()))
 
 
 def plan(frameworks: list[str], modes: tuple[str, ...],

@@ -107,6 +107,7 @@ from shared.checkpoints.common import (
     naflex_table,
     require,
     require_class_token_readout,
+    require_defaults,
     require_plain_blocks,
     resampled_table,
     spelled,
@@ -1102,21 +1103,22 @@ def model_type_for(s: ModelSpec) -> str:
     return "vit"
 
 
+def check_vit_exportable(s: ModelSpec, target: str = TARGET) -> None:
+    """What ViTForImageClassification (in any framework) computes: none of the later features."""
+    require_class_token_readout(target, s)
+    require_plain_blocks(target, s)
+    require_defaults(target, s)
+    require(s.num_classes > 0, target, "num_classes", 0, "a classifier (num_classes > 0)")
+    require(s.activation in ("gelu", "gelu_tanh"), target, "activation", s.activation, "gelu or gelu_tanh")
+
+
 def check_exportable(fmt: str, s: ModelSpec) -> None:
     model_type = model_type_for(s)
     if model_type in QWEN_CLASSES:
         check_qwen_exportable(model_type, s)
         return
     if model_type == "vit":
-        require_class_token_readout(TARGET, s)
-        require_plain_blocks(TARGET, s)
-        for name in ("registers", "qk_norm", "patch_norm_in", "patch_norm_out"):
-            require(not getattr(s, name), TARGET, name, getattr(s, name), "none")
-        require(s.num_classes > 0, TARGET, "num_classes", 0, "a classifier (num_classes > 0)")
-        require(s.patch_bias, TARGET, "patch_bias", s.patch_bias, "true (its patch projection has a bias)")
-        require(s.mlp == "standard", TARGET, "mlp", s.mlp, "standard")
-        require(s.activation in ("gelu", "gelu_tanh"), TARGET, "activation", s.activation,
-                "gelu or gelu_tanh")
+        check_vit_exportable(s)
         return
     arch = ARCHITECTURES[model_type]
     target = f"Hugging Face {arch.model_class}"
@@ -1214,11 +1216,26 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
 CLASS_PREFIX = {"torch": "", "tf": "TF", "flax": "Flax"}
 
 
+def check_buildable(s: ModelSpec, framework: str = "torch", **options: Any) -> None:
+    """What `build_model` builds in `framework`: in PyTorch, the class the exporter writes for `s`;
+    in TensorFlow and Flax (Transformers 4.x), ViTForImageClassification only (a peer reads its
+    logits), at one image and one patch size."""
+    if framework == "torch":
+        check_exportable("hf", s)
+        return
+    target = f"Hugging Face {CLASS_PREFIX[framework]}{MODEL_CLASSES['vit']}"
+    check_vit_exportable(s, target)
+    require(qwen_type_for(s) is None, target, "merge_size", s.merge_size, "1 (no patch merger)")
+    # the TensorFlow and Flax classes read image_size and patch_size as one side
+    require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
+            s.image_width, "square images and patches")
+
+
 def build_model(s: ModelSpec, framework: str = "torch", **options: Any) -> Any:
     """The Transformers model that computes `s`, random-initialised (what a timing peer and the
     tests build): the class `config_for(s)` names, in `framework` (the TensorFlow and Flax classes
-    exist in Transformers 4.x only), built from that config; `options` go to the class (Flax's
-    `input_shape`, `seed`)."""
+    exist in Transformers 4.x only; `check_buildable` says which), built from that config; `options`
+    go to the class (Flax's `input_shape`, `seed`)."""
     import transformers
 
     config = config_for(s)
@@ -1227,9 +1244,8 @@ def build_model(s: ModelSpec, framework: str = "torch", **options: Any) -> Any:
     if model_class is None:
         needs = TRANSFORMERS4_NEEDED if framework != "torch" else "a Transformers that has it"
         raise FrameworkUnavailable(f"transformers {transformers.__version__} has no {name}: it needs {needs}")
-    if framework != "torch":  # the TensorFlow and Flax classes read image_size and patch_size as one side
-        require(s.image_height == s.image_width and s.patch_height == s.patch_width, model_class.__name__,
-                "image_width", s.image_width, "square images and patches")
+    if framework != "torch":
+        check_buildable(s, framework)
         config |= {"image_size": s.image_height, "patch_size": s.patch_height}
     return model_class(transformers.AutoConfig.for_model(**config), **options)
 

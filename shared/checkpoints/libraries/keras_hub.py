@@ -1034,6 +1034,11 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return raw | family_for(s).extras(s, raw)
 
 
+def check_buildable(s: ModelSpec) -> None:
+    """What `build_model` builds: what the exporter writes (the family's task or backbone)."""
+    check_exportable("keras_hub", s)
+
+
 def build_model(s: ModelSpec) -> Any:
     """The keras-hub model that computes `s`, random-initialised (what a timing peer builds): the
     task (or the backbone alone) its family's config.json / task.json describe, deserialised by

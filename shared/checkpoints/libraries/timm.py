@@ -979,6 +979,11 @@ def target(s: ModelSpec, split: bool = False) -> tuple[str, dict[str, Any]]:
     return cls, model_kwargs(s, split)
 
 
+def check_buildable(s: ModelSpec) -> None:
+    """What `build_model` builds: what the exporter writes (`target`'s class)."""
+    check_exportable("timm", s)
+
+
 def build_model(s: ModelSpec) -> Any:
     """The timm model that computes `s`, random-initialised (what a timing peer and the tests
     build): `target(s)`'s class and keyword arguments."""
