@@ -4,7 +4,7 @@ the public implementation a user would pick instead, in one run (shared/measure/
   torch eager    vs timm eager and Transformers' PyTorch class (eager; the towers' own too)
   torch compiled vs timm under torch.compile
   flax compiled  vs Transformers' FlaxViT under jax.jit
-  keras compiled vs keras-hub's ViT (predict_on_batch, and in a tf.function) and Transformers'
+  keras compiled vs keras-hub's class (predict_on_batch, and in a tf.function) and Transformers'
                  TFViT in a tf.function
 
 Every implementation is random-initialised on the model the spec describes (nothing is
