@@ -21,6 +21,7 @@ import compare
 from shared import REPO_ROOT
 from shared.checkpoints.libraries import timm as timm_format
 from shared.core.presets import get_preset
+from shared.errors import SpecError
 from shared.measure import peer_timing, rounds
 from shared.measure.contention import CONTENDED
 from tests import background
@@ -135,6 +136,9 @@ def test_a_spec_the_peers_cannot_build_is_refused() -> None:
     impls, _, refused = peer_timing.plan(["torch"], ("eager",), get_preset("packed-tiny"))
     assert [i.name for i in impls] == ["port:torch:eager"] and len(refused) >= 2, refused
     assert all("batching='packed' (peers run NHWC images of one size)" in line for line in refused)
+    every = r"build: timm, hf-torch, hf-flax, hf-tf, keras-hub: batching='packed' \(peers run NHWC"
+    with pytest.raises(SpecError, match=every + r" images of one size\)$"):  # said once, for all
+        peer_timing.check_expressible(get_preset("packed-tiny"))
 
 
 def test_fewer_timed_calls_than_a_median_needs_are_refused() -> None:

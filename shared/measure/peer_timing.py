@@ -79,10 +79,13 @@ def refusal(family: str, spec: ModelSpec) -> str | None:
 
 def check_expressible(spec: ModelSpec) -> None:
     """Refuse, naming every field, a spec that no peer can build."""
-    why = {family: refusal(family, spec) for family in PEER_MODELS}
-    if all(why.values()):
-        raise SpecError(f"spec {spec.name!r} is a model no peer can build: "
-                        + "; ".join(f"{family}: {reason}" for family, reason in why.items()))
+    families: dict[str, list[str]] = {}  # each reason once, with the peers that give it
+    for family in PEER_MODELS:
+        if (reason := refusal(family, spec)) is None:
+            return
+        families.setdefault(reason, []).append(family)
+    raise SpecError(f"spec {spec.name!r} is a model no peer can build: "
+                    + "; ".join(f"{', '.join(names)}: {reason}" for reason, names in families.items()))
 
 
 def plan(frameworks: list[str], modes: tuple[str, ...],
