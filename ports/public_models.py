@@ -121,6 +121,15 @@ def keras_hub_vit(spec: ModelSpec, images: np.ndarray, mode: str, threads: int,
     return (lambda: model.predict_on_batch(x)), {**facts, "jit_compile": str(model.jit_compile)}
 
 
+def parameter_sizes(model: Any, names: tuple[str, ...]) -> dict[str, int]:
+    """The size of each parameter of `model` named in `names`, a library's table's native names
+    for a torch module's parameters (the other peers count their trainable variables: none)."""
+    named = getattr(model, "named_parameters", None)
+    if not callable(named):
+        return {}
+    return {name: int(p.numel()) for name, p in named() if name in names}
+
+
 # (spec, images, mode, threads, make): make builds the library's model for the spec
 BUILDERS: dict[str, Callable[[ModelSpec, np.ndarray, str, int, Callable[[], Any]], Built]] = {
     "timm": timm_vit, "hf-torch": hf_torch_vit, "hf-flax": hf_flax_vit, "hf-tf": hf_tf_vit,

@@ -62,6 +62,8 @@ LONG_MODULES: dict[str, str] = {  # "path" -> why it may exceed MAX_LINES
                               "its source: a table read top to bottom, where a new preset is one entry; "
                               "the full-size ones build on the small ones' base specs (_VIT_B16), so a "
                               "split would import them back",
+    "shared/measure/peer_timing.py": "the peers' timing, whole: which public implementation builds which "
+                                     "spec, the job kind, its worker side and the A/B findings",
     "ports/keras/user.py": "the parallel text of a user's model in Keras: the interface every port's user.py "
                            "has, with one walk for Keras 3 and tf_keras layers and functional graphs",
     "shared/core/weights.py": "the canonical layout whole: its table, its file, and each conversion to a "

@@ -164,6 +164,9 @@ def report_text(spec: Any, args: argparse.Namespace, results: dict[str, dict[str
         roof = (f"{100 * r['gflops'] / rate:.0f}%{'?' if warning else ''}{'!' if above else ''} of "
                 f"{rate:.3g}") if rate else "-"
         notes.extend([*(wrap(warning) if warning else []), *(wrap(above) if above else [])])
+        if r.get("unread"):  # left out of its count, as the spec's count leaves them out
+            unread = ", ".join(r["unread"])
+            notes.extend(wrap(f"{name}: params leave out {unread}, which its forward never reads"))
         rows.append([name + (" CONTENDED" if busy else ""), f"{fmt_seconds(r['median'])} ±"
                      f"{fmt_seconds(r['iqr'] / 2)}", str(r["n"]), f"{r['params']:,}", f"{r['gflops']:.3g}",
                      roof, fmt_seconds(r["first_call_s"])])

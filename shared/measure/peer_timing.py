@@ -18,8 +18,9 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from functools import partial
 from typing import Any
+
+import numpy as np
 
 import ports
 from shared.checkpoints import format_module
@@ -207,10 +208,25 @@ PEER_MODELS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def peer_model(family: str, spec: ModelSpec) -> Callable[[], Any]:
-    """What builds `family`'s model of `spec`, called in the worker that times it."""
+def peer_call(family: str, mode: str, spec: ModelSpec, images: np.ndarray,
+              threads: int) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """`family`'s timed call on `images` and its facts (ports/public_models.py), in the worker that
+    times it. Its parameter count leaves out those its library's table says the forward never
+    reads (Transformers' DINOv2 and DINOv3 mask_token, read only with bool_masked_pos), as the
+    spec's count does: equal counts say the peer is the same model."""
     fmt, options = PEER_MODELS[family]
-    return partial(format_module(fmt).build_model, spec, **options)
+    public = importlib.import_module("ports.public_models")
+    built: list[Any] = []
+
+    def make() -> Any:
+        built.append(format_module(fmt).build_model(spec, **options))
+        return built[-1]
+
+    call, facts = public.BUILDERS[family](spec, images, mode, threads, make)
+    unread = public.parameter_sizes(built[0], format_module(fmt).table(fmt, spec).inert)
+    if unread:
+        facts |= {"params": facts["params"] - sum(unread.values()), "unread": sorted(unread)}
+    return call, facts
 
 
 # ---- the worker side: the `peers` job kind (`PEERS`, declared below) ------------------------------
@@ -224,8 +240,7 @@ def run(framework: str, job: dict[str, Any], out: Output) -> None:
         call, facts = _port_call(impl, spec, images, job)
     else:
         family, _, mode = impl.partition(":")
-        builders = importlib.import_module("ports.public_models").BUILDERS
-        call, facts = builders[family](spec, images, mode, threads, peer_model(family, spec))
+        call, facts = peer_call(family, mode, spec, images, threads)
     out.report.update(facts)
     out.report["runs_as"] = runs_as(impl, facts)
     first, _ = time_once(call)
