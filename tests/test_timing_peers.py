@@ -134,6 +134,11 @@ def test_a_spec_the_peers_cannot_build_is_refused() -> None:
     impls, _, refused = peer_timing.plan(["torch"], ("eager",), get_preset("packed-tiny"))
     assert [i.name for i in impls] == ["port:torch:eager"] and len(refused) >= 2, refused
     assert all("batching='packed' (peers run NHWC images of one size)" in line for line in refused)
+    # Transformers 4.x's TF ViT has a bias on query, key and value whatever the config says; its Flax
+    # ViT reads qkv_bias
+    unbiased = get_preset("quadrant").replace(qkv_bias=False)
+    assert "spec field qkv_bias=False" in peer_timing.refusal("hf-tf", unbiased)
+    assert peer_timing.refusal("hf-flax", unbiased) is None
     every = r"build: timm, hf-torch, hf-flax, hf-tf, keras-hub: batching='packed' \(peers run NHWC"
     with pytest.raises(SpecError, match=every + r" images of one size\)$"):  # said once, for all
         peer_timing.check_expressible(get_preset("packed-tiny"))

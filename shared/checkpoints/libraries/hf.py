@@ -1211,6 +1211,10 @@ def finish_export(fmt: str, s: ModelSpec, raw: Raw) -> Raw:
     return raw
 
 
+# The spec's activations as Transformers 4.x's TensorFlow ACT2FN spells them, where it differs
+# from HF_ACT's first spelling (gelu_new is the tanh approximation gelu_pytorch_tanh computes)
+TF_ACT = {"gelu_tanh": "gelu_new"}
+
 # Transformers 4.x names its TensorFlow and Flax classes so (5.x has PyTorch only: a process needing them
 # gets 4.x's side directory, shared/runtime/process_env.py's `transformers4_env`)
 CLASS_PREFIX = {"torch": "", "tf": "TF", "flax": "Flax"}
@@ -1226,6 +1230,8 @@ def check_buildable(s: ModelSpec, framework: str = "torch", **options: Any) -> N
     target = f"Hugging Face {CLASS_PREFIX[framework]}{MODEL_CLASSES['vit']}"
     check_vit_exportable(s, target)
     require(qwen_type_for(s) is None, target, "merge_size", s.merge_size, "1 (no patch merger)")
+    require(s.qkv_bias or framework != "tf", target, "qkv_bias", s.qkv_bias,
+            "true (TFViTSelfAttention reads no qkv_bias: its query, key and value always have one)")
     # the TensorFlow and Flax classes read image_size and patch_size as one side
     require(s.image_height == s.image_width and s.patch_height == s.patch_width, target, "image_width",
             s.image_width, "square images and patches")
@@ -1247,6 +1253,8 @@ def build_model(s: ModelSpec, framework: str = "torch", **options: Any) -> Any:
     if framework != "torch":
         check_buildable(s, framework)
         config |= {"image_size": s.image_height, "patch_size": s.patch_height}
+    if framework == "tf":  # 4.x's TensorFlow activations have no gelu_pytorch_tanh: the same function
+        config["hidden_act"] = TF_ACT.get(s.activation, config["hidden_act"])
     return model_class(transformers.AutoConfig.for_model(**config), **options)
 
 def write(fmt: str, s: ModelSpec, raw: Raw, out: Path, force: bool = False) -> list[str]:
