@@ -150,3 +150,12 @@ def test_no_product_file_imports_a_plug_in_by_name() -> None:
                 [a.name for a in node.names] if isinstance(node, ast.Import) else []
             found += [f"{path.relative_to(ROOT)}: {n}" for n in names if "checkpoints.libraries" in n]
     assert found == []
+
+
+def test_a_plug_in_that_builds_models_says_what_it_cannot_build() -> None:
+    """The peers ask `check_buildable` before `build_model` (shared/measure/peer_timing.py): a
+    plug-in with one has the other."""
+    from shared.checkpoints import plugins
+
+    for plugin in plugins():
+        assert hasattr(plugin, "build_model") == hasattr(plugin, "check_buildable"), plugin.__name__
