@@ -79,7 +79,7 @@ def refusal(family: str, spec: ModelSpec) -> str | None:
 
 
 def check_expressible(spec: ModelSpec) -> None:
-    """Refuse, naming every field, a spec that no peer can build."""
+    """Refuse a spec that no peer can build, naming the field each peer refuses."""
     families: dict[str, list[str]] = {}  # each reason once, with the peers that give it
     for family in PEER_MODELS:
         if (reason := refusal(family, spec)) is None:
