@@ -137,6 +137,20 @@ def test_weights_exported_from_one_port_run_in_another(source: str) -> None:
         assert all(np.array_equal(receiver.export()[k], v) for k, v in exported.items()), target
 
 
+@pytest.mark.parametrize("preset", ["quadrant", "siglip-tiny", "clip-tiny", "dinov2-reg-tiny"])
+def test_two_flax_models_of_one_spec_have_one_graph(preset: str) -> None:
+    """nnx.jit keys its compiled functions on the model's graph, whose static attributes compare by
+    equality. A lambda or a partial made per model (a block without LayerScale, the GELU form) made
+    every new model a new graph, so the training step compiled again for every seed: the training
+    loop's Flax job took twice as long. Each GELU form, QuickGELU and LayerScale here."""
+    from flax import nnx
+
+    spec = get_preset(preset)
+    # Two new models (ports_cache.port returns one), both alive: a freed lambda's address is reused.
+    first, second = ports.create_port("flax", spec), ports.create_port("flax", spec)
+    assert nnx.graphdef(first.model) == nnx.graphdef(second.model)
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_dropout_only_in_train_mode(framework: str) -> None:
     spec = get_preset("quadrant").replace(dropout_mlp=0.5, dropout_attn=0.5, dropout_embed=0.5)

@@ -47,10 +47,17 @@ RESAMPLE_MISSING: dict[str, str] = {
 }
 
 
+# Each GELU form's function, made once (and nnx.identity, not a lambda, where a block has no
+# LayerScale): nnx.jit compares a model's static attributes by equality, and two partials or lambdas
+# never compare equal, so one made per model would compile a jitted step again for every new model
+# of the same spec (every seed of a training run).
+GELU_FORMS: dict[str, Callable[[jax.Array], jax.Array]] = {}
+
+
 def activation(form: str) -> Callable[[jax.Array], jax.Array]:
     # Always pass the GELU form: jax.nn.gelu (and nnx.gelu) default to the tanh approximation.
     if form in ("gelu", "gelu_tanh"):
-        return partial(jax.nn.gelu, approximate=form != "gelu")
+        return GELU_FORMS.setdefault(form, partial(jax.nn.gelu, approximate=form != "gelu"))
     # QuickGELU (OpenAI CLIP): x * sigmoid(1.702 x), no framework has it as a layer; SiLU: x * sigmoid(x).
     return QuickGELU() if form == "quick_gelu" else jax.nn.silu
 
@@ -288,10 +295,10 @@ class Block(nnx.Module):
         kv_heads = spec.derived.kv_heads  # grouped-query attention: the blocks' key/value heads
         self.attn = Attention(spec, self.tag, biases, spec.qk_norm, spec.rope != "none", kv_heads, rngs,
                               dtype)
-        self.ls1 = LayerScale(spec) if spec.layer_scale else lambda y: y
+        self.ls1 = LayerScale(spec) if spec.layer_scale else nnx.identity
         self.norm2 = norm_layer(spec, spec.dim, "blocks", rngs)
         self.mlp = Mlp(spec, spec.mlp == "gated", biases, rngs, dtype)
-        self.ls2 = LayerScale(spec) if spec.layer_scale else lambda y: y
+        self.ls2 = LayerScale(spec) if spec.layer_scale else nnx.identity
 
     def __call__(self, x: jax.Array, taps: Taps = NO_TAPS, key_mask: jax.Array | None = None,
                  rope_rows: jax.Array | None = None) -> jax.Array:
