@@ -89,7 +89,7 @@ def _batch(options: dict[str, Any]) -> int:
     """The options, checked as `compare.py` checks its flags: an unknown name, a value of another
     type, or a batch that is not a positive integer is one InputError line, not a bare ValueError
     or TypeError from deep inside (a weights=5 read as a file descriptor)."""
-    from ports import parse_frameworks
+    from shared.cli._lists import parse_frameworks
     from shared.cli._options import INPUT_LAYOUT
 
     unknown = sorted(set(options) - set(OPTIONS))

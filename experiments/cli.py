@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from experiments import attention, positions, quadrant
-    from ports import parse_frameworks
+    from shared.cli._lists import parse_frameworks
     from shared.cli.train import parse_seeds
     from shared.core.budget import check_options
     from shared.core.paths import make_folders, output_path

@@ -13,12 +13,11 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
-from shared.errors import FrameworkUnavailable, InputError, first_line
+from shared.errors import FrameworkUnavailable, first_line
 
 if TYPE_CHECKING:
     from shared.runtime.contract import PortInterface, PortModule
@@ -99,42 +98,6 @@ def unknown_framework(name: str) -> str:
 
 
 NOTHING_INSTALLED = "no framework is installed; install one of the extras, e.g. pip install -e '.[torch]'"
-
-
-def parse_frameworks(text: str | None, default: Sequence[str] = NATIVE, offered: Sequence[str] | None = None,
-                     reference: bool = False) -> list[str]:
-    """The frameworks a `--frameworks` value names: the one reading every command shares.
-
-    Not given (None): `default`, as the command computed it. 'all': every installed one of
-    `offered` (None: every registered port). Otherwise comma-separated names: a name that is not
-    registered is `unknown_framework`'s line, the same in every command; a registered one the
-    command does not offer, and 'reference' (the float64 oracle alone) unless `reference` allows
-    it, is refused naming what it offers; an empty list is refused, not read as the default."""
-    offered = tuple(PORTS) if offered is None else tuple(offered)
-    choices = ("reference", *offered) if reference else offered
-    if text is None:
-        return list(default)
-    if text.strip() == "all":
-        names = [n for n in offered if missing_requirement(n) is None]
-        if not names:
-            raise FrameworkUnavailable(NOTHING_INSTALLED)
-        return names
-    items = [n.strip() for n in text.split(",")]
-    names = [n for n in items if n]
-    if not names:
-        raise InputError(f"--frameworks is empty; expected some of: {', '.join(choices)}")
-    if len(names) != len(items):  # `torch,,keras`: never read as a shorter list
-        raise InputError(f"--frameworks {text!r} has an empty item; expected comma-separated framework names")
-    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if twice is not None:  # it would run, and be shown, twice
-        raise InputError(f"--frameworks {text!r} names {twice!r} twice; name each once")
-    for n in names:
-        if n not in PORTS and n != "reference":
-            raise FrameworkUnavailable(unknown_framework(n))
-        if n not in choices:
-            raise FrameworkUnavailable(f"framework {n!r} is not one this command runs; expected some of: "
-                                       f"{', '.join(choices)}")
-    return names
 
 
 def load_port_module(name: str) -> PortModule:

@@ -1,8 +1,8 @@
 """Class 7, the same option means the same thing everywhere: every option several commands take
 is one row of the options table (shared/cli/_options.py), so a bad value is the same one-line
 error, exit 2, in every command that takes it, and every command reads `--frameworks` through the
-one parser (ports.parse_frameworks): an unknown name, an empty list, 'reference' where it is not
-run are each the same line everywhere."""
+one parser (the table's `parse_frameworks`): an unknown name, an empty list, 'reference' where it
+is not run are each the same line everywhere."""
 
 from __future__ import annotations
 
@@ -143,8 +143,27 @@ def test_a_command_that_does_not_run_the_reference_alone_refuses_it(tmp_path: Pa
     assert line.startswith("error: framework 'reference' is not one this command runs; expected some of: ")
 
 
+def test_the_one_list_reading() -> None:
+    """Every comma-separated option (frameworks, modes, presets, rungs, seeds, sweep points,
+    shapes) is read by `comma_list`: the same refusals, in the same words, naming the option."""
+    from shared.cli._lists import comma_list, whole_number
+    from shared.errors import InputError
+
+    seeds = whole_number(0)
+    assert comma_list(" 0, 2 ,1", "--seeds", "seeds", seeds) == [0, 2, 1]  # in the order given
+    for text, line in [(" , ", "--seeds is empty; expected seeds"),
+                       ("0,,1", "--seeds '0,,1' has an empty item; expected seeds"),  # never shorter
+                       ("0,-1", "--seeds has '-1'; expected seeds"),
+                       ("0,1.5", "--seeds has '1.5'; expected seeds"),
+                       ("1,01", "--seeds '1,01' names '01' twice; name each once")]:  # equal once read
+        with pytest.raises(InputError) as info:
+            comma_list(text, "--seeds", "seeds", seeds)
+        assert str(info.value) == line
+
+
 def test_the_one_framework_parser() -> None:
-    from ports import NATIVE, PORTS, installed, parse_frameworks
+    from ports import NATIVE, PORTS, installed
+    from shared.cli._lists import parse_frameworks
     from shared.errors import FrameworkUnavailable, InputError
 
     here = [name for name, why in installed().items() if why is None]
@@ -266,8 +285,8 @@ USER_ENTRIES = "expected one of torch, keras, flax, keras-jax, keras-torch, mlx"
      "--seed 3 seeds portbench's initial weights, and your --model"),
     # each refused before --out is made: a refused experiment left an empty folder behind
     (["experiment", "plateau", "--data", "foo", "--out", "exp"], "--data 'foo': the plateau experiment"),
-    (["experiment", "plateau", "--shapes", "16/x", "--out", "exp"], "--shapes '16/x': expected WIDTH/HEADS"),
-    (["experiment", "narrow", "--seeds", "a,b", "--out", "exp"], "--seeds 'a,b': expected comma-separated"),
+    (["experiment", "plateau", "--shapes", "16/x", "--out", "exp"], "--shapes has '16/x'; expected distinct"),
+    (["experiment", "narrow", "--seeds", "a,b", "--out", "exp"], "--seeds has 'a'; expected distinct whole"),
     (["experiment", "plateau", "--steps", "8", "--window", "16", "--out", "exp"],
      "--window 16: expected at most --steps = 8"),  # a trailing mean that never fills: no verdict
     (["time", "--factorial", "quadrant", "mnist-vit-small", "--frameworks", "torch"],

@@ -126,7 +126,7 @@ def test_version_names_portbench_and_every_framework_without_importing_one() -> 
 
 
 def test_an_unknown_framework_is_refused_before_any_tool_or_framework_is_imported() -> None:
-    """Every command that takes `--frameworks` reads the list (ports.parse_frameworks) before it
+    """Every command that takes `--frameworks` reads the list (`parse_frameworks`) before it
     imports a tool module: the refusal costs no tool's import and no framework's."""
     taking = taking_frameworks()
     assert {"main", "time", "verify", "peers", "sweep"} <= set(taking)

@@ -263,7 +263,7 @@ def test_shapes_are_parsed_and_checked() -> None:
     assert parse_shapes("16/2, 24/3,32/4") == [(16, 2), (24, 3), (32, 4)]
     assert shape_spec(24, 3).head_dim == 8 and shape_spec(16, 2).derived.params == \
         get_preset("quadrant-narrow").derived.params
-    with pytest.raises(InputError, match="--shapes '16/3'"):
+    with pytest.raises(InputError, match="--shapes has '16/3'; expected"):
         parse_shapes("16/3")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import ports
+from shared.cli._lists import parse_frameworks
 from shared.core import reference
 from shared.core.equivalence import check_logits, check_pair
 from shared.core.inputs import probe_batch
@@ -188,7 +189,7 @@ def test_missing_framework_is_reported_not_raised_on_import(monkeypatch) -> None
     with pytest.raises(FrameworkUnavailable, match=expected):
         ports.create_port("phantom", get_preset("quadrant"))
     with pytest.raises(FrameworkUnavailable, match="unknown framework 'mxnet'"):
-        ports.parse_frameworks("torch,mxnet")
+        parse_frameworks("torch,mxnet")
 
 
 def test_ports_package_does_not_shadow_torch() -> None:

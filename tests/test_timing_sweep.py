@@ -43,7 +43,7 @@ def test_slope_fit_with_one_image_size_has_no_token_slope() -> None:
     (["--batch", ""], "argument --batch: '' is empty; expected comma-separated whole numbers, e.g. 1,8,64"),
     (["--batch", "1,x,8"], "--batch has 'x'"),
     (["--batch", "1,8", "--image", "32,-4"], "--image has '-4'"),
-    (["--batch", "1,1"], "--batch repeats a value"),
+    (["--batch", "1,01"], "--batch '1,01' names '01' twice; name each once"),
 ])
 def test_bad_lists_are_one_line_errors(args: list[str], expected: str) -> None:
     assert expected in error_line(compare("sweep", "--spec", "quadrant", *args))

@@ -22,7 +22,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     (["--rset", "batch_size=5000"], "'batch_size' = 5000: expected at most the 1638 examples"),
     (["--rset", "plateau_metric=val_acc"], "'plateau_metric' = 'val_acc': expected one of"),
     (["--rset", "learning_rate=-0.001"], "'learning_rate' = -0.001: expected a finite number > 0"),
-    (["--seeds", "0,x"], "--seeds '0,x': expected comma-separated integers"),
+    (["--seeds", "0,x"], "--seeds has 'x'; expected distinct whole numbers >= 0"),
     (["--data", "cifar"], "--data 'cifar': expected quadrant, digits, or mnist:PATH.npz"),
 ])
 def test_bad_recipe_or_data_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path, extra: list[str],

@@ -18,8 +18,8 @@ import numpy as np
 
 from experiments.plateau import bookkeeping
 from experiments.plateau.runs import job, run_all
+from shared.cli._lists import comma_list
 from shared.core.train_spec import TrainSpec, get_recipe
-from shared.errors import InputError
 from shared.training.data import quadrant_name, quadrant_options
 
 # The largest per-update loss difference between two ports that still counts as "the same run":
@@ -55,19 +55,14 @@ class Settings:
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
     """`16/2,24/3,32/4` -> [(width, heads), ...]; the head width is width / heads."""
-    shapes = []
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        width, sep, heads = item.partition("/")
-        try:
-            shape = (int(width), int(heads))
-        except ValueError:
-            shape = (0, 0)
-        if not sep or shape[0] < 1 or shape[1] < 1 or shape[0] % shape[1]:
-            raise InputError(f"--shapes {item!r}: expected WIDTH/HEADS with HEADS dividing WIDTH, e.g. 16/2")
-        shapes.append(shape)
-    if not shapes or len(set(shapes)) != len(shapes):
-        raise InputError(f"--shapes {text!r}: expected distinct WIDTH/HEADS pairs such as 16/2,32/4")
-    return shapes
+    def shape(item: str) -> tuple[int, int]:
+        width, heads = (int(part) for part in item.split("/", 1)) if "/" in item else (0, 0)
+        if width < 1 or heads < 1 or width % heads:
+            raise ValueError(item)
+        return width, heads
+
+    return comma_list(text, "--shapes", "distinct WIDTH/HEADS pairs, HEADS dividing WIDTH, e.g. 16/2,32/4",
+                      shape)
 
 
 def shape_spec(width: int, heads: int) -> Any:

@@ -67,21 +67,6 @@ def listed(expected: str) -> Callable[[str], str]:
     return parse
 
 
-def parse_list(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
-    """The names a `--{what}s` list gives (time's modes, tolerances' presets and rungs), read at run
-    time, when the command knows what it offers: an unknown, a repeated or no name is refused."""
-    items = tuple(x.strip() for x in text.split(",") if x.strip())
-    for item in items:
-        if item not in allowed:
-            raise PortbenchError(f"unknown {what} {item!r}; expected one of: {', '.join(allowed)}")
-    if not items:
-        raise PortbenchError(f"--{what}s is empty; expected some of: {', '.join(allowed)}")
-    twice = next((item for i, item in enumerate(items) if item in items[:i]), None)
-    if twice is not None:  # it would be measured, and listed, twice
-        raise PortbenchError(f"--{what}s {text!r} names {twice!r} twice; name each once")
-    return items
-
-
 def refuse_unread(args: argparse.Namespace, names: tuple[str, ...], where: str) -> None:
     """Refuse, in one line, an option given `where` the command does not read it (`names`: argparse
     destinations; `name`, a positional, is shown as NAME): a run that ignored it would look like

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
-from ports import NATIVE, parse_frameworks
+from ports import NATIVE
 from shared.cli._common import installed_ports
+from shared.cli._lists import parse_frameworks
 from shared.cli._options import FRAMEWORKS, SET, SPEC, non_empty, refuse_unread
 from shared.core.budget import check_fits
 from shared.core.presets import resolve_spec

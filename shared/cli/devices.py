@@ -50,7 +50,8 @@ def launch_probe(framework: str, timeout: float) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import installed, parse_frameworks
+    from ports import installed
+    from shared.cli._lists import parse_frameworks
 
     check_outputs(args)  # before the probes, not after
     available = installed()

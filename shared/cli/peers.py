@@ -71,9 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import parse_frameworks
     from shared.cli._common import read_files
-    from shared.cli._options import parse_list
+    from shared.cli._lists import parse_frameworks, parse_list
     from shared.cli.time import progress
     from shared.core.budget import check_fits, check_work
     from shared.core.files import check_output, write_output

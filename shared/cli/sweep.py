@@ -67,8 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import parse_frameworks
-    from shared.cli._options import parse_list
+    from shared.cli._lists import comma_list, parse_frameworks, parse_list, whole_number
     from shared.cli.time import build_config, choose_frameworks, output_paths, progress
     from shared.core.presets import resolve_spec
 
@@ -76,8 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from shared.measure import sweep
 
     parse_list(args.modes, ("eager", "compiled"), "mode")  # it fits forward times: no train
-    batches = sweep.parse_values(args.batches, "--batch")
-    images = sweep.parse_values(args.images, "--image") if args.images else None
+    points = "whole numbers >= 1, each once, e.g. 1,8,64"  # each point is timed once
+    batches = comma_list(args.batches, "--batch", points, whole_number(1))
+    images = comma_list(args.images, "--image", points, whole_number(1)) if args.images else None
     spec = resolve_spec(args.spec, args.set)
     points = sweep.plan(spec, batches, images)  # refuses a point that cannot fit, before any runs
     config = build_config(args, spec)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from shared.cli._lists import parse_frameworks, parse_list
 from shared.cli._options import (
     ALLOW_MIXED,
     BATCH,
@@ -37,7 +38,6 @@ from shared.cli._options import (
     given,
     non_empty,
     non_negative_int,
-    parse_list,
     positive_int,
 )
 from shared.cli._outputs import output_paths, write_outputs
@@ -115,9 +115,9 @@ def choose_frameworks(text: str | None, default: tuple[str, ...] | None = None,
                       ) -> tuple[list[str], list[dict[str, Any]]]:
     """(runnable names, an `unavailable` row for each one that is not installed or that
     `refusal` refuses: `ports.rung_refusal` at the run's rung, the decision `verify` and every
-    worker take, here before any worker starts). The names are read by `ports.parse_frameworks`;
+    worker take, here before any worker starts). The names are read by `parse_frameworks`;
     without names: the installed ones of `default` (None: every installed one)."""
-    from ports import NOTHING_INSTALLED, missing_requirement, parse_frameworks
+    from ports import NOTHING_INSTALLED, missing_requirement
     from shared.cli._common import installed_ports
 
     names = parse_frameworks(text, [n for n in installed_ports() if default is None or n in default])
@@ -229,7 +229,7 @@ def print_verdicts(spec: Any, config: Any, rows: list[dict[str, Any]], logits: d
 
 
 def run(args: argparse.Namespace) -> int:
-    from ports import parse_frameworks, rung_refusal
+    from ports import rung_refusal
     from shared.cli._common import check_model_options
     from shared.core.presets import resolve_spec
 

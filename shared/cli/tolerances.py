@@ -18,19 +18,10 @@ import json
 import os
 from typing import Any
 
-from ports import NATIVE, parse_frameworks
+from ports import NATIVE
 from shared.cli._common import installed_ports
-from shared.cli._options import (
-    DEVICE,
-    FORCE,
-    FRAMEWORKS,
-    JSON,
-    TIMEOUT,
-    listed,
-    non_empty,
-    parse_list,
-    refuse_unread,
-)
+from shared.cli._lists import parse_frameworks, parse_list
+from shared.cli._options import DEVICE, FORCE, FRAMEWORKS, JSON, TIMEOUT, listed, non_empty, refuse_unread
 from shared.core.documents import decode_json
 from shared.core.files import Outputs, check_output, read_text
 from shared.core.paths import check_distinct

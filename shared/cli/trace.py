@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ports import NOTHING_INSTALLED, parse_frameworks
+from ports import NOTHING_INSTALLED
 from shared.cli._common import (
     REFERENCE_ALONE,
     add_json_arg,
@@ -17,6 +17,7 @@ from shared.cli._common import (
     load_user_model,
     write_json_and_page,
 )
+from shared.cli._lists import parse_frameworks
 from shared.cli._options import FRAMEWORKS, HTML, WITH_REFERENCE, add_precision
 from shared.core.precision import from_args
 from shared.errors import FrameworkUnavailable, InputError

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from shared.cli._common import read_files
+from shared.cli._lists import comma_list, whole_number
 from shared.cli._options import (
     EPOCHS,
     FORCE,
@@ -66,12 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise InputError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2") from None
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise InputError(f"--seeds {text!r}: expected distinct integers >= 0")
+    seeds = comma_list(text, "--seeds", "distinct whole numbers >= 0, e.g. 0,1,2", whole_number(0))
     check_work("the number of --seeds", len(seeds), "seeds")
     return seeds
 

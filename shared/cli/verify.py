@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from ports import installed, parse_frameworks
+from ports import installed
 from shared.cli._common import (
     REFERENCE_ALONE,
     add_json_arg,
@@ -24,6 +24,7 @@ from shared.cli._common import (
     user_spec,
     write_json,
 )
+from shared.cli._lists import parse_frameworks
 from shared.cli._options import (
     BATCH,
     DEVICE,

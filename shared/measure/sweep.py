@@ -21,27 +21,11 @@ import numpy as np
 
 from shared.core.budget import check_fits
 from shared.core.spec import ModelSpec
-from shared.errors import InputError
 from shared.measure.guard import FORWARD, metric_value
 from shared.measure.output import peak_memory
 from shared.measure.runner import RunConfig, run_all
 
 Progress = Callable[[str], None]
-
-
-def parse_values(text: str, option: str) -> list[int]:
-    """`1,8,64` -> [1, 8, 64]: whole numbers >= 1, at least one, each once, in order."""
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items:
-        raise InputError(f"{option} is empty; expected comma-separated whole numbers, e.g. 1,8,64")
-    values = []
-    for item in items:
-        if not item.isdigit() or int(item) < 1:
-            raise InputError(f"{option} has {item!r}; expected whole numbers >= 1, e.g. 1,8,64")
-        values.append(int(item))
-    if len(set(values)) != len(values):
-        raise InputError(f"{option} repeats a value ({text}); each point is timed once")
-    return values
 
 
 def at_image(spec: ModelSpec, side: int | None) -> ModelSpec:
