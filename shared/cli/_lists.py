@@ -1,8 +1,8 @@
 """Reading a comma-separated option's value at run time, when the command knows what it offers:
 frameworks, modes, presets, rungs, seeds, sweep points and the plateau experiment's shapes are each
 read by `comma_list`, so an empty list, an empty item, a bad item and a repeated one are refused in
-the same words everywhere. (The options table's `listed` type refuses an empty item as argparse
-parses; the commands that take no argparse, the Python API and the experiments, come here too.)"""
+the same words everywhere. (The options table's `listed` type already refuses an empty item as
+argparse parses, in argparse's words; the Python API's frameworks are read here with no argparse.)"""
 
 from __future__ import annotations
 
