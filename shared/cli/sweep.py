@@ -75,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     from shared.measure import sweep
 
     parse_list(args.modes, ("eager", "compiled"), "mode")  # it fits forward times: no train
-    points = "whole numbers >= 1, each once, e.g. 1,8,64"  # each point is timed once
-    batches = comma_list(args.batches, "--batch", points, whole_number(1))
-    images = comma_list(args.images, "--image", points, whole_number(1)) if args.images else None
+    sizes = "whole numbers >= 1, each once, e.g. 1,8,64"  # each point is timed once
+    batches = comma_list(args.batches, "--batch", sizes, whole_number(1))
+    images = comma_list(args.images, "--image", sizes, whole_number(1)) if args.images else None
     spec = resolve_spec(args.spec, args.set)
     points = sweep.plan(spec, batches, images)  # refuses a point that cannot fit, before any runs
     config = build_config(args, spec)
